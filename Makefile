@@ -1,0 +1,32 @@
+# Two set-up commands (README): `make demo` and `make test`. Both create the environment.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test env bench clean proto
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Re-install whenever the project metadata changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	touch $@
+
+env: $(VENV)/.installed
+
+demo: env
+	$(BIN)/ldpsynth demo
+
+test: env
+	$(BIN)/python -m pytest
+
+bench: env
+	$(BIN)/python benchmarks/bench_mechanism.py
+
+proto: env
+	$(BIN)/python proto/generate.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

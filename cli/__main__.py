@@ -1,0 +1,5 @@
+import sys
+
+from ldpsynth.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,89 @@
+"""The mechanism card: everything needed to debias a release, published with the data.
+
+A card holds the schema, the ε asked for and the ε delivered, :math:`|D|`, and the exact
+keep/lie probabilities as integer weights over one space (``keep_weight / total_weight`` and
+``lie_weight / total_weight``) plus their float values. Anyone holding an export of the
+synthetic database and its card can reproduce every answer offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ValidationError
+from .mechanism import MechanismE
+from .schema import Schema
+
+CARD_FORMAT = "ldpsynth.mechanism-card/1"
+
+
+@dataclass(frozen=True)
+class MechanismCard:
+    """Schema + mechanism E, serialisable to JSON and back without loss."""
+
+    schema: Schema
+    mechanism: MechanismE
+
+    @classmethod
+    def for_schema(cls, schema: Schema) -> "MechanismCard":
+        """The card of the mechanism E that releases ``schema``'s private domain at its ε."""
+        return cls(schema, MechanismE(schema.epsilon, schema.private_domain_size))
+
+    @property
+    def version(self) -> str:
+        return self.mechanism.VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mechanism
+        return {
+            "format": CARD_FORMAT,
+            "mechanism": "E",
+            "version": m.VERSION,
+            "reference": "Wang, Ying, Zhang: A Minimax Distortion View of Differentially Private Query Release, eq. 16",
+            "schema": self.schema.to_json(),
+            "epsilon_requested": m.epsilon_requested,
+            "epsilon": m.epsilon,
+            "domain_size": m.domain_size,
+            "keep_probability": m.keep_probability,
+            "lie_probability": m.lie_probability,
+            "keep_weight": str(m.keep_weight),
+            "lie_weight": str(m.lie_weight),
+            "total_weight": str(m.total_weight),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.dumps() + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | str) -> "MechanismCard":
+        """Parse and *verify* a card: the stored probabilities must be exactly those of E at the
+        stored ε and |D|, so a tampered or inconsistent card is rejected."""
+        if isinstance(obj, str):
+            try:
+                obj = json.loads(obj)
+            except json.JSONDecodeError as exc:
+                raise ValidationError("card", "a JSON mechanism card", f"invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, Mapping) or obj.get("format") != CARD_FORMAT:
+            raise ValidationError("card.format", repr(CARD_FORMAT), "not a mechanism card of this format")
+        if obj.get("version") != MechanismE.VERSION:
+            raise ValidationError("card.version", repr(MechanismE.VERSION), f"got {obj.get('version')!r}")
+        schema = Schema.from_json(obj.get("schema"))
+        card = cls.for_schema(Schema(schema.name, obj.get("epsilon_requested", schema.epsilon), schema.attributes))
+        m = card.mechanism
+        expected = {"domain_size": m.domain_size, "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight),
+                    "total_weight": str(m.total_weight), "epsilon": m.epsilon}
+        for key, value in expected.items():
+            if obj.get(key) != value:
+                raise ValidationError(f"card.{key}", f"{value!r} (E at the card's epsilon and domain)", "inconsistent")
+        return card
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MechanismCard":
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))

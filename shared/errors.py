@@ -1,0 +1,42 @@
+"""Errors shared by the client and the aggregator.
+
+Every validation error names the offending *field* and its *legal range*, and never carries a
+private value: the message may travel to a server log or back over the wire.
+"""
+
+from __future__ import annotations
+
+
+class LdpsynthError(Exception):
+    """Base class of all ldpsynth errors."""
+
+
+class ValidationError(LdpsynthError, ValueError):
+    """Bad input: a field out of its legal range or of the wrong shape.
+
+    Attributes
+    ----------
+    field:
+        Name of the offending field (an attribute, a parameter, a query field).
+    legal:
+        Human-readable legal range, e.g. ``"an integer in [1, 5]"``.
+    position:
+        Row (or query) index where the problem was found, if any.
+    """
+
+    def __init__(self, field: str, legal: str, problem: str = "", position: int | None = None):
+        self.field = field
+        self.legal = legal
+        self.position = position
+        self.problem = problem
+        where = f" at position {position}" if position is not None else ""
+        what = f": {problem}" if problem else ""
+        super().__init__(f"{field}{where}{what}; legal range: {legal}")
+
+
+class SchemaError(ValidationError):
+    """The collection schema itself is malformed."""
+
+
+class PrivacyBudgetExceeded(LdpsynthError):
+    """A submission would spend more ε than the device's budget allows."""

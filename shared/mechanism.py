@@ -1,0 +1,208 @@
+"""Mechanism E: k-ary randomized response over the whole private domain D (seed 000 eqs. 14-16).
+
+Each row :math:`x_i \\in D` is released independently as :math:`Y_i` with (eq. 16)
+
+.. math::  p_{Y_i}(y) = \\frac{e^{-\\epsilon\\,\\delta(x_i, y)}}{g(\\epsilon)}, \\qquad
+           g(\\epsilon) = 1 + (|D| - 1) e^{-\\epsilon},
+
+i.e. the true value is kept with probability :math:`1/g(\\epsilon)` and each *particular* other value
+is reported with probability :math:`e^{-\\epsilon}/g(\\epsilon)`. (Seed 000 writes
+:math:`|D| = 2^l`; nothing in eqs. 14-22 needs a power of two.) The ratio of the output
+probabilities of two inputs is at most :math:`e^{\\epsilon}`: E is ε-DP (Lemma 1), locally.
+
+**Exact rational probabilities.** So that a device can sample E exactly from the operating
+system's CSPRNG, the probabilities are rationals over one integer space of size
+:math:`N = A + (|D|-1) L`: the true value owns ``A`` points, each other value ``L`` points, with
+:math:`A / L \\le e^{\\epsilon}` (so the keep probability :math:`A/N` is not above the ideal
+:math:`1/g(\\epsilon)`). The ε actually *delivered* is :math:`\\ln(A/L)`, rounded up to the next
+float; it never exceeds the ε asked for. The simulation sampler :meth:`MechanismE.perturb` uses
+the same probabilities (as floats), so one card describes both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import ValidationError
+from .validation import check_epsilon, check_int
+
+#: The integer space of the rational probabilities has at most this many points.
+_SPACE = 1 << 62
+#: Relative safety margin below e^ε when choosing A (covers the error of float exp).
+_MARGIN = 2.0**-50
+#: Decimal digits used for the exact privacy-loss comparisons.
+_DIGITS = 60
+#: Largest supported |D|.
+MAX_DOMAIN_SIZE = 1 << 40
+
+
+def exact_log_ratio(numerator: int, denominator: int) -> Decimal:
+    """:math:`\\ln(\\mathrm{numerator}/\\mathrm{denominator})` to 60 significant digits."""
+    with localcontext() as ctx:
+        ctx.prec = _DIGITS
+        return Decimal(numerator).ln() - Decimal(denominator).ln()
+
+
+def float_at_least(value: Decimal) -> float:
+    """The smallest float that is >= ``value`` (ε rounded in the safe direction)."""
+    x = float(value)
+    while Decimal(x) < value:
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
+    """Integer weights ``(A, L)`` with :math:`A/L \\le e^{\\epsilon}` exactly and ``A + (k-1) L <= 2^62``.
+
+    ``L`` is as large as the space allows, so :math:`A/L` is within about :math:`2^{-50}` (relative)
+    of :math:`e^{\\epsilon}` whenever :math:`e^{\\epsilon} + k - 1 < 2^{40}`; for larger ε the
+    space caps ``A`` and the delivered ε is smaller than the one asked (never larger).
+    """
+    k = domain_size
+    bound = Decimal(epsilon)
+    if epsilon < 40.0:
+        ratio = math.exp(epsilon) * (1.0 - _MARGIN)
+        lie = max(1, int(_SPACE // (math.exp(epsilon) + k)))
+        keep = int(lie * ratio)
+    else:
+        lie, keep = 1, _SPACE - (k - 1)
+    keep = min(keep, _SPACE - (k - 1) * lie)
+    while keep > lie and exact_log_ratio(keep, lie) > bound:  # exact check; practically never loops
+        keep -= 1
+    if keep <= lie:
+        raise ValidationError("epsilon", "a finite number >= 1e-12 (the resolution of the exact sampler)",
+                              f"got {epsilon!r}")
+    return keep, lie
+
+
+class MechanismE:
+    """Mechanism E of seed 000 (eq. 16) over a private domain of ``domain_size`` codes.
+
+    Parameters
+    ----------
+    epsilon:
+        The ε asked for: a finite number > 0.
+    domain_size:
+        :math:`|D| \\ge 2`.
+
+    Attributes
+    ----------
+    epsilon:
+        The ε actually delivered, :math:`\\ln(A/L)` rounded up; ``<= epsilon_requested``.
+    keep_probability, lie_probability:
+        :math:`A/N` and :math:`L/N` as floats (:math:`1/g(\\epsilon)` and :math:`e^{-\\epsilon}/g(\\epsilon)`
+        at the delivered ε); the exact values are :attr:`keep_fraction` / :attr:`lie_fraction`.
+    """
+
+    VERSION = "E/1"
+
+    def __init__(self, epsilon: float, domain_size: int):
+        self.epsilon_requested = check_epsilon(epsilon, "epsilon")
+        self.domain_size = check_int(domain_size, "domain_size", 2, MAX_DOMAIN_SIZE)
+        self.keep_weight, self.lie_weight = rational_weights(self.epsilon_requested, self.domain_size)
+        self.total_weight = self.keep_weight + (self.domain_size - 1) * self.lie_weight
+        self.epsilon = float_at_least(exact_log_ratio(self.keep_weight, self.lie_weight))
+        self.keep_probability = self.keep_weight / self.total_weight
+        self.lie_probability = self.lie_weight / self.total_weight
+        # Rejection threshold for drawing uniformly from [0, N) with 64-bit words.
+        self._accept_below = (1 << 64) - ((1 << 64) % self.total_weight)
+
+    # ----- exact description -----------------------------------------------------------------
+    @property
+    def keep_fraction(self) -> Fraction:
+        """Exact keep probability :math:`A/N`."""
+        return Fraction(self.keep_weight, self.total_weight)
+
+    @property
+    def lie_fraction(self) -> Fraction:
+        """Exact probability :math:`L/N` of each particular other value."""
+        return Fraction(self.lie_weight, self.total_weight)
+
+    def output_probabilities(self, true_code: int) -> np.ndarray:
+        """The pmf of eq. 16 for one input (length ``domain_size``); for tests and small domains."""
+        probs = np.full(self.domain_size, self.lie_probability)
+        probs[true_code] = self.keep_probability
+        return probs
+
+    def __repr__(self) -> str:
+        return (f"MechanismE(epsilon={self.epsilon_requested!r}, domain_size={self.domain_size}; "
+                f"delivered epsilon={self.epsilon!r}, keep={self.keep_weight}/{self.total_weight})")
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, MechanismE) and other.domain_size == self.domain_size
+                and other.keep_weight == self.keep_weight and other.lie_weight == self.lie_weight)
+
+    def __hash__(self) -> int:
+        return hash((self.domain_size, self.keep_weight, self.lie_weight))
+
+    # ----- sampling -----------------------------------------------------------------------------
+    def check_codes(self, codes: npt.ArrayLike, field_name: str = "codes") -> np.ndarray:
+        """Return ``codes`` as int64, raising if any lies outside ``[0, |D|)``."""
+        arr = np.asarray(codes)
+        if arr.dtype.kind not in "iu":
+            raise ValidationError(field_name, f"integer codes in [0, {self.domain_size - 1}]", "not integers")
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < 0) | (arr >= self.domain_size)
+        if bad.any():
+            raise ValidationError(field_name, f"integer codes in [0, {self.domain_size - 1}]", "out of range",
+                                  int(np.flatnonzero(bad.reshape(-1))[0]))
+        return arr
+
+    def _lie(self, codes: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """The ``index``-th value of D other than ``codes`` (index in ``[0, |D|-1)``): uniform lie."""
+        return index + (index >= codes)
+
+    def perturb(self, codes: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
+        """Apply E to every code, vectorized, with a seeded numpy Generator (simulations, benchmarks).
+
+        One uniform :math:`U` per row: keep if :math:`U < p`, else report the
+        :math:`\\lfloor (U - p)/q \\rfloor`-th other value, which is uniform over the other
+        :math:`|D|-1` values (eq. 16 with :math:`p = A/N`, :math:`q = L/N` in float64).
+        Not for devices: see :meth:`perturb_secure`.
+        """
+        x = self.check_codes(codes)
+        u = rng.random(x.shape)
+        p, q = self.keep_probability, self.lie_probability
+        index = ((u - p) * (1.0 / q)).astype(np.int64)
+        np.clip(index, 0, self.domain_size - 2, out=index)
+        return np.where(u < p, x, self._lie(x, index))
+
+    def _uniform_below_total(self, count: int) -> np.ndarray:
+        """``count`` exact uniform draws from ``[0, N)`` using ``os.urandom`` (rejection sampling)."""
+        out = np.empty(count, dtype=np.uint64)
+        todo = np.arange(count)
+        limit = self._accept_below
+        while todo.size:
+            words = np.frombuffer(os.urandom(8 * todo.size), dtype=np.uint64)
+            ok = words < np.uint64(limit) if limit < (1 << 64) else np.ones(todo.size, bool)
+            out[todo[ok]] = words[ok] % np.uint64(self.total_weight)
+            todo = todo[~ok]
+        return out
+
+    def perturb_secure(self, codes: npt.ArrayLike) -> np.ndarray:
+        """Apply E with the operating system's CSPRNG only (``os.urandom``); for devices.
+
+        Draw :math:`R` uniform on :math:`\\{0, \\dots, N-1\\}` exactly (rejection from 64-bit words):
+        keep if :math:`R < A`, else report the :math:`\\lfloor (R - A)/L \\rfloor`-th other value.
+        The output pmf is exactly :math:`A/N` for the true value and :math:`L/N` for each other
+        value, so the privacy loss is exactly :math:`\\ln(A/L) \\le` :attr:`epsilon`.
+        Out-of-domain codes are rejected before any randomness is drawn.
+        """
+        x = self.check_codes(codes)
+        flat = x.reshape(-1)
+        r = self._uniform_below_total(flat.size)
+        keep = r < np.uint64(self.keep_weight)
+        index = np.where(keep, 0, (r - np.uint64(self.keep_weight)) // np.uint64(self.lie_weight)).astype(np.int64)
+        return np.where(keep, flat, self._lie(flat, index)).reshape(x.shape)
+
+    # ----- debiasing constants (seed 000 eq. 17) ------------------------------------------------
+    @property
+    def signal(self) -> float:
+        """:math:`p - q = (1 - e^{-\\epsilon})/g(\\epsilon)`: the weight of the truth in :math:`E[\\varphi(Y)]`."""
+        return float(Fraction(self.keep_weight - self.lie_weight, self.total_weight))

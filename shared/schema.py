@@ -1,0 +1,496 @@
+"""Collection schema and the mixed-radix encoding of the private domain D.
+
+A collection's schema is its public contract: attributes with a name, a type and a flag saying
+whether the attribute is *public* (sent in clear, e.g. the movie a rating is about) or *private*
+(perturbed by mechanism E on the device). The private domain is the product of the private
+attributes' value sets,
+
+.. math::  D = A_1 \\times \\dots \\times A_m, \\qquad |D| = \\prod_j |A_j|,
+
+and a private row :math:`(a_1, \\dots, a_m)` is encoded in mixed radix (first attribute most
+significant, like C order): :math:`\\mathrm{code} = \\sum_j a_j \\prod_{l > j} |A_l|`.
+Public attributes are encoded the same way into a *public key*.
+
+Continuous attributes on ``[lo, hi]`` are discretised to ``2**bits`` buckets as in seed 000
+§V-A (each row is rounded down to the lower edge of its bucket, so
+:math:`|x - \\hat x| \\le (hi - lo) / 2^{bits}`); :func:`bits_for_rows` picks ``bits`` from the
+expected number of rows by the paper's rule :math:`2^{2k} = \\sqrt{n}`.
+
+Error messages name the attribute, the position and the legal range, never the value itself:
+a private value must not end up in a server log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import SchemaError, ValidationError
+from .validation import check_epsilon
+
+#: Largest domain (private or public) we encode: codes must fit an int64 with room to spare.
+MAX_DOMAIN_SIZE = 2**62
+#: Largest number of buckets of a continuous attribute.
+MAX_BITS = 24
+#: Largest number of listed values of a categorical attribute.
+MAX_CATEGORIES = 1 << 20
+
+
+def bits_for_rows(n: int) -> int:
+    """Bits k of a continuous attribute for an expected ``n`` rows, by :math:`2^{2k} = \\sqrt n`.
+
+    Seed 000 §V-A (the step before Proposition 1) balances discretisation error
+    :math:`L/(c 2^k)` against estimation error :math:`O(2^k/\\sqrt n)` with :math:`2^{2k}=\\sqrt n`,
+    i.e. :math:`k = \\log_2(n) / 4`, rounded to the nearest integer and at least 1.
+
+    >>> bits_for_rows(65536)
+    4
+    """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValidationError("n", "an integer >= 1", f"got {n!r}")
+    return int(min(MAX_BITS, max(1, round(math.log2(int(n)) / 4))))
+
+
+def _as_array(values: npt.ArrayLike) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    return arr
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+@dataclass(frozen=True)
+class Attribute(ABC):
+    """One column of a collection. ``size`` values, encoded as codes ``0 .. size-1``."""
+
+    name: str
+    public: bool = False
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Number of distinct codes."""
+
+    @property
+    @abstractmethod
+    def legal_range(self) -> str:
+        """Human-readable legal range of a raw value (used in error messages)."""
+
+    @abstractmethod
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(codes, bad)``: codes of the values and a mask of illegal entries."""
+
+    @abstractmethod
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        """Raw values (bucket lower edges for continuous attributes) of the given codes."""
+
+    @abstractmethod
+    def _type_json(self) -> dict[str, Any]:
+        """The type-specific JSON fields."""
+
+    def encode(self, values: npt.ArrayLike, *, offset: int = 0) -> np.ndarray:
+        """Encode a whole column to int64 codes; raise naming the first bad position.
+
+        ``offset`` is added to the position reported in errors (for chunked input).
+        """
+        arr = _as_array(values)
+        try:
+            codes, bad = self._encode(arr)
+        except (TypeError, ValueError):
+            # A column that cannot even be converted: find the first bad cell one by one.
+            for i, v in enumerate(arr):
+                try:
+                    _, b = self._encode(np.asarray([v]))
+                except (TypeError, ValueError):
+                    b = np.array([True])
+                if b[0]:
+                    raise ValidationError(self.name, self.legal_range, "illegal value", offset + i) from None
+            raise
+        if bad.any():
+            raise ValidationError(self.name, self.legal_range, "illegal value", offset + _first_bad(bad))
+        return codes.astype(np.int64, copy=False)
+
+    def check_codes(self, codes: npt.ArrayLike, *, field_name: str | None = None) -> np.ndarray:
+        """Check that already-encoded codes lie in ``[0, size)``."""
+        arr = np.asarray(codes)
+        if arr.dtype.kind not in "iu":
+            raise ValidationError(field_name or self.name, f"integer codes in [0, {self.size - 1}]", "not integers")
+        bad = (arr < 0) | (arr >= self.size)
+        if bad.any():
+            raise ValidationError(
+                field_name or self.name, f"a code in [0, {self.size - 1}]", "code out of range", _first_bad(bad)
+            )
+        return arr.astype(np.int64, copy=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        out.update(self._type_json())
+        out["public"] = self.public
+        return out
+
+
+@dataclass(frozen=True)
+class CategoricalAttribute(Attribute):
+    """Listed values (strings); code = position in the list."""
+
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (2 <= len(self.values) <= MAX_CATEGORIES):
+            raise SchemaError(f"attributes[{self.name}].values", f"2 to {MAX_CATEGORIES} distinct strings",
+                              f"got {len(self.values)}")
+        if len(set(self.values)) != len(self.values):
+            raise SchemaError(f"attributes[{self.name}].values", "distinct strings", "duplicates")
+        object.__setattr__(self, "_index", {v: i for i, v in enumerate(self.values)})
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    @property
+    def legal_range(self) -> str:
+        shown = ", ".join(repr(v) for v in self.values[:8])
+        more = ", ..." if len(self.values) > 8 else ""
+        return f"one of {{{shown}{more}}} ({len(self.values)} values)"
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index = self._index  # type: ignore[attr-defined]
+        codes = np.fromiter((index.get(str(v), -1) for v in values.tolist()), dtype=np.int64, count=len(values))
+        return codes, codes < 0
+
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        return np.asarray(self.values, dtype=object)[self.check_codes(codes)]
+
+    def _type_json(self) -> dict[str, Any]:
+        return {"type": "categorical", "values": list(self.values)}
+
+
+_TRUE = {"1", "true", "True", "TRUE", "yes"}
+_FALSE = {"0", "false", "False", "FALSE", "no"}
+
+
+@dataclass(frozen=True)
+class BinaryAttribute(Attribute):
+    """0/1 (also accepts booleans and the strings true/false, yes/no)."""
+
+    @property
+    def size(self) -> int:
+        return 2
+
+    @property
+    def legal_range(self) -> str:
+        return "0 or 1"
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if values.dtype.kind in "biuf":
+            v = values.astype(np.float64)
+            bad = ~((v == 0) | (v == 1))
+            return np.where(bad, 0, v).astype(np.int64), bad
+        strings = [str(x).strip() for x in values.tolist()]
+        codes = np.fromiter((1 if s in _TRUE else 0 if s in _FALSE else -1 for s in strings), np.int64, len(strings))
+        return np.maximum(codes, 0), codes < 0
+
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        return self.check_codes(codes)
+
+    def _type_json(self) -> dict[str, Any]:
+        return {"type": "binary"}
+
+
+def _to_float(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "biuf":
+        return values.astype(np.float64)
+    return np.array([float(str(v).strip()) for v in values.tolist()], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class IntegerAttribute(Attribute):
+    """Integers in ``[min, max]``; code = value - min."""
+
+    min: int = 0
+    max: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("min", "max"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise SchemaError(f"attributes[{self.name}].{key}", "an integer", f"got {v!r}")
+        if not (self.min < self.max) or self.max - self.min + 1 > MAX_DOMAIN_SIZE:
+            raise SchemaError(f"attributes[{self.name}]", f"integers with min < max and at most {MAX_DOMAIN_SIZE} values",
+                              f"got min={self.min}, max={self.max}")
+
+    @property
+    def size(self) -> int:
+        return int(self.max - self.min + 1)
+
+    @property
+    def legal_range(self) -> str:
+        return f"an integer in [{self.min}, {self.max}]"
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if values.dtype.kind in "iu":
+            v = values.astype(np.int64)
+            bad = (v < self.min) | (v > self.max)
+            return v - self.min, bad
+        x = _to_float(values)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(x) | (x != np.floor(x)) | (x < self.min) | (x > self.max)
+        return np.where(bad, self.min, x).astype(np.int64) - self.min, bad
+
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        return self.check_codes(codes) + self.min
+
+    def _type_json(self) -> dict[str, Any]:
+        return {"type": "integer", "min": int(self.min), "max": int(self.max)}
+
+
+@dataclass(frozen=True)
+class ContinuousAttribute(Attribute):
+    """Reals in ``[lo, hi]`` discretised to ``2**bits`` equal buckets (seed 000 §V-A).
+
+    .. math::  \\mathrm{code}(x) = \\min\\left(\\lfloor 2^{bits} (x - lo)/(hi - lo) \\rfloor, 2^{bits}-1\\right),
+               \\qquad \\hat x = lo + \\mathrm{code} \\cdot (hi - lo) / 2^{bits}.
+    """
+
+    lo: float = 0.0
+    hi: float = 1.0
+    bits: int = 4
+
+    def __post_init__(self) -> None:
+        for key in ("lo", "hi"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+                raise SchemaError(f"attributes[{self.name}].{key}", "a finite number", f"got {v!r}")
+        if not float(self.lo) < float(self.hi):
+            raise SchemaError(f"attributes[{self.name}]", "lo < hi", f"got lo={self.lo}, hi={self.hi}")
+        if isinstance(self.bits, bool) or not isinstance(self.bits, numbers.Integral) or not 1 <= self.bits <= MAX_BITS:
+            raise SchemaError(f"attributes[{self.name}].bits", f"an integer in [1, {MAX_BITS}]", f"got {self.bits!r}")
+
+    @property
+    def size(self) -> int:
+        return 1 << int(self.bits)
+
+    @property
+    def width(self) -> float:
+        """Bucket width :math:`(hi - lo)/2^{bits}`."""
+        return (float(self.hi) - float(self.lo)) / self.size
+
+    @property
+    def legal_range(self) -> str:
+        return f"a number in [{self.lo}, {self.hi}]"
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = _to_float(values)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(x) | (x < self.lo) | (x > self.hi)
+            scaled = np.floor((np.where(bad, self.lo, x) - self.lo) / (float(self.hi) - float(self.lo)) * self.size)
+        return np.minimum(scaled, self.size - 1).astype(np.int64), bad
+
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        return float(self.lo) + self.check_codes(codes) * self.width
+
+    def _type_json(self) -> dict[str, Any]:
+        return {"type": "continuous", "lo": float(self.lo), "hi": float(self.hi), "bits": int(self.bits)}
+
+
+def _radix_weights(sizes: Sequence[int]) -> np.ndarray:
+    """Place values of a mixed-radix number, first digit most significant."""
+    weights = [1] * len(sizes)
+    for j in range(len(sizes) - 2, -1, -1):
+        weights[j] = weights[j + 1] * int(sizes[j + 1])
+    return np.asarray(weights, dtype=np.int64)
+
+
+def _attribute_from_json(obj: Any, position: int) -> Attribute:
+    where = f"attributes[{position}]"
+    if not isinstance(obj, Mapping):
+        raise SchemaError(where, "an object with name, type and its type's fields", f"got {type(obj).__name__}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name or not name.isidentifier():
+        raise SchemaError(f"{where}.name", "a non-empty identifier (letters, digits, _)", f"got {name!r}")
+    public = obj.get("public", False)
+    if not isinstance(public, bool):
+        raise SchemaError(f"attributes[{name}].public", "true or false", f"got {public!r}")
+    kind = obj.get("type")
+    known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"}}
+    if kind not in known:
+        raise SchemaError(f"attributes[{name}].type", "one of categorical, binary, integer, continuous", f"got {kind!r}")
+    extra = set(obj) - {"name", "type", "public"} - known[kind]
+    if extra:
+        raise SchemaError(f"attributes[{name}]", f"fields name, type, public, {', '.join(sorted(known[kind]))}",
+                          f"unknown fields {sorted(extra)}")
+    missing = known[kind] - set(obj) - ({"bits"} if kind == "continuous" else set())
+    if missing:
+        raise SchemaError(f"attributes[{name}]", f"the fields {sorted(known[kind])}", f"missing {sorted(missing)}")
+    if kind == "categorical":
+        values = obj["values"]
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise SchemaError(f"attributes[{name}].values", "a list of strings", "wrong type")
+        return CategoricalAttribute(name, public, tuple(values))
+    if kind == "binary":
+        return BinaryAttribute(name, public)
+    if kind == "integer":
+        return IntegerAttribute(name, public, obj["min"], obj["max"])
+    return ContinuousAttribute(name, public, obj["lo"], obj["hi"], obj.get("bits", 4))
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A collection: its name, the ε each row is released with, and its attributes."""
+
+    name: str
+    epsilon: float
+    attributes: tuple[Attribute, ...]
+    _by_name: dict[str, Attribute] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or len(self.name) > 128:
+            raise SchemaError("name", "a non-empty string of at most 128 characters", f"got {self.name!r}")
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        attrs = tuple(self.attributes)
+        object.__setattr__(self, "attributes", attrs)
+        names = [a.name for a in attrs]
+        if len(set(names)) != len(names):
+            raise SchemaError("attributes", "distinct attribute names", "duplicate names")
+        if not any(not a.public for a in attrs):
+            raise SchemaError("attributes", "at least one private attribute", "all attributes are public")
+        object.__setattr__(self, "_by_name", {a.name: a for a in attrs})
+        for label, group in (("private", self.private_attributes), ("public", self.public_attributes)):
+            if math.prod(a.size for a in group) > MAX_DOMAIN_SIZE:
+                raise SchemaError("attributes", f"a {label} domain of at most 2^62 values", "too large")
+
+    # ----- views -------------------------------------------------------------------------
+    @property
+    def private_attributes(self) -> tuple[Attribute, ...]:
+        return tuple(a for a in self.attributes if not a.public)
+
+    @property
+    def public_attributes(self) -> tuple[Attribute, ...]:
+        return tuple(a for a in self.attributes if a.public)
+
+    @property
+    def private_domain_size(self) -> int:
+        """:math:`|D|`, the product of the private attributes' sizes."""
+        return math.prod(a.size for a in self.private_attributes)
+
+    @property
+    def public_domain_size(self) -> int:
+        """Number of distinct public keys (1 when there are no public attributes)."""
+        return math.prod(a.size for a in self.public_attributes)
+
+    def attribute(self, name: str) -> Attribute:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise ValidationError("attribute", f"one of {sorted(self._by_name)}", f"unknown attribute {name!r}") from None
+
+    # ----- mixed radix ---------------------------------------------------------------------
+    @staticmethod
+    def _combine(group: tuple[Attribute, ...], columns: Mapping[str, npt.ArrayLike], *, encoded: bool,
+                 offset: int) -> np.ndarray:
+        weights = _radix_weights([a.size for a in group])
+        total: np.ndarray | None = None
+        for attr, w in zip(group, weights):
+            if attr.name not in columns:
+                raise ValidationError(attr.name, attr.legal_range, "missing column")
+            col = columns[attr.name]
+            codes = attr.check_codes(col) if encoded else attr.encode(col, offset=offset)
+            if total is not None and len(codes) != len(total):
+                raise ValidationError(attr.name, f"a column of {len(total)} rows", f"got {len(codes)} rows")
+            total = codes * w if total is None else total + codes * w
+        return np.zeros(0, np.int64) if total is None else total
+
+    def encode_private(self, columns: Mapping[str, npt.ArrayLike], *, offset: int = 0) -> np.ndarray:
+        """Raw private columns -> codes in ``[0, |D|)`` (mixed radix, first attribute most significant)."""
+        return self._combine(self.private_attributes, columns, encoded=False, offset=offset)
+
+    def encode_public(self, columns: Mapping[str, npt.ArrayLike], *, offset: int = 0) -> np.ndarray:
+        """Raw public columns -> public keys in ``[0, public_domain_size)``; zeros when there are none."""
+        if not self.public_attributes:
+            n = len(next(iter(columns.values()))) if columns else 0
+            return np.zeros(n, np.int64)
+        return self._combine(self.public_attributes, columns, encoded=False, offset=offset)
+
+    def private_digits(self, codes: npt.ArrayLike) -> dict[str, np.ndarray]:
+        """Split private codes into per-attribute codes (inverse of the mixed radix)."""
+        return self._split(self.private_attributes, self.check_private_codes(codes))
+
+    def public_digits(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
+        """Split public keys into per-attribute codes."""
+        keys = np.asarray(keys, dtype=np.int64)
+        bad = (keys < 0) | (keys >= self.public_domain_size)
+        if bad.any():
+            raise ValidationError("public_key", f"an integer in [0, {self.public_domain_size - 1}]", "out of range",
+                                  _first_bad(bad))
+        return self._split(self.public_attributes, keys)
+
+    @staticmethod
+    def _split(group: tuple[Attribute, ...], codes: np.ndarray) -> dict[str, np.ndarray]:
+        weights = _radix_weights([a.size for a in group])
+        return {a.name: (codes // w) % a.size for a, w in zip(group, weights)}
+
+    def decode_private(self, codes: npt.ArrayLike) -> dict[str, np.ndarray]:
+        """Private codes -> raw columns (continuous attributes: bucket lower edges)."""
+        return {name: self._by_name[name].decode(d) for name, d in self.private_digits(codes).items()}
+
+    def decode_public(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
+        return {name: self._by_name[name].decode(d) for name, d in self.public_digits(keys).items()}
+
+    def check_private_codes(self, codes: npt.ArrayLike, field_name: str = "private_code") -> np.ndarray:
+        """Check that perturbed codes lie in ``[0, |D|)`` (the server's validation of a report)."""
+        arr = np.asarray(codes)
+        if arr.dtype.kind not in "iu":
+            raise ValidationError(field_name, f"integer codes in [0, {self.private_domain_size - 1}]", "not integers")
+        bad = arr >= self.private_domain_size
+        if arr.dtype.kind == "i":
+            bad |= arr < 0
+        if bad.any():
+            raise ValidationError(field_name, f"an integer in [0, {self.private_domain_size - 1}]", "out of range",
+                                  _first_bad(bad))
+        return arr.astype(np.int64, copy=False)
+
+    # ----- JSON ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "epsilon": self.epsilon, "attributes": [a.to_json() for a in self.attributes]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | str) -> "Schema":
+        if isinstance(obj, str):
+            try:
+                obj = json.loads(obj)
+            except json.JSONDecodeError as exc:
+                raise SchemaError("schema", "a JSON object", f"invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, Mapping):
+            raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
+        extra = set(obj) - {"name", "epsilon", "attributes"}
+        if extra:
+            raise SchemaError("schema", "fields name, epsilon, attributes", f"unknown fields {sorted(extra)}")
+        attrs = obj.get("attributes")
+        if not isinstance(attrs, list) or not attrs:
+            raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
+        if "epsilon" not in obj:
+            raise SchemaError("epsilon", "a finite number > 0", "missing")
+        try:
+            epsilon = check_epsilon(obj["epsilon"], "epsilon")
+        except ValidationError as exc:
+            raise SchemaError(exc.field, exc.legal, exc.problem) from None
+        return cls(obj.get("name"), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Schema":
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
