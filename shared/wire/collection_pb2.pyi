@@ -1,0 +1,63 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetCollectionRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class Limits(_message.Message):
+    __slots__ = ("max_rows_per_client", "max_batch_reports", "max_message_bytes")
+    MAX_ROWS_PER_CLIENT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_rows_per_client: int
+    max_batch_reports: int
+    max_message_bytes: int
+    def __init__(self, max_rows_per_client: _Optional[int] = ..., max_batch_reports: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+
+class Collection(_message.Message):
+    __slots__ = ("name", "schema_json", "card_json", "mechanism_version", "limits")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    CARD_JSON_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schema_json: str
+    card_json: str
+    mechanism_version: str
+    limits: Limits
+    def __init__(self, name: _Optional[str] = ..., schema_json: _Optional[str] = ..., card_json: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+
+class ReportBatch(_message.Message):
+    __slots__ = ("collection", "mechanism_version", "sequence", "report_ids", "private_codes", "public_codes")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    REPORT_IDS_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_CODES_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_CODES_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    mechanism_version: str
+    sequence: int
+    report_ids: bytes
+    private_codes: bytes
+    public_codes: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, collection: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., sequence: _Optional[int] = ..., report_ids: _Optional[bytes] = ..., private_codes: _Optional[bytes] = ..., public_codes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class BatchAck(_message.Message):
+    __slots__ = ("sequence", "accepted", "duplicates")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    accepted: int
+    duplicates: int
+    def __init__(self, sequence: _Optional[int] = ..., accepted: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
