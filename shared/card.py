@@ -74,11 +74,18 @@ class MechanismCard:
             raise ValidationError("card.format", repr(CARD_FORMAT), "not a mechanism card of this format")
         if obj.get("version") != MechanismE.VERSION:
             raise ValidationError("card.version", repr(MechanismE.VERSION), f"got {obj.get('version')!r}")
+        if obj.get("mechanism") != "E":
+            raise ValidationError("card.mechanism", "'E'", f"got {obj.get('mechanism')!r}")
         schema = Schema.from_json(obj.get("schema"))
-        card = cls.for_schema(Schema(schema.name, obj.get("epsilon_requested", schema.epsilon), schema.attributes))
+        # The mechanism is rebuilt from the schema's ε, and every stored number (also the float
+        # probabilities and the ε asked for, which readers of the JSON may use directly) must match it:
+        # previously epsilon_requested silently replaced the schema's ε and the floats were not checked.
+        card = cls.for_schema(schema)
         m = card.mechanism
         expected = {"domain_size": m.domain_size, "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight),
-                    "total_weight": str(m.total_weight), "epsilon": m.epsilon}
+                    "total_weight": str(m.total_weight), "epsilon": m.epsilon,
+                    "epsilon_requested": m.epsilon_requested, "keep_probability": m.keep_probability,
+                    "lie_probability": m.lie_probability}
         for key, value in expected.items():
             if obj.get(key) != value:
                 raise ValidationError(f"card.{key}", f"{value!r} (E at the card's epsilon and domain)", "inconsistent")

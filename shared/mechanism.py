@@ -60,25 +60,35 @@ def float_at_least(value: Decimal) -> float:
 def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
     """Integer weights ``(A, L)`` with :math:`A/L \\le e^{\\epsilon}` exactly and ``A + (k-1) L <= 2^62``.
 
-    ``L`` is as large as the space allows, so :math:`A/L` is within about :math:`2^{-50}` (relative)
-    of :math:`e^{\\epsilon}` whenever :math:`e^{\\epsilon} + k - 1 < 2^{40}`; for larger ε the
-    space caps ``A`` and the delivered ε is smaller than the one asked (never larger).
+    ``L`` is as large as the space allows, :math:`L \\approx 2^{62}/(e^{\\epsilon} + k)`, so :math:`A/L`
+    is below :math:`e^{\\epsilon}` by a relative :math:`2^{-50} + 1/A` at most, i.e. about
+    :math:`2^{-50} + (e^{\\epsilon} + k)/(2^{62} e^{\\epsilon})` (the delivered ε loses about that much);
+    once :math:`e^{\\epsilon} > 2^{62} - k` (ε of about 43) the space caps ``A`` at :math:`2^{62} - (k-1)`
+    with ``L = 1``, and the delivered ε is smaller than the one asked (never larger).
     """
     k = domain_size
     bound = Decimal(epsilon)
-    if epsilon < 40.0:
-        ratio = math.exp(epsilon) * (1.0 - _MARGIN)
-        lie = max(1, int(_SPACE // (math.exp(epsilon) + k)))
-        keep = int(lie * ratio)
-    else:
-        lie, keep = 1, _SPACE - (k - 1)
-    keep = min(keep, _SPACE - (k - 1) * lie)
+    # e^45 > 2^62 >= A/L, so capping the exponent only lowers A where the space caps it anyway (and
+    # keeps math.exp from overflowing for huge ε). One formula for every ε: a separate ε >= 40 branch
+    # used to start from A = 2^62 - (k-1), L = 1 and then walk A down one by one (a hang for 40 <= ε < 43).
+    growth = math.exp(min(epsilon, 45.0))
+    lie = max(1, int(_SPACE // (growth + k)))
+    keep = min(int(lie * (growth * (1.0 - _MARGIN))), _SPACE - (k - 1) * lie)
     while keep > lie and exact_log_ratio(keep, lie) > bound:  # exact check; practically never loops
         keep -= 1
     if keep <= lie:
-        raise ValidationError("epsilon", "a finite number >= 1e-12 (the resolution of the exact sampler)",
-                              f"got {epsilon!r}")
+        raise ValidationError("epsilon", f"a finite number >= {_min_epsilon(k):.2g} for domain_size {k} "
+                              "(the resolution of the exact sampler)", f"got {epsilon!r}")
     return keep, lie
+
+
+def _min_epsilon(domain_size: int) -> float:
+    r"""An ε from which on :func:`rational_weights` always succeeds for ``domain_size`` values.
+
+    ``A > L`` needs :math:`e^{\epsilon}(1 - 2^{-50}) - 1 \gtrsim 1/L \approx (e^\epsilon + k)/2^{62}`;
+    this returns four times :math:`2^{-50} + (k + 1)/2^{62}` (used in the error message).
+    """
+    return 4.0 * (_MARGIN + (domain_size + 1) / _SPACE)
 
 
 class MechanismE:

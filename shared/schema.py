@@ -108,19 +108,27 @@ class Attribute(ABC):
         arr = _as_array(values)
         try:
             codes, bad = self._encode(arr)
+            first = _first_bad(bad) if bad.any() else None
         except (TypeError, ValueError):
             # A column that cannot even be converted: find the first bad cell one by one.
-            for i, v in enumerate(arr):
-                try:
-                    _, b = self._encode(np.asarray([v]))
-                except (TypeError, ValueError):
-                    b = np.array([True])
-                if b[0]:
-                    raise ValidationError(self.name, self.legal_range, "illegal value", offset + i) from None
-            raise
-        if bad.any():
-            raise ValidationError(self.name, self.legal_range, "illegal value", offset + _first_bad(bad))
+            codes, first = None, self._first_unconvertible(arr)
+        # Raised outside the handler: `raise ... from None` would still keep the conversion error,
+        # which quotes the raw value, in __context__.
+        if first is not None:
+            raise ValidationError(self.name, self.legal_range, "illegal value", offset + first)
+        if codes is None:
+            raise ValidationError(self.name, self.legal_range, "illegal values")
         return codes.astype(np.int64, copy=False)
+
+    def _first_unconvertible(self, arr: np.ndarray) -> int | None:
+        for i, v in enumerate(arr):
+            try:
+                _, b = self._encode(np.asarray([v]))
+            except (TypeError, ValueError):
+                return i
+            if b[0]:
+                return i
+        return None
 
     def check_codes(self, codes: npt.ArrayLike, *, field_name: str | None = None) -> np.ndarray:
         """Check that already-encoded codes lie in ``[0, size)``."""
@@ -209,6 +217,30 @@ class BinaryAttribute(Attribute):
         return {"type": "binary"}
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: Every integer of absolute value <= 2^53 is a float64; beyond, floats skip integers.
+_FLOAT_EXACT_INT = 2**53
+
+
+def _exact_int(value: object) -> int | None:
+    """``value`` as an exact int if it is an integer (a number or a numeric string), else None."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        return int(f) if math.isfinite(f) and f.is_integer() else None
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return int(f) if math.isfinite(f) and f.is_integer() else None
+
+
 def _to_float(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind in "biuf":
         return values.astype(np.float64)
@@ -227,6 +259,8 @@ class IntegerAttribute(Attribute):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise SchemaError(f"attributes[{self.name}].{key}", "an integer", f"got {v!r}")
+            if not _INT64_MIN <= v <= _INT64_MAX:  # codes and decoded values are int64
+                raise SchemaError(f"attributes[{self.name}].{key}", "an integer in [-2^63, 2^63 - 1]", f"got {v!r}")
         if not (self.min < self.max) or self.max - self.min + 1 > MAX_DOMAIN_SIZE:
             raise SchemaError(f"attributes[{self.name}]", f"integers with min < max and at most {MAX_DOMAIN_SIZE} values",
                               f"got min={self.min}, max={self.max}")
@@ -240,14 +274,25 @@ class IntegerAttribute(Attribute):
         return f"an integer in [{self.min}, {self.max}]"
 
     def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if values.dtype.kind in "iu":
-            v = values.astype(np.int64)
-            bad = (v < self.min) | (v > self.max)
-            return v - self.min, bad
-        x = _to_float(values)
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(x) | (x != np.floor(x)) | (x < self.min) | (x > self.max)
-        return np.where(bad, self.min, x).astype(np.int64) - self.min, bad
+        lo, hi = int(self.min), int(self.max)
+        kind = values.dtype.kind
+        if kind in "biu":
+            # Compare before casting: a uint64 above 2^63 - 1 must not wrap around into [min, max].
+            over = values > _INT64_MAX if kind == "u" else np.zeros(values.shape, bool)
+            v = np.where(over, 0, values).astype(np.int64)
+            bad = over | (v < lo) | (v > hi)
+            return np.where(bad, lo, v) - lo, bad
+        if kind == "f" and -_FLOAT_EXACT_INT <= lo and hi <= _FLOAT_EXACT_INT:
+            x = values.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(x) | (x != np.floor(x)) | (x < lo) | (x > hi)
+            return np.where(bad, lo, x).astype(np.int64) - lo, bad
+        # Strings, objects, or a range beyond 2^53: parse every value to an exact int. (Going through
+        # float64 rounds integers above 2^53: silently wrong codes, even codes >= size.)
+        ints = [_exact_int(v) for v in values.tolist()]
+        bad = np.fromiter((i is None or i < lo or i > hi for i in ints), dtype=bool, count=len(ints))
+        codes = np.fromiter((0 if b else i - lo for i, b in zip(ints, bad.tolist())), dtype=np.int64, count=len(ints))
+        return codes, bad
 
     def decode(self, codes: npt.ArrayLike) -> np.ndarray:
         return self.check_codes(codes) + self.min
@@ -273,10 +318,16 @@ class ContinuousAttribute(Attribute):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
                 raise SchemaError(f"attributes[{self.name}].{key}", "a finite number", f"got {v!r}")
-        if not float(self.lo) < float(self.hi):
-            raise SchemaError(f"attributes[{self.name}]", "lo < hi", f"got lo={self.lo}, hi={self.hi}")
+        if not float(self.lo) < float(self.hi) or not math.isfinite(float(self.hi) - float(self.lo)):
+            raise SchemaError(f"attributes[{self.name}]", "lo < hi with a finite hi - lo",
+                              f"got lo={self.lo}, hi={self.hi}")
         if isinstance(self.bits, bool) or not isinstance(self.bits, numbers.Integral) or not 1 <= self.bits <= MAX_BITS:
             raise SchemaError(f"attributes[{self.name}].bits", f"an integer in [1, {MAX_BITS}]", f"got {self.bits!r}")
+        # Distinct buckets need distinct float lower edges: the width must exceed the float resolution.
+        scale = max(abs(float(self.lo)), abs(float(self.hi)), float(self.hi) - float(self.lo))
+        if not self.width > 8 * math.ulp(scale):
+            raise SchemaError(f"attributes[{self.name}].bits", f"an integer in [1, {MAX_BITS}] with (hi - lo)/2^bits "
+                              "above 8 float ulps of max(|lo|, |hi|)", f"got {self.bits!r}")
 
     @property
     def size(self) -> int:
@@ -295,11 +346,21 @@ class ContinuousAttribute(Attribute):
         x = _to_float(values)
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(x) | (x < self.lo) | (x > self.hi)
-            scaled = np.floor((np.where(bad, self.lo, x) - self.lo) / (float(self.hi) - float(self.lo)) * self.size)
-        return np.minimum(scaled, self.size - 1).astype(np.int64), bad
+        x = np.where(bad, float(self.lo), x)
+        scaled = np.floor((x - self.lo) / (float(self.hi) - float(self.lo)) * self.size)
+        codes = np.clip(scaled, 0, self.size - 1).astype(np.int64)
+        # The division can land one bucket off at a bucket edge; snap to the last bucket whose decoded
+        # lower edge is <= x, so decode(encode(x)) <= x and encode(decode(c)) == c exactly.
+        codes -= self._lower_edge(codes) > x
+        up = np.minimum(codes + 1, self.size - 1)
+        codes += (up > codes) & (self._lower_edge(up) <= x)
+        return codes, bad
+
+    def _lower_edge(self, codes: np.ndarray) -> np.ndarray:
+        return float(self.lo) + codes * self.width
 
     def decode(self, codes: npt.ArrayLike) -> np.ndarray:
-        return float(self.lo) + self.check_codes(codes) * self.width
+        return self._lower_edge(self.check_codes(codes))
 
     def _type_json(self) -> dict[str, Any]:
         return {"type": "continuous", "lo": float(self.lo), "hi": float(self.hi), "bits": int(self.bits)}
@@ -325,7 +386,7 @@ def _attribute_from_json(obj: Any, position: int) -> Attribute:
         raise SchemaError(f"attributes[{name}].public", "true or false", f"got {public!r}")
     kind = obj.get("type")
     known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"}}
-    if kind not in known:
+    if not isinstance(kind, str) or kind not in known:
         raise SchemaError(f"attributes[{name}].type", "one of categorical, binary, integer, continuous", f"got {kind!r}")
     extra = set(obj) - {"name", "type", "public"} - known[kind]
     if extra:
@@ -358,7 +419,10 @@ class Schema:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 128:
             raise SchemaError("name", "a non-empty string of at most 128 characters", f"got {self.name!r}")
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        try:
+            object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        except ValidationError as exc:
+            raise SchemaError(exc.field, exc.legal, exc.problem) from None
         attrs = tuple(self.attributes)
         object.__setattr__(self, "attributes", attrs)
         names = [a.name for a in attrs]
@@ -429,12 +493,16 @@ class Schema:
 
     def public_digits(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
         """Split public keys into per-attribute codes."""
-        keys = np.asarray(keys, dtype=np.int64)
-        bad = (keys < 0) | (keys >= self.public_domain_size)
+        arr = np.asarray(keys)
+        legal = f"an integer in [0, {self.public_domain_size - 1}]"
+        if arr.dtype.kind not in "iu":
+            raise ValidationError("public_key", legal, "not integers")
+        bad = arr >= self.public_domain_size
+        if arr.dtype.kind == "i":
+            bad |= arr < 0
         if bad.any():
-            raise ValidationError("public_key", f"an integer in [0, {self.public_domain_size - 1}]", "out of range",
-                                  _first_bad(bad))
-        return self._split(self.public_attributes, keys)
+            raise ValidationError("public_key", legal, "out of range", _first_bad(bad))
+        return self._split(self.public_attributes, arr.astype(np.int64, copy=False))
 
     @staticmethod
     def _split(group: tuple[Attribute, ...], codes: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,184 @@
+"""The privacy-boundary checker: does a mechanism E really deliver ε-DP? (OpenDP style.)
+
+The check works on the mechanism's exact integer weights, never on its floats nor on the ε it
+advertises. With :math:`N = A + (k-1) L`, mechanism E releases (seed 000 eq. 16)
+
+.. math::  \\Pr[Y = y \\mid x] = \\begin{cases} A/N & y = x \\\\ L/N & y \\ne x \\end{cases}
+           \\qquad (A/N = 1/g(\\epsilon),\\ L/N = e^{-\\epsilon}/g(\\epsilon)).
+
+For an output :math:`y` and two inputs :math:`x, x'` the ratio
+:math:`\\Pr[Y=y \\mid x] / \\Pr[Y=y \\mid x']` is :math:`1` (both differ from :math:`y`, or
+:math:`x = x'`), :math:`A/L` (:math:`x = y \\ne x'`) or :math:`L/A` (:math:`x \\ne y = x'`). The
+worst-case privacy loss over all pairs of inputs and all outputs is therefore
+
+.. math::  \\mathcal{L} = \\max_{x, x', y} \\ln \\frac{\\Pr[Y=y \\mid x]}{\\Pr[Y=y \\mid x']}
+           = \\left| \\ln \\frac{A}{L} \\right|,
+
+and E is ε-DP (seed 000 Lemma 1, here in its local, one-row form) exactly when
+:math:`\\mathcal{L} \\le \\epsilon`, i.e. :math:`A \\le L e^{\\epsilon}`. The normaliser :math:`N` cancels.
+
+**Exactness.** For :math:`A \\ne L`, :math:`\\ln(A/L)` is irrational and every float ε is rational, so
+:math:`\\mathcal{L} = \\epsilon` is impossible (Lindemann–Weierstrass) and the comparison always has a
+definite answer. :func:`satisfies_epsilon_dp` decides it rigorously: it evaluates
+:math:`\\ln A - \\ln L` in ``Decimal`` (correctly rounded, so within one unit of the last digit per
+logarithm), turns the rounding into an interval with exact ``Fraction`` arithmetic, and doubles
+the precision until the interval lies on one side of ``Decimal(epsilon)`` (the float's exact
+value). So the check passes at the delivered ε of :class:`~ldpsynth.shared.mechanism.MechanismE`
+(the smallest float :math:`\\ge \\mathcal{L}`) and fails at the next float below it.
+
+This certifies the *exact* sampler :meth:`~ldpsynth.shared.mechanism.MechanismE.perturb_secure`
+(draws uniform on :math:`\\{0, \\dots, N-1\\}`). The float64 simulation sampler
+:meth:`~ldpsynth.shared.mechanism.MechanismE.perturb` has the same probabilities only up to float
+rounding and is not for devices.
+"""
+
+from __future__ import annotations
+
+import numbers
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from typing import Protocol
+
+from .errors import LdpsynthError, ValidationError
+from .validation import check_epsilon
+
+#: Significant digits of the value returned by :func:`max_privacy_loss` (as ``exact_log_ratio``).
+DEFAULT_DIGITS = 60
+#: Precision at which the exact comparison starts, and beyond which it gives up (never reached:
+#: see the module docstring; a guard against malformed input only).
+_START_DIGITS = 40
+_MAX_DIGITS = 20_000
+
+
+class ExactRandomizedResponse(Protocol):
+    """What the checker reads: the integer weights of a k-ary randomized response."""
+
+    domain_size: int
+    keep_weight: int
+    lie_weight: int
+    total_weight: int
+
+
+class PrivacyGuaranteeError(LdpsynthError):
+    """A mechanism does not satisfy the ε-DP guarantee it was checked against."""
+
+
+def _weights(mechanism: ExactRandomizedResponse) -> tuple[int, int, int]:
+    """``(k, A, L)`` after checking that they describe a probability distribution over ``k`` outputs."""
+    values = {}
+    for name in ("domain_size", "keep_weight", "lie_weight", "total_weight"):
+        v = getattr(mechanism, name, None)
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValidationError(f"mechanism.{name}", "an integer", f"got a {type(v).__name__}")
+        values[name] = int(v)
+    k, a, l, n = (values[x] for x in ("domain_size", "keep_weight", "lie_weight", "total_weight"))
+    if k < 2:
+        raise ValidationError("mechanism.domain_size", "an integer >= 2", f"got {k}")
+    if a < 0 or l < 0 or a + l == 0:
+        raise ValidationError("mechanism.keep_weight", "non-negative weights, not both zero",
+                              f"got keep_weight={a}, lie_weight={l}")
+    if n != a + (k - 1) * l:
+        raise ValidationError("mechanism.total_weight", "keep_weight + (domain_size - 1) * lie_weight",
+                              f"got {n}, expected {a + (k - 1) * l}")
+    return k, a, l
+
+
+def max_privacy_loss(mechanism: ExactRandomizedResponse, *, digits: int = DEFAULT_DIGITS) -> Decimal:
+    """The worst-case privacy loss :math:`\\max_{x,x',y} \\ln(\\Pr[y \\mid x]/\\Pr[y \\mid x']) = |\\ln(A/L)|`.
+
+    Computed from the integer weights ``A = keep_weight``, ``L = lie_weight`` (eq. 16: the keep and
+    lie probabilities are :math:`A/N` and :math:`L/N`), to ``digits`` significant digits
+    (``Decimal``, as :func:`~ldpsynth.shared.mechanism.exact_log_ratio`). ``Decimal(0)`` when
+    :math:`A = L` (the output ignores the input); ``Decimal('Infinity')`` when one weight is 0
+    (some output is possible under one input and impossible under another). To compare with an ε,
+    use :func:`satisfies_epsilon_dp`, which is exact rather than ``digits``-accurate.
+
+    >>> from ldpsynth.shared.mechanism import MechanismE
+    >>> m = MechanismE(1.0, 5)
+    >>> float(max_privacy_loss(m)) <= m.epsilon <= 1.0
+    True
+    """
+    _, a, l = _weights(mechanism)
+    if not isinstance(digits, int) or isinstance(digits, bool) or not 10 <= digits <= _MAX_DIGITS:
+        raise ValidationError("digits", f"an integer in [10, {_MAX_DIGITS}]", f"got {digits!r}")
+    if a == l:
+        return Decimal(0)
+    if min(a, l) == 0:
+        return Decimal("Infinity")
+    big, small = max(a, l), min(a, l)
+    with localcontext() as ctx:
+        ctx.prec = digits + 10
+        loss = Decimal(big).ln() - Decimal(small).ln()
+    with localcontext() as ctx:
+        ctx.prec = digits
+        return +loss
+
+
+def _log_ratio_interval(big: int, small: int, digits: int) -> tuple[Fraction, Fraction]:
+    """Exact rational bounds ``lo <= ln(big/small) <= hi`` from ``digits``-digit logarithms.
+
+    ``Decimal.ln`` is correctly rounded (half an ulp); one whole ulp per logarithm is allowed.
+    """
+    with localcontext() as ctx:
+        ctx.prec = digits
+        ln_big, ln_small = Decimal(big).ln(), Decimal(small).ln()
+
+    def ulp(x: Decimal) -> Fraction:
+        return Fraction(10) ** (x.adjusted() - digits + 1)
+
+    mid = Fraction(ln_big) - Fraction(ln_small)
+    err = ulp(ln_big) + ulp(ln_small)
+    return mid - err, mid + err
+
+
+def _loss_exceeds(mechanism: ExactRandomizedResponse, epsilon: float) -> bool:
+    """Exactly whether :math:`|\\ln(A/L)| > \\epsilon` (``epsilon`` taken as the exact value of the float)."""
+    _, a, l = _weights(mechanism)
+    if a == l:
+        return False  # loss 0 < ε
+    if min(a, l) == 0:
+        return True  # infinite loss
+    big, small = max(a, l), min(a, l)
+    bound = Fraction(epsilon)  # exact: Fraction(float) is the float's exact binary value
+    digits = _START_DIGITS
+    while digits <= _MAX_DIGITS:
+        lo, hi = _log_ratio_interval(big, small, digits)
+        if hi <= bound:
+            return False
+        if lo > bound:
+            return True
+        digits *= 2
+    raise ValidationError("epsilon", "a float not within 10^-20000 of the privacy loss",
+                          "undecidable at the maximum precision")  # pragma: no cover (impossible, see module doc)
+
+
+def satisfies_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> bool:
+    """True iff the mechanism is ``epsilon``-DP: :math:`|\\ln(A/L)| \\le` ``Decimal(epsilon)``, decided exactly.
+
+    ``epsilon`` must be a finite number > 0 (:class:`~ldpsynth.shared.errors.ValidationError`
+    otherwise); its float value is used exactly. The mechanism's own ``epsilon`` attribute is
+    ignored: only its integer weights count (seed 000 Lemma 1 / eq. 16).
+
+    >>> from ldpsynth.shared.mechanism import MechanismE
+    >>> m = MechanismE(1.0, 5)
+    >>> satisfies_epsilon_dp(m, m.epsilon), satisfies_epsilon_dp(m, 0.9)
+    (True, False)
+    """
+    eps = check_epsilon(epsilon, "epsilon")
+    return not _loss_exceeds(mechanism, eps)
+
+
+def assert_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> Decimal:
+    """Raise :class:`PrivacyGuaranteeError` unless :func:`satisfies_epsilon_dp`; return the loss.
+
+    The message names the mechanism's weights, its privacy loss and the ε it was checked against
+    (all public quantities: no data is involved).
+    """
+    if satisfies_epsilon_dp(mechanism, epsilon):
+        return max_privacy_loss(mechanism)
+    loss = max_privacy_loss(mechanism, digits=30)
+    raise PrivacyGuaranteeError(
+        f"mechanism is not {float(epsilon)!r}-DP: its worst-case privacy loss |ln(keep_weight/lie_weight)| = "
+        f"|ln({mechanism.keep_weight}/{mechanism.lie_weight})| = {loss} exceeds epsilon = {float(epsilon)!r} "
+        f"(domain_size {mechanism.domain_size}; seed 000 Lemma 1 / eq. 16)"
+    )
