@@ -1,0 +1,538 @@
+"""Companion estimators of mechanism E (seed 000 §IV-A): unbiased (eq. 17), proper (eq. 21), error bars.
+
+Notation: :math:`k = |D|`; E keeps the true value with probability :math:`p` and reports each
+particular other value with probability :math:`q` (eq. 16, the exact values of the mechanism
+card), :math:`p = 1/g(\\epsilon)`, :math:`q = e^{-\\epsilon}/g(\\epsilon)`,
+:math:`g(\\epsilon) = 1 + (k-1)e^{-\\epsilon}`, :math:`p + (k-1)q = 1`. Write
+
+.. math::  r = p - q = \\frac{1 - e^{-\\epsilon}}{g(\\epsilon)}, \\qquad s = 1 - r = kq .
+
+Seed 000 writes :math:`k = 2^l`; nothing below needs a power of two.
+
+**Unbiased estimate (eqs. 17-18).** For any row function, :math:`E[\\varphi_i(Y_i)] = p\\varphi_i(x_i)
++ q\\sum_{v \\ne x_i}\\varphi_i(v) = r\\,\\varphi_i(x_i) + q\\sum_v \\varphi_i(v)`, so
+
+.. math::  \\hat q^u_\\varphi = \\frac{\\sum_i \\varphi_i(Y_i) - q \\sum_i \\sum_v \\varphi_i(v)}{r Z}
+
+is unbiased. It *is* eq. 17: :math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})` and
+:math:`q/r = e^{-\\epsilon}/(1 - e^{-\\epsilon})`, so :math:`\\hat q^u_\\varphi = \\frac{g(\\epsilon)}{1-e^{-\\epsilon}}
+q_\\varphi(Y) - \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} C_\\varphi` with
+:math:`C_\\varphi = \\frac1Z\\sum_i\\sum_v\\varphi_i(v)` (eq. 18, summed row by row, i.e. group by
+group, for heterogeneous queries; for a cut query it is eq. 34). With the counts
+:math:`N[g, v]` of :mod:`~ldpsynth.shared.statistics` and the unbiased histogram estimate
+:math:`\\hat h_g = (N_g - q\\,n_g)/r`, the estimate is the contraction
+:math:`\\hat q^u_\\varphi = \\frac1Z \\sum_{g,v} W[g,v]\\,\\hat h_g(v)`.
+
+**Standard error.** Given :math:`x_i = v`, :math:`Y_i = v` with probability :math:`r` and is
+otherwise uniform on :math:`D` (probability :math:`s`; indeed :math:`r + s/k = p`,
+:math:`s/k = q`), so :math:`\\varphi_g(Y_i)` is a two-component mixture with
+
+.. math::  \\sigma_g^2(v) = \\mathrm{Var}[\\varphi_g(Y) \\mid x = v] = s\\,\\tau_g^2 + r s\\,(W[g,v] - m_g)^2,
+           \\qquad m_g = \\tfrac1k \\textstyle\\sum_v W[g,v],\\ \\tau_g^2 = \\tfrac1k\\sum_v (W[g,v]-m_g)^2,
+
+and :math:`\\mathrm{Var}\\,\\hat q^u_\\varphi = \\sum_g\\sum_v h_g(v)\\sigma_g^2(v) / (rZ)^2` for the true
+per-group histograms :math:`h_g`. This is linear in :math:`h`, so plugging in :math:`\\hat h_g`
+gives an unbiased variance estimate; using :math:`\\sum_v \\hat h_g(v) = n_g` it simplifies to
+
+.. math::  \\hat V = \\frac{s}{(rZ)^2} \\sum_{g,v} (W[g,v] - m_g)^2 \\left(N[g,v] + \\frac{r\\,n_g}{k}\\right),
+
+a sum of non-negative terms: the plug-in estimate is never negative, so the clip at 0 is
+built in (no case needs it). The standard error is :math:`\\sqrt{\\hat V}` and the confidence
+interval the normal one, :math:`\\hat q^u \\pm z_{(1+\\mathrm{level})/2}\\sqrt{\\hat V}` (not
+intersected with the feasible range).
+
+**Proper estimate (eq. 21).** The nearest point of :math:`q_\\varphi(D^n)`. When every row's
+value set :math:`\\{\\varphi_i(v)\\}` is a full arithmetic progression
+:math:`\\{a_i, a_i + d, \\dots, b_i\\}` of integers with one common step :math:`d` (counts,
+predicate counts and marginals, cut queries, sums of integer scores), :math:`q_\\varphi(D^n)
+= \\{(\\sum_i a_i + jd)/Z : 0 \\le j \\le \\sum_i c_i / d\\}` exactly, and the answer is that
+lattice's nearest point (``proper_kind == "exact"``). Otherwise the estimate is clipped to
+the feasible range :math:`[\\sum_i a_i, \\sum_i b_i]/Z`, the convex hull of
+:math:`q_\\varphi(D^n)` (``"clipped"``); projecting onto a convex set holding the truth never
+increases the error, so eq. 20 still bounds it.
+
+**Bounds.** Each answer reports ``bound``, the square root of the worst-case mean squared
+error of eq. 20 (the RMS bound), and ``bound_proper`` = twice that (eq. 22, RMS). The proof of
+eq. 20 (Appendix A) bounds :math:`|\\varphi_i(Y_i) - E\\varphi_i(Y_i)| \\le b - a`, hence
+
+.. math::  E|\\hat q^u_\\varphi - q_\\varphi(x)|^2 \\le \\frac{n'(b - a)^2}{(r Z_{20})^2},
+           \\qquad Z_{20} = n'c \\ (\\texttt{eq10}),\\ 1\\ (\\texttt{sum}),\\ n\\ (\\texttt{mean}),
+
+over the :math:`n'` rows whose row function is not constant (a constant row contributes its exact
+value), with :math:`a = \\min a_i`, :math:`b = \\max b_i`, :math:`c = \\min c_i` over those rows.
+For ``eq10`` and :math:`n' = n` this is eq. 20 verbatim (:math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})`,
+using :math:`\\sum_i c_i \\ge nc`); for a cut query it is eq. 35,
+:math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}}\\sqrt{|S||T|}`. The minimax lower bound eq. 29 is
+:func:`minimax_lower_bound`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import ValidationError
+from .mechanism import MechanismE
+from .queries import EQ10, MEAN, CutBlock, QueryBatch, RowBlock, TableBlock
+from .schema import Schema
+from .statistics import SufficientStatistics
+from .validation import check_epsilon, check_int, check_probability_level
+
+#: Weights per chunk of a batch (2 MiB of float64): one chunk's working set stays in cache.
+CHUNK_WEIGHTS = 1 << 18
+#: Batches with at least this many weights are split over threads.
+PARALLEL_WEIGHTS = 1 << 22
+#: Largest |D| handled in the transposed (value-major) layout.
+_SMALL_DOMAIN = 16
+#: Row length from which :func:`_matvec` uses row-wise dot products instead of a BLAS GEMV.
+_LONG_ROW = 32
+#: Row-wise dot products (numpy >= 2).
+_rowdot = np.vecdot
+#: Largest vertex domain (squared) for which cut queries use dense adjacency matrices.
+DENSE_PAIRS = 1 << 24
+#: Fields of one answer, in output order.
+ANSWER_FIELDS = ("label", "estimate", "proper_estimate", "proper_kind", "std_error", "ci_low", "ci_high", "level",
+                 "bound", "bound_proper", "n", "epsilon")
+
+
+@dataclass(frozen=True)
+class Debias:
+    """The constants of eq. 17 for mechanism E: :math:`p, q, r = p - q, s = 1 - r = kq`."""
+
+    p: float
+    q: float
+    k: int
+
+    @classmethod
+    def of(cls, mechanism: MechanismE) -> "Debias":
+        return cls(mechanism.keep_probability, mechanism.lie_probability, mechanism.domain_size)
+
+    @property
+    def r(self) -> float:
+        return self.p - self.q
+
+    @property
+    def s(self) -> float:
+        return self.k * self.q
+
+
+# ----- per-query sums over one block ---------------------------------------------------------
+@dataclass
+class _Parts:
+    """Per-query sums over the rows of a block (un-normalised), merged across blocks' row sets.
+
+    ``t_hat`` is :math:`\\sum_{g,v} W\\hat h` (eq. 17 times Z); ``v_hat`` is
+    :math:`\\sum_{g,v}(W - m_g)^2 (N + r n_g/k)` (the variance times :math:`(rZ)^2/s`); ``low``,
+    ``high``, ``spread`` are :math:`\\sum_i a_i, \\sum_i b_i, \\sum_i c_i`; ``a_min``, ``b_max``,
+    ``c_min`` and ``varying`` are :math:`a, b, c, n'` of eq. 20 over the non-constant rows;
+    ``step`` is the common lattice step :math:`d` (0: every row constant; NaN: no lattice).
+    """
+
+    t_hat: np.ndarray
+    v_hat: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    spread: np.ndarray
+    a_min: np.ndarray
+    b_max: np.ndarray
+    c_min: np.ndarray
+    varying: np.ndarray
+    step: np.ndarray
+
+    @classmethod
+    def empty(cls, size: int) -> "_Parts":
+        """The sums over no rows (the identity of :meth:`merge`); ``step`` NaN until computed."""
+        return cls(np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size),
+                   np.full(size, np.inf), np.full(size, -np.inf), np.full(size, np.inf), np.zeros(size),
+                   np.full(size, np.nan))
+
+    def merge(self, other: "_Parts") -> "_Parts":
+        """The sums over the union of two disjoint row sets."""
+        a, b = self.step, other.step
+        with np.errstate(invalid="ignore"):
+            step = np.where((a == b) | (b == 0), a, np.where(a == 0, b, np.nan))
+        return _Parts(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
+                      self.high + other.high, self.spread + other.spread, np.minimum(self.a_min, other.a_min),
+                      np.maximum(self.b_max, other.b_max), np.minimum(self.c_min, other.c_min),
+                      self.varying + other.varying, step)
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """The data side of a table contraction: counts ``N[g, v]`` of the groups of a block."""
+
+    hhat: np.ndarray      # (G k,) unbiased histogram estimate (N - q n_g)/r, flattened
+    u: np.ndarray         # (G, k) N + r n_g / k
+    u_by_value: np.ndarray  # (k, G) the same, value-major
+    sizes: np.ndarray     # (G,) n_g
+
+    @classmethod
+    def of(cls, counts: np.ndarray, debias: Debias) -> "_Counts":
+        n_g = counts.sum(axis=1)
+        hhat = (counts - debias.q * n_g[:, None]) / debias.r
+        u = counts + (debias.r / debias.k) * n_g[:, None]
+        return cls(hhat.ravel(), u, np.ascontiguousarray(u.T), n_g)
+
+
+def _matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``a @ x`` for a chunk. Long rows use row-wise dot products: OpenBLAS runs a mid-sized GEMV on
+    several threads, which stalls (10x and more) when the cores are busy, e.g. under our own workers."""
+    if a.shape[-1] >= _LONG_ROW:
+        return _rowdot(a, x)
+    return a @ x
+
+
+def _lattice_steps(w3: np.ndarray, low: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Common step of queries whose groups' value sets are full integer progressions, else NaN."""
+    steps = np.full(len(w3), np.nan)
+    ok = (w3 == np.rint(w3)).all(axis=(1, 2)) & (np.abs(w3) <= 2.0**52).all(axis=(1, 2))
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return steps
+    w = w3[idx]
+    offsets = (w - low[idx][:, :, None]).astype(np.int64)
+    d = np.gcd.reduce(offsets.reshape(len(idx), -1), axis=1)
+    distinct = 1 + (np.diff(np.sort(w, axis=2), axis=2) != 0).sum(axis=2)
+    full = (distinct == spread[idx] / np.maximum(d, 1)[:, None] + 1).all(axis=1)
+    steps[idx[full]] = d[full]
+    return steps
+
+
+class _Workspace:
+    """Buffers of one worker, reused for every chunk: fresh arrays of this size per chunk would be
+    mapped and page-faulted by the allocator each time, which costs more than the arithmetic."""
+
+    def __init__(self, rows: int, groups: int, k: int):
+        self.weights = np.empty(rows * groups * k)
+        self.per_group = np.empty((4, rows, groups))
+
+    def take(self, rows: int) -> tuple[np.ndarray, ...]:
+        """The weight buffer (flat) and four ``(rows, G)`` arrays: centre, low, high, spread."""
+        return (self.weights, *(a[:rows] for a in self.per_group))
+
+
+def _chunk(w3: np.ndarray, counts: _Counts, out: _Parts, rows: slice, work: _Workspace) -> None:
+    """Fill ``out[rows]`` for the weight chunk ``w3`` (Qc, G, k): two contractions + per-group reductions."""
+    qc, groups, k = w3.shape
+    w2 = w3.reshape(qc, groups * k)
+    buf, centre, low, high, spread = work.take(qc)
+    out.t_hat[rows] = _matvec(w2, counts.hhat)                           # eq. 17 (times Z)
+    if k <= _SMALL_DOMAIN:  # value-major copy: every reduction below runs over contiguous rows
+        wt = buf[: k * qc * groups].reshape(k, qc, groups)
+        np.copyto(wt, w3.transpose(2, 0, 1))
+        np.add.reduce(wt, axis=0, out=centre)
+        np.minimum.reduce(wt, axis=0, out=low)
+        np.maximum.reduce(wt, axis=0, out=high)
+        centre *= 1.0 / k
+        np.subtract(wt, centre, out=wt)
+        np.square(wt, out=wt)
+        v_hat = _matvec(wt[0], counts.u_by_value[0])
+        for j in range(1, k):
+            v_hat += _matvec(wt[j], counts.u_by_value[j])
+    else:
+        np.minimum.reduce(w3, axis=2, out=low)
+        np.maximum.reduce(w3, axis=2, out=high)
+        np.add.reduce(w3, axis=2, out=centre)
+        centre *= 1.0 / k
+        wc = buf[: qc * groups * k].reshape(qc, groups, k)
+        np.subtract(w3, centre[:, :, None], out=wc)
+        np.square(wc, out=wc)
+        v_hat = _matvec(wc.reshape(qc, groups * k), counts.u.ravel())
+    out.v_hat[rows] = v_hat
+    sizes = counts.sizes
+    out.low[rows], out.high[rows] = _matvec(low, sizes), _matvec(high, sizes)
+    np.subtract(high, low, out=spread)
+    out.spread[rows] = _matvec(spread, sizes)
+    # fmin/fmax: the weights are finite, and these reductions are faster than min/max (no NaN checks)
+    out.a_min[rows], out.b_max[rows] = np.fmin.reduce(low, axis=1), np.fmax.reduce(high, axis=1)
+    c_min = np.fmin.reduce(spread, axis=1)
+    out.c_min[rows] = c_min
+    out.varying[rows] = sizes.sum()
+    const = np.flatnonzero(c_min <= 0)
+    if const.size:  # some group has a constant row function: restrict a, b, c, n' to the others
+        live = spread[const] > 0
+        out.varying[rows][const] = live @ sizes
+        out.a_min[rows][const] = np.where(live, low[const], np.inf).min(axis=1)
+        out.b_max[rows][const] = np.where(live, high[const], -np.inf).max(axis=1)
+        out.c_min[rows][const] = np.where(live, spread[const], np.inf).min(axis=1)
+    first = w2[:, 0]
+    maybe = np.flatnonzero(first == np.rint(first))  # cheap filter: a lattice needs integer weights
+    if maybe.size:
+        out.step[rows][maybe] = _lattice_steps(w3[maybe], low[maybe], spread[maybe])
+
+
+def _workers(requested: int | None) -> int:
+    if requested is not None:
+        return check_int(requested, "workers", 1, 256)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _run_chunks(total: int, chunk: int, parallel: bool, workers: int, run: Callable[[int, int], None]) -> None:
+    """Call ``run(start, stop)`` over ``[0, total)`` in ranges of whole chunks, on threads if asked."""
+    if not parallel or workers == 1 or total <= 2 * chunk:
+        run(0, total)
+        return
+    per_task = chunk * max(1, -(-total // (chunk * 4 * workers)))
+    ranges = [(s, min(s + per_task, total)) for s in range(0, total, per_task)]
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda r: run(*r), ranges))
+
+
+def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, workers: int,
+                 select: np.ndarray | None = None) -> _Parts:
+    """Sums of :class:`_Parts` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select)."""
+    size, k = len(weights), debias.k
+    out = _Parts.empty(size)
+    groups = weights.shape[1] if select is None else len(select)
+    if groups == 0:
+        out.step[:] = 0.0
+        return out
+    data = _Counts.of(counts.astype(np.float64), debias)
+    chunk = max(1, CHUNK_WEIGHTS // (groups * k))
+
+    def run(start: int, stop: int) -> None:
+        work = _Workspace(min(chunk, stop - start), groups, k)
+        for s in range(start, stop, chunk):
+            e = min(s + chunk, stop)
+            w3 = weights[s:e] if select is None else weights[s:e][:, select]
+            _chunk(w3, data, out, slice(s, e), work)
+
+    _run_chunks(size, chunk, size * groups * k >= PARALLEL_WEIGHTS, workers, run)
+    return out
+
+
+def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Counts per listed value of the block's attribute ``(L, k)`` and of all other rows ``(k,)``."""
+    if block.attribute is None:
+        return stats.histogram()[None, :], np.zeros(stats.domain_size, np.int64)
+    digits = schema.public_digits(stats.keys)[block.attribute]
+    order = np.argsort(block.values)
+    at = np.minimum(np.searchsorted(block.values[order], digits), len(order) - 1)
+    listed = block.values[order][at] == digits
+    slot = np.where(listed, order[at], len(order))
+    grouped = np.zeros((len(order) + 1, stats.domain_size), np.int64)
+    np.add.at(grouped, slot, stats.counts)
+    return grouped[:-1], grouped[-1]
+
+
+def _block_parts_table(block: TableBlock, stats: SufficientStatistics, schema: Schema, debias: Debias,
+                       workers: int) -> _Parts:
+    listed, other = _group_counts(block, stats, schema)
+    present = np.flatnonzero(listed.sum(axis=1) > 0)
+    select = None if len(present) == len(listed) else present
+    parts = _table_parts(block.weights, listed[present], debias, workers, select)
+    if other.sum() > 0 and block.default.any():
+        parts = parts.merge(_table_parts(block.default[:, None, :], other[None, :], debias, workers))
+    return parts
+
+
+def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias, workers: int,
+                      origins: np.ndarray) -> _Parts:
+    """Dense queries: every row is its own group, with counts the one-hot vector of :math:`Y_i`."""
+    n = block.weights.shape[1]
+    if codes is None:
+        raise ValidationError("codes", "the perturbed codes of the rows in stored order (dense queries need them)",
+                              "missing")
+    if len(codes) != n:
+        raise ValidationError(f"queries[{origins[block.positions[0]]}].table",
+                              f"{len(codes)} weight lists, one per row of the synthetic database", f"got {n}")
+    onehot = np.zeros((n, debias.k), np.int64)
+    onehot[np.arange(n), codes] = 1
+    return _table_parts(block.weights, onehot, debias, workers)
+
+
+def _pair_sums(src: np.ndarray, dst: np.ndarray, values: np.ndarray, sources: np.ndarray,
+               targets: np.ndarray) -> np.ndarray:
+    """``out[j, c] = sum over pairs p with sources[j, src[p]] and targets[j, dst[p]] of values[p, c]``."""
+    size, vertices = sources.shape
+    out = np.empty((size, values.shape[1]))
+    if vertices * vertices <= DENSE_PAIRS:  # adjacency matrices: S_mask @ A @ T_mask^T, one GEMM per batch
+        flat = src * vertices + dst
+        s_f, t_f = sources.astype(np.float64), targets.astype(np.float64)
+        for c in range(values.shape[1]):
+            adjacency = np.bincount(flat, weights=values[:, c], minlength=vertices * vertices)
+            out[:, c] = np.einsum("qv,qv->q", s_f @ adjacency.reshape(vertices, vertices), t_f)
+        return out
+    chunk = max(1, CHUNK_WEIGHTS // max(1, len(src)))
+    for s in range(0, size, chunk):
+        inside = sources[s:s + chunk][:, src] & targets[s:s + chunk][:, dst]
+        out[s:s + chunk] = inside @ values
+    return out
+
+
+def _block_parts_cut(block: CutBlock, stats: SufficientStatistics, schema: Schema, debias: Debias) -> _Parts:
+    """Cut queries (eqs. 33-34): only the rows :math:`m` in :math:`S \\times T` and their edge bits count.
+
+    With :math:`\\varphi(v) = [\\mathrm{edge}(v) = 1]`, :math:`\\sum_v \\varphi(v) = k/2`, so eq. 17 reads
+    :math:`(y_1 - q\\,(k/2)\\,m)/r` with :math:`y_1 = \\sum_{(i,j) \\in S \\times T} \\varphi(Y_{ij})`; for
+    :math:`k = 2` this is eq. 34, :math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}} y_1 -
+    \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} m` (m = |S||T| when every pair has one row). Here
+    :math:`(\\varphi(v) - m_g)^2 = 1/4` for every v, so the variance sum is :math:`m(1 + r)/4`.
+    """
+    digits = schema.public_digits(stats.keys)
+    edge_on = schema.private_digits(np.arange(debias.k))[block.edge] == 1
+    values = np.stack([stats.group_sizes, stats.counts[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
+    m, y1 = _pair_sums(digits[block.source], digits[block.target], values, block.sources, block.targets).T
+    ones, zeros = np.ones(len(m)), np.zeros(len(m))
+    live = m > 0
+    return _Parts(t_hat=(y1 - debias.q * (debias.k / 2) * m) / debias.r,    # eq. 34 (times Z)
+                  v_hat=m * (1.0 + debias.r) / 4.0, low=zeros, high=m, spread=m.copy(),
+                  a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
+                  c_min=np.where(live, 1.0, np.inf), varying=m.copy(), step=ones)
+
+
+# ----- answers -------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Answers:
+    """Answers to a :class:`~ldpsynth.shared.queries.QueryBatch`, one entry per compiled query.
+
+    Arrays are in batch order. ``exact[j]`` says whether ``proper_estimate[j]`` is the exact
+    nearest point of :math:`q_\\varphi(D^n)` (eq. 21) or the estimate clipped to the feasible
+    range. ``bound`` is the RMS bound of eq. 20, ``bound_proper`` that of eq. 22.
+    """
+
+    batch: QueryBatch
+    estimate: np.ndarray
+    proper_estimate: np.ndarray
+    exact: np.ndarray
+    std_error: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    bound: np.ndarray
+    bound_proper: np.ndarray
+    level: float
+    n: int
+    epsilon: float
+
+    def __len__(self) -> int:
+        return len(self.estimate)
+
+    def record(self, j: int) -> dict[str, Any]:
+        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS`."""
+        return {"label": self.batch.label(j), "estimate": float(self.estimate[j]),
+                "proper_estimate": float(self.proper_estimate[j]),
+                "proper_kind": "exact" if self.exact[j] else "clipped", "std_error": float(self.std_error[j]),
+                "ci_low": float(self.ci_low[j]), "ci_high": float(self.ci_high[j]), "level": self.level,
+                "bound": float(self.bound[j]), "bound_proper": float(self.bound_proper[j]), "n": self.n,
+                "epsilon": self.epsilon}
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.record(j) for j in range(len(self))]
+
+
+def _normalizers(parts: _Parts, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
+    """:math:`Z`: eq. 10 (:math:`\\sum_i c_i`), 1 or n."""
+    z = np.where(norms == EQ10, parts.spread, np.where(norms == MEAN, float(n), 1.0))
+    bad = np.flatnonzero(z <= 0)
+    if bad.size:
+        raise ValidationError(f"queries[{origins[positions[bad[0]]]}].normalization",
+                              "'sum' or 'mean' for a query that is constant on every row",
+                              "the eq10 normaliser sum_i c_i is 0 on this synthetic database")
+    return z
+
+
+def _proper(parts: _Parts, est: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 21: nearest lattice point where :math:`q_\\varphi(D^n)` is a lattice, else clip to its range."""
+    proper = np.clip(est, parts.low / z, parts.high / z)
+    exact = np.isfinite(parts.step)
+    idx = np.flatnonzero(exact)
+    step = parts.step[idx]
+    unit = np.where(step > 0, step, 1.0)
+    j = np.clip(np.rint((parts.t_hat[idx] - parts.low[idx]) / unit), 0.0, (parts.high[idx] - parts.low[idx]) / unit)
+    proper[idx] = (parts.low[idx] + np.where(step > 0, j * step, 0.0)) / z[idx]
+    return proper, exact
+
+
+def rms_bound(varying: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, normalizer: str,
+              n: int, mechanism: MechanismE) -> np.ndarray:
+    """Square root of the worst-case squared error, eq. 20, for the normalisation ``normalizer``.
+
+    .. math::  \\sqrt{n'}\\,(b - a) / (r Z_{20}), \\quad Z_{20} = n'c\\ (\\texttt{eq10}),\\ 1\\ (\\texttt{sum}),
+               \\ n\\ (\\texttt{mean});
+
+    with ``eq10`` and :math:`n' = n` this is :math:`\\sqrt{(b-a)^2 g(\\epsilon)^2 / (c^2 (1 - e^{-\\epsilon})^2 n)}`,
+    eq. 20 itself. ``varying`` is :math:`n'`, the number of rows whose row function is not constant.
+    """
+    nv, a_, b_, c_ = (np.asarray(x, dtype=np.float64) for x in (varying, a, b, c))
+    r = Debias.of(mechanism).r
+    with np.errstate(invalid="ignore", divide="ignore"):  # rows with n' = 0 hold a = inf, b = -inf
+        z20 = {"eq10": nv * c_, "sum": np.ones_like(nv), "mean": np.full_like(nv, float(n))}[normalizer]
+        return np.where(nv > 0, np.sqrt(nv) * (b_ - a_) / (r * z20), 0.0)
+
+
+def minimax_lower_bound(n: int, epsilon: float, domain_size: int) -> float:
+    """Leading term of the minimax lower bound eq. 29 on the worst-case squared error (eq10 queries).
+
+    .. math::  \\frac{(1 - \\Phi(1))^2}{16\\,k\\,(1 + e^{\\epsilon}/(k - 1))^3}\\,\\frac1n
+
+    For :math:`k = 2^l` this is eq. 29's :math:`2^{l+4}` form. The proof (Lemma 4, Appendix C:
+    uniform :math:`X, Z` on :math:`D^n`, Hamming-distance queries, :math:`\\sigma^2 = \\rho = 2/k`)
+    uses :math:`k` only through these expressions, so it holds verbatim for any :math:`|D| = k \\ge 2`;
+    the :math:`o(1/n)` term is dropped, so this is the asymptotic value. It bounds every
+    ε-DP mechanism, E included, from below; compare it with ``bound**2``.
+    """
+    n = check_int(n, "n", 1)
+    eps = check_epsilon(epsilon)
+    k = check_int(domain_size, "domain_size", 2)
+    tail = 1.0 - NormalDist().cdf(1.0)
+    return tail**2 / (16.0 * k * (1.0 + math.exp(eps) / (k - 1)) ** 3) / n
+
+
+def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: MechanismE, *, level: float = 0.95,
+             codes: npt.ArrayLike | None = None, workers: int | None = None) -> Answers:
+    """Answer every query of ``batch`` from the synthetic database summarised by ``stats``.
+
+    ``codes`` (the perturbed private codes in stored row order) is needed only by dense
+    queries. Each block is evaluated as matrix products over ``stats`` in cache-sized chunks
+    (split over ``workers`` threads for large batches; default: the usable CPUs).
+    """
+    level = check_probability_level(level)
+    schema = batch.schema
+    k = schema.private_domain_size
+    if mechanism.domain_size != k or stats.domain_size != k:
+        raise ValidationError("mechanism", f"mechanism E and statistics over |D| = {k} (the schema's)",
+                              f"got |D| = {mechanism.domain_size} and {stats.domain_size}")
+    if stats.public_domain_size != schema.public_domain_size:
+        raise ValidationError("statistics", f"{schema.public_domain_size} public keys (the schema's)",
+                              f"got {stats.public_domain_size}")
+    n = stats.n
+    if n == 0:
+        raise ValidationError("synthetic", "a synthetic database with at least one row", "no rows")
+    rows = None if codes is None else mechanism.check_codes(np.asarray(codes).reshape(-1), "codes")
+    if rows is not None and len(rows) != n:
+        raise ValidationError("codes", f"one code per row ({n} rows)", f"got {len(rows)}")
+    debias, threads = Debias.of(mechanism), _workers(workers)
+    z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
+    fields = {name: np.empty(batch.size) for name in
+              ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
+    exact_all = np.zeros(batch.size, bool)
+    for block in batch.blocks:
+        if isinstance(block, TableBlock):
+            parts = _block_parts_table(block, stats, schema, debias, threads)
+        elif isinstance(block, RowBlock):
+            parts = _block_parts_rows(block, rows, debias, threads, batch.origins)
+        else:
+            parts = _block_parts_cut(block, stats, schema, debias)
+        z = _normalizers(parts, block.normalization, n, block.positions, batch.origins)
+        est = parts.t_hat / z                                              # eq. 17
+        se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
+        proper, exact = _proper(parts, est, z)                             # eq. 21
+        bound = np.empty(len(z))
+        for code, name in enumerate(("eq10", "sum", "mean")):
+            sel = block.normalization == code
+            bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel], name,
+                                   n, mechanism)                           # eq. 20 (RMS)
+        pos = block.positions
+        fields["estimate"][pos], fields["std_error"][pos], fields["proper_estimate"][pos] = est, se, proper
+        fields["ci_low"][pos], fields["ci_high"][pos] = est - z_level * se, est + z_level * se
+        fields["bound"][pos], fields["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
+        exact_all[pos] = exact
+    return Answers(batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **fields)
