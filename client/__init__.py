@@ -1,0 +1,56 @@
+"""ldpsynth client SDK: validate a device's rows, perturb them with mechanism E on the device,
+account for ε in an on-device ledger, and stream the reports to the aggregator over gRPC.
+
+Installable with the ``[client]`` extra alone (numpy, grpcio, protobuf): nothing here imports
+scipy or Ray.
+
+Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines)::
+
+    from ldpsynth.client import Client, PrivacyLedger
+
+    with PrivacyLedger("ledger.sqlite") as ledger, Client("localhost:50051", token="...") as client:
+        result = client.submit("ratings", {"movie": ["m1"], "rating": [4]}, ledger=ledger)
+        print(result.acknowledged, result.epsilon_total)
+"""
+
+from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
+
+from .aio import DEFAULT_DEADLINE, AsyncClient
+from .device import PreparedReports, collection_fingerprint, prepare_reports
+from .errors import SubmitError
+from .ledger import DEFAULT_BUDGET_MULTIPLE, IN_MEMORY, LEDGER_ENV, PrivacyLedger, default_ledger_path
+from .result import SubmitResult
+from .retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
+from .rows import EncodedRows, encode_columns, load_rows, read_csv
+from .submit import StreamResult, batch_capacity, report_bytes
+from .sync import Client
+from .transport import DEFAULT_MAX_MESSAGE_BYTES
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "DEFAULT_BUDGET_MULTIPLE",
+    "DEFAULT_DEADLINE",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "EncodedRows",
+    "IN_MEMORY",
+    "LEDGER_ENV",
+    "PreparedReports",
+    "PrivacyBudgetExceeded",
+    "PrivacyLedger",
+    "RETRYABLE_STATUSES",
+    "RetryPolicy",
+    "StreamResult",
+    "SubmitError",
+    "SubmitResult",
+    "ValidationError",
+    "batch_capacity",
+    "collection_fingerprint",
+    "default_ledger_path",
+    "encode_columns",
+    "is_retryable",
+    "load_rows",
+    "prepare_reports",
+    "read_csv",
+    "report_bytes",
+]

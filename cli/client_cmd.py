@@ -1,0 +1,59 @@
+"""``ldpsynth client submit``: perturb a device's rows on the device and deliver them.
+
+Reads a CSV of raw rows (header: the collection's attribute names), validates it locally,
+memoizes-or-perturbs every row with mechanism E under the device's privacy ledger, streams the
+reports and prints a JSON summary (``sent``, ``acknowledged``, ``duplicates``, ``epsilon_spent``,
+...). gRPC is imported only when the command runs, so this works with the ``[client]`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+_TOKEN_ENV = "LDPSYNTH_TOKEN"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``client`` (with its ``submit`` action) to the ``ldpsynth`` parser."""
+    parser = subparsers.add_parser("client", help="on-device SDK: submit rows perturbed by mechanism E",
+                                   description="The on-device client of a collection.")
+    actions = parser.add_subparsers(dest="client_command", metavar="ACTION", required=True)
+    submit = actions.add_parser(
+        "submit", help="validate, perturb and submit the rows of a CSV file",
+        description="Validate the rows locally, perturb them with mechanism E (OS CSPRNG), charge the ε to the "
+                    "device's ledger before sending (memoized rows are free), stream them to the aggregator "
+                    "and print a JSON summary.")
+    submit.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    submit.add_argument("--collection", required=True, metavar="NAME", help="the collection to submit to")
+    submit.add_argument("--rows", required=True, metavar="ROWS.csv",
+                        help="CSV of raw rows with a header of attribute names")
+    submit.add_argument("--token", default=os.environ.get(_TOKEN_ENV), metavar="T",
+                        help=f"bearer token (default: ${_TOKEN_ENV})")
+    submit.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
+    submit.add_argument("--tls-cert", metavar="FILE", help="PEM of this device's certificate (mutual TLS)")
+    submit.add_argument("--tls-key", metavar="FILE", help="PEM of this device's private key (mutual TLS)")
+    submit.add_argument("--ledger", metavar="FILE",
+                        help="privacy ledger (default: $LDPSYNTH_LEDGER, else ~/.local/share/ldpsynth/ledger.sqlite)")
+    submit.add_argument("--budget", type=float, metavar="EPS",
+                        help="ε this device may spend per collection (default: 10 × the collection's ε)")
+    submit.add_argument("--batch-size", type=int, metavar="N",
+                        help="reports per batch (default and maximum: the collection's limits)")
+    submit.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS",
+                        help="deadline of each call (default: %(default)s)")
+    submit.add_argument("--max-attempts", type=int, default=8, metavar="N",
+                        help="attempts in a row without progress before giving up (default: %(default)s)")
+    submit.set_defaults(handler=_submit)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from ldpsynth.client import Client, PrivacyLedger, RetryPolicy
+
+    retry = RetryPolicy(max_attempts=args.max_attempts)
+    with PrivacyLedger(args.ledger, budget=args.budget) as ledger, \
+            Client(args.target, token=args.token, root_certificates=args.tls_ca, certificate_chain=args.tls_cert,
+                   private_key=args.tls_key, deadline=args.deadline, retry=retry) as client:
+        result = client.submit(args.collection, args.rows, ledger=ledger, batch_size=args.batch_size)
+    print(json.dumps(result.to_json(), sort_keys=True))
+    return 0

@@ -1,0 +1,152 @@
+"""The asyncio client: fetch a collection, then submit a device's rows through its ledger.
+
+One :class:`AsyncClient` holds one ``grpc.aio`` channel and may serve many devices at once
+(each :meth:`~AsyncClient.submit` names the device's own :class:`PrivacyLedger`), e.g. thousands
+of simulated clients as asyncio tasks in one process. Every call carries a deadline and the
+bearer token; retryable failures are retried with backoff (:mod:`.retry`).
+
+The path of a row (design.md §2, §4): validate and encode on the device (:mod:`.rows`) →
+memoize or perturb with :meth:`MechanismE.perturb_secure` and charge ε, durably, before sending
+(:mod:`.device`, :mod:`.ledger`) → stream in batches until every batch is acknowledged after
+durable commit (:mod:`.submit`). Only perturbed codes, public codes and random ids are sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+import grpc
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+
+from .device import PreparedReports, prepare_reports
+from .errors import SubmitError
+from .ledger import PrivacyLedger
+from .result import SubmitResult
+from .retry import RetryPolicy, check_seconds, is_retryable
+from .rows import Rows, load_rows
+from .submit import ReportStreamer, StreamResult, batch_capacity
+from .transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
+
+#: Default deadline of every call, in seconds.
+DEFAULT_DEADLINE = 30.0
+
+
+class AsyncClient:
+    """A connection to an aggregator, for asyncio code. Create it inside a running event loop.
+
+    Parameters
+    ----------
+    target:
+        ``HOST:PORT`` of the aggregator.
+    token:
+        Bearer token sent as ``authorization: Bearer <token>`` on every call.
+    root_certificates:
+        PEM file of the CA that signed the server's certificate; turns TLS on.
+    certificate_chain, private_key:
+        PEM files of the device's certificate and key, for mutual TLS (together; turn TLS on).
+        Without any TLS option the channel is insecure (loopback demos only).
+    deadline:
+        Seconds each call may take: ``GetCollection``, and each ``SubmitReports`` attempt.
+    retry:
+        Retry policy (default :class:`RetryPolicy()`).
+    max_message_bytes:
+        The channel's send/receive message limit; batches are cut to fit it and the collection's
+        ``max_message_bytes``, whichever is smaller.
+    rng:
+        Draws the backoff jitter only (no privacy role); default a fresh ``random.Random()``.
+    """
+
+    def __init__(self, target: str, *, token: str | None = None,
+                 root_certificates: str | os.PathLike | None = None,
+                 certificate_chain: str | os.PathLike | None = None,
+                 private_key: str | os.PathLike | None = None,
+                 deadline: float = DEFAULT_DEADLINE, retry: RetryPolicy | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, rng: random.Random | None = None):
+        self.deadline = check_seconds(deadline, "deadline")
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._metadata = bearer_metadata(token)
+        credentials = channel_credentials(root_certificates, certificate_chain, private_key)
+        self._channel = open_channel(target, credentials, max_message_bytes=max_message_bytes, retry=self.retry)
+        self._max_message_bytes = max_message_bytes
+        self._stub = pb_grpc.CollectionServiceStub(self._channel)
+        self._rng = rng if rng is not None else random.Random()
+
+    async def get_collection(self, name: str) -> CollectionInfo:
+        """The collection's verified mechanism card (with its schema) and limits.
+
+        Retries retryable failures; raises :class:`SubmitError` (e.g. FAILED_PRECONDITION for an
+        unknown collection) or :class:`~ldpsynth.shared.errors.ValidationError` for a card that
+        does not verify.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValidationError("collection", "a non-empty collection name", "empty")
+        request = pb.GetCollectionRequest(collection=name)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                message = await self._stub.GetCollection(request, timeout=self.deadline, metadata=self._metadata)
+            except grpc.aio.AioRpcError as exc:
+                status = exc.code().name
+                if not is_retryable(status) or attempts >= self.retry.max_attempts:
+                    raise SubmitError("GetCollection", status, exc.details() or "", attempts=attempts) from None
+                await asyncio.sleep(self.retry.backoff(attempts, self._rng))
+                continue
+            info = CollectionInfo.from_proto(message)
+            if info.schema.name != name:
+                raise ValidationError("collection", f"the collection asked for ({name!r})",
+                                      "the server answered with another collection")
+            return info
+
+    async def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
+                     batch_size: int | None = None) -> SubmitResult:
+        """Validate, memoize-or-perturb, charge, and deliver a device's rows.
+
+        ``rows`` are columns (attribute name → raw values) or a CSV path. Raises
+        :class:`~ldpsynth.shared.errors.ValidationError` for a bad row and
+        :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` when the ledger refuses (in both
+        cases nothing is recorded and nothing is sent), and :class:`SubmitError` when delivery
+        fails for good: the ε stays charged, and submitting the same rows again resends the
+        same memoized reports at no further cost.
+        """
+        info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
+        capacity = batch_capacity(info, self._max_message_bytes, batch_size)
+        prepared: PreparedReports = await asyncio.to_thread(
+            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger))
+        stream = await self._stream(info, prepared.reports, capacity)
+        return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
+                            acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,
+                            retries=stream.retries, memoized=prepared.memoized,
+                            epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total)
+
+    async def submit_reports(self, info: CollectionInfo, reports: Reports, *,
+                             batch_size: int | None = None) -> StreamResult:
+        """Deliver reports that are already perturbed, with no ledger.
+
+        For simulations and benchmarks that perturb with a seeded generator
+        (:meth:`MechanismE.perturb`) and account for ε themselves; a device uses :meth:`submit`.
+        """
+        reports.validate(info.schema)
+        return await self._stream(info, reports, batch_capacity(info, self._max_message_bytes, batch_size))
+
+    async def _stream(self, info: CollectionInfo, reports: Reports, capacity: int) -> StreamResult:
+        streamer = ReportStreamer(self._stub, info, reports, capacity=capacity, deadline=self.deadline,
+                                  metadata=self._metadata, retry=self.retry, rng=self._rng)
+        return await streamer.run()
+
+    async def close(self) -> None:
+        """Close the channel (calls in flight are cancelled)."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,99 @@
+"""Turn a device's encoded rows into the reports it may send: memoize, charge ε, perturb with E.
+
+This is the only place where raw private codes meet randomness, and the randomness is the
+operating system's CSPRNG: :meth:`MechanismE.perturb_secure` (design.md §4; seed 000 eq. 16,
+keep the true code with probability :math:`A/N \\le 1/g(\\epsilon)`, else report each other
+code with probability :math:`L/N`). What comes out holds only perturbed codes, the public codes
+and fresh random report ids; the raw private codes stay here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
+
+from .ledger import PrivacyLedger
+from .rows import EncodedRows
+
+
+@dataclass(frozen=True)
+class PreparedReports:
+    """The reports of one submission, already charged and memoized in the ledger.
+
+    Attributes
+    ----------
+    reports:
+        One report per *distinct* row (identical rows share their memoized report), in the
+        order of first appearance.
+    rows:
+        Rows submitted.
+    memoized:
+        Rows that reused a memoized report (from an earlier submission or an identical earlier
+        row of this one) and so cost no ε.
+    epsilon_spent:
+        ε charged by this submission (new reports × the collection's ε).
+    epsilon_total:
+        ε this device has spent on the collection, this submission included.
+    """
+
+    reports: Reports
+    rows: int
+    memoized: int
+    epsilon_spent: float
+    epsilon_total: float
+
+
+def collection_fingerprint(card: MechanismCard) -> bytes:
+    """SHA-256 of what a report means: the schema (name, ε, attributes) and E's exact weights.
+
+    Memoized reports are bound to it, so a collection re-created with another schema or
+    mechanism gets fresh reports (each charged again), while cosmetic card changes do not.
+    """
+    m = card.mechanism
+    identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
+                "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")).digest()
+
+
+def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger) -> PreparedReports:
+    """Memoize-or-perturb every row and record the spend, in one ledger transaction, before sending.
+
+    Rows with a memoized report reuse its id and perturbed code. The other distinct rows are
+    perturbed with :meth:`MechanismE.perturb_secure`, get fresh random ids and are charged the
+    collection's ε each; if that would exceed the budget the ledger raises
+    :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` and nothing is recorded.
+    """
+    card = info.card
+    mechanism = card.mechanism
+    keys = ledger.memo_keys(collection_fingerprint(card), rows.public_codes, rows.private_codes)
+    first_row: dict[bytes, int] = {}
+    for i, key in enumerate(keys):
+        first_row.setdefault(key, i)
+    distinct = list(first_row)
+    rows_of = np.fromiter(first_row.values(), dtype=np.int64, count=len(distinct))
+    report_ids = np.empty((len(distinct), REPORT_ID_BYTES), np.uint8)
+    codes = np.empty(len(distinct), np.int64)
+    with ledger.transaction(card.schema.name, mechanism.epsilon) as tx:
+        known = tx.lookup(distinct)
+        fresh = np.fromiter((key not in known for key in distinct), dtype=bool, count=len(distinct))
+        for j in np.flatnonzero(~fresh):
+            report_id, code = known[distinct[j]]
+            report_ids[j] = np.frombuffer(report_id, np.uint8)
+            codes[j] = code
+        fresh_ids = new_report_ids(int(fresh.sum()))
+        fresh_codes = mechanism.perturb_secure(rows.private_codes[rows_of[fresh]])
+        tx.record([distinct[j] for j in np.flatnonzero(fresh)], fresh_ids, fresh_codes)
+        report_ids[fresh] = fresh_ids
+        codes[fresh] = fresh_codes
+        total = tx.spent
+    new = int(fresh.sum())
+    reports = Reports(report_ids, codes, rows.public_codes[rows_of])
+    return PreparedReports(reports, len(rows), len(rows) - new, float(new * Fraction(mechanism.epsilon)), total)

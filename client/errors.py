@@ -1,0 +1,48 @@
+"""Errors of the client SDK (all subclasses of :class:`~ldpsynth.shared.errors.LdpsynthError`).
+
+Local problems reuse the shared classes: a bad row raises
+:class:`~ldpsynth.shared.errors.ValidationError` (field, position and legal range, never the
+value) and an over-budget submission raises
+:class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`. A call the server refused, or that
+kept failing, raises :class:`SubmitError`.
+"""
+
+from __future__ import annotations
+
+from ldpsynth.shared.errors import LdpsynthError
+
+
+class SubmitError(LdpsynthError):
+    """A gRPC call failed for good: a final status, or a retryable one after the last attempt.
+
+    Attributes
+    ----------
+    method:
+        The RPC, ``"GetCollection"`` or ``"SubmitReports"``.
+    status:
+        The gRPC status name, e.g. ``"INVALID_ARGUMENT"``.
+    details:
+        The server's message (the contract forbids it to echo a private value).
+    attempts:
+        Calls made, the failing one included.
+    sent, acknowledged, duplicates:
+        Reports of the submission; reports newly committed by the server before the failure
+        (they stay committed, docs/contract.md); reports it already held. A later submission of
+        the same rows resends the memoized reports with the same ids, so nothing is stored twice.
+    """
+
+    def __init__(self, method: str, status: str, details: str, *, attempts: int,
+                 sent: int = 0, acknowledged: int = 0, duplicates: int = 0):
+        self.method = method
+        self.status = status
+        self.details = " ".join(details.split())
+        self.attempts = attempts
+        self.sent = sent
+        self.acknowledged = acknowledged
+        self.duplicates = duplicates
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        progress = ""
+        if method == "SubmitReports":
+            progress = (f"; {acknowledged + duplicates} of {sent} reports acknowledged before the error "
+                        f"({acknowledged} new, {duplicates} duplicates)")
+        super().__init__(f"{method} failed with {status}{tries}: {self.details or 'no details'}{progress}")

@@ -1,0 +1,51 @@
+"""The summary of one submission, as the SDK returns it and the CLI prints it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What one :meth:`AsyncClient.submit` did.
+
+    Attributes
+    ----------
+    collection:
+        The collection's name.
+    rows:
+        Rows given.
+    sent:
+        Distinct reports streamed (identical rows share one memoized report).
+    acknowledged:
+        Reports the server newly committed.
+    duplicates:
+        Reports the server already held: memoized reports it had stored before, or retried batches.
+        ``acknowledged + duplicates == sent`` once the submission succeeded.
+    batches:
+        ``ReportBatch`` messages the reports were cut into.
+    retries:
+        ``SubmitReports`` attempts after the first.
+    memoized:
+        Rows that reused a memoized report (design.md §4) and so cost no ε.
+    epsilon_spent:
+        ε this submission charged to the device's ledger (new reports × the collection's ε).
+    epsilon_total:
+        ε the device has spent on the collection, this submission included.
+    """
+
+    collection: str
+    rows: int
+    sent: int
+    acknowledged: int
+    duplicates: int
+    batches: int
+    retries: int
+    memoized: int
+    epsilon_spent: float
+    epsilon_total: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
+        return asdict(self)

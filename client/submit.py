@@ -1,0 +1,197 @@
+"""Stream a submission's reports over ``SubmitReports``: batches, acknowledgements, retries.
+
+The reports are cut once into batches numbered ``0, 1, ...`` (the ``sequence`` of each
+``ReportBatch``); the server answers each batch with a ``BatchAck`` only after every report of it
+is durably committed (docs/contract.md). An attempt writes every unacknowledged batch and reads
+acknowledgements as they come; when it fails with a retryable status the next attempt, after a
+backoff, resends exactly the batches still unacknowledged, with the same report ids, so the
+server stores every report once whatever happened to the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import grpc
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
+from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
+from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+
+from .errors import SubmitError
+from .retry import RetryPolicy, is_retryable
+
+#: Bound on the bytes a bytes field adds besides its payload: a one-byte tag and a length varint.
+_FIELD_HEADER = 1 + 5
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """Outcome of streaming one submission.
+
+    Attributes
+    ----------
+    sent:
+        Reports in the submission (each counted once, however often it was resent).
+    acknowledged:
+        Reports the server newly committed.
+    duplicates:
+        Reports the server already held (an earlier submission or a retried batch).
+    batches:
+        Batches the reports were cut into.
+    retries:
+        Attempts after the first.
+    """
+
+    sent: int
+    acknowledged: int
+    duplicates: int
+    batches: int
+    retries: int
+
+
+def report_bytes(public_attributes: int) -> int:
+    """Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one)."""
+    return REPORT_ID_BYTES + 8 * (1 + public_attributes)
+
+
+def batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | None = None) -> int:
+    """Reports per batch: at most ``batch_size``, the collection's ``max_batch_reports``, and as
+    many as fit in the smaller of its ``max_message_bytes`` and the channel's limit.
+
+    A limit of 0 in the collection means "not set".
+    """
+    schema = info.schema
+    public = len(schema.public_attributes)
+    limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
+    envelope = pb.ReportBatch(collection=schema.name, mechanism_version=info.card.version,
+                              sequence=2**64 - 1).ByteSize() + (2 + public) * _FIELD_HEADER
+    fit = (limit - envelope) // report_bytes(public)
+    if fit < 1:
+        raise ValidationError("max_message_bytes", f"at least {envelope + report_bytes(public)} bytes (one report)",
+                              f"got {limit}")
+    caps = [fit, info.limits.max_batch_reports or fit]
+    if batch_size is not None:
+        caps.append(check_int(batch_size, "batch_size", 1))
+    return min(caps)
+
+
+class ReportStreamer:
+    """Delivers one submission's reports, retrying until every batch is acknowledged.
+
+    Parameters
+    ----------
+    stub:
+        The collection service stub on an open ``grpc.aio`` channel.
+    info:
+        The collection (its name and mechanism version go into every batch).
+    reports:
+        The reports, already perturbed.
+    capacity:
+        Reports per batch (:func:`batch_capacity`).
+    deadline:
+        Seconds each ``SubmitReports`` attempt may take (gRPC deadline; a passed deadline is
+        retried, and a retry only resends what is still unacknowledged).
+    metadata:
+        Call metadata (the bearer token).
+    retry:
+        When to give up and how long to wait between attempts.
+    rng:
+        Draws the backoff jitter.
+    """
+
+    def __init__(self, stub: pb_grpc.CollectionServiceStub, info: CollectionInfo, reports: Reports, *,
+                 capacity: int, deadline: float, metadata: tuple[tuple[str, str], ...], retry: RetryPolicy,
+                 rng: random.Random):
+        self._stub = stub
+        self._collection = info.schema.name
+        self._version = info.card.version
+        self._sent = len(reports)
+        self._pending = {seq: reports.slice(start, start + capacity)
+                         for seq, start in enumerate(range(0, len(reports), capacity))}
+        self._batches = len(self._pending)
+        self._deadline = deadline
+        self._metadata = metadata
+        self._retry = retry
+        self._rng = rng
+        self._acknowledged = 0
+        self._duplicates = 0
+        self._lockstep = False
+
+    async def run(self) -> StreamResult:
+        """Stream until every batch is acknowledged; raise :class:`SubmitError` on a final failure."""
+        attempts = stalled = 0
+        while self._pending:
+            attempts += 1
+            before = len(self._pending)
+            status, details, write_failed = await self._attempt()
+            if not self._pending:
+                break
+            # grpcio (aio) reports INTERNAL "Internal error from Core" instead of the server's status
+            # when a write races with the server ending the stream. Resending is safe (same ids), so
+            # go again in lockstep, where a write can be in flight only while the server has not
+            # answered the previous batch: the first such attempt is free; later ones (a race on
+            # the very first write) count against max_attempts like any retryable failure.
+            masked = status == "INTERNAL" and write_failed
+            if masked and not self._lockstep:
+                self._lockstep = True
+                continue
+            if status is None:
+                status, details = "ABORTED", (f"the server closed the stream with {len(self._pending)} "
+                                              "batches unacknowledged")
+            stalled = 0 if len(self._pending) < before else stalled + 1
+            if not (is_retryable(status) or masked) or stalled >= self._retry.max_attempts:
+                raise SubmitError("SubmitReports", status, details, attempts=attempts, sent=self._sent,
+                                  acknowledged=self._acknowledged, duplicates=self._duplicates)
+            await asyncio.sleep(self._retry.backoff(max(stalled, 1), self._rng))
+        return StreamResult(self._sent, self._acknowledged, self._duplicates, self._batches, max(attempts - 1, 0))
+
+    async def _attempt(self) -> tuple[str | None, str, bool]:
+        """One stream: write the unacknowledged batches while reading acknowledgements.
+
+        Returns the failure's ``(status name, details)`` (``(None, "")`` if the stream ended OK) and
+        whether a write failed. Batches are pipelined, or in lockstep (the next batch is written
+        only after the previous one is acknowledged) once :meth:`run` asked for it.
+        """
+        batches = list(self._pending.items())
+        window = asyncio.Semaphore(1 if self._lockstep else len(batches))
+        call = self._stub.SubmitReports(timeout=self._deadline, metadata=self._metadata)
+        closing = False
+        write_failed = False
+
+        async def write_all() -> None:
+            nonlocal write_failed
+            try:
+                for sequence, part in batches:
+                    await window.acquire()
+                    if closing:
+                        return
+                    await call.write(reports_to_proto(part, self._collection, self._version, sequence))
+                await window.acquire()  # half-close once a batch is acknowledged (the last one in lockstep)
+                if not closing:
+                    await call.done_writing()
+            except Exception:  # noqa: BLE001 - a failed write ends the call; its status is read below
+                write_failed = True
+
+        writer = asyncio.create_task(write_all())
+        status: str | None = None
+        details = ""
+        try:
+            while (ack := await call.read()) is not grpc.aio.EOF:
+                if self._pending.pop(ack.sequence, None) is not None:
+                    self._acknowledged += ack.accepted
+                    self._duplicates += ack.duplicates
+                    window.release()
+        except grpc.aio.AioRpcError as exc:
+            status, details = exc.code().name, exc.details() or ""
+        finally:
+            closing = True
+            window.release()
+            call.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+        return status, details, write_failed

@@ -1,0 +1,81 @@
+"""A blocking wrapper of :class:`~ldpsynth.client.aio.AsyncClient` for scripts and the CLI.
+
+It runs the asyncio client on a private event loop, so do not use it from inside a running
+event loop (use :class:`AsyncClient` there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.reports import Reports
+
+from .aio import DEFAULT_DEADLINE, AsyncClient
+from .ledger import PrivacyLedger
+from .result import SubmitResult
+from .retry import RetryPolicy
+from .rows import Rows
+from .submit import StreamResult
+from .transport import DEFAULT_MAX_MESSAGE_BYTES
+
+_T = TypeVar("_T")
+
+
+class Client:
+    """Blocking client; the parameters are those of :class:`AsyncClient`. Use it as a context manager."""
+
+    def __init__(self, target: str, *, token: str | None = None,
+                 root_certificates: str | os.PathLike | None = None,
+                 certificate_chain: str | os.PathLike | None = None,
+                 private_key: str | os.PathLike | None = None,
+                 deadline: float = DEFAULT_DEADLINE, retry: RetryPolicy | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, rng: random.Random | None = None):
+        self._loop = asyncio.new_event_loop()
+
+        async def connect() -> AsyncClient:
+            return AsyncClient(target, token=token, root_certificates=root_certificates,
+                               certificate_chain=certificate_chain, private_key=private_key, deadline=deadline,
+                               retry=retry, max_message_bytes=max_message_bytes, rng=rng)
+
+        try:
+            self._client = self._loop.run_until_complete(connect())
+        except BaseException:
+            self._loop.close()
+            raise
+
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return self._loop.run_until_complete(coroutine)
+
+    def get_collection(self, name: str) -> CollectionInfo:
+        """See :meth:`AsyncClient.get_collection`."""
+        return self._run(self._client.get_collection(name))
+
+    def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
+               batch_size: int | None = None) -> SubmitResult:
+        """See :meth:`AsyncClient.submit`."""
+        return self._run(self._client.submit(collection, rows, ledger=ledger, batch_size=batch_size))
+
+    def submit_reports(self, info: CollectionInfo, reports: Reports, *, batch_size: int | None = None) -> StreamResult:
+        """See :meth:`AsyncClient.submit_reports`."""
+        return self._run(self._client.submit_reports(info, reports, batch_size=batch_size))
+
+    def close(self) -> None:
+        """Close the channel and the private event loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self._client.close())
+            self._run(self._loop.shutdown_default_executor())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
