@@ -18,7 +18,9 @@ from ldpsynth.shared.errors import LdpsynthError
 #: Subcommand modules, in the order they appear in ``ldpsynth --help``.
 SUBCOMMAND_MODULES = (
     "ldpsynth.cli.demo",
+    "ldpsynth.cli.aggregator_cmd",
     "ldpsynth.cli.estimate",
+    "ldpsynth.cli.client_cmd",
 )
 
 

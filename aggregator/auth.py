@@ -1,0 +1,152 @@
+"""Who is calling, and may they: bearer tokens, mutual-TLS identities, roles and collections.
+
+Contract (docs/contract.md): every call carries ``authorization: Bearer <token>``. With a
+tokens file, the token names a client entry (its id is the *credential* quotas count); tokens
+are compared with :func:`hmac.compare_digest` against every entry, so the time taken does not
+depend on which entry (if any) matched. Missing or unknown token -> UNAUTHENTICATED; a known
+token without the role or the collection -> PERMISSION_DENIED. Without a tokens file, the
+credential is the client certificate's subject CN under mutual TLS, else ``anonymous``
+(loopback demos).
+
+The check runs per call inside the handlers (an aio interceptor sees neither the TLS peer
+identity nor the collection a batch names). The health and reflection services are not
+authenticated: they reveal no data. Tokens never appear in messages, logs or the store.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from .config import ConfigError
+from .status import StatusError
+
+SUBMIT = "submit"
+QUERY = "query"
+ROLES = frozenset({SUBMIT, QUERY})
+ANONYMOUS_ID = "anonymous"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An authenticated caller: its id, its roles, and its collections (``None``: all)."""
+
+    id: str
+    roles: frozenset[str]
+    collections: frozenset[str] | None
+
+    def require_role(self, *roles: str) -> None:
+        """PERMISSION_DENIED unless the credential has one of ``roles``."""
+        if not self.roles.intersection(roles):
+            raise StatusError(grpc.StatusCode.PERMISSION_DENIED,
+                              f"credential {self.id!r} lacks the role {' or '.join(roles)}")
+
+    def require_collection(self, collection: str) -> None:
+        """PERMISSION_DENIED unless the credential may use ``collection``."""
+        if self.collections is not None and collection not in self.collections:
+            raise StatusError(grpc.StatusCode.PERMISSION_DENIED,
+                              f"credential {self.id!r} may not use collection {collection[:128]!r}")
+
+
+ANONYMOUS = Credential(ANONYMOUS_ID, ROLES, None)
+
+
+def _entry(obj: Any, i: int, seen_ids: set[str]) -> tuple[bytes, Credential]:
+    where = f"clients[{i}]"
+    if not isinstance(obj, Mapping):
+        raise ConfigError(f"{where}: an object with id, token, collections, roles")
+    extra = set(obj) - {"id", "token", "collections", "roles"}
+    if extra:
+        raise ConfigError(f"{where}: only the fields id, token, collections, roles; got {sorted(extra)}")
+    cid, token, collections, roles = obj.get("id"), obj.get("token"), obj.get("collections"), obj.get("roles")
+    if not isinstance(cid, str) or not cid or len(cid) > 256:
+        raise ConfigError(f"{where}.id: a non-empty string of at most 256 characters")
+    if cid in seen_ids:
+        raise ConfigError(f"{where}.id: distinct ids, {cid!r} repeats")
+    if not isinstance(token, str) or not token:
+        raise ConfigError(f"{where}.token: a non-empty string")
+    if collections == "*":
+        allowed = None
+    elif isinstance(collections, list) and all(isinstance(c, str) for c in collections):
+        allowed = frozenset(collections)
+    else:
+        raise ConfigError(f'{where}.collections: "*" or a list of collection names')
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles) or not set(roles) <= ROLES:
+        raise ConfigError(f"{where}.roles: a list of roles from {sorted(ROLES)}")
+    seen_ids.add(cid)
+    return token.encode("utf-8"), Credential(cid, frozenset(roles), allowed)
+
+
+class TokenTable:
+    """The clients of a tokens file (docs/contract.md)."""
+
+    def __init__(self, entries: Sequence[tuple[bytes, Credential]]):
+        tokens = [t for t, _ in entries]
+        if len(set(tokens)) != len(tokens):
+            raise ConfigError("tokens: every client needs its own token (two entries share one)")
+        self._entries = list(entries)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TokenTable":
+        try:
+            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"--tokens {path}: cannot read ({exc.strerror})") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--tokens {path}: not JSON (line {exc.lineno})") from None
+        clients = obj.get("clients") if isinstance(obj, Mapping) else None
+        if not isinstance(clients, list) or not clients:
+            raise ConfigError(f'--tokens {path}: an object {{"clients": [...]}} with at least one client')
+        seen: set[str] = set()
+        return cls([_entry(c, i, seen) for i, c in enumerate(clients)])
+
+    def lookup(self, token: bytes) -> Credential | None:
+        """The credential whose token equals ``token`` (compared with every entry)."""
+        found = None
+        for candidate, credential in self._entries:
+            if hmac.compare_digest(candidate, token):
+                found = credential
+        return found
+
+
+def _metadata_value(metadata: Sequence[tuple[str, str | bytes]], key: str) -> list[str | bytes]:
+    return [value for k, value in metadata if k.lower() == key]
+
+
+class Authenticator:
+    """Turns a call's metadata and TLS peer identity into a :class:`Credential`."""
+
+    def __init__(self, tokens: TokenTable | None, mutual_tls: bool):
+        self._tokens = tokens
+        self._mutual_tls = mutual_tls
+
+    def authenticate(self, metadata: Sequence[tuple[str, str | bytes]],
+                     auth_context: Mapping[str, Sequence[bytes]]) -> Credential:
+        """The caller's credential, or UNAUTHENTICATED."""
+        if self._tokens is not None:
+            return self._from_token(self._tokens, metadata)
+        if self._mutual_tls:
+            names = auth_context.get("x509_common_name") or []
+            if len(names) != 1 or not names[0]:
+                raise StatusError(grpc.StatusCode.UNAUTHENTICATED, "client certificate: a subject CN is required")
+            return Credential(names[0].decode("utf-8", "replace"), ROLES, None)
+        return ANONYMOUS
+
+    @staticmethod
+    def _from_token(tokens: TokenTable, metadata: Sequence[tuple[str, str | bytes]]) -> Credential:
+        values = _metadata_value(metadata, "authorization")
+        if len(values) != 1 or not isinstance(values[0], str):
+            raise StatusError(grpc.StatusCode.UNAUTHENTICATED, "authorization: one 'Bearer <token>' header is required")
+        scheme, _, token = values[0].partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise StatusError(grpc.StatusCode.UNAUTHENTICATED, "authorization: expected 'Bearer <token>'")
+        credential = tokens.lookup(token.strip().encode("utf-8"))
+        if credential is None:
+            raise StatusError(grpc.StatusCode.UNAUTHENTICATED, "authorization: unknown token")
+        return credential

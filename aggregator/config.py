@@ -1,0 +1,135 @@
+"""Server configuration and the catalog of collections it serves.
+
+A collection file (``--collection FILE``) is JSON: either a schema
+(``{"name", "epsilon", "attributes"}``, see :mod:`ldpsynth.shared.schema`) or a full mechanism
+card (format ``ldpsynth.mechanism-card/1``, verified on load). The server publishes the card,
+and the limits below, through ``GetCollection``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import LdpsynthError, ValidationError
+from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+from .status import StatusError
+
+#: gRPC keeps message sizes in a signed 32-bit int.
+MAX_MESSAGE_BYTES = 2**31 - 1
+
+
+class ConfigError(LdpsynthError):
+    """A configuration value or file is invalid; the message names it and its legal range."""
+
+
+def load_collection(path: str | Path) -> MechanismCard:
+    """Read a collection file: a schema JSON or a mechanism card JSON."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        obj = json.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"--collection {path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--collection {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    try:
+        if isinstance(obj, dict) and "format" in obj:
+            return MechanismCard.from_json(obj)
+        return MechanismCard.for_schema(Schema.from_json(obj))
+    except ValidationError as exc:
+        raise ConfigError(f"--collection {path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: the server's certificate chain and key, and the CA that signs client
+    certificates (given: mutual TLS is required)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``ldpsynth aggregator serve`` is told (see docs/contract.md).
+
+    ``shards`` None: the data directory's existing layout, or one shard per CPU for a new one.
+    ``ray_address`` None: join the Ray runtime of this process if there is one, else start a
+    local one. ``max_inflight_batches`` bounds the batches of one stream being committed at
+    once (acknowledged in order); ``max_group_rows`` bounds the reports of one group commit.
+    """
+
+    data_dir: Path
+    collections: tuple[MechanismCard, ...]
+    host: str = "127.0.0.1"
+    port: int = 0
+    shards: int | None = None
+    ray_address: str | None = None
+    tls: TlsFiles | None = None
+    tokens_file: Path | None = None
+    limits: Limits = field(default_factory=Limits)
+    reflection: bool = False
+    grace_seconds: float = 5.0
+    max_inflight_batches: int = 4
+    max_group_rows: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if not self.collections:
+            raise ConfigError("--collection: at least one collection file")
+        names = [c.schema.name for c in self.collections]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--collection: distinct collection names, got {sorted(names)}")
+        checks: Iterable[tuple[str, object, int, int]] = (
+            ("--port", self.port, 0, 65535),
+            ("--shards", 1 if self.shards is None else self.shards, 1, 4096),
+            ("--max-rows-per-client", self.limits.max_rows_per_client, 0, 2**63 - 1),
+            ("--max-batch-reports", self.limits.max_batch_reports, 1, 2**32 - 1),
+            ("--max-message-bytes", self.limits.max_message_bytes, 1024, MAX_MESSAGE_BYTES),
+            ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
+            ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
+        )
+        for name, value, low, high in checks:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"{name}: an integer in [{low}, {high}], got {value!r}")
+        if not (isinstance(self.grace_seconds, (int, float)) and math.isfinite(self.grace_seconds)
+                and self.grace_seconds >= 0):
+            raise ConfigError(f"--grace: a finite number of seconds >= 0, got {self.grace_seconds!r}")
+
+
+class Catalog:
+    """The collections a server serves, with the limits it publishes for them."""
+
+    def __init__(self, cards: Iterable[MechanismCard], limits: Limits):
+        self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
+        self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._infos)
+
+    def cards_json(self) -> dict[str, str]:
+        """Collection name -> card JSON (what the shards check their files against)."""
+        return {name: info.card.dumps() for name, info in self._infos.items()}
+
+    def get(self, name: str) -> CollectionInfo:
+        """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise StatusError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"collection: {name[:128]!r} is not served here (unknown or closed)") from None
+
+    def proto(self, name: str) -> pb.Collection:
+        """``GetCollection``'s answer for ``name`` (built once)."""
+        self.get(name)
+        return self._protos[name]

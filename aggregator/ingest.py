@@ -1,0 +1,184 @@
+"""The ingestion handler: validate -> authorize -> quota -> route by report id -> group commit -> ack.
+
+Independent of gRPC transport and of Ray (the shards are any :class:`ShardBackend`), so it is
+tested without a server. Per batch (docs/contract.md, design.md §5):
+
+1. **Admission** (:meth:`Ingestor.admit`), in stream order: the collection must be served
+   (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED); the
+   ``mechanism_version`` must match (FAILED_PRECONDITION); the batch must have at most
+   ``max_batch_reports`` reports (RESOURCE_EXHAUSTED); every field is decoded and checked
+   against the schema (INVALID_ARGUMENT naming the field, position and legal range, never a
+   value); the credential's quota must hold the batch's new reports (RESOURCE_EXHAUSTED). A
+   rejected batch has touched nothing.
+2. **Commit** (:meth:`Ingestor.commit`): the reports are routed to shards by their id (first
+   8 bytes, little-endian, modulo the shard count: a retried report always meets its earlier
+   copy), each shard's part joins that shard's next group commit, and the ack is built once
+   *every* part is durable. If any shard fails, the batch is not acknowledged (UNAVAILABLE);
+   parts that did commit are found as duplicates when the client retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.protocol import reports_from_proto
+from ldpsynth.shared.reports import REPORT_ID_BYTES
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+from .auth import Credential
+from .config import Catalog
+from .group_commit import GroupCommitter
+from .quota import QuotaBook, QuotaKey
+from .status import ShardUnavailable, StatusError, invalid_argument, unavailable
+from .store import CommitOutcome, Segment
+
+log = logging.getLogger(__name__)
+
+
+class ShardBackend(Protocol):
+    """The shards, wherever they run. Methods raise :class:`ShardUnavailable` when a shard
+    cannot answer."""
+
+    @property
+    def num_shards(self) -> int: ...
+
+    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome: ...
+
+    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int: ...
+
+    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]: ...
+
+
+def route(report_ids: np.ndarray, num_shards: int) -> np.ndarray:
+    """Shard of every report: its id's first 8 bytes as a little-endian uint64, modulo ``num_shards``."""
+    head = np.ascontiguousarray(report_ids[:, :8]).view("<u8").reshape(-1)
+    return (head % np.uint64(num_shards)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A batch that passed admission: its parts per shard and the quota it reserved."""
+
+    sequence: int
+    quota_key: QuotaKey
+    reserved: int
+    parts: tuple[tuple[int, Segment], ...]
+
+
+class Ingestor:
+    """Admits and commits report batches for the collections of a :class:`Catalog`."""
+
+    def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int):
+        self._catalog = catalog
+        self._backend = backend
+        self._quota = quota
+        self._committers = [GroupCommitter(lambda segs, s=s: backend.commit(s, segs), max_group_rows)
+                            for s in range(backend.num_shards)]
+
+    @property
+    def committers(self) -> list[GroupCommitter]:
+        return self._committers
+
+    async def load_quota(self, shards: Iterable[int] | None = None) -> None:
+        """Read the quota counters of ``shards`` (default: all, at start) into the mirror."""
+        for shard in range(self._backend.num_shards) if shards is None else shards:
+            try:
+                counters = await self._backend.quota_usage(shard)
+            except ShardUnavailable as exc:
+                raise unavailable("a storage shard is unavailable; retry later") from exc
+            self._quota.observe(shard, counters)
+            self._quota.stale.discard(shard)
+
+    async def admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
+        """Check a batch and reserve its quota; raise :class:`StatusError` to reject it whole."""
+        credential.require_collection(batch.collection)
+        info = self._catalog.get(batch.collection)
+        if batch.mechanism_version != info.card.version:
+            raise StatusError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"mechanism_version: expected {info.card.version!r} for collection "
+                              f"{batch.collection!r}, got {batch.mechanism_version[:64]!r}")
+        claimed = len(batch.report_ids) // REPORT_ID_BYTES
+        if claimed > info.limits.max_batch_reports:
+            raise StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"report_ids: at most max_batch_reports = {info.limits.max_batch_reports} "
+                              f"reports per batch, got {claimed}")
+        try:
+            reports = reports_from_proto(batch, info.schema)
+        except ValidationError as exc:
+            raise invalid_argument(exc) from None
+        shards = route(reports.report_ids, self._backend.num_shards)
+        keys = reports.public_keys(info.schema)
+        parts = []
+        for shard in np.unique(shards):
+            mask = shards == shard
+            parts.append((int(shard), Segment(batch.collection, credential.id, reports.report_ids[mask],
+                                              keys[mask], reports.private_codes[mask])))
+        quota_key = (batch.collection, credential.id)
+        reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
+        return Admitted(int(batch.sequence), quota_key, reserved, tuple(parts))
+
+    async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> int:
+        n = sum(len(segment) for _, segment in parts)
+        if not limit:
+            return 0
+        if self._quota.stale:  # a shard failed mid-commit: its counter may be ahead of the mirror
+            await self.load_quota(sorted(self._quota.stale))
+        new = n
+        if new > self._quota.available(key, limit):
+            try:
+                existing = await asyncio.gather(*(self._backend.count_existing(shard, seg.collection, seg.report_ids)
+                                                  for shard, seg in parts))
+            except ShardUnavailable as exc:
+                raise unavailable("a storage shard is unavailable; retry the batch") from exc
+            new = n - sum(existing)
+            if new > self._quota.available(key, limit):
+                raise StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"max_rows_per_client: credential {key[1]!r} may store at most {limit} reports "
+                                  f"in collection {key[0]!r}; {self._quota.used(key)} are stored and this batch "
+                                  f"adds {new}")
+        self._quota.reserve(key, new)
+        return new
+
+    async def commit(self, admitted: Admitted) -> pb.BatchAck:
+        """Commit an admitted batch; the ack is built once every shard part is durable.
+
+        Shielded: if the caller is cancelled (client gone), the commit still completes and the
+        quota mirror is settled.
+        """
+        return await asyncio.shield(self._commit(admitted))
+
+    async def _commit(self, admitted: Admitted) -> pb.BatchAck:
+        outcomes = await asyncio.gather(*(self._committers[shard].submit(segment) for shard, segment in admitted.parts),
+                                        return_exceptions=True)
+        accepted = duplicates = 0
+        failed: BaseException | None = None
+        for (shard, _), outcome in zip(admitted.parts, outcomes):
+            if isinstance(outcome, BaseException):
+                failed = outcome
+                self._quota.stale.add(shard)
+                continue
+            (acc, dup), counters = outcome
+            self._quota.observe(shard, counters)
+            accepted += acc
+            duplicates += dup
+        self._quota.release(admitted.quota_key, admitted.reserved)
+        if isinstance(failed, ShardUnavailable):
+            log.warning("batch not acknowledged: %s", failed)
+            raise unavailable("a storage shard is unavailable; the batch was not acknowledged, retry it "
+                              "with the same report ids")
+        if failed is not None:
+            raise failed
+        return pb.BatchAck(sequence=admitted.sequence, accepted=accepted, duplicates=duplicates)
+
+    async def close(self) -> None:
+        """Let queued group commits finish."""
+        await asyncio.gather(*(c.close() for c in self._committers))
+

@@ -1,0 +1,276 @@
+"""The aggregator's gRPC server: a thin ``grpc.aio`` layer over the ingest handler.
+
+* ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
+  request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
+  the INTERNAL a failing deserializer produces (design.md §7). Every error a request can
+  cause is a :class:`~ldpsynth.aggregator.status.StatusError` with its own code; only a bug
+  yields INTERNAL.
+* ``SubmitReports`` reads batches in order, admits each (validation, authorization, quota),
+  lets up to ``max_inflight_batches`` of them commit concurrently, and writes one ``BatchAck``
+  per batch, in order, each after its batch is durable. A rejected batch ends the stream
+  with its status after the acks of the batches before it; nothing of it is stored.
+* Standard health service (SERVING once the shards are open; NOT_SERVING as a graceful stop
+  begins), reflection only when asked for, message size limits as server options (an
+  oversized message fails with RESOURCE_EXHAUSTED).
+* Graceful stop: health NOT_SERVING, batches arriving from then on get UNAVAILABLE (clients
+  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, queued group commits
+  complete, then the shards close.
+
+Logs carry lifecycle events and rejected-batch statuses; never tokens, peer addresses or
+report values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+from .auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
+from .config import Catalog, ConfigError, ServerConfig
+from .datadir import DataDir
+from .ingest import Ingestor
+from .quota import QuotaBook
+from .ray_shards import RayShards
+from .stats import SufficientStats
+from .store import check_shard_files
+from .status import StatusError, unavailable
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
+INTERNAL_ERROR = StatusError(grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
+M = TypeVar("M", bound=Message)
+
+
+def parse(message_type: type[M], raw: bytes) -> M:
+    """Parse request bytes; INVALID_ARGUMENT if they are not a ``message_type``."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError:
+        raise StatusError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot read ({exc.strerror})") from None
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class AggregatorServer:
+    """One aggregator: data directory, Ray shards, gRPC server.
+
+    Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop. The shards'
+    sufficient statistics: :meth:`statistics` (merged) or ``shards.stats(collection)`` (per
+    shard); their files: ``shards.paths`` (open with :class:`~ldpsynth.aggregator.store.ShardReader`).
+    """
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.catalog = Catalog(config.collections, config.limits)
+        self._datadir = DataDir(config.data_dir)
+        self._shards: RayShards | None = None
+        self._ingestor: Ingestor | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._authenticator: Authenticator | None = None
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self.address = ""
+
+    # ----- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Open the data directory and shards, then listen; return ``HOST:PORT``."""
+        config = self.config
+        tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+        self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
+        credentials = self._server_credentials()
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._datadir.acquire()
+        try:
+            paths = self._datadir.shard_paths(config.shards)
+            check_shard_files(paths, self.catalog.cards_json())
+            self._shards = await asyncio.to_thread(RayShards.start, paths, self.catalog.cards_json(),
+                                                   config.ray_address)
+            rows = await self._shards.wait_ready()
+            quota = QuotaBook(self._shards.num_shards)
+            self._ingestor = Ingestor(self.catalog, self._shards, quota, config.max_group_rows)
+            await self._ingestor.load_quota()
+            self._server = self._build_server()
+            port = self._bind(credentials)
+            await self._server.start()
+        except BaseException:
+            await self._release()
+            raise
+        self.address = _host_port(config.host, port)
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        stored = {name: sum(r.get(name, 0) for r in rows.values()) for name in self.catalog.names}
+        log.info("serving %s on %s: %d shards, stored reports %s", self.catalog.names, self.address,
+                 self._shards.num_shards, stored)
+        return self.address
+
+    def _server_credentials(self) -> grpc.ServerCredentials | None:
+        tls = self.config.tls
+        if tls is None:
+            return None
+        pair = (_read_file(tls.key, "--tls-key"), _read_file(tls.cert, "--tls-cert"))
+        client_ca = _read_file(tls.client_ca, "--tls-client-ca") if tls.client_ca else None
+        return grpc.ssl_server_credentials([pair], root_certificates=client_ca,
+                                           require_client_auth=client_ca is not None)
+
+    def _build_server(self) -> grpc.aio.Server:
+        limit = self.config.limits.max_message_bytes
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                          ("grpc.max_send_message_length", limit),
+                                          ("grpc.so_reuseport", 0)])
+        handlers = {
+            "GetCollection": grpc.unary_unary_rpc_method_handler(
+                self._get_collection, response_serializer=pb.Collection.SerializeToString),
+            "SubmitReports": grpc.stream_stream_rpc_method_handler(
+                self._submit_reports, response_serializer=pb.BatchAck.SerializeToString),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        if self.config.reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        return server
+
+    def _bind(self, credentials: grpc.ServerCredentials | None) -> int:
+        assert self._server is not None
+        target = _host_port(self.config.host, self.config.port)
+        try:
+            if credentials is None:
+                return self._server.add_insecure_port(target)
+            return self._server.add_secure_port(target, credentials)
+        except RuntimeError as exc:
+            raise ConfigError(f"--host/--port: cannot listen on {target} ({exc})") from None
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the shards."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        await self._health.enter_graceful_shutdown()
+        log.info("stopping (grace %.1f s)", self.config.grace_seconds if grace is None else grace)
+        if self._server is not None:
+            await self._server.stop(self.config.grace_seconds if grace is None else grace)
+        await self._release()
+        self._stopped.set()
+        log.info("stopped")
+
+    async def _release(self) -> None:
+        if self._ingestor is not None:
+            await self._ingestor.close()
+        if self._shards is not None:
+            await asyncio.to_thread(self._shards.close)
+            self._shards = None
+        self._datadir.release()
+
+    # ----- data access (for the query API and tests) -------------------------------------------
+    @property
+    def shards(self) -> RayShards:
+        if self._shards is None:
+            raise RuntimeError("the server is not started")
+        return self._shards
+
+    async def statistics(self, collection: str) -> SufficientStats:
+        """Sufficient statistics of ``collection`` over all shards."""
+        self.catalog.get(collection)
+        return SufficientStats.merge(await self.shards.stats(collection))
+
+    # ----- RPC handlers ----------------------------------------------------------------------
+    def _authenticate(self, context: grpc.aio.ServicerContext) -> Credential:
+        assert self._authenticator is not None
+        return self._authenticator.authenticate(context.invocation_metadata() or (), context.auth_context())
+
+    async def _get_collection(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.Collection:
+        try:
+            credential = self._authenticate(context)
+            credential.require_role(SUBMIT, QUERY)
+            request = parse(pb.GetCollectionRequest, raw)
+            credential.require_collection(request.collection)
+            return self.catalog.proto(request.collection)
+        except StatusError as exc:
+            failure = exc
+        except Exception:  # a bug, not bad input: log it, answer INTERNAL
+            log.exception("GetCollection failed")
+            failure = INTERNAL_ERROR
+        await context.abort(failure.code, failure.details)
+
+    async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        try:
+            credential = self._authenticate(context)
+            credential.require_role(SUBMIT)
+            failure = await self._stream(credential, requests, context)
+        except StatusError as exc:
+            failure = exc
+        except Exception:  # a bug, not bad input: log it, answer INTERNAL
+            log.exception("SubmitReports failed")
+            failure = INTERNAL_ERROR
+        if failure is not None:
+            log.info("report stream ended: %s", failure)
+            await context.abort(failure.code, failure.details)
+
+    async def _stream(self, credential: Credential, requests: AsyncIterator[bytes],
+                      context: grpc.aio.ServicerContext) -> StatusError | None:
+        """Admit batches in order, commit up to ``max_inflight_batches`` at once, ack in order.
+
+        Returns the status that ends the stream (``None``: the client closed it)."""
+        slots = asyncio.Semaphore(self.config.max_inflight_batches)
+        commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(credential, requests, commits, slots))
+        failure: StatusError | None = None
+        try:
+            while (task := await commits.get()) is not None:
+                try:
+                    ack = await task
+                except StatusError as exc:
+                    failure = exc
+                    break
+                slots.release()
+                await context.write(ack)
+        finally:
+            if not reader.done():
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            while not commits.empty():  # batches admitted after a failed one: never acknowledged
+                if (task := commits.get_nowait()) is not None:
+                    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return failure if failure is not None else reader.result()
+
+    async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
+                    commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
+                    slots: asyncio.Semaphore) -> StatusError | None:
+        assert self._ingestor is not None
+        try:
+            async for raw in requests:
+                if self._stopping:
+                    return unavailable("the server is shutting down; retry the batch")
+                await slots.acquire()
+                try:
+                    admitted = await self._ingestor.admit(credential, parse(pb.ReportBatch, raw))
+                except StatusError as exc:
+                    return exc
+                commits.put_nowait(asyncio.create_task(self._ingestor.commit(admitted)))
+            return None
+        finally:
+            commits.put_nowait(None)

@@ -1,0 +1,38 @@
+"""Errors that end a call with a precise gRPC status (design.md §5, docs/contract.md).
+
+Handlers raise :class:`StatusError`; the server turns it into ``context.abort(code, details)``.
+Details name the field and its legal range and never carry a private value, a token or a peer
+address: they travel back over the wire and into the server log.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from ldpsynth.shared.errors import LdpsynthError, ValidationError
+
+
+class StatusError(LdpsynthError):
+    """End the call with ``code`` and ``details``."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        self.code = code
+        self.details = details
+        super().__init__(f"{code.name}: {details}")
+
+
+class ShardUnavailable(LdpsynthError):
+    """A storage shard could not commit (actor died or restarting, disk error).
+
+    The batch is not acknowledged; the client retries it with the same report ids, which is
+    safe whether or not the shard committed before failing (duplicates are ignored).
+    """
+
+
+def invalid_argument(exc: ValidationError) -> StatusError:
+    """INVALID_ARGUMENT carrying a validation error's message (field, position, legal range)."""
+    return StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+
+def unavailable(details: str) -> StatusError:
+    return StatusError(grpc.StatusCode.UNAVAILABLE, details)

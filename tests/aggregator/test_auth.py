@@ -1,0 +1,96 @@
+"""Tokens file, authentication and authorization, without a server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ldpsynth.aggregator.auth import ANONYMOUS, Authenticator, TokenTable
+from ldpsynth.aggregator.config import ConfigError
+from ldpsynth.aggregator.status import StatusError
+
+SECRET = "s3cret-token-of-device-1"
+
+
+def write_tokens(tmp_path: Path, clients: object) -> Path:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"clients": clients}))
+    return path
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> TokenTable:
+    return TokenTable.load(write_tokens(tmp_path, [
+        {"id": "device-1", "token": SECRET, "collections": ["ratings"], "roles": ["submit"]},
+        {"id": "analyst", "token": "analyst-token", "collections": "*", "roles": ["query"]},
+    ]))
+
+
+def status_of(call: object) -> grpc.StatusCode:
+    with pytest.raises(StatusError) as info:
+        call()  # type: ignore[operator]
+    return info.value.code
+
+
+def test_token_lookup_and_authorization(table: TokenTable) -> None:
+    auth = Authenticator(table, mutual_tls=False)
+    device = auth.authenticate([("authorization", f"Bearer {SECRET}")], {})
+    assert device.id == "device-1"
+    device.require_role("submit")
+    device.require_collection("ratings")
+    assert status_of(lambda: device.require_collection("graph")) == grpc.StatusCode.PERMISSION_DENIED
+    analyst = auth.authenticate([("authorization", "bearer analyst-token")], {})
+    analyst.require_collection("anything")
+    assert status_of(lambda: analyst.require_role("submit")) == grpc.StatusCode.PERMISSION_DENIED
+    analyst.require_role("submit", "query")
+
+
+@pytest.mark.parametrize("metadata", [
+    [],
+    [("authorization", "Bearer wrong")],
+    [("authorization", f"Basic {SECRET}")],
+    [("authorization", "Bearer ")],
+    [("authorization", f"Bearer {SECRET}"), ("authorization", f"Bearer {SECRET}")],
+    [("authorization", f"Bearer {SECRET}x")],
+], ids=["missing", "wrong", "scheme", "empty", "twice", "longer"])
+def test_unauthenticated(table: TokenTable, metadata: list[tuple[str, str]]) -> None:
+    auth = Authenticator(table, mutual_tls=False)
+    with pytest.raises(StatusError) as info:
+        auth.authenticate(metadata, {})
+    assert info.value.code == grpc.StatusCode.UNAUTHENTICATED
+    assert SECRET not in info.value.details
+
+
+def test_without_tokens_mtls_and_anonymous() -> None:
+    mtls = Authenticator(None, mutual_tls=True)
+    assert mtls.authenticate([], {"x509_common_name": [b"device-cert"]}).id == "device-cert"
+    assert status_of(lambda: mtls.authenticate([], {})) == grpc.StatusCode.UNAUTHENTICATED
+    assert Authenticator(None, mutual_tls=False).authenticate([("authorization", "Bearer x")], {}) is ANONYMOUS
+
+
+@pytest.mark.parametrize("clients, message", [
+    ([], "at least one client"),
+    ([{"id": "a", "token": SECRET, "collections": "*", "roles": ["admin"]}], "roles"),
+    ([{"id": "a", "token": "", "collections": "*", "roles": []}], "token: a non-empty string"),
+    ([{"id": "a", "token": SECRET, "collections": "ratings", "roles": []}], "collections"),
+    ([{"id": "a", "token": SECRET, "collections": "*", "roles": [], "ip": "1.2.3.4"}], "only the fields"),
+    ([{"id": "a", "token": SECRET, "collections": "*", "roles": []},
+      {"id": "a", "token": "other", "collections": "*", "roles": []}], "distinct ids"),
+    ([{"id": "a", "token": SECRET, "collections": "*", "roles": []},
+      {"id": "b", "token": SECRET, "collections": "*", "roles": []}], "its own token"),
+])
+def test_bad_tokens_files(tmp_path: Path, clients: list[object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        TokenTable.load(write_tokens(tmp_path, clients))
+    assert SECRET not in str(info.value)
+
+
+def test_unreadable_tokens_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        TokenTable.load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ConfigError, match="not JSON"):
+        TokenTable.load(tmp_path / "bad.json")

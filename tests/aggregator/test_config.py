@@ -1,0 +1,56 @@
+"""Server configuration: collection files and the checks that name the offending flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ldpsynth.aggregator.config import ConfigError, ServerConfig, load_collection
+from ldpsynth.shared.protocol import Limits
+
+from .conftest import GRAPH_CARD, RATINGS, RATINGS_CARD
+
+
+def test_collection_file_is_a_schema_or_a_card(collection_files: list[Path], tmp_path: Path) -> None:
+    ratings, graph = collection_files
+    assert load_collection(ratings).dumps() == RATINGS_CARD.dumps()
+    assert load_collection(graph).dumps() == GRAPH_CARD.dumps()
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(GRAPH_CARD.dumps().replace('"domain_size": 2', '"domain_size": 3'))
+    with pytest.raises(ConfigError, match=r"card\.domain_size"):
+        load_collection(tampered)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n")
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_collection(broken)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_collection(tmp_path / "missing.json")
+    bad_schema = tmp_path / "bad.json"
+    bad_schema.write_text('{"name": "x", "epsilon": -1, "attributes": []}')
+    with pytest.raises(ConfigError, match="attributes"):
+        load_collection(bad_schema)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"collections": ()}, "at least one collection"),
+    ({"collections": (RATINGS_CARD, RATINGS_CARD)}, "distinct collection names"),
+    ({"port": 70000}, "--port"),
+    ({"shards": 0}, "--shards"),
+    ({"limits": Limits(max_batch_reports=0)}, "--max-batch-reports"),
+    ({"limits": Limits(max_message_bytes=2**31)}, "--max-message-bytes"),
+    ({"limits": Limits(max_rows_per_client=-1)}, "--max-rows-per-client"),
+    ({"grace_seconds": float("nan")}, "--grace"),
+])
+def test_invalid_settings_name_the_flag(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    settings: dict[str, object] = {"data_dir": tmp_path, "collections": (RATINGS_CARD,)}
+    settings.update(changes)
+    with pytest.raises(ConfigError, match=message):
+        ServerConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_defaults(tmp_path: Path) -> None:
+    config = ServerConfig(data_dir=tmp_path, collections=(RATINGS_CARD,))
+    assert (config.host, config.port, config.shards, config.reflection) == ("127.0.0.1", 0, None, False)
+    assert config.limits == Limits()
+    assert config.collections[0].schema == RATINGS

@@ -1,0 +1,292 @@
+"""The ingest handler without a server or Ray: in-process shards behind the ShardBackend seam."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+import pytest
+
+from ldpsynth.aggregator.auth import ANONYMOUS, Credential
+from ldpsynth.aggregator.config import Catalog
+from ldpsynth.aggregator.ingest import Ingestor, route
+from ldpsynth.aggregator.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.status import ShardUnavailable, StatusError
+from ldpsynth.aggregator.store import CommitOutcome, Segment, ShardReader, ShardStore
+from ldpsynth.shared.protocol import Limits
+from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+from .conftest import GRAPH, GRAPH_CARD, RATINGS, RATINGS_CARD, batch, make_reports
+
+T = TypeVar("T")
+
+
+class LocalShards:
+    """ShardBackend over in-process ShardStores; can fail a shard before or after it commits."""
+
+    def __init__(self, paths: list[Path], cards: dict[str, str]):
+        self.stores = [ShardStore(p, cards) for p in paths]
+        self.paths = paths
+        self.fail_before: set[int] = set()
+        self.fail_after: set[int] = set()
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.stores)
+
+    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
+        if shard in self.fail_before:
+            raise ShardUnavailable(f"shard {shard} down")
+        await asyncio.sleep(0.002)  # let concurrent batches queue up, as a real commit does
+        outcome = self.stores[shard].commit(segments)
+        if shard in self.fail_after:
+            raise ShardUnavailable(f"shard {shard}: reply lost")
+        return outcome
+
+    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
+        return self.stores[shard].count_existing(collection, report_ids)
+
+    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
+        if shard in self.fail_before:
+            raise ShardUnavailable(f"shard {shard} down")
+        return self.stores[shard].quota_usage()
+
+    def stored(self, collection: str = "ratings") -> int:
+        return sum(s.row_counts()[collection] for s in self.stores)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+
+class Harness:
+    """An Ingestor over LocalShards, driven on one event loop of its own."""
+
+    def __init__(self, tmp_path: Path, limits: Limits | None = None, shards: int = 3):
+        self.loop = asyncio.new_event_loop()
+        self.catalog = Catalog([RATINGS_CARD, GRAPH_CARD], limits or Limits())
+        self.backend = LocalShards([tmp_path / f"shard-{k}.sqlite" for k in range(shards)], self.catalog.cards_json())
+        self.quota = QuotaBook(shards)
+        self.ingestor = Ingestor(self.catalog, self.backend, self.quota, max_group_rows=1 << 20)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def close(self) -> None:
+        self.run(self.ingestor.close())
+        self.loop.close()
+        self.backend.close()
+
+    async def submit(self, message: pb.ReportBatch, credential: Credential = ANONYMOUS) -> pb.BatchAck:
+        return await self.ingestor.commit(await self.ingestor.admit(credential, message))
+
+    def status(self, message: pb.ReportBatch, credential: Credential = ANONYMOUS) -> grpc.StatusCode:
+        with pytest.raises(StatusError) as info:
+            self.run(self.submit(message, credential))
+        return info.value.code
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    h = Harness(tmp_path)
+    yield h
+    h.close()
+
+
+def test_accept_then_duplicates(harness: Harness, rng: np.random.Generator) -> None:
+    reports = make_reports(RATINGS, 500, rng)
+    ack = harness.run(harness.submit(batch(reports, sequence=7)))
+    assert (ack.sequence, ack.accepted, ack.duplicates) == (7, 500, 0)
+    ack = harness.run(harness.submit(batch(reports, sequence=8)))
+    assert (ack.accepted, ack.duplicates) == (0, 500)
+    assert harness.backend.stored() == 500
+    # Every shard got the reports routed to it, and only those.
+    shards = route(reports.report_ids, 3)
+    assert [s.row_counts()["ratings"] for s in harness.backend.stores] == np.bincount(shards, minlength=3).tolist()
+
+
+def _mutate(reports: Reports, **fields: object) -> pb.ReportBatch:
+    message = batch(reports)
+    for name, value in fields.items():
+        if name == "public_codes":
+            del message.public_codes[:]
+            message.public_codes.extend(value)  # type: ignore[arg-type]
+        else:
+            setattr(message, name, value)
+    return message
+
+
+def _codes(values: list[int]) -> bytes:
+    return np.asarray(values, "<u8").tobytes()
+
+
+BAD_BATCHES: dict[str, tuple[Callable[[Reports], pb.ReportBatch], grpc.StatusCode, str]] = {
+    "private code out of domain": (lambda r: _mutate(r, private_codes=_codes([0, 5, 1])),
+                                   grpc.StatusCode.INVALID_ARGUMENT, "private_codes at position 1"),
+    "public code out of domain": (lambda r: _mutate(r, public_codes=[_codes([0, 1, 100])]),
+                                  grpc.StatusCode.INVALID_ARGUMENT, "public_codes[movie] at position 2"),
+    "code above 2^62": (lambda r: _mutate(r, private_codes=_codes([0, 2**63, 1])),
+                        grpc.StatusCode.INVALID_ARGUMENT, "private_codes"),
+    "id length": (lambda r: _mutate(r, report_ids=r.report_ids.tobytes()[:-1]),
+                  grpc.StatusCode.INVALID_ARGUMENT, "report_ids"),
+    "column count": (lambda r: _mutate(r, public_codes=[_codes([0, 1, 2])] * 2),
+                     grpc.StatusCode.INVALID_ARGUMENT, "public_codes"),
+    "column length": (lambda r: _mutate(r, private_codes=_codes([0, 1])),
+                      grpc.StatusCode.INVALID_ARGUMENT, "private_codes"),
+    "empty batch": (lambda r: _mutate(r, report_ids=b"", private_codes=b"", public_codes=[b""]),
+                    grpc.StatusCode.INVALID_ARGUMENT, "empty batch"),
+    "unknown collection": (lambda r: _mutate(r, collection="nope"),
+                           grpc.StatusCode.FAILED_PRECONDITION, "'nope' is not served"),
+    "mechanism version": (lambda r: _mutate(r, mechanism_version="E/0"),
+                          grpc.StatusCode.FAILED_PRECONDITION, "mechanism_version"),
+    "too many reports": (lambda r: _mutate(r, report_ids=bytes(16 * 65537)),
+                         grpc.StatusCode.RESOURCE_EXHAUSTED, "max_batch_reports = 65536"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BATCHES))
+def test_bad_batch_rejected_whole(harness: Harness, rng: np.random.Generator, case: str) -> None:
+    harness.run(harness.submit(batch(make_reports(RATINGS, 20, rng))))
+    make, code, fragment = BAD_BATCHES[case]
+    reports = make_reports(RATINGS, 3, rng)
+    reports = Reports(reports.report_ids, np.array([0, 4, 1]), np.array([[0], [1], [2]]))
+    with pytest.raises(StatusError) as info:
+        harness.run(harness.submit(make(reports)))
+    assert info.value.code == code
+    assert fragment in info.value.details
+    assert harness.backend.stored() == 20
+    assert harness.quota.available(("ratings", "anonymous"), 10**6) == 10**6 - 20
+
+
+def test_messages_never_echo_a_private_value(harness: Harness) -> None:
+    reports = Reports(np.zeros((2, 16), np.uint8) + np.arange(2, dtype=np.uint8)[:, None],
+                      np.array([3, 987654321]), np.array([[1], [2]]))
+    with pytest.raises(StatusError) as info:
+        harness.run(harness.submit(batch(reports)))
+    assert "987654321" not in info.value.details
+    assert "legal range" in info.value.details
+
+
+def test_permission_per_collection(harness: Harness, rng: np.random.Generator) -> None:
+    graph_only = Credential("g", frozenset({"submit"}), frozenset({"graph"}))
+    assert harness.status(batch(make_reports(RATINGS, 5, rng)), graph_only) == grpc.StatusCode.PERMISSION_DENIED
+    # Unknown collections are not revealed to a credential restricted to others.
+    assert harness.status(_mutate(make_reports(RATINGS, 5, rng), collection="nope"),
+                          graph_only) == grpc.StatusCode.PERMISSION_DENIED
+    ack = harness.run(harness.submit(batch(make_reports(GRAPH, 5, rng), GRAPH), graph_only))
+    assert ack.accepted == 5
+    assert harness.backend.stored() == 0
+
+
+def test_quota_counts_new_reports_only_and_survives_restart(tmp_path: Path, rng: np.random.Generator) -> None:
+    h = Harness(tmp_path, Limits(max_rows_per_client=100))
+    alice = Credential("alice", frozenset({"submit"}), None)
+    first = make_reports(RATINGS, 60, rng)
+    assert h.run(h.submit(batch(first), alice)).accepted == 60
+    assert h.status(batch(make_reports(RATINGS, 41, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # A retry of stored reports is not charged, even at the limit; a mix is charged its new part.
+    ack = h.run(h.submit(batch(Reports.concat([first, make_reports(RATINGS, 40, rng)], 1)), alice))
+    assert (ack.accepted, ack.duplicates) == (40, 60)
+    assert h.run(h.submit(batch(first), alice)).duplicates == 60
+    assert h.status(batch(make_reports(RATINGS, 1, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert h.run(h.submit(batch(make_reports(RATINGS, 100, rng)))).accepted == 100  # another credential
+    assert h.backend.stored() == 200
+    h.close()
+
+    # A new server on the same files knows alice's usage before she sends anything.
+    again = Harness(tmp_path, Limits(max_rows_per_client=100))
+    again.run(again.ingestor.load_quota())
+    assert again.quota.used(("ratings", "alice")) == 100
+    assert again.status(batch(make_reports(RATINGS, 1, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    again.close()
+
+
+def test_concurrent_batches_of_one_credential_cannot_pass_the_limit(tmp_path: Path,
+                                                                     rng: np.random.Generator) -> None:
+    h = Harness(tmp_path, Limits(max_rows_per_client=250))
+
+    async def many() -> list[object]:
+        return await asyncio.gather(*(h.submit(batch(make_reports(RATINGS, 50, rng))) for _ in range(8)),
+                                    return_exceptions=True)
+
+    outcomes = h.run(many())
+    acks = [o for o in outcomes if isinstance(o, pb.BatchAck)]
+    refused = [o for o in outcomes if isinstance(o, StatusError)]
+    assert len(acks) == 5 and len(refused) == 3
+    assert all(e.code == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
+    assert h.backend.stored() == 250
+    h.close()
+
+
+def test_concurrent_batches_share_group_commits(harness: Harness, rng: np.random.Generator) -> None:
+    async def many() -> list[pb.BatchAck]:
+        return await asyncio.gather(*(harness.submit(batch(make_reports(RATINGS, 100, rng), sequence=i))
+                                      for i in range(40)))
+
+    acks = harness.run(many())
+    assert sorted(a.sequence for a in acks) == list(range(40))
+    assert sum(a.accepted for a in acks) == 4000 == harness.backend.stored()
+    commits = [c.commits for c in harness.ingestor.committers]
+    assert all(0 < c < 10 for c in commits), commits
+
+
+def test_shard_failure_is_unavailable_and_retry_is_exact(harness: Harness, rng: np.random.Generator) -> None:
+    reports = make_reports(RATINGS, 300, rng)
+    harness.backend.fail_before.add(1)
+    assert harness.status(batch(reports)) == grpc.StatusCode.UNAVAILABLE
+    assert harness.backend.stored() < 300  # shards 0 and 2 committed their parts
+    harness.backend.fail_before.clear()
+    ack = harness.run(harness.submit(batch(reports)))
+    assert ack.accepted + ack.duplicates == 300
+    assert harness.backend.stored() == 300
+    assert ack.accepted == np.sum(route(reports.report_ids, 3) == 1)
+
+
+def test_lost_reply_resyncs_quota(tmp_path: Path, rng: np.random.Generator) -> None:
+    h = Harness(tmp_path, Limits(max_rows_per_client=200), shards=2)
+    h.backend.fail_after.add(0)  # shard 0 commits, but its reply is lost
+    assert h.status(batch(make_reports(RATINGS, 100, rng))) == grpc.StatusCode.UNAVAILABLE
+    h.backend.fail_after.clear()
+    assert h.quota.stale == {0}
+    assert h.backend.stores[0].row_counts()["ratings"] > 0
+    assert h.backend.stored() == 100  # both parts are durable, the batch was not acknowledged
+    # The next admission re-reads shard 0's counter first: exactly 100 more fit (without the
+    # re-read, the mirror would miss shard 0's part and let more through).
+    assert h.status(batch(make_reports(RATINGS, 101, rng))) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert h.quota.stale == set()
+    assert h.run(h.submit(batch(make_reports(RATINGS, 100, rng)))).accepted == 100
+    h.close()
+    assert sum(ShardReader(p).quota_usage()[("ratings", "anonymous")] for p in h.backend.paths) == 200
+
+
+def test_resync_while_shard_down_is_unavailable(tmp_path: Path, rng: np.random.Generator) -> None:
+    h = Harness(tmp_path, Limits(max_rows_per_client=10), shards=2)
+    h.quota.stale.add(1)
+    h.backend.fail_before.add(1)
+    assert h.status(batch(make_reports(RATINGS, 1, rng))) == grpc.StatusCode.UNAVAILABLE
+    h.close()
+
+
+def test_route_is_stable_and_spread(rng: np.random.Generator) -> None:
+    ids = make_reports(RATINGS, 40000, rng).report_ids
+    shards = route(ids, 4)
+    assert np.array_equal(shards, route(ids.copy(), 4))
+    assert np.array_equal(shards, np.frombuffer(ids[:, :8].tobytes(), "<u8") % 4)
+    counts = np.bincount(shards, minlength=4)
+    assert counts.min() > 9000, counts
+
+
+def test_config_limits_published(tmp_path: Path) -> None:
+    catalog = Catalog([RATINGS_CARD], replace(Limits(), max_rows_per_client=5))
+    message = catalog.proto("ratings")
+    assert message.limits.max_rows_per_client == 5
+    assert message.mechanism_version == RATINGS_CARD.version
+    with pytest.raises(StatusError) as info:
+        catalog.proto("graph")
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION

@@ -1,0 +1,209 @@
+"""The ``aggregator serve`` process: listening line, SIGKILL/SIGTERM, TLS, mutual TLS, tokens."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ldpsynth.aggregator.datadir import read_layout
+from ldpsynth.aggregator.store import ShardReader
+from ldpsynth.cli.aggregator_cmd import main as aggregator_main
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+
+from .conftest import (GRAPH, RATINGS, ServerProcess, ServerThread, batch, make_reports, stored_rows, submit,
+                       verify_data_dir)
+from .test_server import counts_of
+
+StartProcess = Callable[..., ServerProcess]
+StartServer = Callable[..., ServerThread]
+DEVICE_TOKEN = "tok-device-1-0123456789abcdef"
+ANALYST_TOKEN = "tok-analyst-fedcba9876543210"
+
+
+def serve_args(data_dir: Path, files: list[Path], *extra: str) -> list[str]:
+    args = ["--data-dir", str(data_dir), "--port", "0", "--shards", "2"]
+    for f in files:
+        args += ["--collection", str(f)]
+    return [*args, *extra]
+
+
+def test_listening_line_sigkill_restart_recovers(start_process: StartProcess, start_server: StartServer,
+                                                 collection_files: list[Path], tmp_path: Path,
+                                                 rng: np.random.Generator) -> None:
+    data = tmp_path / "data"
+    args = serve_args(data, collection_files, "--max-rows-per-client", "10000")
+    first = start_process(*args)
+    host, port = first.address.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    assert json.loads(first.stdout[-1]) == {"event": "listening", "address": first.address}
+    stub = pb_grpc.CollectionServiceStub(grpc.insecure_channel(first.address))
+    sent = [make_reports(RATINGS, 1500, rng) for _ in range(6)]
+    acks, code, _ = submit(stub, [batch(r, sequence=i) for i, r in enumerate(sent)])
+    assert code == grpc.StatusCode.OK and sum(a.accepted for a in acks) == 9000
+    first.kill()  # SIGKILL: no chance to flush or close anything
+
+    second = start_process(*args)
+    stub = pb_grpc.CollectionServiceStub(grpc.insecure_channel(second.address))
+    acks, code, _ = submit(stub, [batch(r) for r in sent])
+    assert code == grpc.StatusCode.OK
+    assert [a.duplicates for a in acks] == [1500] * 6  # everything acknowledged survived
+    # The quota counters survived too: 1000 more fit, 1001 do not.
+    assert submit(stub, [batch(make_reports(RATINGS, 1001, rng))])[1] == grpc.StatusCode.RESOURCE_EXHAUSTED
+    more = make_reports(RATINGS, 1000, rng)
+    assert submit(stub, [batch(more)])[0][0].accepted == 1000
+    assert second.terminate() == 0
+    assert "stopped" in second.log()
+    assert stored_rows(data, "ratings") == 10000
+    assert verify_data_dir(data) == []
+
+    # Yet another server on the directory rebuilds the counts of exactly what was acknowledged.
+    third = start_server(data_dir=data)
+    stats = third.run(third.server.statistics("ratings"))
+    assert np.array_equal(stats.dense(), counts_of([*sent, more]))
+
+
+def test_sigterm_is_graceful(start_process: StartProcess, collection_files: list[Path], tmp_path: Path) -> None:
+    proc = start_process(*serve_args(tmp_path / "data", collection_files, "--reflection", "--grace", "1"))
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(proc.address))
+    assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
+    watch = health.Watch(health_pb2.HealthCheckRequest())
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    proc.proc.send_signal(15)
+    assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert proc.wait(60) == 0
+
+
+def test_config_errors_exit_2(start_process: StartProcess, collection_files: list[Path], tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    running = start_process(*serve_args(data, collection_files))
+    # The data directory is locked by the running server.
+    assert aggregator_main(["serve", *serve_args(data, collection_files)]) == 2
+    assert "in use by another aggregator" in capsys.readouterr().err
+    assert running.terminate() == 0
+    # It holds 2 shards: serving it with 3 would misroute retried reports.
+    assert aggregator_main(["serve", *serve_args(data, collection_files), "--shards", "3"]) == 2
+    assert "holds 2 shards" in capsys.readouterr().err
+    assert aggregator_main(["serve", "--data-dir", str(data), "--port", "0",
+                            "--collection", str(tmp_path / "nope.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert aggregator_main(["serve", *serve_args(data, collection_files, "--tls-cert", "x.pem")]) == 2
+    assert "--tls-key" in capsys.readouterr().err
+
+
+def run_openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate (CN=device-cert)."""
+    d = tmp_path_factory.mktemp("certs")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run_openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, cn in (("server", "localhost"), ("client", "device-cert")):
+        run_openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        run_openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+    return d
+
+
+def tls_channel(address: str, certs: Path, client_cert: bool = False) -> grpc.Channel:
+    key = (certs / "client.key").read_bytes() if client_cert else None
+    chain = (certs / "client.pem").read_bytes() if client_cert else None
+    credentials = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), key, chain)
+    return grpc.secure_channel(address, credentials)
+
+
+def status_of(call: Callable[[], object]) -> grpc.StatusCode:
+    try:
+        call()
+    except grpc.RpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: list[Path], tmp_path: Path,
+                              certs: Path, rng: np.random.Generator) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"clients": [
+        {"id": "device-1", "token": DEVICE_TOKEN, "collections": ["ratings"], "roles": ["submit"]},
+        {"id": "analyst", "token": ANALYST_TOKEN, "collections": "*", "roles": ["query"]},
+    ]}))
+    data = tmp_path / "data"
+    proc = start_process(*serve_args(data, collection_files, "--tls-cert", str(certs / "server.pem"),
+                                     "--tls-key", str(certs / "server.key"), "--tokens", str(tokens)))
+    stub = pb_grpc.CollectionServiceStub(tls_channel(proc.address, certs))
+    device = [("authorization", f"Bearer {DEVICE_TOKEN}")]
+    analyst = [("authorization", f"Bearer {ANALYST_TOKEN}")]
+    ratings = batch(make_reports(RATINGS, 50, rng))
+    get = pb.GetCollectionRequest(collection="ratings")
+
+    assert submit(stub, [ratings])[1] == grpc.StatusCode.UNAUTHENTICATED
+    assert submit(stub, [ratings], [("authorization", "Bearer not-a-token")])[1] == grpc.StatusCode.UNAUTHENTICATED
+    assert status_of(lambda: stub.GetCollection(get)) == grpc.StatusCode.UNAUTHENTICATED
+    assert submit(stub, [ratings], analyst)[1] == grpc.StatusCode.PERMISSION_DENIED  # no submit role
+    assert status_of(lambda: stub.GetCollection(get, metadata=analyst)) == grpc.StatusCode.OK
+    graph = batch(make_reports(GRAPH, 5, rng), GRAPH)
+    assert submit(stub, [graph], device)[1] == grpc.StatusCode.PERMISSION_DENIED  # not its collection
+    acks, code, _ = submit(stub, [ratings], device)
+    assert code == grpc.StatusCode.OK and acks[0].accepted == 50
+    # Plaintext to a TLS port never gets an answer.
+    plain = pb_grpc.CollectionServiceStub(grpc.insecure_channel(proc.address))
+    assert status_of(lambda: plain.GetCollection(get, metadata=device, timeout=5)) == grpc.StatusCode.UNAVAILABLE
+    assert proc.terminate() == 0
+
+    # Quotas count the credential id; nothing stores or logs a token.
+    usage = {}
+    for path in read_layout(data):
+        with ShardReader(path) as reader:
+            for key, used in reader.quota_usage().items():
+                usage[key] = usage.get(key, 0) + used
+    assert usage == {("ratings", "device-1"): 50}
+    for path in data.iterdir():
+        content = path.read_bytes()
+        assert DEVICE_TOKEN.encode() not in content and ANALYST_TOKEN.encode() not in content, path
+    log = proc.log() + "".join(proc.stdout)
+    assert DEVICE_TOKEN not in log and ANALYST_TOKEN not in log
+    assert "serving" in log
+
+
+def test_mutual_tls(start_process: StartProcess, collection_files: list[Path], tmp_path: Path, certs: Path,
+                    rng: np.random.Generator) -> None:
+    data = tmp_path / "data"
+    proc = start_process(*serve_args(data, collection_files, "--tls-cert", str(certs / "server.pem"),
+                                     "--tls-key", str(certs / "server.key"),
+                                     "--tls-client-ca", str(certs / "ca.pem")))
+    get = pb.GetCollectionRequest(collection="ratings")
+    without = pb_grpc.CollectionServiceStub(tls_channel(proc.address, certs))
+    assert status_of(lambda: without.GetCollection(get, timeout=5)) == grpc.StatusCode.UNAVAILABLE
+    with_cert = pb_grpc.CollectionServiceStub(tls_channel(proc.address, certs, client_cert=True))
+    assert with_cert.GetCollection(get).name == "ratings"
+    acks, code, _ = submit(with_cert, [batch(make_reports(RATINGS, 7, rng))])
+    assert code == grpc.StatusCode.OK and acks[0].accepted == 7
+    assert proc.terminate() == 0
+    usage = set()
+    for path in read_layout(data):
+        with ShardReader(path) as reader:
+            usage |= set(reader.quota_usage())
+    assert usage == {("ratings", "device-cert")}  # the certificate's CN is the credential
+
+
+def test_module_entry_point_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    for flag in ("--data-dir", "--port", "--collection", "--shards", "--ray-address", "--tls-client-ca",
+                 "--tokens", "--max-rows-per-client", "--max-batch-reports", "--reflection", "--host"):
+        assert flag in out

@@ -1,0 +1,109 @@
+"""Sufficient statistics (dense and sparse paths) and the exact id index, against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ldpsynth.aggregator.idindex import IdIndex, repeats, sort_ids
+from ldpsynth.aggregator.stats import DENSE_MAX_CELLS, StatsAccumulator, SufficientStats
+from ldpsynth.shared.errors import ValidationError
+
+
+def brute_counts(keys: np.ndarray, codes: np.ndarray) -> dict[tuple[int, int], int]:
+    out: dict[tuple[int, int], int] = {}
+    for k, c in zip(keys.tolist(), codes.tolist()):
+        out[(k, c)] = out.get((k, c), 0) + 1
+    return out
+
+
+def as_dict(stats: SufficientStats) -> dict[tuple[int, int], int]:
+    return {(int(k), int(c)): int(w) for k, c, w in zip(stats.keys, stats.codes, stats.counts)}
+
+
+@pytest.mark.parametrize("public, private", [(100, 5), (DENSE_MAX_CELLS, 2)], ids=["dense", "sparse"])
+def test_accumulator_matches_brute_force(public: int, private: int) -> None:
+    rng = np.random.default_rng(1)
+    acc = StatsAccumulator(public, private)
+    all_keys, all_codes = [], []
+    for size in (0, 1, 500, 3000, 20000):
+        keys = rng.integers(0, min(public, 300), size)  # few keys: cells repeat across adds
+        codes = rng.integers(0, private, size)
+        acc.add(keys, codes)
+        all_keys.append(keys)
+        all_codes.append(codes)
+        snap = acc.snapshot()
+        assert as_dict(snap) == brute_counts(np.concatenate(all_keys), np.concatenate(all_codes))
+        assert snap.n == sum(len(k) for k in all_keys)
+        order = np.lexsort((snap.codes, snap.keys))
+        assert np.array_equal(order, np.arange(order.size)), "cells sorted by (key, code)"
+
+
+def test_snapshot_unaffected_by_later_adds() -> None:
+    acc = StatsAccumulator(DENSE_MAX_CELLS, 2)
+    acc.add(np.array([5, 5, 7]), np.array([0, 0, 1]))
+    before = acc.snapshot()
+    acc.add(np.array([5]), np.array([0]))
+    assert as_dict(before) == {(5, 0): 2, (7, 1): 1}
+    assert as_dict(acc.snapshot()) == {(5, 0): 3, (7, 1): 1}
+
+
+def test_merge_and_dense() -> None:
+    a = StatsAccumulator(4, 3)
+    a.add(np.array([0, 3, 3]), np.array([2, 1, 1]))
+    b = StatsAccumulator(4, 3)
+    b.add(np.array([3, 1]), np.array([1, 0]))
+    merged = SufficientStats.merge([a.snapshot(), b.snapshot()])
+    expected = np.zeros((4, 3), np.int64)
+    expected[0, 2], expected[3, 1], expected[1, 0] = 1, 3, 1
+    assert np.array_equal(merged.dense(), expected)
+    assert merged.n == 5
+    with pytest.raises(ValidationError, match="at most 11 cells"):
+        merged.dense(max_cells=11)
+    with pytest.raises(ValidationError, match="same domain sizes"):
+        SufficientStats.merge([a.snapshot(), SufficientStats.empty(5, 3)])
+
+
+def ids_from_pairs(pairs: list[tuple[int, int]]) -> np.ndarray:
+    words = np.array(pairs, dtype="<u8").reshape(-1, 2)
+    return words.view(np.uint8).reshape(-1, 16)
+
+
+# Few distinct hi values so that distinct ids often share their first 64 bits (the slow path).
+id_pairs = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1) | st.integers(0, 3)), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(id_pairs, min_size=1, max_size=8))
+def test_id_index_is_an_exact_set(batches: list[list[tuple[int, int]]]) -> None:
+    index = IdIndex()
+    reference: set[tuple[int, int]] = set()
+    for pairs in batches:
+        if not pairs:
+            continue
+        ordered = sort_ids(ids_from_pairs(pairs))
+        found = index.contains(ordered)
+        sorted_pairs = [(int(h), int(lo)) for h, lo in zip(ordered.hi, ordered.lo)]
+        assert found.tolist() == [p in reference for p in sorted_pairs]
+        new = ~repeats(ordered) & ~found
+        assert sum(new) == len(set(pairs) - reference)
+        index.add(ordered._replace(hi=ordered.hi[new], lo=ordered.lo[new], order=ordered.order[new]))
+        reference |= set(pairs)
+        assert len(index) == len(reference)
+
+
+def test_id_index_many_runs() -> None:
+    rng = np.random.default_rng(3)
+    index = IdIndex()
+    stored = []
+    for size in (1000, 10, 300, 5000, 7, 2000, 1):
+        ids = rng.integers(0, 256, (size, 16), dtype=np.uint8)
+        ordered = sort_ids(ids)
+        index.add(ordered)
+        stored.append(ids)
+    everything = np.concatenate(stored)
+    assert index.contains(sort_ids(everything)).all()
+    fresh = rng.integers(0, 256, (500, 16), dtype=np.uint8)
+    assert not index.contains(sort_ids(fresh)).any()
