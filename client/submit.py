@@ -193,5 +193,8 @@ class ReportStreamer:
             closing = True
             window.release()
             call.cancel()
+            # A write blocked on flow control may never return once the call is cancelled (seen with
+            # grpcio aio when the caller's task is cancelled mid-stream), so end the writer too.
+            writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
         return status, details, write_failed
