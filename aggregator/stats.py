@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.statistics import SufficientStatistics
 
 #: A shard keeps a dense count matrix when it has at most this many cells, else sparse runs.
 DENSE_MAX_CELLS = 1 << 20
@@ -90,6 +91,13 @@ class SufficientStats:
                                               np.concatenate([p.codes for p in parts]),
                                               np.concatenate([p.counts for p in parts]))
         return cls(parts[0].public_domain_size, parts[0].private_domain_size, keys, codes, counts)
+
+    def to_statistics(self) -> SufficientStatistics:
+        """The same counts as the estimators' compact table (one row per key that occurs)."""
+        present, row = np.unique(self.keys, return_inverse=True)
+        table = np.zeros((len(present), self.private_domain_size), np.int64)
+        table[row, self.codes] = self.counts  # cells are distinct (key, code) pairs
+        return SufficientStatistics(present.astype(np.int64), table, self.public_domain_size)
 
 
 class StatsAccumulator:

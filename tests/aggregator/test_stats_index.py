@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from ldpsynth.aggregator.idindex import IdIndex, repeats, sort_ids
 from ldpsynth.aggregator.stats import DENSE_MAX_CELLS, StatsAccumulator, SufficientStats
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.statistics import SufficientStatistics
 
 
 def brute_counts(keys: np.ndarray, codes: np.ndarray) -> dict[tuple[int, int], int]:
@@ -64,6 +65,18 @@ def test_merge_and_dense() -> None:
         merged.dense(max_cells=11)
     with pytest.raises(ValidationError, match="same domain sizes"):
         SufficientStats.merge([a.snapshot(), SufficientStats.empty(5, 3)])
+
+
+def test_to_statistics_equals_counting_the_rows() -> None:
+    rng = np.random.default_rng(3)
+    keys, codes = rng.integers(0, 50, 1000), rng.integers(0, 4, 1000)
+    acc = StatsAccumulator(60, 4)
+    acc.add(keys, codes)
+    compact = acc.snapshot().to_statistics()
+    expected = SufficientStatistics.from_rows(keys, codes, domain_size=4, public_domain_size=60)
+    assert np.array_equal(compact.keys, expected.keys)
+    assert np.array_equal(compact.counts, expected.counts)
+    assert compact.public_domain_size == 60
 
 
 def ids_from_pairs(pairs: list[tuple[int, int]]) -> np.ndarray:
