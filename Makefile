@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 env: $(VENV)/.installed
 
 demo: env
-	$(BIN)/ldpsynth demo
+	$(BIN)/ldpsynth simulate
 
 test: env
 	$(BIN)/python -m pytest

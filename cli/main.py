@@ -17,7 +17,7 @@ from ldpsynth.shared.errors import LdpsynthError
 
 #: Subcommand modules, in the order they appear in ``ldpsynth --help``.
 SUBCOMMAND_MODULES = (
-    "ldpsynth.cli.demo",
+    "ldpsynth.cli.simulate",
     "ldpsynth.cli.aggregator_cmd",
     "ldpsynth.cli.estimate",
     "ldpsynth.cli.client_cmd",
