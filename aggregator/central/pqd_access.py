@@ -57,6 +57,11 @@ class PrivacyAccountant:
         return float(sum(s.epsilon for s in self.steps))
 
     @property
+    def open_step(self) -> Step | None:
+        """The step currently open (reads are allowed), if any."""
+        return self._open
+
+    @property
     def reads(self) -> int:
         return sum(len(s.reads) for s in self.steps)
 
