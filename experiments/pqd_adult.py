@@ -234,6 +234,9 @@ def write_plots(rows: list[dict], out: Path) -> None:
                             x, y = zip(*pts)
                             ax.plot(x, y, marker="o", color=colours[name], label=name)
                     ax.set_xscale("log", base=2)
+                    ticks = TAUS if sweep == "tau" else EPSILONS
+                    ax.set_xticks(ticks, [f"{t * 100:g}%" if sweep == "tau" else f"{t:g}" for t in ticks], fontsize=7)
+                    ax.minorticks_off()
                     ax.set_ylim(-0.03, 1.03)
                     ax.set_title(f"q{k}", fontsize=9)
                     ax.set_xlabel("tau (fraction of q(D_s))" if sweep == "tau" else "epsilon", fontsize=8)
