@@ -61,10 +61,6 @@ class PrivacyAccountant:
         """The step currently open (reads are allowed), if any."""
         return self._open
 
-    @property
-    def reads(self) -> int:
-        return sum(len(s.reads) for s in self.steps)
-
     @contextmanager
     def step(self, label: str, epsilon: float) -> Iterator[Step]:
         """Open a step spending ``epsilon``; reads of the private view are allowed inside it."""

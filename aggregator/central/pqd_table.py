@@ -74,9 +74,6 @@ class Table:
             raise ValidationError(f"{self.name}.{name}", f"a column of {self.name}: {', '.join(self.columns)}",
                                   "no such column") from None
 
-    def is_numeric(self, name: str) -> bool:
-        return self.column(name).dtype.kind in "iuf"
-
     def row_weights(self) -> np.ndarray:
         """Per-row weights (ones for a plain table)."""
         return np.ones(len(self)) if self.weights is None else self.weights
