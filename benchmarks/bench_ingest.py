@@ -28,8 +28,9 @@ acknowledgement only after the commit) and measures, in the same run:
     acknowledged reports/s over the wall time, p50/p99 latency of one report (submit to ack).
 
 Prints Markdown tables and writes ``ingest.md`` and ``ingest.csv`` (with the machine: cores,
-Python, grpcio, date) to ``--out`` (default ``benchmarks/results``). Exit status 0 when every
-report was acknowledged and stored exactly once, 1 otherwise.
+load, Python, grpcio, date) to ``--out`` (default ``benchmarks/results``). Exit status 0 when every
+report was acknowledged and stored exactly once and (except with ``--quick``) every goal of issue 3
+item 7 was met, 1 otherwise: the goals table says which.
 
 Randomness: the raw rows come from a seeded numpy Generator (data only); every perturbation
 goes through the device path, i.e. the OS CSPRNG, as on a real device.
@@ -405,7 +406,7 @@ def machine() -> dict[str, str]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "cores": str(cores), "cpu": cpu or "unknown", "python": platform.python_version(),
-            "grpcio": grpc.__version__, "protobuf": google.protobuf.__version__, "numpy": np.__version__,
+            "load_1min": f"{os.getloadavg()[0]:.2f}", "grpcio": grpc.__version__, "protobuf": google.protobuf.__version__, "numpy": np.__version__,
             "platform": platform.platform()}
 
 
@@ -430,8 +431,32 @@ def table_b(outcome: ManyOutcome, reports_per_client: int, processes: int) -> st
             f"{np.percentile(lat, 50):.1f} | {np.percentile(lat, 99):.1f} |\n")
 
 
+#: Goals of issue 3 item 7 (a), checked on the streaming path (``submit_reports``: encode, send,
+#: validate, group commit, acknowledge) against the bare stream of the same bytes.
+GOAL_RATIO = 0.5
+GOAL_ROWS_PER_SECOND = 1e6
+
+
+def goals(measurements: list[Measurement], many: ManyOutcome) -> list[tuple[str, str, bool]]:
+    """``(goal, measured, met)`` rows."""
+    stream, bare = measurements[2], measurements[-1]
+    ratio = stream.rows_per_second / bare.rows_per_second
+    return [(f"(a) stream + durable commit >= {GOAL_ROWS_PER_SECOND:,.0f} rows/s",
+             f"{stream.rows_per_second:,.0f} rows/s", stream.rows_per_second >= GOAL_ROWS_PER_SECOND),
+            (f"(a) stream + durable commit >= {GOAL_RATIO}x the bare stream", f"{ratio:.3f}x", ratio >= GOAL_RATIO),
+            ("(b) no errors", f"{len(many.errors)} errors", not many.errors)]
+
+
+def table_goals(rows: list[tuple[str, str, bool]], checked: bool) -> str:
+    lines = ["| goal | measured | met |", "|---|---:|---|"]
+    for goal, measured, met in rows:
+        lines.append(f"| {goal} | {measured} | {('yes' if met else 'NO') if checked else 'not checked (--quick)'} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_results(out: Path, command: str, info: dict[str, str], measurements: list[Measurement],
-                  many: ManyOutcome, reports_per_client: int, processes: int, stored: int, expected: int) -> str:
+                  many: ManyOutcome, reports_per_client: int, processes: int, stored: int, expected: int,
+                  checked: bool) -> str:
     """Write ``ingest.md`` and ``ingest.csv``; return the Markdown."""
     seconds = many.last_end - many.first_start
     lat = np.asarray(many.latencies) * 1e3 if many.latencies else np.full(1, np.nan)
@@ -444,7 +469,8 @@ def write_results(out: Path, command: str, info: dict[str, str], measurements: l
             f"## (b) {many.clients:,} concurrent clients, single-row reports\n\n"
             f"{table_b(many, reports_per_client, processes)}\n"
             f"Stored in the aggregator after the run: {stored:,} reports (expected {expected:,}: "
-            f"{'each stored once' if stored == expected else 'MISMATCH'}).\n")
+            f"{'each stored once' if stored == expected else 'MISMATCH'}).\n\n"
+            f"## Goals (issue 3 item 7)\n\n{table_goals(goals(measurements, many), checked)}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "ingest.md").write_text(text, encoding="utf-8")
     fields = ["part", "measurement", "rows", "seconds", "rows_per_s", "mb_per_s", "vs_bare", "clients", "errors",
@@ -454,13 +480,13 @@ def write_results(out: Path, command: str, info: dict[str, str], measurements: l
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for m in measurements:
-            writer.writerow({"part": "a", "measurement": m.name.strip(), "rows": m.rows, "seconds": f"{m.seconds:.4f}",
+            writer.writerow({"part": "a", "measurement": m.name.strip(), "rows": m.rows, "seconds": f"{m.seconds:.6f}",
                              "rows_per_s": f"{m.rows_per_second:.0f}",
                              "mb_per_s": f"{m.megabytes_per_second:.2f}" if m.wire_bytes else "",
                              "vs_bare": f"{m.rows_per_second / bare:.4f}", "clients": 1, "errors": 0,
                              "p50_ms": "", "p99_ms": "", **info})
         writer.writerow({"part": "b", "measurement": f"{many.clients} clients x {reports_per_client} single-row reports",
-                         "rows": many.acknowledged, "seconds": f"{seconds:.4f}",
+                         "rows": many.acknowledged, "seconds": f"{seconds:.6f}",
                          "rows_per_s": f"{many.acknowledged / seconds:.0f}", "mb_per_s": "", "vs_bare": "",
                          "clients": many.clients, "errors": len(many.errors),
                          "p50_ms": f"{np.percentile(lat, 50):.2f}", "p99_ms": f"{np.percentile(lat, 99):.2f}", **info})
@@ -524,12 +550,13 @@ def main(argv: list[str] | None = None) -> int:
         stored = stored_reports(data_dir)
     expected = 2 * args.rows + args.clients * args.reports_per_client
     text = write_results(args.out, command, machine(), measurements, many, args.reports_per_client,
-                         args.processes, stored, expected)
+                         args.processes, stored, expected, checked=not args.quick)
     print(text)
     for error in many.errors[:5]:
         print(f"error: {error}")
     log(f"wrote {args.out / 'ingest.md'} and {args.out / 'ingest.csv'}")
-    return 0 if not many.errors and stored == expected else 1
+    met = args.quick or all(met for _, _, met in goals(measurements, many))
+    return 0 if not many.errors and stored == expected and met else 1
 
 
 if __name__ == "__main__":
