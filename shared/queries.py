@@ -80,7 +80,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterator, Union
 
 import numpy as np
@@ -487,8 +487,9 @@ def query_from_json(obj: object) -> Query:
     return _KINDS[kind](**args, **common)
 
 
-def queries_from_json(obj: object) -> list[Query]:
-    """Parse a JSON array of queries (a string, bytes or already-decoded list)."""
+def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
+    """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
+    ``queries[first_index + i]`` (the index in a batch sent in parts)."""
     if isinstance(obj, (str, bytes)):
         try:
             obj = json.loads(obj)
@@ -498,7 +499,7 @@ def queries_from_json(obj: object) -> list[Query]:
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
     out = []
     for i, item in enumerate(obj):
-        with _query_field(i):
+        with _query_field(first_index + i):
             out.append(query_from_json(item))
     return out
 
@@ -729,12 +730,14 @@ class _Compiler:
         return np.asarray(query.table, dtype=np.float64)
 
 
-def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
+def compile_queries(queries: Sequence[Query], schema: Schema, *, first_index: int = 0) -> QueryBatch:
     """Check ``queries`` against ``schema`` and compile them to weight blocks.
 
     Queries of one form share a block (one table block per grouping attribute, one row block
     per table length); a marginal expands to one compiled query per cell. Answers come back in
-    batch order (see :attr:`QueryBatch.origins`).
+    batch order (see :attr:`QueryBatch.origins`). ``first_index`` is the index of ``queries[0]``
+    in a larger batch sent in parts: error fields (``queries[j]``) and default labels use the
+    index in that batch; ``origins`` stay relative to ``queries`` (see :func:`concat_batches`).
     """
     comp = _Compiler(schema)
     labels: list[str] = []
@@ -749,11 +752,12 @@ def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
         return len(labels) - 1
 
     for i, query in enumerate(queries):
+        index = first_index + i
         if not isinstance(query, tuple(_KINDS.values())):
-            raise ValidationError(f"queries[{i}]", "a query object", f"got {type(query).__name__}")
-        base = query.label if query.label is not None else f"{query.kind}#{i}"
+            raise ValidationError(f"queries[{index}]", "a query object", f"got {type(query).__name__}")
+        base = query.label if query.label is not None else f"{query.kind}#{index}"
         norm = NORMALIZATIONS.index(query.normalization)
-        with _query_field(i):
+        with _query_field(index):
             if isinstance(query, LinearQuery):
                 tables.setdefault(None, []).append((add(i, base), _table(query.weights, comp.k, "weights"), norm))
             elif isinstance(query, PredicateQuery):
@@ -797,6 +801,39 @@ def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
                                np.array([nm for *_, nm in items_c], np.int8),
                                np.array([p for p, *_ in items_c], np.int64)))
     return QueryBatch(schema, tuple(blocks), len(labels), np.asarray(origins, np.int64), tuple(labels))
+
+
+def _shifted(block: Block, offset: int) -> Block:
+    """``block`` with its positions moved ``offset`` places down the batch."""
+    return replace(block, positions=block.positions + offset)
+
+
+def concat_batches(batches: Sequence[QueryBatch], input_counts: Sequence[int]) -> QueryBatch:
+    """One batch answering ``batches`` one after the other (a batch received in parts).
+
+    ``input_counts[b]`` is the number of input queries batch ``b`` was compiled from (its
+    compiled size unless marginals expanded), so ``origins`` index the whole input. Labels are
+    kept where a part has them; compiled query ``j`` of a part without labels is ``q<global j>``.
+    """
+    if not batches or len(batches) != len(input_counts):
+        raise ValidationError("batches", "at least one batch and one input count per batch",
+                              f"got {len(batches)} batches and {len(input_counts)} counts")
+    if any(b.schema != batches[0].schema for b in batches):
+        raise ValidationError("batches", "batches over one schema", "got several schemas")
+    if len(batches) == 1:
+        return batches[0]
+    blocks: list[Block] = []
+    origins, labels = [], []
+    size = first_input = 0
+    for batch, count in zip(batches, input_counts):
+        blocks += [_shifted(block, size) for block in batch.blocks]
+        origins.append(batch.origins + first_input)
+        labels += batch.labels if batch.labels is not None else [f"q{size + j}" for j in range(batch.size)]
+        size += batch.size
+        first_input += count
+    have_labels = any(b.labels is not None for b in batches)
+    return QueryBatch(batches[0].schema, tuple(blocks), size, np.concatenate(origins),
+                      tuple(labels) if have_labels else None)
 
 
 def _check_finite_queries(w: np.ndarray) -> None:
