@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             dense = perturbed.reshape(vertices, vertices).astype(np.float32)
             s, t = halves.astype(np.float32), (~halves).astype(np.float32)
             bare, y1 = timed(lambda: np.einsum("qv,qv->q", s @ dense, t), args.repeats)
-            m = (s.sum(axis=1) * t.sum(axis=1))
-            expected = (y1 - mechanism.lie_probability * m) / (mechanism.keep_probability - mechanism.lie_probability)
+            m = halves.sum(axis=1).astype(np.float64) * (~halves).sum(axis=1)  # every pair has one row
+            expected = (np.asarray(y1, np.float64) - mechanism.lie_probability * m) / (
+                mechanism.keep_probability - mechanism.lie_probability)
             np.testing.assert_allclose(answers.estimate, expected, rtol=1e-6)  # eq. 34 from the bare sums
             size = f"100 cuts, V = {vertices:,} ({vertices * vertices / 1e6:.1f} M rows)"
             rows.append({"operation": "cut queries via the server, first batch (builds pair counts)", "size": size,

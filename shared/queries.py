@@ -154,6 +154,20 @@ def _scalars(values: object, name: str) -> tuple[Scalar, ...]:
     return out
 
 
+def _integer_vertices(values: object) -> tuple[int, ...] | None:
+    """``values`` as a tuple of ints when it is a list/tuple/array of integers (no booleans), without a
+    per-element Python check (cut queries on large graphs carry thousands of vertices); else None."""
+    if isinstance(values, np.ndarray):
+        return tuple(values.tolist()) if values.ndim == 1 and values.dtype.kind in "iu" else None
+    if not isinstance(values, (list, tuple)) or set(map(type, values)) != {int}:
+        return None
+    try:
+        arr = np.asarray(values)
+    except (ValueError, OverflowError):
+        return None
+    return tuple(arr.tolist()) if arr.ndim == 1 and arr.dtype.kind in "iu" else None
+
+
 def _name(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(name, "an attribute name (a non-empty string)", f"got {value!r}")
@@ -321,7 +335,9 @@ class CutQuery:
             values = getattr(self, key)
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
                 raise ValidationError(key, "a non-empty list of distinct vertices", f"got {type(values).__name__}")
-            vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
+            vertices = _integer_vertices(values)
+            if vertices is None:
+                vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
             if not vertices:
                 raise ValidationError(key, "a non-empty list of distinct vertices", "empty")
             if len(set(vertices)) != len(vertices):
@@ -603,8 +619,15 @@ def _public(schema: Schema, name: str, fld: str) -> Attribute:
 def _encode(attr: Attribute, values: Sequence[Scalar], fld: str, suffix: str = "", *, indexed: bool = True
             ) -> np.ndarray:
     """Codes of raw ``values`` of ``attr``; an illegal value raises naming ``fld[position]suffix``."""
+    listed = list(values)
+    column = None
+    if set(map(type, listed)) == {int}:  # integers: encode them as one int64 array
+        try:
+            column = np.asarray(listed, dtype=np.int64)
+        except OverflowError:
+            column = None
     try:
-        return attr.encode(np.asarray(list(values), dtype=object))
+        return attr.encode(column if column is not None else np.asarray(listed, dtype=object))
     except ValidationError as exc:
         where = f"{fld}[{exc.position}]{suffix}" if indexed else f"{fld}{suffix}"
         raise ValidationError(where, f"a value of {attr.name!r}: {attr.legal_range}", "illegal value") from None
@@ -822,16 +845,17 @@ def concat_batches(batches: Sequence[QueryBatch], input_counts: Sequence[int]) -
         raise ValidationError("batches", "batches over one schema", "got several schemas")
     if len(batches) == 1:
         return batches[0]
+    have_labels = any(b.labels is not None for b in batches)
     blocks: list[Block] = []
     origins, labels = [], []
     size = first_input = 0
     for batch, count in zip(batches, input_counts):
         blocks += [_shifted(block, size) for block in batch.blocks]
         origins.append(batch.origins + first_input)
-        labels += batch.labels if batch.labels is not None else [f"q{size + j}" for j in range(batch.size)]
+        if have_labels:
+            labels += batch.labels if batch.labels is not None else [f"q{size + j}" for j in range(batch.size)]
         size += batch.size
         first_input += count
-    have_labels = any(b.labels is not None for b in batches)
     return QueryBatch(batches[0].schema, tuple(blocks), size, np.concatenate(origins),
                       tuple(labels) if have_labels else None)
 

@@ -31,6 +31,7 @@ DEFAULT_CHUNK_BYTES = 4 << 20
 #: Answers per response page (about 5 MiB of fields).
 DEFAULT_PAGE_ANSWERS = 1 << 16
 _F64 = np.dtype("<f8")
+_COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
 _U64 = np.dtype("<u8")
 
 
@@ -194,28 +195,23 @@ def _at(first: int, build: Any) -> Any:
 
 # ----- answers -> pages -> answers -----------------------------------------------------------
 def answer_pages(answers: Answers, page: int = DEFAULT_PAGE_ANSWERS) -> Iterator[pb.EstimateResponse]:
-    """The answers in pages of at most ``page`` queries, in batch order."""
+    """The answers in pages of at most ``page`` queries, in batch order (columns packed as bytes)."""
     total = len(answers)
     labels = answers.batch.labels
     for start in range(0, total, page):
-        stop = min(start + page, total)
-        cut = slice(start, stop)
+        cut = slice(start, min(start + page, total))
+        columns = {name: np.ascontiguousarray(getattr(answers, name)[cut], _F64).tobytes() for name in _COLUMNS}
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),
-            estimate=answers.estimate[cut], proper_estimate=answers.proper_estimate[cut],
-            proper_exact=answers.exact[cut], std_error=answers.std_error[cut], ci_low=answers.ci_low[cut],
-            ci_high=answers.ci_high[cut], bound=answers.bound[cut], bound_proper=answers.bound_proper[cut],
-            level=answers.level, n=answers.n, epsilon=answers.epsilon, total=total)
-
-
-_COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
+            proper_exact=answers.exact[cut].astype(np.uint8).tobytes(), level=answers.level, n=answers.n,
+            epsilon=answers.epsilon, total=total, **columns)
 
 
 @dataclass(frozen=True, eq=False)
 class AnswerTable:
     """Answers received from the query service, columnar (numpy arrays in batch order)."""
 
-    labels: tuple[str, ...]
+    given_labels: tuple[str, ...] | None
     estimate: np.ndarray
     proper_estimate: np.ndarray
     exact: np.ndarray
@@ -231,6 +227,15 @@ class AnswerTable:
     def __len__(self) -> int:
         return len(self.estimate)
 
+    def label(self, j: int) -> str:
+        """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays)."""
+        return self.given_labels[j] if self.given_labels is not None else f"q{j}"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Every label, in batch order."""
+        return self.given_labels if self.given_labels is not None else tuple(f"q{j}" for j in range(len(self)))
+
     @classmethod
     def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> "AnswerTable":
         """Reassemble pages (checked to be contiguous and complete)."""
@@ -240,25 +245,30 @@ class AnswerTable:
         total = pages[0].total
         columns: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, "exact")}
         labels: list[str] = []
+        labelled = any(page.labels for page in pages)
         expected = 0
         for page in pages:
             if page.offset != expected or page.total != total:
                 raise ValidationError("answers", f"pages in order from offset {expected}", f"got offset {page.offset}")
-            size = len(page.estimate)
+            size = len(page.proper_exact)
             for name in _COLUMNS:
-                columns[name].append(np.asarray(getattr(page, name), dtype=np.float64))
-            columns["exact"].append(np.asarray(page.proper_exact, dtype=bool))
-            labels += list(page.labels) if page.labels else [f"q{expected + j}" for j in range(size)]
+                raw = getattr(page, name)
+                if len(raw) != 8 * size:
+                    raise ValidationError(f"answers.{name}", f"{size} float64 values", f"got {len(raw)} bytes")
+                columns[name].append(np.frombuffer(raw, _F64))
+            columns["exact"].append(np.frombuffer(page.proper_exact, np.uint8).astype(bool))
+            if labelled:
+                labels += list(page.labels) if page.labels else [f"q{expected + j}" for j in range(size)]
             expected += size
         if expected != total:
             raise ValidationError("answers", f"{total} answers", f"got {expected}")
         arrays = {name: np.concatenate(parts) for name, parts in columns.items()}
         last = pages[-1]
-        return cls(tuple(labels), level=last.level, n=int(last.n), epsilon=last.epsilon, **arrays)
+        return cls(tuple(labels) if labelled else None, level=last.level, n=int(last.n), epsilon=last.epsilon, **arrays)
 
     def record(self, j: int) -> dict[str, Any]:
         """Answer ``j`` with the fields of ``ldpsynth estimate`` (:data:`ANSWER_FIELDS`)."""
-        record = {"label": self.labels[j], **{name: float(getattr(self, name)[j]) for name in _COLUMNS},
+        record = {"label": self.label(j), **{name: float(getattr(self, name)[j]) for name in _COLUMNS},
                   "proper_kind": "exact" if self.exact[j] else "clipped", "level": self.level, "n": self.n,
                   "epsilon": self.epsilon}
         return {name: record[name] for name in ANSWER_FIELDS}

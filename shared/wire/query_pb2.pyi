@@ -60,19 +60,19 @@ class EstimateResponse(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     offset: int
     labels: _containers.RepeatedScalarFieldContainer[str]
-    estimate: _containers.RepeatedScalarFieldContainer[float]
-    proper_estimate: _containers.RepeatedScalarFieldContainer[float]
-    proper_exact: _containers.RepeatedScalarFieldContainer[bool]
-    std_error: _containers.RepeatedScalarFieldContainer[float]
-    ci_low: _containers.RepeatedScalarFieldContainer[float]
-    ci_high: _containers.RepeatedScalarFieldContainer[float]
-    bound: _containers.RepeatedScalarFieldContainer[float]
-    bound_proper: _containers.RepeatedScalarFieldContainer[float]
+    estimate: bytes
+    proper_estimate: bytes
+    proper_exact: bytes
+    std_error: bytes
+    ci_low: bytes
+    ci_high: bytes
+    bound: bytes
+    bound_proper: bytes
     level: float
     n: int
     epsilon: float
     total: int
-    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[_Iterable[float]] = ..., proper_estimate: _Optional[_Iterable[float]] = ..., proper_exact: _Optional[_Iterable[bool]] = ..., std_error: _Optional[_Iterable[float]] = ..., ci_low: _Optional[_Iterable[float]] = ..., ci_high: _Optional[_Iterable[float]] = ..., bound: _Optional[_Iterable[float]] = ..., bound_proper: _Optional[_Iterable[float]] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("collection",)
