@@ -83,6 +83,7 @@ from .errors import ValidationError
 from .mechanism import MechanismE
 from .queries import EQ10, MEAN, CutBlock, QueryBatch, RowBlock, TableBlock
 from .schema import Schema
+from . import table_kernel
 from .statistics import SufficientStatistics
 from .validation import check_epsilon, check_int, check_probability_level
 
@@ -191,9 +192,15 @@ def _matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _lattice_steps(w3: np.ndarray, low: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """Common step of queries whose groups' value sets are full integer progressions, else NaN."""
+    """Common step of queries whose groups' value sets are full integer progressions, else NaN.
+
+    Indicator queries (every weight 0 or 1: predicates, marginal cells) are decided directly: each
+    group's value set is {0}, {1} or {0, 1}, a full progression, so the step is 1 if some group
+    takes both values and 0 otherwise. The others are checked by sorting each group's weights."""
     steps = np.full(len(w3), np.nan)
-    ok = (w3 == np.rint(w3)).all(axis=(1, 2)) & (np.abs(w3) <= 2.0**52).all(axis=(1, 2))
+    indicator = ((w3 == 0.0) | (w3 == 1.0)).all(axis=(1, 2))
+    steps[indicator] = (spread[indicator] > 0).any(axis=1)
+    ok = ~indicator & (w3 == np.rint(w3)).all(axis=(1, 2)) & (np.abs(w3) <= 2.0**52).all(axis=(1, 2))
     idx = np.flatnonzero(ok)
     if idx.size == 0:
         return steps
@@ -288,7 +295,10 @@ def _run_chunks(total: int, chunk: int, parallel: bool, workers: int, run: Calla
 
 def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, workers: int,
                  select: np.ndarray | None = None) -> BlockSums:
-    """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select)."""
+    """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select).
+
+    With numba installed, one fused pass per query (:mod:`ldpsynth.shared.table_kernel`) on the
+    worker threads; otherwise :func:`_chunk` over cache-sized chunks of queries."""
     size, k = len(weights), debias.k
     out = BlockSums.empty(size)
     groups = weights.shape[1] if select is None else len(select)
@@ -297,16 +307,39 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
         return out
     data = _Counts.of(counts.astype(np.float64), debias)
     chunk = max(1, CHUNK_WEIGHTS // (groups * k))
+    kernel = table_kernel.KERNEL
+    if kernel is None:
+        def run(start: int, stop: int) -> None:
+            work = _Workspace(min(chunk, stop - start), groups, k)
+            for s in range(start, stop, chunk):
+                e = min(s + chunk, stop)
+                w3 = weights[s:e] if select is None else weights[s:e][:, select]
+                _chunk(w3, data, out, slice(s, e), work)
+    else:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+        columns = np.arange(groups, dtype=np.int64) if select is None else np.ascontiguousarray(select, np.int64)
+        hhat = np.ascontiguousarray(data.hhat.reshape(groups, k))
+        u, sizes = np.ascontiguousarray(data.u), data.sizes.astype(np.float64)
+        u_sums = u.sum(axis=1)
 
-    def run(start: int, stop: int) -> None:
-        work = _Workspace(min(chunk, stop - start), groups, k)
-        for s in range(start, stop, chunk):
-            e = min(s + chunk, stop)
-            w3 = weights[s:e] if select is None else weights[s:e][:, select]
-            _chunk(w3, data, out, slice(s, e), work)
+        check = np.zeros(size, np.uint8)
+
+        def run(start: int, stop: int) -> None:
+            kernel(w, columns, start, stop, hhat, u, u_sums, sizes, out.t_hat, out.v_hat, out.low, out.high, out.spread,
+                   out.a_min, out.b_max, out.c_min, out.varying, out.step, check)
+            _steps(w, columns, out, start + np.flatnonzero(check[start:stop]), chunk)
 
     _run_chunks(size, chunk, size * groups * k >= PARALLEL_WEIGHTS, workers, run)
     return out
+
+
+def _steps(weights: np.ndarray, columns: np.ndarray, out: BlockSums, queries: np.ndarray, chunk: int) -> None:
+    """The lattice steps (eq. 21) of ``queries``: integer-weight queries the kernel could not decide."""
+    for s in range(0, len(queries), chunk):
+        part = queries[s:s + chunk]
+        w3 = weights[part][:, columns]
+        low = w3.min(axis=2)
+        out.step[part] = _lattice_steps(w3, low, w3.max(axis=2) - low)
 
 
 def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
