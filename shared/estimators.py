@@ -311,6 +311,10 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
     if kernel is None:
         def run(start: int, stop: int) -> None:
             work = _Workspace(min(chunk, stop - start), groups, k)
+            with np.errstate(over="ignore", invalid="ignore"):  # non-finite sums: _check_finite_sums
+                _chunks(start, stop, work)
+
+        def _chunks(start: int, stop: int, work: _Workspace) -> None:
             for s in range(start, stop, chunk):
                 e = min(s + chunk, stop)
                 w3 = weights[s:e] if select is None else weights[s:e][:, select]
@@ -357,14 +361,30 @@ def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema
 
 
 def _block_parts_table(block: TableBlock, stats: SufficientStatistics, schema: Schema, debias: Debias,
-                       workers: int) -> BlockSums:
+                       workers: int, origins: np.ndarray | None = None) -> BlockSums:
     listed, other = _group_counts(block, stats, schema)
     present = np.flatnonzero(listed.sum(axis=1) > 0)
     select = None if len(present) == len(listed) else present
     parts = _table_parts(block.weights, listed[present], debias, workers, select)
     if other.sum() > 0 and block.default.any():
         parts = parts.merge(_table_parts(block.default[:, None, :], other[None, :], debias, workers))
+    _check_finite_sums(parts, block, origins)
     return parts
+
+
+def _check_finite_sums(parts: BlockSums, block: TableBlock, origins: np.ndarray | None) -> None:
+    """Every weight that reaches the estimator is finite, whoever built the batch: a NaN or an
+    infinity in query j's weights makes its sums non-finite (NaN * 0 and inf - inf are NaN), so
+    the sums are checked (Q numbers) instead of the weights (Q x L x |D|) and only the first
+    offending query's weights are inspected, to tell a non-finite weight from an overflow."""
+    finite = np.isfinite(parts.t_hat) & np.isfinite(parts.v_hat) & np.isfinite(parts.spread)
+    if finite.all():
+        return
+    j = int(np.flatnonzero(~finite)[0])
+    index = int(block.positions[j] if origins is None else origins[block.positions[j]])
+    if not (np.isfinite(block.weights[j]).all() and np.isfinite(block.default[j]).all()):
+        raise ValidationError(f"queries[{index}].weights", "finite numbers", "not finite")
+    raise ValidationError(f"queries[{index}].weights", "weights whose sums over the rows stay finite", "overflow")
 
 
 def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias, workers: int,
@@ -580,7 +600,7 @@ def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: Mechanis
     sums = []
     for block in batch.blocks:
         if isinstance(block, TableBlock):
-            sums.append(_block_parts_table(block, stats, schema, debias, threads))
+            sums.append(_block_parts_table(block, stats, schema, debias, threads, batch.origins))
         elif isinstance(block, RowBlock):
             sums.append(_block_parts_rows(block, rows, debias, threads, batch.origins))
         else:

@@ -870,19 +870,23 @@ def _check_finite_queries(w: np.ndarray) -> None:
             raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
 
 
-def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10") -> QueryBatch:
+def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10",
+                 check_finite: bool = True) -> QueryBatch:
     """A batch of linear queries straight from an array (no per-query objects).
 
     ``weights`` has shape ``(Q, |D|)``: query ``j`` applies the weight list ``weights[j]`` to every
     row (the same answers as ``compile_queries([linear(w) for w in weights], schema)``, default
-    labels). The array is used as is (no copy when it is C-contiguous float64).
+    labels). The array is used as is (no copy when it is C-contiguous float64). With
+    ``check_finite=False`` the NaN/infinity check is left to the estimator, which reports the
+    first such query from its own pass over the weights (the same error, one pass fewer).
     """
     _check_common(normalization, None)
     k = schema.private_domain_size
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 2 or w.shape[1] != k or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {k})", f"got shape {w.shape}")
-    _check_finite_queries(w)
+    if check_finite:
+        _check_finite_queries(w)
     norms = np.full(len(w), NORMALIZATIONS.index(normalization), np.int8)
     block = TableBlock(None, np.zeros(0, np.int64), w.reshape(len(w), 1, k), np.zeros((len(w), k)), norms,
                        np.arange(len(w), dtype=np.int64))
@@ -890,13 +894,15 @@ def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str =
 
 
 def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, values: Sequence[Scalar] | None = None,
-                  default: npt.ArrayLike | None = None, normalization: str = "eq10") -> QueryBatch:
+                  default: npt.ArrayLike | None = None, normalization: str = "eq10",
+                  check_finite: bool = True) -> QueryBatch:
     """A batch of heterogeneous queries straight from an array (no per-query objects).
 
     ``weights`` has shape ``(Q, L, |D|)``: query ``j`` applies ``weights[j, l]`` to rows whose
     public ``attribute`` equals ``values[l]`` (default: every value of the attribute, in code
     order) and ``default[j]`` (default zeros) to the other rows. The array is used as is (no
-    copy when it is C-contiguous float64); it is checked for finiteness in chunks.
+    copy when it is C-contiguous float64); it is checked for finiteness in chunks, or (with
+    ``check_finite=False``) by the estimator in its own pass, as for :func:`linear_batch`.
     """
     _check_common(normalization, None)
     attr = _public(schema, attribute, "attribute")
@@ -907,7 +913,8 @@ def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, val
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[1:] != (len(codes), k) or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {len(codes)}, {k})", f"got shape {w.shape}")
-    _check_finite_queries(w)
+    if check_finite:
+        _check_finite_queries(w)
     d = np.zeros((len(w), k)) if default is None else np.ascontiguousarray(default, dtype=np.float64)
     if d.shape != (len(w), k) or not np.isfinite(d).all():
         raise ValidationError("default", f"an array of shape ({len(w)}, {k}) of finite numbers", f"got shape {d.shape}")

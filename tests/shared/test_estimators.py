@@ -546,3 +546,28 @@ def test_estimate_rejects_inconsistent_inputs():
         with pytest.raises(ValidationError) as err:
             call()
         assert err.value.field == field, (field, str(err.value))
+
+
+@pytest.mark.parametrize("builder", ["linear", "grouped"])
+def test_non_finite_weights_of_unchecked_batches_are_caught_by_the_estimator(builder):
+    schema = ratings_schema(4)
+    k = schema.private_domain_size
+    rng = np.random.default_rng(12)
+    stats = SufficientStatistics.from_schema(schema, rng.integers(0, 4, 500), rng.integers(0, k, 500))
+    mech = MechanismCard.for_schema(schema).mechanism
+    for bad in (np.nan, np.inf, -np.inf):
+        if builder == "linear":
+            w = rng.random((50, k))
+            w[37, 3] = bad
+            batch = Q.linear_batch(schema, w, check_finite=False)
+        else:
+            w = rng.random((50, 4, k))
+            w[37, 2, 3] = bad
+            batch = Q.grouped_batch(schema, "movie", w, check_finite=False)
+        with pytest.raises(ValidationError) as err:
+            E.estimate(batch, stats, mech)
+        assert err.value.field == "queries[37].weights" and err.value.problem == "not finite"
+    huge = np.full((3, k), 1e308)
+    with pytest.raises(ValidationError) as err:
+        E.estimate(Q.linear_batch(schema, huge, normalization="sum"), stats, mech)
+    assert err.value.problem == "overflow"
