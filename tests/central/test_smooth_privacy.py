@@ -109,3 +109,19 @@ def test_release_guarantee_matches_the_noise() -> None:
     assert paper.guarantee.epsilon == pytest.approx(2 * 0.5 * (t - 1) / t)
     approx = smooth_synthetic_database(z, 0.5, 2, rng, delta=1e-8)
     assert approx.guarantee.epsilon <= 0.5 and approx.guarantee.delta == 1e-8
+
+
+def test_gaussian_accountant_against_closed_forms() -> None:
+    from statistics import NormalDist
+
+    from ldpsynth.aggregator.central.smooth_privacy import gaussian_epsilon, gaussian_mu, zcdp_epsilon
+
+    phi = NormalDist().cdf
+    assert gaussian_delta(1.0, 0.0) == pytest.approx(phi(0.5) - phi(-0.5), rel=1e-12)
+    assert gaussian_delta(0.8, 1.5) == pytest.approx(phi(-1.5 / 0.8 + 0.4) - math.exp(1.5) * phi(-1.5 / 0.8 - 0.4),
+                                                     rel=1e-9)
+    mu = gaussian_mu(1.0, 1e-10)
+    assert gaussian_epsilon(mu, 1e-10) == pytest.approx(1.0, rel=1e-9)
+    assert gaussian_epsilon(mu, 1e-10) < zcdp_epsilon(mu, 1e-10)     # the exact profile is tighter than zCDP
+    assert laplace_epsilon(0.01, 10_000, 1e-6) < 10_000 * 0.01          # advanced composition beats basic here
+    assert laplace_epsilon(0.5, 3, 1e-6) == pytest.approx(1.5)          # ... and basic wins for few steps
