@@ -121,6 +121,6 @@ class SmoothRelease:
         """:math:`q_f(\\tilde D) = \\frac1m\\sum_{y\\in\\tilde D} f(y)` for ``function`` mapping (P, d) points to (P,) or (P, Q) values."""
         values = np.asarray(function(self.points), dtype=np.float64)
         if values.shape[:1] != (len(self.points),):
-            raise ValidationError("function", f"a map from (P, d) points to (P,) or (P, Q) values",
+            raise ValidationError("function", "a map from (P, d) points to (P,) or (P, Q) values",
                                   f"returned shape {values.shape}")
         return (self.counts.astype(np.float64) @ values) / self.m
