@@ -37,6 +37,14 @@ class Release:
     def __len__(self) -> int:
         return len(next(iter(self.codes.values()))) if self.codes else 0
 
+    def public_keys(self) -> np.ndarray:
+        """Public key of every row (mixed radix of the public attributes' codes)."""
+        return self.card.schema.public_keys_of(self.codes, len(self))
+
+    def private_codes(self) -> np.ndarray:
+        """Perturbed code over D of every row (mixed radix of the private attributes' codes)."""
+        return self.card.schema.private_codes_of(self.codes)
+
     def values(self) -> dict[str, np.ndarray]:
         """Decoded columns (what the CSV holds)."""
         return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}

@@ -487,6 +487,16 @@ class Schema:
             return np.zeros(n, np.int64)
         return self._combine(self.public_attributes, columns, encoded=False, offset=offset)
 
+    def private_codes_of(self, digits: Mapping[str, npt.ArrayLike]) -> np.ndarray:
+        """Per-attribute private codes (checked) -> codes over D: the inverse of :meth:`private_digits`."""
+        return self._combine(self.private_attributes, digits, encoded=True, offset=0)
+
+    def public_keys_of(self, digits: Mapping[str, npt.ArrayLike], rows: int) -> np.ndarray:
+        """Per-attribute public codes (checked) -> public keys (zeros when there is no public attribute)."""
+        if not self.public_attributes:
+            return np.zeros(rows, np.int64)
+        return self._combine(self.public_attributes, digits, encoded=True, offset=0)
+
     def private_digits(self, codes: npt.ArrayLike) -> dict[str, np.ndarray]:
         """Split private codes into per-attribute codes (inverse of the mixed radix)."""
         return self._split(self.private_attributes, self.check_private_codes(codes))

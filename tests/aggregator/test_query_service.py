@@ -73,9 +73,9 @@ def store(server, reports: Reports, schema=RATINGS, chunk: int = 20000) -> None:
 def offline(release: Release, queries: list[dict], level: float = 0.95) -> Answers:
     """The offline estimator on an exported release."""
     schema = release.card.schema
-    keys = schema.encode_public({a.name: release.values()[a.name] for a in schema.public_attributes})
-    codes = schema.encode_private({a.name: release.values()[a.name] for a in schema.private_attributes})
-    stats = SufficientStatistics.from_schema(schema, keys, codes)
+    codes = release.private_codes()
+    stats = SufficientStatistics.from_schema(schema, release.public_keys() if schema.public_attributes else None,
+                                             codes)
     return estimate(Q.compile_queries(Q.queries_from_json(queries), schema), stats, release.card.mechanism,
                     level=level, codes=codes)
 
