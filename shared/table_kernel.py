@@ -60,8 +60,8 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
         b = -np.inf
         c = np.inf
         live = 0.0
-        indicator = True
-        integral = True
+        indicator = True   # every weight 0 or 1 so far
+        integral = True    # every weight an integer so far
         for i in range(groups.shape[0]):
             g = groups[i]
             x0 = w3[q, g, 0]
@@ -81,7 +81,7 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
                 ddu += weighted * d
                 lo = min(lo, x)
                 hi = max(hi, x)
-                if x != 0.0 and x != 1.0:
+                if integral and x != 0.0 and x != 1.0:  # after the first fractional weight: no more checks
                     indicator = False
                     if x != np.floor(x) or abs(x) > 4503599627370496.0:  # 2^52: integers stay exact
                         integral = False
