@@ -608,6 +608,15 @@ def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: Mechanis
     return answers_from_sums(batch, sums, n, mechanism, level=level)
 
 
+def _as_slice(positions: np.ndarray) -> np.ndarray | slice:
+    """``positions`` as a slice when they are consecutive (array-built batches): assignments through a
+    slice copy memory, through an index array they gather and scatter."""
+    if len(positions) and positions[-1] - positions[0] + 1 == len(positions) and \
+            (len(positions) == 1 or bool((np.diff(positions) == 1).all())):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
+
+
 def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mechanism: MechanismE, *,
                       level: float = 0.95) -> Answers:
     """The answers of ``batch`` from the :class:`BlockSums` of each of its blocks over ``n`` rows:
@@ -631,11 +640,15 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
         se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
         proper, exact = _proper(parts, est, z)                             # eq. 21
         bound = np.empty(len(z))
-        for code, name in enumerate(("eq10", "sum", "mean")):
+        for code in np.unique(block.normalization):
+            name = ("eq10", "sum", "mean")[code]
+            if (block.normalization == code).all():     # one normalisation: no masking of every array
+                bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
+                continue
             sel = block.normalization == code
             bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel], name,
                                    n, mechanism)                           # eq. 20 (RMS)
-        pos = block.positions
+        pos = _as_slice(block.positions)
         fields["estimate"][pos], fields["std_error"][pos], fields["proper_estimate"][pos] = est, se, proper
         fields["ci_low"][pos], fields["ci_high"][pos] = est - z_level * se, est + z_level * se
         fields["bound"][pos], fields["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
