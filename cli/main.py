@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = (
     "ldpsynth.cli.aggregator_cmd",
     "ldpsynth.cli.estimate",
     "ldpsynth.cli.client_cmd",
+    "ldpsynth.cli.pqd",
 )
 
 

@@ -799,6 +799,35 @@ def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
     return QueryBatch(schema, tuple(blocks), len(labels), np.asarray(origins, np.int64), tuple(labels))
 
 
+def _check_finite_queries(w: np.ndarray) -> None:
+    """Raise naming the first query of ``w`` (shape ``(Q, ...)``) that holds a NaN or an infinity."""
+    step = max(1, MAX_QUERY_WEIGHTS // max(1, w[0].size))
+    for start in range(0, len(w), step):
+        chunk = w[start:start + step]
+        bad = ~np.isfinite(chunk).reshape(len(chunk), -1).all(axis=1)
+        if bad.any():
+            raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
+
+
+def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10") -> QueryBatch:
+    """A batch of linear queries straight from an array (no per-query objects).
+
+    ``weights`` has shape ``(Q, |D|)``: query ``j`` applies the weight list ``weights[j]`` to every
+    row (the same answers as ``compile_queries([linear(w) for w in weights], schema)``, default
+    labels). The array is used as is (no copy when it is C-contiguous float64).
+    """
+    _check_common(normalization, None)
+    k = schema.private_domain_size
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] != k or w.shape[0] == 0:
+        raise ValidationError("weights", f"an array of shape (Q >= 1, {k})", f"got shape {w.shape}")
+    _check_finite_queries(w)
+    norms = np.full(len(w), NORMALIZATIONS.index(normalization), np.int8)
+    block = TableBlock(None, np.zeros(0, np.int64), w.reshape(len(w), 1, k), np.zeros((len(w), k)), norms,
+                       np.arange(len(w), dtype=np.int64))
+    return QueryBatch(schema, (block,), len(w), np.arange(len(w), dtype=np.int64))
+
+
 def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, values: Sequence[Scalar] | None = None,
                   default: npt.ArrayLike | None = None, normalization: str = "eq10") -> QueryBatch:
     """A batch of heterogeneous queries straight from an array (no per-query objects).
@@ -817,11 +846,7 @@ def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, val
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[1:] != (len(codes), k) or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {len(codes)}, {k})", f"got shape {w.shape}")
-    step = max(1, MAX_QUERY_WEIGHTS // (len(codes) * k))
-    for start in range(0, len(w), step):
-        bad = ~np.isfinite(w[start:start + step]).all(axis=(1, 2))
-        if bad.any():
-            raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
+    _check_finite_queries(w)
     d = np.zeros((len(w), k)) if default is None else np.ascontiguousarray(default, dtype=np.float64)
     if d.shape != (len(w), k) or not np.isfinite(d).all():
         raise ValidationError("default", f"an array of shape ({len(w)}, {k}) of finite numbers", f"got shape {d.shape}")

@@ -144,6 +144,27 @@ def test_grouped_batch_from_an_array():
     assert err.value.field == "attribute"
 
 
+def test_linear_batch_from_an_array_equals_compiled_linear_queries():
+    w = np.random.default_rng(1).random((7, K))
+    batch = Q.linear_batch(RATINGS, w, normalization="mean")
+    (block,) = batch.blocks
+    compiled = Q.compile_queries([Q.linear(row, normalization="mean") for row in w], RATINGS).blocks[0]
+    np.testing.assert_array_equal(block.weights, compiled.weights)
+    np.testing.assert_array_equal(block.normalization, compiled.normalization)
+    assert block.attribute is None and len(batch) == 7 and batch.label(6) == "q6"
+    assert np.shares_memory(block.weights, w)
+    w[4, 2] = np.inf
+    with pytest.raises(ValidationError) as err:
+        Q.linear_batch(RATINGS, w)
+    assert err.value.field == "weights" and err.value.position == 4
+    with pytest.raises(ValidationError) as err:
+        Q.linear_batch(RATINGS, np.ones((2, K - 1)))
+    assert err.value.field == "weights" and f"(Q >= 1, {K})" in err.value.legal
+    with pytest.raises(ValidationError) as err:
+        Q.linear_batch(RATINGS, np.ones((2, K)), normalization="max")
+    assert err.value.field == "normalization"
+
+
 W = [0] * K
 BAD_QUERIES = [  # (query JSON, schema, expected field, expected text in the legal range or problem)
     ({"kind": "histogram"}, RATINGS, "queries[0].kind", "linear, predicate"),
