@@ -24,9 +24,9 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import ray
@@ -36,11 +36,18 @@ from .config import ConfigError
 from .quota import QuotaKey
 from .stats import SufficientStats
 from .status import ShardUnavailable
-from .store import CommitOutcome, Segment, ShardStore
+from .store import CommitOutcome, RowChunk, Segment, ShardStore
 
 log = logging.getLogger(__name__)
 
 ShardActor = ray.remote(ShardStore)
+T = TypeVar("T")
+
+
+@ray.remote(num_cpus=1)
+def _run_task(function: Callable[..., T], *args: Any) -> T:
+    """A query task over one partition of the rows (see :meth:`RayShards.map_tasks`)."""
+    return function(*args)
 
 #: Errors inside a shard that a retry may cure (disk full, I/O error, file busy).
 _TRANSIENT_CAUSES = (sqlite3.OperationalError, OSError)
@@ -110,6 +117,22 @@ class RayShards:
         """Every shard's sufficient statistics of ``collection`` (fan out, then gather once)."""
         return list(await asyncio.gather(*(self._call(s, "stats", collection)
                                            for s in range(self.num_shards))))
+
+    async def sorted_rows(self, collection: str) -> list[RowChunk]:
+        """Every shard's reports of ``collection``, each ordered by report id."""
+        return list(await asyncio.gather(*(self._call(s, "sorted_rows", collection)
+                                           for s in range(self.num_shards))))
+
+    async def cut_totals(self, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
+                         targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """Every shard's cut-query pair totals (computed in the shard actors, in parallel)."""
+        masks = (ray.put(sources), ray.put(targets))  # shipped once, shared by the actors
+        return list(await asyncio.gather(*(self._call(s, "cut_totals", collection, source, target, edge, *masks)
+                                           for s in range(self.num_shards))))
+
+    async def map_tasks(self, function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
+        """``function(*args)`` for every ``args`` of ``arguments``, as parallel Ray tasks (one CPU each)."""
+        return list(await asyncio.gather(*(_run_task.remote(function, *args) for args in arguments)))
 
     def close(self) -> None:
         """Close every shard file and end the actors; disconnect from Ray if connected here."""

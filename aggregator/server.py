@@ -1,5 +1,7 @@
 """The aggregator's gRPC server: a thin ``grpc.aio`` layer over the ingest handler.
 
+* ``ldpsynth.v1.QueryService`` (:mod:`~ldpsynth.aggregator.query_service`) answers query
+  batches over the stored rows and exports the release (role "query").
 * ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
   request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
   the INTERNAL a failing deserializer produces (design.md §7). Every error a request can
@@ -26,10 +28,8 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -39,28 +39,18 @@ from .auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
 from .config import Catalog, ConfigError, ServerConfig
 from .datadir import DataDir
 from .ingest import Ingestor
+from .query import QueryEngine
+from .query_service import QUERY_SERVICE_NAME, QueryServicer
 from .quota import QuotaBook
 from .ray_shards import RayShards
 from .stats import SufficientStats
 from .store import check_shard_files
-from .status import StatusError, unavailable
+from .status import StatusError, parse, unavailable
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 INTERNAL_ERROR = StatusError(grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
-M = TypeVar("M", bound=Message)
-
-
-def parse(message_type: type[M], raw: bytes) -> M:
-    """Parse request bytes; INVALID_ARGUMENT if they are not a ``message_type``."""
-    try:
-        return message_type.FromString(raw)
-    except DecodeError:
-        raise StatusError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None
-
-
 def _read_file(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
@@ -86,6 +76,7 @@ class AggregatorServer:
         self._datadir = DataDir(config.data_dir)
         self._shards: RayShards | None = None
         self._ingestor: Ingestor | None = None
+        self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
@@ -100,7 +91,7 @@ class AggregatorServer:
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = self._server_credentials()
-        for service in ("", SERVICE_NAME):
+        for service in ("", SERVICE_NAME, QUERY_SERVICE_NAME):
             await self._health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         self._datadir.acquire()
         try:
@@ -112,6 +103,7 @@ class AggregatorServer:
             quota = QuotaBook(self._shards.num_shards)
             self._ingestor = Ingestor(self.catalog, self._shards, quota, config.max_group_rows)
             await self._ingestor.load_quota()
+            self._queries = QueryServicer(QueryEngine(self.catalog, self._shards), self._authenticate)
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
@@ -119,7 +111,7 @@ class AggregatorServer:
             await self._release()
             raise
         self.address = _host_port(config.host, port)
-        for service in ("", SERVICE_NAME):
+        for service in ("", SERVICE_NAME, QUERY_SERVICE_NAME):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         stored = {name: sum(r.get(name, 0) for r in rows.values()) for name in self.catalog.names}
         log.info("serving %s on %s: %d shards, stored reports %s", self.catalog.names, self.address,
@@ -146,11 +138,13 @@ class AggregatorServer:
             "SubmitReports": grpc.stream_stream_rpc_method_handler(
                 self._submit_reports, response_serializer=pb.BatchAck.SerializeToString),
         }
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        assert self._queries is not None
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),
+                                         self._queries.handlers()))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if self.config.reflection:
             reflection.enable_server_reflection(
-                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+                (SERVICE_NAME, QUERY_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         return server
 
     def _bind(self, credentials: grpc.ServerCredentials | None) -> int:

@@ -7,9 +7,14 @@ address: they travel back over the wire and into the server log.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
+
+M = TypeVar("M", bound=Message)
 
 
 class StatusError(LdpsynthError):
@@ -36,3 +41,12 @@ def invalid_argument(exc: ValidationError) -> StatusError:
 
 def unavailable(details: str) -> StatusError:
     return StatusError(grpc.StatusCode.UNAVAILABLE, details)
+
+
+def parse(message_type: type[M], raw: bytes) -> M:
+    """Parse request bytes; INVALID_ARGUMENT if they are not a ``message_type``."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError:
+        raise StatusError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None

@@ -53,6 +53,7 @@ from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.schema import Schema
 
 from .idindex import IdIndex, SortedIds, repeats, sort_ids
+from .pairs import PairCounts
 from .stats import StatsAccumulator, SufficientStats
 
 SHARD_FORMAT = "ldpsynth.aggregator-shard/1"
@@ -344,6 +345,7 @@ class ShardStore:
         self._collections = {name: c for name, c in _load_collections(conn).items() if name in cards}
         self._index: dict[str, IdIndex] = {}
         self._stats: dict[str, StatsAccumulator] = {}
+        self._pairs: dict[tuple[str, str, str, str], tuple[int, PairCounts]] = {}
         for name, coll in self._collections.items():
             self._index[name] = index = IdIndex()
             self._stats[name] = acc = StatsAccumulator(coll.card.schema.public_domain_size,
@@ -459,6 +461,36 @@ class ShardStore:
         """Sufficient statistics of ``collection`` in this shard (from memory)."""
         self._collection(collection)
         return self._stats[collection].snapshot()
+
+    def sorted_rows(self, collection: str) -> RowChunk:
+        """Every stored report of ``collection`` in this shard, ordered by report id (the order of
+        :func:`~ldpsynth.aggregator.idindex.sort_ids`: the id's two little-endian 64-bit halves)."""
+        coll = self._collection(collection)
+        chunks = list(_read_rows(self._conn, coll))
+        if not chunks:
+            empty = np.zeros(0, np.int64)
+            return RowChunk(np.zeros((0, REPORT_ID_BYTES), np.uint8), empty, empty.copy())
+        ids = np.concatenate([c.report_ids for c in chunks])
+        order = sort_ids(ids).order
+        return RowChunk(ids[order], np.concatenate([c.public_keys for c in chunks])[order],
+                        np.concatenate([c.private_codes for c in chunks])[order])
+
+    def cut_totals(self, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
+                   targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Pair totals ``(m, y1)`` of cut queries over this shard's rows, and the rows they cover.
+
+        Served from a compact :class:`~ldpsynth.aggregator.pairs.PairCounts` kept per
+        (collection, source, target, edge) and rebuilt when rows were committed since.
+        """
+        coll = self._collection(collection)
+        rows = len(self._index[collection])
+        key = (collection, source, target, edge)
+        cached = self._pairs.get(key)
+        if cached is None or cached[0] != rows:
+            self._pairs[key] = cached = (rows, PairCounts.build(coll.card.schema, self._stats[collection].snapshot(),
+                                                                source, target, edge))
+        m, y1 = cached[1].totals(sources, targets)
+        return m, y1, rows
 
     def row_counts(self) -> dict[str, int]:
         """Stored reports per served collection (from memory)."""

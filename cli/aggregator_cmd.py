@@ -6,6 +6,9 @@ serves (the real port with ``--port 0``); logs go to stderr. SIGTERM/SIGINT stop
 
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
+
+``ldpsynth aggregator health --target HOST:PORT`` asks the server's standard gRPC health service
+(exit 0 when SERVING): the container health check of ``docker/``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     serve.set_defaults(handler=serve_command)
+    check = commands.add_parser(
+        "health", help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
+        description="Query the standard gRPC health service (grpc.health.v1) of an aggregator, e.g. as a "
+                    "container health check. Prints the status; exit 0 when SERVING, 1 otherwise (NOT_SERVING, "
+                    "unreachable or deadline exceeded).")
+    check.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    check.add_argument("--service", default="",
+                       help='health service name (default "": the whole server; or ldpsynth.v1.CollectionService)')
+    check.add_argument("--deadline", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    check.set_defaults(handler=health_command)
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -97,6 +110,26 @@ async def _serve(config: ServerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await server.stop()
+
+
+def health_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator health``: one ``grpc.health.v1.Health/Check`` call over plaintext."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    if not args.deadline > 0:
+        raise LdpsynthError(f"--deadline: seconds > 0, got {args.deadline}")
+    with grpc.insecure_channel(args.target) as channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.deadline)
+        except grpc.RpcError as exc:
+            print(json.dumps({"target": args.target, "service": args.service,
+                              "status": exc.code().name, "detail": exc.details()}))
+            return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+    print(json.dumps({"target": args.target, "service": args.service, "status": status}))
+    return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,3 +46,17 @@ class SubmitError(LdpsynthError):
             progress = (f"; {acknowledged + duplicates} of {sent} reports acknowledged before the error "
                         f"({acknowledged} new, {duplicates} duplicates)")
         super().__init__(f"{method} failed with {status}{tries}: {self.details or 'no details'}{progress}")
+
+
+class QueryError(LdpsynthError):
+    """A query-service call (``Estimate`` or ``Export``) failed with a gRPC status.
+
+    ``status`` is the status name (e.g. ``"INVALID_ARGUMENT"``), ``details`` the server's message
+    (for a bad query it names ``queries[j]`` and the legal range).
+    """
+
+    def __init__(self, method: str, status: str, details: str):
+        self.method = method
+        self.status = status
+        self.details = " ".join(details.split())
+        super().__init__(f"{method} failed with {status}: {self.details or 'no details'}")

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -83,6 +83,7 @@ from .errors import ValidationError
 from .mechanism import MechanismE
 from .queries import EQ10, MEAN, CutBlock, QueryBatch, RowBlock, TableBlock
 from .schema import Schema
+from . import table_kernel
 from .statistics import SufficientStatistics
 from .validation import check_epsilon, check_int, check_probability_level
 
@@ -126,7 +127,7 @@ class Debias:
 
 # ----- per-query sums over one block ---------------------------------------------------------
 @dataclass
-class _Parts:
+class BlockSums:
     """Per-query sums over the rows of a block (un-normalised), merged across blocks' row sets.
 
     ``t_hat`` is :math:`\\sum_{g,v} W\\hat h` (eq. 17 times Z); ``v_hat`` is
@@ -148,18 +149,18 @@ class _Parts:
     step: np.ndarray
 
     @classmethod
-    def empty(cls, size: int) -> "_Parts":
+    def empty(cls, size: int) -> "BlockSums":
         """The sums over no rows (the identity of :meth:`merge`); ``step`` NaN until computed."""
         return cls(np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size),
                    np.full(size, np.inf), np.full(size, -np.inf), np.full(size, np.inf), np.zeros(size),
                    np.full(size, np.nan))
 
-    def merge(self, other: "_Parts") -> "_Parts":
+    def merge(self, other: "BlockSums") -> "BlockSums":
         """The sums over the union of two disjoint row sets."""
         a, b = self.step, other.step
         with np.errstate(invalid="ignore"):
             step = np.where((a == b) | (b == 0), a, np.where(a == 0, b, np.nan))
-        return _Parts(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
+        return BlockSums(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
                       self.high + other.high, self.spread + other.spread, np.minimum(self.a_min, other.a_min),
                       np.maximum(self.b_max, other.b_max), np.minimum(self.c_min, other.c_min),
                       self.varying + other.varying, step)
@@ -191,9 +192,15 @@ def _matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _lattice_steps(w3: np.ndarray, low: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """Common step of queries whose groups' value sets are full integer progressions, else NaN."""
+    """Common step of queries whose groups' value sets are full integer progressions, else NaN.
+
+    Indicator queries (every weight 0 or 1: predicates, marginal cells) are decided directly: each
+    group's value set is {0}, {1} or {0, 1}, a full progression, so the step is 1 if some group
+    takes both values and 0 otherwise. The others are checked by sorting each group's weights."""
     steps = np.full(len(w3), np.nan)
-    ok = (w3 == np.rint(w3)).all(axis=(1, 2)) & (np.abs(w3) <= 2.0**52).all(axis=(1, 2))
+    indicator = ((w3 == 0.0) | (w3 == 1.0)).all(axis=(1, 2))
+    steps[indicator] = (spread[indicator] > 0).any(axis=1)
+    ok = ~indicator & (w3 == np.rint(w3)).all(axis=(1, 2)) & (np.abs(w3) <= 2.0**52).all(axis=(1, 2))
     idx = np.flatnonzero(ok)
     if idx.size == 0:
         return steps
@@ -219,7 +226,7 @@ class _Workspace:
         return (self.weights, *(a[:rows] for a in self.per_group))
 
 
-def _chunk(w3: np.ndarray, counts: _Counts, out: _Parts, rows: slice, work: _Workspace) -> None:
+def _chunk(w3: np.ndarray, counts: _Counts, out: BlockSums, rows: slice, work: _Workspace) -> None:
     """Fill ``out[rows]`` for the weight chunk ``w3`` (Qc, G, k): two contractions + per-group reductions."""
     qc, groups, k = w3.shape
     w2 = w3.reshape(qc, groups * k)
@@ -287,26 +294,56 @@ def _run_chunks(total: int, chunk: int, parallel: bool, workers: int, run: Calla
 
 
 def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, workers: int,
-                 select: np.ndarray | None = None) -> _Parts:
-    """Sums of :class:`_Parts` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select)."""
+                 select: np.ndarray | None = None) -> BlockSums:
+    """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select).
+
+    With numba installed, one fused pass per query (:mod:`ldpsynth.shared.table_kernel`) on the
+    worker threads; otherwise :func:`_chunk` over cache-sized chunks of queries."""
     size, k = len(weights), debias.k
-    out = _Parts.empty(size)
+    out = BlockSums.empty(size)
     groups = weights.shape[1] if select is None else len(select)
     if groups == 0:
         out.step[:] = 0.0
         return out
     data = _Counts.of(counts.astype(np.float64), debias)
     chunk = max(1, CHUNK_WEIGHTS // (groups * k))
+    kernel = table_kernel.KERNEL
+    if kernel is None:
+        def run(start: int, stop: int) -> None:
+            work = _Workspace(min(chunk, stop - start), groups, k)
+            with np.errstate(over="ignore", invalid="ignore"):  # non-finite sums: _check_finite_sums
+                _chunks(start, stop, work)
 
-    def run(start: int, stop: int) -> None:
-        work = _Workspace(min(chunk, stop - start), groups, k)
-        for s in range(start, stop, chunk):
-            e = min(s + chunk, stop)
-            w3 = weights[s:e] if select is None else weights[s:e][:, select]
-            _chunk(w3, data, out, slice(s, e), work)
+        def _chunks(start: int, stop: int, work: _Workspace) -> None:
+            for s in range(start, stop, chunk):
+                e = min(s + chunk, stop)
+                w3 = weights[s:e] if select is None else weights[s:e][:, select]
+                _chunk(w3, data, out, slice(s, e), work)
+    else:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+        columns = np.arange(groups, dtype=np.int64) if select is None else np.ascontiguousarray(select, np.int64)
+        hhat = np.ascontiguousarray(data.hhat.reshape(groups, k))
+        u, sizes = np.ascontiguousarray(data.u), data.sizes.astype(np.float64)
+        u_sums = u.sum(axis=1)
+
+        check = np.zeros(size, np.uint8)
+
+        def run(start: int, stop: int) -> None:
+            kernel(w, columns, start, stop, hhat, u, u_sums, sizes, out.t_hat, out.v_hat, out.low, out.high, out.spread,
+                   out.a_min, out.b_max, out.c_min, out.varying, out.step, check)
+            _steps(w, columns, out, start + np.flatnonzero(check[start:stop]), chunk)
 
     _run_chunks(size, chunk, size * groups * k >= PARALLEL_WEIGHTS, workers, run)
     return out
+
+
+def _steps(weights: np.ndarray, columns: np.ndarray, out: BlockSums, queries: np.ndarray, chunk: int) -> None:
+    """The lattice steps (eq. 21) of ``queries``: integer-weight queries the kernel could not decide."""
+    for s in range(0, len(queries), chunk):
+        part = queries[s:s + chunk]
+        w3 = weights[part][:, columns]
+        low = w3.min(axis=2)
+        out.step[part] = _lattice_steps(w3, low, w3.max(axis=2) - low)
 
 
 def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -324,18 +361,34 @@ def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema
 
 
 def _block_parts_table(block: TableBlock, stats: SufficientStatistics, schema: Schema, debias: Debias,
-                       workers: int) -> _Parts:
+                       workers: int, origins: np.ndarray | None = None) -> BlockSums:
     listed, other = _group_counts(block, stats, schema)
     present = np.flatnonzero(listed.sum(axis=1) > 0)
     select = None if len(present) == len(listed) else present
     parts = _table_parts(block.weights, listed[present], debias, workers, select)
     if other.sum() > 0 and block.default.any():
         parts = parts.merge(_table_parts(block.default[:, None, :], other[None, :], debias, workers))
+    _check_finite_sums(parts, block, origins)
     return parts
 
 
+def _check_finite_sums(parts: BlockSums, block: TableBlock, origins: np.ndarray | None) -> None:
+    """Every weight that reaches the estimator is finite, whoever built the batch: a NaN or an
+    infinity in query j's weights makes its sums non-finite (NaN * 0 and inf - inf are NaN), so
+    the sums are checked (Q numbers) instead of the weights (Q x L x |D|) and only the first
+    offending query's weights are inspected, to tell a non-finite weight from an overflow."""
+    finite = np.isfinite(parts.t_hat) & np.isfinite(parts.v_hat) & np.isfinite(parts.spread)
+    if finite.all():
+        return
+    j = int(np.flatnonzero(~finite)[0])
+    index = int(block.positions[j] if origins is None else origins[block.positions[j]])
+    if not (np.isfinite(block.weights[j]).all() and np.isfinite(block.default[j]).all()):
+        raise ValidationError(f"queries[{index}].weights", "finite numbers", "not finite")
+    raise ValidationError(f"queries[{index}].weights", "weights whose sums over the rows stay finite", "overflow")
+
+
 def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias, workers: int,
-                      origins: np.ndarray) -> _Parts:
+                      origins: np.ndarray) -> BlockSums:
     """Dense queries: every row is its own group, with counts the one-hot vector of :math:`Y_i`."""
     n = block.weights.shape[1]
     if codes is None:
@@ -344,9 +397,28 @@ def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias,
     if len(codes) != n:
         raise ValidationError(f"queries[{origins[block.positions[0]]}].table",
                               f"{len(codes)} weight lists, one per row of the synthetic database", f"got {n}")
-    onehot = np.zeros((n, debias.k), np.int64)
-    onehot[np.arange(n), codes] = 1
-    return _table_parts(block.weights, onehot, debias, workers)
+    return _row_sums(block.weights, codes, debias, workers)
+
+
+def _row_sums(weights: np.ndarray, codes: np.ndarray, debias: Debias, workers: int) -> BlockSums:
+    onehot = np.zeros((len(codes), debias.k), np.int64)
+    onehot[np.arange(len(codes)), codes] = 1
+    return _table_parts(weights, onehot, debias, workers)
+
+
+def row_block_sums(weights: np.ndarray, codes: np.ndarray, mechanism: MechanismE,
+                   workers: int | None = None) -> BlockSums:
+    """:class:`BlockSums` of dense per-row queries over a subset of the rows.
+
+    ``weights`` is ``(Q, m, |D|)``: the weight lists of the ``m`` rows whose perturbed codes are
+    ``codes``. Sums over disjoint row subsets (e.g. shards) :meth:`~BlockSums.merge` into the sums
+    over their union, so a per-row scan can run where the rows are.
+    """
+    rows = mechanism.check_codes(np.asarray(codes).reshape(-1), "codes")
+    if weights.ndim != 3 or weights.shape[1:] != (len(rows), mechanism.domain_size):
+        raise ValidationError("weights", f"an array of shape (Q, {len(rows)}, {mechanism.domain_size})",
+                              f"got shape {weights.shape}")
+    return _row_sums(weights, rows, Debias.of(mechanism), _workers(workers))
 
 
 def _pair_sums(src: np.ndarray, dst: np.ndarray, values: np.ndarray, sources: np.ndarray,
@@ -368,8 +440,19 @@ def _pair_sums(src: np.ndarray, dst: np.ndarray, values: np.ndarray, sources: np
     return out
 
 
-def _block_parts_cut(block: CutBlock, stats: SufficientStatistics, schema: Schema, debias: Debias) -> _Parts:
-    """Cut queries (eqs. 33-34): only the rows :math:`m` in :math:`S \\times T` and their edge bits count.
+def cut_pair_totals(block: CutBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """The data side of cut queries: per query, :math:`m` = rows in :math:`S \\times T` and
+    :math:`y_1` = those whose perturbed edge bit is 1. Both are sums over rows, so totals over
+    disjoint row subsets (shards) add up."""
+    digits = schema.public_digits(stats.keys)
+    edge_on = schema.private_digits(np.arange(stats.domain_size))[block.edge] == 1
+    values = np.stack([stats.group_sizes, stats.counts[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
+    m, y1 = _pair_sums(digits[block.source], digits[block.target], values, block.sources, block.targets).T
+    return m, y1
+
+
+def cut_block_sums(m: npt.ArrayLike, y1: npt.ArrayLike, mechanism: MechanismE) -> BlockSums:
+    """Cut queries (eqs. 33-34) from their pair totals (:func:`cut_pair_totals`).
 
     With :math:`\\varphi(v) = [\\mathrm{edge}(v) = 1]`, :math:`\\sum_v \\varphi(v) = k/2`, so eq. 17 reads
     :math:`(y_1 - q\\,(k/2)\\,m)/r` with :math:`y_1 = \\sum_{(i,j) \\in S \\times T} \\varphi(Y_{ij})`; for
@@ -377,16 +460,20 @@ def _block_parts_cut(block: CutBlock, stats: SufficientStatistics, schema: Schem
     \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} m` (m = |S||T| when every pair has one row). Here
     :math:`(\\varphi(v) - m_g)^2 = 1/4` for every v, so the variance sum is :math:`m(1 + r)/4`.
     """
-    digits = schema.public_digits(stats.keys)
-    edge_on = schema.private_digits(np.arange(debias.k))[block.edge] == 1
-    values = np.stack([stats.group_sizes, stats.counts[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
-    m, y1 = _pair_sums(digits[block.source], digits[block.target], values, block.sources, block.targets).T
+    debias = Debias.of(mechanism)
+    m, y1 = np.asarray(m, dtype=np.float64), np.asarray(y1, dtype=np.float64)
     ones, zeros = np.ones(len(m)), np.zeros(len(m))
     live = m > 0
-    return _Parts(t_hat=(y1 - debias.q * (debias.k / 2) * m) / debias.r,    # eq. 34 (times Z)
-                  v_hat=m * (1.0 + debias.r) / 4.0, low=zeros, high=m, spread=m.copy(),
-                  a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
-                  c_min=np.where(live, 1.0, np.inf), varying=m.copy(), step=ones)
+    return BlockSums(t_hat=(y1 - debias.q * (debias.k / 2) * m) / debias.r,    # eq. 34 (times Z)
+                     v_hat=m * (1.0 + debias.r) / 4.0, low=zeros, high=m, spread=m.copy(),
+                     a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
+                     c_min=np.where(live, 1.0, np.inf), varying=m.copy(), step=ones)
+
+
+def table_block_sums(block: TableBlock, stats: SufficientStatistics, schema: Schema, mechanism: MechanismE,
+                     workers: int | None = None) -> BlockSums:
+    """:class:`BlockSums` of a table block (linear, predicate, marginal, grouped) over ``stats``."""
+    return _block_parts_table(block, stats, schema, Debias.of(mechanism), _workers(workers))
 
 
 # ----- answers -------------------------------------------------------------------------------
@@ -428,7 +515,7 @@ class Answers:
         return [self.record(j) for j in range(len(self))]
 
 
-def _normalizers(parts: _Parts, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
+def _normalizers(parts: BlockSums, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
     """:math:`Z`: eq. 10 (:math:`\\sum_i c_i`), 1 or n."""
     z = np.where(norms == EQ10, parts.spread, np.where(norms == MEAN, float(n), 1.0))
     bad = np.flatnonzero(z <= 0)
@@ -439,7 +526,7 @@ def _normalizers(parts: _Parts, norms: np.ndarray, n: int, positions: np.ndarray
     return z
 
 
-def _proper(parts: _Parts, est: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _proper(parts: BlockSums, est: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 21: nearest lattice point where :math:`q_\\varphi(D^n)` is a lattice, else clip to its range."""
     proper = np.clip(est, parts.low / z, parts.high / z)
     exact = np.isfinite(parts.step)
@@ -510,17 +597,35 @@ def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: Mechanis
     if rows is not None and len(rows) != n:
         raise ValidationError("codes", f"one code per row ({n} rows)", f"got {len(rows)}")
     debias, threads = Debias.of(mechanism), _workers(workers)
+    sums = []
+    for block in batch.blocks:
+        if isinstance(block, TableBlock):
+            sums.append(_block_parts_table(block, stats, schema, debias, threads, batch.origins))
+        elif isinstance(block, RowBlock):
+            sums.append(_block_parts_rows(block, rows, debias, threads, batch.origins))
+        else:
+            sums.append(cut_block_sums(*cut_pair_totals(block, stats, schema), mechanism))
+    return answers_from_sums(batch, sums, n, mechanism, level=level)
+
+
+def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mechanism: MechanismE, *,
+                      level: float = 0.95) -> Answers:
+    """The answers of ``batch`` from the :class:`BlockSums` of each of its blocks over ``n`` rows:
+    eq. 17 estimates, standard errors and normal intervals, eq. 21 proper estimates, eq. 20/22 bounds.
+
+    This is the last step of :func:`estimate`; a distributed evaluator computes the sums where the
+    data is (shards), merges them, and calls it once.
+    """
+    level = check_probability_level(level)
+    n = check_int(n, "n", 1)
+    if len(sums) != len(batch.blocks):
+        raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")
+    debias = Debias.of(mechanism)
     z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
     fields = {name: np.empty(batch.size) for name in
               ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
     exact_all = np.zeros(batch.size, bool)
-    for block in batch.blocks:
-        if isinstance(block, TableBlock):
-            parts = _block_parts_table(block, stats, schema, debias, threads)
-        elif isinstance(block, RowBlock):
-            parts = _block_parts_rows(block, rows, debias, threads, batch.origins)
-        else:
-            parts = _block_parts_cut(block, stats, schema, debias)
+    for block, parts in zip(batch.blocks, sums):
         z = _normalizers(parts, block.normalization, n, block.positions, batch.origins)
         est = parts.t_hat / z                                              # eq. 17
         se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)

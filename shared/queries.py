@@ -80,7 +80,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterator, Union
 
 import numpy as np
@@ -152,6 +152,20 @@ def _scalars(values: object, name: str) -> tuple[Scalar, ...]:
     if not out:
         raise ValidationError(name, "a non-empty list of values", "empty")
     return out
+
+
+def _integer_vertices(values: object) -> tuple[int, ...] | None:
+    """``values`` as a tuple of ints when it is a list/tuple/array of integers (no booleans), without a
+    per-element Python check (cut queries on large graphs carry thousands of vertices); else None."""
+    if isinstance(values, np.ndarray):
+        return tuple(values.tolist()) if values.ndim == 1 and values.dtype.kind in "iu" else None
+    if not isinstance(values, (list, tuple)) or set(map(type, values)) != {int}:
+        return None
+    try:
+        arr = np.asarray(values)
+    except (ValueError, OverflowError):
+        return None
+    return tuple(arr.tolist()) if arr.ndim == 1 and arr.dtype.kind in "iu" else None
 
 
 def _name(value: object, name: str) -> str:
@@ -321,7 +335,9 @@ class CutQuery:
             values = getattr(self, key)
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
                 raise ValidationError(key, "a non-empty list of distinct vertices", f"got {type(values).__name__}")
-            vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
+            vertices = _integer_vertices(values)
+            if vertices is None:
+                vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
             if not vertices:
                 raise ValidationError(key, "a non-empty list of distinct vertices", "empty")
             if len(set(vertices)) != len(vertices):
@@ -487,8 +503,9 @@ def query_from_json(obj: object) -> Query:
     return _KINDS[kind](**args, **common)
 
 
-def queries_from_json(obj: object) -> list[Query]:
-    """Parse a JSON array of queries (a string, bytes or already-decoded list)."""
+def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
+    """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
+    ``queries[first_index + i]`` (the index in a batch sent in parts)."""
     if isinstance(obj, (str, bytes)):
         try:
             obj = json.loads(obj)
@@ -498,7 +515,7 @@ def queries_from_json(obj: object) -> list[Query]:
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
     out = []
     for i, item in enumerate(obj):
-        with _query_field(i):
+        with _query_field(first_index + i):
             out.append(query_from_json(item))
     return out
 
@@ -602,8 +619,15 @@ def _public(schema: Schema, name: str, fld: str) -> Attribute:
 def _encode(attr: Attribute, values: Sequence[Scalar], fld: str, suffix: str = "", *, indexed: bool = True
             ) -> np.ndarray:
     """Codes of raw ``values`` of ``attr``; an illegal value raises naming ``fld[position]suffix``."""
+    listed = list(values)
+    column = None
+    if set(map(type, listed)) == {int}:  # integers: encode them as one int64 array
+        try:
+            column = np.asarray(listed, dtype=np.int64)
+        except OverflowError:
+            column = None
     try:
-        return attr.encode(np.asarray(list(values), dtype=object))
+        return attr.encode(column if column is not None else np.asarray(listed, dtype=object))
     except ValidationError as exc:
         where = f"{fld}[{exc.position}]{suffix}" if indexed else f"{fld}{suffix}"
         raise ValidationError(where, f"a value of {attr.name!r}: {attr.legal_range}", "illegal value") from None
@@ -729,12 +753,14 @@ class _Compiler:
         return np.asarray(query.table, dtype=np.float64)
 
 
-def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
+def compile_queries(queries: Sequence[Query], schema: Schema, *, first_index: int = 0) -> QueryBatch:
     """Check ``queries`` against ``schema`` and compile them to weight blocks.
 
     Queries of one form share a block (one table block per grouping attribute, one row block
     per table length); a marginal expands to one compiled query per cell. Answers come back in
-    batch order (see :attr:`QueryBatch.origins`).
+    batch order (see :attr:`QueryBatch.origins`). ``first_index`` is the index of ``queries[0]``
+    in a larger batch sent in parts: error fields (``queries[j]``) and default labels use the
+    index in that batch; ``origins`` stay relative to ``queries`` (see :func:`concat_batches`).
     """
     comp = _Compiler(schema)
     labels: list[str] = []
@@ -749,11 +775,12 @@ def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
         return len(labels) - 1
 
     for i, query in enumerate(queries):
+        index = first_index + i
         if not isinstance(query, tuple(_KINDS.values())):
-            raise ValidationError(f"queries[{i}]", "a query object", f"got {type(query).__name__}")
-        base = query.label if query.label is not None else f"{query.kind}#{i}"
+            raise ValidationError(f"queries[{index}]", "a query object", f"got {type(query).__name__}")
+        base = query.label if query.label is not None else f"{query.kind}#{index}"
         norm = NORMALIZATIONS.index(query.normalization)
-        with _query_field(i):
+        with _query_field(index):
             if isinstance(query, LinearQuery):
                 tables.setdefault(None, []).append((add(i, base), _table(query.weights, comp.k, "weights"), norm))
             elif isinstance(query, PredicateQuery):
@@ -799,6 +826,40 @@ def compile_queries(queries: Sequence[Query], schema: Schema) -> QueryBatch:
     return QueryBatch(schema, tuple(blocks), len(labels), np.asarray(origins, np.int64), tuple(labels))
 
 
+def _shifted(block: Block, offset: int) -> Block:
+    """``block`` with its positions moved ``offset`` places down the batch."""
+    return replace(block, positions=block.positions + offset)
+
+
+def concat_batches(batches: Sequence[QueryBatch], input_counts: Sequence[int]) -> QueryBatch:
+    """One batch answering ``batches`` one after the other (a batch received in parts).
+
+    ``input_counts[b]`` is the number of input queries batch ``b`` was compiled from (its
+    compiled size unless marginals expanded), so ``origins`` index the whole input. Labels are
+    kept where a part has them; compiled query ``j`` of a part without labels is ``q<global j>``.
+    """
+    if not batches or len(batches) != len(input_counts):
+        raise ValidationError("batches", "at least one batch and one input count per batch",
+                              f"got {len(batches)} batches and {len(input_counts)} counts")
+    if any(b.schema != batches[0].schema for b in batches):
+        raise ValidationError("batches", "batches over one schema", "got several schemas")
+    if len(batches) == 1:
+        return batches[0]
+    have_labels = any(b.labels is not None for b in batches)
+    blocks: list[Block] = []
+    origins, labels = [], []
+    size = first_input = 0
+    for batch, count in zip(batches, input_counts):
+        blocks += [_shifted(block, size) for block in batch.blocks]
+        origins.append(batch.origins + first_input)
+        if have_labels:
+            labels += batch.labels if batch.labels is not None else [f"q{size + j}" for j in range(batch.size)]
+        size += batch.size
+        first_input += count
+    return QueryBatch(batches[0].schema, tuple(blocks), size, np.concatenate(origins),
+                      tuple(labels) if have_labels else None)
+
+
 def _check_finite_queries(w: np.ndarray) -> None:
     """Raise naming the first query of ``w`` (shape ``(Q, ...)``) that holds a NaN or an infinity."""
     step = max(1, MAX_QUERY_WEIGHTS // max(1, w[0].size))
@@ -809,19 +870,23 @@ def _check_finite_queries(w: np.ndarray) -> None:
             raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
 
 
-def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10") -> QueryBatch:
+def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10",
+                 check_finite: bool = True) -> QueryBatch:
     """A batch of linear queries straight from an array (no per-query objects).
 
     ``weights`` has shape ``(Q, |D|)``: query ``j`` applies the weight list ``weights[j]`` to every
     row (the same answers as ``compile_queries([linear(w) for w in weights], schema)``, default
-    labels). The array is used as is (no copy when it is C-contiguous float64).
+    labels). The array is used as is (no copy when it is C-contiguous float64). With
+    ``check_finite=False`` the NaN/infinity check is left to the estimator, which reports the
+    first such query from its own pass over the weights (the same error, one pass fewer).
     """
     _check_common(normalization, None)
     k = schema.private_domain_size
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 2 or w.shape[1] != k or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {k})", f"got shape {w.shape}")
-    _check_finite_queries(w)
+    if check_finite:
+        _check_finite_queries(w)
     norms = np.full(len(w), NORMALIZATIONS.index(normalization), np.int8)
     block = TableBlock(None, np.zeros(0, np.int64), w.reshape(len(w), 1, k), np.zeros((len(w), k)), norms,
                        np.arange(len(w), dtype=np.int64))
@@ -829,13 +894,15 @@ def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str =
 
 
 def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, values: Sequence[Scalar] | None = None,
-                  default: npt.ArrayLike | None = None, normalization: str = "eq10") -> QueryBatch:
+                  default: npt.ArrayLike | None = None, normalization: str = "eq10",
+                  check_finite: bool = True) -> QueryBatch:
     """A batch of heterogeneous queries straight from an array (no per-query objects).
 
     ``weights`` has shape ``(Q, L, |D|)``: query ``j`` applies ``weights[j, l]`` to rows whose
     public ``attribute`` equals ``values[l]`` (default: every value of the attribute, in code
     order) and ``default[j]`` (default zeros) to the other rows. The array is used as is (no
-    copy when it is C-contiguous float64); it is checked for finiteness in chunks.
+    copy when it is C-contiguous float64); it is checked for finiteness in chunks, or (with
+    ``check_finite=False``) by the estimator in its own pass, as for :func:`linear_batch`.
     """
     _check_common(normalization, None)
     attr = _public(schema, attribute, "attribute")
@@ -846,7 +913,8 @@ def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, val
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 3 or w.shape[1:] != (len(codes), k) or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {len(codes)}, {k})", f"got shape {w.shape}")
-    _check_finite_queries(w)
+    if check_finite:
+        _check_finite_queries(w)
     d = np.zeros((len(w), k)) if default is None else np.ascontiguousarray(default, dtype=np.float64)
     if d.shape != (len(w), k) or not np.isfinite(d).all():
         raise ValidationError("default", f"an array of shape ({len(w)}, {k}) of finite numbers", f"got shape {d.shape}")

@@ -37,9 +37,28 @@ def _row_array(values: npt.ArrayLike, name: str, size: int) -> np.ndarray:
         raise ValidationError(name, f"integer codes in [0, {size - 1}]", "not integers")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and (arr.min() < 0 or arr.max() >= size):
-        bad = (arr < 0) | (arr >= size)
-        raise ValidationError(name, f"integer codes in [0, {size - 1}]", "out of range", int(np.flatnonzero(bad)[0]))
+        _out_of_range(arr, name, size)
     return arr
+
+
+def _out_of_range(arr: np.ndarray, name: str, size: int) -> None:
+    bad = (arr < 0) | (arr >= size)
+    raise ValidationError(name, f"integer codes in [0, {size - 1}]", "out of range", int(np.flatnonzero(bad)[0]))
+
+
+def _histogram(codes: npt.ArrayLike, size: int) -> np.ndarray:
+    """``np.bincount`` of 1-d integer codes in ``[0, size)``, validated by the count itself (a
+    negative code makes bincount fail, a code >= size lengthens its result): no extra passes."""
+    arr = np.asarray(codes)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        _row_array(arr, "codes", size)  # raises naming the problem
+    try:
+        counts = np.bincount(arr, minlength=size)
+    except ValueError:
+        _out_of_range(arr.astype(np.int64), "codes", size)
+    if len(counts) != size:
+        _out_of_range(arr.astype(np.int64), "codes", size)
+    return counts
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +108,10 @@ class SufficientStatistics:
         """
         k = check_int(domain_size, "domain_size", 2)
         size = check_int(public_domain_size, "public_domain_size", 1)
+        if public_keys is None and size == 1:  # one histogram: validated by the count itself
+            counts = _histogram(codes, k)
+            present = np.zeros(1 if counts.any() else 0, np.int64)
+            return cls(present, counts[None, :].astype(np.int64, copy=False)[: len(present)], size)
         y = _row_array(codes, "codes", k)
         if public_keys is None:
             if size != 1:

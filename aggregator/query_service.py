@@ -1,0 +1,119 @@
+"""gRPC handlers of ``ldpsynth.v1.QueryService`` (proto/ldpsynth/v1/query.proto): ``Estimate`` and ``Export``.
+
+Like the collection service, the handlers receive raw bytes and parse them themselves, so
+malformed requests end as INVALID_ARGUMENT. Statuses: no "query" role or collection not allowed:
+PERMISSION_DENIED; unknown collection or no rows yet: FAILED_PRECONDITION; a bad query (unknown
+attribute, weight table of the wrong size, empty or overlapping cut sets, NaN weights, a level
+outside (0, 1)): INVALID_ARGUMENT naming ``queries[j]`` (the whole batch is refused, nothing is
+answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WEIGHTS` weights:
+RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.query_wire import DEFAULT_PAGE_ANSWERS, BatchReader, BatchTooLarge, answer_pages
+from ldpsynth.shared.validation import check_probability_level
+from ldpsynth.shared.wire import query_pb2 as qpb
+
+from .auth import QUERY, Credential
+from .query import QueryEngine
+from .status import StatusError, invalid_argument, parse
+
+log = logging.getLogger(__name__)
+
+QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
+#: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64).
+MAX_BATCH_QUERIES = 1 << 22
+MAX_BATCH_WEIGHTS = 1 << 28
+#: Rows per ExportChunk (4 MiB of codes for a collection with three attributes).
+EXPORT_CHUNK_ROWS = 1 << 17
+_INTERNAL = StatusError(grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
+
+
+class QueryServicer:
+    """The handlers; ``authenticate`` maps a call's context to its :class:`Credential`."""
+
+    def __init__(self, engine: QueryEngine, authenticate: Callable[[grpc.aio.ServicerContext], Credential]):
+        self.engine = engine
+        self._authenticate = authenticate
+
+    def handlers(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(QUERY_SERVICE_NAME, {
+            "Estimate": grpc.stream_stream_rpc_method_handler(
+                self.estimate, response_serializer=qpb.EstimateResponse.SerializeToString),
+            "Export": grpc.unary_stream_rpc_method_handler(
+                self.export, response_serializer=qpb.ExportChunk.SerializeToString),
+        })
+
+    def _caller(self, context: grpc.aio.ServicerContext, collection: str) -> None:
+        credential = self._authenticate(context)
+        credential.require_role(QUERY)
+        credential.require_collection(collection)
+
+    async def estimate(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        try:
+            await self._estimate(requests, context)
+            return
+        except StatusError as exc:
+            failure = exc
+        except BatchTooLarge as exc:
+            failure = StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except ValidationError as exc:
+            failure = invalid_argument(exc)
+        except Exception:  # a bug, not bad input
+            log.exception("Estimate failed")
+            failure = _INTERNAL
+        log.info("query batch refused: %s", failure.code.name)
+        await context.abort(failure.code, failure.details)
+
+    async def _estimate(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        reader: BatchReader | None = None
+        collection, level = "", 0.95
+        async for raw in requests:
+            request = parse(qpb.EstimateRequest, raw)
+            if reader is None:
+                collection = request.collection
+                self._caller(context, collection)
+                info = self.engine.catalog.get(collection)
+                if request.level:
+                    level = check_probability_level(request.level)
+                reader = BatchReader(info.schema, max_queries=MAX_BATCH_QUERIES, max_weights=MAX_BATCH_WEIGHTS)
+            elif request.collection and request.collection != collection:
+                raise ValidationError("collection", f"{collection!r} in every chunk of one batch (or empty)",
+                                      "another collection")
+            reader.add(request)
+        if reader is None:
+            raise ValidationError("requests", "at least one EstimateRequest naming the collection", "none sent")
+        answers = await self.engine.estimate(collection, reader.batch(), level)
+        for page in answer_pages(answers, DEFAULT_PAGE_ANSWERS):
+            await context.write(page)
+
+    async def export(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
+        try:
+            request = parse(qpb.ExportRequest, raw)
+            self._caller(context, request.collection)
+            info = self.engine.catalog.get(request.collection)
+            rows = await self.engine.export_rows(request.collection)
+        except StatusError as exc:
+            await context.abort(exc.code, exc.details)
+            return
+        except Exception:
+            log.exception("Export failed")
+            await context.abort(_INTERNAL.code, _INTERNAL.details)
+            return
+        yield qpb.ExportChunk(card_json=info.card.dumps(), rows=len(rows))
+        schema = info.schema
+        for start in range(0, len(rows), EXPORT_CHUNK_ROWS):
+            stop = min(start + EXPORT_CHUNK_ROWS, len(rows))
+            keys = rows.public_keys[start:stop]
+            digits = schema.public_digits(keys)
+            yield qpb.ExportChunk(
+                public_codes=[digits[a.name].astype("<u8").tobytes() for a in schema.public_attributes],
+                private_codes=np.asarray(rows.private_codes[start:stop]).astype("<u8").tobytes())

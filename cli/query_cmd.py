@@ -1,0 +1,98 @@
+"""``ldpsynth query`` and ``ldpsynth export``: the analyst's commands against a running aggregator.
+
+::
+
+    ldpsynth query  --target HOST:PORT --collection NAME --queries Q.json [--level 0.95] [--token T]
+    ldpsynth export --target HOST:PORT --collection NAME --out DIR [--token T]
+
+``query`` prints a JSON array with the fields of ``ldpsynth estimate`` (one object per compiled
+query); ``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
+pyarrow is installed) and prints a JSON summary. ``ldpsynth estimate`` on an export returns the
+numbers ``ldpsynth query`` gets from the server. Only the ``[client]`` extra is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ldpsynth.shared.errors import ValidationError
+
+_TOKEN_ENV = "LDPSYNTH_TOKEN"
+
+
+def _connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    parser.add_argument("--collection", required=True, metavar="NAME", help="the collection")
+    parser.add_argument("--token", default=os.environ.get(_TOKEN_ENV), metavar="T",
+                        help=f"bearer token with the query role (default: ${_TOKEN_ENV})")
+    parser.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
+    parser.add_argument("--tls-cert", metavar="FILE", help="PEM of this client's certificate (mutual TLS)")
+    parser.add_argument("--tls-key", metavar="FILE", help="PEM of this client's private key (mutual TLS)")
+    parser.add_argument("--deadline", type=float, default=600.0, metavar="SECONDS",
+                        help="deadline of the call (default: %(default)s)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``query`` and ``export``."""
+    query = subparsers.add_parser(
+        "query", help="answer statistical queries on an aggregator's live synthetic database",
+        description="Send a batch of statistical queries (the JSON of `ldpsynth estimate`) to the aggregator and "
+                    "print the answers with error bars (seed 000 eqs. 17-22). Costs no privacy budget.")
+    _connection(query)
+    query.add_argument("--queries", required=True, type=Path, metavar="Q.json", help="JSON array of query objects")
+    query.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
+    query.set_defaults(handler=_query)
+    export = subparsers.add_parser(
+        "export", help="download the public release (synthetic database + mechanism card)",
+        description="Write the collection's synthetic database (CSV, and Parquet when pyarrow is installed) and "
+                    "its mechanism card to a folder that `ldpsynth estimate` reads.")
+    _connection(export)
+    export.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write (created)")
+    export.set_defaults(handler=_export)
+
+
+def _client(args: argparse.Namespace):  # noqa: ANN202 - a QueryClient (imported lazily: grpc)
+    from ldpsynth.client.query import QueryClient
+
+    return QueryClient(args.target, token=args.token, root_certificates=args.tls_ca, certificate_chain=args.tls_cert,
+                       private_key=args.tls_key, deadline=args.deadline)
+
+
+def _query(args: argparse.Namespace) -> int:
+    from ldpsynth.client.errors import QueryError
+
+    try:
+        queries = json.loads(args.queries.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValidationError("--queries", "a readable UTF-8 file", f"{args.queries}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError("--queries", "a JSON array of query objects", f"invalid JSON ({exc.msg})") from None
+    if not isinstance(queries, list):
+        raise ValidationError("--queries", "a JSON array of query objects", f"got {type(queries).__name__}")
+    try:
+        with _client(args) as client:
+            answers = client.estimate(args.collection, queries=queries, level=args.level)
+    except QueryError as exc:
+        print(f"ldpsynth query: error: {exc}", file=sys.stderr)
+        return 1
+    json.dump(answers.records(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ldpsynth.client.errors import QueryError
+
+    try:
+        with _client(args) as client:
+            release = client.export(args.collection)
+    except QueryError as exc:
+        print(f"ldpsynth export: error: {exc}", file=sys.stderr)
+        return 1
+    files = release.write(args.out)
+    print(json.dumps({**release.summary(), "files": [str(f) for f in files]}, sort_keys=True))
+    return 0

@@ -1,0 +1,105 @@
+"""The analyst's side of the query service: answer statistical queries on the aggregator's live
+synthetic database, and export its public release (``proto/ldpsynth/v1/query.proto``).
+
+::
+
+    from ldpsynth.client.query import QueryClient
+
+    with QueryClient("localhost:50051", token="...") as analyst:
+        answers = analyst.estimate("ratings", queries=[{"kind": "marginal", "attributes": ["rating"]}])
+        print(answers.records())                       # the fields of `ldpsynth estimate`
+        big = analyst.estimate("ratings", linear=weights)  # a (Q, |D|) array, e.g. Q = 2^20
+        analyst.export("ratings").write("release/")
+
+Batches are streamed in chunks of at most ``chunk_bytes`` and the answers come back in pages,
+so a batch of 2^20 queries stays within the message limits. Querying spends no privacy budget.
+Needs only the ``[client]`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import grpc
+import numpy as np
+
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
+from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.wire import query_pb2 as qpb
+from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
+
+from .errors import QueryError
+from .release import Release
+from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials
+
+#: Deadline of one query call when none is given (a large batch or export takes a while).
+DEFAULT_QUERY_DEADLINE = 600.0
+_U64 = np.dtype("<u8")
+
+
+class QueryClient:
+    """A blocking client of ``ldpsynth.v1.QueryService`` (TLS, mutual TLS and token as :class:`Client`)."""
+
+    def __init__(self, target: str, *, token: str | None = None, root_certificates: str | os.PathLike | None = None,
+                 certificate_chain: str | os.PathLike | None = None, private_key: str | os.PathLike | None = None,
+                 deadline: float = DEFAULT_QUERY_DEADLINE, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
+        self._metadata = bearer_metadata(token)
+        self._deadline = deadline
+        self._chunk_bytes = min(check_int(chunk_bytes, "chunk_bytes", 1024), limit // 2)
+        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+        credentials = channel_credentials(root_certificates, certificate_chain, private_key)
+        self._channel = grpc.insecure_channel(target, options=options) if credentials is None \
+            else grpc.secure_channel(target, credentials, options=options)
+        self._stub = qpb_grpc.QueryServiceStub(self._channel)
+
+    def __enter__(self) -> "QueryClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def estimate(self, collection: str, *, queries: Sequence[Mapping[str, Any]] | None = None,
+                 linear: np.ndarray | None = None, normalization: str = "eq10", level: float = 0.95) -> AnswerTable:
+        """Answers (eq. 17 estimate, eq. 21 proper estimate, standard error, interval at ``level``,
+        eq. 20/22 bounds, n, delivered ε) to JSON ``queries`` and/or a ``(Q, |D|)`` array of
+        ``linear`` weight lists, in that order."""
+        requests = estimate_requests(collection, level=level, queries=queries, linear=linear,
+                                     normalization=normalization, chunk_bytes=self._chunk_bytes)
+        try:
+            pages = list(self._stub.Estimate(requests, timeout=self._deadline, metadata=self._metadata))
+        except grpc.RpcError as exc:
+            raise QueryError("Estimate", exc.code().name, exc.details() or "") from None
+        return AnswerTable.from_pages(pages)
+
+    def export(self, collection: str) -> Release:
+        """The public release of ``collection``: its mechanism card and every stored row."""
+        try:
+            chunks = iter(self._stub.Export(qpb.ExportRequest(collection=collection), timeout=self._deadline,
+                                            metadata=self._metadata))
+            head = next(chunks)
+            card = MechanismCard.from_json(head.card_json)
+            schema = card.schema
+            public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]
+            private: list[np.ndarray] = []
+            for chunk in chunks:
+                for column, raw in zip(public, chunk.public_codes):
+                    column.append(np.frombuffer(raw, _U64).astype(np.int64))
+                private.append(np.frombuffer(chunk.private_codes, _U64).astype(np.int64))
+        except grpc.RpcError as exc:
+            raise QueryError("Export", exc.code().name, exc.details() or "") from None
+        codes = {a.name: np.concatenate(c) if c else np.zeros(0, np.int64)
+                 for a, c in zip(schema.public_attributes, public)}
+        digits = schema.private_digits(np.concatenate(private) if private else np.zeros(0, np.int64))
+        codes.update({a.name: digits[a.name] for a in schema.private_attributes})
+        release = Release(card, {a.name: codes[a.name] for a in schema.attributes})
+        if len(release) != head.rows:
+            raise QueryError("Export", "DATA_LOSS", f"expected {head.rows} rows, received {len(release)}")
+        return release

@@ -1,0 +1,277 @@
+"""Conversions between query batches / answers and the messages of ``proto/ldpsynth/v1/query.proto``.
+
+Both sides use this module: the analyst's client cuts a batch into :class:`EstimateRequest`
+chunks no larger than a byte budget (:func:`estimate_requests`) and reassembles the answer pages
+(:class:`AnswerTable`); the server reads the chunks back into one
+:class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`, validating every query and
+naming the first bad one by its index in the whole batch) and pages the answers
+(:func:`answer_pages`). Packed arrays (:class:`LinearQueries`, :class:`GroupedQueries`) carry
+large batches without per-query objects: 2^20 linear queries over ``|D| = 5`` are 40 MiB of
+float64, sent as ten 4 MiB chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ValidationError
+from .estimators import ANSWER_FIELDS, Answers
+from .queries import NORMALIZATIONS, QueryBatch, compile_queries, concat_batches, grouped_batch, linear_batch, \
+    queries_from_json
+from .schema import Schema
+from .wire import query_pb2 as pb
+
+#: Default byte budget of one request chunk (well under the server's message limit).
+DEFAULT_CHUNK_BYTES = 4 << 20
+#: Answers per response page (about 5 MiB of fields).
+DEFAULT_PAGE_ANSWERS = 1 << 16
+_F64 = np.dtype("<f8")
+_COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
+_U64 = np.dtype("<u8")
+
+
+# ----- client side: a batch -> request chunks ------------------------------------------------
+def _json_chunks(queries: Sequence[Mapping[str, Any]], chunk_bytes: int) -> Iterator[str]:
+    """JSON arrays of consecutive queries, each at most ``chunk_bytes`` long (a larger single
+    query travels alone)."""
+    parts: list[str] = []
+    size = 2
+    for query in queries:
+        text = json.dumps(query, separators=(",", ":"), allow_nan=True)
+        if parts and size + len(text) + 1 > chunk_bytes:
+            yield "[" + ",".join(parts) + "]"
+            parts, size = [], 2
+        parts.append(text)
+        size += len(text) + 1
+    if parts:
+        yield "[" + ",".join(parts) + "]"
+
+
+def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence[Mapping[str, Any]] | None = None,
+                      linear: np.ndarray | None = None, normalization: str = "eq10",
+                      chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[pb.EstimateRequest]:
+    """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.queries`)
+    and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order, cut into chunks of at
+    most ``chunk_bytes``. The first message names the collection and the level."""
+    if chunk_bytes < 1024:
+        raise ValidationError("chunk_bytes", "an integer >= 1024", f"got {chunk_bytes}")
+    first = True
+
+    def message(**fields: Any) -> pb.EstimateRequest:
+        nonlocal first
+        head = {"collection": collection, "level": level} if first else {}
+        first = False
+        return pb.EstimateRequest(**head, **fields)
+
+    for text in _json_chunks(list(queries or ()), chunk_bytes):
+        yield message(queries_json=text)
+    if linear is not None:
+        w = np.ascontiguousarray(linear, dtype=_F64)
+        if w.ndim != 2 or w.shape[0] == 0:
+            raise ValidationError("linear", "an array of shape (Q >= 1, |D|)", f"got shape {w.shape}")
+        rows = max(1, chunk_bytes // (8 * w.shape[1]))
+        for start in range(0, len(w), rows):
+            yield message(linear=pb.LinearQueries(weights=w[start:start + rows].tobytes(),
+                                                  normalization=normalization))
+    if first:
+        raise ValidationError("queries", "at least one query", "the batch is empty")
+
+
+# ----- server side: request chunks -> one batch ----------------------------------------------
+def _floats(raw: bytes, field: str, shape: tuple[int, ...]) -> np.ndarray:
+    count = int(np.prod(shape))
+    if len(raw) != 8 * count:
+        raise ValidationError(field, f"{count} float64 values ({8 * count} bytes) for shape {shape}",
+                              f"got {len(raw)} bytes")
+    return np.frombuffer(raw, _F64).reshape(shape)
+
+
+def _normalization(value: str, field: str) -> str:
+    value = value or "eq10"
+    if value not in NORMALIZATIONS:
+        raise ValidationError(field, f"one of {list(NORMALIZATIONS)}", "unknown normalization")
+    return value
+
+
+class BatchReader:
+    """Reads the chunks of one ``Estimate`` call into a :class:`QueryBatch` over ``schema``.
+
+    At most ``max_queries`` compiled queries and ``max_weights`` weights in all; beyond that
+    :meth:`add` raises :class:`BatchTooLarge`. Every chunk is compiled as it arrives, so the
+    first bad query raises a :class:`ValidationError` naming ``queries[j]``, ``j`` its index in
+    the whole batch.
+    """
+
+    def __init__(self, schema: Schema, *, max_queries: int, max_weights: int):
+        self.schema = schema
+        self._max_queries, self._max_weights = max_queries, max_weights
+        self._parts: list[QueryBatch] = []
+        self._inputs: list[int] = []
+        self._queries = self._weights = 0
+
+    @property
+    def input_queries(self) -> int:
+        """Queries read so far (as sent: a marginal counts once)."""
+        return sum(self._inputs)
+
+    def _account(self, queries: int, weights: int) -> None:
+        self._queries += queries
+        self._weights += weights
+        if self._queries > self._max_queries or self._weights > self._max_weights:
+            raise BatchTooLarge(f"a batch of at most {self._max_queries} queries and {self._max_weights} weights "
+                                f"(got {self._queries} queries, {self._weights} weights so far); split it")
+
+    def add(self, request: pb.EstimateRequest) -> None:
+        """Compile the queries of one request chunk."""
+        first = self.input_queries
+        kind = request.WhichOneof("queries")
+        k = self.schema.private_domain_size
+        if kind == "queries_json":
+            queries = queries_from_json(request.queries_json, first_index=first)
+            part = compile_queries(queries, self.schema, first_index=first)
+            count = len(queries)
+        elif kind == "linear":
+            msg = request.linear
+            if len(msg.weights) % (8 * k) or not msg.weights:
+                raise ValidationError(f"queries[{first}:].linear.weights", f"Q >= 1 rows of |D| = {k} float64 values",
+                                      f"got {len(msg.weights)} bytes")
+            count = len(msg.weights) // (8 * k)
+            self._account(count, count * k)
+            part = _at(first, lambda: linear_batch(self.schema, _floats(msg.weights, "linear.weights", (count, k)),
+                                                   normalization=_normalization(msg.normalization, "normalization")))
+        elif kind == "grouped":
+            msg = request.grouped
+            codes = np.frombuffer(msg.value_codes, _U64).astype(np.int64) if msg.value_codes else None
+            attr = _at(first, lambda: self.schema.attribute(msg.attribute))
+            groups = attr.size if codes is None else len(codes)
+            if len(msg.value_codes) % 8 or not msg.weights or len(msg.weights) % (8 * groups * k):
+                raise ValidationError(f"queries[{first}:].grouped.weights",
+                                      f"Q >= 1 blocks of {groups} x {k} float64 values", f"got {len(msg.weights)} bytes")
+            count = len(msg.weights) // (8 * groups * k)
+            self._account(count, count * groups * k)
+            values = None if codes is None else attr.decode(_at(first, lambda: attr.check_codes(codes)))
+            default = _floats(msg.default_weights, "grouped.default_weights", (count, k)) if msg.default_weights \
+                else None
+            part = _at(first, lambda: grouped_batch(
+                self.schema, msg.attribute, _floats(msg.weights, "grouped.weights", (count, groups, k)),
+                values=None if values is None else list(values.tolist()), default=default,
+                normalization=_normalization(msg.normalization, "normalization")))
+        else:
+            raise ValidationError("queries", "queries_json, linear or grouped in every request chunk", "empty chunk")
+        if kind == "queries_json":
+            self._account(part.size, sum(b.weights.size for b in part.blocks if hasattr(b, "weights")))
+        self._parts.append(part)
+        self._inputs.append(count)
+
+    def batch(self) -> QueryBatch:
+        """The whole batch (raises if no query was sent)."""
+        if not self._parts:
+            raise ValidationError("queries", "at least one query", "the batch is empty")
+        return concat_batches(self._parts, self._inputs)
+
+
+class BatchTooLarge(ValidationError):
+    """A query batch over the server's limits (RESOURCE_EXHAUSTED, not INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str):
+        super().__init__("queries", message, "too large")
+
+
+def _at(first: int, build: Any) -> Any:
+    """Run ``build()``, naming a packed chunk's error ``queries[first + position]``."""
+    try:
+        return build()
+    except BatchTooLarge:
+        raise
+    except ValidationError as exc:
+        index = first + (exc.position or 0)
+        raise ValidationError(f"queries[{index}].{exc.field}", exc.legal, exc.problem) from None
+
+
+# ----- answers -> pages -> answers -----------------------------------------------------------
+def answer_pages(answers: Answers, page: int = DEFAULT_PAGE_ANSWERS) -> Iterator[pb.EstimateResponse]:
+    """The answers in pages of at most ``page`` queries, in batch order (columns packed as bytes)."""
+    total = len(answers)
+    labels = answers.batch.labels
+    for start in range(0, total, page):
+        cut = slice(start, min(start + page, total))
+        columns = {name: np.ascontiguousarray(getattr(answers, name)[cut], _F64).tobytes() for name in _COLUMNS}
+        yield pb.EstimateResponse(
+            offset=start, labels=labels[cut] if labels is not None else (),
+            proper_exact=answers.exact[cut].astype(np.uint8).tobytes(), level=answers.level, n=answers.n,
+            epsilon=answers.epsilon, total=total, **columns)
+
+
+@dataclass(frozen=True, eq=False)
+class AnswerTable:
+    """Answers received from the query service, columnar (numpy arrays in batch order)."""
+
+    given_labels: tuple[str, ...] | None
+    estimate: np.ndarray
+    proper_estimate: np.ndarray
+    exact: np.ndarray
+    std_error: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    bound: np.ndarray
+    bound_proper: np.ndarray
+    level: float
+    n: int
+    epsilon: float
+
+    def __len__(self) -> int:
+        return len(self.estimate)
+
+    def label(self, j: int) -> str:
+        """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays)."""
+        return self.given_labels[j] if self.given_labels is not None else f"q{j}"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Every label, in batch order."""
+        return self.given_labels if self.given_labels is not None else tuple(f"q{j}" for j in range(len(self)))
+
+    @classmethod
+    def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> "AnswerTable":
+        """Reassemble pages (checked to be contiguous and complete)."""
+        pages = list(pages)
+        if not pages:
+            raise ValidationError("answers", "at least one page", "the server sent none")
+        total = pages[0].total
+        columns: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, "exact")}
+        labels: list[str] = []
+        labelled = any(page.labels for page in pages)
+        expected = 0
+        for page in pages:
+            if page.offset != expected or page.total != total:
+                raise ValidationError("answers", f"pages in order from offset {expected}", f"got offset {page.offset}")
+            size = len(page.proper_exact)
+            for name in _COLUMNS:
+                raw = getattr(page, name)
+                if len(raw) != 8 * size:
+                    raise ValidationError(f"answers.{name}", f"{size} float64 values", f"got {len(raw)} bytes")
+                columns[name].append(np.frombuffer(raw, _F64))
+            columns["exact"].append(np.frombuffer(page.proper_exact, np.uint8).astype(bool))
+            if labelled:
+                labels += list(page.labels) if page.labels else [f"q{expected + j}" for j in range(size)]
+            expected += size
+        if expected != total:
+            raise ValidationError("answers", f"{total} answers", f"got {expected}")
+        arrays = {name: np.concatenate(parts) for name, parts in columns.items()}
+        last = pages[-1]
+        return cls(tuple(labels) if labelled else None, level=last.level, n=int(last.n), epsilon=last.epsilon, **arrays)
+
+    def record(self, j: int) -> dict[str, Any]:
+        """Answer ``j`` with the fields of ``ldpsynth estimate`` (:data:`ANSWER_FIELDS`)."""
+        record = {"label": self.label(j), **{name: float(getattr(self, name)[j]) for name in _COLUMNS},
+                  "proper_kind": "exact" if self.exact[j] else "clipped", "level": self.level, "n": self.n,
+                  "epsilon": self.epsilon}
+        return {name: record[name] for name in ANSWER_FIELDS}
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.record(j) for j in range(len(self))]

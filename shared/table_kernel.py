@@ -1,0 +1,128 @@
+"""A fused kernel for the sums of a table block (numba, optional): one pass over the weights.
+
+For a block of queries with weight tables ``w[q, g, v]`` over groups with data ``hhat[g, v]``
+(eq. 17's unbiased histogram), ``u[g, v] = N[g, v] + r n_g / k`` and ``n_g``, the estimators
+need per query (see :class:`ldpsynth.shared.estimators.BlockSums`):
+
+.. math::
+   \\hat t = \\sum_{g,v} w\\,\\hat h, \\quad \\hat v = \\sum_{g,v} (w - m_g)^2 u, \\quad
+   \\sum_g n_g a_g,\\ \\sum_g n_g b_g,\\ \\sum_g n_g c_g, \\quad
+   \\min_{c_g > 0} a_g,\\ \\max_{c_g > 0} b_g,\\ \\min_{c_g > 0} c_g,\\ \\sum_{c_g > 0} n_g,
+
+with :math:`m_g` the mean, :math:`a_g, b_g` the minimum and maximum and :math:`c_g = b_g - a_g`
+of :math:`w[q, g, \\cdot]`. The numpy path (:func:`ldpsynth.shared.estimators._chunk`) makes about
+eight passes over each cache-sized chunk; this kernel reads every weight once and releases the
+GIL, so the estimators run it on their worker threads over ranges of queries. Floating-point reassociation is allowed (sums may
+differ from numpy's in the last bits); no infinity/NaN assumptions are made (the extrema start
+at ±inf).
+
+numba is an optional dependency (the ``[aggregator]`` extra): without it :data:`KERNEL` is
+None and the estimators use the numpy path, which computes the same sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+#: Floating-point liberties: reassociation and contraction only (no finite-math assumptions).
+FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
+
+
+def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat: np.ndarray, u: np.ndarray,
+                u_sums: np.ndarray, sizes: np.ndarray, t_hat: np.ndarray, v_hat: np.ndarray, low: np.ndarray,
+                high: np.ndarray, spread: np.ndarray, a_min: np.ndarray, b_max: np.ndarray, c_min: np.ndarray,
+                varying: np.ndarray, step: np.ndarray, lattice_check: np.ndarray
+                ) -> None:  # pragma: no cover - compiled by numba
+    """Queries ``start .. stop - 1``; group ``i`` of the data is column ``groups[i]`` of ``w3``.
+
+    The lattice step of eq. 21 is decided here for indicator queries (every weight 0 or 1: each
+    group's value set is {0}, {1} or {0, 1}, a full progression; step 1 if some group takes both
+    values, else 0); other queries with integer weights get ``lattice_check[q] = 1`` (the caller
+    runs the general check), the rest keep ``step`` NaN (no lattice).
+
+    The centred sum is taken in one pass, shifted by the group's first weight :math:`x_0`
+    (:math:`d = w - x_0`, :math:`\\bar d = m_g - x_0`):
+    :math:`\\sum_v (w - m_g)^2 u = \\sum_v d^2 u - 2 \\bar d \\sum_v d\\,u + \\bar d^2 \\sum_v u`.
+    Every term is of the order of the group's spread squared, so the cancellation is harmless
+    whatever the weights' offset (``u_sums[i]`` is :math:`\\sum_v u[i, v]`).
+    """
+    k = w3.shape[2]
+    for q in range(start, stop):
+        t = 0.0
+        v = 0.0
+        lo_sum = 0.0
+        hi_sum = 0.0
+        spread_sum = 0.0
+        a = np.inf
+        b = -np.inf
+        c = np.inf
+        live = 0.0
+        indicator = True
+        integral = True
+        for i in range(groups.shape[0]):
+            g = groups[i]
+            x0 = w3[q, g, 0]
+            lo = x0
+            hi = x0
+            shift = 0.0
+            dot = 0.0
+            du = 0.0
+            ddu = 0.0
+            for j in range(k):
+                x = w3[q, g, j]
+                dot += x * hhat[i, j]
+                d = x - x0
+                shift += d
+                weighted = d * u[i, j]
+                du += weighted
+                ddu += weighted * d
+                lo = min(lo, x)
+                hi = max(hi, x)
+                if x != 0.0 and x != 1.0:
+                    indicator = False
+                    if x != np.floor(x) or abs(x) > 4503599627370496.0:  # 2^52: integers stay exact
+                        integral = False
+            mean_shift = shift / k
+            v += ddu - 2.0 * mean_shift * du + mean_shift * mean_shift * u_sums[i]
+            n = sizes[i]
+            t += dot
+            lo_sum += lo * n
+            hi_sum += hi * n
+            width = hi - lo
+            spread_sum += width * n
+            if width > 0.0:
+                a = min(a, lo)
+                b = max(b, hi)
+                c = min(c, width)
+                live += n
+        t_hat[q] = t
+        v_hat[q] = v
+        low[q] = lo_sum
+        high[q] = hi_sum
+        spread[q] = spread_sum
+        a_min[q] = a
+        b_max[q] = b
+        c_min[q] = c
+        varying[q] = live
+        lattice_check[q] = 0
+        if indicator:
+            step[q] = 1.0 if live > 0.0 else 0.0
+        else:
+            step[q] = np.nan
+            if integral:
+                lattice_check[q] = 1
+
+
+def _compile() -> Callable[..., Any] | None:
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(_table_sums)
+
+
+#: The compiled kernel, or None without numba.
+KERNEL = _compile()

@@ -1,0 +1,93 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LinearQueries(_message.Message):
+    __slots__ = ("weights", "normalization")
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZATION_FIELD_NUMBER: _ClassVar[int]
+    weights: bytes
+    normalization: str
+    def __init__(self, weights: _Optional[bytes] = ..., normalization: _Optional[str] = ...) -> None: ...
+
+class GroupedQueries(_message.Message):
+    __slots__ = ("attribute", "value_codes", "weights", "default_weights", "normalization")
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_CODES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZATION_FIELD_NUMBER: _ClassVar[int]
+    attribute: str
+    value_codes: bytes
+    weights: bytes
+    default_weights: bytes
+    normalization: str
+    def __init__(self, attribute: _Optional[str] = ..., value_codes: _Optional[bytes] = ..., weights: _Optional[bytes] = ..., default_weights: _Optional[bytes] = ..., normalization: _Optional[str] = ...) -> None: ...
+
+class EstimateRequest(_message.Message):
+    __slots__ = ("collection", "level", "queries_json", "linear", "grouped")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_JSON_FIELD_NUMBER: _ClassVar[int]
+    LINEAR_FIELD_NUMBER: _ClassVar[int]
+    GROUPED_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    level: float
+    queries_json: str
+    linear: LinearQueries
+    grouped: GroupedQueries
+    def __init__(self, collection: _Optional[str] = ..., level: _Optional[float] = ..., queries_json: _Optional[str] = ..., linear: _Optional[_Union[LinearQueries, _Mapping]] = ..., grouped: _Optional[_Union[GroupedQueries, _Mapping]] = ...) -> None: ...
+
+class EstimateResponse(_message.Message):
+    __slots__ = ("offset", "labels", "estimate", "proper_estimate", "proper_exact", "std_error", "ci_low", "ci_high", "bound", "bound_proper", "level", "n", "epsilon", "total")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    PROPER_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    PROPER_EXACT_FIELD_NUMBER: _ClassVar[int]
+    STD_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CI_LOW_FIELD_NUMBER: _ClassVar[int]
+    CI_HIGH_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    BOUND_PROPER_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    estimate: bytes
+    proper_estimate: bytes
+    proper_exact: bytes
+    std_error: bytes
+    ci_low: bytes
+    ci_high: bytes
+    bound: bytes
+    bound_proper: bytes
+    level: float
+    n: int
+    epsilon: float
+    total: int
+    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ...) -> None: ...
+
+class ExportRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class ExportChunk(_message.Message):
+    __slots__ = ("card_json", "rows", "public_codes", "private_codes")
+    CARD_JSON_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_CODES_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_CODES_FIELD_NUMBER: _ClassVar[int]
+    card_json: str
+    rows: int
+    public_codes: _containers.RepeatedScalarFieldContainer[bytes]
+    private_codes: bytes
+    def __init__(self, card_json: _Optional[str] = ..., rows: _Optional[int] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., private_codes: _Optional[bytes] = ...) -> None: ...

@@ -1,0 +1,266 @@
+"""The query service (issue 4): answers over the live synthetic database, export, errors, scale.
+
+Real servers on port 0 with Ray shards. Reference answers come from the offline estimator
+(:func:`ldpsynth.shared.estimators.estimate`) on the exported release; the server must return
+the same numbers (to float rounding of sums taken in another order).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from ldpsynth.aggregator import query_service
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.query import QueryClient
+from ldpsynth.client.release import Release
+from ldpsynth.shared import queries as Q
+from ldpsynth.shared.estimators import Answers, estimate
+from ldpsynth.shared.query_wire import AnswerTable
+from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.shared.wire import query_pb2 as qpb
+from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
+
+from .conftest import GRAPH, GRAPH_CARD, RATINGS, RATINGS_CARD, batch, make_reports, submit
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.ray
+
+FIELDS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
+RATINGS_QUERIES = [
+    {"kind": "linear", "weights": [1, 2, 3, 4, 5], "normalization": "mean"},
+    {"kind": "linear", "weights": [0.5, -1, 2, 0, 3.25]},
+    {"kind": "predicate", "where": [{"attribute": "rating", "op": ">=", "value": 4}]},
+    {"kind": "marginal", "attributes": ["rating"], "normalization": "mean"},
+    {"kind": "grouped", "attribute": "movie", "tables": [{"value": 3, "weights": [0, 0, 0, 1, 1]},
+                                                         {"value": 7, "weights": [1, 0, 0, 0, 2]}],
+     "default": [0, 1, 0, 1, 0], "label": "heterogeneous"},
+]
+
+
+def graph_reports(vertices: int, rng: np.random.Generator, density: float = 0.2) -> Reports:
+    """One report per ordered pair i != j of the first ``vertices`` vertices, edge bits perturbed by E."""
+    i, j = np.nonzero(~np.eye(vertices, dtype=bool))
+    truth = (rng.random(len(i)) < density).astype(np.int64)
+    return Reports(make_reports(GRAPH, len(i), rng).report_ids, GRAPH_CARD.mechanism.perturb(truth, rng),
+                   np.column_stack([i, j]))
+
+
+def cut_queries(vertices: int, count: int, rng: np.random.Generator) -> list[dict]:
+    out = []
+    for _ in range(count):
+        order = rng.permutation(vertices)
+        half = vertices // 2
+        out.append({"kind": "cut", "S": sorted(order[:half].tolist()), "T": sorted(order[half:].tolist())})
+    return out
+
+
+def store(server, reports: Reports, schema=RATINGS, chunk: int = 20000) -> None:
+    with server.channel() as channel:
+        stub = pb_grpc.CollectionServiceStub(channel)
+        batches = [batch(reports.slice(s, s + chunk), schema, n) for n, s in enumerate(range(0, len(reports), chunk))]
+        acks, code, details = submit(stub, batches)
+        assert code == grpc.StatusCode.OK, details
+
+
+def offline(release: Release, queries: list[dict], level: float = 0.95) -> Answers:
+    """The offline estimator on an exported release."""
+    schema = release.card.schema
+    keys = schema.encode_public({a.name: release.values()[a.name] for a in schema.public_attributes})
+    codes = schema.encode_private({a.name: release.values()[a.name] for a in schema.private_attributes})
+    stats = SufficientStatistics.from_schema(schema, keys, codes)
+    return estimate(Q.compile_queries(Q.queries_from_json(queries), schema), stats, release.card.mechanism,
+                    level=level, codes=codes)
+
+
+def assert_same(server: AnswerTable, reference: Answers | AnswerTable, rtol: float = 1e-9) -> None:
+    assert len(server) == len(reference)
+    for name in FIELDS:
+        np.testing.assert_allclose(getattr(server, name), getattr(reference, name), rtol=rtol, atol=1e-9,
+                                   err_msg=name)
+    np.testing.assert_array_equal(server.exact, reference.exact)
+    assert (server.n, server.level, server.epsilon) == (reference.n, reference.level, reference.epsilon)
+
+
+@pytest.fixture
+def ratings_server(start_server):
+    server = start_server()
+    store(server, make_reports(RATINGS, 30000, np.random.default_rng(41)))
+    return server
+
+
+def test_server_answers_equal_the_offline_estimator_on_the_export(ratings_server):
+    with QueryClient(ratings_server.address) as client:
+        release = client.export("ratings")
+        table = np.random.default_rng(3).random((len(release), 5))
+        queries = [*RATINGS_QUERIES, {"kind": "dense", "table": table.tolist(), "normalization": "mean"}]
+        answers = client.estimate("ratings", queries=queries, level=0.9)
+    assert len(release) == 30000 and release.card.dumps() == RATINGS_CARD.dumps()
+    reference = offline(release, queries, level=0.9)
+    assert_same(answers, reference)
+    assert answers.labels == tuple(reference.batch.label(j) for j in range(len(reference)))
+    assert answers.labels[-2] == "heterogeneous"
+
+
+def test_cli_query_equals_cli_estimate_on_the_cli_export(ratings_server, tmp_path):
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(RATINGS_QUERIES))
+    run = [sys.executable, "-m", "ldpsynth.cli"]
+    common = ["--target", ratings_server.address, "--collection", "ratings"]
+    served = subprocess.run([*run, "query", *common, "--queries", str(queries)], capture_output=True, text=True,
+                            timeout=300, check=True)
+    exported = subprocess.run([*run, "export", *common, "--out", str(tmp_path / "release")], capture_output=True,
+                              text=True, timeout=300, check=True)
+    summary = json.loads(exported.stdout)
+    assert summary["rows"] == 30000 and summary["collection"] == "ratings"
+    assert {Path(f).name for f in summary["files"]} == {"card.json", "synthetic.csv", "synthetic.parquet"}
+    local = subprocess.run([*run, "estimate", "--synthetic", str(tmp_path / "release" / "synthetic.csv"),
+                            "--card", str(tmp_path / "release" / "card.json"), "--queries", str(queries)],
+                           capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(served.stdout) == json.loads(local.stdout)
+
+
+def test_cut_and_dense_answers_do_not_depend_on_the_number_of_shards(start_server):
+    rng = np.random.default_rng(42)
+    reports = graph_reports(60, rng)
+    cuts = cut_queries(60, 12, rng)
+    dense = {"kind": "dense", "table": rng.random((len(reports), 2)).tolist(), "normalization": "sum"}
+    queries = [*cuts, {"kind": "marginal", "attributes": ["edge"]}, dense]
+    answers = []
+    for shards in (1, 3):
+        server = start_server(shards=shards)
+        store(server, reports, GRAPH)
+        with QueryClient(server.address) as client:
+            answers.append(client.estimate("graph", queries=queries))
+            release = client.export("graph")
+        assert_same(answers[-1], offline(release, queries))
+        server.stop(0)
+    assert_same(answers[0], answers[1], rtol=1e-12)
+
+
+def test_a_batch_of_2_to_the_20_linear_queries_completes(ratings_server):
+    weights = np.random.default_rng(7).random((1 << 20, 5))
+    with QueryClient(ratings_server.address, chunk_bytes=1 << 22) as client:
+        answers = client.estimate("ratings", linear=weights, normalization="mean")
+        release = client.export("ratings")
+    assert len(answers) == 1 << 20 and answers.labels[-1] == f"q{(1 << 20) - 1}"
+    sample = np.random.default_rng(8).choice(1 << 20, 200, replace=False)
+    reference = offline(release, [{"kind": "linear", "weights": w.tolist(), "normalization": "mean"}
+                                  for w in weights[sample]])
+    for name in FIELDS:
+        np.testing.assert_allclose(getattr(answers, name)[sample], getattr(reference, name), rtol=1e-9, atol=1e-12)
+
+
+BAD_QUERIES = [
+    ([{"kind": "predicate", "where": [{"attribute": "genre", "op": "==", "value": 1}]}], "queries[0]"),
+    ([{"kind": "linear", "weights": [1, 2, 3]}], "queries[0].weights"),
+    ([{"kind": "grouped", "attribute": "movie", "tables": [{"value": 1, "weights": [1, 2]}]}], "queries[0]"),
+    ([RATINGS_QUERIES[0], {"kind": "linear", "weights": [1, "NaN", 0, 0, 0]}], "queries[1].weights"),
+    ([{"kind": "dense", "table": [[0, 1, 0, 0, 0]]}], "queries[0].table"),
+    ([{"kind": "linear", "weights": [1, 1, 1, 1, 1]}], "queries[0].normalization"),
+    ([{"kind": "mystery"}], "queries[0].kind"),
+]
+BAD_CUTS = [
+    ([{"kind": "cut", "S": [], "T": [1, 2]}], "queries[0].S"),
+    ([{"kind": "cut", "S": [0, 1], "T": [1, 2]}], "queries[0]"),
+    ([{"kind": "cut", "S": [0], "T": [5000]}], "queries[0].T"),
+]
+
+
+@pytest.mark.parametrize(("queries", "field"), BAD_QUERIES)
+def test_every_invalid_query_is_invalid_argument_naming_it(ratings_server, queries, field):
+    with QueryClient(ratings_server.address) as client, pytest.raises(QueryError) as raised:
+        client.estimate("ratings", queries=queries)
+    assert raised.value.status == "INVALID_ARGUMENT" and field in raised.value.details, raised.value.details
+
+
+def test_invalid_cut_queries_and_statuses_of_the_call(start_server, monkeypatch):
+    server = start_server()
+    with QueryClient(server.address) as client:
+        with pytest.raises(QueryError) as empty:
+            client.estimate("graph", queries=[{"kind": "cut", "S": [0], "T": [1]}])
+        assert empty.value.status == "FAILED_PRECONDITION" and "no reports" in empty.value.details
+        store(server, graph_reports(10, np.random.default_rng(1)), GRAPH)
+        for queries, field in BAD_CUTS:
+            with pytest.raises(QueryError) as raised:
+                client.estimate("graph", queries=queries)
+            assert raised.value.status == "INVALID_ARGUMENT" and field in raised.value.details, raised.value.details
+        with pytest.raises(QueryError) as unknown:
+            client.estimate("nope", queries=[{"kind": "cut", "S": [0], "T": [1]}])
+        assert unknown.value.status == "FAILED_PRECONDITION"
+        with pytest.raises(QueryError) as level:
+            client.estimate("graph", queries=[{"kind": "cut", "S": [0], "T": [1]}], level=1.0)
+        assert level.value.status == "INVALID_ARGUMENT" and "level" in level.value.details
+        monkeypatch.setattr(query_service, "MAX_BATCH_QUERIES", 100)
+        with pytest.raises(QueryError) as large:
+            client.estimate("graph", linear=np.ones((101, 2)))
+        assert large.value.status == "RESOURCE_EXHAUSTED"
+        with pytest.raises(QueryError) as release:
+            client.export("nope")
+        assert release.value.status == "FAILED_PRECONDITION"
+    with server.channel() as channel:
+        stub = qpb_grpc.QueryServiceStub(channel)
+        estimate = channel.stream_stream("/ldpsynth.v1.QueryService/Estimate")
+        with pytest.raises(grpc.RpcError) as garbage:
+            list(estimate(iter([b"\xff\xff\xff"]), timeout=30))
+        assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.RpcError) as nothing:
+            list(stub.Estimate(iter([qpb.EstimateRequest(collection="graph")]), timeout=30))
+        assert nothing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_query_role_is_required(start_server, tmp_path):
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"clients": [
+        {"id": "device", "token": "d-token", "collections": "*", "roles": ["submit"]},
+        {"id": "analyst", "token": "a-token", "collections": ["ratings"], "roles": ["query"]}]}))
+    server = start_server(tokens_file=tokens)
+    query = [{"kind": "marginal", "attributes": ["rating"]}]
+    for token, collection, status in ((None, "ratings", "UNAUTHENTICATED"), ("wrong", "ratings", "UNAUTHENTICATED"),
+                                      ("d-token", "ratings", "PERMISSION_DENIED"),
+                                      ("a-token", "graph", "PERMISSION_DENIED")):
+        with QueryClient(server.address, token=token) as client, pytest.raises(QueryError) as raised:
+            client.estimate(collection, queries=query)
+        assert raised.value.status == status
+    with QueryClient(server.address, token="a-token") as client, pytest.raises(QueryError) as no_rows:
+        client.estimate("ratings", queries=query)
+    assert no_rows.value.status == "FAILED_PRECONDITION"
+
+
+def test_cut_intervals_cover_the_true_cut_over_repeated_releases(start_server):
+    """Seed 43, α = 1e-3: 100 independent releases of a 24-vertex graph (552 pairs, density 0.2, ε = 1), each
+    stored in its own collection of one server; 6 cut queries per release, 95 % intervals from the server.
+    The releases are independent (the queries of one release are not), so the failure rate is tested with the
+    spread of the per-release failure counts: |mean - 0.05| <= z_{1-α/2} · sd / sqrt(R). 30 expected failures."""
+    from scipy import stats
+
+    from ldpsynth.shared.card import MechanismCard
+    from ldpsynth.shared.schema import Schema
+
+    releases, vertices = 100, 24
+    schemas = [Schema.from_json({**json.loads(GRAPH.dumps()), "name": f"g{r}"}) for r in range(releases)]
+    server = start_server(collections=tuple(MechanismCard.for_schema(s) for s in schemas))
+    rng = np.random.default_rng(43)
+    i, j = np.nonzero(~np.eye(vertices, dtype=bool))
+    truth = (rng.random(len(i)) < 0.2).astype(np.int64)
+    queries = cut_queries(vertices, 6, rng)
+    adjacency = np.zeros((vertices, vertices), np.int64)
+    adjacency[i, j] = truth
+    true_cuts = np.array([adjacency[np.ix_(q["S"], q["T"])].sum() for q in queries])
+    failures = np.empty(releases)
+    with QueryClient(server.address) as client:
+        for r, schema in enumerate(schemas):
+            reports = Reports(make_reports(schema, len(i), rng).report_ids,
+                              GRAPH_CARD.mechanism.perturb(truth, rng), np.column_stack([i, j]))
+            store(server, reports, schema)
+            answers = client.estimate(schema.name, queries=queries)
+            failures[r] = np.mean((true_cuts < answers.ci_low) | (true_cuts > answers.ci_high))
+    z = stats.norm.ppf(1 - 1e-3 / 2)
+    assert abs(failures.mean() - 0.05) <= z * failures.std(ddof=1) / np.sqrt(releases), failures.mean()

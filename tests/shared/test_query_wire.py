@@ -1,0 +1,86 @@
+"""Query batches in chunks and answers in pages (shared/query_wire.py), without a server."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldpsynth.shared import queries as Q
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.query_wire import AnswerTable, BatchReader, BatchTooLarge, answer_pages, estimate_requests
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.shared.wire import query_pb2 as qpb
+
+SCHEMA = Schema.from_json({"name": "r", "epsilon": 1.0, "attributes": [
+    {"name": "movie", "type": "integer", "min": 1, "max": 6, "public": True},
+    {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
+QUERIES = [{"kind": "linear", "weights": [1, 2, 3, 4, 5]}, {"kind": "marginal", "attributes": ["rating"]},
+           {"kind": "grouped", "attribute": "movie", "tables": [{"value": 2, "weights": [1, 0, 0, 0, 1]}]},
+           {"kind": "predicate", "where": [{"attribute": "rating", "op": "<", "value": 3}], "label": "low"}]
+
+
+def read(requests) -> Q.QueryBatch:
+    reader = BatchReader(SCHEMA, max_queries=1 << 20, max_weights=1 << 24)
+    for request in requests:
+        reader.add(qpb.EstimateRequest.FromString(request.SerializeToString()))
+    return reader.batch()
+
+
+def stats(seed: int = 1) -> SufficientStatistics:
+    rng = np.random.default_rng(seed)
+    return SufficientStatistics.from_schema(SCHEMA, rng.integers(0, 6, 2000), rng.integers(0, 5, 2000))
+
+
+def test_chunked_batch_answers_like_the_whole_batch():
+    linear = np.random.default_rng(2).random((300, 5))
+    requests = list(estimate_requests("r", queries=QUERIES * 40, linear=linear, chunk_bytes=1024))
+    assert len(requests) > 10 and requests[0].collection == "r" and not requests[1].collection
+    assert all(r.ByteSize() <= 1024 + 64 for r in requests if r.WhichOneof("queries") == "linear")
+    chunked = read(requests)
+    whole = Q.concat_batches([Q.compile_queries(Q.queries_from_json(QUERIES * 40), SCHEMA),
+                              Q.linear_batch(SCHEMA, linear)], [160, 300])
+    assert chunked.size == whole.size == 40 * 8 + 300
+    assert chunked.labels == whole.labels and chunked.labels[-1] == f"q{whole.size - 1}"
+    assert chunked.labels[5 * 8 + 7] == "low" and chunked.labels[8] == "linear#4"
+    mechanism = MechanismCard.for_schema(SCHEMA).mechanism
+    a, b = estimate(chunked, stats(), mechanism), estimate(whole, stats(), mechanism)
+    np.testing.assert_allclose(a.estimate, b.estimate, rtol=1e-12)
+    np.testing.assert_array_equal(chunked.origins, whole.origins)
+
+
+def test_errors_name_the_query_by_its_index_in_the_whole_batch():
+    bad = [*QUERIES, {"kind": "linear", "weights": [1, 2]}]
+    with pytest.raises(ValidationError, match=r"queries\[8\]\.weights"):
+        read(estimate_requests("r", queries=QUERIES + bad, chunk_bytes=1024))
+    nan = np.ones((40, 5))
+    nan[33, 2] = np.nan
+    with pytest.raises(ValidationError, match=r"queries\[37\]\.weights"):
+        read(estimate_requests("r", queries=QUERIES, linear=nan, chunk_bytes=1024))
+
+
+def test_limits_raise_batch_too_large():
+    reader = BatchReader(SCHEMA, max_queries=10, max_weights=1 << 20)
+    with pytest.raises(BatchTooLarge):
+        for request in estimate_requests("r", linear=np.ones((11, 5))):
+            reader.add(request)
+
+
+def test_pages_reassemble_every_answer_in_order():
+    batch = Q.compile_queries(Q.queries_from_json(QUERIES * 30), SCHEMA)
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism, level=0.8)
+    pages = list(answer_pages(answers, page=7))
+    assert len(pages) == -(-answers.estimate.size // 7)
+    table = AnswerTable.from_pages(pages)
+    assert table.records() == answers.records()
+    with pytest.raises(ValidationError, match="offset"):
+        AnswerTable.from_pages(pages[:1] + pages[2:])
+    with pytest.raises(ValidationError, match="answers"):
+        AnswerTable.from_pages(pages[:-1])
+
+
+def test_an_empty_batch_is_refused():
+    with pytest.raises(ValidationError, match="at least one query"):
+        list(estimate_requests("r", queries=[]))
