@@ -57,6 +57,8 @@ def advanced_composition(epsilon0: float, k: int, delta: float) -> float:
     .. math::  \\epsilon_0 \\sqrt{2 k \\ln(1/\\delta)} + k \\epsilon_0 (e^{\\epsilon_0} - 1)
     """
     e0, k, d = check_epsilon(epsilon0, "epsilon0"), check_int(k, "k", 1), check_delta(delta)
+    if e0 > 700.0:  # e^ε0 overflows a float; the composed ε is then larger than any float
+        return math.inf
     return e0 * math.sqrt(2.0 * k * math.log(1.0 / d)) + k * e0 * math.expm1(e0)
 
 
@@ -67,7 +69,7 @@ def advanced_composition_step(epsilon: float, k: int, delta: float) -> float:
     found by Brent's method and then nudged down until the forward map is at most ``epsilon``.
     """
     eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_delta(delta)
-    hi = eps  # one step of ε0 = ε already composes to more than ε
+    hi = min(eps, 700.0)  # one step of ε0 = ε already composes to more than ε
     root = brentq(lambda e0: advanced_composition(e0, k, d) - eps, 1e-300, hi, xtol=1e-300, rtol=4 * 2.0**-52)
     while advanced_composition(root, k, d) > eps:
         root = math.nextafter(root, 0.0)
