@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "ldpsynth.cli.estimate",
     "ldpsynth.cli.client_cmd",
     "ldpsynth.cli.pqd",
+    "ldpsynth.cli.compare",
     "ldpsynth.cli.query_cmd",
 )
 
