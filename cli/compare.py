@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--queries", type=Path, metavar="Q.json", help="--data: JSON array of table queries")
     parser.add_argument("--mechanisms", default="laplace,mwem,mwem-subdb",
                         help="comma-separated central mechanisms (laplace, laplace-histogram, mwem, mwem-subdb, dpfw, "
-                             "dpam); E is always included (default: %(default)s)")
+                             "dpfw-practical, dpam); E is always included (default: %(default)s)")
     parser.add_argument("--runs", type=int, help="repetitions (default: 20 for fig2/fig3/fig4, 10 for --data)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="ε of every mechanism (default 1)")
     parser.add_argument("--rounds", type=int, default=10, help="MWEM rounds T (default 10)")

@@ -20,7 +20,7 @@ ratings. The seed used Netflix (162,567 ratings of 128 movies); MovieLens is the
   the output.
 
 Mechanism names for :func:`mechanisms` (E is always added): ``laplace`` (Laplace on the workload
-answers), ``laplace-histogram``, ``mwem``, ``mwem-subdb``, ``dpfw``, ``dpam``.
+answers), ``laplace-histogram``, ``mwem``, ``mwem-subdb``, ``dpfw`` (paper mode), ``dpfw-practical``, ``dpam``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ K = 5
 HETEROGENEITY = (1, 2, 4, 8, 16, 32, 64, 128)
 QUERY_SET_SIZES = tuple(64 * 4**i for i in range(8))       # 64 ... 1,048,576
 DATABASE_SIZES = (15_000, 30_000, 60_000, 100_000, 150_000, 230_000)
-MECHANISM_NAMES = ("laplace", "laplace-histogram", "mwem", "mwem-subdb", "dpfw", "dpam")
+MECHANISM_NAMES = ("laplace", "laplace-histogram", "mwem", "mwem-subdb", "dpfw", "dpfw-practical", "dpam")
 
 
 def ratings(top_movies: int = MOVIES) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +94,10 @@ def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dic
             out[name] = SubDatabaseMWEM(epsilon, rounds=rounds)
         elif name == "dpfw":
             from .dpfw import DPFW
-            out[name] = DPFW(epsilon)
+            out[name] = DPFW(epsilon)                          # paper mode: constant step, random iterate
+        elif name == "dpfw-practical":
+            from .dpfw import DPFW
+            out[name] = DPFW(epsilon, mode="practical")        # 2/(t+2) steps, last iterate
         elif name == "dpam":
             from .dpam import DPAM
             out[name] = DPAM(epsilon)
