@@ -5,7 +5,8 @@
     ldpsynth simulate [--dataset synthetic|movielens|facebook] [--target HOST:PORT] [--drop-rate P]
                       [--delay SECONDS] [--processes N] [--out DIR] ...
 
-Without ``--target`` it hosts an aggregator (Ray shards in a temporary data directory, or
+With ``--target`` the answers come from that aggregator's query service (shown when its collection
+holds exactly this population's rows). Without ``--target`` it hosts an aggregator (Ray shards in a temporary data directory, or
 ``--data-dir``) on a free loopback port; the devices of the population submit their rows through
 the client SDK from worker processes; then it prints the delivery summary and, when it hosts the
 aggregator, the debiased answers of a few queries with confidence intervals against the truth.
@@ -167,7 +168,8 @@ def render(data: dict[str, Any], level: float) -> str:
         text += (f"\nDebiased answers from the synthetic database (seed 000 eq. 17) vs the truth "
                  f"({covered}/{len(data['answers'])} intervals cover it):\n\n" + answers_table(data["answers"], level))
     elif not data["hosted_aggregator"]:
-        text += "\n(answers need the aggregator's statistics: run without --target to see them)\n"
+        text += ("\n(answers are shown when the remote collection holds exactly this population's rows and the "
+                 "token has the query role: otherwise they would not estimate this population's truth)\n")
     return text
 
 

@@ -31,6 +31,9 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import Answers
 
+from ldpsynth.shared.queries import queries_to_json
+from ldpsynth.shared.query_wire import AnswerTable
+
 from .answers import Workload, answer, workload
 from .datasets import Population
 from .devices import DeviceGroup, Faults, GroupOutcome, run_device_group
@@ -75,7 +78,7 @@ class SimulationReport:
     stored: int | None
     distinct_rows: int
     workload: Workload | None
-    answers: Answers | None
+    answers: Answers | AnswerTable | None
 
     @property
     def rows_per_second(self) -> float:
@@ -160,8 +163,12 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
     if settings.target is not None:
         started = time.perf_counter()
         outcome = await _run_devices(population, settings.target, settings)
-        return SimulationReport(population.description, settings.target, False, time.perf_counter() - started,
-                                outcome, None, distinct, None, None)
+        seconds = time.perf_counter() - started
+        work = workload(population, settings.seed)
+        remote = await asyncio.to_thread(_remote_answers, population, work, settings)
+        shown = remote if remote is not None and remote.n == distinct else None
+        return SimulationReport(population.description, settings.target, False, seconds, outcome, None, distinct,
+                                work if shown is not None else None, shown)
     card = MechanismCard.for_schema(population.schema)
     with tempfile.TemporaryDirectory(prefix="ldpsynth-sim-") as scratch:
         data_dir = settings.data_dir if settings.data_dir is not None else Path(scratch)
@@ -179,6 +186,21 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
     answers = answer(work, population, stats, card.mechanism, settings.level) if stats.n else None
     return SimulationReport(population.description, target, True, seconds, outcome, stats.n, distinct, work,
                             answers)
+
+
+def _remote_answers(population: Population, work: Workload, settings: SimulationSettings) -> AnswerTable | None:
+    """The demo workload answered by the remote aggregator's query service (None if it refuses, e.g.
+    without the query role). The caller shows them only when the remote collection holds exactly this
+    population's rows: otherwise they do not estimate this population's truth."""
+    from ldpsynth.client.errors import QueryError
+    from ldpsynth.client.query import QueryClient
+
+    try:
+        with QueryClient(settings.target, token=settings.token) as client:
+            return client.estimate(population.schema.name, queries=queries_to_json(work.queries),
+                                   level=settings.level)
+    except QueryError:
+        return None
 
 
 def default_processes() -> int:

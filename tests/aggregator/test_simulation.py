@@ -62,8 +62,12 @@ def test_target_mode_submits_to_a_running_aggregator(ray_address, tmp_path):
             await server.stop()
 
     report, stored = asyncio.run(run())
-    assert report.stored is None and report.consistent is None and report.answers is None
+    assert report.stored is None and report.consistent is None
     assert report.outcome.acknowledged == stored == 600
+    # the remote aggregator answered the demo workload through its query service
+    assert report.answers.n == 600 and len(report.answers) == len(report.workload.truth)
+    again = asyncio.run(run())[0]        # 1,200 rows now: answers would not estimate this population
+    assert again.answers is None and again.workload is None
     with pytest.raises(ValueError, match="target"):
         SimulationSettings(target="localhost:1", data_dir=tmp_path)
 
