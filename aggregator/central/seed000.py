@@ -157,9 +157,13 @@ def fig3(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.
     singles = single_movie_databases(labels, values, databases)
     trials = []
     for size in sizes:
-        per_db = [compare(db, linear_workload(size), mechanisms(names, epsilon, rounds=rounds), runs=runs, rng=rng,
-                          setting=f"|Q|={size}", x=size, epsilon=epsilon, progress=lambda line: None)
-                  for db in singles]
+        per_db = []
+        for index, db in enumerate(singles):
+            per_db.append(compare(db, linear_workload(size), mechanisms(names, epsilon, rounds=rounds), runs=runs,
+                                  rng=rng, setting=f"|Q|={size}", x=size, epsilon=epsilon,
+                                  progress=lambda line: None))
+            print(f"[compare] |Q| = {size:,}: database {index + 1}/{len(singles)} ({db.n} ratings) done",
+                  file=sys.stderr, flush=True)
         for run_trials in zip(*per_db):               # the same (run, mechanism) slot across the databases
             worst = max(run_trials, key=lambda t: t.worst_abs)
             trials.append(replace(worst, mean_abs=float(np.mean([t.mean_abs for t in run_trials])),
