@@ -25,17 +25,28 @@ from ldpsynth.shared.statistics import SufficientStatistics
 
 #: A shard keeps a dense count matrix when it has at most this many cells, else sparse runs.
 DENSE_MAX_CELLS = 1 << 20
+#: Committed reports a sparse accumulator keeps unsorted (16 bytes each) before it compacts on its own;
+#: reads (:meth:`StatsAccumulator.snapshot`) compact at once. Large enough that ingest rarely sorts.
+PENDING_ROWS = 1 << 22
 #: Largest matrix :meth:`SufficientStats.dense` builds unless told otherwise (512 MiB of int64).
 DEFAULT_MAX_DENSE_CELLS = 1 << 26
 
 
 def aggregate_cells(keys: np.ndarray, codes: np.ndarray,
                     counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sum ``counts`` per distinct (key, code); return the cells sorted by (key, code)."""
+    """Sum ``counts`` per distinct (key, code); return the cells sorted by (key, code).
+
+    Sorted as one int64 cell index ``key * (max code + 1) + code`` (a single quicksort, about 2x
+    a two-key lexsort) when it fits in 62 bits, else by lexsort.
+    """
     if keys.size == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty.copy(), empty.copy()
-    order = np.lexsort((codes, keys))
+    width = int(codes.max()) + 1
+    if int(keys.max()) < (1 << 62) // width:
+        order = np.argsort(keys.astype(np.int64) * width + codes)
+    else:
+        order = np.lexsort((codes, keys))
     k, c, w = keys[order], codes[order], counts[order]
     starts = np.flatnonzero(np.concatenate(([True], (k[1:] != k[:-1]) | (c[1:] != c[:-1]))))
     return k[starts], c[starts], np.add.reduceat(w, starts)
@@ -106,7 +117,8 @@ class StatsAccumulator:
     Dense (a flat count vector over all cells) when the collection has at most
     :data:`DENSE_MAX_CELLS` cells; otherwise the newly committed cells are appended to a pending
     list and compacted into the sorted sparse form when read, or when the pending rows outgrow
-    the compacted ones (amortised :math:`O(\\log n)` per row).
+    both the compacted ones and :data:`PENDING_ROWS` (amortised :math:`O(\\log n)` per row; a
+    commit itself only appends).
     """
 
     def __init__(self, public_domain_size: int, private_domain_size: int):
@@ -129,7 +141,7 @@ class StatsAccumulator:
             return
         self._pending.append((keys.astype(np.int64, copy=True), codes.astype(np.int64, copy=True)))
         self._pending_rows += keys.size
-        if self._pending_rows > max(self._compact.keys.size, 1 << 20):
+        if self._pending_rows > max(self._compact.keys.size, PENDING_ROWS):
             self._compaction()
 
     def _compaction(self) -> None:

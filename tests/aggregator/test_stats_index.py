@@ -120,3 +120,20 @@ def test_id_index_many_runs() -> None:
     assert index.contains(sort_ids(everything)).all()
     fresh = rng.integers(0, 256, (500, 16), dtype=np.uint8)
     assert not index.contains(sort_ids(fresh)).any()
+
+
+def test_sort_ids_matches_a_two_key_sort_with_ties_and_duplicates():
+    """Ids sharing their first 64 bits and exact duplicates: the order is (hi, lo, arrival), as a lexsort."""
+    from ldpsynth.aggregator.idindex import sort_ids
+
+    rng = np.random.default_rng(31)
+    ids = rng.integers(0, 256, (5000, 16), dtype=np.uint8)
+    ids[100:140, :8] = ids[7, :8]                      # 41 ids with one hi, different lo
+    ids[200:260] = ids[3000]                           # 61 exact duplicates
+    ids[4000:4010, :8] = 0                             # the smallest hi, repeated
+    words = ids.view("<u8")
+    reference = np.lexsort((np.arange(len(ids)), words[:, 1], words[:, 0]))
+    got = sort_ids(ids)
+    np.testing.assert_array_equal(got.order, reference)
+    np.testing.assert_array_equal(got.hi, words[reference, 0])
+    np.testing.assert_array_equal(got.lo, words[reference, 1])
