@@ -112,7 +112,7 @@ def _table(rows: Sequence[dict[str, Any]], field: str, digits: int) -> list[str]
     lines = ["| setting | " + " | ".join(mechanisms) + " |", "|---|" + "---:|" * len(mechanisms)]
     for s in settings:
         cells = [f"{value[(s, m)]:.{digits}g}" if (s, m) in value else "–" for m in mechanisms]
-        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+        lines.append(f"| {s.replace('|', chr(92) + '|')} | " + " | ".join(cells) + " |")  # '|' in "|Q|=64" escaped
     return lines
 
 

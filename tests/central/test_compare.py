@@ -76,11 +76,11 @@ def test_report_files(tmp_path):
     trials = compare(data(), lambda rng: Workload(rng.random((3, 4, 5)), "mean"), {}, runs=2,
                      rng=np.random.default_rng(4), setting="a", x=1.0, epsilon=1.0, progress=lambda line: None)
     trials += compare(data(), lambda rng: Workload(rng.random((3, 4, 5)), "mean"), {}, runs=2,
-                      rng=np.random.default_rng(5), setting="b", x=2.0, epsilon=1.0, progress=lambda line: None)
+                      rng=np.random.default_rng(5), setting="|Q|=3", x=2.0, epsilon=1.0, progress=lambda line: None)
     paths = write_report(tmp_path, "t", trials, title="T", x_label="x")
     assert [p.name for p in paths] == ["t.csv", "t.md", "t.png"]
     text = (tmp_path / "t.md").read_text()
-    assert "| setting | E |" in text and "| a |" in text and "| b |" in text and "ε-LDP" in text
+    assert "| setting | E |" in text and "| a |" in text and "| \\|Q\\|=3 |" in text and "ε-LDP" in text
     assert len(list(csv.DictReader(open(tmp_path / "t.csv")))) == 4
     assert (tmp_path / "t.png").stat().st_size > 5000
 
