@@ -478,15 +478,15 @@ def table_block_sums(block: TableBlock, stats: SufficientStatistics, schema: Sch
 
 # ----- answers -------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class Answers:
-    """Answers to a :class:`~ldpsynth.shared.queries.QueryBatch`, one entry per compiled query.
+class AnswerColumns:
+    """Answers to a batch of queries, one entry per compiled query, as columns in batch order.
 
-    Arrays are in batch order. ``exact[j]`` says whether ``proper_estimate[j]`` is the exact
-    nearest point of :math:`q_\\varphi(D^n)` (eq. 21) or the estimate clipped to the feasible
-    range. ``bound`` is the RMS bound of eq. 20, ``bound_proper`` that of eq. 22.
+    ``exact[j]`` says whether ``proper_estimate[j]`` is the exact nearest point of
+    :math:`q_\\varphi(D^n)` (eq. 21) or the estimate clipped to the feasible range. ``bound`` is
+    the RMS bound of eq. 20, ``bound_proper`` that of eq. 22. Compiled query ``j`` is labelled
+    ``q<j>`` unless a subclass knows better (:class:`Answers`: the batch's labels).
     """
 
-    batch: QueryBatch
     estimate: np.ndarray
     proper_estimate: np.ndarray
     exact: np.ndarray
@@ -502,9 +502,13 @@ class Answers:
     def __len__(self) -> int:
         return len(self.estimate)
 
+    def label(self, j: int) -> str:
+        """The label of answer ``j``."""
+        return f"q{j}"
+
     def record(self, j: int) -> dict[str, Any]:
         """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS`."""
-        return {"label": self.batch.label(j), "estimate": float(self.estimate[j]),
+        return {"label": self.label(j), "estimate": float(self.estimate[j]),
                 "proper_estimate": float(self.proper_estimate[j]),
                 "proper_kind": "exact" if self.exact[j] else "clipped", "std_error": float(self.std_error[j]),
                 "ci_low": float(self.ci_low[j]), "ci_high": float(self.ci_high[j]), "level": self.level,
@@ -513,6 +517,16 @@ class Answers:
 
     def records(self) -> list[dict[str, Any]]:
         return [self.record(j) for j in range(len(self))]
+
+
+@dataclass(frozen=True, eq=False)
+class Answers(AnswerColumns):
+    """The answers :func:`estimate` gives to a :class:`~ldpsynth.shared.queries.QueryBatch` (labelled by it)."""
+
+    batch: QueryBatch
+
+    def label(self, j: int) -> str:
+        return self.batch.label(j)
 
 
 def _normalizers(parts: BlockSums, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
@@ -653,4 +667,4 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
         fields["ci_low"][pos], fields["ci_high"][pos] = est - z_level * se, est + z_level * se
         fields["bound"][pos], fields["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
         exact_all[pos] = exact
-    return Answers(batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **fields)
+    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **fields)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
-from .estimators import ANSWER_FIELDS, Answers
+from .estimators import AnswerColumns, Answers
 from .queries import NORMALIZATIONS, QueryBatch, compile_queries, concat_batches, grouped_batch, linear_batch, \
     queries_from_json
 from .schema import Schema
@@ -208,33 +208,19 @@ def answer_pages(answers: Answers, page: int = DEFAULT_PAGE_ANSWERS) -> Iterator
 
 
 @dataclass(frozen=True, eq=False)
-class AnswerTable:
-    """Answers received from the query service, columnar (numpy arrays in batch order)."""
+class AnswerTable(AnswerColumns):
+    """Answers received from the query service (columns as :class:`~ldpsynth.shared.estimators.AnswerColumns`)."""
 
     given_labels: tuple[str, ...] | None
-    estimate: np.ndarray
-    proper_estimate: np.ndarray
-    exact: np.ndarray
-    std_error: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    bound: np.ndarray
-    bound_proper: np.ndarray
-    level: float
-    n: int
-    epsilon: float
-
-    def __len__(self) -> int:
-        return len(self.estimate)
 
     def label(self, j: int) -> str:
         """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays)."""
-        return self.given_labels[j] if self.given_labels is not None else f"q{j}"
+        return self.given_labels[j] if self.given_labels is not None else super().label(j)
 
     @property
     def labels(self) -> tuple[str, ...]:
         """Every label, in batch order."""
-        return self.given_labels if self.given_labels is not None else tuple(f"q{j}" for j in range(len(self)))
+        return tuple(self.label(j) for j in range(len(self)))
 
     @classmethod
     def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> "AnswerTable":
@@ -264,14 +250,5 @@ class AnswerTable:
             raise ValidationError("answers", f"{total} answers", f"got {expected}")
         arrays = {name: np.concatenate(parts) for name, parts in columns.items()}
         last = pages[-1]
-        return cls(tuple(labels) if labelled else None, level=last.level, n=int(last.n), epsilon=last.epsilon, **arrays)
-
-    def record(self, j: int) -> dict[str, Any]:
-        """Answer ``j`` with the fields of ``ldpsynth estimate`` (:data:`ANSWER_FIELDS`)."""
-        record = {"label": self.label(j), **{name: float(getattr(self, name)[j]) for name in _COLUMNS},
-                  "proper_kind": "exact" if self.exact[j] else "clipped", "level": self.level, "n": self.n,
-                  "epsilon": self.epsilon}
-        return {name: record[name] for name in ANSWER_FIELDS}
-
-    def records(self) -> list[dict[str, Any]]:
-        return [self.record(j) for j in range(len(self))]
+        return cls(given_labels=tuple(labels) if labelled else None, level=last.level, n=int(last.n),
+                   epsilon=last.epsilon, **arrays)

@@ -41,3 +41,13 @@ def check_probability_level(value: object, name: str = "level") -> float:
     if not (0.0 < v < 1.0):  # also rejects NaN
         raise ValidationError(name, "a number in (0, 1)", f"got {v!r}")
     return v
+
+
+def check_delta(value: object, name: str = "delta") -> float:
+    """Return a δ of (ε, δ)-DP: a number in the open interval (0, 1) (NaN rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValidationError(name, "a number in (0, 1)", f"got a {type(value).__name__}")
+    v = float(value)
+    if not 0.0 < v < 1.0:
+        raise ValidationError(name, "a number in (0, 1)", f"got {v!r}")
+    return v

@@ -27,17 +27,7 @@ import math
 from scipy.optimize import brentq, minimize_scalar
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
-
-
-def check_delta(value: object, name: str = "delta") -> float:
-    """Return ``value`` as a float if it lies in the open interval (0, 1), else raise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(name, "a number in (0, 1)", f"got a {type(value).__name__}")
-    v = float(value)
-    if not 0.0 < v < 1.0:  # also rejects NaN
-        raise ValidationError(name, "a number in (0, 1)", f"got {v!r}")
-    return v
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
 
 def check_rho(value: object, name: str = "rho") -> float:

@@ -33,7 +33,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
 #: The neighbour notion of seed 003 (and of every guarantee stated here).
 REPLACE_ONE = "replace-one (bounded DP: n public, one row replaced)"
@@ -55,16 +55,6 @@ class PrivacyGuarantee:
     @property
     def is_private(self) -> bool:
         return math.isfinite(self.epsilon)
-
-
-def check_delta(value: object, name: str = "delta") -> float:
-    """A δ in the open interval (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(name, "a number in (0, 1)", f"got a {type(value).__name__}")
-    v = float(value)
-    if not 0.0 < v < 1.0:  # also rejects NaN
-        raise ValidationError(name, "a number in (0, 1)", f"got {v!r}")
-    return v
 
 
 def check_positive(value: object, name: str) -> float:
