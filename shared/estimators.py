@@ -72,7 +72,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import NormalDist
 from typing import Any
 
@@ -91,6 +91,8 @@ from .validation import check_epsilon, check_int, check_probability_level
 CHUNK_WEIGHTS = 1 << 18
 #: Batches with at least this many weights are split over threads.
 PARALLEL_WEIGHTS = 1 << 22
+#: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
+ANSWER_CHUNK = 1 << 15
 #: Largest |D| handled in the transposed (value-major) layout.
 _SMALL_DOMAIN = 16
 #: Row length from which :func:`_matvec` uses row-wise dot products instead of a BLAS GEMV.
@@ -154,6 +156,10 @@ class BlockSums:
         return cls(np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size),
                    np.full(size, np.inf), np.full(size, -np.inf), np.full(size, np.inf), np.zeros(size),
                    np.full(size, np.nan))
+
+    def rows(self, part: slice) -> "BlockSums":
+        """The sums of the queries ``part`` (views, no copies)."""
+        return BlockSums(*(getattr(self, f.name)[part] for f in fields(self)))
 
     def merge(self, other: "BlockSums") -> "BlockSums":
         """The sums over the union of two disjoint row sets."""
@@ -645,26 +651,29 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
         raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")
     debias = Debias.of(mechanism)
     z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
-    fields = {name: np.empty(batch.size) for name in
-              ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
+    columns = {name: np.empty(batch.size) for name in
+               ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
     exact_all = np.zeros(batch.size, bool)
-    for block, parts in zip(batch.blocks, sums):
-        z = _normalizers(parts, block.normalization, n, block.positions, batch.origins)
-        est = parts.t_hat / z                                              # eq. 17
-        se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
-        proper, exact = _proper(parts, est, z)                             # eq. 21
-        bound = np.empty(len(z))
-        for code in np.unique(block.normalization):
-            name = ("eq10", "sum", "mean")[code]
-            if (block.normalization == code).all():     # one normalisation: no masking of every array
-                bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
-                continue
-            sel = block.normalization == code
-            bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel], name,
-                                   n, mechanism)                           # eq. 20 (RMS)
-        pos = _as_slice(block.positions)
-        fields["estimate"][pos], fields["std_error"][pos], fields["proper_estimate"][pos] = est, se, proper
-        fields["ci_low"][pos], fields["ci_high"][pos] = est - z_level * se, est + z_level * se
-        fields["bound"][pos], fields["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
-        exact_all[pos] = exact
-    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **fields)
+    for block, block_sums in zip(batch.blocks, sums):
+        for start in range(0, len(block.positions), ANSWER_CHUNK):
+            part = slice(start, start + ANSWER_CHUNK)
+            parts, norms, positions = block_sums.rows(part), block.normalization[part], block.positions[part]
+            z = _normalizers(parts, norms, n, positions, batch.origins)
+            est = parts.t_hat / z                                              # eq. 17
+            se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
+            proper, exact = _proper(parts, est, z)                             # eq. 21
+            bound = np.empty(len(z))
+            for code in np.unique(norms):
+                name = ("eq10", "sum", "mean")[code]
+                if (norms == code).all():     # one normalisation: no masking of every array
+                    bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
+                    continue
+                sel = norms == code
+                bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel],
+                                       name, n, mechanism)                     # eq. 20 (RMS)
+            pos = _as_slice(positions)
+            columns["estimate"][pos], columns["std_error"][pos], columns["proper_estimate"][pos] = est, se, proper
+            columns["ci_low"][pos], columns["ci_high"][pos] = est - z_level * se, est + z_level * se
+            columns["bound"][pos], columns["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
+            exact_all[pos] = exact
+    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **columns)

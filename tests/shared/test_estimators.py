@@ -157,8 +157,10 @@ def mixed_queries(k: int, rng: np.random.Generator, n: int) -> list[Q.Query]:
 
 @pytest.mark.parametrize("liked", [True, False])       # |D| = 10 (value-major path) and |D| = 5
 @pytest.mark.parametrize("wide", [False, True])        # wide: |D| = 40 > 16 (row-major path)
-def test_batch_evaluation_equals_the_naive_per_row_reference(liked, wide):
+@pytest.mark.parametrize("answer_chunk", [E.ANSWER_CHUNK, 2])  # 2: blocks answered in slices of 2 queries
+def test_batch_evaluation_equals_the_naive_per_row_reference(liked, wide, answer_chunk, monkeypatch):
     """Seed 11: 150 rows over movies 1-3 (movie 4 listed by a query but absent)."""
+    monkeypatch.setattr(E, "ANSWER_CHUNK", answer_chunk)
     schema = ratings_schema(4, liked=liked, extra=(4 if liked else 8) if wide else 0)
     mech, k = mechanism(schema), schema.private_domain_size
     assert (k > 16) == wide
