@@ -14,7 +14,7 @@ import pytest
 
 from ldpsynth.aggregator.auth import ANONYMOUS, Credential
 from ldpsynth.aggregator.config import Catalog
-from ldpsynth.aggregator.ingest import Ingestor, route
+from ldpsynth.aggregator.ingest import Ingestor, route, split_by_shard
 from ldpsynth.aggregator.quota import QuotaBook, QuotaKey
 from ldpsynth.aggregator.status import ShardUnavailable, StatusError
 from ldpsynth.aggregator.store import CommitOutcome, Segment, ShardReader, ShardStore
@@ -280,6 +280,23 @@ def test_route_is_stable_and_spread(rng: np.random.Generator) -> None:
     assert np.array_equal(shards, np.frombuffer(ids[:, :8].tobytes(), "<u8") % 4)
     counts = np.bincount(shards, minlength=4)
     assert counts.min() > 9000, counts
+
+
+@pytest.mark.parametrize("num_shards", [1, 3, 7])
+def test_split_by_shard_is_the_mask_partition_in_arrival_order(num_shards: int, rng: np.random.Generator) -> None:
+    """Each shard's part is exactly its reports (by :func:`route`) in arrival order; shards without
+    reports get no part (7 shards, 5 reports: some are empty)."""
+    for count in (5, 3000):
+        reports = make_reports(RATINGS, count, rng)
+        keys, codes = rng.integers(0, 10**9, count), reports.private_codes
+        shards = route(reports.report_ids, num_shards)
+        parts = split_by_shard(reports.report_ids, keys, codes, num_shards)
+        assert [shard for shard, _ in parts] == sorted(set(shards.tolist()))
+        for shard, (ids, part_keys, part_codes) in parts:
+            mask = shards == shard
+            assert ids.shape == (mask.sum(), 16) and ids.dtype == np.uint8
+            assert np.array_equal(ids, reports.report_ids[mask])
+            assert np.array_equal(part_keys, keys[mask]) and np.array_equal(part_codes, codes[mask])
 
 
 def test_config_limits_published(tmp_path: Path) -> None:
