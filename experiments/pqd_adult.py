@@ -31,7 +31,6 @@ seed's Table 4), and one PNG per (aggregate, sweep, synthetic side). Seeds are f
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from collections import defaultdict
@@ -45,6 +44,7 @@ from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
 from ldpsynth.aggregator.central.pqd_query import Query, parse_sql
 from ldpsynth.aggregator.central.pqd_release import release_table
 from ldpsynth.aggregator.central.pqd_table import NumericDomain, Table, read_table
+from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.schema import CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
@@ -173,10 +173,7 @@ def run(out: Path, trials: int, seed: int, quick: bool) -> list[dict]:
                              "exact_error": result.exact_error})
         print(f"[{done}/{total}] {side} q{number}: q(D) = {truth:g}, q(D_s) = {answer:g}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "errors.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_records(out / "errors.csv", rows)
     write_tables(rows, numbered, out)
     write_plots(rows, out)
     return rows

@@ -30,7 +30,6 @@ Writes to ``--out`` (default ``experiments/results/smooth_lowdim``): ``errors.cs
 from __future__ import annotations
 
 import argparse
-import csv
 import gzip
 import sys
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.central.smooth_release import UnitCube
 from ldpsynth.aggregator.central.smooth_synth import smooth_synthetic_database
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
@@ -236,15 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                 records += [rec | {"round": r} for rec in run_once(data, n, families, args.K, rng)]
             print(f"{data.name}, n = {n}: done", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "errors.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
+    write_records(args.out / "errors.csv", records)
     summary = summarise(records)
-    with open(args.out / "summary.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(summary[0]))
-        writer.writeheader()
-        writer.writerows(summary)
+    write_records(args.out / "summary.csv", summary)
     text = markdown(summary, args.rounds, args.queries, args.K)
     (args.out / "summary.md").write_text(text)
     plot(summary, args.out)

@@ -25,13 +25,13 @@ fixed (``--seed``): these are reproducible simulations.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.central.smooth_practical import PracticalSettings, practical_smooth_synthetic_database
 from ldpsynth.aggregator.central.smooth_queries import KernelQueries
 from ldpsynth.aggregator.central.smooth_release import UnitCube
@@ -176,15 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     z = load_wdbc()
     records = run(z, args.rounds, args.queries, args.candidates, args.seed, progress=sys.stderr.isatty())
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "errors.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows(records)
+    write_records(args.out / "errors.csv", records)
     summary = summarise(records)
-    with open(args.out / "summary.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(summary[0]))
-        writer.writeheader()
-        writer.writerows(summary)
+    write_records(args.out / "summary.csv", summary)
     text = markdown(summary, args.rounds, args.queries, args.candidates)
     (args.out / "summary.md").write_text(text)
     plot(summary, args.out / "wdbc_errors.png")

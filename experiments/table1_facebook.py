@@ -31,7 +31,6 @@ to ``--out`` (default ``experiments/results/table1``). Fixed seed: a reproducibl
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges, \
     graph_schema
 from ldpsynth.shared.card import MechanismCard
@@ -192,10 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(table, args.runs, args.queries, command.strip())
     (args.out / "table1.md").write_text(text, encoding="utf-8")
-    with open(args.out / "table1.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows + table)
+    write_records(args.out / "table1.csv", rows, table)
     plot(table, args.out / "fig5.png")
     print(text)
     print(f"[table1] wrote {args.out / 'table1.md'}, table1.csv and fig5.png", file=sys.stderr)

@@ -14,7 +14,6 @@ A mechanism is any value with a ``name`` (or ``str``), a ``guarantee`` and
 
 from __future__ import annotations
 
-import csv
 import math
 import sys
 import time
@@ -29,6 +28,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
 from .local_e import LocalE
+from .records import write_records
 from .releases import CentralRelease
 from .workloads import Histogram, Workload
 
@@ -123,10 +123,7 @@ def write_report(out: Path, name: str, trials: Sequence[Trial], *, title: str, x
     out.mkdir(parents=True, exist_ok=True)
     rows = summarize(trials)
     csv_path, md_path, png_path = out / f"{name}.csv", out / f"{name}.md", out / f"{name}.png"
-    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(asdict(trials[0])))
-        writer.writeheader()
-        writer.writerows(asdict(t) for t in trials)
+    write_records(csv_path, [asdict(t) for t in trials])
     guarantees = dict.fromkeys(f"- {r['mechanism']}: {r['guarantee']}" for r in rows)
     lines = [f"# {title}", "", notes, "", "## Worst-case absolute error (mean over runs)", "",
              *_table(rows, "worst_abs", 4), "", "## Mean absolute error (mean over runs)", "",
