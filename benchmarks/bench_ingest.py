@@ -41,12 +41,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
-import datetime
 import json
 import math
 import multiprocessing
-import os
-import platform
 import queue
 import signal
 import statistics
@@ -58,12 +55,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import google.protobuf
 import grpc
 import numpy as np
 
 from ldpsynth.aggregator.datadir import read_layout
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ldpsynth.aggregator.store import ShardReader
-from ldpsynth.client import (IN_MEMORY, AsyncClient, PrivacyLedger, SubmitError, batch_capacity, load_rows,
+from ldpsynth.client import (IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows,
                              prepare_reports)
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
@@ -396,20 +395,6 @@ def many_clients(target: str, clients: int, reports_per_client: int, processes: 
 
 
 # ----- output ---------------------------------------------------------------------------------
-def machine() -> dict[str, str]:
-    """Where and when the numbers were measured."""
-    import google.protobuf
-
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
-        else platform.processor()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "cores": str(cores), "cpu": cpu or "unknown", "python": platform.python_version(),
-            "load_1min": f"{os.getloadavg()[0]:.2f}", "grpcio": grpc.__version__, "protobuf": google.protobuf.__version__, "numpy": np.__version__,
-            "platform": platform.platform()}
-
-
 def table_a(measurements: list[Measurement]) -> str:
     bare = measurements[-1].rows_per_second
     lines = ["| measurement | rows | seconds | rows/s | MB/s on the wire | vs bare stream |",
@@ -549,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the aggregator exited with status {code}")
         stored = stored_reports(data_dir)
     expected = 2 * args.rows + args.clients * args.reports_per_client
-    text = write_results(args.out, command, machine(), measurements, many, args.reports_per_client,
+    text = write_results(args.out, command, machine_info(grpcio=grpc.__version__, protobuf=google.protobuf.__version__),
+                         measurements, many, args.reports_per_client,
                          args.processes, stored, expected, checked=not args.quick)
     print(text)
     for error in many.errors[:5]:

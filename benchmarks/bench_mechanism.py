@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import gc
 import math
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared import queries as Q
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ldpsynth.shared.estimators import Debias, estimate
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema
@@ -278,27 +277,6 @@ def cases(quick: bool) -> Iterator[Callable[[], Case]]:
 
 
 # ----- report ---------------------------------------------------------------------------------
-def machine_info() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    blas = "unknown"
-    try:
-        config = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        blas = f"{config.get('name')} {config.get('version')}"
-    except Exception:  # noqa: BLE001 -- informational only; older numpy has no dict mode
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
-            "usable cores": str(cores), "load average at start": load,
-            "python": platform.python_version(), "numpy": np.__version__, "blas": blas,
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-
-
 HEADER = ("operation", "size", "time (s)", "baseline (s)", "ratio", "goal", "pass")
 
 

@@ -25,10 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
-import datetime as dt
 import json
-import os
-import platform
 import signal
 import subprocess
 import sys
@@ -39,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ldpsynth.client import AsyncClient
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
@@ -114,19 +112,6 @@ def timed(function, repeats: int = 1) -> tuple[float, object]:
     return best, out
 
 
-def machine() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
-            "usable cores": str(len(os.sched_getaffinity(0))), "load average at start":
-            " ".join(f"{x:.2f}" for x in os.getloadavg()), "python": platform.python_version(),
-            "numpy": np.__version__, "command": " ".join(["bench_query.py", *sys.argv[1:]])}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, goals not checked (CI smoke test)")
@@ -134,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where query.md/csv go")
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args(argv)
-    info = machine()
+    info = machine_info()
     rng = np.random.default_rng(args.seed)
     vertices = 300 if args.quick else FACEBOOK_VERTICES
     queries = 1 << 14 if args.quick else 1 << 20
