@@ -41,15 +41,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_int
 
 from .chebyshev import basis_values, lowest_degree_indices
 from .private_pca import PsiConfig, private_subspace_iteration
 from .smooth_lp import fit_distribution
-from .smooth_noise import BasisNoise, basis_noise, check_setting, gaussian_basis_noise
+from .smooth_noise import BasisNoise, basis_noise, gaussian_basis_noise
 from .smooth_params import practical_basis_size, smooth_sizes
-from .smooth_privacy import PrivacyGuarantee, check_delta, gaussian_guarantee, gaussian_mu
-from .smooth_release import SmoothRelease, check_unit_data, grid_centres, round_to_lattice, snap_to_grid
+from .smooth_privacy import PrivacyGuarantee, gaussian_guarantee, gaussian_mu
+from .smooth_release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 CENTRES = ("dp-mean", "zero")
 CANDIDATE_SOURCES = ("pca", "uniform")
@@ -162,11 +162,7 @@ def practical_smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: 
                                         settings: PracticalSettings = PracticalSettings()) -> SmoothRelease:
     """Run the practical variant on ``data`` (``(n, d)`` in :math:`[-1,1]^d`); ``delta`` None for ε-DP."""
     start = time.perf_counter()
-    z = check_unit_data(data)
-    eps = check_epsilon(epsilon)
-    setting = check_setting(noise)
-    if delta is not None:
-        delta = check_delta(delta)
+    z, eps, setting, delta = check_release_arguments(data, epsilon, noise, delta)
     if not isinstance(settings, PracticalSettings):
         raise ValidationError("settings", "a PracticalSettings", f"got a {type(settings).__name__}")
     n, d = z.shape

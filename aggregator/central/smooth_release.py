@@ -14,15 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .smooth_privacy import PrivacyGuarantee
+from .smooth_noise import check_setting
+from .smooth_privacy import PrivacyGuarantee, check_delta
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,21 @@ def check_unit_data(data: npt.ArrayLike, name: str = "data") -> np.ndarray:
         raise ValidationError(f"{name}[:, {col}]", "a number in [-1, 1] (normalise with UnitCube and public bounds)",
                               "outside", int(row))
     return z
+
+
+class ReleaseArguments(NamedTuple):
+    """The checked arguments every smooth-query release starts from."""
+
+    data: np.ndarray
+    epsilon: float
+    noise: str
+    delta: float | None
+
+
+def check_release_arguments(data: npt.ArrayLike, epsilon: float, noise: str, delta: float | None) -> ReleaseArguments:
+    """Data in :math:`[-1,1]^d`, ε finite and > 0, the noise setting, δ in (0, 1) or None (ε-DP)."""
+    return ReleaseArguments(check_unit_data(data), check_epsilon(epsilon), check_setting(noise),
+                            None if delta is None else check_delta(delta))
 
 
 def grid_centres(N: int) -> np.ndarray:

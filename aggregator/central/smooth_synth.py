@@ -29,14 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon
 
 from .chebyshev import basis_values, full_indices
 from .smooth_lp import fit_distribution
-from .smooth_noise import basis_noise, check_setting
+from .smooth_noise import basis_noise
 from .smooth_params import smooth_sizes
-from .smooth_privacy import check_delta
-from .smooth_release import SmoothRelease, check_unit_data, grid_centres, round_to_lattice, snap_to_grid
+from .smooth_release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 #: Largest LP matrix W (t^d rows times N^d columns) Algorithm 1 builds (256 MiB of float64).
 MAX_LP_ENTRIES = 1 << 25
@@ -65,11 +63,7 @@ def smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: float, rng
     (use the practical variant, :mod:`~.smooth_practical`, in higher dimension).
     """
     start = time.perf_counter()
-    z = check_unit_data(data)
-    eps = check_epsilon(epsilon)
-    setting = check_setting(noise)
-    if delta is not None:
-        delta = check_delta(delta)
+    z, eps, setting, delta = check_release_arguments(data, epsilon, noise, delta)
     if not isinstance(round_to_grid, bool):
         raise ValidationError("round_to_grid", "True or False", f"got {round_to_grid!r}")
     n, d = z.shape
