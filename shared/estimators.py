@@ -303,8 +303,9 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
                  select: np.ndarray | None = None) -> BlockSums:
     """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select).
 
-    With numba installed, one fused pass per query (:mod:`ldpsynth.shared.table_kernel`) on the
-    worker threads; otherwise :func:`_chunk` over cache-sized chunks of queries."""
+    With numba installed, one fused pass per query (:mod:`ldpsynth.shared.table_kernel`; for all groups
+    and a small domain, the kernel compiled for that k) on the worker threads; otherwise :func:`_chunk`
+    over cache-sized chunks of queries."""
     size, k = len(weights), debias.k
     out = BlockSums.empty(size)
     groups = weights.shape[1] if select is None else len(select)
@@ -331,12 +332,22 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
         hhat = np.ascontiguousarray(data.hhat.reshape(groups, k))
         u, sizes = np.ascontiguousarray(data.u), data.sizes.astype(np.float64)
         u_sums = u.sum(axis=1)
-
+        outputs = (out.t_hat, out.v_hat, out.low, out.high, out.spread, out.a_min, out.b_max, out.c_min, out.varying,
+                   out.step)
         check = np.zeros(size, np.uint8)
+        small = table_kernel.small_domain_kernel(k) if select is None else None
+        if small is not None:  # all groups, small k: the kernel vectorised over groups
+            flat, hhat_t = w.reshape(-1), np.ascontiguousarray(hhat.T).reshape(-1)
+            u_t = data.u_by_value.reshape(-1)
+
+            def sums(start: int, stop: int) -> None:
+                small(flat, start, stop, hhat_t, u_t, u_sums, sizes, *outputs, check)
+        else:
+            def sums(start: int, stop: int) -> None:
+                kernel(w, columns, start, stop, hhat, u, u_sums, sizes, *outputs, check)
 
         def run(start: int, stop: int) -> None:
-            kernel(w, columns, start, stop, hhat, u, u_sums, sizes, out.t_hat, out.v_hat, out.low, out.high, out.spread,
-                   out.a_min, out.b_max, out.c_min, out.varying, out.step, check)
+            sums(start, stop)
             _steps(w, columns, out, start + np.flatnonzero(check[start:stop]), chunk)
 
     _run_chunks(size, chunk, size * groups * k >= PARALLEL_WEIGHTS, workers, run)
