@@ -19,7 +19,11 @@ acknowledgement only after the commit) and measures, in the same run:
     * ``bare gRPC stream``: the very bytes of the second device's batches, pre-serialized, sent
       over a client-streaming RPC of a minimal ``grpc.aio`` server defined here (its own process,
       like the aggregator) whose handler only counts and discards them: the transport's ceiling.
-      Median of ``--bare-repeats`` runs.
+      Median of ``--bare-repeats`` runs;
+    * ``write + fsync``: the same bytes written to a new file beside the aggregator's data
+      directory and fsynced, the disk's share of any durable commit of them (SQLite's WAL writes
+      at least these bytes before an acknowledgement). Median of ``--bare-repeats`` runs. Not a
+      goal: it says how much of the bare stream's time a durable path spends on the disk alone.
 
 (b) **Many small clients**: ``--clients`` devices (default 1,000), each with its own channel and
     in-memory ledger, run as asyncio tasks spread over ``--processes`` worker processes; once all
@@ -44,6 +48,7 @@ import csv
 import json
 import math
 import multiprocessing
+import os
 import queue
 import signal
 import statistics
@@ -236,6 +241,19 @@ async def _bare_stream(target: str, messages: list[bytes]) -> float:
     return seconds
 
 
+def _write_and_sync(path: Path, messages: list[bytes]) -> float:
+    """Seconds to write ``messages`` to a new file at ``path`` and fsync it (the file is removed)."""
+    started = time.perf_counter()
+    with open(path, "wb") as out:
+        for message in messages:
+            out.write(message)
+        out.flush()
+        os.fsync(out.fileno())
+    seconds = time.perf_counter() - started
+    path.unlink()
+    return seconds
+
+
 async def one_client(target: str, discard_target: str, rows: int, vertices: int, scratch: Path, repeats: int,
                      rng: np.random.Generator) -> list[Measurement]:
     """Part (a); see the module docstring. The two devices hold pairs ``0 .. 2 rows - 1``."""
@@ -276,9 +294,12 @@ async def one_client(target: str, discard_target: str, rows: int, vertices: int,
     log(f"(a) bare gRPC stream of the same {wire / 1e6:.1f} MB, {repeats} runs ...")
     bare = statistics.median([await _bare_stream(discard_target, messages) for _ in range(repeats)])
     log(f"(a) bare gRPC stream: {bare:.3f} s (median)")
+    disk = statistics.median([_write_and_sync(scratch / "same-bytes.bin", messages) for _ in range(repeats)])
+    log(f"(a) write + fsync of the same bytes: {disk:.3f} s (median)")
     return [Measurement("SDK submit (prepare + stream + durable commit)", rows, total, wire),
             Measurement("  client prepare (validate, encode, ledger, perturb_secure)", rows, prepare, 0),
             Measurement("  stream + durable commit (submit_reports)", rows, stream, wire),
+            Measurement("write + fsync of the same bytes (disk only, no network)", rows, disk, wire),
             Measurement("bare gRPC stream, same bytes, server discards", rows, bare, wire)]
 
 

@@ -28,12 +28,13 @@ def test_quick_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     assert markdown.count("not checked (--quick)") == 3
     with open(tmp_path / "ingest.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["part"] for r in rows] == ["a"] * 4 + ["b"]
-    assert rows[0]["measurement"].startswith("SDK submit") and rows[3]["measurement"].startswith("bare gRPC")
+    assert [r["part"] for r in rows] == ["a"] * 5 + ["b"]
+    assert rows[0]["measurement"].startswith("SDK submit") and rows[4]["measurement"].startswith("bare gRPC")
+    assert rows[3]["measurement"].startswith("write + fsync")
     for r in rows:
         seconds, rate = float(r["seconds"]), float(r["rows_per_s"])
         assert math.isfinite(seconds) and seconds > 0 and math.isfinite(rate) and rate > 0
         assert math.isclose(rate, int(r["rows"]) / seconds, rel_tol=0.01)
     assert (rows[-1]["rows"], rows[-1]["clients"], rows[-1]["errors"]) == ("60", "20", "0")
     assert float(rows[-1]["p99_ms"]) >= float(rows[-1]["p50_ms"]) > 0
-    assert float(rows[3]["vs_bare"]) == 1.0
+    assert float(rows[4]["vs_bare"]) == 1.0
