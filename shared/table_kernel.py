@@ -33,9 +33,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
+
+try:
+    import numba
+except ImportError:  # the [client] extra: the estimators use their numpy path
+    numba = None
 
 #: Floating-point liberties: reassociation and contraction only (no finite-math assumptions).
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
@@ -46,7 +51,76 @@ SMALL_DOMAIN = 7
 #: 2^52: above it a float64 no longer tells an integer from its neighbours (eq. 21's lattice).
 _INTEGER_LIMIT = 4503599627370496.0
 
+F = TypeVar("F", bound=Callable[..., object])
 
+
+def _compiled(function: F) -> F:
+    """``function`` compiled by numba (GIL released, cached on disk, :data:`FASTMATH`); unchanged without
+    numba, where nothing calls it."""
+    return function if numba is None else numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(function)
+
+
+@_compiled
+def _lattice_kind(values: np.ndarray) -> int:  # pragma: no cover - compiled by numba
+    """Kind of ``values`` for eq. 21: 1 every weight 0 or 1 (an indicator), 2 other integers up to
+    2^52 (the caller checks the lattice), 0 otherwise. Stops at the first non-integer, so
+    real-valued queries cost one comparison."""
+    indicator = True
+    for x in values:
+        if x != 0.0 and x != 1.0:
+            indicator = False
+            if x != np.floor(x) or abs(x) > _INTEGER_LIMIT:
+                return 0
+    return 1 if indicator else 2
+
+
+@_compiled
+def _finish_query(q: int, t: float, v: float, lows: np.ndarray, highs: np.ndarray, sizes: np.ndarray, kind: int,
+                  t_hat: np.ndarray, v_hat: np.ndarray, low: np.ndarray, high: np.ndarray, spread: np.ndarray,
+                  a_min: np.ndarray, b_max: np.ndarray, c_min: np.ndarray, varying: np.ndarray, step: np.ndarray,
+                  lattice_check: np.ndarray) -> None:  # pragma: no cover - compiled by numba
+    """Store query ``q``'s sums: ``t``, ``v``, the reductions of its groups' extremes ``lows``,
+    ``highs`` (the groups' minima and maxima, weighted by ``sizes``) and the lattice step of its
+    :func:`_lattice_kind`: indicator queries are decided here (each group's value set is {0}, {1}
+    or {0, 1}, a full progression; step 1 if some group takes both values, else 0), other integer
+    queries get ``lattice_check[q] = 1`` (the caller runs the general check), the rest step NaN.
+
+    A scalar pass: numba gives LLVM no function-level no-NaN attribute, which its floating-point
+    min/max reductions need to be vectorised."""
+    lo_sum = 0.0
+    hi_sum = 0.0
+    spread_sum = 0.0
+    a = np.inf
+    b = -np.inf
+    c = np.inf
+    live = 0.0
+    for i in range(sizes.shape[0]):
+        lo = lows[i]
+        hi = highs[i]
+        n = sizes[i]
+        lo_sum += lo * n
+        hi_sum += hi * n
+        width = hi - lo
+        spread_sum += width * n
+        if width > 0.0:
+            a = min(a, lo)
+            b = max(b, hi)
+            c = min(c, width)
+            live += n
+    t_hat[q] = t
+    v_hat[q] = v
+    low[q] = lo_sum
+    high[q] = hi_sum
+    spread[q] = spread_sum
+    a_min[q] = a
+    b_max[q] = b
+    c_min[q] = c
+    varying[q] = live
+    lattice_check[q] = 1 if kind == 2 else 0
+    step[q] = (1.0 if live > 0.0 else 0.0) if kind == 1 else np.nan
+
+
+@_compiled
 def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat: np.ndarray, u: np.ndarray,
                 u_sums: np.ndarray, sizes: np.ndarray, t_hat: np.ndarray, v_hat: np.ndarray, low: np.ndarray,
                 high: np.ndarray, spread: np.ndarray, a_min: np.ndarray, b_max: np.ndarray, c_min: np.ndarray,
@@ -54,31 +128,21 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
                 ) -> None:  # pragma: no cover - compiled by numba
     """Queries ``start .. stop - 1``; group ``i`` of the data is column ``groups[i]`` of ``w3``.
 
-    The lattice step of eq. 21 is decided here for indicator queries (every weight 0 or 1: each
-    group's value set is {0}, {1} or {0, 1}, a full progression; step 1 if some group takes both
-    values, else 0); other queries with integer weights get ``lattice_check[q] = 1`` (the caller
-    runs the general check), the rest keep ``step`` NaN (no lattice).
-
     The centred sum is taken in one pass, shifted by the group's first weight :math:`x_0`
     (:math:`d = w - x_0`, :math:`\\bar d = m_g - x_0`):
     :math:`\\sum_v (w - m_g)^2 u = \\sum_v d^2 u - 2 \\bar d \\sum_v d\\,u + \\bar d^2 \\sum_v u`.
     Every term is of the order of the group's spread squared, so the cancellation is harmless
     whatever the weights' offset (``u_sums[i]`` is :math:`\\sum_v u[i, v]`). The first value has
     :math:`d = 0`, so the shifted sums run over the other :math:`k - 1` values (14 % faster at k = 5).
+    The extremes, the lattice step and the stores: :func:`_finish_query`.
     """
     k = w3.shape[2]
+    lows = np.empty(groups.shape[0])
+    highs = np.empty(groups.shape[0])
     for q in range(start, stop):
         t = 0.0
         v = 0.0
-        lo_sum = 0.0
-        hi_sum = 0.0
-        spread_sum = 0.0
-        a = np.inf
-        b = -np.inf
-        c = np.inf
-        live = 0.0
-        indicator = True   # every weight 0 or 1 so far
-        integral = True    # every weight an integer so far
+        kind = 1
         for i in range(groups.shape[0]):
             g = groups[i]
             x0 = w3[q, g, 0]
@@ -88,10 +152,6 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
             dot = x0 * hhat[i, 0]
             du = 0.0
             ddu = 0.0
-            if integral and x0 != 0.0 and x0 != 1.0:
-                indicator = False
-                if x0 != np.floor(x0) or abs(x0) > _INTEGER_LIMIT:
-                    integral = False
             for j in range(1, k):  # d = 0 at j = 0: the shifted sums start at j = 1
                 x = w3[q, g, j]
                 dot += x * hhat[i, j]
@@ -102,65 +162,28 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
                 ddu += weighted * d
                 lo = min(lo, x)
                 hi = max(hi, x)
-                if integral and x != 0.0 and x != 1.0:  # after the first fractional weight: no more checks
-                    indicator = False
-                    if x != np.floor(x) or abs(x) > _INTEGER_LIMIT:
-                        integral = False
             mean_shift = shift / k
             v += ddu - 2.0 * mean_shift * du + mean_shift * mean_shift * u_sums[i]
-            n = sizes[i]
             t += dot
-            lo_sum += lo * n
-            hi_sum += hi * n
-            width = hi - lo
-            spread_sum += width * n
-            if width > 0.0:
-                a = min(a, lo)
-                b = max(b, hi)
-                c = min(c, width)
-                live += n
-        t_hat[q] = t
-        v_hat[q] = v
-        low[q] = lo_sum
-        high[q] = hi_sum
-        spread[q] = spread_sum
-        a_min[q] = a
-        b_max[q] = b
-        c_min[q] = c
-        varying[q] = live
-        lattice_check[q] = 0
-        if indicator:
-            step[q] = 1.0 if live > 0.0 else 0.0
-        else:
-            step[q] = np.nan
-            if integral:
-                lattice_check[q] = 1
+            lows[i] = lo
+            highs[i] = hi
+            if kind != 0:  # after the first non-integer group: no more checks
+                group_kind = _lattice_kind(w3[q, g])
+                kind = 0 if group_kind == 0 else max(kind, group_kind)
+        _finish_query(q, t, v, lows, highs, sizes, kind, t_hat, v_hat, low, high, spread, a_min, b_max, c_min,
+                      varying, step, lattice_check)
 
 
-def _lattice_kind(w: np.ndarray, first: int, stop: int) -> int:  # pragma: no cover - compiled by numba
-    """Kind of the weights ``w[first:stop]`` for eq. 21: 1 every weight 0 or 1 (an indicator), 2 other
-    integers up to 2^52 (the caller checks the lattice), 0 otherwise. Stops at the first non-integer,
-    so real-valued queries cost one comparison."""
-    indicator = True
-    for m in range(first, stop):
-        x = w[m]
-        if x != 0.0 and x != 1.0:
-            indicator = False
-            if x != np.floor(x) or abs(x) > _INTEGER_LIMIT:
-                return 0
-    return 1 if indicator else 2
-
-
+@functools.lru_cache(maxsize=None)
 def _small_domain_sums(k: int) -> Callable[..., None]:
     """The sums of :func:`_table_sums` for domain size ``k`` (a compile-time constant) over all groups.
 
     Arguments: the weights flattened ``w[(q G + g) k + v]``, the query range, ``hhat_t`` and ``u_t``
-    value-major (``[v G + g]``), then as :func:`_table_sums` (G = ``len(sizes)``). Two passes per query:
-    the groups' shifted sums and extremes (vectorised over groups: no reduction across groups but
-    the two sums, which ``reassoc`` lets LLVM split into lanes), then the reductions of the
-    extremes over the groups (scalar: numba gives LLVM no function-level no-NaN attribute, which
-    its floating-point min/max reductions need). Indices are unsigned so that numba emits no
-    negative-index wraparound, which would hide the stride k from the vectoriser.
+    value-major (``[v G + g]``), then as :func:`_table_sums` (G = ``len(sizes)``). The loop over the
+    groups is vectorised: it reduces nothing across groups but the two sums, which ``reassoc`` lets
+    LLVM split into lanes; the extremes' reductions are :func:`_finish_query`'s. Indices are
+    unsigned so that numba emits no negative-index wraparound, which would hide the stride k from
+    the vectoriser. Compiled once per k (numba's on-disk cache keeps it).
     """
     unsigned = np.uint64
 
@@ -199,53 +222,11 @@ def _small_domain_sums(k: int) -> Callable[..., None]:
                 t += dot
                 lows[unsigned(i)] = lo
                 highs[unsigned(i)] = hi
-            lo_sum = 0.0
-            hi_sum = 0.0
-            spread_sum = 0.0
-            a = np.inf
-            b = -np.inf
-            c = np.inf
-            live = 0.0
-            for i in range(groups):
-                lo = lows[unsigned(i)]
-                hi = highs[unsigned(i)]
-                n = sizes[unsigned(i)]
-                lo_sum += lo * n
-                hi_sum += hi * n
-                width = hi - lo
-                spread_sum += width * n
-                if width > 0.0:
-                    a = min(a, lo)
-                    b = max(b, hi)
-                    c = min(c, width)
-                    live += n
-            t_hat[q] = t
-            v_hat[q] = v
-            low[q] = lo_sum
-            high[q] = hi_sum
-            spread[q] = spread_sum
-            a_min[q] = a
-            b_max[q] = b
-            c_min[q] = c
-            varying[q] = live
-            kind = lattice_kind(w, q * groups * k, (q + 1) * groups * k)
-            lattice_check[q] = 1 if kind == 2 else 0
-            step[q] = (1.0 if live > 0.0 else 0.0) if kind == 1 else np.nan
+            kind = _lattice_kind(w[q * groups * k:(q + 1) * groups * k])
+            _finish_query(q, t, v, lows, highs, sizes, kind, t_hat, v_hat, low, high, spread, a_min, b_max, c_min,
+                          varying, step, lattice_check)
 
-    import numba
-    lattice_kind = _compiled_lattice_kind()
-    return numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(sums)
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_lattice_kind() -> Callable[..., int]:
-    import numba
-    return numba.njit(nogil=True, cache=True)(_lattice_kind)
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_small_domain(k: int) -> Callable[..., None]:
-    return _small_domain_sums(k)
+    return _compiled(sums)
 
 
 def small_domain_kernel(k: int) -> Callable[..., None] | None:
@@ -253,16 +234,8 @@ def small_domain_kernel(k: int) -> Callable[..., None] | None:
     outside 2..:data:`SMALL_DOMAIN` or numba is absent (or :data:`KERNEL` is switched off)."""
     if KERNEL is None or not 2 <= k <= SMALL_DOMAIN:
         return None
-    return _compiled_small_domain(k)
+    return _small_domain_sums(k)
 
 
-def _compile() -> Callable[..., Any] | None:
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(_table_sums)
-
-
-#: The compiled kernel, or None without numba.
-KERNEL = _compile()
+#: The compiled general kernel, or None without numba.
+KERNEL: Callable[..., None] | None = None if numba is None else _table_sums
