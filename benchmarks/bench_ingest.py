@@ -65,7 +65,6 @@ import grpc
 import numpy as np
 
 from ldpsynth.aggregator.datadir import read_layout
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ldpsynth.aggregator.store import ShardReader
 from ldpsynth.client import (IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows,
                              prepare_reports)
@@ -73,6 +72,7 @@ from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parent
 COLLECTION = "pairs"

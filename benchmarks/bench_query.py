@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ldpsynth.client import AsyncClient
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
@@ -45,6 +44,7 @@ from ldpsynth.shared.queries import linear_batch
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FACEBOOK_EDGES = 88_234
