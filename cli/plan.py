@@ -238,7 +238,8 @@ def render(p: Plan) -> str:
     """The plan as text: a header and Markdown tables."""
     privates = ", ".join(a.name for a in p.batch.schema.private_attributes)
     publics = ", ".join(a.name for a in p.batch.schema.public_attributes) or "none"
-    text = (f"collection        {p.batch.schema.name}: |D| = {p.domain_size:,} (private: {privates}; public: {publics})\n"
+    text = (f"collection        {p.batch.schema.name}: |D| = {p.domain_size:,} "
+            f"(private: {privates}; public: {publics})\n"
             f"epsilon           {p.epsilon:.6g} per row (delivered by E)\n"
             f"rows              {p.devices:,} devices x {p.rows_per_device} = {p.n:,} rows\n"
             f"worst case        any private values; {p.composition}\n"
@@ -252,7 +253,8 @@ def render(p: Plan) -> str:
     if p.inverse is not None:
         text += f"\nTarget half-width ±{p.inverse.target_halfwidth:g}:\n\n" + _inverse_table(p)
         if (np.isnan(p.inverse.devices_worst)).any():
-            text += "(n/a: a sum's half-width grows like the square root of the devices; a dense query's rows are fixed)\n"
+            text += ("(n/a: a sum's half-width grows like the square root of the devices; "
+                     "a dense query's rows are fixed)\n")
     if p.alternatives:
         text += "\nThe schema's share of the error (same ε): " + _alternatives_table(p)
     return text

@@ -120,7 +120,8 @@ def synthetic_graph() -> Config:
     schema = datasets.graph_schema(1.0, vertices, "graph")
     halves = [rng.permutation(vertices) < vertices // 2 for _ in range(3)]
     queries = [Q.linear([0, 1], normalization="mean", label="edge density")] + \
-        [Q.cut(np.flatnonzero(s).tolist(), np.flatnonzero(~s).tolist(), label=f"cut #{c}") for c, s in enumerate(halves)]
+        [Q.cut(np.flatnonzero(s).tolist(), np.flatnonzero(~s).tolist(), label=f"cut #{c}")
+         for c, s in enumerate(halves)]
     return _encoded("synthetic graph, 40 vertices, eps 1", schema, {"i": i, "j": j, "edge": adjacency.reshape(-1)},
                     queries)
 

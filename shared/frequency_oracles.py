@@ -10,7 +10,8 @@ values. v is in it with probability :math:`p^*`, any other value with probabilit
 count estimate :math:`\\hat c(v) = (\\sum_j 1[v \\in \\mathrm{Support}(y_j)] - n q^*)/(p^* - q^*)` is
 unbiased with (WBLJ §3, eq. 2)
 
-.. math::  \\mathrm{Var}\\,\\hat c(v) = \\frac{n q^*(1 - q^*)}{(p^* - q^*)^2} + \\frac{n f_v (1 - p^* - q^*)}{p^* - q^*},
+.. math::  \\mathrm{Var}\\,\\hat c(v) = \\frac{n q^*(1 - q^*)}{(p^* - q^*)^2}
+           + \\frac{n f_v (1 - p^* - q^*)}{p^* - q^*},
 
 :math:`f_v` the share of users holding v; eq. 4 keeps the first term.
 

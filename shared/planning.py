@@ -508,6 +508,7 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
         composition=f"public part and prior: {rows.description}" if with_prior else
         "public part uniform over the public domain (no prior)",
         range=range_, e=e, bound=_bounds(m, norms, n, mechanism),
-        oue=_oracle_figures(m, oue(eps), n, z_norm, with_prior), olh=_oracle_figures(m, olh(eps), n, z_norm, with_prior),
+        oue=_oracle_figures(m, oue(eps), n, z_norm, with_prior),
+        olh=_oracle_figures(m, olh(eps), n, z_norm, with_prior),
         olh_hash_range=olh_hash_range(eps), status=_status(range_, z_level * e.headline, z_norm),
         inverse=inverse, alternatives=tuple(alternatives))

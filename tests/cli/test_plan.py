@@ -99,7 +99,8 @@ def test_a_csv_prior_with_extra_columns_and_a_merge(capsys, tmp_path):
     (["--target-halfwidth", "0"], "target_halfwidth"),
 ])
 def test_bad_arguments_name_the_field(argv, field, capsys):
-    base = {"--collection": str(EXAMPLES / "ratings.json"), "--devices": "10", "--queries": str(EXAMPLES / "queries.json")}
+    base = {"--collection": str(EXAMPLES / "ratings.json"), "--devices": "10",
+            "--queries": str(EXAMPLES / "queries.json")}
     args = [x for key, value in base.items() if key not in argv for x in (key, value)] + argv
     code, _, err = run(args, capsys)
     assert code == 2 and f"error: {field}" in err
@@ -108,7 +109,8 @@ def test_bad_arguments_name_the_field(argv, field, capsys):
 def test_a_prior_missing_a_column_and_an_unreadable_file(capsys, tmp_path):
     rows = tmp_path / "rows.csv"
     rows.write_text("rating\n4\n5\n", encoding="utf-8")
-    base = ["--collection", str(EXAMPLES / "ratings.json"), "--devices", "10", "--queries", str(EXAMPLES / "queries.json")]
+    base = ["--collection", str(EXAMPLES / "ratings.json"), "--devices", "10",
+            "--queries", str(EXAMPLES / "queries.json")]
     code, _, err = run(base + ["--prior", str(rows)], capsys)
     assert code == 2 and "error: prior.movie" in err
     code, _, err = run(base + ["--prior", str(tmp_path / "absent.csv")], capsys)

@@ -37,7 +37,8 @@ def test_the_answers_table_shows_predicted_and_achieved_half_widths():
     work = workload(population)
     mechanism = MechanismCard.for_schema(population.schema).mechanism
     keys, codes = population.true_codes()
-    stats = SufficientStatistics.from_schema(population.schema, keys, mechanism.perturb(codes, np.random.default_rng(1)))
+    released = mechanism.perturb(codes, np.random.default_rng(1))
+    stats = SufficientStatistics.from_schema(population.schema, keys, released)
     report = SimpleNamespace(answers=answer(work, population, stats, mechanism), workload=work)
     prediction = predicted(work, population)
     rows = answer_rows(report, prediction)
