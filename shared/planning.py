@@ -62,7 +62,6 @@ attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -433,12 +432,10 @@ def _epsilon_needed(m: Moments, which: np.ndarray, n: int, z_norm: np.ndarray, k
 
 def _inverse(target: float, m: Moments, norms: np.ndarray, n: int, rows_per_device: int, z_norm: np.ndarray,
              z_level: float, k: int, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Inverse:
-    if not (isinstance(target, (int, float)) and not isinstance(target, bool) and math.isfinite(target)
-            and target > 0):
-        raise ValidationError("target_halfwidth", "a finite number > 0", f"got {target!r}")
+    target = check_epsilon(target, "target_halfwidth")  # a finite number > 0
     target_variance = (target / z_level) ** 2
     return Inverse(
-        float(target),
+        target,
         _devices_needed(worst, m, norms, n, rows_per_device, target_variance),
         _devices_needed(prior, m, norms, n, rows_per_device, target_variance) if with_prior else None,
         _epsilon_needed(m, m.worst_high, n, z_norm, k, target_variance),  # E's B = s/r > 0: max_v D_g
