@@ -3,11 +3,13 @@
 * Every document the Python code writes validates: collection schemas and mechanism cards of
   schemas with every attribute type (fixed ones and hypothesis-drawn ones), ``GetCollection``'s
   JSON, query batches from the builders (every kind, every condition operator), the JSON examples
-  of README.md, and docker/collections/*.json.
+  of README.md and docs/contract.md, and docker/collections/*.json.
 * The JSON Schemas and the Python readers agree: a set of bad documents is refused by both, a set
-  of edge-case good documents is accepted by both. The readers' known leniencies are
-  ``xfail(strict=True)``: fixing one makes its case pass, and the
+  of edge-case good documents is accepted by both. The readers' known leniencies
+  (docs/contract.md §13) are ``xfail(strict=True)``: fixing one makes its case pass, and the
   strict xfail then fails until the case moves to the agreeing sets.
+* The worked example of docs/contract.md §12 is what the code computes, including the device's
+  sampler on the words the table lists.
 
 Deterministic except for hypothesis' example generation.
 """
@@ -28,10 +30,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from referencing import Registry, Resource
 
+from ldpsynth.shared import mechanism as mechanism_module
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_to_proto
+from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.schema import (
     Attribute,
     BinaryAttribute,
@@ -40,9 +44,11 @@ from ldpsynth.shared.schema import (
     IntegerAttribute,
     Schema,
 )
+from ldpsynth.shared.wire import collection_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "docs" / "schemas"
+CONTRACT = ROOT / "docs" / "contract.md"
 COLLECTION, CARD, QUERIES = "collection", "mechanism-card", "query-batch"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -206,7 +212,7 @@ def test_docker_collections_validate() -> None:
         assert python_accepts(kind_of(doc), doc)
 
 
-@pytest.mark.parametrize("path", [ROOT / "README.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [ROOT / "README.md", CONTRACT], ids=lambda p: p.name)
 def test_documented_json_examples_validate(path: Path) -> None:
     blocks = json_blocks(path)
     assert len(blocks) >= 2
@@ -423,7 +429,50 @@ LENIENT = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="the Python reader accepts what the JSON Schema refuses")
+@pytest.mark.xfail(strict=True, reason="docs/contract.md §13: the Python reader accepts what the JSON Schema refuses")
 @pytest.mark.parametrize(("kind", "doc"), [(k, d) for k, _, d in LENIENT], ids=[f"{k}: {i}" for k, i, _ in LENIENT])
 def test_known_leniencies_of_the_readers(kind: str, doc: Any) -> None:
     assert python_accepts(kind, doc) == schema_accepts(kind, doc)
+
+
+# ----- the worked example of docs/contract.md -------------------------------------------------
+def test_the_worked_example_is_what_the_code_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = CONTRACT.read_text(encoding="utf-8")
+    blocks = json_blocks(CONTRACT)
+    schema = Schema.from_json(next(b for b in blocks if isinstance(b, dict) and b.get("name") == "demo"))
+    row = {"region": ["south"], "age": [19], "smoker": [1], "score": [0.6]}
+    assert [int(a.encode(row[a.name])[0]) for a in schema.attributes] == [1, 1, 1, 2]
+    code = int(schema.encode_private({a.name: row[a.name] for a in schema.private_attributes})[0])
+    assert code == 14 and "= **14**" in text
+    assert {k: v.tolist() for k, v in schema.decode_private([14]).items()} == {"age": [19], "smoker": [1],
+                                                                              "score": [0.5]}
+
+    mech = MechanismCard.for_schema(schema).mechanism
+    a, l, n = mech.keep_weight, mech.lie_weight, mech.total_weight
+    for shown in (f'"{a}"', f'"{l}"', f'"{n}"', repr(mech.epsilon), repr(mech.keep_probability),
+                  repr(mech.lie_probability), str(2**64 % n), str(2**64 - 2**64 % n)):
+        assert shown in text, shown
+    assert 2**64 - 2**64 % n == 4 * n and "(= 4N)" in text
+
+    # The sampler of a device, fed the words of the table: reject, keep, lie below x, lie above x, lie at x.
+    words = iter([2**64 - 1, 2**62, 10**18, 12345678901234567890, a + 14 * l + 5])
+    monkeypatch.setattr(mechanism_module.os, "urandom", lambda size: int(next(words)).to_bytes(size, "little"))
+    outcomes = [int(mech.perturb_secure(np.array([14]))[0]) for _ in range(4)]
+    assert outcomes == [14, 3, 18, 15]
+    for word, shown in ((2**62, "| R < A: report 14 |"), (10**18, "= 3 < 14: report 3 |"),
+                        (12345678901234567890, "| j = 17 ≥ 14: report 18 |"),
+                        (a + 14 * l + 5, "| j = 14 ≥ 14: report 15 (never x itself) |")):
+        assert f"| {word} " in text and f"| {word % n} | " in text and shown in text
+
+    reports = Reports(np.arange(16, dtype=np.uint8).reshape(1, 16), np.array([3]), np.array([[1]]))
+    message = reports_to_proto(reports.validate(schema), "demo", mech.VERSION, 7).SerializeToString()
+    assert len(message) == 51 and message.hex(" ") in text
+    assert pb.BatchAck(sequence=7, accepted=1, duplicates=0).SerializeToString().hex(" ") == "08 07 10 01"
+
+    queries = Q.queries_from_json(next(b for b in blocks if isinstance(b, list)))
+    smoker = (np.arange(24) // 4) % 2
+    np.testing.assert_array_equal(queries[0].weights, smoker)
+    batch = Q.compile_queries(queries, schema)
+    (plain, grouped) = sorted(batch.blocks, key=lambda b: b.attribute is not None)
+    np.testing.assert_array_equal(plain.weights[:, 0], [smoker, smoker])        # linear == predicate
+    assert grouped.attribute == "region" and grouped.values.tolist() == [1]     # "south" has code 1
