@@ -4,10 +4,11 @@ Both sides use this module: the analyst's client cuts a batch into :class:`Estim
 chunks no larger than a byte budget (:func:`estimate_requests`) and reassembles the answer pages
 (:class:`AnswerTable`); the server reads the chunks back into one
 :class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`, validating every query and
-naming the first bad one by its index in the whole batch) and pages the answers
-(:func:`answer_pages`). Packed arrays (:class:`LinearQueries`, :class:`GroupedQueries`) carry
-large batches without per-query objects: 2^20 linear queries over ``|D| = 5`` are 40 MiB of
-float64, sent as ten 4 MiB chunks.
+naming the first bad one by its index in the whole batch) and pages the answers, each page
+within the sender's message limit (:func:`answer_pages`; sizes are counted on the wire: payload
+bytes plus a bound of :data:`FIELD_HEADER_BYTES` per length-delimited field). Packed arrays
+(:class:`LinearQueries`, :class:`GroupedQueries`) carry large batches without per-query objects:
+2^20 linear queries over ``|D| = 5`` are 40 MiB of float64, sent as ten 4 MiB chunks.
 """
 
 from __future__ import annotations
@@ -24,15 +25,25 @@ from .estimators import AnswerColumns, Answers
 from .queries import NORMALIZATIONS, QueryBatch, compile_queries, concat_batches, grouped_batch, linear_batch, \
     queries_from_json
 from .schema import Schema
+from .validation import check_int
 from .wire import query_pb2 as pb
 
 #: Default byte budget of one request chunk (well under the server's message limit).
 DEFAULT_CHUNK_BYTES = 4 << 20
-#: Answers per response page (about 5 MiB of fields).
+#: Most answers in one response page (about 5 MiB of fields); the message limit may make pages smaller.
 DEFAULT_PAGE_ANSWERS = 1 << 16
+#: Bound on the bytes a length-delimited field (bytes, string, sub-message) adds besides its
+#: payload: a one-byte tag and a length varint (at most 5 bytes below 2^35).
+FIELD_HEADER_BYTES = 1 + 5
 _F64 = np.dtype("<f8")
 _COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
 _U64 = np.dtype("<u8")
+#: Wire bytes of one answer's columns: seven float64 values and the ``proper_exact`` byte.
+ANSWER_BYTES = 8 * len(_COLUMNS) + 1
+#: Wire bytes of an ``EstimateResponse`` besides its answers: the scalar fields at their largest
+#: and a header for each packed column.
+PAGE_ENVELOPE_BYTES = pb.EstimateResponse(offset=2**64 - 1, level=-1.0, n=2**64 - 1, epsilon=-1.0,
+                                          total=2**64 - 1).ByteSize() + (len(_COLUMNS) + 1) * FIELD_HEADER_BYTES
 
 
 # ----- client side: a batch -> request chunks ------------------------------------------------
@@ -194,12 +205,45 @@ def _at(first: int, build: Any) -> Any:
 
 
 # ----- answers -> pages -> answers -----------------------------------------------------------
-def answer_pages(answers: Answers, page: int = DEFAULT_PAGE_ANSWERS) -> Iterator[pb.EstimateResponse]:
-    """The answers in pages of at most ``page`` queries, in batch order (columns packed as bytes)."""
+def _page_bounds(cost: np.ndarray, budget: int, page: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` ranges of answers, each as long as it can be with at most
+    ``page`` answers whose ``cost`` sums to at most ``budget`` (every cost is <= budget)."""
+    ends = np.cumsum(cost)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < len(cost):
+        spent = int(ends[start - 1]) if start else 0
+        stop = min(int(np.searchsorted(ends, spent + budget, side="right")), start + page)
+        bounds.append((start, stop))
+        start = stop
+    return bounds or [(0, 0)]
+
+
+def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
+                 ) -> Iterator[pb.EstimateResponse]:
+    """The answers in pages, in batch order (columns packed as bytes): each page holds at most
+    ``page`` answers and serializes to at most ``max_bytes`` bytes (the sender's message limit).
+
+    Answer ``j`` costs :data:`ANSWER_BYTES`, plus its UTF-8 label and a field header when the
+    batch is labelled; a page costs :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one
+    page with ``total = 0`` (it still carries the level, ``n`` and ε). If one answer alone cannot
+    fit a page, :class:`BatchTooLarge` is raised before any page is made.
+    """
+    page = check_int(page, "page", 1)
     total = len(answers)
     labels = answers.batch.labels
-    for start in range(0, total, page):
-        cut = slice(start, min(start + page, total))
+    cost = np.full(total, ANSWER_BYTES, np.int64)
+    if labels is not None:
+        cost += np.fromiter((len(label.encode()) for label in labels), np.int64, total) + FIELD_HEADER_BYTES
+    budget = max_bytes - PAGE_ENVELOPE_BYTES
+    over = np.flatnonzero(cost > budget)
+    if over.size:
+        j = int(over[0])
+        raise BatchTooLarge(f"answers of at most {budget} bytes each, so that a page fits the message limit of "
+                            f"{max_bytes} bytes (answer {j}, of queries[{answers.batch.origins[j]}], needs {cost[j]} "
+                            f"bytes with its label)")
+    for start, stop in _page_bounds(cost, budget, page):
+        cut = slice(start, stop)
         columns = {name: np.ascontiguousarray(getattr(answers, name)[cut], _F64).tobytes() for name in _COLUMNS}
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),

@@ -9,7 +9,8 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.query_wire import AnswerTable, BatchReader, BatchTooLarge, answer_pages, estimate_requests
+from ldpsynth.shared.query_wire import PAGE_ENVELOPE_BYTES, AnswerTable, BatchReader, BatchTooLarge, answer_pages, \
+    estimate_requests
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -71,7 +72,7 @@ def test_limits_raise_batch_too_large():
 def test_pages_reassemble_every_answer_in_order():
     batch = Q.compile_queries(Q.queries_from_json(QUERIES * 30), SCHEMA)
     answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism, level=0.8)
-    pages = list(answer_pages(answers, page=7))
+    pages = list(answer_pages(answers, max_bytes=1 << 20, page=7))
     assert len(pages) == -(-answers.estimate.size // 7)
     table = AnswerTable.from_pages(pages)
     assert table.records() == answers.records()
@@ -79,6 +80,31 @@ def test_pages_reassemble_every_answer_in_order():
         AnswerTable.from_pages(pages[:1] + pages[2:])
     with pytest.raises(ValidationError, match="answers"):
         AnswerTable.from_pages(pages[:-1])
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_pages_fit_the_message_limit(labelled):
+    """2^14 answers in pages of at most 4 KiB each, reassembled in order; pages are full, not just small."""
+    rng = np.random.default_rng(9)
+    if labelled:  # 250-character labels: about 12 answers a page
+        batch = Q.compile_queries(Q.queries_from_json(
+            [{"kind": "linear", "weights": w.tolist(), "label": f"{j:03d}" + "y" * 247}
+             for j, w in enumerate(rng.random((1 << 10, 5)))]), SCHEMA)
+    else:
+        batch = Q.linear_batch(SCHEMA, rng.random((1 << 14, 5)))
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism)
+    pages = list(answer_pages(answers, max_bytes=4096))
+    sizes = np.array([page.ByteSize() for page in pages])
+    per_answer = 57 + (6 + 250 if labelled else 0)
+    assert sizes.max() <= 4096 and np.all(sizes[:-1] > 4096 - PAGE_ENVELOPE_BYTES - per_answer)
+    assert AnswerTable.from_pages(pages).records() == answers.records()
+
+
+def test_an_answer_too_large_for_a_page_is_batch_too_large():
+    batch = Q.compile_queries(Q.queries_from_json([QUERIES[0], {**QUERIES[1], "label": "z" * 256}]), SCHEMA)
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism)
+    with pytest.raises(BatchTooLarge, match=r"message limit of 300 bytes \(answer 1, of queries\[1\]"):
+        next(answer_pages(answers, max_bytes=300))
 
 
 def test_an_empty_batch_is_refused():
