@@ -6,7 +6,8 @@ PERMISSION_DENIED; unknown collection or no rows yet: FAILED_PRECONDITION; a bad
 attribute, weight table of the wrong size, empty or overlapping cut sets, NaN weights, a level
 outside (0, 1)): INVALID_ARGUMENT naming ``queries[j]`` (the whole batch is refused, nothing is
 answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WEIGHTS` weights:
-RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED.
+RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED. An empty batch
+(``queries_json = "[]"``) answers OK with one page of no answers.
 
 Replies honour the server's message limit (``--max-message-bytes``, published as the
 collection's ``Limits.max_message_bytes``; gRPC enforces it on what the server sends too): answer

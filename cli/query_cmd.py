@@ -9,6 +9,10 @@
 query); ``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
 pyarrow is installed) and prints a JSON summary. ``ldpsynth estimate`` on an export returns the
 numbers ``ldpsynth query`` gets from the server. Only the ``[client]`` extra is needed.
+
+``query`` sends the file's queries in chunks of whole queries, each within the server's message
+limit (one query too large for it: one line naming ``queries[j]`` and the limit, exit 2); ``[]``
+prints ``[]``. A call the server refuses prints one line and exits 1.
 """
 
 from __future__ import annotations

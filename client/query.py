@@ -11,9 +11,12 @@ synthetic database, and export its public release (``proto/ldpsynth/v1/query.pro
         big = analyst.estimate("ratings", linear=weights)  # a (Q, |D|) array, e.g. Q = 2^20
         analyst.export("ratings").write("release/")
 
-Batches are streamed in chunks of at most ``chunk_bytes`` and the answers come back in pages,
-so a batch of 2^20 queries stays within the message limits. Querying spends no privacy budget.
-Needs only the ``[client]`` extra.
+Batches are streamed in chunks of whole queries, each request message within ``chunk_bytes`` and
+the message limit of the server (learnt once per collection from ``GetCollection``, which the
+``query`` role may call) and of this client; the answers come back in pages that the server
+sizes to its own limit (keep ``max_message_bytes`` at least the server's, as by default). An empty
+batch answers with no answers. Querying spends no privacy budget. Needs only the ``[client]``
+extra.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
 from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
 from .errors import QueryError
 from .release import Release
+from .retry import check_seconds
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials
 
 #: Deadline of one query call when none is given (a large batch or export takes a while).
@@ -41,21 +47,37 @@ _U64 = np.dtype("<u8")
 
 
 class QueryClient:
-    """A blocking client of ``ldpsynth.v1.QueryService`` (TLS, mutual TLS and token as :class:`Client`)."""
+    """A blocking client of ``ldpsynth.v1.QueryService`` (TLS, mutual TLS and token as :class:`Client`).
+
+    Parameters
+    ----------
+    target, token, root_certificates, certificate_chain, private_key:
+        As :class:`~ldpsynth.client.aio.AsyncClient`.
+    deadline:
+        Seconds each call may take.
+    max_message_bytes:
+        The channel's send and receive limit. Requests are cut to the smaller of it and the
+        server's limit; replies are sized by the server to its limit, so a smaller value here
+        can make a reply fail with RESOURCE_EXHAUSTED.
+    chunk_bytes:
+        Preferred size of one request message (a single JSON query may be larger, up to the limit).
+    """
 
     def __init__(self, target: str, *, token: str | None = None, root_certificates: str | os.PathLike | None = None,
                  certificate_chain: str | os.PathLike | None = None, private_key: str | os.PathLike | None = None,
                  deadline: float = DEFAULT_QUERY_DEADLINE, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES):
-        limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
+        self._limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
         self._metadata = bearer_metadata(token)
-        self._deadline = deadline
-        self._chunk_bytes = min(check_int(chunk_bytes, "chunk_bytes", 1024), limit // 2)
-        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+        self._deadline = check_seconds(deadline, "deadline")
+        self._chunk_bytes = check_int(chunk_bytes, "chunk_bytes", 1024)
+        self._server_limits: dict[str, int] = {}
+        options = [("grpc.max_send_message_length", self._limit), ("grpc.max_receive_message_length", self._limit)]
         credentials = channel_credentials(root_certificates, certificate_chain, private_key)
         self._channel = grpc.insecure_channel(target, options=options) if credentials is None \
             else grpc.secure_channel(target, credentials, options=options)
         self._stub = qpb_grpc.QueryServiceStub(self._channel)
+        self._collections = pb_grpc.CollectionServiceStub(self._channel)
 
     def __enter__(self) -> "QueryClient":
         return self
@@ -66,15 +88,37 @@ class QueryClient:
     def close(self) -> None:
         self._channel.close()
 
+    def message_limit(self, collection: str) -> int:
+        """Largest request message for ``collection``: the smaller of this channel's limit and the
+        server's ``Limits.max_message_bytes`` (from ``GetCollection``, asked once per collection)."""
+        if collection not in self._server_limits:
+            try:
+                message = self._collections.GetCollection(pb.GetCollectionRequest(collection=collection),
+                                                          timeout=self._deadline, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                raise QueryError("GetCollection", exc.code().name, exc.details() or "") from None
+            server = message.limits.max_message_bytes
+            self._server_limits[collection] = min(self._limit, server) if server > 0 else self._limit
+        return self._server_limits[collection]
+
     def estimate(self, collection: str, *, queries: Sequence[Mapping[str, Any]] | None = None,
                  linear: np.ndarray | None = None, normalization: str = "eq10", level: float = 0.95) -> AnswerTable:
         """Answers (eq. 17 estimate, eq. 21 proper estimate, standard error, interval at ``level``,
         eq. 20/22 bounds, n, delivered ε) to JSON ``queries`` and/or a ``(Q, |D|)`` array of
-        ``linear`` weight lists, in that order."""
+        ``linear`` weight lists, in that order.
+
+        The batch is checked and cut before anything is sent: a query or weight row too large for
+        the message limit (:meth:`message_limit`) raises
+        :class:`~ldpsynth.shared.errors.ValidationError` naming it (``queries[j]``, ``linear``) and
+        the limit. No queries at all answers an empty table (``n = 0``). A failed call raises
+        :class:`QueryError`.
+        """
+        limit = self.message_limit(collection)
         requests = estimate_requests(collection, level=level, queries=queries, linear=linear,
-                                     normalization=normalization, chunk_bytes=self._chunk_bytes)
+                                     normalization=normalization, chunk_bytes=min(self._chunk_bytes, limit),
+                                     max_message_bytes=limit)
         try:
-            pages = list(self._stub.Estimate(requests, timeout=self._deadline, metadata=self._metadata))
+            pages = list(self._stub.Estimate(iter(requests), timeout=self._deadline, metadata=self._metadata))
         except grpc.RpcError as exc:
             raise QueryError("Estimate", exc.code().name, exc.details() or "") from None
         return AnswerTable.from_pages(pages)

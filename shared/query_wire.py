@@ -1,14 +1,15 @@
 """Conversions between query batches / answers and the messages of ``proto/ldpsynth/v1/query.proto``.
 
 Both sides use this module: the analyst's client cuts a batch into :class:`EstimateRequest`
-chunks no larger than a byte budget (:func:`estimate_requests`) and reassembles the answer pages
-(:class:`AnswerTable`); the server reads the chunks back into one
-:class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`, validating every query and
-naming the first bad one by its index in the whole batch) and pages the answers, each page
-within the sender's message limit (:func:`answer_pages`; sizes are counted on the wire: payload
-bytes plus a bound of :data:`FIELD_HEADER_BYTES` per length-delimited field). Packed arrays
-(:class:`LinearQueries`, :class:`GroupedQueries`) carry large batches without per-query objects:
-2^20 linear queries over ``|D| = 5`` are 40 MiB of float64, sent as ten 4 MiB chunks.
+chunks of whole queries, each message within a byte budget and the server's message limit
+(:func:`estimate_requests`), and reassembles the answer pages (:class:`AnswerTable`); the server
+reads the chunks back into one :class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`,
+validating every query and naming the first bad one by its index in the whole batch) and pages
+the answers, each page within its own message limit (:func:`answer_pages`). Sizes are counted on
+the wire: payload bytes plus a bound of :data:`FIELD_HEADER_BYTES` per length-delimited field.
+Packed arrays (:class:`LinearQueries`, :class:`GroupedQueries`) carry large batches without
+per-query objects: 2^20 linear queries over ``|D| = 5`` are 40 MiB of float64, sent as ten
+4 MiB chunks.
 """
 
 from __future__ import annotations
@@ -47,50 +48,94 @@ PAGE_ENVELOPE_BYTES = pb.EstimateResponse(offset=2**64 - 1, level=-1.0, n=2**64 
 
 
 # ----- client side: a batch -> request chunks ------------------------------------------------
-def _json_chunks(queries: Sequence[Mapping[str, Any]], chunk_bytes: int) -> Iterator[str]:
-    """JSON arrays of consecutive queries, each at most ``chunk_bytes`` long (a larger single
-    query travels alone)."""
+def _json_chunks(queries: Sequence[Mapping[str, Any]], envelope: int, chunk_bytes: int, limit: int) -> list[str]:
+    """JSON arrays of consecutive whole queries, each making a message of at most ``chunk_bytes``
+    with the ``envelope`` (bytes besides the array); a longer single query travels alone if its
+    message fits ``limit``, else a :class:`ValidationError` names it (``queries[j]``). JSON is
+    written as ASCII, so characters are bytes."""
+    chunks: list[str] = []
     parts: list[str] = []
-    size = 2
-    for query in queries:
+    size = envelope + 2
+    for j, query in enumerate(queries):
         text = json.dumps(query, separators=(",", ":"), allow_nan=True)
+        if envelope + 2 + len(text) > limit:
+            raise ValidationError(f"queries[{j}]", f"a query of at most {limit - envelope - 2} bytes as JSON, so "
+                                  f"that its request fits the message limit of {limit} bytes",
+                                  f"it is {len(text)} bytes")
         if parts and size + len(text) + 1 > chunk_bytes:
-            yield "[" + ",".join(parts) + "]"
-            parts, size = [], 2
+            chunks.append("[" + ",".join(parts) + "]")
+            parts, size = [], envelope + 2
         parts.append(text)
         size += len(text) + 1
     if parts:
-        yield "[" + ",".join(parts) + "]"
+        chunks.append("[" + ",".join(parts) + "]")
+    return chunks
+
+
+@dataclass(frozen=True, eq=False)
+class EstimateRequests:
+    """The request stream of one batch, checked and cut when built (:func:`estimate_requests`).
+
+    Iterating it yields the :class:`EstimateRequest` messages, the first naming the collection
+    and the level; it can be iterated again (a retried call sends the same stream).
+    """
+
+    collection: str
+    level: float
+    json_chunks: tuple[str, ...]
+    linear: np.ndarray | None
+    linear_rows: int
+    normalization: str
+
+    def __iter__(self) -> Iterator[pb.EstimateRequest]:
+        head: dict[str, Any] = {"collection": self.collection, "level": self.level}
+        for text in self.json_chunks:
+            yield pb.EstimateRequest(**head, queries_json=text)
+            head = {}
+        if self.linear is not None:
+            for start in range(0, len(self.linear), self.linear_rows):
+                weights = self.linear[start:start + self.linear_rows].tobytes()
+                yield pb.EstimateRequest(**head, linear=pb.LinearQueries(weights=weights,
+                                                                         normalization=self.normalization))
+                head = {}
 
 
 def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence[Mapping[str, Any]] | None = None,
                       linear: np.ndarray | None = None, normalization: str = "eq10",
-                      chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[pb.EstimateRequest]:
+                      chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_message_bytes: int | None = None
+                      ) -> EstimateRequests:
     """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.queries`)
-    and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order, cut into chunks of at
-    most ``chunk_bytes``. The first message names the collection and the level."""
-    if chunk_bytes < 1024:
-        raise ValidationError("chunk_bytes", "an integer >= 1024", f"got {chunk_bytes}")
-    first = True
+    and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order.
 
-    def message(**fields: Any) -> pb.EstimateRequest:
-        nonlocal first
-        head = {"collection": collection, "level": level} if first else {}
-        first = False
-        return pb.EstimateRequest(**head, **fields)
-
-    for text in _json_chunks(list(queries or ()), chunk_bytes):
-        yield message(queries_json=text)
+    Every message serializes to at most ``chunk_bytes`` bytes (the collection, the level and the
+    field headers included), except that a single JSON query longer than that travels alone in a
+    message of at most ``max_message_bytes`` (default ``chunk_bytes``): the receiver's message
+    limit. JSON queries are never split; a query or a weight row that cannot fit the limit raises
+    :class:`ValidationError` naming it (``queries[j]``, ``linear``) before anything is sent.
+    No queries at all is the empty batch: one message carrying ``queries_json = "[]"`` (the server
+    answers it with no answers).
+    """
+    limit = chunk_bytes if max_message_bytes is None else max_message_bytes
+    if chunk_bytes < 1024 or limit < chunk_bytes:
+        raise ValidationError("chunk_bytes", f"an integer in [1024, max_message_bytes = {limit}]", f"got {chunk_bytes}")
+    envelope = pb.EstimateRequest(collection=collection, level=level).ByteSize() + FIELD_HEADER_BYTES
+    if envelope + 2 > limit:
+        raise ValidationError("collection", f"a name that leaves room for queries in {limit} bytes",
+                              f"{len(collection)} characters")
+    json_chunks = _json_chunks(list(queries or ()), envelope, chunk_bytes, limit)
+    w, rows = None, 0
     if linear is not None:
         w = np.ascontiguousarray(linear, dtype=_F64)
         if w.ndim != 2 or w.shape[0] == 0:
             raise ValidationError("linear", "an array of shape (Q >= 1, |D|)", f"got shape {w.shape}")
-        rows = max(1, chunk_bytes // (8 * w.shape[1]))
-        for start in range(0, len(w), rows):
-            yield message(linear=pb.LinearQueries(weights=w[start:start + rows].tobytes(),
-                                                  normalization=normalization))
-    if first:
-        raise ValidationError("queries", "at least one query", "the batch is empty")
+        packed = envelope + pb.LinearQueries(normalization=normalization).ByteSize() + FIELD_HEADER_BYTES
+        if packed + 8 * w.shape[1] > limit:
+            raise ValidationError("linear", f"weight rows of at most {(limit - packed) // 8} values, so that a "
+                                  f"request fits the message limit of {limit} bytes", f"|D| = {w.shape[1]}")
+        rows = max(1, (chunk_bytes - packed) // (8 * w.shape[1]))
+    elif not json_chunks:
+        json_chunks = ["[]"]
+    return EstimateRequests(collection, level, tuple(json_chunks), w, rows, normalization)
 
 
 # ----- server side: request chunks -> one batch ----------------------------------------------
