@@ -2,9 +2,9 @@
 
 :class:`FakeCollectionService` is a ``grpc.aio`` servicer that stores reports by id (a retried id
 is counted as a duplicate, never stored twice) and injects the faults of :class:`Faults`.
-:class:`FakeQueryService` answers ``Estimate`` and ``Export`` from fixed rows. :class:`FakeServer`
-serves them on ``127.0.0.1:0``; :class:`ServerThread` runs one on its own event loop in a thread,
-for blocking code (the sync client, the CLI).
+:class:`FakeQueryService` answers ``Estimate`` and ``Export`` from fixed rows and fails its first
+calls as told. :class:`FakeServer` serves them on ``127.0.0.1:0``; :class:`ServerThread` runs one
+on its own event loop in a thread, for blocking code (the sync client, the CLI).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,8 @@ class Faults:
     reject_details: str = "batch rejected"
     #: The only bearer token accepted (None: any caller).
     token: str | None = None
+    #: The first k GetCollection calls end with UNAVAILABLE.
+    get_collection_unavailable: int = 0
 
 
 class FakeCollectionService(pb_grpc.CollectionServiceServicer):
@@ -112,6 +114,8 @@ class FakeCollectionService(pb_grpc.CollectionServiceServicer):
     async def GetCollection(self, request: pb.GetCollectionRequest, context: grpc.aio.ServicerContext) -> pb.Collection:
         await self._admit(context)
         self.get_collection_calls += 1
+        if self.get_collection_calls <= self.faults.get_collection_unavailable:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "server starting")
         if request.collection != self.info.schema.name:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"unknown collection {request.collection!r}")
         return self.info.to_proto()
@@ -163,24 +167,31 @@ class FakeCollectionService(pb_grpc.CollectionServiceServicer):
 class FakeQueryService(qpb_grpc.QueryServiceServicer):
     """Answers ``Estimate`` with the offline estimator over ``codes`` (public keys and private codes
     of the rows) and pages sized to the collection's message limit; ``Export`` sends the card and
-    the rows, ``chunk_rows`` at a time. ``starts[method]`` holds the monotonic time of every call,
-    ``batches`` the requests of every Estimate call.
+    the rows, ``chunk_rows`` at a time.
+
+    The first ``len(failures)`` calls of each method end with those statuses: an ``Estimate`` after
+    reading the whole batch, an ``Export`` after sending its first chunk (a drop in mid-stream).
+    ``starts[method]`` holds the monotonic time of every call, ``batches`` the requests of every
+    Estimate call.
     """
 
     def __init__(self, info: CollectionInfo, public_keys: np.ndarray, private_codes: np.ndarray, *,
-                 chunk_rows: int = 7):
+                 failures: Sequence[grpc.StatusCode] = (), chunk_rows: int = 7):
         self.info = info
         self.public_keys, self.private_codes = public_keys, private_codes
+        self.failures = list(failures)
         self.chunk_rows = chunk_rows
         self.starts: dict[str, list[float]] = {"Estimate": [], "Export": []}
         self.batches: list[list[qpb.EstimateRequest]] = []
 
-    def _start(self, method: str) -> None:
-        self.starts[method].append(time.monotonic())
+    def _failure(self, method: str) -> grpc.StatusCode | None:
+        calls = self.starts[method]
+        calls.append(time.monotonic())
+        return self.failures[len(calls) - 1] if len(calls) <= len(self.failures) else None
 
     async def Estimate(self, request_iterator: AsyncIterator[qpb.EstimateRequest],
                        context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.EstimateResponse]:
-        self._start("Estimate")
+        failure = self._failure("Estimate")
         schema = self.info.schema
         reader = BatchReader(schema, max_queries=1 << 22, max_weights=1 << 28)
         received: list[qpb.EstimateRequest] = []
@@ -191,6 +202,8 @@ class FakeQueryService(qpb_grpc.QueryServiceServicer):
             except ValidationError as exc:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         self.batches.append(received)
+        if failure is not None:
+            await context.abort(failure, "injected failure")
         stats = SufficientStatistics.from_schema(schema, self.public_keys, self.private_codes)
         answers = estimate(reader.batch(), stats, self.info.card.mechanism, level=received[0].level or 0.95)
         for page in answer_pages(answers, max_bytes=self.info.limits.max_message_bytes):
@@ -198,9 +211,11 @@ class FakeQueryService(qpb_grpc.QueryServiceServicer):
 
     async def Export(self, request: qpb.ExportRequest,
                      context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
-        self._start("Export")
+        failure = self._failure("Export")
         schema = self.info.schema
         yield qpb.ExportChunk(card_json=self.info.card.dumps(), rows=len(self.private_codes))
+        if failure is not None:
+            await context.abort(failure, "injected failure")
         for start in range(0, len(self.private_codes), self.chunk_rows):
             part = slice(start, start + self.chunk_rows)
             digits = schema.public_digits(self.public_keys[part])

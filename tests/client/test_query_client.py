@@ -1,35 +1,41 @@
 """QueryClient and ``ldpsynth query`` against the fake query service (issue 16): requests cut to the
-server's message limit, and the empty batch."""
+server's message limit, the empty batch, and retries of UNAVAILABLE / ABORTED with backoff."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import grpc
 import numpy as np
 import pytest
 
 from ldpsynth.cli import main as cli_main
-from ldpsynth.client.query import QueryClient
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.query import QUERY_RETRYABLE_STATUSES, QueryClient
+from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import Limits
 
-from .client_fakes import FakeCollectionService, FakeQueryService, ServerThread, ratings_info
+from .client_fakes import FakeCollectionService, FakeQueryService, Faults, ServerThread, ratings_info
 
 LIMIT = 4096
 ROWS = 500
+#: Fast backoff: waits in [0.025, 0.05], [0.05, 0.1], [0.1, 0.2] s after failures 1, 2, 3.
+FAST = RetryPolicy(max_attempts=4, initial_backoff=0.05, max_backoff=1.0, multiplier=2.0)
 SMALL_QUERIES = [{"kind": "marginal", "attributes": ["rating"], "label": f"m{j}"} if j % 2 else
                  {"kind": "linear", "weights": list(range(10)), "normalization": "sum"} for j in range(300)]
 
 
 @contextmanager
-def query_server() -> Iterator[tuple[ServerThread, FakeCollectionService, FakeQueryService]]:
+def query_server(failures: Sequence[grpc.StatusCode] = (), faults: Faults | None = None
+                 ) -> Iterator[tuple[ServerThread, FakeCollectionService, FakeQueryService]]:
     """A fake aggregator with a 4 KiB message limit (enforced on what it receives, like the real one)."""
     info = ratings_info(limits=Limits(max_message_bytes=LIMIT))
     rng = np.random.default_rng(5)
-    queries = FakeQueryService(info, rng.integers(0, 300, ROWS), rng.integers(0, 10, ROWS))
-    collections = FakeCollectionService(info)
+    queries = FakeQueryService(info, rng.integers(0, 300, ROWS), rng.integers(0, 10, ROWS), failures=failures)
+    collections = FakeCollectionService(info, faults)
     with ServerThread(collections, queries=queries, max_receive_message_bytes=LIMIT) as server:
         yield server, collections, queries
 
@@ -62,6 +68,57 @@ def test_estimate_with_no_queries_answers_an_empty_table() -> None:
         answers = client.estimate("ratings")
     assert len(answers) == 0 and answers.records() == []
     assert [r.queries_json for r in fake.batches[0]] == ["[]"]
+
+
+def test_unavailable_and_aborted_are_retried_with_backoff() -> None:
+    failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE]
+    with query_server(failures) as (server, _, fake), QueryClient(server.target, retry=FAST) as client:
+        answers = client.estimate("ratings", queries=SMALL_QUERIES)
+    assert len(answers) == 150 * 6 and len(fake.starts["Estimate"]) == 4
+    gaps = np.diff(fake.starts["Estimate"])
+    assert np.all(gaps >= [0.025, 0.05, 0.1]) and gaps.sum() < 5.0  # backoff c_k / 2 <= wait <= c_k
+    first = [r.SerializeToString() for r in fake.batches[0]]
+    assert all([r.SerializeToString() for r in batch] == first for batch in fake.batches)  # the same stream
+
+
+def test_an_export_dropped_mid_stream_is_downloaded_again_from_the_start() -> None:
+    failures = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAVAILABLE]
+    with query_server(failures) as (server, _, fake), QueryClient(server.target, retry=FAST) as client:
+        release = client.export("ratings")
+    assert len(fake.starts["Export"]) == 3 and len(release) == ROWS
+    np.testing.assert_array_equal(release.private_codes(), fake.private_codes)
+    np.testing.assert_array_equal(release.public_keys(), fake.public_keys)
+
+
+def test_get_collection_is_retried() -> None:
+    with query_server(faults=Faults(get_collection_unavailable=2)) as (server, collections, _), \
+            QueryClient(server.target, retry=FAST) as client:
+        assert len(client.estimate("ratings", queries=SMALL_QUERIES[:1])) == 1
+    assert collections.get_collection_calls == 3
+
+
+@pytest.mark.parametrize("status", [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                                    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.PERMISSION_DENIED,
+                                    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.INTERNAL])
+def test_final_statuses_are_not_retried(status: grpc.StatusCode) -> None:
+    assert status.name not in QUERY_RETRYABLE_STATUSES
+    with query_server([status] * 3) as (server, _, fake), QueryClient(server.target, retry=FAST) as client:
+        with pytest.raises(QueryError) as estimate:
+            client.estimate("ratings", queries=SMALL_QUERIES[:1])
+        with pytest.raises(QueryError) as export:
+            client.export("ratings")
+    assert estimate.value.status == export.value.status == status.name
+    assert len(fake.starts["Estimate"]) == len(fake.starts["Export"]) == 1
+
+
+def test_attempts_are_bounded() -> None:
+    policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.02)
+    with query_server([grpc.StatusCode.UNAVAILABLE] * 10) as (server, _, fake), \
+            QueryClient(server.target, retry=policy) as client, pytest.raises(QueryError) as raised:
+        client.estimate("ratings", queries=SMALL_QUERIES[:1])
+    assert raised.value.status == "UNAVAILABLE" and "after 3 attempts" in raised.value.details
+    assert len(fake.starts["Estimate"]) == 3
 
 
 # ----- ldpsynth query -------------------------------------------------------------------------
@@ -102,3 +159,14 @@ def test_cli_query_names_a_query_over_the_limit(only_query_command, tmp_path, ca
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert "queries[1]" in captured.err and str(LIMIT) in captured.err and "Traceback" not in captured.err
+
+
+def test_cli_query_retries_unavailable_and_aborted_up_to_max_attempts(only_query_command, tmp_path, capsys) -> None:
+    with query_server([grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED]) as (server, _, fake):
+        assert run_query(server.target, SMALL_QUERIES[:2], tmp_path, "--max-attempts", "3") == 0
+    assert len(json.loads(capsys.readouterr().out)) == 6 and len(fake.starts["Estimate"]) == 3
+    with query_server([grpc.StatusCode.UNAVAILABLE] * 3) as (server, _, fake):
+        assert run_query(server.target, SMALL_QUERIES[:2], tmp_path, "--max-attempts", "2") == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "UNAVAILABLE" in captured.err
+    assert len(fake.starts["Estimate"]) == 2
