@@ -104,12 +104,18 @@ class QueryEngine:
         return await asyncio.to_thread(merge_sorted_rows, parts)
 
     async def estimate(self, collection: str, batch: QueryBatch, level: float) -> Answers:
-        """Answer ``batch`` over the rows of ``collection`` (see the module docstring)."""
+        """Answer ``batch`` over the rows of ``collection`` (see the module docstring). An empty
+        batch has no answers (``n = 0``), asks no shard and is not refused for a collection without rows."""
         info = self.catalog.get(collection)
         if batch.schema != info.schema:
             raise ValidationError("queries", f"queries compiled for the schema of collection {collection!r}",
                                   "another schema")
         mechanism = info.card.mechanism
+        if batch.size == 0:  # the empty batch "[]": no answers, and no shard is asked (n = 0: no row read)
+            none = np.zeros(0)
+            return Answers(batch=batch, estimate=none, proper_estimate=none, exact=np.zeros(0, bool), std_error=none,
+                           ci_low=none, ci_high=none, bound=none, bound_proper=none, level=level, n=0,
+                           epsilon=mechanism.epsilon)
         for _ in range(ATTEMPTS):
             sums, sizes = [], set()
             for block in batch.blocks:

@@ -6,7 +6,16 @@ PERMISSION_DENIED; unknown collection or no rows yet: FAILED_PRECONDITION; a bad
 attribute, weight table of the wrong size, empty or overlapping cut sets, NaN weights, a level
 outside (0, 1)): INVALID_ARGUMENT naming ``queries[j]`` (the whole batch is refused, nothing is
 answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WEIGHTS` weights:
-RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED.
+RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED. An empty batch
+(``queries_json = "[]"``) answers OK with one page of no answers.
+
+Replies honour the server's message limit (``--max-message-bytes``, published as the
+collection's ``Limits.max_message_bytes``; gRPC enforces it on what the server sends too): answer
+pages (:func:`~ldpsynth.shared.query_wire.answer_pages`) and export chunks
+(:func:`export_chunk_rows`) are sized from the wire bytes per answer / per row so that every
+message serializes to at most the limit. What cannot fit (an export head whose mechanism card
+alone is over the limit, one answer with an over-long label) is RESOURCE_EXHAUSTED naming the
+limit, before anything of the reply is sent.
 """
 
 from __future__ import annotations
@@ -18,7 +27,8 @@ import grpc
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.query_wire import DEFAULT_PAGE_ANSWERS, BatchReader, BatchTooLarge, answer_pages
+from ldpsynth.shared.query_wire import FIELD_HEADER_BYTES, BatchReader, BatchTooLarge, answer_pages
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_probability_level
 from ldpsynth.shared.wire import query_pb2 as qpb
 
@@ -32,9 +42,23 @@ QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
 #: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64).
 MAX_BATCH_QUERIES = 1 << 22
 MAX_BATCH_WEIGHTS = 1 << 28
-#: Rows per ExportChunk (4 MiB of codes for a collection with three attributes).
+#: Most rows per ExportChunk (4 MiB of codes for a collection with three attributes); the message
+#: limit may make chunks smaller (:func:`export_chunk_rows`).
 EXPORT_CHUNK_ROWS = 1 << 17
 _INTERNAL = StatusError(grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
+
+
+def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
+    """Rows per data ``ExportChunk`` of ``schema``: at most :data:`EXPORT_CHUNK_ROWS`, and as many
+    as fit ``max_message_bytes`` at 8 bytes per code (each public attribute and the private code)
+    plus :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
+    columns = len(schema.public_attributes) + 1
+    fit = (max_message_bytes - columns * FIELD_HEADER_BYTES) // (8 * columns)
+    if fit < 1:
+        raise StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"one exported row of {schema.name!r} needs {columns * (8 + FIELD_HEADER_BYTES)} bytes, over "
+                          f"the server's message limit of {max_message_bytes} bytes (--max-message-bytes)")
+    return min(EXPORT_CHUNK_ROWS, fit)
 
 
 class QueryServicer:
@@ -92,7 +116,7 @@ class QueryServicer:
         if reader is None:
             raise ValidationError("requests", "at least one EstimateRequest naming the collection", "none sent")
         answers = await self.engine.estimate(collection, reader.batch(), level)
-        for page in answer_pages(answers, DEFAULT_PAGE_ANSWERS):
+        for page in answer_pages(answers, max_bytes=info.limits.max_message_bytes):
             await context.write(page)
 
     async def export(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
@@ -100,6 +124,14 @@ class QueryServicer:
             request = parse(qpb.ExportRequest, raw)
             self._caller(context, request.collection)
             info = self.engine.catalog.get(request.collection)
+            limit = info.limits.max_message_bytes
+            head = qpb.ExportChunk(card_json=info.card.dumps(), rows=2**64 - 1)  # the largest row count
+            if head.ByteSize() > limit:
+                raise StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"the first export chunk of {request.collection!r} (its mechanism card) is "
+                                  f"{head.ByteSize()} bytes, over the server's message limit of {limit} bytes "
+                                  f"(--max-message-bytes)")
+            chunk_rows = export_chunk_rows(info.schema, limit)
             rows = await self.engine.export_rows(request.collection)
         except StatusError as exc:
             await context.abort(exc.code, exc.details)
@@ -108,10 +140,11 @@ class QueryServicer:
             log.exception("Export failed")
             await context.abort(_INTERNAL.code, _INTERNAL.details)
             return
-        yield qpb.ExportChunk(card_json=info.card.dumps(), rows=len(rows))
+        head.rows = len(rows)
+        yield head
         schema = info.schema
-        for start in range(0, len(rows), EXPORT_CHUNK_ROWS):
-            stop = min(start + EXPORT_CHUNK_ROWS, len(rows))
+        for start in range(0, len(rows), chunk_rows):
+            stop = min(start + chunk_rows, len(rows))
             keys = rows.public_keys[start:stop]
             digits = schema.public_digits(keys)
             yield qpb.ExportChunk(

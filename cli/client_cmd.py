@@ -1,9 +1,13 @@
-"""``ldpsynth client submit``: perturb a device's rows on the device and deliver them.
+"""``ldpsynth client``: perturb a device's rows on the device and deliver them; start its ledger over.
 
-Reads a CSV of raw rows (header: the collection's attribute names), validates it locally,
-memoizes-or-perturbs every row with mechanism E under the device's privacy ledger, streams the
-reports and prints a JSON summary (``sent``, ``acknowledged``, ``duplicates``, ``epsilon_spent``,
-...). gRPC is imported only when the command runs, so this works with the ``[client]`` extra.
+``submit`` reads a CSV of raw rows (header: the collection's attribute names), validates it
+locally, memoizes-or-perturbs every row with mechanism E under the device's privacy ledger,
+streams the reports and prints a JSON summary (``sent``, ``acknowledged``, ``duplicates``,
+``epsilon_spent``, ...). gRPC is imported only when the command runs, so this works with the
+``[client]`` extra.
+
+``reset-ledger`` starts the device's privacy ledger over, knowingly
+(:meth:`ldpsynth.client.PrivacyLedger.reset`), and prints the record of the reset.
 """
 
 from __future__ import annotations
@@ -34,8 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
     submit.add_argument("--tls-cert", metavar="FILE", help="PEM of this device's certificate (mutual TLS)")
     submit.add_argument("--tls-key", metavar="FILE", help="PEM of this device's private key (mutual TLS)")
-    submit.add_argument("--ledger", metavar="FILE",
-                        help="privacy ledger (default: $LDPSYNTH_LEDGER, else ~/.local/share/ldpsynth/ledger.sqlite)")
+    _add_ledger_argument(submit)
     submit.add_argument("--budget", type=float, metavar="EPS",
                         help="ε this device may spend per collection (default: 10 × the collection's ε)")
     submit.add_argument("--batch-size", type=int, metavar="N",
@@ -45,6 +48,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--max-attempts", type=int, default=8, metavar="N",
                         help="attempts in a row without progress before giving up (default: %(default)s)")
     submit.set_defaults(handler=_submit)
+    reset = actions.add_parser(
+        "reset-ledger", help="start this device's privacy ledger over, knowingly",
+        description="Move the ledger, its -wal/-shm files and its marker aside (renamed <ledger>.reset-<UTC time>..., "
+                    "never deleted), create a new ledger that records the reset, and print the record as JSON. The "
+                    "epsilon spent restarts at 0 and rows already reported get fresh reports that can be averaged "
+                    "with the old ones: afterwards only the server's per-credential quota bounds this device. Run it "
+                    "with no other process using the ledger.")
+    _add_ledger_argument(reset)
+    reset.set_defaults(handler=_reset_ledger)
+
+
+def _add_ledger_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ledger", metavar="FILE",
+                        help="privacy ledger (default: $LDPSYNTH_LEDGER, else ~/.local/share/ldpsynth/ledger.sqlite)")
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -56,4 +73,11 @@ def _submit(args: argparse.Namespace) -> int:
                    private_key=args.tls_key, deadline=args.deadline, retry=retry) as client:
         result = client.submit(args.collection, args.rows, ledger=ledger, batch_size=args.batch_size)
     print(json.dumps(result.to_json(), sort_keys=True))
+    return 0
+
+
+def _reset_ledger(args: argparse.Namespace) -> int:
+    from ldpsynth.client import PrivacyLedger
+
+    print(json.dumps(PrivacyLedger.reset(args.ledger), sort_keys=True))
     return 0

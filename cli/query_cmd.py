@@ -9,6 +9,11 @@
 query); ``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
 pyarrow is installed) and prints a JSON summary. ``ldpsynth estimate`` on an export returns the
 numbers ``ldpsynth query`` gets from the server. Only the ``[client]`` extra is needed.
+
+``query`` sends the file's queries in chunks of whole queries, each within the server's message
+limit (one query too large for it: one line naming ``queries[j]`` and the limit, exit 2); ``[]``
+prints ``[]``. Both commands retry UNAVAILABLE and ABORTED with backoff (``--max-attempts``);
+a call that fails for good prints one line and exits 1.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-cert", metavar="FILE", help="PEM of this client's certificate (mutual TLS)")
     parser.add_argument("--tls-key", metavar="FILE", help="PEM of this client's private key (mutual TLS)")
     parser.add_argument("--deadline", type=float, default=600.0, metavar="SECONDS",
-                        help="deadline of the call (default: %(default)s)")
+                        help="deadline of each attempt of the call (default: %(default)s)")
+    parser.add_argument("--max-attempts", type=int, default=8, metavar="N",
+                        help="attempts of a call failing with UNAVAILABLE or ABORTED before giving up "
+                             "(default: %(default)s)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -57,9 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _client(args: argparse.Namespace):  # noqa: ANN202 - a QueryClient (imported lazily: grpc)
     from ldpsynth.client.query import QueryClient
+    from ldpsynth.client.retry import RetryPolicy
 
     return QueryClient(args.target, token=args.token, root_certificates=args.tls_ca, certificate_chain=args.tls_cert,
-                       private_key=args.tls_key, deadline=args.deadline)
+                       private_key=args.tls_key, deadline=args.deadline,
+                       retry=RetryPolicy(max_attempts=args.max_attempts))
 
 
 def _query(args: argparse.Namespace) -> int:

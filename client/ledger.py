@@ -24,22 +24,52 @@ Privacy semantics (design.md §4):
   transaction (WAL, ``synchronous=FULL``) that commits *before* any report leaves the device,
   so a crash at any moment can only over-count ε, never under-count it; re-running the
   submission resends the memoized reports at no cost.
+
+Damage and resets (a ledger that reads as empty would restart ε at 0 and let every row be
+reported afresh, i.e. exactly the averaging memoization exists to stop):
+
+* **Refused, never repaired.** Opening checks the whole file: the SQLite header, the format
+  (``user_version``), the three tables as this module creates them, a 32-byte memo secret, every
+  spend (an exact rational ``p`` or ``p/q`` >= 0, not ``nan``/``inf``/text), every reports count
+  (an integer >= 0, equal to the collection's memoized reports, and > 0 exactly when the ε
+  spent is); that takes about 0.7 s per million memoized reports. Every later read of a spend
+  (each submission, :meth:`PrivacyLedger.spent`, :meth:`PrivacyLedger.reports`) checks that
+  spend again, and every memo lookup the shape of the rows it finds. Any failure raises
+  :class:`~ldpsynth.shared.errors.LedgerError` naming the file and what is wrong.
+* **Evidence of an earlier ledger.** A new ledger is built whole under a temporary name and
+  linked into place (never over an existing file), then a *marker* ``<ledger>.created`` is
+  written next to it, recording the ledger's id (an HMAC of a constant under the memo secret,
+  so a ledger with another secret does not match). The ledger is created only where there is no
+  file, no marker and no SQLite ``-wal``/``-shm`` leftover; a missing ledger with any of them, a
+  zero-length or non-SQLite file, or a ledger that is not the one its marker names is refused.
+  A ledger without a marker (written before markers existed, or a crash between the link and
+  the marker) is adopted: the marker is written at its first open.
+* **Starting over is explicit.** :meth:`PrivacyLedger.reset` (``ldpsynth client reset-ledger``)
+  moves the ledger, its ``-wal``/``-shm`` and its marker aside to ``<ledger>.reset-<UTC time>``
+  names and creates a new ledger whose device table and marker record the reset. What bounds a
+  device that starts over is the server's per-credential quota (``max_rows_per_client``), not
+  the device (docs/contract.md, "What a device must keep").
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import os
+import re
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.validation import check_epsilon
 
 #: Environment variable naming the default ledger file.
@@ -48,18 +78,35 @@ LEDGER_ENV = "LDPSYNTH_LEDGER"
 DEFAULT_BUDGET_MULTIPLE = 10
 #: Path that keeps the ledger in memory (simulations only: nothing survives the process).
 IN_MEMORY = ":memory:"
+#: Suffix of the marker written next to a ledger when it is created: ``ledger.sqlite.created``.
+MARKER_SUFFIX = ".created"
+#: Suffixes of the files SQLite keeps next to a ledger in WAL mode.
+SQLITE_SUFFIXES = ("-wal", "-shm")
 
 _FORMAT = 1
 _SECRET_BYTES = 32
+_MEMO_KEY_BYTES = 32  # HMAC-SHA256
 _DOMAIN = b"ldpsynth-memo/1"
+_ID_DOMAIN = b"ldpsynth-ledger-id/1"
+_MARKER_FORMAT = "ldpsynth-ledger-marker/1"
+_SQLITE_HEADER = b"SQLite format 3\x00"
 _LOOKUP_CHUNK = 500
-_TABLES = (
-    "CREATE TABLE IF NOT EXISTS device (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS spend (collection TEXT PRIMARY KEY, epsilon TEXT NOT NULL,"
-    " reports INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS memo (memo_key BLOB PRIMARY KEY, collection TEXT NOT NULL,"
-    " report_id BLOB NOT NULL, private_code INTEGER NOT NULL) WITHOUT ROWID",
-)
+#: The tables as SQLite records them (``sqlite_master.sql``) for a ledger of format 1.
+_TABLES = {
+    "device": "CREATE TABLE device (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+    "spend": "CREATE TABLE spend (collection TEXT PRIMARY KEY, epsilon TEXT NOT NULL,"
+             " reports INTEGER NOT NULL) WITHOUT ROWID",
+    "memo": "CREATE TABLE memo (memo_key BLOB PRIMARY KEY, collection TEXT NOT NULL,"
+            " report_id BLOB NOT NULL, private_code INTEGER NOT NULL) WITHOUT ROWID",
+}
+#: SQL condition: a memo row has the shape the ledger writes.
+_MEMO_ROW_SOUND = (f"(typeof(memo_key) = 'blob' AND length(memo_key) = {_MEMO_KEY_BYTES} AND typeof(report_id) = 'blob'"
+                   f" AND length(report_id) = {REPORT_ID_BYTES} AND typeof(private_code) = 'integer'"
+                   f" AND private_code >= 0)")
+#: A spend as the ledger writes it: ``str`` of a :class:`~fractions.Fraction`.
+_EXACT = re.compile(r"-?[0-9]+(/[0-9]+)?")
+_SOUND = ("an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
+          "`ldpsynth client reset-ledger` or PrivacyLedger.reset; docs/contract.md)")
 
 
 def default_ledger_path() -> Path:
@@ -71,23 +118,244 @@ def default_ledger_path() -> Path:
     return Path(data) / "ldpsynth" / "ledger.sqlite"
 
 
-def _create_private_file(path: Path) -> None:
-    """Create ``path`` (and its folder) readable and writable by the owner only, if it is new."""
+def marker_path(path: str | os.PathLike) -> Path:
+    """The marker of the ledger at ``path``: ``<path>.created``."""
+    return Path(f"{os.fspath(path)}{MARKER_SUFFIX}")
+
+
+def _refused(path: Path | str, problem: str) -> LedgerError:
+    return LedgerError(f"{path}: {problem}", _SOUND)
+
+
+@contextmanager
+def _ledger_errors(path: Path | str, doing: str) -> Iterator[None]:
+    """Turn a file system or SQLite error into a :class:`LedgerError` saying what was being done."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        raise _refused(path, f"{doing} ({exc})") from None
+
+
+def _shown(value: object) -> str:
+    """``repr`` of a stored value, cut to 40 characters (a damaged file may hold anything)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _exact(text: object) -> Fraction | None:
+    """``text`` as the exact rational the ledger writes (``p`` or ``p/q``), or ``None``."""
+    if not isinstance(text, str) or not _EXACT.fullmatch(text):
+        return None
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):  # over Python's integer digit limit, or q = 0
+        return None
+
+
+def _checked_spend(path: Path | str, collection: object, epsilon: object, reports: object) -> tuple[Fraction, int]:
+    """A stored spend row as ``(ε spent, reports)``; raise :class:`LedgerError` unless it is one the ledger writes."""
+    spent = _exact(epsilon)
+    if spent is None or spent < 0:
+        raise _refused(path, f"collection {_shown(collection)}: the epsilon spent is {_shown(epsilon)}, "
+                             "not an exact number >= 0")
+    if type(reports) is not int or reports < 0:
+        raise _refused(path, f"collection {_shown(collection)}: the reports count is {_shown(reports)}, "
+                             "not an integer >= 0")
+    if (spent == 0) != (reports == 0):
+        raise _refused(path, f"collection {_shown(collection)}: epsilon spent {_shown(epsilon)} for {reports} "
+                             "reports (every report costs epsilon > 0)")
+    return spent, reports
+
+
+def _ledger_id(secret: bytes) -> str:
+    """The id a marker records: HMAC-SHA256 of a constant under the memo secret (reveals nothing of it)."""
+    return hmac.digest(secret, _ID_DOMAIN, "sha256")[:16].hex()
+
+
+def _staging(path: Path) -> Path:
+    """A fresh temporary name next to ``path`` (same directory, so it can be linked or renamed into place)."""
+    return path.with_name(f"{path.name}.new-{secrets.token_hex(8)}")
+
+
+def _sync_directory(folder: Path) -> None:
+    """fsync a directory, so the names just linked or renamed in it survive a power cut."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move_aside(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, never over an existing file (a crash leaves both names, not neither)."""
+    os.link(source, target)
+    os.unlink(source)
+
+
+def _connect(target: str) -> sqlite3.Connection:
+    """A connection in WAL mode with ``synchronous=FULL`` (a file that cannot do WAL is refused)."""
+    conn = sqlite3.connect(target, timeout=30.0, isolation_level=None, check_same_thread=False)
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        conn.execute("PRAGMA synchronous=FULL")
+        if target != IN_MEMORY and str(mode).lower() != "wal":
+            raise ValidationError("ledger", "a file on a local file system (SQLite WAL mode)",
+                                  "WAL mode is unavailable there")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _initialise(conn: sqlite3.Connection, reset: dict | None = None) -> bytes:
+    """Create the tables and a fresh memo secret (and the record of a reset) in an empty database."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _TABLES.values():
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {_FORMAT}")
+        secret = os.urandom(_SECRET_BYTES)
+        conn.execute("INSERT INTO device (name, value) VALUES ('memo_secret', ?)", (secret,))
+        if reset is not None:
+            conn.execute("INSERT INTO device (name, value) VALUES ('reset', ?)", (json.dumps(reset).encode(),))
+        conn.execute("COMMIT")
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    return secret
+
+
+@contextmanager
+def _built_ledger(path: Path, reset: dict | None = None) -> Iterator[tuple[Path, bytes]]:
+    """Build a complete new ledger under a temporary name next to ``path``; yield it and its secret.
+
+    The caller links it into place; the temporary name is removed when the block ends. Built
+    whole and then linked, a ledger is never seen half-made: a zero-length file at a ledger's
+    path is therefore evidence of damage, never of a creation in progress.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    building = _staging(path)
+    try:
+        os.close(os.open(building, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        conn = _connect(str(building))
+        try:
+            secret = _initialise(conn, reset)
+        finally:
+            conn.close()  # checkpoints the WAL into the file and removes it
+        yield building, secret
+    finally:
+        building.unlink(missing_ok=True)
+
+
+def _evidence(path: Path) -> list[Path]:
+    """The files that show a ledger existed at ``path``: its marker and SQLite's ``-wal``/``-shm``."""
+    candidates = [marker_path(path), *(Path(f"{path}{suffix}") for suffix in SQLITE_SUFFIXES)]
+    return [candidate for candidate in candidates if os.path.lexists(candidate)]
+
+
+def _create_if_new(path: Path) -> None:
+    """Create a ledger at ``path`` if nothing there shows an earlier one; refuse if only its evidence is left."""
+    if os.path.lexists(path):
+        return
+    evidence = _evidence(path)
+    if evidence and not os.path.lexists(path):  # (the second look: another process may have just created it)
+        names = ", ".join(item.name for item in evidence)
+        raise _refused(path, f"the ledger is missing but files left next to it ({names}) show that one was created "
+                             "here: a new ledger would let rows already reported be reported afresh")
+    if not evidence:
+        with _built_ledger(path) as (built, _), suppress(FileExistsError):  # another process won the race
+            os.link(built, path)
+        _sync_directory(path.parent)
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a ledger file that is empty or not a SQLite database, before SQLite sees it."""
+    with open(path, "rb") as handle:
+        head = handle.read(len(_SQLITE_HEADER))
+    if not head:
+        raise _refused(path, "the ledger file is empty (0 bytes): an earlier ledger was truncated or replaced")
+    if head != _SQLITE_HEADER:
+        raise _refused(path, "the ledger file is not a SQLite database")
+
+
+def _verify(conn: sqlite3.Connection, path: Path) -> bytes:
+    """Check the whole ledger on one snapshot (see the module docstring); return its memo secret."""
+    conn.execute("BEGIN")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != _FORMAT:
+            raise _refused(path, f"it is a SQLite database of format {version}, not a ledger of format {_FORMAT}")
+        tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+        for name, statement in _TABLES.items():
+            if tables.get(name) != statement:
+                raise _refused(path, f"its table {name!r} is missing or not the one the ledger creates")
+        row = conn.execute("SELECT value FROM device WHERE name = 'memo_secret'").fetchone()
+        if row is None:
+            raise _refused(path, "its memo secret is missing (no memoized report could be found again)")
+        if not isinstance(row[0], bytes) or len(row[0]) != _SECRET_BYTES:
+            raise _refused(path, f"its memo secret is {_shown(row[0])}, not {_SECRET_BYTES} random bytes")
+        spends = {collection: _checked_spend(path, collection, epsilon, reports)
+                  for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")}
+        memos = dict(conn.execute("SELECT collection, COUNT(*) FROM memo GROUP BY collection").fetchall())
+    finally:
+        conn.execute("ROLLBACK")
+    for collection in [*spends, *(c for c in memos if c not in spends)]:
+        reports = spends.get(collection, (Fraction(0), 0))[1]
+        stored = memos.get(collection, 0)
+        if stored != reports:
+            raise _refused(path, f"collection {_shown(collection)}: {reports} reports counted but {stored} "
+                                 "memoized (the ledger records both in one transaction)")
+    return bytes(row[0])
+
+
+def _write_marker(path: Path, ledger_id: str, reset: dict | None = None) -> None:
+    """Write the marker of the ledger at ``path`` atomically (owner-only, fsynced)."""
+    content: dict[str, object] = {"format": _MARKER_FORMAT, "ledger": path.name, "ledger_id": ledger_id,
+                                  "written": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if reset is not None:
+        content["reset"] = reset
+    marker = marker_path(path)
+    staging = _staging(marker)
+    try:
+        with os.fdopen(os.open(staging, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w", encoding="utf-8") as out:
+            out.write(json.dumps(content, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staging, marker)
+    finally:
+        staging.unlink(missing_ok=True)
+    _sync_directory(path.parent)
+
+
+def _check_marker(path: Path, ledger_id: str) -> None:
+    """Refuse a ledger its marker was not written for; write the marker of a ledger that has none."""
+    marker = marker_path(path)
+    try:
+        data = marker.read_bytes()
+    except FileNotFoundError:
+        _write_marker(path, ledger_id)
+        return
+    try:
+        recorded = json.loads(data)["ledger_id"]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        raise _refused(path, f"its marker {marker.name} is not a ledger marker") from None
+    if recorded != ledger_id:
+        raise _refused(path, f"it is not the ledger its marker {marker.name} was written for (ledger id {ledger_id}, "
+                             f"marker {_shown(recorded)}): the ledger was replaced")
 
 
 class LedgerTransaction:
     """One submission's view of the ledger inside its write transaction (see :meth:`PrivacyLedger.transaction`)."""
 
-    def __init__(self, conn: sqlite3.Connection, collection: str, epsilon: Fraction, budget: Fraction):
+    def __init__(self, conn: sqlite3.Connection, path: Path | str, collection: str, epsilon: Fraction,
+                 budget: Fraction, spent: Fraction, reports: int):
         self._conn = conn
+        self._path = path
         self._collection = collection
         self._epsilon = epsilon
         self._budget = budget
-        row = conn.execute("SELECT epsilon, reports FROM spend WHERE collection = ?", (collection,)).fetchone()
-        self._spent = Fraction(row[0]) if row else Fraction(0)
-        self._reports = int(row[1]) if row else 0
+        self._spent = spent
+        self._reports = reports
 
     @property
     def spent(self) -> float:
@@ -95,14 +363,17 @@ class LedgerTransaction:
         return float(self._spent)
 
     def lookup(self, memo_keys: Sequence[bytes]) -> dict[bytes, tuple[bytes, int]]:
-        """The memoized ``(report_id, perturbed_code)`` of every key that has one."""
+        """The memoized ``(report_id, perturbed_code)`` of every key that has one (a malformed row is refused)."""
         found: dict[bytes, tuple[bytes, int]] = {}
         for start in range(0, len(memo_keys), _LOOKUP_CHUNK):
             chunk = list(memo_keys[start:start + _LOOKUP_CHUNK])
             marks = ",".join("?" * len(chunk))
-            query = f"SELECT memo_key, report_id, private_code FROM memo WHERE memo_key IN ({marks})"
-            for key, report_id, code in self._conn.execute(query, chunk):
-                found[key] = (report_id, int(code))
+            query = (f"SELECT memo_key, report_id, private_code, {_MEMO_ROW_SOUND} FROM memo"
+                     f" WHERE memo_key IN ({marks})")
+            for key, report_id, code, sound in self._conn.execute(query, chunk):
+                if not sound:
+                    raise _refused(self._path, f"collection {self._collection!r}: a memoized report is malformed")
+                found[key] = (report_id, code)
         return found
 
     def record(self, memo_keys: Sequence[bytes], report_ids: np.ndarray, perturbed_codes: np.ndarray) -> None:
@@ -135,14 +406,17 @@ class LedgerTransaction:
 
 
 class PrivacyLedger:
-    """A device's privacy ledger in one SQLite file (WAL, ``synchronous=FULL``).
+    """A device's privacy ledger in one SQLite file (WAL, ``synchronous=FULL``) and its marker.
 
     Parameters
     ----------
     path:
         The ledger file; ``None`` for :func:`default_ledger_path`; :data:`IN_MEMORY` for a
         ledger that lives only as long as this object (simulations: it protects nothing
-        across runs, say so).
+        across runs, say so). A path with no ledger, no marker and no ``-wal``/``-shm`` gets a
+        new ledger; an existing ledger is checked whole (module docstring) and refused with
+        :class:`~ldpsynth.shared.errors.LedgerError` if anything is wrong, as is a path whose
+        ledger is gone but whose marker or ``-wal``/``-shm`` is left (:meth:`reset` starts over).
     budget:
         The ε a device may spend per collection (a finite number > 0); ``None`` for
         :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε.
@@ -155,34 +429,58 @@ class PrivacyLedger:
         self.budget = None if budget is None else check_epsilon(budget, "budget")
         self.path = IN_MEMORY if path == IN_MEMORY else Path(path if path is not None else default_ledger_path())
         self._lock = threading.RLock()
-        try:
-            if self.path != IN_MEMORY:
-                _create_private_file(self.path)
-            self._conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
-            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            self._conn.execute("PRAGMA synchronous=FULL")
-            if self.path != IN_MEMORY and str(mode).lower() != "wal":
-                raise ValidationError("ledger", "a file on a local file system (SQLite WAL mode)",
-                                      "WAL mode is unavailable there")
-            self._secret = self._initialise()
-        except (OSError, sqlite3.Error) as exc:
-            raise ValidationError("ledger", "a writable SQLite ledger file", f"cannot open it ({exc})") from None
+        with _ledger_errors(self.path, "cannot open it"):
+            if self.path == IN_MEMORY:
+                self._conn = _connect(IN_MEMORY)
+                self._secret = _initialise(self._conn)
+            else:
+                _create_if_new(self.path)
+                _check_file(self.path)
+                self._conn = _connect(str(self.path))
+                try:
+                    self._secret = _verify(self._conn, self.path)
+                    _check_marker(self.path, _ledger_id(self._secret))
+                except BaseException:
+                    self._conn.close()
+                    raise
 
-    def _initialise(self) -> bytes:
-        with self._write():
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _FORMAT):
-                raise ValidationError("ledger", f"a ledger of format {_FORMAT}", f"format {version}")
-            for statement in _TABLES:
-                self._conn.execute(statement)
-            self._conn.execute(f"PRAGMA user_version = {_FORMAT}")
-            self._conn.execute("INSERT OR IGNORE INTO device (name, value) VALUES ('memo_secret', ?)",
-                               (os.urandom(_SECRET_BYTES),))
-            return bytes(self._conn.execute("SELECT value FROM device WHERE name = 'memo_secret'").fetchone()[0])
+    @staticmethod
+    def reset(path: str | os.PathLike | None = None) -> dict:
+        """Start this device over, knowingly: move the old ledger aside and create a new one that records it.
+
+        The ledger file, its ``-wal``/``-shm`` and its marker, whatever their state, are renamed
+        ``<ledger>.reset-<UTC time>`` (plus their suffix; never deleted, never overwritten), then a
+        new ledger is linked in and its ``device`` table (row ``reset``) and its marker (key
+        ``reset``) record the time and what was moved. Run it with no process using the ledger.
+
+        The device's ε spent restarts at 0 and rows it has already reported get fresh,
+        independent reports that can be averaged with the old ones: after a reset only the
+        server's per-credential quota (``max_rows_per_client``) bounds what this device adds.
+        Returns the record.
+        """
+        if path == IN_MEMORY:
+            raise ValidationError("path", "a ledger file", "an in-memory ledger has nothing to reset")
+        path = Path(path if path is not None else default_ledger_path())
+        now = datetime.now(timezone.utc)
+        aside = f"{path}.reset-{now:%Y%m%dT%H%M%S%fZ}"
+        files = [suffix for suffix in ("", *SQLITE_SUFFIXES) if os.path.lexists(f"{path}{suffix}")]
+        marked = os.path.lexists(marker_path(path))
+        moved = {f"{path.name}{suffix}": f"{Path(aside).name}{suffix}"
+                 for suffix in files + ([MARKER_SUFFIX] if marked else [])}
+        record = {"at": now.isoformat(timespec="seconds"), "moved": moved}
+        with _ledger_errors(path, "cannot reset it"):
+            with _built_ledger(path, record) as (built, secret):
+                for suffix in files:  # the database first: its -wal must never be gone while it is in place
+                    _move_aside(Path(f"{path}{suffix}"), Path(f"{aside}{suffix}"))
+                os.link(built, path)
+            if marked:
+                _move_aside(marker_path(path), marker_path(aside))
+            _write_marker(path, _ledger_id(secret), record)
+        return record
 
     @contextmanager
     def _write(self) -> Iterator[None]:
-        with self._lock:
+        with self._lock, _ledger_errors(self.path, "cannot read or write it"):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -200,17 +498,20 @@ class PrivacyLedger:
             return Fraction(self.budget)
         return DEFAULT_BUDGET_MULTIPLE * Fraction(check_epsilon(epsilon, "epsilon"))
 
+    def _read_spend(self, collection: str) -> tuple[Fraction, int]:
+        """``(ε spent, reports)`` of ``collection``, checked (:class:`LedgerError` if the stored row is not sound)."""
+        with self._lock, _ledger_errors(self.path, "cannot read it"):
+            row = self._conn.execute("SELECT epsilon, reports FROM spend WHERE collection = ?",
+                                     (collection,)).fetchone()
+        return _checked_spend(self.path, collection, *row) if row else (Fraction(0), 0)
+
     def spent(self, collection: str) -> float:
         """ε this device has spent on ``collection``."""
-        with self._lock:
-            row = self._conn.execute("SELECT epsilon FROM spend WHERE collection = ?", (collection,)).fetchone()
-        return float(Fraction(row[0])) if row else 0.0
+        return float(self._read_spend(collection)[0])
 
     def reports(self, collection: str) -> int:
         """Distinct reports this device has released to ``collection``."""
-        with self._lock:
-            row = self._conn.execute("SELECT reports FROM spend WHERE collection = ?", (collection,)).fetchone()
-        return int(row[0]) if row else 0
+        return self._read_spend(collection)[1]
 
     def memo_keys(self, collection_fingerprint: bytes, public_codes: np.ndarray,
                   private_codes: np.ndarray) -> list[bytes]:
@@ -234,8 +535,9 @@ class PrivacyLedger:
         :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`.
         """
         eps = Fraction(check_epsilon(epsilon, "epsilon"))
+        budget = self._budget(epsilon)
         with self._write():
-            yield LedgerTransaction(self._conn, collection, eps, self._budget(epsilon))
+            yield LedgerTransaction(self._conn, self.path, collection, eps, budget, *self._read_spend(collection))
 
     def close(self) -> None:
         """Close the database connection."""

@@ -11,16 +11,23 @@ synthetic database, and export its public release (``proto/ldpsynth/v1/query.pro
         big = analyst.estimate("ratings", linear=weights)  # a (Q, |D|) array, e.g. Q = 2^20
         analyst.export("ratings").write("release/")
 
-Batches are streamed in chunks of at most ``chunk_bytes`` and the answers come back in pages,
-so a batch of 2^20 queries stays within the message limits. Querying spends no privacy budget.
-Needs only the ``[client]`` extra.
+Batches are streamed in chunks of whole queries, each request message within ``chunk_bytes`` and
+the message limit of the server (learnt once per collection from ``GetCollection``, which the
+``query`` role may call) and of this client; the answers come back in pages that the server
+sizes to its own limit (keep ``max_message_bytes`` at least the server's, as by default). An empty
+batch answers with no answers. ``UNAVAILABLE`` (and ``ABORTED``, from servers that still send it)
+is retried with exponential backoff and jitter (:class:`~ldpsynth.client.retry.RetryPolicy`); every
+call only reads, so a repeat is always safe. Querying spends no privacy budget. Needs only the
+``[client]`` extra.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np
@@ -28,34 +35,69 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
 from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
 from .errors import QueryError
 from .release import Release
+from .retry import RetryPolicy, check_seconds
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials
 
 #: Deadline of one query call when none is given (a large batch or export takes a while).
 DEFAULT_QUERY_DEADLINE = 600.0
+#: Statuses after which a query call is made again: the server is unavailable (starting, shutting
+#: down, a shard down) or, from servers that still send it, rows were committed during the
+#: evaluation. DEADLINE_EXCEEDED is final here, unlike for ``SubmitReports``: the deadline bounds
+#: one whole call, and a repeat would redo the same work without making progress.
+QUERY_RETRYABLE_STATUSES = frozenset({"UNAVAILABLE", "ABORTED"})
 _U64 = np.dtype("<u8")
+_T = TypeVar("_T")
 
 
 class QueryClient:
-    """A blocking client of ``ldpsynth.v1.QueryService`` (TLS, mutual TLS and token as :class:`Client`)."""
+    """A blocking client of ``ldpsynth.v1.QueryService`` (TLS, mutual TLS and token as :class:`Client`).
+
+    Parameters
+    ----------
+    target, token, root_certificates, certificate_chain, private_key:
+        As :class:`~ldpsynth.client.aio.AsyncClient`.
+    deadline:
+        Seconds each attempt of a call may take.
+    max_message_bytes:
+        The channel's send and receive limit. Requests are cut to the smaller of it and the
+        server's limit; replies are sized by the server to its limit, so a smaller value here
+        can make a reply fail with RESOURCE_EXHAUSTED.
+    chunk_bytes:
+        Preferred size of one request message (a single JSON query may be larger, up to the limit).
+    retry:
+        Attempts and backoff for retryable statuses (:data:`QUERY_RETRYABLE_STATUSES`); default
+        :class:`RetryPolicy()` (8 attempts, 0.1 s doubling to at most 10 s, equal jitter).
+    rng:
+        Draws the backoff jitter only; default a fresh ``random.Random()``.
+    """
 
     def __init__(self, target: str, *, token: str | None = None, root_certificates: str | os.PathLike | None = None,
                  certificate_chain: str | os.PathLike | None = None, private_key: str | os.PathLike | None = None,
                  deadline: float = DEFAULT_QUERY_DEADLINE, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
-        limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, retry: RetryPolicy | None = None,
+                 rng: random.Random | None = None):
+        self._limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
         self._metadata = bearer_metadata(token)
-        self._deadline = deadline
-        self._chunk_bytes = min(check_int(chunk_bytes, "chunk_bytes", 1024), limit // 2)
-        options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+        self._deadline = check_seconds(deadline, "deadline")
+        self._chunk_bytes = check_int(chunk_bytes, "chunk_bytes", 1024)
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._rng = rng if rng is not None else random.Random()
+        self._server_limits: dict[str, int] = {}
+        options = [("grpc.max_send_message_length", self._limit), ("grpc.max_receive_message_length", self._limit),
+                   ("grpc.initial_reconnect_backoff_ms", max(1, round(self.retry.initial_backoff * 1000))),
+                   ("grpc.max_reconnect_backoff_ms", max(1, round(self.retry.max_backoff * 1000)))]
         credentials = channel_credentials(root_certificates, certificate_chain, private_key)
         self._channel = grpc.insecure_channel(target, options=options) if credentials is None \
             else grpc.secure_channel(target, credentials, options=options)
         self._stub = qpb_grpc.QueryServiceStub(self._channel)
+        self._collections = pb_grpc.CollectionServiceStub(self._channel)
 
     def __enter__(self) -> "QueryClient":
         return self
@@ -66,35 +108,71 @@ class QueryClient:
     def close(self) -> None:
         self._channel.close()
 
+    def _call(self, method: str, attempt: Callable[[], _T]) -> _T:
+        """``attempt()``, made again after a retryable status (up to ``retry.max_attempts`` in all,
+        waiting ``retry.backoff`` between attempts); any other status raises :class:`QueryError` at once."""
+        failures = 0
+        while True:
+            try:
+                return attempt()
+            except grpc.RpcError as exc:
+                failures += 1
+                status, details = exc.code().name, exc.details() or ""
+                if status not in QUERY_RETRYABLE_STATUSES or failures >= self.retry.max_attempts:
+                    tries = f" (gave up after {failures} attempts)" if failures > 1 else ""
+                    raise QueryError(method, status, details + tries) from None
+            time.sleep(self.retry.backoff(failures, self._rng))
+
+    def message_limit(self, collection: str) -> int:
+        """Largest request message for ``collection``: the smaller of this channel's limit and the
+        server's ``Limits.max_message_bytes`` (from ``GetCollection``, asked once per collection)."""
+        if collection not in self._server_limits:
+            request = pb.GetCollectionRequest(collection=collection)
+            message = self._call("GetCollection", lambda: self._collections.GetCollection(
+                request, timeout=self._deadline, metadata=self._metadata))
+            server = message.limits.max_message_bytes
+            self._server_limits[collection] = min(self._limit, server) if server > 0 else self._limit
+        return self._server_limits[collection]
+
     def estimate(self, collection: str, *, queries: Sequence[Mapping[str, Any]] | None = None,
                  linear: np.ndarray | None = None, normalization: str = "eq10", level: float = 0.95) -> AnswerTable:
         """Answers (eq. 17 estimate, eq. 21 proper estimate, standard error, interval at ``level``,
         eq. 20/22 bounds, n, delivered ε) to JSON ``queries`` and/or a ``(Q, |D|)`` array of
-        ``linear`` weight lists, in that order."""
+        ``linear`` weight lists, in that order.
+
+        The batch is checked and cut before anything is sent: a query or weight row too large for
+        the message limit (:meth:`message_limit`) raises
+        :class:`~ldpsynth.shared.errors.ValidationError` naming it (``queries[j]``, ``linear``) and
+        the limit. No queries at all answers an empty table (``n = 0``). A failed call raises
+        :class:`QueryError` (after the retries, for a retryable status).
+        """
+        limit = self.message_limit(collection)
         requests = estimate_requests(collection, level=level, queries=queries, linear=linear,
-                                     normalization=normalization, chunk_bytes=self._chunk_bytes)
-        try:
-            pages = list(self._stub.Estimate(requests, timeout=self._deadline, metadata=self._metadata))
-        except grpc.RpcError as exc:
-            raise QueryError("Estimate", exc.code().name, exc.details() or "") from None
+                                     normalization=normalization, chunk_bytes=min(self._chunk_bytes, limit),
+                                     max_message_bytes=limit)
+        pages = self._call("Estimate", lambda: list(self._stub.Estimate(
+            iter(requests), timeout=self._deadline, metadata=self._metadata)))
         return AnswerTable.from_pages(pages)
 
     def export(self, collection: str) -> Release:
-        """The public release of ``collection``: its mechanism card and every stored row."""
-        try:
-            chunks = iter(self._stub.Export(qpb.ExportRequest(collection=collection), timeout=self._deadline,
-                                            metadata=self._metadata))
-            head = next(chunks)
-            card = MechanismCard.from_json(head.card_json)
-            schema = card.schema
-            public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]
-            private: list[np.ndarray] = []
-            for chunk in chunks:
-                for column, raw in zip(public, chunk.public_codes):
-                    column.append(np.frombuffer(raw, _U64).astype(np.int64))
-                private.append(np.frombuffer(chunk.private_codes, _U64).astype(np.int64))
-        except grpc.RpcError as exc:
-            raise QueryError("Export", exc.code().name, exc.details() or "") from None
+        """The public release of ``collection``: its mechanism card and every stored row (a retried
+        call downloads it again from the start)."""
+        return self._call("Export", lambda: self._download(collection))
+
+    def _download(self, collection: str) -> Release:
+        chunks = iter(self._stub.Export(qpb.ExportRequest(collection=collection), timeout=self._deadline,
+                                        metadata=self._metadata))
+        head = next(chunks, None)
+        if head is None:
+            raise QueryError("Export", "DATA_LOSS", "the server ended the export without its first chunk")
+        card = MechanismCard.from_json(head.card_json)
+        schema = card.schema
+        public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]
+        private: list[np.ndarray] = []
+        for chunk in chunks:
+            for column, raw in zip(public, chunk.public_codes):
+                column.append(np.frombuffer(raw, _U64).astype(np.int64))
+            private.append(np.frombuffer(chunk.private_codes, _U64).astype(np.int64))
         codes = {a.name: np.concatenate(c) if c else np.zeros(0, np.int64)
                  for a, c in zip(schema.public_attributes, public)}
         digits = schema.private_digits(np.concatenate(private) if private else np.zeros(0, np.int64))

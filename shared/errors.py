@@ -38,5 +38,17 @@ class SchemaError(ValidationError):
     """The collection schema itself is malformed."""
 
 
+class LedgerError(ValidationError):
+    """The device's privacy ledger is unreadable, damaged, replaced or missing where one existed.
+
+    Never treated as an empty ledger: that would restart the ε spent at 0 and let rows already
+    reported be reported afresh, which is what memoization exists to stop. ``field`` is always
+    ``"ledger"``; ``legal`` says what a sound ledger is and how to start over knowingly.
+    """
+
+    def __init__(self, problem: str, legal: str):
+        super().__init__("ledger", legal, problem)
+
+
 class PrivacyBudgetExceeded(LdpsynthError):
     """A submission would spend more ε than the device's budget allows."""

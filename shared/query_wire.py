@@ -1,13 +1,15 @@
 """Conversions between query batches / answers and the messages of ``proto/ldpsynth/v1/query.proto``.
 
 Both sides use this module: the analyst's client cuts a batch into :class:`EstimateRequest`
-chunks no larger than a byte budget (:func:`estimate_requests`) and reassembles the answer pages
-(:class:`AnswerTable`); the server reads the chunks back into one
-:class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`, validating every query and
-naming the first bad one by its index in the whole batch) and pages the answers
-(:func:`answer_pages`). Packed arrays (:class:`LinearQueries`, :class:`GroupedQueries`) carry
-large batches without per-query objects: 2^20 linear queries over ``|D| = 5`` are 40 MiB of
-float64, sent as ten 4 MiB chunks.
+chunks of whole queries, each message within a byte budget and the server's message limit
+(:func:`estimate_requests`), and reassembles the answer pages (:class:`AnswerTable`); the server
+reads the chunks back into one :class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`,
+validating every query and naming the first bad one by its index in the whole batch) and pages
+the answers, each page within its own message limit (:func:`answer_pages`). Sizes are counted on
+the wire: payload bytes plus a bound of :data:`FIELD_HEADER_BYTES` per length-delimited field.
+Packed arrays (:class:`LinearQueries`, :class:`GroupedQueries`) carry large batches without
+per-query objects: 2^20 linear queries over ``|D| = 5`` are 40 MiB of float64, sent as ten
+4 MiB chunks.
 """
 
 from __future__ import annotations
@@ -24,62 +26,116 @@ from .estimators import AnswerColumns, Answers
 from .queries import NORMALIZATIONS, QueryBatch, compile_queries, concat_batches, grouped_batch, linear_batch, \
     queries_from_json
 from .schema import Schema
+from .validation import check_int
 from .wire import query_pb2 as pb
 
 #: Default byte budget of one request chunk (well under the server's message limit).
 DEFAULT_CHUNK_BYTES = 4 << 20
-#: Answers per response page (about 5 MiB of fields).
+#: Most answers in one response page (about 5 MiB of fields); the message limit may make pages smaller.
 DEFAULT_PAGE_ANSWERS = 1 << 16
+#: Bound on the bytes a length-delimited field (bytes, string, sub-message) adds besides its
+#: payload: a one-byte tag and a length varint (at most 5 bytes below 2^35).
+FIELD_HEADER_BYTES = 1 + 5
 _F64 = np.dtype("<f8")
 _COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
 _U64 = np.dtype("<u8")
+#: Wire bytes of one answer's columns: seven float64 values and the ``proper_exact`` byte.
+ANSWER_BYTES = 8 * len(_COLUMNS) + 1
+#: Wire bytes of an ``EstimateResponse`` besides its answers: the scalar fields at their largest
+#: and a header for each packed column.
+PAGE_ENVELOPE_BYTES = pb.EstimateResponse(offset=2**64 - 1, level=-1.0, n=2**64 - 1, epsilon=-1.0,
+                                          total=2**64 - 1).ByteSize() + (len(_COLUMNS) + 1) * FIELD_HEADER_BYTES
 
 
 # ----- client side: a batch -> request chunks ------------------------------------------------
-def _json_chunks(queries: Sequence[Mapping[str, Any]], chunk_bytes: int) -> Iterator[str]:
-    """JSON arrays of consecutive queries, each at most ``chunk_bytes`` long (a larger single
-    query travels alone)."""
+def _json_chunks(queries: Sequence[Mapping[str, Any]], envelope: int, chunk_bytes: int, limit: int) -> list[str]:
+    """JSON arrays of consecutive whole queries, each making a message of at most ``chunk_bytes``
+    with the ``envelope`` (bytes besides the array); a longer single query travels alone if its
+    message fits ``limit``, else a :class:`ValidationError` names it (``queries[j]``). JSON is
+    written as ASCII, so characters are bytes."""
+    chunks: list[str] = []
     parts: list[str] = []
-    size = 2
-    for query in queries:
+    size = envelope + 2
+    for j, query in enumerate(queries):
         text = json.dumps(query, separators=(",", ":"), allow_nan=True)
+        if envelope + 2 + len(text) > limit:
+            raise ValidationError(f"queries[{j}]", f"a query of at most {limit - envelope - 2} bytes as JSON, so "
+                                  f"that its request fits the message limit of {limit} bytes",
+                                  f"it is {len(text)} bytes")
         if parts and size + len(text) + 1 > chunk_bytes:
-            yield "[" + ",".join(parts) + "]"
-            parts, size = [], 2
+            chunks.append("[" + ",".join(parts) + "]")
+            parts, size = [], envelope + 2
         parts.append(text)
         size += len(text) + 1
     if parts:
-        yield "[" + ",".join(parts) + "]"
+        chunks.append("[" + ",".join(parts) + "]")
+    return chunks
+
+
+@dataclass(frozen=True, eq=False)
+class EstimateRequests:
+    """The request stream of one batch, checked and cut when built (:func:`estimate_requests`).
+
+    Iterating it yields the :class:`EstimateRequest` messages, the first naming the collection
+    and the level; it can be iterated again (a retried call sends the same stream).
+    """
+
+    collection: str
+    level: float
+    json_chunks: tuple[str, ...]
+    linear: np.ndarray | None
+    linear_rows: int
+    normalization: str
+
+    def __iter__(self) -> Iterator[pb.EstimateRequest]:
+        head: dict[str, Any] = {"collection": self.collection, "level": self.level}
+        for text in self.json_chunks:
+            yield pb.EstimateRequest(**head, queries_json=text)
+            head = {}
+        if self.linear is not None:
+            for start in range(0, len(self.linear), self.linear_rows):
+                weights = self.linear[start:start + self.linear_rows].tobytes()
+                yield pb.EstimateRequest(**head, linear=pb.LinearQueries(weights=weights,
+                                                                         normalization=self.normalization))
+                head = {}
 
 
 def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence[Mapping[str, Any]] | None = None,
                       linear: np.ndarray | None = None, normalization: str = "eq10",
-                      chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[pb.EstimateRequest]:
+                      chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_message_bytes: int | None = None
+                      ) -> EstimateRequests:
     """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.queries`)
-    and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order, cut into chunks of at
-    most ``chunk_bytes``. The first message names the collection and the level."""
-    if chunk_bytes < 1024:
-        raise ValidationError("chunk_bytes", "an integer >= 1024", f"got {chunk_bytes}")
-    first = True
+    and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order.
 
-    def message(**fields: Any) -> pb.EstimateRequest:
-        nonlocal first
-        head = {"collection": collection, "level": level} if first else {}
-        first = False
-        return pb.EstimateRequest(**head, **fields)
-
-    for text in _json_chunks(list(queries or ()), chunk_bytes):
-        yield message(queries_json=text)
+    Every message serializes to at most ``chunk_bytes`` bytes (the collection, the level and the
+    field headers included), except that a single JSON query longer than that travels alone in a
+    message of at most ``max_message_bytes`` (default ``chunk_bytes``): the receiver's message
+    limit. JSON queries are never split; a query or a weight row that cannot fit the limit raises
+    :class:`ValidationError` naming it (``queries[j]``, ``linear``) before anything is sent.
+    No queries at all is the empty batch: one message carrying ``queries_json = "[]"`` (the server
+    answers it with no answers).
+    """
+    limit = chunk_bytes if max_message_bytes is None else max_message_bytes
+    if chunk_bytes < 1024 or limit < chunk_bytes:
+        raise ValidationError("chunk_bytes", f"an integer in [1024, max_message_bytes = {limit}]", f"got {chunk_bytes}")
+    envelope = pb.EstimateRequest(collection=collection, level=level).ByteSize() + FIELD_HEADER_BYTES
+    if envelope + 2 > limit:
+        raise ValidationError("collection", f"a name that leaves room for queries in {limit} bytes",
+                              f"{len(collection)} characters")
+    json_chunks = _json_chunks(list(queries or ()), envelope, chunk_bytes, limit)
+    w, rows = None, 0
     if linear is not None:
         w = np.ascontiguousarray(linear, dtype=_F64)
         if w.ndim != 2 or w.shape[0] == 0:
             raise ValidationError("linear", "an array of shape (Q >= 1, |D|)", f"got shape {w.shape}")
-        rows = max(1, chunk_bytes // (8 * w.shape[1]))
-        for start in range(0, len(w), rows):
-            yield message(linear=pb.LinearQueries(weights=w[start:start + rows].tobytes(),
-                                                  normalization=normalization))
-    if first:
-        raise ValidationError("queries", "at least one query", "the batch is empty")
+        packed = envelope + pb.LinearQueries(normalization=normalization).ByteSize() + FIELD_HEADER_BYTES
+        if packed + 8 * w.shape[1] > limit:
+            raise ValidationError("linear", f"weight rows of at most {(limit - packed) // 8} values, so that a "
+                                  f"request fits the message limit of {limit} bytes", f"|D| = {w.shape[1]}")
+        rows = max(1, (chunk_bytes - packed) // (8 * w.shape[1]))
+    elif not json_chunks:
+        json_chunks = ["[]"]
+    return EstimateRequests(collection, level, tuple(json_chunks), w, rows, normalization)
 
 
 # ----- server side: request chunks -> one batch ----------------------------------------------
@@ -194,12 +250,45 @@ def _at(first: int, build: Any) -> Any:
 
 
 # ----- answers -> pages -> answers -----------------------------------------------------------
-def answer_pages(answers: Answers, page: int = DEFAULT_PAGE_ANSWERS) -> Iterator[pb.EstimateResponse]:
-    """The answers in pages of at most ``page`` queries, in batch order (columns packed as bytes)."""
+def _page_bounds(cost: np.ndarray, budget: int, page: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` ranges of answers, each as long as it can be with at most
+    ``page`` answers whose ``cost`` sums to at most ``budget`` (every cost is <= budget)."""
+    ends = np.cumsum(cost)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < len(cost):
+        spent = int(ends[start - 1]) if start else 0
+        stop = min(int(np.searchsorted(ends, spent + budget, side="right")), start + page)
+        bounds.append((start, stop))
+        start = stop
+    return bounds or [(0, 0)]
+
+
+def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
+                 ) -> Iterator[pb.EstimateResponse]:
+    """The answers in pages, in batch order (columns packed as bytes): each page holds at most
+    ``page`` answers and serializes to at most ``max_bytes`` bytes (the sender's message limit).
+
+    Answer ``j`` costs :data:`ANSWER_BYTES`, plus its UTF-8 label and a field header when the
+    batch is labelled; a page costs :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one
+    page with ``total = 0`` (it still carries the level, ``n`` and ε). If one answer alone cannot
+    fit a page, :class:`BatchTooLarge` is raised before any page is made.
+    """
+    page = check_int(page, "page", 1)
     total = len(answers)
     labels = answers.batch.labels
-    for start in range(0, total, page):
-        cut = slice(start, min(start + page, total))
+    cost = np.full(total, ANSWER_BYTES, np.int64)
+    if labels is not None:
+        cost += np.fromiter((len(label.encode()) for label in labels), np.int64, total) + FIELD_HEADER_BYTES
+    budget = max_bytes - PAGE_ENVELOPE_BYTES
+    over = np.flatnonzero(cost > budget)
+    if over.size:
+        j = int(over[0])
+        raise BatchTooLarge(f"answers of at most {budget} bytes each, so that a page fits the message limit of "
+                            f"{max_bytes} bytes (answer {j}, of queries[{answers.batch.origins[j]}], needs {cost[j]} "
+                            f"bytes with its label)")
+    for start, stop in _page_bounds(cost, budget, page):
+        cut = slice(start, stop)
         columns = {name: np.ascontiguousarray(getattr(answers, name)[cut], _F64).tobytes() for name in _COLUMNS}
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),

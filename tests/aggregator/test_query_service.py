@@ -22,7 +22,8 @@ from ldpsynth.client.query import QueryClient
 from ldpsynth.client.release import Release
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import Answers, estimate
-from ldpsynth.shared.query_wire import AnswerTable
+from ldpsynth.shared.protocol import Limits
+from ldpsynth.shared.query_wire import AnswerTable, estimate_requests
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -264,3 +265,66 @@ def test_cut_intervals_cover_the_true_cut_over_repeated_releases(start_server):
             failures[r] = np.mean((true_cuts < answers.ci_low) | (true_cuts > answers.ci_high))
     z = stats.norm.ppf(1 - 1e-3 / 2)
     assert abs(failures.mean() - 0.05) <= z * failures.std(ddof=1) / np.sqrt(releases), failures.mean()
+
+
+# ----- issue 16: replies within the message limit, the empty batch --------------------------
+SMALL_LIMIT = 4096
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ldpsynth.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_replies_fit_a_4_kib_message_limit(start_server, tmp_path):
+    """--max-message-bytes 4096: every Export chunk (2^16 rows) and Estimate page (2^14 answers)
+    is at most 4096 bytes, and Export, Estimate, ``ldpsynth export`` and ``ldpsynth query`` work."""
+    server = start_server(limits=Limits(max_message_bytes=SMALL_LIMIT))
+    store(server, make_reports(RATINGS, 1 << 16, np.random.default_rng(44)), chunk=100)
+    options = [("grpc.max_receive_message_length", SMALL_LIMIT), ("grpc.max_send_message_length", SMALL_LIMIT)]
+    weights = np.random.default_rng(45).random((1 << 14, 5))
+    with grpc.insecure_channel(server.address, options=options) as channel:
+        stub = qpb_grpc.QueryServiceStub(channel)
+        chunks = list(stub.Export(qpb.ExportRequest(collection="ratings"), timeout=120))
+        pages = list(stub.Estimate(iter(estimate_requests("ratings", linear=weights, chunk_bytes=SMALL_LIMIT)),
+                                   timeout=120))
+    assert max(c.ByteSize() for c in chunks) <= SMALL_LIMIT and len(chunks) > 200
+    assert chunks[0].rows == sum(len(c.private_codes) // 8 for c in chunks) == 1 << 16
+    assert max(p.ByteSize() for p in pages) <= SMALL_LIMIT and len(pages) > 200
+    with QueryClient(server.address) as client:
+        release = client.export("ratings")
+        answers = AnswerTable.from_pages(pages)
+        again = client.estimate("ratings", linear=weights)
+    sample = np.random.default_rng(46).choice(1 << 14, 100, replace=False)
+    reference = offline(release, [{"kind": "linear", "weights": w.tolist()} for w in weights[sample]])
+    for name in FIELDS:
+        np.testing.assert_allclose(getattr(answers, name)[sample], getattr(reference, name), rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(getattr(again, name), getattr(answers, name))
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(RATINGS_QUERIES * 40))
+    assert queries.stat().st_size > 2 * SMALL_LIMIT
+    common = ["--target", server.address, "--collection", "ratings"]
+    served = cli("query", *common, "--queries", str(queries))
+    exported = cli("export", *common, "--out", str(tmp_path / "release"))
+    assert served.returncode == 0 and exported.returncode == 0, served.stderr + exported.stderr
+    assert json.loads(exported.stdout)["rows"] == 1 << 16
+    assert len(json.loads(served.stdout)) == 40 * len(offline(release, RATINGS_QUERIES))
+
+
+def test_an_empty_batch_answers_ok_with_no_answers(start_server, tmp_path):
+    """``[]`` is OK with one page of no answers (n = 0, no shard asked), with or without rows; not ABORTED."""
+    server = start_server()
+    with server.channel() as channel:
+        stub = qpb_grpc.QueryServiceStub(channel)
+        pages = list(stub.Estimate(iter([qpb.EstimateRequest(collection="ratings", level=0.9, queries_json="[]")]),
+                                   timeout=30))
+        with pytest.raises(grpc.RpcError) as unknown:
+            list(stub.Estimate(iter([qpb.EstimateRequest(collection="nope", queries_json="[]")]), timeout=30))
+    assert [(p.total, p.n, p.level, len(p.estimate)) for p in pages] == [(0, 0, 0.9, 0)]
+    assert unknown.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    store(server, make_reports(RATINGS, 100, np.random.default_rng(47)))
+    with QueryClient(server.address) as client:
+        assert len(client.estimate("ratings")) == 0 and client.estimate("ratings", queries=[]).records() == []
+    queries = tmp_path / "empty.json"
+    queries.write_text("[]")
+    run = cli("query", "--target", server.address, "--collection", "ratings", "--queries", str(queries))
+    assert (run.returncode, run.stdout.strip(), run.stderr) == (0, "[]", "")

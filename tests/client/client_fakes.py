@@ -2,27 +2,35 @@
 
 :class:`FakeCollectionService` is a ``grpc.aio`` servicer that stores reports by id (a retried id
 is counted as a duplicate, never stored twice) and injects the faults of :class:`Faults`.
-:class:`FakeServer` serves it on ``127.0.0.1:0``; :class:`ServerThread` runs one on its own
-event loop in a thread, for blocking code (the sync client, the CLI).
+:class:`FakeQueryService` answers ``Estimate`` and ``Export`` from fixed rows and fails its first
+calls as told. :class:`FakeServer` serves them on ``127.0.0.1:0``; :class:`ServerThread` runs one
+on its own event loop in a thread, for blocking code (the sync client, the CLI).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators import estimate
 from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_from_proto
+from ldpsynth.shared.query_wire import BatchReader, answer_pages
 from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, IntegerAttribute, Schema
+from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.shared.wire import query_pb2 as qpb
+from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
 REGIONS = ("eu", "us", "asia")
 
@@ -74,6 +82,8 @@ class Faults:
     reject_details: str = "batch rejected"
     #: The only bearer token accepted (None: any caller).
     token: str | None = None
+    #: The first k GetCollection calls end with UNAVAILABLE.
+    get_collection_unavailable: int = 0
 
 
 class FakeCollectionService(pb_grpc.CollectionServiceServicer):
@@ -89,6 +99,7 @@ class FakeCollectionService(pb_grpc.CollectionServiceServicer):
         self.time_remaining: list[float | None] = []
         self.peer_common_names: list[bytes] = []
         self.attempts = 0
+        self.get_collection_calls = 0
         self.on_batch: Callable[[pb.ReportBatch], None] | None = None
 
     async def _admit(self, context: grpc.aio.ServicerContext) -> None:
@@ -102,6 +113,9 @@ class FakeCollectionService(pb_grpc.CollectionServiceServicer):
 
     async def GetCollection(self, request: pb.GetCollectionRequest, context: grpc.aio.ServicerContext) -> pb.Collection:
         await self._admit(context)
+        self.get_collection_calls += 1
+        if self.get_collection_calls <= self.faults.get_collection_unavailable:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "server starting")
         if request.collection != self.info.schema.name:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"unknown collection {request.collection!r}")
         return self.info.to_proto()
@@ -150,12 +164,74 @@ class FakeCollectionService(pb_grpc.CollectionServiceServicer):
             yield pb.BatchAck(sequence=batch.sequence, accepted=accepted, duplicates=duplicates)
 
 
+class FakeQueryService(qpb_grpc.QueryServiceServicer):
+    """Answers ``Estimate`` with the offline estimator over ``codes`` (public keys and private codes
+    of the rows) and pages sized to the collection's message limit; ``Export`` sends the card and
+    the rows, ``chunk_rows`` at a time.
+
+    The first ``len(failures)`` calls of each method end with those statuses: an ``Estimate`` after
+    reading the whole batch, an ``Export`` after sending its first chunk (a drop in mid-stream).
+    ``starts[method]`` holds the monotonic time of every call, ``batches`` the requests of every
+    Estimate call.
+    """
+
+    def __init__(self, info: CollectionInfo, public_keys: np.ndarray, private_codes: np.ndarray, *,
+                 failures: Sequence[grpc.StatusCode] = (), chunk_rows: int = 7):
+        self.info = info
+        self.public_keys, self.private_codes = public_keys, private_codes
+        self.failures = list(failures)
+        self.chunk_rows = chunk_rows
+        self.starts: dict[str, list[float]] = {"Estimate": [], "Export": []}
+        self.batches: list[list[qpb.EstimateRequest]] = []
+
+    def _failure(self, method: str) -> grpc.StatusCode | None:
+        calls = self.starts[method]
+        calls.append(time.monotonic())
+        return self.failures[len(calls) - 1] if len(calls) <= len(self.failures) else None
+
+    async def Estimate(self, request_iterator: AsyncIterator[qpb.EstimateRequest],
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.EstimateResponse]:
+        failure = self._failure("Estimate")
+        schema = self.info.schema
+        reader = BatchReader(schema, max_queries=1 << 22, max_weights=1 << 28)
+        received: list[qpb.EstimateRequest] = []
+        async for request in request_iterator:
+            received.append(request)
+            try:
+                reader.add(request)
+            except ValidationError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        self.batches.append(received)
+        if failure is not None:
+            await context.abort(failure, "injected failure")
+        stats = SufficientStatistics.from_schema(schema, self.public_keys, self.private_codes)
+        answers = estimate(reader.batch(), stats, self.info.card.mechanism, level=received[0].level or 0.95)
+        for page in answer_pages(answers, max_bytes=self.info.limits.max_message_bytes):
+            yield page
+
+    async def Export(self, request: qpb.ExportRequest,
+                     context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
+        failure = self._failure("Export")
+        schema = self.info.schema
+        yield qpb.ExportChunk(card_json=self.info.card.dumps(), rows=len(self.private_codes))
+        if failure is not None:
+            await context.abort(failure, "injected failure")
+        for start in range(0, len(self.private_codes), self.chunk_rows):
+            part = slice(start, start + self.chunk_rows)
+            digits = schema.public_digits(self.public_keys[part])
+            yield qpb.ExportChunk(
+                public_codes=[digits[a.name].astype("<u8").tobytes() for a in schema.public_attributes],
+                private_codes=self.private_codes[part].astype("<u8").tobytes())
+
+
 class FakeServer:
-    """A ``grpc.aio`` server for one :class:`FakeCollectionService` on ``127.0.0.1`` (port 0 at first)."""
+    """A ``grpc.aio`` server for one :class:`FakeCollectionService` (and optionally a
+    :class:`FakeQueryService`) on ``127.0.0.1`` (port 0 at first)."""
 
     def __init__(self, service: FakeCollectionService, *, credentials: grpc.ServerCredentials | None = None,
-                 max_receive_message_bytes: int | None = None):
+                 max_receive_message_bytes: int | None = None, queries: FakeQueryService | None = None):
         self.service = service
+        self.queries = queries
         self._credentials = credentials
         self._options = ([("grpc.max_receive_message_length", max_receive_message_bytes)]
                          if max_receive_message_bytes else [])
@@ -169,6 +245,8 @@ class FakeServer:
     async def start(self) -> "FakeServer":
         server = grpc.aio.server(options=self._options)
         pb_grpc.add_CollectionServiceServicer_to_server(self.service, server)
+        if self.queries is not None:
+            qpb_grpc.add_QueryServiceServicer_to_server(self.queries, server)
         address = f"127.0.0.1:{self.port}"
         if self._credentials is None:
             self.port = server.add_insecure_port(address)
@@ -193,8 +271,8 @@ class FakeServer:
 class ServerThread:
     """A :class:`FakeServer` on its own event loop in a daemon thread (for blocking clients)."""
 
-    def __init__(self, service: FakeCollectionService):
-        self.server = FakeServer(service)
+    def __init__(self, service: FakeCollectionService, **server_options: Any):
+        self.server = FakeServer(service, **server_options)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 

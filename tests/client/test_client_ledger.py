@@ -1,22 +1,28 @@
-"""The on-device privacy ledger: budget refusal, memoization, durability, the keyed memo."""
+"""The on-device privacy ledger: budget refusal, memoization, durability, the keyed memo, damage and resets."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import os
+import shutil
 import sqlite3
 import stat
 import threading
+from contextlib import closing
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from ldpsynth.cli import main as cli_main
 from ldpsynth.client import (DEFAULT_BUDGET_MULTIPLE, IN_MEMORY, PrivacyLedger, collection_fingerprint,
                              default_ledger_path, encode_columns, prepare_reports)
-from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
+from ldpsynth.client.ledger import marker_path
+from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
 
-from .client_fakes import ratings_info, ratings_rows
+from .client_fakes import FakeCollectionService, ServerThread, ratings_info, ratings_rows
 
 
 def prepare(ledger: PrivacyLedger, rows: dict, epsilon: float = 1.0):
@@ -25,7 +31,7 @@ def prepare(ledger: PrivacyLedger, rows: dict, epsilon: float = 1.0):
 
 
 def memo_rows(path) -> list[tuple]:
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:  # closed: an open connection keeps the -wal/-shm files
         return conn.execute("SELECT memo_key, collection, report_id, private_code FROM memo").fetchall()
 
 
@@ -166,3 +172,288 @@ def test_in_memory_ledger_and_bad_arguments(tmp_path) -> None:
     blocker.write_text("")
     with pytest.raises(ValidationError, match="ledger"):
         PrivacyLedger(blocker / "ledger.sqlite")
+
+
+# --- Damage and resets (issue 16, item 5): refused with one LedgerError, never read as an empty ledger. ---
+
+
+def used_ledger(path, rows: int = 2) -> list[tuple]:
+    """A ledger at ``path`` that has reported ``rows`` rows to 'ratings'; its memo rows."""
+    with PrivacyLedger(path) as ledger:
+        prepare(ledger, ratings_rows(rows))
+    return memo_rows(path)
+
+
+def edit(path, *statements: str) -> None:
+    """Change a closed ledger file behind the SDK's back (as the fault campaign did)."""
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("stored", ["-100", "abc", "nan", "inf", "-inf", "1e5", "1/0", ""])
+def test_damaged_spend_is_refused_at_open(tmp_path, stored) -> None:
+    # The campaign's '-100' let 15 rows through a 10-row budget; 'abc'/'nan' were tracebacks.
+    path = tmp_path / "l.sqlite"
+    before = used_ledger(path)
+    edit(path, f"UPDATE spend SET epsilon = '{stored}'")
+    with pytest.raises(LedgerError, match=r"ledger: .*l\.sqlite: collection 'ratings': the epsilon spent is"):
+        with PrivacyLedger(path) as ledger:
+            prepare(ledger, ratings_rows(15, start=100))
+    assert memo_rows(path) == before
+
+
+@pytest.mark.parametrize("stored", ["-100", "abc", "nan", "inf"])
+def test_spend_damaged_while_open_is_refused_on_every_read(tmp_path, stored) -> None:
+    path = tmp_path / "l.sqlite"
+    with PrivacyLedger(path) as ledger:
+        prepare(ledger, ratings_rows(2))
+        before = memo_rows(path)
+        edit(path, f"UPDATE spend SET epsilon = '{stored}'")
+        for read in (lambda: ledger.spent("ratings"), lambda: ledger.reports("ratings"),
+                     lambda: prepare(ledger, ratings_rows(15, start=100))):
+            with pytest.raises(LedgerError, match="the epsilon spent is"):
+                read()
+    assert memo_rows(path) == before
+
+
+@pytest.mark.parametrize("statements, problem", [
+    (["UPDATE spend SET reports = -5"], "the reports count is -5, not an integer >= 0"),
+    (["UPDATE spend SET reports = 'abc'"], "the reports count is 'abc'"),
+    (["UPDATE spend SET reports = 7"], "7 reports counted but 2 memoized"),
+    (["DELETE FROM memo"], "2 reports counted but 0 memoized"),
+    (["DELETE FROM spend"], "0 reports counted but 2 memoized"),
+    (["UPDATE spend SET epsilon = '0'"], "epsilon spent '0' for 2 reports"),
+])
+def test_reports_count_negative_or_inconsistent_is_refused(tmp_path, statements, problem) -> None:
+    path = tmp_path / "l.sqlite"
+    used_ledger(path)
+    edit(path, *statements)
+    with pytest.raises(LedgerError, match=problem):
+        PrivacyLedger(path)
+
+
+@pytest.mark.parametrize("statement", ["UPDATE memo SET private_code = 'x'", "UPDATE memo SET private_code = -1",
+                                       "UPDATE memo SET report_id = x'00'"])
+def test_malformed_memo_row_is_refused_on_lookup(tmp_path, statement) -> None:
+    path = tmp_path / "l.sqlite"
+    before = used_ledger(path)
+    edit(path, statement)
+    with PrivacyLedger(path) as ledger:
+        with pytest.raises(LedgerError, match="collection 'ratings': a memoized report is malformed"):
+            prepare(ledger, ratings_rows(2))
+        assert ledger.reports("ratings") == 2
+    assert len(memo_rows(path)) == len(before)
+
+
+@pytest.mark.parametrize("statements, problem", [
+    (["DELETE FROM device WHERE name = 'memo_secret'"], "its memo secret is missing"),
+    (["UPDATE device SET value = x'0102' WHERE name = 'memo_secret'"], "its memo secret is b'\\\\x01\\\\x02', not 32"),
+    (["UPDATE device SET value = 'text' WHERE name = 'memo_secret'"], "its memo secret is 'text', not 32"),
+    (["PRAGMA user_version = 0"], "format 0, not a ledger of format 1"),
+    (["PRAGMA user_version = 7"], "format 7, not a ledger of format 1"),
+    (["DROP TABLE spend"], "its table 'spend' is missing"),
+    (["DROP TABLE memo", "CREATE TABLE memo (memo_key BLOB PRIMARY KEY)"], "its table 'memo' is missing or not"),
+])
+def test_secret_format_and_tables_are_checked(tmp_path, statements, problem) -> None:
+    path = tmp_path / "l.sqlite"
+    used_ledger(path)
+    edit(path, *statements)
+    with pytest.raises(LedgerError, match=problem):
+        PrivacyLedger(path)
+
+
+def test_zero_length_ledger_is_refused(tmp_path) -> None:
+    # A truncated ledger used to be opened as a new one: ε restarted at 0, every row reported afresh.
+    path = tmp_path / "l.sqlite"
+    used_ledger(path)
+    os.truncate(path, 0)
+    with pytest.raises(LedgerError, match=r"the ledger file is empty \(0 bytes\)"):
+        PrivacyLedger(path)
+    assert path.stat().st_size == 0
+    fresh = tmp_path / "never-used.sqlite"  # a zero-length file is never a ledger being created (built, then linked)
+    fresh.touch()
+    with pytest.raises(LedgerError, match="the ledger file is empty"):
+        PrivacyLedger(fresh)
+
+
+def test_garbage_truncated_or_unreadable_file_is_refused(tmp_path) -> None:
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a ledger" * 100)
+    with pytest.raises(LedgerError, match="the ledger file is not a SQLite database"):
+        PrivacyLedger(garbage)
+    cut = tmp_path / "cut.sqlite"
+    with PrivacyLedger(cut, budget=1000.0) as ledger:
+        prepare(ledger, ratings_rows(300))
+    os.truncate(cut, 8192)
+    with pytest.raises(LedgerError, match="cannot open it"):
+        PrivacyLedger(cut)
+    folder = tmp_path / "folder.sqlite"  # unreadable as a file (the tests run as root: modes do not stop reads)
+    folder.mkdir()
+    with pytest.raises(LedgerError, match="cannot open it"):
+        PrivacyLedger(folder)
+
+
+def test_deleted_ledger_with_marker_is_not_recreated(tmp_path) -> None:
+    path = tmp_path / "l.sqlite"
+    used_ledger(path)
+    assert marker_path(path).exists()
+    path.unlink()
+    with pytest.raises(LedgerError, match=r"the ledger is missing but files left next to it \(l\.sqlite\.created\)"):
+        with PrivacyLedger(path) as ledger:
+            prepare(ledger, ratings_rows(2))  # the same rows would get fresh, independent reports
+    assert not path.exists()
+
+
+def test_wal_leftovers_of_a_deleted_ledger_are_evidence(tmp_path) -> None:
+    path = tmp_path / "l.sqlite"
+    with PrivacyLedger(path) as running:  # another process still has the deleted ledger open
+        prepare(running, ratings_rows(2))
+        path.unlink()
+        marker_path(path).unlink()
+        with pytest.raises(LedgerError, match=r"\(l\.sqlite-wal, l\.sqlite-shm\)"):
+            PrivacyLedger(path)
+    assert not path.exists()
+
+
+def test_replaced_ledger_is_refused_by_its_marker(tmp_path) -> None:
+    path, other = tmp_path / "l.sqlite", tmp_path / "other.sqlite"
+    used_ledger(path)
+    PrivacyLedger(other).close()  # a fresh ledger (ε = 0) copied over the used one
+    shutil.copyfile(other, path)
+    with pytest.raises(LedgerError, match="it is not the ledger its marker l.sqlite.created was written for"):
+        PrivacyLedger(path)
+    marker_path(path).write_text("{not json", encoding="utf-8")
+    with pytest.raises(LedgerError, match="its marker l.sqlite.created is not a ledger marker"):
+        PrivacyLedger(path)
+
+
+def test_first_use_needs_no_ceremony_and_writes_the_marker(tmp_path) -> None:
+    path = tmp_path / "new" / "ledger.sqlite"
+    with PrivacyLedger(path) as ledger:
+        prepare(ledger, ratings_rows(2))
+        secret = ledger._secret  # white-box: the marker's id is derived from it
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ledger.sqlite", "ledger.sqlite.created"]
+    marker = json.loads(marker_path(path).read_text(encoding="utf-8"))
+    assert marker["format"] == "ldpsynth-ledger-marker/1" and marker["ledger"] == "ledger.sqlite"
+    assert marker["ledger_id"] == hmac.digest(secret, b"ldpsynth-ledger-id/1", "sha256")[:16].hex()
+    assert stat.S_IMODE(marker_path(path).stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    with PrivacyLedger(path) as ledger:
+        assert ledger.reports("ratings") == 2
+
+
+def test_a_ledger_without_a_marker_is_adopted(tmp_path) -> None:
+    # Ledgers written before markers existed (or a crash between linking the ledger and writing its marker).
+    path = tmp_path / "l.sqlite"
+    used_ledger(path)
+    written = marker_path(path).read_text(encoding="utf-8")
+    marker_path(path).unlink()
+    with PrivacyLedger(path) as ledger:
+        assert ledger.reports("ratings") == 2
+    assert json.loads(marker_path(path).read_text(encoding="utf-8"))["ledger_id"] == json.loads(written)["ledger_id"]
+
+
+def test_concurrent_first_use_creates_one_ledger(tmp_path) -> None:
+    path = tmp_path / "l.sqlite"
+    start = threading.Barrier(8)
+    opened: list[PrivacyLedger] = []
+
+    def first_use() -> None:
+        start.wait()
+        opened.append(PrivacyLedger(path, budget=100.0))
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(opened) == 8 and len({ledger._secret for ledger in opened}) == 1  # white-box: one ledger
+    for i, ledger in enumerate(opened):
+        prepare(ledger, ratings_rows(1, start=i))
+    assert opened[0].reports("ratings") == 8
+    for ledger in opened:
+        ledger.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.sqlite", "l.sqlite.created"]
+
+
+def test_reset_moves_everything_aside_and_records_it(tmp_path) -> None:
+    path = tmp_path / "l.sqlite"
+    before = used_ledger(path)
+    edit(path, "UPDATE spend SET epsilon = '-100'")
+    with pytest.raises(LedgerError):
+        PrivacyLedger(path)
+    record = PrivacyLedger.reset(path)
+    aside = record["moved"]["l.sqlite"]
+    assert aside.startswith("l.sqlite.reset-") and record["moved"] == {
+        "l.sqlite": aside, "l.sqlite.created": aside + ".created"}
+    assert memo_rows(tmp_path / aside) == before  # kept, not deleted
+    with PrivacyLedger(path) as ledger:
+        assert ledger.spent("ratings") == 0.0
+        assert json.loads(ledger._conn.execute(  # white-box: the new ledger records the reset
+            "SELECT value FROM device WHERE name = 'reset'").fetchone()[0]) == record
+    assert json.loads(marker_path(path).read_text(encoding="utf-8"))["reset"] == record
+    # A deleted ledger (only its marker left) starts over the same way.
+    path.unlink()
+    with pytest.raises(LedgerError, match="the ledger is missing"):
+        PrivacyLedger(path)
+    again = PrivacyLedger.reset(path)
+    assert list(again["moved"]) == ["l.sqlite.created"]
+    PrivacyLedger(path).close()
+    with pytest.raises(ValidationError, match="in-memory"):
+        PrivacyLedger.reset(IN_MEMORY)
+
+
+def run_client(args: list[str], capsys) -> tuple[int, str, str]:
+    code = cli_main.main(["client", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def only_client_command(monkeypatch):
+    """Build the real ``ldpsynth`` parser with just the client subcommand (others may need extras)."""
+    monkeypatch.setattr(cli_main, "SUBCOMMAND_MODULES", ("ldpsynth.cli.client_cmd",))
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda path: edit(path, "UPDATE spend SET epsilon = '-100'"), "the epsilon spent is '-100'"),
+    (lambda path: edit(path, "UPDATE spend SET epsilon = 'abc'"), "the epsilon spent is 'abc'"),
+    (lambda path: edit(path, "UPDATE spend SET epsilon = 'nan'"), "the epsilon spent is 'nan'"),
+    (lambda path: edit(path, "UPDATE spend SET epsilon = 'inf'"), "the epsilon spent is 'inf'"),
+    (lambda path: path.unlink(), "the ledger is missing"),
+    (lambda path: os.truncate(path, 0), "the ledger file is empty"),
+    (lambda path: path.write_bytes(b"\x00garbage" * 64), "not a SQLite database"),
+    (lambda path: edit(path, "DELETE FROM device"), "its memo secret is missing"),
+])
+def test_cli_submit_on_a_damaged_ledger_prints_one_line_and_exits_2(only_client_command, tmp_path, capsys,
+                                                                    damage, problem) -> None:
+    ledger, rows = tmp_path / "l.sqlite", tmp_path / "rows.csv"
+    rows.write_text("movie,region,rating,watched\n1,us,3,0\n2,us,4,1\n", encoding="utf-8")
+    used_ledger(ledger)
+    damage(ledger)
+    service = FakeCollectionService(ratings_info())
+    with ServerThread(service) as server:
+        code, out, err = run_client(["submit", "--target", server.target, "--collection", "ratings", "--rows",
+                                     str(rows), "--ledger", str(ledger), "--max-attempts", "1"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("ldpsynth client: error: ledger: ") and problem in err and "reset-ledger" in err
+    assert service.attempts == 0 and service.stored == {}
+
+
+def test_cli_reset_ledger_starts_over_knowingly(only_client_command, tmp_path, capsys) -> None:
+    ledger = tmp_path / "l.sqlite"
+    used_ledger(ledger)
+    ledger.unlink()
+    code, out, err = run_client(["reset-ledger", "--ledger", str(ledger)], capsys)
+    assert code == 0 and err == ""
+    record = json.loads(out)
+    assert list(record["moved"]) == ["l.sqlite.created"] and (tmp_path / record["moved"]["l.sqlite.created"]).exists()
+    with PrivacyLedger(ledger) as fresh:
+        assert fresh.reports("ratings") == 0
+    folder = tmp_path / "folder.sqlite"
+    folder.mkdir()
+    code, out, err = run_client(["reset-ledger", "--ledger", str(folder)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "cannot reset it" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,8 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.query_wire import AnswerTable, BatchReader, BatchTooLarge, answer_pages, estimate_requests
+from ldpsynth.shared.query_wire import PAGE_ENVELOPE_BYTES, AnswerTable, BatchReader, BatchTooLarge, answer_pages, \
+    estimate_requests
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -38,7 +41,7 @@ def test_chunked_batch_answers_like_the_whole_batch():
     linear = np.random.default_rng(2).random((300, 5))
     requests = list(estimate_requests("r", queries=QUERIES * 40, linear=linear, chunk_bytes=1024))
     assert len(requests) > 10 and requests[0].collection == "r" and not requests[1].collection
-    assert all(r.ByteSize() <= 1024 + 64 for r in requests if r.WhichOneof("queries") == "linear")
+    assert all(r.ByteSize() <= 1024 for r in requests)
     chunked = read(requests)
     whole = Q.concat_batches([Q.compile_queries(Q.queries_from_json(QUERIES * 40), SCHEMA),
                               Q.linear_batch(SCHEMA, linear)], [160, 300])
@@ -71,7 +74,7 @@ def test_limits_raise_batch_too_large():
 def test_pages_reassemble_every_answer_in_order():
     batch = Q.compile_queries(Q.queries_from_json(QUERIES * 30), SCHEMA)
     answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism, level=0.8)
-    pages = list(answer_pages(answers, page=7))
+    pages = list(answer_pages(answers, max_bytes=1 << 20, page=7))
     assert len(pages) == -(-answers.estimate.size // 7)
     table = AnswerTable.from_pages(pages)
     assert table.records() == answers.records()
@@ -81,6 +84,63 @@ def test_pages_reassemble_every_answer_in_order():
         AnswerTable.from_pages(pages[:-1])
 
 
-def test_an_empty_batch_is_refused():
-    with pytest.raises(ValidationError, match="at least one query"):
-        list(estimate_requests("r", queries=[]))
+def test_every_request_fits_its_limit_and_queries_stay_whole():
+    """Requests of whole queries within chunk_bytes; a longer query alone within the message limit."""
+    long = {"kind": "linear", "weights": [0.1234567890123] * 5, "label": "x" * 250}
+    queries = [*QUERIES, long] * 30
+    requests = estimate_requests("r", queries=queries, linear=np.ones((500, 5)), chunk_bytes=1024,
+                                 max_message_bytes=4096)
+    sizes = [r.ByteSize() for r in requests]
+    assert max(sizes) <= 1024 and len(sizes) > 30
+    assert [r.SerializeToString() for r in requests] == [r.SerializeToString() for r in requests]  # re-iterable
+    sent = [q for r in requests if r.WhichOneof("queries") == "queries_json" for q in json.loads(r.queries_json)]
+    assert sent == queries and read(requests).size == 30 * 9 + 500
+    alone = {"kind": "dense", "table": [[0.5] * 5] * 60}  # 1.1 KB of JSON: over chunk_bytes, under the limit
+    big = list(estimate_requests("r", queries=[QUERIES[0], alone, QUERIES[1]], chunk_bytes=1024,
+                                 max_message_bytes=4096))
+    assert [len(json.loads(r.queries_json)) for r in big] == [1, 1, 1] and 1024 < big[1].ByteSize() <= 4096
+
+
+def test_a_query_or_weight_row_over_the_message_limit_names_itself_and_the_limit():
+    too_big = {"kind": "dense", "table": [[0.5] * 5] * 300}
+    with pytest.raises(ValidationError, match=r"queries\[4\]: it is \d+ bytes.*message limit of 4096 bytes"):
+        estimate_requests("r", queries=[*QUERIES, too_big], chunk_bytes=1024, max_message_bytes=4096)
+    with pytest.raises(ValidationError, match=r"^linear: .*message limit of 1024 bytes"):
+        estimate_requests("r", linear=np.ones((2, 200)), chunk_bytes=1024)
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_pages_fit_the_message_limit(labelled):
+    """2^14 answers in pages of at most 4 KiB each, reassembled in order; pages are full, not just small."""
+    rng = np.random.default_rng(9)
+    if labelled:  # 250-character labels: about 12 answers a page
+        batch = Q.compile_queries(Q.queries_from_json(
+            [{"kind": "linear", "weights": w.tolist(), "label": f"{j:03d}" + "y" * 247}
+             for j, w in enumerate(rng.random((1 << 10, 5)))]), SCHEMA)
+    else:
+        batch = Q.linear_batch(SCHEMA, rng.random((1 << 14, 5)))
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism)
+    pages = list(answer_pages(answers, max_bytes=4096))
+    sizes = np.array([page.ByteSize() for page in pages])
+    per_answer = 57 + (6 + 250 if labelled else 0)
+    assert sizes.max() <= 4096 and np.all(sizes[:-1] > 4096 - PAGE_ENVELOPE_BYTES - per_answer)
+    assert AnswerTable.from_pages(pages).records() == answers.records()
+
+
+def test_an_answer_too_large_for_a_page_is_batch_too_large():
+    batch = Q.compile_queries(Q.queries_from_json([QUERIES[0], {**QUERIES[1], "label": "z" * 256}]), SCHEMA)
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism)
+    with pytest.raises(BatchTooLarge, match=r"message limit of 300 bytes \(answer 1, of queries\[1\]"):
+        next(answer_pages(answers, max_bytes=300))
+
+
+def test_the_empty_batch_is_one_request_and_one_empty_page():
+    requests = list(estimate_requests("r", queries=[]))
+    assert [(r.collection, r.queries_json) for r in requests] == [("r", "[]")]
+    batch = read(requests)
+    assert batch.size == 0
+    answers = estimate(batch, stats(), MechanismCard.for_schema(SCHEMA).mechanism, level=0.8)
+    pages = list(answer_pages(answers, max_bytes=1024))
+    assert len(pages) == 1 and pages[0].total == 0 and pages[0].level == 0.8
+    table = AnswerTable.from_pages(pages)
+    assert len(table) == 0 and table.records() == [] and table.level == 0.8
