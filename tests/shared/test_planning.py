@@ -314,7 +314,7 @@ def test_oue_and_olh_variances_of_a_weighted_sum_by_simulation():
 
 def test_large_domains_favour_the_oracles_as_wang_et_al_say():
     """|D| = 8,410 (movie x rating private), ε = 1, 100,000 rows, a single count under the uniform prior:
-    E's variance is about 770 times OLH's (4e^ε/(e^ε-1)^2 vs (|D|-2+e^ε)/(e^ε-1)^2, WBLJ Table 1)."""
+    E's variance is about 770 times OLH's (4e^ε/(e^ε-1)^2 vs (|D|-2+e^ε)/(e^ε-1)^2, WBLJ17 Table 1)."""
     schema = Schema("ml", 1.0, (IntegerAttribute("movie", False, 1, 1682), IntegerAttribute("rating", False, 1, 5)))
     count = Q.predicate(Q.condition("movie", "==", 50), Q.condition("rating", "==", 5))
     p = plan(schema, [count], 100_000, prior=UniformRows(schema))
