@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "ldpsynth.cli.simulate",
     "ldpsynth.cli.aggregator_cmd",
     "ldpsynth.cli.estimate",
+    "ldpsynth.cli.plan",
     "ldpsynth.cli.client_cmd",
     "ldpsynth.cli.pqd",
     "ldpsynth.cli.compare",

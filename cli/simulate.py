@@ -99,21 +99,24 @@ def _settings(args: argparse.Namespace) -> Any:
         raise ValidationError(f"--{field.replace('_', '-')}", legal, "invalid") from None
 
 
-def answer_rows(report: Any) -> list[dict[str, Any]]:
-    """One dict per demo query: label, truth, estimate, CI, whether the CI covers the truth."""
+def answer_rows(report: Any, prediction: Any = None) -> list[dict[str, Any]]:
+    """One dict per demo query: label, truth, estimate, CI, whether the CI covers the truth, and the
+    interval half-width achieved beside the one ``prediction`` (a plan for these rows) expected."""
     if report.answers is None:
         return []
     rows = []
     for j, record in enumerate(report.answers.records()):
         truth = float(report.workload.truth[j])
+        expected = float("nan") if prediction is None else float(prediction.z * prediction.e.se_prior[j])
         rows.append({"query": record["label"], "truth": truth, "estimate": record["estimate"],
                      "ci_low": record["ci_low"], "ci_high": record["ci_high"], "std_error": record["std_error"],
-                     "covered": bool(record["ci_low"] <= truth <= record["ci_high"])})
+                     "covered": bool(record["ci_low"] <= truth <= record["ci_high"]),
+                     "predicted_halfwidth": expected, "achieved_halfwidth": (record["ci_high"] - record["ci_low"]) / 2})
     return rows
 
 
-def summary(report: Any) -> dict[str, Any]:
-    """The report as a JSON-ready dict."""
+def summary(report: Any, prediction: Any = None) -> dict[str, Any]:
+    """The report as a JSON-ready dict (``prediction``: the plan of the demo queries for these rows)."""
     o = report.outcome
     latencies = np.asarray(o.latencies) if o.latencies else np.full(1, np.nan)
     eps = np.asarray(o.epsilon_per_device) if o.epsilon_per_device else np.zeros(1)
@@ -126,7 +129,7 @@ def summary(report: Any) -> dict[str, Any]:
             "epsilon_per_device_max": float(eps.max()), "epsilon_per_device_mean": float(eps.mean()),
             "submit_latency_p50_s": float(np.percentile(latencies, 50)),
             "submit_latency_p99_s": float(np.percentile(latencies, 99)),
-            "answers": answer_rows(report)}
+            "answers": answer_rows(report, prediction)}
 
 
 def _fmt(x: float) -> str:
@@ -134,10 +137,12 @@ def _fmt(x: float) -> str:
 
 
 def answers_table(rows: list[dict[str, Any]], level: float) -> str:
-    """The answers as a Markdown table."""
-    head = f"| query | truth | estimate | {level:.0%} CI | covered |\n|---|---:|---:|---|:---:|\n"
+    """The answers as a Markdown table, with the half-width the plan predicted and the one achieved."""
+    head = (f"| query | truth | estimate | {level:.0%} CI | covered | ± predicted | ± achieved |\n"
+            "|---|---:|---:|---|:---:|---:|---:|\n")
     return head + "".join(f"| {r['query']} | {_fmt(r['truth'])} | {_fmt(r['estimate'])} | "
-                          f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {'yes' if r['covered'] else 'NO'} |\n"
+                          f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {'yes' if r['covered'] else 'NO'} | "
+                          f"{r['predicted_halfwidth']:.4g} | {r['achieved_halfwidth']:.4g} |\n"
                           for r in rows)
 
 
@@ -166,7 +171,9 @@ def render(data: dict[str, Any], level: float) -> str:
     if data["answers"]:
         covered = sum(r["covered"] for r in data["answers"])
         text += (f"\nDebiased answers from the synthetic database (seed 000 eq. 17) vs the truth "
-                 f"({covered}/{len(data['answers'])} intervals cover it):\n\n" + answers_table(data["answers"], level))
+                 f"({covered}/{len(data['answers'])} intervals cover it; ± predicted: the half-width "
+                 "`ldpsynth plan` gives for these rows before any device reports):\n\n"
+                 + answers_table(data["answers"], level))
     elif not data["hosted_aggregator"]:
         text += ("\n(answers are shown when the remote collection holds exactly this population's rows and the "
                  "token has the query role: otherwise they would not estimate this population's truth)\n")
@@ -180,20 +187,22 @@ def write_outputs(out: Path, data: dict[str, Any], level: float) -> None:
     (out / "answers.md").write_text(answers_table(data["answers"], level), encoding="utf-8")
     with open(out / "answers.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=["query", "truth", "estimate", "ci_low", "ci_high", "std_error",
-                                               "covered"])
+                                               "covered", "predicted_halfwidth", "achieved_halfwidth"])
         writer.writeheader()
         writer.writerows(data["answers"])
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth simulate``."""
+    from ldpsynth.aggregator.simulation.answers import predicted
     from ldpsynth.aggregator.simulation.federation import simulate
 
     settings = _settings(args)
     population = _population(args)
     print(f"simulating: {population.description}; epsilon {args.epsilon} per row", file=sys.stderr, flush=True)
     report = asyncio.run(simulate(population, settings))
-    data = summary(report)
+    prediction = None if report.answers is None else predicted(report.workload, population, settings.level)
+    data = summary(report, prediction)
     sys.stdout.write(render(data, settings.level))
     if args.out is not None:
         write_outputs(args.out, data, settings.level)

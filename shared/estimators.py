@@ -83,7 +83,6 @@ from .errors import ValidationError
 from .mechanism import MechanismE
 from .queries import EQ10, MEAN, CutBlock, QueryBatch, RowBlock, TableBlock
 from .schema import Schema
-from . import table_kernel
 from .statistics import SufficientStatistics
 from .validation import check_epsilon, check_int, check_probability_level
 
@@ -306,6 +305,8 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
     With numba installed, one fused pass per query (:mod:`ldpsynth.shared.table_kernel`; for all groups
     and a small domain, the kernel compiled for that k) on the worker threads; otherwise :func:`_chunk`
     over cache-sized chunks of queries."""
+    from . import table_kernel  # imports numba (0.3-0.5 s): only once a table block is evaluated, not per CLI start
+
     size, k = len(weights), debias.k
     out = BlockSums.empty(size)
     groups = weights.shape[1] if select is None else len(select)
@@ -363,7 +364,7 @@ def _steps(weights: np.ndarray, columns: np.ndarray, out: BlockSums, queries: np
         out.step[part] = _lattice_steps(w3, low, w3.max(axis=2) - low)
 
 
-def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+def group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """Counts per listed value of the block's attribute ``(L, k)`` and of all other rows ``(k,)``."""
     if block.attribute is None:
         return stats.histogram()[None, :], np.zeros(stats.domain_size, np.int64)
@@ -379,7 +380,7 @@ def _group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema
 
 def _block_parts_table(block: TableBlock, stats: SufficientStatistics, schema: Schema, debias: Debias,
                        workers: int, origins: np.ndarray | None = None) -> BlockSums:
-    listed, other = _group_counts(block, stats, schema)
+    listed, other = group_counts(block, stats, schema)
     present = np.flatnonzero(listed.sum(axis=1) > 0)
     select = None if len(present) == len(listed) else present
     parts = _table_parts(block.weights, listed[present], debias, workers, select)

@@ -16,6 +16,10 @@ Ratings populations (public ``movie``, private ``rating`` 1..5):
 Graph populations (public ``i``, ``j``, private ``edge``): the edge density (mean of the edge
 bit over all ordered pairs) and three cut queries :math:`q_{S,T}` (eq. 33) with ``S`` a uniform
 half of the vertices and ``T`` the rest.
+
+:func:`predicted` is the plan of the workload (:mod:`ldpsynth.shared.planning`) for exactly the
+population's rows: the interval half-widths expected before any device reports, beside the ones
+the release achieves.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import numpy as np
 
 from ldpsynth.shared.estimators import Answers, estimate
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.planning import Plan, plan
 from ldpsynth.shared.queries import Query, compile_queries, cut, grouped, linear, marginal
+from ldpsynth.shared.row_distribution import SampleRows
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .datasets import Population
@@ -97,3 +103,10 @@ def answer(work: Workload, population: Population, stats: SufficientStatistics, 
            level: float = 0.95) -> Answers:
     """The companion estimates of ``work`` from the synthetic database's statistics."""
     return estimate(compile_queries(list(work.queries), population.schema), stats, mechanism, level=level)
+
+
+def predicted(work: Workload, population: Population, level: float = 0.95) -> Plan:
+    """The plan of ``work`` for a release of exactly ``population``'s rows (the prior is the rows)."""
+    keys, codes = population.true_codes()
+    return plan(population.schema, list(work.queries), len(population), level=level,
+                prior=SampleRows(population.schema, keys, codes, name="the population's rows"))

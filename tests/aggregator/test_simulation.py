@@ -113,6 +113,8 @@ def test_cli_prints_the_summary_and_writes_the_tables(ray_address, tmp_path):
     assert summary["stored"] == summary["acknowledged"] + summary["duplicates"] == 180
     assert summary["consistent"] is True
     assert len(summary["answers"]) == 8
+    assert all(r["predicted_halfwidth"] > 0 and r["achieved_halfwidth"] > 0 for r in summary["answers"])
+    assert "± predicted | ± achieved" in proc.stdout
     assert (out / "answers.csv").read_text().count("\n") == 9
     assert (out / "answers.md").read_text().startswith("| query |")
 

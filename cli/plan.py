@@ -1,0 +1,271 @@
+"""``ldpsynth plan``: the error of every query of a collection, before a single device reports.
+
+::
+
+    ldpsynth plan --collection C.json --devices N --queries Q.json [--rows-per-device R]
+                  [--prior rows.csv | --prior-uniform] [--epsilon E] [--level 0.95]
+                  [--target-halfwidth H] [--merge ATTR=A+B,C+D ...] [--json]
+
+prints, per (compiled) query, the predicted standard error and interval half-width of the eq. 17
+estimator, worst case over the private values and (with a prior) under the prior, the eq. 20 bound
+and whether the query is hopeless; OUE and OLH beside E for a large private domain; the devices and
+the ε a target half-width needs; and what making each private attribute public or coarser would do.
+Exact closed forms (:mod:`ldpsynth.shared.planning`), no simulation. ``--json`` prints the same
+numbers as one JSON object (null where a figure does not apply, e.g. the devices a count needs, or
+where an ε beyond 40 would be needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.planning import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
+from ldpsynth.shared.queries import NORMALIZATIONS, queries_from_json
+from ldpsynth.shared.row_distribution import RowDistribution, SampleRows, UniformRows
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.schema_changes import COARSER, schema_changes
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``plan`` subcommand."""
+    parser = subparsers.add_parser(
+        "plan", help="predict every query's error before collecting (devices, ε, schema)",
+        description="Predict the standard error and interval half-width of every query of a collection before "
+                    "any device reports: worst case over the data and under a prior, the devices and the ε a "
+                    "target half-width needs, the schema's share of the error, and OUE/OLH beside E.")
+    parser.add_argument("--collection", required=True, type=Path, help="the collection's schema (JSON)")
+    parser.add_argument("--devices", required=True, type=int, help="devices that will report")
+    parser.add_argument("--rows-per-device", type=int, default=1, help="rows each device reports (default 1)")
+    parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects (as for estimate)")
+    prior = parser.add_mutually_exclusive_group()
+    prior.add_argument("--prior", type=Path, metavar="ROWS.csv",
+                       help="CSV of plausible raw rows (header: attribute names; other columns ignored)")
+    prior.add_argument("--prior-uniform", action="store_true", help="prior: rows uniform over the whole domain")
+    parser.add_argument("--epsilon", type=float, help="plan at this ε instead of the collection's")
+    parser.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
+    parser.add_argument("--target-halfwidth", type=float, metavar="H",
+                        help="also answer: devices needed at the ε, and ε needed at the devices, for half-width H")
+    parser.add_argument("--merge", action="append", default=[], metavar="ATTR=A+B,C+D",
+                        help="merged values of a private attribute for its 'coarser' alternative (repeatable; "
+                             "default: a continuous attribute loses a bit, others merge adjacent pairs)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.set_defaults(handler=run)
+
+
+def _read_text(path: Path, flag: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(flag, "a readable UTF-8 file", f"{path}: {exc.strerror or exc}") from None
+
+
+def parse_merges(specs: list[str]) -> dict[str, list[list[str]]]:
+    """``["rating=1+2,4+5"]`` -> ``{"rating": [["1", "2"], ["4", "5"]]}``."""
+    merges: dict[str, list[list[str]]] = {}
+    for spec in specs:
+        name, sep, groups = spec.partition("=")
+        if not sep or not name.strip() or not groups.strip() or name.strip() in merges:
+            raise ValidationError("--merge", "ATTR=A+B[,C+D...], once per attribute", f"got {spec!r}")
+        merges[name.strip()] = [[v.strip() for v in group.split("+")] for group in groups.split(",")]
+    return merges
+
+
+def _prior(args: argparse.Namespace, schema: Schema) -> RowDistribution | None:
+    if args.prior_uniform:
+        return UniformRows(schema)
+    if args.prior is None:
+        return None
+    from ldpsynth.client.rows import read_csv  # the device's CSV reader (imports gRPC: only when needed)
+
+    try:
+        columns = read_csv(args.prior)
+    except ValidationError as exc:
+        raise ValidationError(f"--prior: {exc.field}", exc.legal, exc.problem, exc.position) from None
+    return SampleRows.from_columns(schema, columns, name=str(args.prior))
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """The plan the arguments ask for."""
+    schema = Schema.from_json(_read_text(args.collection, "--collection"))
+    queries = queries_from_json(_read_text(args.queries, "--queries"))
+    changes = schema_changes(schema, parse_merges(args.merge))
+    return plan(schema, queries, args.devices, rows_per_device=args.rows_per_device, prior=_prior(args, schema),
+                epsilon=args.epsilon, level=args.level, target_halfwidth=args.target_halfwidth, changes=changes)
+
+
+# ----- output --------------------------------------------------------------------------------
+def _number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _figures(fig: Figures, p: Plan, j: int, prefix: str) -> dict[str, float | None]:
+    out = {f"{prefix}se_worst": _number(fig.se_worst[j]), f"{prefix}halfwidth_worst": _number(p.z * fig.se_worst[j])}
+    if fig.se_prior is not None:
+        out.update({f"{prefix}se_prior": _number(fig.se_prior[j]),
+                    f"{prefix}halfwidth_prior": _number(p.z * fig.se_prior[j])})
+    return out
+
+
+def to_json(p: Plan) -> dict[str, Any]:
+    """The plan as a JSON-ready dict: a header and one object per compiled query."""
+    queries = []
+    for j in range(len(p)):
+        item: dict[str, Any] = {"label": p.label(j), "normalization": NORMALIZATIONS[p.normalization[j]],
+                                "status": str(p.status[j]), "range": _number(p.range[j]),
+                                **_figures(p.e, p, j, ""), "bound": _number(p.bound[j]),
+                                **_figures(p.oue, p, j, "oue_"), **_figures(p.olh, p, j, "olh_")}
+        if p.inverse is not None:
+            inv = p.inverse
+            item["devices_needed_worst"] = _number(inv.devices_worst[j])
+            item["epsilon_needed_worst"] = _number(inv.epsilon_worst[j])
+            if inv.devices_prior is not None and inv.epsilon_prior is not None:
+                item["devices_needed_prior"] = _number(inv.devices_prior[j])
+                item["epsilon_needed_prior"] = _number(inv.epsilon_prior[j])
+        alternatives = {}
+        for alt in p.alternatives:
+            entry = {"domain_size": alt.change.domain_size, **_figures(alt.e, p, j, "")}
+            if alt.change.kind == COARSER:
+                entry["bias_worst"] = _number(alt.bias_worst[j])
+                if alt.bias_prior is not None:
+                    entry["bias_prior"] = _number(alt.bias_prior[j])
+            alternatives[alt.change.description] = entry
+        item["alternatives"] = alternatives
+        queries.append(item)
+    return {"collection": p.batch.schema.name, "domain_size": p.domain_size, "epsilon": p.epsilon, "devices": p.devices,
+            "rows_per_device": p.rows_per_device, "rows": p.n, "level": p.level, "z": p.z,
+            "composition": p.composition, "olh_hash_range": p.olh_hash_range,
+            "target_halfwidth": None if p.inverse is None else p.inverse.target_halfwidth, "queries": queries}
+
+
+def _fmt(x: float) -> str:
+    if math.isnan(x):
+        return "n/a"
+    return f"{x:.4g}" if math.isfinite(x) else "inf"
+
+
+def _count(x: float) -> str:
+    return f"{int(x):,}" if math.isfinite(x) else "n/a"
+
+
+def _epsilon(x: float) -> str:
+    if not math.isfinite(x):
+        return f"> {MAX_EPSILON:g}"
+    return f"<= {x:.2f}" if x <= EPSILON_STEP else f"{x:.2f}"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the first column left-aligned, the others right-aligned."""
+    align = ["---"] + ["---:"] * (len(head) - 1)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _main_table(p: Plan) -> str:
+    level = f"{p.level:.0%}"
+    head = ["query", "range", "SE worst", f"±{level} worst"]
+    if p.has_prior:
+        head += ["SE prior", f"±{level} prior"]
+    head += ["eq. 20 RMS", "status"]
+    rows = []
+    for j in range(len(p)):
+        row = [p.label(j), _fmt(p.range[j]), _fmt(p.e.se_worst[j]), _fmt(p.z * p.e.se_worst[j])]
+        if p.e.se_prior is not None:
+            row += [_fmt(p.e.se_prior[j]), _fmt(p.z * p.e.se_prior[j])]
+        rows.append(row + [_fmt(p.bound[j]), str(p.status[j])])
+    return _table(head, rows)
+
+
+def _oracle_table(p: Plan) -> str:
+    which = "prior" if p.has_prior else "worst"
+    head = ["query", f"E SE {which}", f"OUE SE {which}", f"OLH SE {which} (g = {p.olh_hash_range})", "E/OLH variance"]
+    e, ou, ol = p.e.headline, p.oue.headline, p.olh.headline
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (e / ol) ** 2
+    rows = [[p.label(j), _fmt(e[j]), _fmt(ou[j]), _fmt(ol[j]), _fmt(ratio[j])] for j in range(len(p))]
+    return _table(head, rows)
+
+
+def _inverse_table(p: Plan) -> str:
+    inv = p.inverse
+    assert inv is not None
+    head = ["query", "devices needed (worst)"]
+    if inv.devices_prior is not None:
+        head.append("devices needed (prior)")
+    head.append(f"ε needed at {p.devices:,} devices (worst)")
+    if inv.epsilon_prior is not None:
+        head.append("ε needed (prior)")
+    rows = []
+    for j in range(len(p)):
+        row = [p.label(j), _count(inv.devices_worst[j])]
+        if inv.devices_prior is not None:
+            row.append(_count(inv.devices_prior[j]))
+        row.append(_epsilon(inv.epsilon_worst[j]))
+        if inv.epsilon_prior is not None:
+            row.append(_epsilon(inv.epsilon_prior[j]))
+        rows.append(row)
+    return _table(head, rows)
+
+
+def _alternatives_table(p: Plan) -> str:
+    which = "prior" if p.has_prior else "worst"
+    head = ["query", f"as is (k = {p.domain_size:,})"] + \
+        [f"{a.change.description} (k = {a.change.domain_size:,})" for a in p.alternatives]
+    rows = []
+    for j in range(len(p)):
+        row = [p.label(j), _fmt(p.z * p.e.headline[j])]
+        for alt in p.alternatives:
+            cell = _fmt(p.z * alt.e.headline[j])
+            if alt.change.kind == COARSER:
+                prior = "" if alt.bias_prior is None else f"{_fmt(alt.bias_prior[j])}, "
+                cell += f" (bias {prior}≤ {_fmt(alt.bias_worst[j])})"
+            row.append(cell)
+        rows.append(row)
+    bias = "under the prior, and " if p.has_prior else ""
+    return (f"±{p.level:.0%} half-width, {which}; a coarser attribute also moves the answer (bias {bias}worst "
+            "case):\n\n" + _table(head, rows))
+
+
+def render(p: Plan) -> str:
+    """The plan as text: a header and Markdown tables."""
+    privates = ", ".join(a.name for a in p.batch.schema.private_attributes)
+    publics = ", ".join(a.name for a in p.batch.schema.public_attributes) or "none"
+    text = (f"collection        {p.batch.schema.name}: |D| = {p.domain_size:,} "
+            f"(private: {privates}; public: {publics})\n"
+            f"epsilon           {p.epsilon:.6g} per row (delivered by E)\n"
+            f"rows              {p.devices:,} devices x {p.rows_per_device} = {p.n:,} rows\n"
+            f"worst case        any private values; {p.composition}\n"
+            f"level             {p.level:.0%} (z = {p.z:.4g}); SE = standard error, ± = interval half-width, "
+            "eq. 20 = RMS bound; hopeless: ± >= range\n\n")
+    text += "E, the eq. 17 estimator:\n\n" + _main_table(p)
+    threshold = 3.0 * math.exp(p.epsilon) + 2.0
+    if p.domain_size > threshold:
+        text += (f"\n|D| = {p.domain_size:,} > 3e^ε + 2 = {threshold:.3g}: frequency oracles built for large domains "
+                 "(Wang et al. 2017) would do better:\n\n" + _oracle_table(p))
+    if p.inverse is not None:
+        text += f"\nTarget half-width ±{p.inverse.target_halfwidth:g}:\n\n" + _inverse_table(p)
+        if (np.isnan(p.inverse.devices_worst)).any():
+            text += ("(n/a: a sum's half-width grows like the square root of the devices; "
+                     "a dense query's rows are fixed)\n")
+    if p.alternatives:
+        text += "\nThe schema's share of the error (same ε): " + _alternatives_table(p)
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``ldpsynth plan``."""
+    p = make_plan(args)
+    if args.json:
+        json.dump(to_json(p), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(p))
+    return 0
