@@ -121,6 +121,16 @@ class PsiConfig:
             return math.sqrt(self.noisy_iterations * self.k) * ratio
         return self.noisy_iterations * self.k * math.sqrt(d) * ratio
 
+    def noise_column_norm(self, d: int) -> float:
+        """Root-mean-square :math:`\\ell_2` norm of one column of :math:`G^{(l)}` in ``d`` dimensions.
+
+        :math:`\\sigma\\sqrt d` (Gaussian) or :math:`\\sigma\\sqrt{2d}` (Laplace, variance :math:`2\\sigma^2`). In
+        step 5, :math:`W^{(l)} = A X^{(l-1)} + c_l G^{(l)}`, column ``s`` carries the signal
+        :math:`A\\mathbf x_s` of norm at most :math:`\\lambda_1` against this noise (:math:`c_l = 1`, safe).
+        """
+        d = check_int(d, "d", 1)
+        return self.scale * math.sqrt((2.0 if self.noise == "laplace" else 1.0) * d)
+
     # ----- calibrations ---------------------------------------------------------------------
     @classmethod
     def safe_gaussian(cls, n: int, d: int, k: int, iterations: int, mu: float) -> "PsiConfig":

@@ -1,34 +1,42 @@
-"""The practical variant of the smooth-query mechanism (seed 003 §3.4 + App. A.5): private-PCA candidates, R basis functions.
+"""The practical variant of the smooth-query mechanism (JWHZW §3.4 + App. A.5): private-PCA candidates, R basis functions.
 
 Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless for WDBC's
 :math:`d = 30`. The practical variant (central-mechanisms.md §6.3) restricts both:
 
-1. :math:`(X, \\hat\\lambda)` = Private Subspace Iteration (:mod:`~.private_pca`, Algorithm 2) with
-   budget :math:`\\epsilon_1`;
+1. :math:`(X, \\hat\\lambda)` = Private Subspace Iteration (:mod:`~.private_pca`, JWHZW Algorithm 2)
+   with budget :math:`\\epsilon_1` (the adaptive allocation skips it when its noise exceeds every
+   possible eigenvalue; the non-private replication takes the exact eigenpairs);
 2. the ellipsoid :math:`E = \\{c + \\sum_{s\\le k}\\alpha_s\\sqrt{\\hat\\lambda_s}\\,\\mathbf x_s : \\|\\alpha\\|_2\\le 1\\}`;
    the paper leaves the centre :math:`c` unspecified: ``centre="dp-mean"`` (default) releases the
-   mean with noise (Laplace, :math:`\\Delta_1 = 2d/n`; or Gaussian, :math:`\\Delta_2 = 2\\sqrt d/n`) from a
-   share of :math:`\\epsilon_1`, ``"zero"`` uses the public centre 0;
+   mean with noise (how: the allocation's), ``"zero"`` uses the public centre 0;
 3. ``C`` points uniform in :math:`E` (:math:`\\alpha = U^{1/k} g/\\|g\\|`, :math:`g\\sim N(0, I_k)`), clipped to
-   :math:`[-1,1]^d`, snapped to the :math:`N`-grid of Algorithm 1 and deduplicated
-   (``candidates="uniform"``: C grid points uniform over :math:`N^d` instead, the App. A.5 ablation,
-   no PSI);
+   :math:`[-1,1]^d`, snapped to the :math:`N`-grid of Algorithm 1 (fixed-split allocation only) and
+   deduplicated (``candidate_source="uniform"``: C grid points uniform over :math:`N^d` instead, the
+   App. A.5 ablation, no PSI);
 4. the R basis functions of lowest total degree (:func:`~.chebyshev.lowest_degree_indices`),
    R from :func:`~.smooth_params.practical_basis_size` unless given;
-5. noisy basis answers on the raw rows with budget :math:`\\epsilon_2` (:mod:`~.smooth_noise`);
-6. the L1 LP over the candidates; 7. ``m`` (or ``n``) output rows sampled from :math:`\\mathbf u^*`.
+5. noisy basis answers on the raw rows with budget :math:`\\epsilon_2` (:mod:`~.smooth_noise`, or the
+   adaptive allocation's means release);
+6. the L1 LP over the candidates (skipped when the candidate is the centre alone); 7. ``m`` (or
+   ``n``) output rows sampled from :math:`\\mathbf u^*`.
 
-Budget (not stated in the paper; [RECOMMENDED] defaults): ``psi_share`` = 1/2 of the budget for
-steps 1–2, of which ``centre_share`` = 1/4 for the centre. Pure ε-DP composes by adding ε's; the safe
-(ε, δ) setting runs every step as a Gaussian mechanism and composes exactly in GDP
-(:math:`\\mu^2` adds; shares are shares of :math:`\\mu^2`), so the whole release is (ε, δ)-DP.
+Budget (not stated in the paper): ``allocation`` (:mod:`~.smooth_budget`). ``"adaptive"`` (default
+with ``noise="safe"``) runs PSI only when its noise is below a public bound on the eigenvalues
+(else the ellipsoid is its centre alone and the guarantee's statement says PSI was skipped),
+releases the centre and the basis answers as one vector of means (:mod:`~.smooth_moments`) and does
+not snap; ``"fixed-split"`` (default with ``noise="paper"``) is the earlier allocation: ``psi_share`` =
+1/2 of the budget for steps 1-2, of which ``centre_share`` = 1/4 for the centre, the rest for the basis
+answers, candidates snapped; ``"non-private"`` is the replication with the exact mean and covariance.
+Pure ε-DP composes by adding ε's; the safe (ε, δ) setting runs every step as a Gaussian mechanism and
+composes exactly in GDP (:math:`\\mu^2` adds; shares are shares of :math:`\\mu^2`), so the whole release is
+(ε, δ)-DP.
 
 Settings: ``noise="safe"`` (default): PSI with multiplier 1 and eigenvalues from one more noisy
-iteration, basis noise calibrated to the true sensitivity: guarantee (ε, 0) or (ε, δ).
+iteration, noise calibrated to the true sensitivities: guarantee (ε, 0) or (ε, δ).
 ``noise="paper"``: PSI as published (Theorem 3.6 scales, multiplier :math:`\\|X\\|_{\\max}`,
-eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}` from the exact covariance, Cor. 3.5) and the paper-style
-basis noise: **not differentially private** as published (the eigenvalues are not private), which the
-returned guarantee states (ε = inf).
+eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}` from the exact covariance, JWHZW Cor. 3.5) and the
+paper-style basis noise: **not differentially private** as published (the eigenvalues are not
+private), which the returned guarantee states (ε = inf).
 """
 
 from __future__ import annotations
@@ -44,11 +52,11 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
 from .chebyshev import basis_values, lowest_degree_indices
-from .private_pca import PsiConfig, private_subspace_iteration
+from .private_pca import covariance, private_subspace_iteration
+from .smooth_budget import (ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan,
+                            non_private_plan)
 from .smooth_lp import fit_distribution
-from .smooth_noise import BasisNoise, basis_noise, gaussian_basis_noise
 from .smooth_params import practical_basis_size, smooth_sizes
-from .smooth_privacy import PrivacyGuarantee, gaussian_guarantee, gaussian_mu
 from .smooth_release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 CENTRES = ("dp-mean", "zero")
@@ -64,7 +72,12 @@ def _fraction(value: object, name: str, low_open: bool = True) -> float:
 
 @dataclass(frozen=True)
 class PracticalSettings:
-    """Knobs of the practical variant; ``None`` means the paper's or the spec's default (see the module docstring)."""
+    """Knobs of the practical variant; ``None`` means the paper's or the spec's default (see the module docstring).
+
+    ``allocation`` None: ``"adaptive"`` with ``noise="safe"``, ``"fixed-split"`` with ``noise="paper"``.
+    ``eigenvalue_bound`` None: ``d`` (every data set in :math:`[-1,1]^d` has :math:`\\lambda_1 \\le d`);
+    a smaller value must be public (it decides whether the adaptive allocation runs PSI).
+    """
 
     candidates: int = 10_000
     basis: int | None = None
@@ -76,6 +89,8 @@ class PracticalSettings:
     candidate_source: str = "pca"
     output_rows: int | None = None
     round_to_grid: bool = False
+    allocation: str | None = None
+    eigenvalue_bound: float | None = None
 
     def __post_init__(self) -> None:
         check_int(self.candidates, "candidates", 1, 1 << 22)
@@ -95,56 +110,33 @@ class PracticalSettings:
             check_int(self.output_rows, "output_rows", 1)
         if not isinstance(self.round_to_grid, bool):
             raise ValidationError("round_to_grid", "True or False", f"got {self.round_to_grid!r}")
+        if self.allocation is not None and self.allocation not in ALLOCATIONS:
+            raise ValidationError("allocation", f"one of {ALLOCATIONS} or None", f"got {self.allocation!r}")
+        if self.allocation == "non-private" and self.candidate_source != "pca":
+            raise ValidationError("allocation", "'adaptive' or 'fixed-split' with candidate_source='uniform' (no "
+                                  "centre or covariance to take exactly)", "got 'non-private'")
+        bound = self.eigenvalue_bound
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                                  or not (math.isfinite(bound) and bound > 0)):
+            raise ValidationError("eigenvalue_bound", "a finite number > 0 (public) or None (d)", f"got {bound!r}")
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """How the budget is spent: PSI configuration, centre noise (kind, scale), basis noise, and the total guarantee."""
-
-    psi: PsiConfig | None
-    centre_kind: str
-    centre_scale: float
-    noise: BasisNoise
-    guarantee: PrivacyGuarantee
-
-
-def _plan(n: int, d: int, R: int, k: int, iterations: int, eps: float, delta: float | None, setting: str,
-          s: PracticalSettings) -> _Plan:
-    uses_pca = s.candidate_source == "pca"
-    dp_centre = uses_pca and s.centre == "dp-mean"
-    part = s.psi_share if uses_pca else 0.0
-    if delta is None or setting == "paper":
-        eps_part = part * eps
-        eps_centre = s.centre_share * eps_part if dp_centre else 0.0
-        eps_psi, eps_basis = eps_part - eps_centre, eps - eps_part
-        centre_scale = 2.0 * d / (n * eps_centre) if dp_centre else 0.0
-        noise = basis_noise(R, n, eps_basis, delta, setting)
-        if not uses_pca:
-            return _Plan(None, "none", 0.0, noise, noise.guarantee)
-        if setting == "paper":
-            psi = (PsiConfig.paper_laplace(n, d, k, iterations, eps_psi) if delta is None
-                   else PsiConfig.paper_gaussian(n, d, k, iterations, eps_psi, delta))
-            return _Plan(psi, "laplace", centre_scale, noise, PrivacyGuarantee(
-                math.inf, 0.0 if delta is None else delta,
-                "not differentially private as published: PSI's eigenvalues sqrt(x' A^2 x) use the exact covariance "
-                f"(seed 003 Cor. 3.5); basis noise: {noise.guarantee.statement}"))
-        psi = PsiConfig.safe_laplace(n, d, k, iterations, eps_psi)
-        total = eps_centre + psi.cost(n, d) + noise.guarantee.epsilon
-        return _Plan(psi, "laplace", centre_scale, noise, PrivacyGuarantee(
-            total, 0.0, f"basic composition: centre {eps_centre:.4g} + PSI {psi.cost(n, d):.4g} + basis "
-                        f"{noise.guarantee.epsilon:.4g} = {total:.4g}-DP"))
-    mu = gaussian_mu(eps, delta)
-    mu2_part = part * mu * mu
-    mu2_centre = s.centre_share * mu2_part if dp_centre else 0.0
-    mu_basis = math.sqrt(mu * mu - mu2_part)
-    noise = gaussian_basis_noise(R, n, mu_basis, delta)
-    if not uses_pca:
-        return _Plan(None, "none", 0.0, noise, gaussian_guarantee(mu_basis, delta, "Gaussian basis answers"))
-    psi = PsiConfig.safe_gaussian(n, d, k, iterations, math.sqrt(mu2_part - mu2_centre))
-    centre_scale = 2.0 * math.sqrt(d) / n / math.sqrt(mu2_centre) if dp_centre else 0.0
-    total = math.sqrt(mu2_centre + psi.cost(n, d) ** 2 + mu_basis**2)
-    return _Plan(psi, "gaussian", centre_scale, noise, gaussian_guarantee(
-        total, delta, "GDP composition of the Gaussian centre, PSI and basis answers"))
+def _budget_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: str,
+                 s: PracticalSettings) -> BudgetPlan:
+    """The allocation's plan (:mod:`~.smooth_budget`) for these public sizes and settings."""
+    allocation = s.allocation if s.allocation is not None else ("adaptive" if setting == "safe" else "fixed-split")
+    uses_pca, dp_centre = s.candidate_source == "pca", s.centre == "dp-mean"
+    if allocation == "adaptive":
+        if setting != "safe":
+            raise ValidationError("allocation", "'fixed-split' or 'non-private' with noise='paper' (the adaptive "
+                                  "allocation calibrates the safe noise)", "got 'adaptive'")
+        bound = s.eigenvalue_bound if s.eigenvalue_bound is not None else float(shape.d)
+        return adaptive_plan(shape, eps, delta, uses_pca=uses_pca, dp_centre=dp_centre, psi_share=s.psi_share,
+                             eigenvalue_bound=bound)
+    if allocation == "fixed-split":
+        return fixed_split_plan(shape, eps, delta, setting, uses_pca=uses_pca, dp_centre=dp_centre,
+                                psi_share=s.psi_share, centre_share=s.centre_share)
+    return non_private_plan(shape, eps, delta, setting, dp_centre=dp_centre)
 
 
 def _ellipsoid_points(centre: np.ndarray, vectors: np.ndarray, values: np.ndarray, count: int,
@@ -155,6 +147,33 @@ def _ellipsoid_points(centre: np.ndarray, vectors: np.ndarray, values: np.ndarra
     radius = rng.uniform(size=(count, 1)) ** (1.0 / k)
     alpha = radius * g / np.linalg.norm(g, axis=1, keepdims=True)
     return centre + (alpha * np.sqrt(np.maximum(values, 0.0))) @ vectors.T
+
+
+def _exact_eigenpairs(z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top-``k`` eigenvectors (d, k) and eigenvalues (k,) of the exact covariance (not private)."""
+    values, vectors = np.linalg.eigh(covariance(z))
+    return vectors[:, ::-1][:, :k], values[::-1][:k]
+
+
+def _candidates(z: np.ndarray, plan: BudgetPlan, released: np.ndarray | None, k: int, count: int, N: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """Steps 1-3: the eigenpairs and the centre as the plan says, ``count`` points of the ellipsoid, snapped if planned."""
+    d = z.shape[1]
+    if plan.psi is not None:
+        pairs = private_subspace_iteration(z, plan.psi, rng)
+        axes: tuple[np.ndarray, np.ndarray] | None = (pairs.vectors, pairs.values)
+    else:
+        axes = _exact_eigenpairs(z, k) if plan.exact_eigenpairs else None
+    if plan.centre == "noisy-mean":
+        centre = np.clip(plan.centre_release.apply(z.mean(axis=0), rng), -1.0, 1.0)
+    elif plan.centre == "released-means":
+        centre = np.clip(released[:d], -1.0, 1.0)
+    else:
+        centre = z.mean(axis=0) if plan.centre == "exact-mean" else np.zeros(d)
+    if axes is None:
+        return centre[None, :]
+    raw = np.clip(_ellipsoid_points(centre, *axes, count, rng), -1.0, 1.0)
+    return grid_centres(N)[np.unique(snap_to_grid(raw, N), axis=0)] if plan.snap else np.unique(raw, axis=0)
 
 
 def practical_smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: float, rng: np.random.Generator, *,
@@ -172,34 +191,39 @@ def practical_smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: 
     if k > d:
         raise ValidationError("pca_dimension", f"an integer in [1, d = {d}]", f"got {k}")
     iterations = settings.psi_iterations if settings.psi_iterations is not None else max(1, math.ceil(10 * math.log(d)))
-    plan = _plan(n, d, R, k, iterations, eps, delta, setting, settings)
+    plan = _budget_plan(ReleaseShape(n, d, R, k, iterations), eps, delta, setting, settings)
 
+    released = None                                                            # the adaptive means release
+    if plan.moments is not None:
+        released = plan.moments.apply(basis_values(z, plan.moment_indices).mean(axis=0), rng)
     if settings.candidate_source == "pca":                                   # steps 1-3
-        pairs = private_subspace_iteration(z, plan.psi, rng)
-        centre = np.zeros(d)
-        if plan.centre_scale > 0.0:
-            draw = rng.laplace if plan.centre_kind == "laplace" else rng.normal
-            centre = np.clip(z.mean(axis=0) + draw(0.0, plan.centre_scale, size=d), -1.0, 1.0)
-        raw = np.clip(_ellipsoid_points(centre, pairs.vectors, pairs.values, settings.candidates, rng), -1.0, 1.0)
-        codes = np.unique(snap_to_grid(raw, sizes.N), axis=0)
+        candidates = _candidates(z, plan, released, k, settings.candidates, sizes.N, rng)
     else:
-        codes = np.unique(rng.integers(0, sizes.N, size=(settings.candidates, d)), axis=0)
-    candidates = grid_centres(sizes.N)[codes]
+        candidates = grid_centres(sizes.N)[np.unique(rng.integers(0, sizes.N, size=(settings.candidates, d)), axis=0)]
 
-    indices = lowest_degree_indices(d, R)                                      # step 4
-    answers = basis_values(z, indices).mean(axis=0)                            # step 5
-    noisy = plan.noise.apply(answers, rng)
-    w = basis_values(candidates, indices).T
-    if settings.round_to_grid:
-        noisy, w = round_to_lattice(noisy, sizes.L), round_to_lattice(w, sizes.L)
-    fit = fit_distribution(w, noisy)                                           # step 6
+    if plan.fit:
+        indices = lowest_degree_indices(d, R)                                  # step 4
+        if plan.basis is not None:                                             # step 5
+            noisy = plan.basis.apply(basis_values(z, indices).mean(axis=0), rng)
+        else:
+            noisy = plan.basis_answers(indices, released)
+        w = basis_values(candidates, indices).T
+        if settings.round_to_grid:
+            noisy, w = round_to_lattice(noisy, sizes.L), round_to_lattice(w, sizes.L)
+        fit = fit_distribution(w, noisy)                                       # step 6
+        u, residual = fit.u, fit.residual
+    else:                                                                      # one candidate: u = (1)
+        u, residual = np.ones(len(candidates)), None
+    answers_noise = plan.basis if plan.basis is not None else plan.moments
     rows = settings.output_rows if settings.output_rows is not None else sizes.m
-    counts = rng.multinomial(rows, fit.u)                                      # step 7
+    counts = rng.multinomial(rows, u)                                          # step 7
     keep = counts > 0
     details = {"variant": "practical" if delta is None else "practical-approx", "n": n, "d": d, "K": float(K),
                "N": sizes.N, "m": rows, "L": sizes.L, "basis_functions": R, "candidates": len(candidates),
                "candidate_source": settings.candidate_source, "pca_dimension": k, "psi_iterations": iterations,
-               "psi": plan.psi, "centre": settings.centre, "noise": setting, "noise_kind": plan.noise.kind,
-               "noise_scale": plan.noise.scale, "lp_residual": fit.residual, "distribution": fit.u,
-               "candidate_points": candidates}
+               "allocation": plan.allocation, "psi": plan.psi, "psi_skipped": plan.note, "snapped": plan.snap,
+               "centre": plan.centre, "noise": setting,
+               "noise_kind": None if answers_noise is None else answers_noise.kind,
+               "noise_scale": None if answers_noise is None else answers_noise.scale, "lp_residual": residual,
+               "distribution": u, "candidate_points": candidates}
     return SmoothRelease(candidates[keep], counts[keep], plan.guarantee, time.perf_counter() - start, details)

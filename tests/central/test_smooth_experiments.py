@@ -35,13 +35,16 @@ def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(open(tmp_path / "errors.csv")))
-    assert len(rows) == 2 * 2 * 2 * 5   # rounds x tables x settings x sigmas
-    safe = [r for r in rows if r["setting"] == "safe"]
-    assert all(float(r["epsilon"]) <= 1.0 + 1e-9 for r in safe)
-    assert all(r["epsilon"] == "inf" for r in rows if r["setting"] == "paper")
+    assert len(rows) == 2 * 2 * 4 * 5   # rounds x tables x settings x sigmas
+    private = [r for r in rows if r["setting"] in ("adaptive", "fixed-split")]
+    assert len(private) == 40 and all(0.99 <= float(r["epsilon"]) <= 1.0 + 1e-9 for r in private)
+    assert all(r["epsilon"] == "inf" for r in rows if r["setting"] in ("as-published", "non-private"))
+    assert all(r["psi"] == "False" for r in rows if r["setting"] == "adaptive")      # n = 569, d = 30: skipped
     assert all(0.0 <= float(r["abs"]) < 1.0 for r in rows)
     summary = (tmp_path / "summary.md").read_text()
     assert "| paper | as published | claimed | abs | 0.037 | 0.059 | 0.039 | 0.011 | 0.012 |" in summary
+    assert "| ldpsynth | NON-PRIVATE replication | not DP | rel ÷ paper |" in summary
+    assert summary.count("PSI skipped") == 2
     assert (tmp_path / "wdbc_errors.png").stat().st_size > 1000
 
 
