@@ -16,13 +16,15 @@ authenticated: they reveal no data. Tokens never appear in messages, logs or the
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.errors import ValidationError
 
 from .config import ConfigError
 from .status import StatusError
@@ -94,12 +96,15 @@ class TokenTable:
 
     @classmethod
     def load(cls, path: str | Path) -> "TokenTable":
+        """The clients of the tokens file at ``path``."""
         try:
-            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = Path(path).read_bytes()
         except OSError as exc:
-            raise ConfigError(f"--tokens {path}: cannot read ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--tokens {path}: not JSON (line {exc.lineno})") from None
+            raise ConfigError(f"--tokens: {path}: cannot read ({exc.strerror})") from None
+        try:
+            obj = jsonio.loads(raw, "--tokens", 'a JSON object {"clients": [...]}')
+        except ValidationError as exc:
+            raise ConfigError(f"--tokens: {path}: {exc.problem}; legal range: {exc.legal}") from None
         clients = obj.get("clients") if isinstance(obj, Mapping) else None
         if not isinstance(clients, list) or not clients:
             raise ConfigError(f'--tokens {path}: an object {{"clients": [...]}} with at least one client')

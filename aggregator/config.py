@@ -8,7 +8,6 @@ and the limits below, through ``GetCollection``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
@@ -35,12 +35,9 @@ class ConfigError(LdpsynthError):
 def load_collection(path: str | Path) -> MechanismCard:
     """Read a collection file: a schema JSON or a mechanism card JSON."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        obj = json.loads(text)
-    except OSError as exc:
-        raise ConfigError(f"--collection {path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--collection {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         if isinstance(obj, dict) and "format" in obj:
             return MechanismCard.from_json(obj)

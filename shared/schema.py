@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import jsonio
 from .errors import SchemaError, ValidationError
 from .validation import check_epsilon
 
@@ -550,9 +551,9 @@ class Schema:
     def from_json(cls, obj: Mapping[str, Any] | str) -> "Schema":
         if isinstance(obj, str):
             try:
-                obj = json.loads(obj)
-            except json.JSONDecodeError as exc:
-                raise SchemaError("schema", "a JSON object", f"invalid JSON ({exc.msg})") from None
+                obj = jsonio.loads(obj, "schema", "a JSON object")
+            except ValidationError as exc:
+                raise SchemaError(exc.field, exc.legal, exc.problem) from None
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
         extra = set(obj) - {"name", "epsilon", "attributes"}
@@ -571,4 +572,4 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(jsonio.read_text(path, "schema"))

@@ -92,5 +92,22 @@ def test_unreadable_tokens_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         TokenTable.load(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="invalid JSON"):
         TokenTable.load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b'{"clients": [{"id": "caf\xe9", "token": "' + SECRET.encode() + b'"}]}', "not UTF-8"),  # today a traceback
+    (b'{"clients": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested 1001 deep"),               # RecursionError
+    (b'{"clients": [{"id": ' + b"1" * 5000 + b"}]}", "5000 digits"),                         # ValueError
+])
+def test_tokens_file_not_utf8_or_past_the_json_limits_is_one_config_error(tmp_path: Path, content: bytes,
+                                                                          problem: str) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        TokenTable.load(path)
+    message = str(info.value)
+    assert message.startswith(f"--tokens: {path}: ") and problem in message and "\n" not in message
+    assert SECRET not in message
+
