@@ -142,6 +142,7 @@ def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: lis
         {"id": "device-1", "token": DEVICE_TOKEN, "collections": ["ratings"], "roles": ["submit"]},
         {"id": "analyst", "token": ANALYST_TOKEN, "collections": "*", "roles": ["query"]},
     ]}))
+    tokens.chmod(0o600)  # bearer secrets: a file others may read is refused
     data = tmp_path / "data"
     proc = start_process(*serve_args(data, collection_files, "--tls-cert", str(certs / "server.pem"),
                                      "--tls-key", str(certs / "server.key"), "--tokens", str(tokens)))

@@ -239,6 +239,7 @@ def test_query_role_is_required(start_server, tmp_path):
     tokens.write_text(json.dumps({"clients": [
         {"id": "device", "token": "d-token", "collections": "*", "roles": ["submit"]},
         {"id": "analyst", "token": "a-token", "collections": ["ratings"], "roles": ["query"]}]}))
+    tokens.chmod(0o600)  # bearer secrets: a file others may read is refused
     server = start_server(tokens_file=tokens)
     query = [{"kind": "marginal", "attributes": ["rating"]}]
     for token, collection, status in ((None, "ratings", "UNAUTHENTICATED"), ("wrong", "ratings", "UNAUTHENTICATED"),
