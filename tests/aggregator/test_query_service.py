@@ -234,6 +234,19 @@ def test_json_past_the_limits_is_invalid_argument_naming_the_limit(start_server)
             assert "queries" in raised.value.details() and limit in raised.value.details()
 
 
+def test_export_to_a_file_is_one_line_and_exit_2(start_server, tmp_path, capsys):
+    """``ldpsynth export --out FILE`` (an existing file): today FileExistsError and a traceback."""
+    from ldpsynth.cli import main as cli_main
+
+    server = start_server()
+    taken = tmp_path / "release"
+    taken.write_text("a file")
+    assert cli_main.main(["export", "--target", server.address, "--collection", "ratings", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ldpsynth export: error: out: ") and str(taken) in err, err
+    assert "exists and is not a folder" in err and taken.read_text() == "a file"
+
+
 def test_query_role_is_required(start_server, tmp_path):
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"clients": [
