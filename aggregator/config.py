@@ -9,6 +9,7 @@ and the limits below, through ``GetCollection``.
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,26 @@ class TlsFiles:
     cert: Path
     key: Path
     client_ca: Path | None = None
+
+    def check(self) -> None:
+        """Refuse, naming the flag, what OpenSSL cannot load: a ``--tls-cert`` without a PEM certificate,
+        a ``--tls-key`` that is not an unencrypted PEM private key or does not match the certificate,
+        a ``--tls-client-ca`` without a PEM certificate. gRPC would only fail to bind the port."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        for flag, path in (("--tls-cert", self.cert), ("--tls-client-ca", self.client_ca)):
+            if path is not None:
+                try:
+                    context.load_verify_locations(cafile=path)
+                except ssl.SSLError as exc:
+                    raise ConfigError(f"{flag} {path}: TLS: no PEM certificate in it ({exc.reason or exc})") from None
+        try:
+            context.load_cert_chain(self.cert, self.key, password=lambda: b"")  # no prompt for a passphrase
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(f"--tls-key {self.key}: TLS: not the private key of the certificate in "
+                                  f"--tls-cert {self.cert}") from None
+            raise ConfigError(f"--tls-key {self.key}: TLS: not an unencrypted PEM private key "
+                              f"({exc.reason or exc})") from None
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,27 @@ def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: lis
     assert "serving" in log
 
 
+@pytest.mark.parametrize("cert, key, client_ca, flag, problem", [
+    ("garbage.pem", "server.key", None, "--tls-cert", "no PEM certificate"),
+    ("server.pem", "garbage.pem", None, "--tls-key", "not an unencrypted PEM private key"),
+    ("server.pem", "client.key", None, "--tls-key", "not the private key of the certificate"),
+    ("server.pem", "server.key", "garbage.pem", "--tls-client-ca", "no PEM certificate"),
+], ids=["garbage-cert", "garbage-key", "key-of-another-cert", "garbage-client-ca"])
+def test_bad_tls_files_are_named_as_tls_errors(ray_address: str, collection_files: list[Path], tmp_path: Path,
+                                               certs: Path, capsys: pytest.CaptureFixture[str], cert: str, key: str,
+                                               client_ca: str | None, flag: str, problem: str) -> None:
+    """Today gRPC only fails to bind, reported as a ``--host/--port`` error after the shards started."""
+    (tmp_path / "garbage.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    where = {name: str(tmp_path / name if name == "garbage.pem" else certs / name) for name in (cert, key, client_ca)
+             if name is not None}
+    tls = ["--tls-cert", where[cert], "--tls-key", where[key]] + (["--tls-client-ca", where[client_ca]] if client_ca
+                                                                  else [])
+    assert aggregator_main(["serve", *serve_args(tmp_path / "data", collection_files, *tls)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag} " in err and "TLS" in err and problem in err, err
+    assert "--host/--port" not in err
+
+
 def test_mutual_tls(start_process: StartProcess, collection_files: list[Path], tmp_path: Path, certs: Path,
                     rng: np.random.Generator) -> None:
     data = tmp_path / "data"
