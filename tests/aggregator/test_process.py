@@ -202,6 +202,46 @@ def test_bad_tls_files_are_named_as_tls_errors(ray_address: str, collection_file
     assert "--host/--port" not in err
 
 
+def health_server(credentials: grpc.ServerCredentials) -> tuple[grpc.Server, str]:
+    """The standard health service (SERVING) alone over TLS on 127.0.0.1: what ``aggregator health`` asks."""
+    from concurrent import futures
+
+    from grpc_health.v1 import health
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def test_health_checks_a_tls_and_a_mutual_tls_server(certs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pair = ((certs / "server.key").read_bytes(), (certs / "server.pem").read_bytes())
+    client = ["--tls-cert", str(certs / "client.pem"), "--tls-key", str(certs / "client.key")]
+    for mutual in (False, True):
+        server, address = health_server(grpc.ssl_server_credentials(
+            [pair], root_certificates=(certs / "ca.pem").read_bytes() if mutual else None, require_client_auth=mutual))
+        try:
+            base = ["health", "--target", address, "--deadline", "3"]
+            assert aggregator_main(base) == 1  # plaintext to a TLS port
+            assert json.loads(capsys.readouterr().out)["status"] == "UNAVAILABLE"
+            with_ca = [*base, "--tls-ca", str(certs / "ca.pem")]
+            if mutual:
+                assert aggregator_main(with_ca) == 1  # no client certificate
+                capsys.readouterr()
+                with_ca += client
+            assert aggregator_main(with_ca) == 0
+            assert json.loads(capsys.readouterr().out)["status"] == "SERVING"
+        finally:
+            server.stop(0)
+    assert aggregator_main(["health", "--target", address, "--tls-ca", str(certs / "nope.pem")]) == 2
+    assert capsys.readouterr().err.startswith("ldpsynth aggregator: error: --tls-ca: ")
+    assert aggregator_main(["health", "--target", address, "--tls-cert", str(certs / "client.pem")]) == 2
+    assert "--tls-key" in capsys.readouterr().err
+
+
 def test_mutual_tls(start_process: StartProcess, collection_files: list[Path], tmp_path: Path, certs: Path,
                     rng: np.random.Generator) -> None:
     data = tmp_path / "data"
