@@ -6,7 +6,7 @@ are compared with :func:`hmac.compare_digest` against every entry, so the time t
 depend on which entry (if any) matched. Missing or unknown token -> UNAUTHENTICATED; a known
 token without the role or the collection -> PERMISSION_DENIED. Without a tokens file, the
 credential is the client certificate's subject CN under mutual TLS, else ``anonymous``
-(loopback demos).
+(loopback demos). The tokens file is refused when its group or others have any access to it (use mode 600).
 
 The check runs per call inside the handlers (an aio interceptor sees neither the TLS peer
 identity nor the collection a batch names). The health and reflection services are not
@@ -16,13 +16,17 @@ authenticated: they reveal no data. Tokens never appear in messages, logs or the
 from __future__ import annotations
 
 import hmac
-import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.errors import ValidationError
 
 from .config import ConfigError
 from .status import StatusError
@@ -55,6 +59,21 @@ class Credential:
 
 
 ANONYMOUS = Credential(ANONYMOUS_ID, ROLES, None)
+
+
+def _read_secret(path: Path) -> bytes:
+    """The bytes of a file holding secrets, refused (naming the mode) when its group or others have
+    any access: every token in it is a bearer secret, whoever reads it can call as that client.
+    The mode is checked on the open file, so it is the mode of what is read."""
+    try:
+        with open(path, "rb") as handle:
+            mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
+            if os.name == "posix" and mode & 0o077:
+                raise ConfigError(f"--tokens: {path}: mode {mode:04o} lets group or others access it; the tokens are "
+                                  f"bearer secrets (whoever reads one can call as that client): chmod 600 {path}")
+            return handle.read()
+    except OSError as exc:
+        raise ConfigError(f"--tokens: {path}: cannot read ({exc.strerror})") from None
 
 
 def _entry(obj: Any, i: int, seen_ids: set[str]) -> tuple[bytes, Credential]:
@@ -94,12 +113,11 @@ class TokenTable:
 
     @classmethod
     def load(cls, path: str | Path) -> "TokenTable":
+        """The clients of the tokens file at ``path``, which only its owner may read or write."""
         try:
-            obj = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"--tokens {path}: cannot read ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--tokens {path}: not JSON (line {exc.lineno})") from None
+            obj = jsonio.loads(_read_secret(Path(path)), "--tokens", 'a JSON object {"clients": [...]}')
+        except ValidationError as exc:
+            raise ConfigError(f"--tokens: {path}: {exc.problem}; legal range: {exc.legal}") from None
         clients = obj.get("clients") if isinstance(obj, Mapping) else None
         if not isinstance(clients, list) or not clients:
             raise ConfigError(f'--tokens {path}: an object {{"clients": [...]}} with at least one client')

@@ -8,14 +8,15 @@ and the limits below, through ``GetCollection``.
 
 from __future__ import annotations
 
-import json
 import math
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
+from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
@@ -35,12 +36,9 @@ class ConfigError(LdpsynthError):
 def load_collection(path: str | Path) -> MechanismCard:
     """Read a collection file: a schema JSON or a mechanism card JSON."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        obj = json.loads(text)
-    except OSError as exc:
-        raise ConfigError(f"--collection {path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--collection {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         if isinstance(obj, dict) and "format" in obj:
             return MechanismCard.from_json(obj)
@@ -57,6 +55,26 @@ class TlsFiles:
     cert: Path
     key: Path
     client_ca: Path | None = None
+
+    def check(self) -> None:
+        """Refuse, naming the flag, what OpenSSL cannot load: a ``--tls-cert`` without a PEM certificate,
+        a ``--tls-key`` that is not an unencrypted PEM private key or does not match the certificate,
+        a ``--tls-client-ca`` without a PEM certificate. gRPC would only fail to bind the port."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        for flag, path in (("--tls-cert", self.cert), ("--tls-client-ca", self.client_ca)):
+            if path is not None:
+                try:
+                    context.load_verify_locations(cafile=path)
+                except ssl.SSLError as exc:
+                    raise ConfigError(f"{flag} {path}: TLS: no PEM certificate in it ({exc.reason or exc})") from None
+        try:
+            context.load_cert_chain(self.cert, self.key, password=lambda: b"")  # no prompt for a passphrase
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(f"--tls-key {self.key}: TLS: not the private key of the certificate in "
+                                  f"--tls-cert {self.cert}") from None
+            raise ConfigError(f"--tls-key {self.key}: TLS: not an unencrypted PEM private key "
+                              f"({exc.reason or exc})") from None
 
 
 @dataclass(frozen=True)

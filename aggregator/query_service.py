@@ -28,7 +28,7 @@ import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.query_wire import FIELD_HEADER_BYTES, BatchReader, BatchTooLarge, answer_pages
-from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
 from ldpsynth.shared.validation import check_probability_level
 from ldpsynth.shared.wire import query_pb2 as qpb
 
@@ -39,9 +39,9 @@ from .status import StatusError, invalid_argument, parse
 log = logging.getLogger(__name__)
 
 QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
-#: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64).
+#: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64;
+#: MAX_BATCH_WEIGHTS, shared with the schema's limit on |D|).
 MAX_BATCH_QUERIES = 1 << 22
-MAX_BATCH_WEIGHTS = 1 << 28
 #: Most rows per ExportChunk (4 MiB of codes for a collection with three attributes); the message
 #: limit may make chunks smaller (:func:`export_chunk_rows`).
 EXPORT_CHUNK_ROWS = 1 << 17

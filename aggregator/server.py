@@ -124,6 +124,7 @@ class AggregatorServer:
             return None
         pair = (_read_file(tls.key, "--tls-key"), _read_file(tls.cert, "--tls-cert"))
         client_ca = _read_file(tls.client_ca, "--tls-client-ca") if tls.client_ca else None
+        tls.check()
         return grpc.ssl_server_credentials([pair], root_certificates=client_ca,
                                            require_client_auth=client_ca is not None)
 

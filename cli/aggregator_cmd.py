@@ -7,8 +7,9 @@ serves (the real port with ``--port 0``); logs go to stderr. SIGTERM/SIGINT stop
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
 
-``ldpsynth aggregator health --target HOST:PORT`` asks the server's standard gRPC health service
-(exit 0 when SERVING): the container health check of ``docker/``.
+``ldpsynth aggregator health --target HOST:PORT [--tls-ca CA.pem [--tls-cert C.pem --tls-key K.pem]]``
+asks the server's standard gRPC health service (exit 0 when SERVING): the container health check
+of ``docker/``; ``--tls-ca`` checks a TLS server, ``--tls-cert``/``--tls-key`` a mutual-TLS one.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     check.add_argument("--service", default="",
                        help='health service name (default "": the whole server; or ldpsynth.v1.CollectionService)')
     check.add_argument("--deadline", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    check.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
+    check.add_argument("--tls-cert", metavar="FILE", help="PEM of a client certificate (a mutual-TLS server)")
+    check.add_argument("--tls-key", metavar="FILE", help="PEM of that certificate's private key (mutual TLS)")
     check.set_defaults(handler=health_command)
 
 
@@ -113,13 +117,26 @@ async def _serve(config: ServerConfig) -> None:
 
 
 def health_command(args: argparse.Namespace) -> int:
-    """Handler of ``aggregator health``: one ``grpc.health.v1.Health/Check`` call over plaintext."""
+    """Handler of ``aggregator health``: one ``grpc.health.v1.Health/Check`` call, over TLS when a
+    ``--tls-*`` file is given (the client's channel credentials), else plaintext."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from ldpsynth.client.transport import channel_credentials
+    from ldpsynth.shared.errors import ValidationError
+
     if not args.deadline > 0:
         raise LdpsynthError(f"--deadline: seconds > 0, got {args.deadline}")
-    with grpc.insecure_channel(args.target) as channel:
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise LdpsynthError("--tls-cert and --tls-key: give both or neither (mutual TLS)")
+    try:
+        credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    except ValidationError as exc:  # its fields are the SDK's parameter names
+        flag = {"root_certificates": "--tls-ca", "certificate_chain": "--tls-cert", "private_key": "--tls-key"}
+        raise LdpsynthError(f"{flag.get(exc.field, exc.field)}: {exc.problem}; legal range: {exc.legal}") from None
+    channel = grpc.insecure_channel(args.target) if credentials is None else \
+        grpc.secure_channel(args.target, credentials)
+    with channel:
         try:
             answer = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.deadline)

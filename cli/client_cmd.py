@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
-_TOKEN_ENV = "LDPSYNTH_TOKEN"
+from ldpsynth.cli.token_env import add_token_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--collection", required=True, metavar="NAME", help="the collection to submit to")
     submit.add_argument("--rows", required=True, metavar="ROWS.csv",
                         help="CSV of raw rows with a header of attribute names")
-    submit.add_argument("--token", default=os.environ.get(_TOKEN_ENV), metavar="T",
-                        help=f"bearer token (default: ${_TOKEN_ENV})")
+    add_token_argument(submit)
     submit.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
     submit.add_argument("--tls-cert", metavar="FILE", help="PEM of this device's certificate (mutual TLS)")
     submit.add_argument("--tls-key", metavar="FILE", help="PEM of this device's private key (mutual TLS)")

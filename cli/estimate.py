@@ -23,6 +23,7 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.queries import compile_queries, queries_from_json
 from ldpsynth.shared.schema import ContinuousAttribute, Schema
 from ldpsynth.shared.statistics import SufficientStatistics
@@ -45,13 +46,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects")
     parser.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
     parser.set_defaults(handler=run)
-
-
-def _read_text(path: Path, flag: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValidationError(flag, "a readable UTF-8 file", f"{path}: {exc.strerror or exc}") from None
 
 
 def _float_or_nan(text: str) -> float:
@@ -79,7 +73,7 @@ def _edge_midpoints(attr: ContinuousAttribute, column: np.ndarray) -> np.ndarray
 
 def read_synthetic(path: Path, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """Public keys and private codes of the rows of a synthetic-database CSV export."""
-    text = _read_text(path, "--synthetic")
+    text = read_text(path, "--synthetic")
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:
@@ -102,8 +96,8 @@ def read_synthetic(path: Path, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth estimate``: print the answers as a JSON array."""
-    card = MechanismCard.from_json(_read_text(args.card, "--card"))
-    batch = compile_queries(queries_from_json(_read_text(args.queries, "--queries")), card.schema)
+    card = MechanismCard.from_json(read_text(args.card, "--card"))
+    batch = compile_queries(queries_from_json(read_text(args.queries, "--queries")), card.schema)
     keys, codes = read_synthetic(args.synthetic, card.schema)
     stats = SufficientStatistics.from_schema(card.schema, keys, codes)
     answers = estimate(batch, stats, card.mechanism, level=args.level, codes=codes)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
 
 CARD_FILE = "card.json"
 CSV_FILE = "synthetic.csv"
@@ -50,8 +51,20 @@ class Release:
         return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}
 
     def write(self, out: str | Path, *, parquet: bool | None = None) -> list[Path]:
-        """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file."""
+        """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file.
+
+        ``out`` is a folder, created if missing; a :class:`ValidationError` names it when it cannot
+        be (e.g. ``out`` is a file) or a file in it cannot be written."""
         folder = Path(out)
+        legal = "a folder that can be created and written"
+        try:
+            return self._write(folder, parquet)
+        except FileExistsError:  # mkdir(exist_ok=True) raises it only for something that is not a folder
+            raise ValidationError("out", legal, f"{folder}: exists and is not a folder") from None
+        except OSError as exc:
+            raise ValidationError("out", legal, f"{exc.filename or folder}: {exc.strerror or exc}") from None
+
+    def _write(self, folder: Path, parquet: bool | None) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         written = [folder / CARD_FILE, folder / CSV_FILE]
         self.card.save(written[0])

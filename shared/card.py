@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import jsonio
 from .errors import ValidationError
 from .mechanism import MechanismE
 from .schema import Schema
@@ -66,10 +67,7 @@ class MechanismCard:
         """Parse and *verify* a card: the stored probabilities must be exactly those of E at the
         stored ε and |D|, so a tampered or inconsistent card is rejected."""
         if isinstance(obj, str):
-            try:
-                obj = json.loads(obj)
-            except json.JSONDecodeError as exc:
-                raise ValidationError("card", "a JSON mechanism card", f"invalid JSON ({exc.msg})") from None
+            obj = jsonio.loads(obj, "card", "a JSON mechanism card")
         if not isinstance(obj, Mapping) or obj.get("format") != CARD_FORMAT:
             raise ValidationError("card.format", repr(CARD_FORMAT), "not a mechanism card of this format")
         if obj.get("version") != MechanismE.VERSION:
@@ -93,4 +91,4 @@ class MechanismCard:
 
     @classmethod
     def load(cls, path: str | Path) -> "MechanismCard":
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(jsonio.read_text(path, "card"))

@@ -41,6 +41,11 @@ built in (no case needs it). The standard error is :math:`\\sqrt{\\hat V}` and t
 interval the normal one, :math:`\\hat q^u \\pm z_{(1+\\mathrm{level})/2}\\sqrt{\\hat V}` (not
 intersected with the feasible range).
 
+**Queries constant on every row.** When every row function is constant (:math:`c_i = 0` for
+all i, :math:`n' = 0` below) the answer :math:`\\sum_i a_i / Z` does not depend on the private
+values: it is returned as is, with standard error 0 and a zero-width interval, instead of
+eq. 17, whose debiasing rounds (``_known_value``).
+
 **Proper estimate (eq. 21).** The nearest point of :math:`q_\\varphi(D^n)`. When every row's
 value set :math:`\\{\\varphi_i(v)\\}` is a full arithmetic progression
 :math:`\\{a_i, a_i + d, \\dots, b_i\\}` of integers with one common step :math:`d` (counts,
@@ -134,7 +139,9 @@ class BlockSums:
     ``t_hat`` is :math:`\\sum_{g,v} W\\hat h` (eq. 17 times Z); ``v_hat`` is
     :math:`\\sum_{g,v}(W - m_g)^2 (N + r n_g/k)` (the variance times :math:`(rZ)^2/s`); ``low``,
     ``high``, ``spread`` are :math:`\\sum_i a_i, \\sum_i b_i, \\sum_i c_i`; ``a_min``, ``b_max``,
-    ``c_min`` and ``varying`` are :math:`a, b, c, n'` of eq. 20 over the non-constant rows;
+    ``c_min`` and ``varying`` are :math:`a, b, c, n'` of eq. 20 over the non-constant rows, except
+    that when every row is constant (:math:`n' = 0`) ``a_min`` and ``b_max`` are the least and the
+    greatest of the rows' constants (equal: the query is one known number on every row);
     ``step`` is the common lattice step :math:`d` (0: every row constant; NaN: no lattice).
     """
 
@@ -165,10 +172,13 @@ class BlockSums:
         a, b = self.step, other.step
         with np.errstate(invalid="ignore"):
             step = np.where((a == b) | (b == 0), a, np.where(a == 0, b, np.nan))
+        # a, b over the non-constant rows once either side has some; over the constants while neither has
+        mine, theirs = self.varying > 0, other.varying > 0
+        a_min = np.where(mine == theirs, np.minimum(self.a_min, other.a_min), np.where(mine, self.a_min, other.a_min))
+        b_max = np.where(mine == theirs, np.maximum(self.b_max, other.b_max), np.where(mine, self.b_max, other.b_max))
         return BlockSums(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
-                      self.high + other.high, self.spread + other.spread, np.minimum(self.a_min, other.a_min),
-                      np.maximum(self.b_max, other.b_max), np.minimum(self.c_min, other.c_min),
-                      self.varying + other.varying, step)
+                      self.high + other.high, self.spread + other.spread, a_min, b_max,
+                      np.minimum(self.c_min, other.c_min), self.varying + other.varying, step)
 
 
 @dataclass(frozen=True)
@@ -352,6 +362,10 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
             _steps(w, columns, out, start + np.flatnonzero(check[start:stop]), chunk)
 
     _run_chunks(size, chunk, size * groups * k >= PARALLEL_WEIGHTS, workers, run)
+    constant = np.flatnonzero(out.varying == 0)  # every group's row function constant (each group has rows)
+    if constant.size:
+        values = (weights[constant] if select is None else weights[constant][:, select])[:, :, 0]
+        out.a_min[constant], out.b_max[constant] = values.min(axis=1), values.max(axis=1)
     return out
 
 
@@ -570,6 +584,17 @@ def _proper(parts: BlockSums, est: np.ndarray, z: np.ndarray) -> tuple[np.ndarra
     return proper, exact
 
 
+def _known_value(parts: BlockSums, z: np.ndarray, n: int) -> np.ndarray:
+    """The answer of a query whose row function is constant on every row (:math:`n' = 0`), where it
+    needs no estimate: :math:`q_\\varphi(x) = \\sum_i a_i / Z` whatever the data. When every row holds
+    the same constant :math:`c` (``a_min == b_max``) this is :math:`c\\,n/Z` with :math:`n/Z` = 1 or
+    n: :math:`c` itself for ``mean`` and :math:`c n` rounded once for ``sum``, the float nearest the
+    exact answer (``t_hat / z`` misses it by an ulp or more: the debiasing of eq. 17 rounds). Other
+    constant queries get ``low / z`` (their constants summed in floating point). Meaningful only
+    where ``varying == 0``."""
+    return np.where(parts.a_min == parts.b_max, parts.a_min * (n / z), parts.low / z)
+
+
 def rms_bound(varying: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, normalizer: str,
               n: int, mechanism: MechanismE) -> np.ndarray:
     """Square root of the worst-case squared error, eq. 20, for the normalisation ``normalizer``.
@@ -674,6 +699,11 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
             est = parts.t_hat / z                                              # eq. 17
             se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
             proper, exact = _proper(parts, est, z)                             # eq. 21
+            known = parts.varying == 0
+            if known.any():  # constant on every row: the value itself, no error
+                value = _known_value(parts, z, n)
+                est, proper = np.where(known, value, est), np.where(known, value, proper)
+                se, exact = np.where(known, 0.0, se), exact | known
             bound = np.empty(len(z))
             for code in np.unique(norms):
                 name = ("eq10", "sum", "mean")[code]

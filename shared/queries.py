@@ -86,6 +86,7 @@ from typing import Any, ClassVar, Iterator, Union
 import numpy as np
 import numpy.typing as npt
 
+from . import jsonio
 from .errors import ValidationError
 from .schema import Attribute, BinaryAttribute, CategoricalAttribute, Schema
 
@@ -507,10 +508,7 @@ def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
     """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
     ``queries[first_index + i]`` (the index in a batch sent in parts)."""
     if isinstance(obj, (str, bytes)):
-        try:
-            obj = json.loads(obj)
-        except json.JSONDecodeError as exc:
-            raise ValidationError("queries", "a JSON array of query objects", f"invalid JSON ({exc.msg})") from None
+        obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
     if not isinstance(obj, list):
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
     out = []

@@ -34,11 +34,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import jsonio
 from .errors import SchemaError, ValidationError
 from .validation import check_epsilon
 
 #: Largest domain (private or public) we encode: codes must fit an int64 with room to spare.
 MAX_DOMAIN_SIZE = 2**62
+#: Most weights (float64, held in memory) of one batch of queries: the query service refuses a larger
+#: batch (RESOURCE_EXHAUSTED). Every query holds at least one weight per value of the private domain
+#: D (a packed linear query exactly |D|, JSON queries at least |D|, at most 2^24), so a schema with a
+#: larger |D| could not be queried at all: it is refused here, with this same limit. (A packed row of
+#: |D| float64 weights must also fit in one message, at most 2^31 - 1 bytes: the same bound, give or
+#: take the message's envelope; the default --max-message-bytes, 64 MiB, allows about 2^23.)
+MAX_BATCH_WEIGHTS = 1 << 28
 #: Largest number of buckets of a continuous attribute.
 MAX_BITS = 24
 #: Largest number of listed values of a categorical attribute.
@@ -431,9 +439,12 @@ class Schema:
         if not any(not a.public for a in attrs):
             raise SchemaError("attributes", "at least one private attribute", "all attributes are public")
         object.__setattr__(self, "_by_name", {a.name: a for a in attrs})
-        for label, group in (("private", self.private_attributes), ("public", self.public_attributes)):
-            if math.prod(a.size for a in group) > MAX_DOMAIN_SIZE:
-                raise SchemaError("attributes", f"a {label} domain of at most 2^62 values", "too large")
+        if self.private_domain_size > MAX_BATCH_WEIGHTS:
+            raise SchemaError("attributes", f"a private domain of at most {MAX_BATCH_WEIGHTS} values (2^28: every "
+                              "query holds a weight per value of D and a query batch at most that many weights)",
+                              f"got |D| = {self.private_domain_size}")
+        if self.public_domain_size > MAX_DOMAIN_SIZE:
+            raise SchemaError("attributes", "a public domain of at most 2^62 values", "too large")
 
     # ----- views -------------------------------------------------------------------------
     @property
@@ -550,9 +561,9 @@ class Schema:
     def from_json(cls, obj: Mapping[str, Any] | str) -> "Schema":
         if isinstance(obj, str):
             try:
-                obj = json.loads(obj)
-            except json.JSONDecodeError as exc:
-                raise SchemaError("schema", "a JSON object", f"invalid JSON ({exc.msg})") from None
+                obj = jsonio.loads(obj, "schema", "a JSON object")
+            except ValidationError as exc:
+                raise SchemaError(exc.field, exc.legal, exc.problem) from None
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
         extra = set(obj) - {"name", "epsilon", "attributes"}
@@ -571,4 +582,4 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(jsonio.read_text(path, "schema"))

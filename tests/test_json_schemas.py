@@ -385,8 +385,9 @@ GOOD: list[tuple[str, str, Any]] = [
     (COLLECTION, "integer epsilon", collection(epsilon=2)),
     (COLLECTION, "public false given", collection(attribute={"name": "r", "type": "binary", "public": False})),
     (COLLECTION, "bits left out", collection(attribute={"name": "r", "type": "continuous", "lo": -1, "hi": 1})),
-    (COLLECTION, "int64 ends with a span of 2^62",
-     collection(attribute={"name": "r", "type": "integer", "min": 2**63 - 2**62, "max": 2**63 - 1})),
+    (COLLECTION, "int64 ends with a span of 2^62",  # public: a private domain is at most 2^28 values
+     collection(attributes=[{"name": "r", "type": "integer", "min": 2**63 - 2**62, "max": 2**63 - 1, "public": True},
+                            RATINGS_DOC["attributes"][1]])),
     (COLLECTION, "two categories", collection(attribute={"name": "r", "type": "categorical", "values": ["", " "]})),
     (COLLECTION, "private attribute first", collection(attributes=list(reversed(RATINGS_DOC["attributes"])))),
     (CARD, "no reference", card(drop=("reference",))),

@@ -32,7 +32,6 @@ for the truth :math:`q(D)`.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
 from .pqd_table import Table
@@ -331,10 +331,7 @@ def parse_sql(text: str) -> Query:
 def query_from_json(obj: object) -> Query:
     """A :class:`Query` from its JSON object (or text); unknown fields are errors."""
     if isinstance(obj, str):
-        try:
-            obj = json.loads(obj)
-        except json.JSONDecodeError as exc:
-            raise ValidationError("query", "a JSON object", f"invalid JSON ({exc.msg})") from None
+        obj = jsonio.loads(obj, "query", "a JSON object")
     if not isinstance(obj, Mapping):
         raise ValidationError("query", "a JSON object", f"got {type(obj).__name__}")
     unknown = set(obj) - {"aggregate", "attribute", "where", "q"}

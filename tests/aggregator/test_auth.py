@@ -15,9 +15,10 @@ from ldpsynth.aggregator.status import StatusError
 SECRET = "s3cret-token-of-device-1"
 
 
-def write_tokens(tmp_path: Path, clients: object) -> Path:
+def write_tokens(tmp_path: Path, clients: object, mode: int = 0o600) -> Path:
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({"clients": clients}))
+    path.chmod(mode)
     return path
 
 
@@ -92,5 +93,36 @@ def test_unreadable_tokens_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         TokenTable.load(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(ConfigError, match="not JSON"):
+    (tmp_path / "bad.json").chmod(0o600)
+    with pytest.raises(ConfigError, match="invalid JSON"):
         TokenTable.load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b'{"clients": [{"id": "caf\xe9", "token": "' + SECRET.encode() + b'"}]}', "not UTF-8"),  # today a traceback
+    (b'{"clients": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested 1001 deep"),               # RecursionError
+    (b'{"clients": [{"id": ' + b"1" * 5000 + b"}]}", "5000 digits"),                         # ValueError
+])
+def test_tokens_file_not_utf8_or_past_the_json_limits_is_one_config_error(tmp_path: Path, content: bytes,
+                                                                          problem: str) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError) as info:
+        TokenTable.load(path)
+    message = str(info.value)
+    assert message.startswith(f"--tokens: {path}: ") and problem in message and "\n" not in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o660, 0o700 | 0o004])
+def test_tokens_file_others_may_access_is_refused_saying_why(tmp_path: Path, mode: int) -> None:
+    path = write_tokens(tmp_path, [{"id": "a", "token": SECRET, "collections": "*", "roles": ["submit"]}], mode)
+    with pytest.raises(ConfigError) as info:
+        TokenTable.load(path)
+    message = str(info.value)
+    assert f"mode {mode:04o}" in message and "bearer secrets" in message and f"chmod 600 {path}" in message
+    assert SECRET not in message
+    for private in (0o600, 0o400):
+        path.chmod(private)
+        assert TokenTable.load(path).lookup(SECRET.encode()).id == "a"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ldpsynth.aggregator.config import ConfigError, ServerConfig, load_collection
+from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.protocol import Limits
 
 from .conftest import GRAPH_CARD, RATINGS, RATINGS_CARD
@@ -22,7 +23,7 @@ def test_collection_file_is_a_schema_or_a_card(collection_files: list[Path], tmp
         load_collection(tampered)
     broken = tmp_path / "broken.json"
     broken.write_text("{\n")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="invalid JSON"):
         load_collection(broken)
     with pytest.raises(ConfigError, match="cannot read"):
         load_collection(tmp_path / "missing.json")
@@ -54,3 +55,24 @@ def test_defaults(tmp_path: Path) -> None:
     assert (config.host, config.port, config.shards, config.reflection) == ("127.0.0.1", 0, None, False)
     assert config.limits == Limits()
     assert config.collections[0].schema == RATINGS
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b'{"name": "x", "epsilon": 1.0, "attributes": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested 1001 deep"),
+    (b'{"name": "x", "epsilon": ' + b"1" * 5000 + b', "attributes": []}', "5000 digits"),
+    (b'{"name": "caf\xe9", "epsilon": 1.0, "attributes": []}', "not UTF-8"),
+])
+def test_collection_files_past_the_json_limits_or_not_utf8_are_one_config_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, problem: str) -> None:
+    """Today: RecursionError, ValueError, UnicodeDecodeError (tracebacks from ``serve --collection``)."""
+    path = tmp_path / "collection.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=problem) as info:
+        load_collection(path)
+    assert str(info.value).startswith(f"--collection: {path}: ")
+    # The command stops at the collection file (before the data directory and Ray): one line, exit 2.
+    assert aggregator_main(["serve", "--data-dir", str(tmp_path / "data"), "--port", "0",
+                            "--collection", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and problem in err and str(path) in err, err
+    assert not (tmp_path / "data").exists()

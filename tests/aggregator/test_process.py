@@ -142,6 +142,7 @@ def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: lis
         {"id": "device-1", "token": DEVICE_TOKEN, "collections": ["ratings"], "roles": ["submit"]},
         {"id": "analyst", "token": ANALYST_TOKEN, "collections": "*", "roles": ["query"]},
     ]}))
+    tokens.chmod(0o600)  # bearer secrets: a file others may read is refused
     data = tmp_path / "data"
     proc = start_process(*serve_args(data, collection_files, "--tls-cert", str(certs / "server.pem"),
                                      "--tls-key", str(certs / "server.key"), "--tokens", str(tokens)))
@@ -178,6 +179,67 @@ def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: lis
     log = proc.log() + "".join(proc.stdout)
     assert DEVICE_TOKEN not in log and ANALYST_TOKEN not in log
     assert "serving" in log
+
+
+@pytest.mark.parametrize("cert, key, client_ca, flag, problem", [
+    ("garbage.pem", "server.key", None, "--tls-cert", "no PEM certificate"),
+    ("server.pem", "garbage.pem", None, "--tls-key", "not an unencrypted PEM private key"),
+    ("server.pem", "client.key", None, "--tls-key", "not the private key of the certificate"),
+    ("server.pem", "server.key", "garbage.pem", "--tls-client-ca", "no PEM certificate"),
+], ids=["garbage-cert", "garbage-key", "key-of-another-cert", "garbage-client-ca"])
+def test_bad_tls_files_are_named_as_tls_errors(ray_address: str, collection_files: list[Path], tmp_path: Path,
+                                               certs: Path, capsys: pytest.CaptureFixture[str], cert: str, key: str,
+                                               client_ca: str | None, flag: str, problem: str) -> None:
+    """Today gRPC only fails to bind, reported as a ``--host/--port`` error after the shards started."""
+    (tmp_path / "garbage.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    where = {name: str(tmp_path / name if name == "garbage.pem" else certs / name) for name in (cert, key, client_ca)
+             if name is not None}
+    tls = ["--tls-cert", where[cert], "--tls-key", where[key]] + (["--tls-client-ca", where[client_ca]] if client_ca
+                                                                  else [])
+    assert aggregator_main(["serve", *serve_args(tmp_path / "data", collection_files, *tls)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag} " in err and "TLS" in err and problem in err, err
+    assert "--host/--port" not in err
+
+
+def health_server(credentials: grpc.ServerCredentials) -> tuple[grpc.Server, str]:
+    """The standard health service (SERVING) alone over TLS on 127.0.0.1: what ``aggregator health`` asks."""
+    from concurrent import futures
+
+    from grpc_health.v1 import health
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def test_health_checks_a_tls_and_a_mutual_tls_server(certs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pair = ((certs / "server.key").read_bytes(), (certs / "server.pem").read_bytes())
+    client = ["--tls-cert", str(certs / "client.pem"), "--tls-key", str(certs / "client.key")]
+    for mutual in (False, True):
+        server, address = health_server(grpc.ssl_server_credentials(
+            [pair], root_certificates=(certs / "ca.pem").read_bytes() if mutual else None, require_client_auth=mutual))
+        try:
+            base = ["health", "--target", address, "--deadline", "3"]
+            assert aggregator_main(base) == 1  # plaintext to a TLS port
+            assert json.loads(capsys.readouterr().out)["status"] == "UNAVAILABLE"
+            with_ca = [*base, "--tls-ca", str(certs / "ca.pem")]
+            if mutual:
+                assert aggregator_main(with_ca) == 1  # no client certificate
+                capsys.readouterr()
+                with_ca += client
+            assert aggregator_main(with_ca) == 0
+            assert json.loads(capsys.readouterr().out)["status"] == "SERVING"
+        finally:
+            server.stop(0)
+    assert aggregator_main(["health", "--target", address, "--tls-ca", str(certs / "nope.pem")]) == 2
+    assert capsys.readouterr().err.startswith("ldpsynth aggregator: error: --tls-ca: ")
+    assert aggregator_main(["health", "--target", address, "--tls-cert", str(certs / "client.pem")]) == 2
+    assert "--tls-key" in capsys.readouterr().err
 
 
 def test_mutual_tls(start_process: StartProcess, collection_files: list[Path], tmp_path: Path, certs: Path,

@@ -217,11 +217,42 @@ def test_invalid_cut_queries_and_statuses_of_the_call(start_server, monkeypatch)
         assert nothing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_json_past_the_limits_is_invalid_argument_naming_the_limit(start_server):
+    """JSON nested 1,000 deep and a 5,000-digit integer were INTERNAL (RecursionError, ValueError); an
+    overflowing float is named as such. Sent as raw ``queries_json`` (the Python client could not even
+    encode the nesting), to a server without rows: the batch is refused while it is read."""
+    server = start_server()
+    limits = [("[" * 1000 + "]" * 1000, "nested at most 64 levels"),
+              ('[{"kind": "linear", "weights": [' + "9" * 5000 + ", 1, 1, 1, 1]}]", "at most 308 digits"),
+              ('[{"kind": "linear", "weights": [1e400, 1, 1, 1, 1]}]', "float64 range")]
+    with server.channel() as channel:
+        stub = qpb_grpc.QueryServiceStub(channel)
+        for text, limit in limits:
+            with pytest.raises(grpc.RpcError) as raised:
+                list(stub.Estimate(iter([qpb.EstimateRequest(collection="ratings", queries_json=text)]), timeout=60))
+            assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value.details()
+            assert "queries" in raised.value.details() and limit in raised.value.details()
+
+
+def test_export_to_a_file_is_one_line_and_exit_2(start_server, tmp_path, capsys):
+    """``ldpsynth export --out FILE`` (an existing file): today FileExistsError and a traceback."""
+    from ldpsynth.cli import main as cli_main
+
+    server = start_server()
+    taken = tmp_path / "release"
+    taken.write_text("a file")
+    assert cli_main.main(["export", "--target", server.address, "--collection", "ratings", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ldpsynth export: error: out: ") and str(taken) in err, err
+    assert "exists and is not a folder" in err and taken.read_text() == "a file"
+
+
 def test_query_role_is_required(start_server, tmp_path):
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"clients": [
         {"id": "device", "token": "d-token", "collections": "*", "roles": ["submit"]},
         {"id": "analyst", "token": "a-token", "collections": ["ratings"], "roles": ["query"]}]}))
+    tokens.chmod(0o600)  # bearer secrets: a file others may read is refused
     server = start_server(tokens_file=tokens)
     query = [{"kind": "marginal", "attributes": ["rating"]}]
     for token, collection, status in ((None, "ratings", "UNAUTHENTICATED"), ("wrong", "ratings", "UNAUTHENTICATED"),

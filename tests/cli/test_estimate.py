@@ -126,3 +126,19 @@ def test_missing_files_bad_queries_and_bad_level(tmp_path):
     with pytest.raises(ValidationError) as err:
         run(base + ["--level", "1.5"])
     assert err.value.field == "level"
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"[" * 1000 + b"]" * 1000, "nested 1000 deep"),                                   # RecursionError today
+    (b'[{"kind": "linear", "weights": [' + b"7" * 5000 + b"]}]", "5000 digits"),       # ValueError today
+    (b'[{"kind": "marginal", "attributes": ["r\xe9ting"]}]', "not UTF-8"),               # UnicodeDecodeError today
+])
+def test_queries_past_the_json_limits_or_not_utf8_exit_2_with_one_line(tmp_path, capsys, content, problem):
+    from ldpsynth.cli import main
+
+    synthetic, card, queries, *_ = write_release(tmp_path, n=20)
+    queries.write_bytes(content)
+    assert main.main(["estimate", "--synthetic", str(synthetic), "--card", str(card), "--queries", str(queries)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and problem in captured.err, captured.err
+    assert captured.err.startswith("ldpsynth estimate: error: ")

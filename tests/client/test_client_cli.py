@@ -72,3 +72,18 @@ def test_errors_exit_2_with_one_line(only_client_command, rows_csv, tmp_path, ca
     assert "rating at position 1" in err and "[1, 5]" in err and "77123" not in err
     err = run_failing(("--tls-cert", str(rows_csv)), capsys, rows_csv, ledger)
     assert "private_key" in err
+
+
+def test_an_empty_token_variable_means_no_token(only_client_command, rows_csv, tmp_path, capsys, monkeypatch) -> None:
+    """``LDPSYNTH_TOKEN=`` (set, empty) sends no token, as unset does (today: "malformed token", exit 2);
+    a non-empty one is still the default of ``--token``."""
+    monkeypatch.setenv("LDPSYNTH_TOKEN", "")
+    anyone = FakeCollectionService(ratings_info())
+    with ServerThread(anyone) as server:
+        assert run_cli(server.target, rows=rows_csv, ledger=tmp_path / "a.sqlite") == 0, capsys.readouterr().err
+    assert len(anyone.stored) == 10 and all(not m.get("authorization") for m in anyone.metadata)
+    monkeypatch.setenv("LDPSYNTH_TOKEN", "cli-token")
+    checked = FakeCollectionService(ratings_info(), Faults(token="cli-token"))
+    with ServerThread(checked) as server:
+        assert run_cli(server.target, rows=rows_csv, ledger=tmp_path / "b.sqlite") == 0
+    assert len(checked.stored) == 10

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from statistics import NormalDist
 
 import numpy as np
@@ -535,3 +536,67 @@ def test_non_finite_weights_of_unchecked_batches_are_caught_by_the_estimator(bui
     with pytest.raises(ValidationError) as err:
         E.estimate(Q.linear_batch(schema, huge, normalization="sum"), stats, mech)
     assert err.value.problem == "overflow"
+
+
+# ----- queries constant on every row: known, not estimated ------------------------------------
+def test_a_query_with_one_value_on_every_row_returns_exactly_that_value():
+    """Issue 16: a constant query had std_error 0 but the estimate eq. 17 gives after debiasing, an ulp or
+    more off the exact answer (17 of 20 releases), so its zero-width interval missed it. Its value is
+    known whatever the data: c for "mean", c n rounded once for "sum". Seeds 0-19, 20 releases."""
+    schema = ratings_schema()
+    k = schema.private_domain_size
+    mech = mechanism(schema)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(500, 3000))
+        keys = schema.encode_public({"movie": rng.integers(1, 5, n)})
+        y = rng.integers(0, k, n)
+        queries, exact = [], []
+        for c in (3.0, 0.1, 1 / 3, 2.5, -7.25, 1e-300):
+            for normalization in ("mean", "sum"):
+                queries.append(Q.linear(np.full(k, c), normalization=normalization))
+                exact.append(c if normalization == "mean" else float(Fraction(c) * n))
+        queries += [Q.predicate(normalization="mean"), Q.predicate(),
+                    Q.grouped("movie", {m: np.full(k, 0.7) for m in (1, 2, 3, 4)}, default=np.full(k, 0.7),
+                              normalization="mean"),
+                    Q.dense(np.full((n, k), 0.3), normalization="sum")]
+        exact += [1.0, float(n), 0.7, float(Fraction(0.3) * n)]
+        answers = answers_for(queries, schema, keys, y, mech)
+        assert answers.estimate.tolist() == exact, seed
+        assert answers.proper_estimate.tolist() == exact and answers.exact.all()
+        assert (answers.std_error == 0).all() and answers.ci_low.tolist() == exact == answers.ci_high.tolist()
+        assert (answers.bound == 0).all()
+
+
+def test_a_query_constant_on_every_row_with_several_values_has_no_error_term():
+    """Constant per row but not one value (a constant table per movie): no noise, zero standard error,
+    the value sum_i a_i / Z in floating point (within a few ulps of the exact value; not to the ulp)."""
+    schema = ratings_schema()
+    k = schema.private_domain_size
+    rng = np.random.default_rng(7)
+    movies = rng.integers(1, 5, 2000)
+    keys, y = schema.encode_public({"movie": movies}), rng.integers(0, k, 2000)
+    tables = {m: np.full(k, 0.1 * m) for m in (1, 2, 3, 4)}
+    answers = answers_for([Q.grouped("movie", tables, normalization="mean")], schema, keys, y, mechanism(schema))
+    exact = float(sum(Fraction(0.1 * m) * int((movies == m).sum()) for m in (1, 2, 3, 4)) / 2000)
+    assert answers.std_error[0] == 0 and answers.ci_low[0] == answers.estimate[0] == answers.ci_high[0]
+    assert answers.estimate[0] == pytest.approx(exact, rel=1e-15) and answers.exact[0]
+
+
+def test_sums_over_row_subsets_merge_the_extremes_of_constant_and_varying_rows():
+    """``a_min``/``b_max`` are eq. 20's a, b over the varying rows; where every row is constant, the least and
+    greatest constant. Merging shard sums keeps that: constant rows never widen eq. 20's a, b."""
+    schema = ratings_schema(liked=False)
+    mech = mechanism(schema)
+    rng = np.random.default_rng(11)
+    varying, constant = rng.random((1, 30, 5)), np.full((1, 30, 5), 9.0)
+    constant[0, 10:] = -4.0
+    codes = rng.integers(0, 5, 60)
+    whole = E.row_block_sums(np.concatenate([constant, varying], axis=1), codes, mech)
+    merged = E.row_block_sums(constant, codes[:30], mech).merge(E.row_block_sums(varying, codes[30:], mech))
+    for name in ("a_min", "b_max", "c_min", "varying"):
+        assert getattr(merged, name) == pytest.approx(getattr(whole, name)), name
+    assert (merged.a_min[0], merged.b_max[0]) == (varying.min(axis=2).min(), varying.max(axis=2).max())
+    both = E.row_block_sums(constant[:, :10], codes[:10], mech).merge(
+        E.row_block_sums(constant[:, 10:], codes[10:30], mech))
+    assert (both.varying[0], both.a_min[0], both.b_max[0]) == (0.0, -4.0, 9.0)

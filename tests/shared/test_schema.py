@@ -18,6 +18,7 @@ import ldpsynth.shared.schema as schema_module
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.schema import (
     MAX_BITS,
+    MAX_BATCH_WEIGHTS,
     BinaryAttribute,
     CategoricalAttribute,
     ContinuousAttribute,
@@ -253,13 +254,17 @@ def test_public_key_round_trip(rows):
 @PROPERTY
 @given(data=st.data(), sizes=st.lists(st.integers(2, 300), min_size=1, max_size=6))
 def test_mixed_radix_matches_numpy_for_any_sizes(data, sizes):
-    schema = Schema("s", 1.0, tuple(IntegerAttribute(f"a{j}", False, 0, s - 1) for j, s in enumerate(sizes)))
+    # Private domains over MAX_BATCH_WEIGHTS are refused; larger ones are tested as public keys (same radix code).
+    public = math.prod(sizes) > MAX_BATCH_WEIGHTS
+    attributes = tuple(IntegerAttribute(f"a{j}", public, 0, s - 1) for j, s in enumerate(sizes))
+    schema = Schema("s", 1.0, attributes + ((BinaryAttribute("private"),) if public else ()))
     n = data.draw(st.integers(1, 20))
     columns = {f"a{j}": data.draw(st.lists(st.integers(0, s - 1), min_size=n, max_size=n)) for j, s in enumerate(sizes)}
-    codes = schema.encode_private(columns)
+    codes = schema.encode_public(columns) if public else schema.encode_private(columns)
     assert np.array_equal(codes, np.ravel_multi_index(tuple(columns.values()), tuple(sizes)))
-    assert schema.private_domain_size == math.prod(sizes)
-    assert all(np.array_equal(schema.private_digits(codes)[k], v) for k, v in columns.items())
+    assert (schema.public_domain_size if public else schema.private_domain_size) == math.prod(sizes)
+    digits = schema.public_digits(codes) if public else schema.private_digits(codes)
+    assert all(np.array_equal(digits[k], v) for k, v in columns.items())
 
 
 def test_first_attribute_is_most_significant():
@@ -336,6 +341,12 @@ def schema_json(draw):
     names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), min_size=1, max_size=4, unique=True))
     attrs = [draw(attribute_json(name)) for name in names]
     attrs[draw(st.integers(0, len(attrs) - 1))]["public"] = False
+    private = 1
+    for attr in attrs:  # a private domain over MAX_BATCH_WEIGHTS is refused (tested above): make the rest public
+        if not attr["public"]:
+            size = Schema.from_json({"name": "one", "epsilon": 1.0, "attributes": [attr]}).private_domain_size
+            attr["public"] = private * size > MAX_BATCH_WEIGHTS
+            private *= 1 if attr["public"] else size
     return {"name": draw(st.text(min_size=1, max_size=20)), "epsilon": draw(st.floats(1e-3, 20.0)),
             "attributes": attrs}
 
@@ -418,7 +429,9 @@ BAD_SCHEMAS = [
                  "attributes[rating].values", "a list of strings", id="category-not-a-string"),
     pytest.param(_with({"public": True}), "attributes", "at least one private attribute", id="no-private-attribute"),
     pytest.param(_with(attributes=[dict(BIG, name=f"a{j}") for j in range(2)]), "attributes",
-                 "a private domain of at most 2^62 values", id="private-domain-too-large"),
+                 f"a private domain of at most {MAX_BATCH_WEIGHTS} values", id="private-domain-too-large"),
+    pytest.param(_with({"min": 0, "max": 10**9 - 1}), "attributes", f"a private domain of at most {MAX_BATCH_WEIGHTS}",
+                 id="private-domain-no-query-could-use"),
     pytest.param(_with(epsilon=0), "epsilon", "a finite number > 0", id="epsilon-zero"),
     pytest.param(_with(epsilon=-1.0), "epsilon", "a finite number > 0", id="epsilon-negative"),
     pytest.param(_with(epsilon=float("nan")), "epsilon", "a finite number > 0", id="epsilon-nan"),
@@ -446,6 +459,21 @@ def test_bad_schema_is_rejected_naming_field_and_legal_range(doc, field, legal):
     assert info.value.field == field
     assert legal in info.value.legal
     assert field in str(info.value) and info.value.legal in str(info.value)
+
+
+def test_private_domain_limit_is_the_query_batch_limit():
+    """Issue 16: a 10^9-value private domain was accepted, yet every query on it was refused (a JSON query
+    holds at least |D| weights, at most 2^24; a packed one |D| weights, at most MAX_BATCH_WEIGHTS = 2^28 per
+    batch). The schema refuses exactly the domains the query service could never answer."""
+    from ldpsynth.aggregator import query_service
+
+    assert query_service.MAX_BATCH_WEIGHTS is MAX_BATCH_WEIGHTS
+    largest = Schema("s", 1.0, (IntegerAttribute("v", False, 0, MAX_BATCH_WEIGHTS - 1),))
+    assert largest.private_domain_size == MAX_BATCH_WEIGHTS
+    with pytest.raises(SchemaError) as info:
+        Schema("s", 1.0, (IntegerAttribute("v", False, 0, MAX_BATCH_WEIGHTS // 2 - 1), BinaryAttribute("b"),
+                          BinaryAttribute("c")))
+    assert str(MAX_BATCH_WEIGHTS) in info.value.legal and f"|D| = {2 * MAX_BATCH_WEIGHTS}" in info.value.problem
 
 
 def test_schema_constructor_reports_bad_epsilon_as_schema_error():
