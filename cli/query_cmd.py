@@ -20,20 +20,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
-_TOKEN_ENV = "LDPSYNTH_TOKEN"
+from .token_env import add_token_argument
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
     parser.add_argument("--collection", required=True, metavar="NAME", help="the collection")
-    parser.add_argument("--token", default=os.environ.get(_TOKEN_ENV), metavar="T",
-                        help=f"bearer token with the query role (default: ${_TOKEN_ENV})")
+    add_token_argument(parser, "with the query role")
     parser.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
     parser.add_argument("--tls-cert", metavar="FILE", help="PEM of this client's certificate (mutual TLS)")
     parser.add_argument("--tls-key", metavar="FILE", help="PEM of this client's private key (mutual TLS)")
@@ -75,12 +74,7 @@ def _client(args: argparse.Namespace):  # noqa: ANN202 - a QueryClient (imported
 def _query(args: argparse.Namespace) -> int:
     from ldpsynth.client.errors import QueryError
 
-    try:
-        queries = json.loads(args.queries.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValidationError("--queries", "a readable UTF-8 file", f"{args.queries}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError("--queries", "a JSON array of query objects", f"invalid JSON ({exc.msg})") from None
+    queries = jsonio.load_file(args.queries, "--queries", "a JSON array of query objects")
     if not isinstance(queries, list):
         raise ValidationError("--queries", "a JSON array of query objects", f"got {type(queries).__name__}")
     try:

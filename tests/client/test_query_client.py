@@ -170,3 +170,22 @@ def test_cli_query_retries_unavailable_and_aborted_up_to_max_attempts(only_query
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "UNAVAILABLE" in captured.err
     assert len(fake.starts["Estimate"]) == 2
+
+
+def test_cli_query_refuses_json_past_the_limits_in_one_line(only_query_command, tmp_path, capsys) -> None:
+    """JSON nested 1,000 deep, or an integer of 5,000 digits, in the queries file: one line naming
+    the limit, exit 2 (it used to be a RecursionError / ValueError traceback)."""
+    for text in ("[" * 1000 + "]" * 1000, '[{"kind": "linear", "weights": [' + "9" * 5000 + "]}]"):
+        path = tmp_path / "queries.json"
+        path.write_text(text, encoding="utf-8")
+        assert cli_main.main(["query", "--target", "127.0.0.1:1", "--collection", "ratings",
+                              "--queries", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--queries" in err and "Traceback" not in err
+
+
+def test_cli_query_an_empty_token_variable_means_no_token(only_query_command, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("LDPSYNTH_TOKEN", "")
+    with query_server() as (server, collections, _):
+        assert run_query(server.target, SMALL_QUERIES[:1], tmp_path) == 0, capsys.readouterr().err
+    assert collections.metadata and all(not m.get("authorization") for m in collections.metadata)
