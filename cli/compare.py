@@ -4,6 +4,7 @@
 
     ldpsynth compare --experiment fig2|fig3|fig4 [--mechanisms laplace,mwem,mwem-subdb,dpfw,dpam]
                      [--runs R] [--epsilon 1] [--rounds 10] [--seed S] [--out DIR] [--quick]
+    ldpsynth compare --experiment fig2-sensitivity [--rounds T] [--runs R] [--epsilon 1] [--seed S] [--out DIR] [--quick]
     ldpsynth compare --data ROWS.csv --label movie --value rating --queries Q.json [--mechanisms ...] ...
 
 The built-in experiments reproduce seed 000 Figs. 2-4 on MovieLens-100k
@@ -13,6 +14,11 @@ with an integer public ``--label`` column (codes 0..G-1; omit for none) and an i
 grouped on ``label``; one normalisation) as ``ldpsynth estimate`` reads them; the same queries
 every run. Writes ``<name>.md``, ``<name>.csv`` and ``<name>.png`` to ``--out`` and prints the
 Markdown. E (local) is always included.
+
+``fig2-sensitivity`` runs Fig. 2's protocol for a fixed grid of contestants
+(:mod:`ldpsynth.aggregator.central.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
+sub-database per movie or the coarsest partition, ε split in parallel or sequentially, at
+T ∈ {10, 30} (``--rounds T``: that T only); ``--mechanisms`` does not apply to it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from pathlib import Path
 
 from ldpsynth.shared.errors import ValidationError
 
-EXPERIMENTS = ("fig2", "fig3", "fig4")
+EXPERIMENTS = ("fig2", "fig3", "fig4", "fig2-sensitivity")
+DEFAULT_MECHANISMS = "laplace,mwem,mwem-subdb"
+QUICK_HETEROGENEITY = (1, 8, 128)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,15 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--label", help="--data: public label column (integer codes 0..G-1); omit for none")
     parser.add_argument("--value", help="--data: private value column (integer codes 0..k-1)")
     parser.add_argument("--queries", type=Path, metavar="Q.json", help="--data: JSON array of table queries")
-    parser.add_argument("--mechanisms", default="laplace,mwem,mwem-subdb",
+    parser.add_argument("--mechanisms",
                         help="comma-separated central mechanisms (laplace, laplace-histogram, mwem, mwem-subdb, dpfw, "
-                             "dpfw-practical, dpam); E is always included (default: %(default)s)")
+                             f"dpfw-practical, dpam); E is always included (default: {DEFAULT_MECHANISMS}; not with "
+                             "fig2-sensitivity, whose contestants are fixed)")
     parser.add_argument("--runs", type=int, help="repetitions (default: 20 for fig2/fig3/fig4, 10 for --data)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="ε of every mechanism (default 1)")
-    parser.add_argument("--rounds", type=int, default=10, help="MWEM rounds T (default 10)")
+    parser.add_argument("--rounds", type=int,
+                        help="MWEM rounds T (default 10; fig2-sensitivity: both 10 and 30 unless given)")
     parser.add_argument("--seed", type=int, default=2016, help="seeds workloads and releases (default 2016)")
     parser.add_argument("--out", type=Path, default=Path("compare-results"), help="output folder")
-    parser.add_argument("--quick", action="store_true", help="built-in experiments: a few settings, 2 runs")
+    parser.add_argument("--quick", action="store_true", help="built-in experiments: a few settings, 2 runs "
+                                                              "(fig2/fig2-sensitivity: h in {1, 8, 128})")
     parser.set_defaults(handler=run)
 
 
@@ -94,6 +105,14 @@ def _read_data(args: argparse.Namespace):  # noqa: ANN202 - (Histogram, Workload
     return data, workload
 
 
+def _command(args: argparse.Namespace, runs: int) -> str:
+    """The command that reproduces a built-in experiment's run (effective options, for its report)."""
+    parts = ["ldpsynth compare --experiment", args.experiment, f"--runs {runs} --epsilon {args.epsilon:g} "
+             f"--seed {args.seed}"]
+    parts += [f"--rounds {args.rounds}"] * (args.rounds is not None) + ["--quick"] * args.quick
+    return " ".join(parts + [f"--out {args.out}"])
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth compare``."""
     import numpy as np
@@ -101,23 +120,36 @@ def run(args: argparse.Namespace) -> int:
     from ldpsynth.aggregator.central import seed000
     from ldpsynth.aggregator.central.compare import compare, write_report
 
-    names = _names(args.mechanisms)
+    if args.experiment == "fig2-sensitivity" and args.mechanisms is not None:
+        raise ValidationError("--mechanisms", "omitted with --experiment fig2-sensitivity (fixed contestants)",
+                              f"got {args.mechanisms!r}")
+    names = _names(args.mechanisms or DEFAULT_MECHANISMS)
     rng = np.random.default_rng(args.seed)
     if args.runs is not None and args.runs < 1:
         raise ValidationError("--runs", "an integer >= 1", f"got {args.runs}")
+    if args.rounds is not None and args.rounds < 1:
+        raise ValidationError("--rounds", "an integer >= 1", f"got {args.rounds}")
+    rounds = args.rounds or 10
     runs = args.runs or (2 if args.quick else (10 if args.data else 20))
     if args.data:
         data, workload = _read_data(args)
-        trials = compare(data, lambda _: workload, seed000.mechanisms(names, args.epsilon, rounds=args.rounds),
+        trials = compare(data, lambda _: workload, seed000.mechanisms(names, args.epsilon, rounds=rounds),
                          runs=runs, rng=rng, setting=args.data.name, x=1.0, epsilon=args.epsilon)
         paths = write_report(args.out, "compare", trials, title=f"E vs central mechanisms on {args.data.name}",
                              x_label="data set", notes=f"{data.n:,} rows, {workload.size} queries, ε = "
                                                        f"{args.epsilon:g}, {runs} runs.")
     elif args.experiment == "fig2":
-        paths = seed000.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=args.rounds,
-                             heterogeneity=(1, 8, 128) if args.quick else seed000.HETEROGENEITY)
+        paths = seed000.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
+                             heterogeneity=QUICK_HETEROGENEITY if args.quick else seed000.HETEROGENEITY)
+    elif args.experiment == "fig2-sensitivity":
+        from ldpsynth.aggregator.central.subdb_sensitivity import ROUNDS, fig2_sensitivity
+
+        paths = fig2_sensitivity(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
+                                 rounds=(args.rounds,) if args.rounds else ROUNDS,
+                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else seed000.HETEROGENEITY,
+                                 command=_command(args, runs))
     elif args.experiment == "fig3":
-        paths = seed000.fig3(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=args.rounds,
+        paths = seed000.fig3(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
                              sizes=(64, 1024) if args.quick else seed000.QUERY_SET_SIZES,
                              databases=5 if args.quick else 50)
     else:

@@ -34,6 +34,7 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,10 @@ def cut_sums(matrix: np.ndarray, sources: np.ndarray) -> np.ndarray:
     return np.einsum("qv,qv->q", product.astype(np.float64), (~sources).astype(np.float64))
 
 
-def run_size(vertices: int, edges: np.ndarray, runs: int, queries: int, rng: np.random.Generator) -> list[dict]:
+def run_size(vertices: int, edges: np.ndarray, runs: int, queries: int, rng: np.random.Generator,
+             say: Callable[[str], None] | None = None) -> list[dict]:
+    """``runs`` runs on the subgraph induced by vertices ``0..vertices-1``; ``say`` gets a line per run (stderr)."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     schema = graph_schema(EPSILON, vertices, "facebook")
     mechanism = MechanismCard.for_schema(schema).mechanism
     truth_matrix = adjacency(edges, vertices)
@@ -98,8 +102,8 @@ def run_size(vertices: int, edges: np.ndarray, runs: int, queries: int, rng: np.
                     "rel_edges": float(error.max() / edge_count), "rel_cut": float((error / truth).max()),
                     "rel_mean_cut": float(error.max() / truth.mean()),
                     "bound_eq35": float(g * np.sqrt(m.max())), "seconds": time.perf_counter() - started})
-        print(f"[table1] |V| = {vertices:>5}  run {run + 1:>2}/{runs}: worst |error| {error.max():9.1f} "
-              f"({100 * error.max() / edge_count:5.2f} % of |E| = {edge_count:,})", file=sys.stderr, flush=True)
+        say(f"[table1] |V| = {vertices:>5}  run {run + 1:>2}/{runs}: worst |error| {error.max():9.1f} "
+            f"({100 * error.max() / edge_count:5.2f} % of |E| = {edge_count:,})")
     return out
 
 

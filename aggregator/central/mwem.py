@@ -31,13 +31,23 @@ Two mechanisms:
 * :class:`MWEM` — plain MWEM on the joint domain ``(label, value)`` (:math:`d = Gk`); a
   heterogeneous query is a linear query there whose range :math:`c_j` spans all labels
   (spec §3.2, "Alternative with no partitioning"). ε-DP under replace-one rows.
-* :class:`SubDatabaseMWEM` — the seed-000 adaptation (seed 000 §VI-A-1, spec §3.2): the labels
-  are split into the **coarsest partition** on whose parts every query's row function is
-  constant (:func:`coarsest_partition`); on each part (a "sub-database") every query is linear
-  on the private values, MWEM runs there with the **full ε** (parallel composition: the parts
-  hold disjoint rows and a row cannot change part because labels are public), and the answers
-  are recombined: :math:`q_j = Z_j^{-1} \\sum_S \\langle \\varphi_{j,S}, A_S\\rangle`. ε-DP under
-  replace-one private values with public labels. All parts run in one vectorised pass.
+* :class:`SubDatabaseMWEM` — WYZ's adaptation (WYZ §VI-A-1, spec §3.2): the labels
+  are split into sub-databases on whose parts every query's row function is constant — by
+  default the **coarsest partition** (:func:`coarsest_partition`), or one sub-database per
+  label (:func:`label_partition`; WYZ §VI-A-1: "same row functions for ratings of the same
+  movie"); on each part every query is linear on the private values, MWEM runs there, and the
+  answers are recombined: :math:`q_j = Z_j^{-1} \\sum_S \\langle \\varphi_{j,S}, A_S\\rangle`.
+  WYZ do not say how ε is shared among the parts; two ε-DP choices (replace-one private
+  values, public labels):
+
+  - ``split="parallel"`` (default): every part gets the **full ε**; parallel composition,
+    valid because the parts hold disjoint rows (every row has one public label, every label
+    is in exactly one part, and a row cannot change part because its label is public);
+  - ``split="sequential"``: each of the :math:`P` non-empty parts gets :math:`\\epsilon/P`;
+    basic composition, :math:`P \\cdot \\epsilon/P = \\epsilon` (disjointness not needed;
+    :math:`P` is public since the group sizes :math:`n_g` are).
+
+  All parts run in one vectorised pass.
 
 Memory: the queries are never copied into a shifted/scaled matrix; :math:`q_j(A)` is computed
 from the workload's weights in chunks and mapped affinely (plain MWEM on :math:`2^{20}` queries
@@ -62,6 +72,10 @@ from .workloads import CHUNK_CELLS, Histogram, Workload
 
 SELECTIONS = ("em", "rnm")
 ITERATES = ("last", "average")
+#: Sub-database partitions of :class:`SubDatabaseMWEM`: the coarsest valid one, or one per label.
+PARTITIONS = ("coarsest", "label")
+#: How :class:`SubDatabaseMWEM` shares ε among its sub-databases.
+SPLITS = ("parallel", "sequential")
 #: Largest number of rounds accepted.
 MAX_ROUNDS = 100_000
 #: Largest number of multiplicative-weights replay passes per round.
@@ -90,6 +104,12 @@ def coarsest_partition(workload: Workload) -> np.ndarray:
     rank = np.empty_like(first)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     return rank[labels]
+
+
+def label_partition(workload: Workload) -> np.ndarray:
+    """Part index of every label: one part per label (the finest partition; valid for any workload,
+    since a query has one row function per label)."""
+    return np.arange(workload.groups, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,10 +216,12 @@ class _MWEMParameters:
         """:math:`\\epsilon_t = \\epsilon/(2T)`, spent on each selection and on each measurement."""
         return self.epsilon / (2.0 * self.rounds)
 
-    def _accounting(self) -> str:
+    def _accounting(self, formula: str = "eps/(2T)", round_epsilon: float | None = None) -> str:
+        """The composition of one MWEM run whose per-round ε is ``formula`` (= ``round_epsilon`` when known)."""
         sel = "exponential mechanism" if self.selection == "em" else "report-noisy-max with Lap(2/eps_t)"
+        value = "" if round_epsilon is None else f" = {round_epsilon:g}"
         return (f"basic composition of T = {self.rounds} rounds x ({sel} + Laplace measurement Lap(1/eps_t)), "
-                f"eps_t = eps/(2T) = {self.round_epsilon:g}")
+                f"eps_t = {formula}{value}")
 
     def _details(self, chosen: np.ndarray) -> dict[str, Any]:
         return {"rounds": self.rounds, "replays": self.replays, "selection": self.selection, "iterate": self.iterate,
@@ -232,7 +254,7 @@ class MWEM(_MWEMParameters):
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE, self._accounting())
+        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE, self._accounting(round_epsilon=self.round_epsilon))
 
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         hist = workload.check_histogram(data)
@@ -247,28 +269,67 @@ class MWEM(_MWEMParameters):
 
 @dataclass(frozen=True)
 class SubDatabaseMWEM(_MWEMParameters):
-    """Seed 000's MWEM adaptation to heterogeneous statistical queries (seed 000 §VI-A-1; spec §3.2).
+    """WYZ's MWEM adaptation to heterogeneous statistical queries (WYZ §VI-A-1; spec §3.2).
 
-    ε-DP under replace-one private values with public labels (parallel composition over the
-    sub-databases, each running :class:`MWEM`'s algorithm with the full ε). Parameters as
-    :class:`MWEM`. The synthetic distribution spreads each part's synthetic histogram over the
-    part's labels in proportion to their public sizes :math:`n_g` (every query is the same on
-    all labels of a part, so the answers do not depend on this split).
+    ε-DP under replace-one private values with public labels (see the module docstring for
+    the two ways of sharing ε). Parameters as :class:`MWEM`, and:
+
+    partition:
+        ``"coarsest"`` (default; :func:`coarsest_partition`: one sub-database per distinct
+        row-function pattern) or ``"label"`` (:func:`label_partition`: one per label).
+    split:
+        ``"parallel"`` (default: each sub-database's MWEM gets the full ε; parallel composition
+        over sub-databases disjoint in rows) or ``"sequential"`` (each of the :math:`P` non-empty
+        sub-databases gets :math:`\\epsilon/P`; basic composition).
+
+    The synthetic distribution spreads each part's synthetic histogram over the part's labels
+    in proportion to their public sizes :math:`n_g` (every query is the same on all labels of a
+    part, so the answers do not depend on this split).
     """
+
+    partition: str = "coarsest"
+    split: str = "parallel"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_choice(self.partition, "partition", PARTITIONS)
+        _check_choice(self.split, "split", SPLITS)
 
     @property
     def name(self) -> str:
-        return f"MWEM sub-database (T={self.rounds}, {self.selection})"
+        return f"MWEM sub-database (T={self.rounds}, {self.selection}, {self.partition} partition, {self.split} ε)"
+
+    def part_of_label(self, workload: Workload) -> np.ndarray:
+        """The sub-database of every label, ``(G,)``: a function of the labels, so the parts are disjoint in rows."""
+        return coarsest_partition(workload) if self.partition == "coarsest" else label_partition(workload)
+
+    def part_epsilon(self, parts: int) -> float:
+        """ε of each sub-database's MWEM when ``parts`` sub-databases hold rows: ε, or ε/P (sequential)."""
+        parts = check_int(parts, "parts", 1)
+        return self.epsilon if self.split == "parallel" else self.epsilon / parts
+
+    def _guarantee(self, parts: int | None) -> PrivacyGuarantee:
+        """The guarantee, with the number ``parts`` of non-empty sub-databases when known."""
+        where = ("one sub-database per label" if self.partition == "label"
+                 else "the coarsest partition of the labels")
+        if self.split == "parallel":
+            accounting = (f"parallel composition over sub-databases disjoint in rows ({where}; each row has one "
+                          "public label, each label one sub-database), each MWEM at the full eps: "
+                          + self._accounting(round_epsilon=self.round_epsilon))
+        else:
+            p = "P" if parts is None else f"P = {parts}"
+            per_round = None if parts is None else self.part_epsilon(parts) / (2.0 * self.rounds)
+            accounting = (f"basic composition over the {p} non-empty sub-databases ({where}; P public since the "
+                          "n_g are), each MWEM at eps/P: " + self._accounting("eps/(2TP)", per_round))
+        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE_VALUE, accounting)
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE_VALUE,
-                                "parallel composition over disjoint sub-databases (labels public), each "
-                                + self._accounting())
+        return self._guarantee(None)
 
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         hist = workload.check_histogram(data)
-        part_of = coarsest_partition(workload)
+        part_of = self.part_of_label(workload)
         parts_count = int(part_of.max()) + 1
         counts = np.zeros((parts_count, workload.k))
         np.add.at(counts, part_of, hist.counts)
@@ -280,14 +341,15 @@ class SubDatabaseMWEM(_MWEMParameters):
         weights = np.ascontiguousarray(workload.weights[:, rep, :].transpose(1, 0, 2))   # (P, m, k)
         parts = _Parts(weights, workload.group_min[:, rep].T, workload.group_range[:, rep].T, counts[live],
                        sizes[live])
-        tables, chosen = _mwem(parts, self.rounds, self.epsilon, self.replays, self.selection, self.iterate, rng)
+        part_epsilon = self.part_epsilon(len(live))
+        tables, chosen = _mwem(parts, self.rounds, part_epsilon, self.replays, self.selection, self.iterate, rng)
         per_part = np.zeros((parts_count, workload.k))
         per_part[live] = tables / sizes[live][:, None]          # per-part synthetic distribution over values
         group_sizes = hist.group_sizes.astype(np.float64)
         synthetic = per_part[part_of] * group_sizes[:, None]    # spread over labels by public n_g
         dist = normalized_distribution(synthetic)
         details = self._details(chosen)
-        details["parts"] = parts_count
-        details["part_of_label"] = part_of
-        return CentralRelease(self.name, workload.distribution_answers(dist, hist), dist, hist.n, self.guarantee,
-                              details)
+        details.update(parts=parts_count, live_parts=len(live), part_of_label=part_of, part_epsilon=part_epsilon,
+                       round_epsilon=part_epsilon / (2.0 * self.rounds))
+        return CentralRelease(self.name, workload.distribution_answers(dist, hist), dist, hist.n,
+                              self._guarantee(len(live)), details)

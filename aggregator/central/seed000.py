@@ -11,7 +11,7 @@ ratings. The seed used Netflix (162,567 ratings of 128 movies); MovieLens is the
   over the runs; ε = 1.
 * **Fig. 3** (:func:`fig3`): linear query sets of size 64 … 1,048,576 (powers of 4 times 64), the
   same row-function recipe with one function for every row; the worst case over the queries and
-  over 50 single-movie databases (the 50 most-rated movies, 485–583 ratings each; the seed's had
+  over 50 single-movie databases (the 50 most-rated movies, 276–583 ratings each; the seed's had
   1000–2000), averaged over the runs.
 * **Fig. 4** (:func:`fig4`): E only, the worst-case *squared* error of 200 linear queries against
   the database size n ∈ {15,000 … 230,000} with the bound of eq. 20, and the log-log slope (theory:

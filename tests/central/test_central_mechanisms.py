@@ -20,7 +20,7 @@ from ldpsynth.aggregator.central.dpam import DPAM, gaussian_sigma, privacy_of
 from ldpsynth.aggregator.central.dpfw import DPFW, DistributionQueries
 from ldpsynth.aggregator.central.laplace import LaplaceAnswers, LaplaceHistogram, answers_sensitivity, \
     project_to_scaled_simplex
-from ldpsynth.aggregator.central.mwem import MWEM, SubDatabaseMWEM, coarsest_partition
+from ldpsynth.aggregator.central.mwem import MWEM, SubDatabaseMWEM, coarsest_partition, label_partition
 from ldpsynth.aggregator.central.selection import em_log_probabilities, exponential_mechanism, \
     rnm_two_candidate_probability
 from ldpsynth.aggregator.central.workloads import Histogram, Workload
@@ -145,6 +145,106 @@ def test_sub_databases_follow_the_coarsest_partition():
     np.testing.assert_allclose(release.answers, workload.distribution_answers(release.distribution, hist))
     np.testing.assert_allclose((release.distribution * hist.n).sum(axis=1), hist.group_sizes)
     assert coarsest_partition(Workload(np.broadcast_to(functions[:, :1, :], (6, 4, 5)), "eq10")).max() == 0
+
+
+@pytest.mark.parametrize("h", [1, 4, 128])
+def test_sub_database_partitions_are_disjoint_in_rows(h):
+    """Fig. 2's workload at heterogeneity h: the coarsest partition has h parts of 128/h labels, the label
+    partition 128 parts of one; both map every label to exactly one part, so the parts split the rows."""
+    rng = np.random.default_rng(h)
+    workload = Workload(rng.random((20, h, 5))[:, rng.permutation(128) % h, :], "eq10")
+    hist = Histogram.from_rows(rng.integers(0, 128, 20_000), rng.integers(0, 5, 20_000), 128, 5)
+    for partition, parts in (("coarsest", h), ("label", 128)):
+        mech = SubDatabaseMWEM(1.0, rounds=2, partition=partition)
+        part_of = mech.part_of_label(workload)
+        assert part_of.shape == (128,) and part_of.dtype.kind == "i"
+        np.testing.assert_array_equal(np.bincount(part_of), np.full(parts, 128 // parts))
+        for p in range(parts):     # every query has one row function on each part: linear there
+            members = np.flatnonzero(part_of == p)
+            assert (workload.weights[:, members, :] == workload.weights[:, members[:1], :]).all()
+        per_part = np.zeros((parts, 5), np.int64)
+        np.add.at(per_part, part_of, hist.counts)
+        assert per_part.sum() == hist.n                       # each row counted in exactly one sub-database
+        release = mech.release(hist, workload, np.random.default_rng(0))
+        assert release.details["parts"] == release.details["live_parts"] == parts
+    np.testing.assert_array_equal(label_partition(workload), np.arange(128))
+
+
+def test_sub_database_budget_and_guarantee_per_variant():
+    """Parallel: the full ε per sub-database; sequential: ε/P over the P non-empty ones (basic composition)."""
+    rng = np.random.default_rng(21)
+    workload = Workload(rng.random((6, 4, 5)), "eq10")
+    counts = np.zeros((4, 5), np.int64)
+    counts[[0, 1, 3]] = rng.integers(20, 60, (3, 5))                # label 2 has no rows: 3 non-empty parts
+    hist = Histogram(counts)
+    for split, part_eps in (("parallel", 2.0), ("sequential", 2.0 / 3)):
+        mech = SubDatabaseMWEM(2.0, rounds=5, partition="label", split=split)
+        assert mech.part_epsilon(3) == pytest.approx(part_eps)
+        release = mech.release(hist, workload, np.random.default_rng(22))
+        assert (release.details["parts"], release.details["live_parts"]) == (4, 3)
+        assert release.details["part_epsilon"] == pytest.approx(part_eps)
+        assert release.details["round_epsilon"] == pytest.approx(part_eps / 10)
+        guarantee = release.guarantee
+        assert (guarantee.epsilon, guarantee.delta) == (2.0, 0.0) and "replace-one private value" in guarantee.neighbours
+        assert ("parallel composition over sub-databases disjoint in rows" in guarantee.accounting) == (split == "parallel")
+        assert ("basic composition over the P = 3 non-empty" in guarantee.accounting) == (split == "sequential")
+        assert f"eps_t = {'eps/(2T)' if split == 'parallel' else 'eps/(2TP)'} = {part_eps / 10:g}" in guarantee.accounting
+        assert "one sub-database per label" in guarantee.accounting
+    assert SubDatabaseMWEM(1.0).part_epsilon(7) == 1.0 and SubDatabaseMWEM(1.0, split="sequential").part_epsilon(8) == 0.125
+    for bad in (dict(partition="movie"), dict(split="serial"), dict(rounds=0)):
+        with pytest.raises(ValidationError):
+            SubDatabaseMWEM(1.0, **bad)
+    with pytest.raises(ValidationError):
+        SubDatabaseMWEM(1.0, split="sequential").part_epsilon(0)
+
+
+class _UnitNoise:
+    """A stand-in generator: every Gumbel draw is 0 and every Laplace draw equals its scale."""
+
+    def gumbel(self, size=None) -> np.ndarray:
+        return np.zeros(size)
+
+    def laplace(self, loc: float = 0.0, scale: float = 1.0, size=None) -> np.ndarray:
+        return np.full(size, loc + scale)
+
+
+def _measurement_noise(mech: SubDatabaseMWEM, hist: Histogram, workload: Workload) -> np.ndarray:
+    """m_p − q(B_p) of every part, read back from one release's distribution (one query, T = 1, one replay).
+
+    Part p's table is then A_0 ∘ exp(q c_p)/Z with c_p = (m_p − q(A_0))/(2 n_p) and q in [0, 1] (0 and 1
+    attained), so c_p = log A(x_max) − log A(x_min) and m_p = q(A_0) + 2 n_p c_p.
+    """
+    q = (workload.weights[0] - workload.group_min[0][:, None]) / workload.group_range[0][:, None]   # (G, k)
+    sizes = hist.group_sizes.astype(np.float64)
+    dist = mech.release(hist, workload, _UnitNoise()).distribution
+    log_table = np.log(dist / dist.sum(axis=1, keepdims=True))
+    rows = np.arange(len(q))
+    c = log_table[rows, q.argmax(axis=1)] - log_table[rows, q.argmin(axis=1)]
+    return sizes * q.mean(axis=1) + 2.0 * sizes * c - (q * hist.counts).sum(axis=1)
+
+
+def _measurements_meet_the_budget(mech: SubDatabaseMWEM, hist: Histogram, workload: Workload) -> bool:
+    """Every part's measurement noise has scale 1/ε_t, ε_t from first principles: ε/(2T) when the parts split
+    the rows and run in parallel, ε/(2TP) under basic composition over P parts."""
+    parts = hist.groups
+    eps_t = mech.epsilon / (2 * mech.rounds) / (parts if mech.split == "sequential" else 1)
+    return bool(np.allclose(_measurement_noise(mech, hist, workload), 1.0 / eps_t, rtol=1e-9))
+
+
+@pytest.mark.parametrize("split", ["parallel", "sequential"])
+def test_sub_database_measurements_have_the_scale_their_budget_claims(split, monkeypatch):
+    """Privacy boundary of the ε split, exact: with Laplace draws equal to their scale, the measurement noise read
+    back from the release of each of 4 sub-databases is 1/ε_t (2 parallel, 8 sequential at ε = 1, T = 1). A
+    deliberate violation — every sub-database at the full ε under the sequential split — is caught."""
+    rng = np.random.default_rng(30)
+    workload = Workload(rng.random((1, 4, 5)), "eq10")
+    hist = Histogram(rng.integers(60, 100, (4, 5)))
+    mech = SubDatabaseMWEM(1.0, rounds=1, replays=1, partition="label", split=split)
+    np.testing.assert_allclose(_measurement_noise(mech, hist, workload), 2.0 if split == "parallel" else 8.0)
+    assert _measurements_meet_the_budget(mech, hist, workload)
+    if split == "sequential":
+        monkeypatch.setattr(SubDatabaseMWEM, "part_epsilon", lambda self, parts: self.epsilon)
+        assert not _measurements_meet_the_budget(mech, hist, workload)
 
 
 def test_mwem_selection_is_private_at_its_round_epsilon():

@@ -73,3 +73,39 @@ def test_cut_estimates_are_unbiased_and_within_eq35(edges):
     assert abs(errors.mean()) <= 4 * errors.std(ddof=1) / np.sqrt(len(errors))
     g = (1 + math.exp(-1)) / (1 - math.exp(-1))
     assert np.abs(errors).mean() <= g * math.sqrt(m[0])
+
+
+# ----- experiments/table1_subgraph_check.py (issue 19 item 4) ----------------------------------------
+def load_check(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))           # it imports its sibling table1_facebook
+    spec = importlib.util.spec_from_file_location("table1_subgraph_check", SCRIPT.parent / "table1_subgraph_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_subgraph_rules_on_a_toy_graph(monkeypatch):
+    check = load_check(monkeypatch)
+    toy = np.array([[2, 3], [0, 3], [1, 2], [0, 1], [3, 4]])
+    np.testing.assert_array_equal(check.first_appearance(toy, 6), [2, 3, 0, 1, 4, 5])
+    np.testing.assert_array_equal(check.breadth_first(toy, 6), [0, 1, 3, 2, 4, 5])   # 5 is unreached
+    orders = check.vertex_orders(toy, 6)
+    assert all(sorted(order.tolist()) == list(range(6)) for order in orders.values())
+    np.testing.assert_array_equal(orders["by degree, descending"], [3, 0, 1, 2, 4, 5])
+    np.testing.assert_array_equal(orders["ids sorted as strings"], [0, 1, 2, 3, 4, 5])
+    assert [check.induced_edge_count(toy, orders["by id (ours)"], s) for s in range(1, 7)] == [0, 1, 2, 4, 5, 5]
+    assert check.induced_edge_count(toy, np.array([4, 3, 0, 1, 2, 5]), 2) == 1     # {4, 3}: the edge 3-4
+    assert check.expected_random_subset_edges(88_234, 4039) == 88_234
+    assert check.expected_max(np.array([1.0, 2.0]), 2) == pytest.approx(1.75)      # max of 2 draws from {1, 2}
+
+
+def test_subgraph_rules_on_facebook(edges, monkeypatch):
+    """The id-order rule is the one table1_facebook.py uses; every rule takes the whole graph at |V| = 4039."""
+    check = load_check(monkeypatch)
+    from ldpsynth.aggregator.simulation.datasets import adjacency
+
+    orders = check.vertex_orders(edges)
+    assert check.induced_edge_count(edges, orders["by id (ours)"], 1731) == adjacency(edges, 1731).sum() // 2 == 27_920
+    assert {check.induced_edge_count(edges, order, 4039) for order in orders.values()} == {88_234}
+    renamed = check.relabel(edges, orders["by degree, descending"])
+    assert adjacency(renamed, 1731).sum() // 2 == check.induced_edge_count(edges, orders["by degree, descending"], 1731)
