@@ -39,6 +39,7 @@ import numpy as np
 from scipy import integrate
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_delta, check_epsilon
 
 from .pqd_access import PrivateView
 from .pqd_noise import laplace, laplace_cdf
@@ -242,3 +243,35 @@ def svt_accept_probability(truncated: np.ndarray, counts: np.ndarray, selected: 
     weights = algorithm4_distribution(counts, selected, problem.epsilon / 3.0, theta)
     return float(sum(w * svt_accept_given_bound(normalized[:j + 1], thresholds[:j + 1], l, r, scale, scale)
                      for j, w in enumerate(weights) if w > 0))
+
+
+# ----- effectiveness thresholds (DP-PQD Def. 3.4): the upper bounds of §5 ------------------------
+def _check_bound_inputs(global_sensitivity: float, epsilon: float, delta: float) -> None:
+    if not global_sensitivity > 1.0 or not math.isfinite(global_sensitivity):
+        raise ValidationError("global_sensitivity", "a finite number > 1 (log2 GS_q > 0)",
+                              f"got {global_sensitivity!r}")
+    check_epsilon(epsilon)
+    check_delta(delta)  # the error probability of Def. 3.4, in (0, 1) like a delta of (eps, delta)-DP
+
+
+def lm_sum_tau_min_bound(global_sensitivity: float, epsilon: float, delta: float) -> float:
+    """DP-PQD Prop. 5.2: :math:`\\tau_{min}^{LM_{sum},\\delta} \\le (GS_q/\\epsilon)\\ln(1/(2\\delta))` (Ex. 5.3)."""
+    _check_bound_inputs(global_sensitivity, epsilon, delta)
+    return global_sensitivity / epsilon * math.log(1.0 / (2.0 * delta))
+
+
+def r2t_sum_tau_min_bound(global_sensitivity: float, downward_sensitivity: float, epsilon: float,
+                          delta: float) -> float:
+    """DP-PQD Prop. 5.5: the effectiveness threshold of R2T_sum is at most
+
+    .. math::  \\tau_{min}^{R2T_{sum},\\delta} \\le 4\\log GS_q\\,\\ln(\\log GS_q/\\delta)\\,DS_{q,D}/\\epsilon.
+
+    ``log`` is :math:`\\log_2` (unrounded), as in Ex. 5.6 (GS_q = 2M, DS_{q,D} = 9K, ε = 0.1, δ = 0.05 gives
+    4.549e7); :math:`DS_{q,D}` (Def. 2.4) is the largest aggregated value among the selected tuples.
+    """
+    _check_bound_inputs(global_sensitivity, epsilon, delta)
+    if not 0.0 <= downward_sensitivity <= global_sensitivity:
+        raise ValidationError("downward_sensitivity", f"a number in [0, GS_q = {global_sensitivity:g}]",
+                              f"got {downward_sensitivity!r}")
+    log_gs = math.log2(global_sensitivity)
+    return 4.0 * log_gs * math.log(log_gs / delta) * downward_sensitivity / epsilon

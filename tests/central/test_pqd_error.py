@@ -17,7 +17,9 @@ from ldpsynth.aggregator.central.pqd_count import (em_count_accept_probability, 
 from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, evaluate
 from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
 from ldpsynth.aggregator.central.pqd_query import Condition, Query
+from ldpsynth.aggregator.central.pqd_sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound
 from ldpsynth.aggregator.central.pqd_table import NumericDomain
+from ldpsynth.shared.errors import ValidationError
 
 try:
     from .pqd_fixtures import private_table
@@ -105,3 +107,25 @@ def test_simulated_error_matches_exact_error(name, query, offsets, tau):
         p = result.exact_error
         sd = math.sqrt(max(p * (1 - p), 1e-12) / trials)
         assert abs(result.empirical_error - p) <= Z_ALPHA * sd + 1e-12, (name, offset, result)
+
+
+def test_tau_min_bounds_reproduce_examples_5_3_and_5_6():
+    """DP-PQD Ex. 5.3 (LM_sum, Prop. 5.2) and Ex. 5.6 (R2T_sum, Prop. 5.5): GS_q = 2M, DS_q,D = 9K, eps = 0.1,
+    delta = 0.05."""
+    assert lm_sum_tau_min_bound(2e6, 0.1, 0.05) == pytest.approx(4.605e7, rel=1e-3)
+    assert r2t_sum_tau_min_bound(2e6, 9e3, 0.1, 0.05) == pytest.approx(4.549e7, rel=1e-3)
+    # the two bounds meet at DS_q,D / GS_q = ln(1/(2 delta)) / (4 log2(GS_q) ln(log2(GS_q)/delta)) (queries.md)
+    gs, delta = 99999.0, 0.05
+    ratio = math.log(1 / (2 * delta)) / (4 * math.log2(gs) * math.log(math.log2(gs) / delta))
+    assert r2t_sum_tau_min_bound(gs, ratio * gs, 0.25, delta) == pytest.approx(lm_sum_tau_min_bound(gs, 0.25, delta))
+
+
+@pytest.mark.parametrize("args, field", [((1.0, 0.1, 0.05), "global_sensitivity"), ((99.0, 0.0, 0.05), "epsilon"),
+                                         ((99.0, 0.1, 1.0), "delta")])
+def test_tau_min_bounds_reject_bad_inputs(args, field):
+    with pytest.raises(ValidationError, match=field):
+        lm_sum_tau_min_bound(*args)
+    with pytest.raises(ValidationError, match=field):
+        r2t_sum_tau_min_bound(args[0], 1.0 if args[0] > 1 else 0.5, *args[1:])
+    with pytest.raises(ValidationError, match="downward_sensitivity"):
+        r2t_sum_tau_min_bound(99.0, 100.0, 0.1, 0.05)

@@ -56,16 +56,24 @@ def test_values_outside_the_bins_are_rejected():
 
 
 def test_adult_experiment_quick_run(tmp_path):
-    """The experiment end to end on Adult (4 queries, 2 settings, 20 executions)."""
+    """The experiment end to end on Adult over 2 seeds (5 queries, 2 settings, 20 executions)."""
     try:
         dataset_path("adult/adult.csv.gz")
     except DatasetNotFound as exc:
         pytest.skip(str(exc))
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "pqd_adult.py"), "--quick", "--trials", "20",
-                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+                             "--seeds", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    assert "[seed 20232: 2/2] done" in result.stdout
     summary = (tmp_path / "summary.md").read_text()
+    assert "over 2 seeds of the whole pipeline (20231, 20232)" in summary
     for name in ("LM_count", "EM_count", "LM_sum", "R2T_sum", "SVT_sum", "EM_med", "Hist_med"):
         assert f"| {name} |" in summary
+    assert "| MWEM | SUM, DS ≤ GS/10 | SVT_sum |" in summary  # q38, SUM(hours-per-week) WHERE hours <= 8
+    assert "| E | COUNT | all | LM_count | EM_count |" in (tmp_path / "comparisons.md").read_text()
+    assert "| q38 | 440 | 8 | 99 | 0.081 | 8 |" in (tmp_path / "queries.md").read_text()
     assert (tmp_path / "sum_tau_MWEM.png").stat().st_size > 1000
-    assert len((tmp_path / "errors.csv").read_text().splitlines()) == 1 + 2 * 2 * (3 + 3 + 3 + 2)
+    # 2 seeds x 2 sides x 2 settings x (3 COUNT + 3 + 3 SUM + 2 MEDIAN + 3 SUM deciders)
+    lines = (tmp_path / "errors.csv").read_text().splitlines()
+    assert len(lines) == 1 + 2 * 2 * 2 * (3 + 3 + 3 + 2 + 3)
+    assert {line.split(",")[0] for line in lines[1:]} == {"20231", "20232"}
