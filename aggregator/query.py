@@ -1,6 +1,6 @@
 """The query engine: statistical queries over the live synthetic database, evaluated where the data is.
 
-A compiled batch (:class:`~ldpsynth.shared.queries.QueryBatch`) is answered block by block with
+A compiled batch (:class:`~ldpsynth.shared.query_batch.QueryBatch`) is answered block by block with
 the companion estimators of seed 000 (eqs. 17-22; :mod:`ldpsynth.shared.estimators`):
 
 * **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
@@ -33,7 +33,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import Answers, BlockSums, answers_from_sums, cut_block_sums, row_block_sums, \
     table_block_sums
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.queries import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .config import Catalog

@@ -72,8 +72,9 @@ from .errors import ValidationError
 from .estimators import Debias, rms_bound
 from .frequency_oracles import PureProtocol, olh, olh_hash_range, oue
 from .mechanism import MechanismE
-from .queries import EQ10, MEAN, NORMALIZATIONS, SUM, CutBlock, Query, QueryBatch, RowBlock, TableBlock, \
-    compile_queries
+from .query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from .query_compiler import compile_queries
+from .query_model import EQ10, MEAN, NORMALIZATIONS, SUM, Query
 from .row_distribution import RowDistribution, UniformRows
 from .schema import Schema
 from .schema_changes import COARSER, SchemaChange

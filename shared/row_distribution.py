@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .errors import ValidationError
 from .estimators import cut_pair_totals, group_counts
-from .queries import CutBlock, TableBlock
+from .query_batch import CutBlock, TableBlock
 from .schema import Schema
 from .statistics import SufficientStatistics
 
