@@ -22,7 +22,7 @@ import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimator_engine import estimate
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.query_compiler import compile_queries
 from ldpsynth.shared.query_json import queries_from_json

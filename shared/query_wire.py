@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
-from .estimators import AnswerColumns, Answers
+from .estimator_math import AnswerColumns, Answers
 from .packed_batches import grouped_batch, linear_batch
 from .query_batch import QueryBatch, concat_batches
 from .query_compiler import compile_queries
@@ -301,7 +301,7 @@ def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_A
 
 @dataclass(frozen=True, eq=False)
 class AnswerTable(AnswerColumns):
-    """Answers received from the query service (columns as :class:`~ldpsynth.shared.estimators.AnswerColumns`)."""
+    """Answers received from the query service (columns as :class:`~ldpsynth.shared.estimator_math.AnswerColumns`)."""
 
     given_labels: tuple[str, ...] | None
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpsynth.shared.estimators import Answers, estimate
+from ldpsynth.shared.estimator_engine import estimate
+from ldpsynth.shared.estimator_math import Answers
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.planning import Plan, plan
 from ldpsynth.shared.query_builders import cut, grouped, linear, marginal

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.estimators import Answers
+from ldpsynth.shared.estimator_math import Answers
 
 from ldpsynth.shared.query_json import queries_to_json
 from ldpsynth.shared.query_wire import AnswerTable
