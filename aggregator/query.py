@@ -1,7 +1,7 @@
 """The query engine: statistical queries over the live synthetic database, evaluated where the data is.
 
-A compiled batch (:class:`~ldpsynth.shared.queries.QueryBatch`) is answered block by block with
-the companion estimators of seed 000 (eqs. 17-22; :mod:`ldpsynth.shared.estimators`):
+A compiled batch (:class:`~ldpsynth.shared.query_batch.QueryBatch`) is answered block by block with
+the companion estimators of seed 000 (eqs. 17-22; :mod:`ldpsynth.shared.estimator_math`):
 
 * **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
   only through the counts per (public key, private code): the shards' sufficient statistics are
@@ -12,7 +12,7 @@ the companion estimators of seed 000 (eqs. 17-22; :mod:`ldpsynth.shared.estimato
   (:class:`~ldpsynth.aggregator.pairs.PairCounts`); the totals add up.
 * **Dense blocks** (one weight list per row, small n): the rows are ordered by report id (the
   order of an export), and each shard's rows are a Ray task computing the block's
-  :class:`~ldpsynth.shared.estimators.BlockSums` over them; the sums merge.
+  :class:`~ldpsynth.shared.estimator_math.BlockSums` over them; the sums merge.
 
 Each block reports the number of rows it was computed over; if rows were committed while a
 batch was being evaluated the blocks would disagree, so the evaluation is repeated (at most
@@ -30,10 +30,10 @@ import grpc
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators import Answers, BlockSums, answers_from_sums, cut_block_sums, row_block_sums, \
-    table_block_sums
+from ldpsynth.shared.estimator_engine import row_block_sums, table_block_sums
+from ldpsynth.shared.estimator_math import Answers, BlockSums, answers_from_sums, cut_block_sums
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.queries import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .config import Catalog

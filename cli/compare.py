@@ -76,7 +76,8 @@ def _read_data(args: argparse.Namespace):  # noqa: ANN202 - (Histogram, Workload
 
     from ldpsynth.aggregator.central.local_e import LABEL, joint_schema
     from ldpsynth.aggregator.central.workloads import Histogram, Workload
-    from ldpsynth.shared.queries import compile_queries, queries_from_json
+    from ldpsynth.shared.query_compiler import compile_queries
+    from ldpsynth.shared.query_json import queries_from_json
 
     if not args.value or not args.queries:
         raise ValidationError("--data", "given with --value and --queries", "missing")

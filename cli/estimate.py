@@ -7,7 +7,7 @@
 prints a JSON array with one object per (compiled) query: ``label``, ``estimate`` (eq. 17),
 ``proper_estimate`` and ``proper_kind`` (eq. 21), ``std_error``, ``ci_low``, ``ci_high``,
 ``level``, ``bound`` (RMS of eq. 20), ``bound_proper`` (eq. 22), ``n`` and ``epsilon``
-(delivered). The query JSON is documented in :mod:`ldpsynth.shared.queries`.
+(delivered). The query JSON is documented in :mod:`ldpsynth.shared.query_json`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimator_engine import estimate
 from ldpsynth.shared.jsonio import read_text
-from ldpsynth.shared.queries import compile_queries, queries_from_json
+from ldpsynth.shared.query_compiler import compile_queries
+from ldpsynth.shared.query_json import queries_from_json
 from ldpsynth.shared.schema import ContinuousAttribute, Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 

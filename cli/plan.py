@@ -28,7 +28,8 @@ import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.planning import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
-from ldpsynth.shared.queries import NORMALIZATIONS, queries_from_json
+from ldpsynth.shared.query_json import queries_from_json
+from ldpsynth.shared.query_model import NORMALIZATIONS
 from ldpsynth.shared.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.schema_changes import COARSER, schema_changes

@@ -94,8 +94,8 @@ def function_weights(schema: Schema, function: Callable[[np.ndarray], np.ndarray
     """Weight tables :math:`W_q[v] = f_q(\\hat x_v)` for a batch of row functions, shape ``(Q, |D|)``.
 
     ``function`` maps ``(|D|, d)`` points (in the attributes' own units) to ``(|D|,)`` or ``(|D|, Q)``
-    values. Use with :func:`~ldpsynth.shared.queries.linear_batch` (``normalization="mean"`` for
-    :math:`\\frac1n\\sum_i f(x_i)`) and :func:`~ldpsynth.shared.estimators.estimate`.
+    values. Use with :func:`~ldpsynth.shared.packed_batches.linear_batch` (``normalization="mean"`` for
+    :math:`\\frac1n\\sum_i f(x_i)`) and :func:`~ldpsynth.shared.estimator_engine.estimate`.
     """
     points = cell_representatives(schema, representative)
     values = np.asarray(function(points), dtype=np.float64)

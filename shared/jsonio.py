@@ -9,7 +9,7 @@ bad document is INVALID_ARGUMENT over gRPC and one line with exit 2 on the comma
 INTERNAL or a traceback.
 
 Limits (every format of the project, :mod:`~ldpsynth.shared.schema`, the mechanism card, the
-query batches of :mod:`~ldpsynth.shared.queries` and the tokens file, nests at most 5 deep):
+query batches of :mod:`~ldpsynth.shared.query_json` and the tokens file, nests at most 5 deep):
 
 * :data:`MAX_JSON_DEPTH` levels of arrays and objects;
 * integers of at most :data:`MAX_INT_DIGITS` digits: every such integer is a finite float64

@@ -1,6 +1,6 @@
 """Planning a collection: the error of every query of mechanism E, known before a single device reports.
 
-Notation of :mod:`ldpsynth.shared.estimators`: :math:`k = |D|`; E keeps a row's private value with
+Notation of :mod:`ldpsynth.shared.estimator_math`: :math:`k = |D|`; E keeps a row's private value with
 probability p and reports each particular other value with probability q (WYZ eq. 16, the exact
 probabilities of :class:`~ldpsynth.shared.mechanism.MechanismE`), :math:`r = p - q`,
 :math:`s = 1 - r = kq`. The rows of a data set fall into *groups* that share a row function (the
@@ -10,7 +10,7 @@ mean :math:`m_g` over D, :math:`D_g(v) = (W[g, v] - m_g)^2` and :math:`c_g = \\m
 
 **Variance of the eq. 17 estimator (exact, WYZ eqs. 16-17).** Rows are perturbed independently;
 given :math:`x_i = v`, :math:`\\varphi_g(Y_i)` has variance :math:`\\sigma_g^2(v) = s\\tau_g^2 + rs\\,D_g(v)`,
-:math:`\\tau_g^2 = \\frac1k\\sum_v D_g(v)` (the mixture of :mod:`~ldpsynth.shared.estimators`), so with
+:math:`\\tau_g^2 = \\frac1k\\sum_v D_g(v)` (the mixture of :mod:`~ldpsynth.shared.estimator_math`), so with
 :math:`\\hat q^u = \\frac{1}{rZ}\\sum_i (\\varphi_i(Y_i) - q\\sum_v\\varphi_i(v))`
 
 .. math::  \\mathrm{Var}\\,\\hat q^u = \\frac{1}{(rZ)^2}\\sum_i \\sigma^2_{g_i}(x_i)
@@ -43,7 +43,7 @@ attributes (linear, predicate, marginal) do not depend on it.
 normal interval ``ldpsynth estimate`` reports. The *range* is the width :math:`\\sum_i c_i / Z` of the
 feasible answers :math:`q_\\varphi(D^n)`; a query whose half-width is at least its range is
 *hopeless* (its interval covers every possible answer). ``bound`` is the RMS bound of eq. 20 at
-this public part (:func:`~ldpsynth.shared.estimators.rms_bound`).
+this public part (:func:`~ldpsynth.shared.estimator_math.rms_bound`).
 
 **Inverse questions.** For the mean and eq. 10 normalisers every share above is fixed, so
 :math:`\\mathrm{Var} \\propto 1/n` and the rows needed for a half-width H are
@@ -69,11 +69,12 @@ from statistics import NormalDist
 import numpy as np
 
 from .errors import ValidationError
-from .estimators import Debias, rms_bound
+from .estimator_math import Debias, rms_bound
 from .frequency_oracles import PureProtocol, olh, olh_hash_range, oue
 from .mechanism import MechanismE
-from .queries import EQ10, MEAN, NORMALIZATIONS, SUM, CutBlock, Query, QueryBatch, RowBlock, TableBlock, \
-    compile_queries
+from .query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from .query_compiler import compile_queries
+from .query_model import EQ10, MEAN, NORMALIZATIONS, SUM, Query
 from .row_distribution import RowDistribution, UniformRows
 from .schema import Schema
 from .schema_changes import COARSER, SchemaChange

@@ -3,7 +3,7 @@
 Both sides use this module: the analyst's client cuts a batch into :class:`EstimateRequest`
 chunks of whole queries, each message within a byte budget and the server's message limit
 (:func:`estimate_requests`), and reassembles the answer pages (:class:`AnswerTable`); the server
-reads the chunks back into one :class:`~ldpsynth.shared.queries.QueryBatch` (:class:`BatchReader`,
+reads the chunks back into one :class:`~ldpsynth.shared.query_batch.QueryBatch` (:class:`BatchReader`,
 validating every query and naming the first bad one by its index in the whole batch) and pages
 the answers, each page within its own message limit (:func:`answer_pages`). Sizes are counted on
 the wire: payload bytes plus a bound of :data:`FIELD_HEADER_BYTES` per length-delimited field.
@@ -22,9 +22,12 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
-from .estimators import AnswerColumns, Answers
-from .queries import NORMALIZATIONS, QueryBatch, compile_queries, concat_batches, grouped_batch, linear_batch, \
-    queries_from_json
+from .estimator_math import AnswerColumns, Answers
+from .packed_batches import grouped_batch, linear_batch
+from .query_batch import QueryBatch, concat_batches
+from .query_compiler import compile_queries
+from .query_json import queries_from_json
+from .query_model import NORMALIZATIONS
 from .schema import Schema
 from .validation import check_int
 from .wire import query_pb2 as pb
@@ -104,7 +107,7 @@ def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence
                       linear: np.ndarray | None = None, normalization: str = "eq10",
                       chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_message_bytes: int | None = None
                       ) -> EstimateRequests:
-    """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.queries`)
+    """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.query_model`)
     and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order.
 
     Every message serializes to at most ``chunk_bytes`` bytes (the collection, the level and the
@@ -298,7 +301,7 @@ def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_A
 
 @dataclass(frozen=True, eq=False)
 class AnswerTable(AnswerColumns):
-    """Answers received from the query service (columns as :class:`~ldpsynth.shared.estimators.AnswerColumns`)."""
+    """Answers received from the query service (columns as :class:`~ldpsynth.shared.estimator_math.AnswerColumns`)."""
 
     given_labels: tuple[str, ...] | None
 

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ValidationError
-from .estimators import cut_pair_totals, group_counts
-from .queries import CutBlock, TableBlock
+from .estimator_engine import cut_pair_totals, group_counts
+from .query_batch import CutBlock, TableBlock
 from .schema import Schema
 from .statistics import SufficientStatistics
 

@@ -2,7 +2,7 @@
 
 For a block of queries with weight tables ``w[q, g, v]`` over groups with data ``hhat[g, v]``
 (eq. 17's unbiased histogram), ``u[g, v] = N[g, v] + r n_g / k`` and ``n_g``, the estimators
-need per query (see :class:`ldpsynth.shared.estimators.BlockSums`):
+need per query (see :class:`ldpsynth.shared.estimator_math.BlockSums`):
 
 .. math::
    \\hat t = \\sum_{g,v} w\\,\\hat h, \\quad \\hat v = \\sum_{g,v} (w - m_g)^2 u, \\quad
@@ -10,7 +10,7 @@ need per query (see :class:`ldpsynth.shared.estimators.BlockSums`):
    \\min_{c_g > 0} a_g,\\ \\max_{c_g > 0} b_g,\\ \\min_{c_g > 0} c_g,\\ \\sum_{c_g > 0} n_g,
 
 with :math:`m_g` the mean, :math:`a_g, b_g` the minimum and maximum and :math:`c_g = b_g - a_g`
-of :math:`w[q, g, \\cdot]`. The numpy path (:func:`ldpsynth.shared.estimators._chunk`) makes about
+of :math:`w[q, g, \\cdot]`. The numpy path (:func:`ldpsynth.shared.estimator_engine._chunk`) makes about
 eight passes over each cache-sized chunk; this kernel reads every weight once and releases the
 GIL, so the estimators run it on their worker threads over ranges of queries. Floating-point reassociation is allowed (sums may
 differ from numpy's in the last bits); no infinity/NaN assumptions are made (the extrema start

@@ -3,7 +3,7 @@
 Every row's private value goes through mechanism E on its own device (seed 000 eq. 16 with the
 delivered ε of :class:`~ldpsynth.shared.mechanism.MechanismE`); the public label travels in clear.
 The workload is answered from the perturbed rows by the unbiased companion estimator (eq. 17,
-:func:`ldpsynth.shared.estimators.estimate`), the same code the aggregator runs. The release is a
+:func:`ldpsynth.shared.estimator_engine.estimate`), the same code the aggregator runs. The release is a
 synthetic *database* (the perturbed rows), not a distribution that answers queries directly, so
 :attr:`CentralRelease.distribution` is None and the estimates are the answers.
 
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimator_engine import estimate
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.validation import check_epsilon

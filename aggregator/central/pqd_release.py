@@ -5,7 +5,7 @@ eq. 17) of any statistical query is linear in the unbiased histogram estimate
 
 .. math::  \\hat h_g(v) = \\frac{N[g, v] - q\\,n_g}{r}, \\qquad r = p - q,
 
-(:mod:`ldpsynth.shared.estimators`: :math:`p, q` the card's keep and lie probabilities,
+(:mod:`ldpsynth.shared.estimator_math`: :math:`p, q` the card's keep and lie probabilities,
 :math:`N[g, v]` the released counts per public key g and private value v). :func:`release_table`
 decodes every cell (g, v) into attribute values and gives it the weight :math:`\\hat h_g(v)`;
 then :meth:`~.pqd_query.Query.answer` on that weighted table *is* eq. 17 for COUNT
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.estimators import Debias
+from ldpsynth.shared.estimator_math import Debias
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .pqd_table import Table

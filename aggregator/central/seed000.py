@@ -125,7 +125,7 @@ def log_log_slope(x: Sequence[float], y: Sequence[float]) -> float:
 
 def eq20_squared_bound(n: int, epsilon: float) -> float:
     """Eq. 20 (squared) for the Fig. 4 queries (b − a = c = 1 on every row, eq10), from the estimators' code."""
-    from ldpsynth.shared.estimators import rms_bound
+    from ldpsynth.shared.estimator_math import rms_bound
 
     from .local_e import joint_schema
     from ldpsynth.shared.card import MechanismCard

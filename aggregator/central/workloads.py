@@ -12,7 +12,7 @@ label (seed 000 Def. 3 with :math:`\\varphi_i = W[g(i), \\cdot]`): query ``j`` h
 .. math::  q_j(B) = \\frac{1}{Z_j} \\sum_{g, v} W_j[g, v]\\, B[g, v],
 
 a linear query on the joint domain. The normaliser :math:`Z_j` is one of (as
-:mod:`ldpsynth.shared.queries`):
+:mod:`ldpsynth.shared.query_model`):
 
 * ``"eq10"``: :math:`Z_j = \\sum_i c_i = \\sum_g n_g (\\max_v W_j[g,v] - \\min_v W_j[g,v])` (seed 000
   eq. 10); it depends on the data only through the group sizes :math:`n_g`, public when the
@@ -36,7 +36,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.queries import NORMALIZATIONS, QueryBatch, TableBlock, grouped_batch
+from ldpsynth.shared.packed_batches import grouped_batch
+from ldpsynth.shared.query_batch import QueryBatch, TableBlock
+from ldpsynth.shared.query_model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema
 
 #: Weights per chunk when contracting a workload with one or more histograms.
@@ -256,7 +258,7 @@ class Workload:
 
     # ----- conversions ---------------------------------------------------------------------------
     def to_batch(self, schema: Schema, attribute: str | None) -> QueryBatch:
-        """The same queries as a :class:`~ldpsynth.shared.queries.QueryBatch` for mechanism E's estimators.
+        """The same queries as a :class:`~ldpsynth.shared.query_batch.QueryBatch` for mechanism E's estimators.
 
         ``attribute`` is the public attribute whose codes ``0..G-1`` are the labels (None: G = 1,
         and the queries apply to every row).

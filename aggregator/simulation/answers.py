@@ -28,10 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpsynth.shared.estimators import Answers, estimate
+from ldpsynth.shared.estimator_engine import estimate
+from ldpsynth.shared.estimator_math import Answers
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.planning import Plan, plan
-from ldpsynth.shared.queries import Query, compile_queries, cut, grouped, linear, marginal
+from ldpsynth.shared.query_builders import cut, grouped, linear, marginal
+from ldpsynth.shared.query_compiler import compile_queries
+from ldpsynth.shared.query_model import Query
 from ldpsynth.shared.row_distribution import SampleRows
 from ldpsynth.shared.statistics import SufficientStatistics
 

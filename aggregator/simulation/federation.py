@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.estimators import Answers
+from ldpsynth.shared.estimator_math import Answers
 
-from ldpsynth.shared.queries import queries_to_json
+from ldpsynth.shared.query_json import queries_to_json
 from ldpsynth.shared.query_wire import AnswerTable
 
 from .answers import Workload, answer, workload

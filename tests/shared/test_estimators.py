@@ -18,6 +18,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from ldpsynth.shared import estimator_engine, estimator_math
 from ldpsynth.shared import estimators as E
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared import statistics as S
@@ -161,7 +162,7 @@ def mixed_queries(k: int, rng: np.random.Generator, n: int) -> list[Q.Query]:
 @pytest.mark.parametrize("answer_chunk", [E.ANSWER_CHUNK, 2])  # 2: blocks answered in slices of 2 queries
 def test_batch_evaluation_equals_the_naive_per_row_reference(liked, wide, answer_chunk, monkeypatch):
     """Seed 11: 150 rows over movies 1-3 (movie 4 listed by a query but absent)."""
-    monkeypatch.setattr(E, "ANSWER_CHUNK", answer_chunk)
+    monkeypatch.setattr(estimator_math, "ANSWER_CHUNK", answer_chunk)   # read where answers_from_sums is
     schema = ratings_schema(4, liked=liked, extra=(4 if liked else 8) if wide else 0)
     mech, k = mechanism(schema), schema.private_domain_size
     assert (k > 16) == wide
@@ -195,7 +196,7 @@ def test_cut_queries_equal_the_naive_reference_on_dense_and_sparse_paths(monkeyp
                Q.cut([11], [0, 3], edge="edge", normalization="mean"),
                Q.cut([2, 7], [1, 4, 5], edge="edge", normalization="eq10")]
     dense = answers_for(queries, schema, keys, y, mech)
-    monkeypatch.setattr(E, "DENSE_PAIRS", 0)
+    monkeypatch.setattr(estimator_engine, "DENSE_PAIRS", 0)   # read where the pair sums are
     sparse = answers_for(queries, schema, keys, y, mech)
     for j, query in enumerate(queries):
         ref = naive_answer(row_functions(query, schema, keys), y, mech, query.normalization)

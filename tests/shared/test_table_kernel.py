@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldpsynth.shared import estimators as E
+from ldpsynth.shared import estimator_engine as E
 from ldpsynth.shared import table_kernel
 
 pytestmark = pytest.mark.skipif(table_kernel.KERNEL is None, reason="numba is not installed (the [aggregator] extra)")

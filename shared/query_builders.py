@@ -1,0 +1,53 @@
+"""The builders users call to make queries: :func:`linear`, :func:`condition`, :func:`predicate`,
+:func:`marginal`, :func:`grouped`, :func:`cut` and :func:`dense` (the kinds of
+:mod:`ldpsynth.shared.query_model`; their meaning and JSON form: :mod:`ldpsynth.shared.query_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy.typing as npt
+
+from .query_model import (Condition, CutQuery, DenseQuery, GroupedQuery, LinearQuery, MarginalQuery, PredicateQuery,
+                          Scalar)
+
+
+def linear(weights: npt.ArrayLike, *, normalization: str = "eq10", label: str | None = None) -> LinearQuery:
+    """A linear query: the weight list ``weights`` (one number per value of D) on every row."""
+    return LinearQuery(weights, normalization, label)  # type: ignore[arg-type]
+
+
+def condition(attribute: str, op: str, value: Any) -> Condition:
+    """A predicate condition, e.g. ``condition("rating", ">=", 4)``."""
+    return Condition(attribute, op, value)
+
+
+def predicate(*where: Condition, value: str | None = None, normalization: str = "sum",
+              label: str | None = None) -> PredicateQuery:
+    """A predicate count (``"sum"``) or fraction (``"mean"``) of the rows meeting every condition."""
+    return PredicateQuery(where, value, normalization, label)
+
+
+def marginal(*attributes: str, normalization: str = "sum", label: str | None = None) -> MarginalQuery:
+    """The marginal of the private ``attributes``: one count per cell."""
+    return MarginalQuery(attributes, normalization, label)
+
+
+def grouped(attribute: str, tables: Mapping[Scalar, npt.ArrayLike] | Iterable[tuple[Scalar, npt.ArrayLike]], *,
+            default: npt.ArrayLike | None = None, normalization: str = "eq10", label: str | None = None
+            ) -> GroupedQuery:
+    """A heterogeneous query: weight list ``tables[value]`` for rows whose ``attribute`` is ``value``."""
+    return GroupedQuery(attribute, tables, default, normalization, label)  # type: ignore[arg-type]
+
+
+def cut(S: Iterable[Scalar], T: Iterable[Scalar], *, source: str | None = None, target: str | None = None,
+        edge: str | None = None, normalization: str = "sum", label: str | None = None) -> CutQuery:
+    """The cut query of the disjoint vertex sets ``S`` and ``T`` (eq. 33)."""
+    return CutQuery(tuple(S), tuple(T), source, target, edge, normalization, label)
+
+
+def dense(table: npt.ArrayLike, *, normalization: str = "eq10", label: str | None = None) -> DenseQuery:
+    """A per-row query: ``table[i]`` is the weight list of row ``i`` of the synthetic database."""
+    return DenseQuery(table, normalization, label)  # type: ignore[arg-type]

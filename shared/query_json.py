@@ -1,0 +1,163 @@
+"""The JSON form of the queries of :mod:`ldpsynth.shared.query_model`: parsing (through the limits
+of :mod:`ldpsynth.shared.jsonio`) and serialisation.
+
+JSON form
+---------
+A query batch is a JSON array of objects. Every object has a ``"kind"`` and may have
+``"normalization"`` (``"eq10"``, ``"sum"`` or ``"mean"``; the default depends on the kind) and
+``"label"`` (a string, default ``"<kind>#<index>"``). Unknown fields are errors.
+
+A *weight list* has one finite number per value of :math:`D`, in the mixed-radix order of the
+private attributes (first attribute most significant): with private attributes ``rating``
+(integer 1..5) and ``liked`` (binary), position ``2 * (rating - 1) + liked``.
+
+``linear`` (default ``"eq10"``): the same row function for every row::
+
+    {"kind": "linear", "weights": [0, 0, 0, 1, 1], "normalization": "mean"}
+
+``predicate`` (default ``"sum"``: a count; ``"mean"``: the fraction of rows): the indicator that
+every condition holds, times the optional numeric private attribute ``"value"``::
+
+    {"kind": "predicate", "where": [{"attribute": "rating", "op": ">=", "value": 4},
+                                    {"attribute": "genre", "op": "in", "value": ["drama", "comedy"]}]}
+
+  A condition is ``{"attribute": A, "op": OP, "value": V}`` over a private attribute ``A``.
+  ``==``, ``!=`` and ``in`` (``V`` a non-empty list) compare codes: ``V`` is encoded by the
+  attribute (for a continuous attribute: the bucket that holds ``V``). ``<``, ``<=``, ``>``,
+  ``>=`` and ``between`` (``V = [lo, hi]``, inclusive) compare the decoded value (the bucket
+  lower edge for a continuous attribute) and are not defined for categorical attributes.
+  An empty ``where`` selects every row.
+
+``marginal`` (default ``"sum"``): one predicate count per cell of the listed private attributes,
+in mixed-radix order, labelled ``"<label>[rating=1,genre=drama]"``::
+
+    {"kind": "marginal", "attributes": ["rating", "genre"]}
+
+``grouped`` (heterogeneous, default ``"eq10"``): a weight list per value of ONE public attribute;
+rows with any other value use ``"default"`` (optional, all zeros)::
+
+    {"kind": "grouped", "attribute": "movie",
+     "tables": [{"value": 1, "weights": [0, 0, 0, 1, 1]}, {"value": 2, "weights": [1, 0, 0, 0, 0]}],
+     "default": [0, 0, 0, 0, 0]}
+
+``cut`` (graph collections, seed 000 §VI-B, default ``"sum"``): rows are vertex pairs
+``(source, target)`` (two public attributes over the same vertex domain) with a private binary
+edge bit; :math:`q_{S,T}(x) = \\sum_{(i,j) \\in S \\times T} x_{ij}` (eq. 33) for non-empty
+disjoint vertex sets ``S`` and ``T``. ``source``/``target`` default to the schema's two public
+attributes and ``edge`` to its only private attribute::
+
+    {"kind": "cut", "S": [0, 1, 2], "T": [3, 4], "source": "src", "target": "dst", "edge": "edge"}
+
+``dense`` (small ``n``, default ``"eq10"``): one weight list per row of the synthetic database,
+in its stored order (``table`` has exactly ``n`` rows)::
+
+    {"kind": "dense", "table": [[0, 1], [1, 0], [0, 2]]}
+
+Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` names the query
+(``queries[3].weights``) and whose ``legal`` states the legal range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import jsonio
+from .errors import ValidationError
+from .query_model import QUERY_KINDS, Condition, Query, query_field
+
+
+_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
+    "linear": ({"weights"}, set()),
+    "predicate": (set(), {"where", "value"}),
+    "marginal": ({"attributes"}, set()),
+    "grouped": ({"attribute", "tables"}, {"default"}),
+    "cut": ({"S", "T"}, {"source", "target", "edge"}),
+    "dense": ({"table"}, set()),
+}
+
+
+def query_to_json(query: Query) -> dict[str, Any]:
+    """The JSON object of one query (the inverse of :func:`query_from_json`)."""
+    out: dict[str, Any] = {"kind": query.kind}
+    out.update(query._json())
+    out["normalization"] = query.normalization
+    if query.label is not None:
+        out["label"] = query.label
+    return out
+
+
+def _condition_from_json(obj: object, j: int) -> Condition:
+    if not isinstance(obj, Mapping) or set(obj) != {"attribute", "op", "value"}:
+        raise ValidationError(f"where[{j}]", "an object with exactly the fields attribute, op, value",
+                              f"got {obj!r}" if not isinstance(obj, Mapping) else f"fields {sorted(obj)}")
+    try:
+        return Condition(obj["attribute"], obj["op"], obj["value"])
+    except ValidationError as exc:
+        raise ValidationError(f"where[{j}].{exc.field}", exc.legal, exc.problem, exc.position) from None
+
+
+def _tables_from_json(obj: object) -> list[tuple[Any, Any]]:
+    if not isinstance(obj, list):
+        raise ValidationError("tables", "a list of {\"value\": ..., \"weights\": [...]} objects",
+                              f"got {type(obj).__name__}")
+    pairs = []
+    for j, item in enumerate(obj):
+        if not isinstance(item, Mapping) or set(item) != {"value", "weights"}:
+            raise ValidationError(f"tables[{j}]", "an object with exactly the fields value, weights",
+                                  f"got {item!r}" if not isinstance(item, Mapping) else f"fields {sorted(item)}")
+        pairs.append((item["value"], item["weights"]))
+    return pairs
+
+
+def query_from_json(obj: object) -> Query:
+    """Parse one JSON query object (see the module docstring); errors name the field."""
+    if not isinstance(obj, Mapping):
+        raise ValidationError("kind", "an object with a kind field", f"got {type(obj).__name__}")
+    kind = obj.get("kind")
+    if kind not in QUERY_KINDS:
+        raise ValidationError("kind", f"one of {', '.join(QUERY_KINDS)}", f"got {kind!r}")
+    required, optional = _FIELDS[kind]
+    allowed = required | optional | {"kind", "normalization", "label"}
+    extra = set(obj) - allowed
+    if extra:
+        raise ValidationError(sorted(extra)[0], f"the fields of a {kind} query: {', '.join(sorted(allowed))}",
+                              "unknown field")
+    missing = required - set(obj)
+    if missing:
+        raise ValidationError(sorted(missing)[0], f"the fields {', '.join(sorted(required))}", "missing")
+    args = {key: obj[key] for key in required | optional if key in obj}
+    if kind == "predicate" and "where" in args:
+        where = args["where"]
+        if not isinstance(where, list):
+            raise ValidationError("where", "a list of conditions", f"got {type(where).__name__}")
+        args["where"] = tuple(_condition_from_json(c, j) for j, c in enumerate(where))
+    if kind == "grouped":
+        args["tables"] = _tables_from_json(args["tables"])
+    common = {key: obj[key] for key in ("normalization", "label") if key in obj}
+    return QUERY_KINDS[kind](**args, **common)
+
+
+def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
+    """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
+    ``queries[first_index + i]`` (the index in a batch sent in parts)."""
+    if isinstance(obj, (str, bytes)):
+        obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
+    if not isinstance(obj, list):
+        raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
+    out = []
+    for i, item in enumerate(obj):
+        with query_field(first_index + i):
+            out.append(query_from_json(item))
+    return out
+
+
+def queries_to_json(queries: Sequence[Query]) -> list[dict[str, Any]]:
+    """The JSON array of a list of queries."""
+    return [query_to_json(q) for q in queries]
+
+
+def dumps_queries(queries: Sequence[Query]) -> str:
+    """``queries`` as JSON text."""
+    return json.dumps(queries_to_json(queries))

@@ -1,0 +1,338 @@
+"""Statistical queries (seed 000 Definition 3, eqs. 9-10): the query kinds and their conditions.
+
+A statistical query is a sequence of row functions :math:`\\varphi_i : D \\to \\mathbb{R}` (eq. 9);
+its answer on a database :math:`x` is
+
+.. math::  q_\\varphi(x) = \\frac{1}{Z} \\sum_{i=1}^n \\varphi_i(x_i),
+
+with one of three normalisers :math:`Z`:
+
+* ``"eq10"``: :math:`Z = \\sum_i c_i`, :math:`c_i = \\max_v \\varphi_i(v) - \\min_v \\varphi_i(v)`
+  (seed 000 eq. 10; the query must not be constant on every row);
+* ``"sum"``: :math:`Z = 1`, a plain sum (a count, a cut, eq. 33);
+* ``"mean"``: :math:`Z = n`, an average over all rows of the synthetic database.
+
+The row function of row ``i`` depends on the row only through its public attributes (its
+*group*): :math:`\\varphi_i(v) = W[\\mathrm{group}(i), v]`.
+
+This module holds the query kinds (:class:`LinearQuery`, :class:`PredicateQuery`,
+:class:`MarginalQuery`, :class:`GroupedQuery`, :class:`CutQuery`, :class:`DenseQuery`) and the
+:class:`Condition` of a predicate; each checks its own fields on construction, without a schema.
+Their meaning and JSON form are described in :mod:`ldpsynth.shared.query_json`; users build them
+with :mod:`ldpsynth.shared.query_builders`; :func:`~ldpsynth.shared.query_compiler.compile_queries`
+checks them against a schema and turns them into weight blocks over the schema's private domain
+:math:`D` (:mod:`ldpsynth.shared.query_batch`), which the estimators
+(:mod:`ldpsynth.shared.estimator_math`) contract with sufficient statistics.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator, Union
+
+import numpy as np
+
+from .errors import ValidationError
+
+#: Normalisations and their codes in compiled blocks.
+NORMALIZATIONS = ("eq10", "sum", "mean")
+EQ10, SUM, MEAN = 0, 1, 2
+#: Condition operators of predicate queries.
+OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "between")
+
+Scalar = Union[str, int, float, bool]
+
+
+# ----- structural checks ---------------------------------------------------------------------
+@contextmanager
+def query_field(index: int) -> Iterator[None]:
+    """Re-raise a ValidationError with its field prefixed by ``queries[index].``."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ValidationError(f"queries[{index}].{exc.field}", exc.legal, exc.problem, exc.position) from None
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _weights(values: object, name: str) -> tuple[float, ...]:
+    """A non-empty list of finite numbers, as a tuple of floats."""
+    legal = "a non-empty list of finite numbers"
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1 or values.size == 0 or values.dtype.kind not in "iuf":
+            raise ValidationError(name, legal, f"got an array of shape {values.shape} and dtype {values.dtype}")
+        bad = ~np.isfinite(values.astype(np.float64))
+        if bad.any():
+            raise ValidationError(name, legal, "not finite", int(np.flatnonzero(bad)[0]))
+        return tuple(float(v) for v in values.tolist())
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValidationError(name, legal, f"got {type(values).__name__}")
+    out = []
+    for j, v in enumerate(values):
+        if not _is_number(v) or not math.isfinite(float(v)):
+            raise ValidationError(name, legal, f"got {v!r}", j)
+        out.append(float(v))
+    if not out:
+        raise ValidationError(name, legal, "empty")
+    return tuple(out)
+
+
+def _scalar(value: object, name: str) -> Scalar:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(float(value))):  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]
+    raise ValidationError(name, "a string, a finite number or a boolean", f"got {value!r}")
+
+
+def _scalars(values: object, name: str) -> tuple[Scalar, ...]:
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise ValidationError(name, "a non-empty list of values", f"got {type(values).__name__}")
+    out = tuple(_scalar(v, f"{name}[{j}]") for j, v in enumerate(values))
+    if not out:
+        raise ValidationError(name, "a non-empty list of values", "empty")
+    return out
+
+
+def _integer_vertices(values: object) -> tuple[int, ...] | None:
+    """``values`` as a tuple of ints when it is a list/tuple/array of integers (no booleans), without a
+    per-element Python check (cut queries on large graphs carry thousands of vertices); else None."""
+    if isinstance(values, np.ndarray):
+        return tuple(values.tolist()) if values.ndim == 1 and values.dtype.kind in "iu" else None
+    if not isinstance(values, (list, tuple)) or set(map(type, values)) != {int}:
+        return None
+    try:
+        arr = np.asarray(values)
+    except (ValueError, OverflowError):
+        return None
+    return tuple(arr.tolist()) if arr.ndim == 1 and arr.dtype.kind in "iu" else None
+
+
+def _name(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(name, "an attribute name (a non-empty string)", f"got {value!r}")
+    return value
+
+
+def check_normalization_and_label(normalization: object, label: object) -> None:
+    if normalization not in NORMALIZATIONS:
+        raise ValidationError("normalization", "one of 'eq10', 'sum', 'mean'", f"got {normalization!r}")
+    if label is not None and (not isinstance(label, str) or len(label) > 256):
+        raise ValidationError("label", "a string of at most 256 characters", f"got {label!r}")
+
+
+# ----- the query model -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Condition:
+    """One condition ``attribute op value`` of a predicate query (see :mod:`~ldpsynth.shared.query_json`)."""
+
+    attribute: str
+    op: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        _name(self.attribute, "attribute")
+        if self.op not in OPERATORS:
+            raise ValidationError("op", f"one of {', '.join(OPERATORS)}", f"got {self.op!r}")
+        if self.op == "in":
+            object.__setattr__(self, "value", _scalars(self.value, "value"))
+        elif self.op == "between":
+            bounds = _scalars(self.value, "value")
+            if len(bounds) != 2 or not all(_is_number(b) for b in bounds) or bounds[0] > bounds[1]:  # type: ignore[operator]
+                raise ValidationError("value", "[lo, hi]: two finite numbers with lo <= hi", f"got {list(bounds)!r}")
+            object.__setattr__(self, "value", bounds)
+        elif self.op in ("==", "!="):
+            object.__setattr__(self, "value", _scalar(self.value, "value"))
+        elif not _is_number(self.value) or not math.isfinite(float(self.value)):
+            raise ValidationError("value", "a finite number", f"got {self.value!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return {"attribute": self.attribute, "op": self.op, "value": value}
+
+
+@dataclass(frozen=True)
+class LinearQuery:
+    """The same row function ``weights`` (one number per value of D) for every row."""
+
+    kind: ClassVar[str] = "linear"
+    weights: tuple[float, ...]
+    normalization: str = "eq10"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", _weights(self.weights, "weights"))
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        return {"weights": list(self.weights)}
+
+
+@dataclass(frozen=True)
+class PredicateQuery:
+    """Indicator that all ``where`` conditions hold, times the private attribute ``value`` if given."""
+
+    kind: ClassVar[str] = "predicate"
+    where: tuple[Condition, ...] = ()
+    value: str | None = None
+    normalization: str = "sum"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.where, (str, Mapping)) or not isinstance(self.where, Iterable):
+            raise ValidationError("where", "a list of conditions", f"got {type(self.where).__name__}")
+        object.__setattr__(self, "where", tuple(self.where))
+        for j, cond in enumerate(self.where):
+            if not isinstance(cond, Condition):
+                raise ValidationError(f"where[{j}]", "a condition", f"got {type(cond).__name__}")
+        if self.value is not None:
+            _name(self.value, "value")
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"where": [c.to_json() for c in self.where]}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class MarginalQuery:
+    """The counts of every cell of the listed private attributes (expands to one query per cell)."""
+
+    kind: ClassVar[str] = "marginal"
+    attributes: tuple[str, ...]
+    normalization: str = "sum"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attributes, str) or not isinstance(self.attributes, Iterable):
+            raise ValidationError("attributes", "a non-empty list of private attribute names",
+                                  f"got {type(self.attributes).__name__}")
+        names = tuple(_name(a, f"attributes[{j}]") for j, a in enumerate(self.attributes))
+        if not names or len(set(names)) != len(names):
+            raise ValidationError("attributes", "a non-empty list of distinct private attribute names",
+                                  "empty" if not names else "duplicates")
+        object.__setattr__(self, "attributes", names)
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        return {"attributes": list(self.attributes)}
+
+
+@dataclass(frozen=True)
+class GroupedQuery:
+    """A weight list per value of the public ``attribute``; ``default`` (or zeros) for other values."""
+
+    kind: ClassVar[str] = "grouped"
+    attribute: str
+    tables: tuple[tuple[Scalar, tuple[float, ...]], ...]
+    default: tuple[float, ...] | None = None
+    normalization: str = "eq10"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        _name(self.attribute, "attribute")
+        pairs = self.tables.items() if isinstance(self.tables, Mapping) else self.tables
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+            raise ValidationError("tables", "a non-empty list of (value, weights) pairs",
+                                  f"got {type(self.tables).__name__}")
+        tables = []
+        for j, pair in enumerate(pairs):
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise ValidationError(f"tables[{j}]", "a (value, weights) pair", f"got {pair!r}")
+            tables.append((_scalar(pair[0], f"tables[{j}].value"), _weights(pair[1], f"tables[{j}].weights")))
+        if not tables:
+            raise ValidationError("tables", "a non-empty list of (value, weights) pairs", "empty")
+        object.__setattr__(self, "tables", tuple(tables))
+        if self.default is not None:
+            object.__setattr__(self, "default", _weights(self.default, "default"))
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"attribute": self.attribute,
+                               "tables": [{"value": v, "weights": list(w)} for v, w in self.tables]}
+        if self.default is not None:
+            out["default"] = list(self.default)
+        return out
+
+
+@dataclass(frozen=True)
+class CutQuery:
+    """Cut query :math:`\\sum_{(i,j) \\in S \\times T} x_{ij}` on a vertex-pair collection (eq. 33)."""
+
+    kind: ClassVar[str] = "cut"
+    S: tuple[Scalar, ...]
+    T: tuple[Scalar, ...]
+    source: str | None = None
+    target: str | None = None
+    edge: str | None = None
+    normalization: str = "sum"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("S", "T"):
+            values = getattr(self, key)
+            if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+                raise ValidationError(key, "a non-empty list of distinct vertices", f"got {type(values).__name__}")
+            vertices = _integer_vertices(values)
+            if vertices is None:
+                vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
+            if not vertices:
+                raise ValidationError(key, "a non-empty list of distinct vertices", "empty")
+            if len(set(vertices)) != len(vertices):
+                raise ValidationError(key, "a non-empty list of distinct vertices", "duplicate vertices")
+            object.__setattr__(self, key, vertices)
+        common = set(self.S) & set(self.T)
+        if common:
+            raise ValidationError("T", "a vertex set disjoint from S", f"{len(common)} vertices in both S and T")
+        for key in ("source", "target", "edge"):
+            if getattr(self, key) is not None:
+                _name(getattr(self, key), key)
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"S": list(self.S), "T": list(self.T)}
+        for key in ("source", "target", "edge"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass(frozen=True)
+class DenseQuery:
+    """A row function per row of the synthetic database: ``table[i]`` is the weight list of row ``i``."""
+
+    kind: ClassVar[str] = "dense"
+    table: tuple[tuple[float, ...], ...]
+    normalization: str = "eq10"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        rows = self.table
+        if isinstance(rows, np.ndarray):
+            rows = list(rows)
+        if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+            raise ValidationError("table", "a non-empty list of weight lists", f"got {type(self.table).__name__}")
+        table = tuple(_weights(row, f"table[{i}]") for i, row in enumerate(rows))
+        if not table:
+            raise ValidationError("table", "a non-empty list of weight lists", "empty")
+        if len({len(row) for row in table}) != 1:
+            raise ValidationError("table", "weight lists of equal length |D|", "rows of different lengths")
+        object.__setattr__(self, "table", table)
+        check_normalization_and_label(self.normalization, self.label)
+
+    def _json(self) -> dict[str, Any]:
+        return {"table": [list(row) for row in self.table]}
+
+
+Query = Union[LinearQuery, PredicateQuery, MarginalQuery, GroupedQuery, CutQuery, DenseQuery]
+#: The query classes by their ``kind`` (the JSON field).
+QUERY_KINDS: dict[str, type] = {cls.kind: cls for cls in
+                                (LinearQuery, PredicateQuery, MarginalQuery, GroupedQuery, CutQuery, DenseQuery)}
