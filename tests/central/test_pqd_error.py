@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_count import (em_count_accept_probability, em_count_error, lm_count_error,
+from ldpsynth.aggregator.central.pqd.count import (em_count_accept_probability, em_count_error, lm_count_error,
                                                    naive_em_count_error)
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, evaluate
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
-from ldpsynth.aggregator.central.pqd_query import Condition, Query
-from ldpsynth.aggregator.central.pqd_sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound
-from ldpsynth.aggregator.central.pqd_table import NumericDomain
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, evaluate
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
+from ldpsynth.aggregator.central.pqd.query import Condition, Query
+from ldpsynth.aggregator.central.pqd.sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound
+from ldpsynth.aggregator.central.pqd.table import NumericDomain
 from ldpsynth.shared.errors import ValidationError
 
 try:

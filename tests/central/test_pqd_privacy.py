@@ -20,13 +20,15 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central import pqd_count, pqd_median, pqd_sum
-from ldpsynth.aggregator.central.pqd_access import PrivacyAccountant, PrivateView, UnaccountedRead
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, exact_accept_probability, run_decider
-from ldpsynth.aggregator.central.pqd_noise import exponential_mechanism_probabilities, laplace
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem, Decider
-from ldpsynth.aggregator.central.pqd_query import Condition, Query
-from ldpsynth.aggregator.central.pqd_table import NumericDomain, Table
+from ldpsynth.aggregator.central.pqd import count as pqd_count
+from ldpsynth.aggregator.central.pqd import median as pqd_median
+from ldpsynth.aggregator.central.pqd import sum as pqd_sum
+from ldpsynth.aggregator.central.pqd.access import PrivacyAccountant, PrivateView, UnaccountedRead
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, exact_accept_probability, run_decider
+from ldpsynth.aggregator.central.pqd.noise import exponential_mechanism_probabilities, laplace
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem, Decider
+from ldpsynth.aggregator.central.pqd.query import Condition, Query
+from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table
 from ldpsynth.shared.errors import PrivacyBudgetExceeded
 
 try:

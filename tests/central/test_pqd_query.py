@@ -7,11 +7,11 @@ import gzip
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, get_decider, run_decider
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
-from ldpsynth.aggregator.central.pqd_query import Condition, Query, parse_query, parse_sql, query_from_json
-from ldpsynth.aggregator.central.pqd_sum import R2TSum, SVTSum, truncation_thresholds
-from ldpsynth.aggregator.central.pqd_table import NumericDomain, Table, parse_domain, read_table
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, get_decider, run_decider
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
+from ldpsynth.aggregator.central.pqd.query import Condition, Query, parse_query, parse_sql, query_from_json
+from ldpsynth.aggregator.central.pqd.sum import R2TSum, SVTSum, truncation_thresholds
+from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table, parse_domain, read_table
 from ldpsynth.shared.errors import ValidationError
 
 TABLE = Table({"sex": np.array(["Male", "Female", "Male", "Male", "Female"], dtype=object),

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.smooth_queries import KernelQueries
+from ldpsynth.aggregator.central.smooth.queries import KernelQueries
 
 ROOT = Path(__file__).resolve().parents[2]
 

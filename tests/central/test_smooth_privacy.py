@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.chebyshev import basis_values, full_indices
-from ldpsynth.aggregator.central.smooth_noise import basis_noise, gaussian_basis_noise
-from ldpsynth.aggregator.central.smooth_params import smooth_sizes
-from ldpsynth.aggregator.central.smooth_privacy import gaussian_delta, laplace_epsilon
-from ldpsynth.aggregator.central.smooth_synth import grid_histogram, grid_points
+from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, full_indices
+from ldpsynth.aggregator.central.smooth.noise import basis_noise, gaussian_basis_noise
+from ldpsynth.aggregator.central.smooth.params import smooth_sizes
+from ldpsynth.aggregator.central.smooth.privacy import gaussian_delta, laplace_epsilon
+from ldpsynth.aggregator.central.smooth.synth import grid_histogram, grid_points
 
 EPS = 1.0
 N_ROWS, DIM, K = 3000, 1, 4.0   # t = 4, N = 209: a grid pair whose basis vectors differ by 4.25 > t^d in l1
@@ -99,7 +99,7 @@ def test_paper_approximate_variant_states_its_composition() -> None:
 
 
 def test_release_guarantee_matches_the_noise() -> None:
-    from ldpsynth.aggregator.central.smooth_synth import smooth_synthetic_database
+    from ldpsynth.aggregator.central.smooth.synth import smooth_synthetic_database
 
     z = np.random.default_rng(1).uniform(-1, 1, size=(500, 1))
     rng = np.random.default_rng(2)
@@ -114,7 +114,7 @@ def test_release_guarantee_matches_the_noise() -> None:
 def test_gaussian_accountant_against_closed_forms() -> None:
     from statistics import NormalDist
 
-    from ldpsynth.aggregator.central.smooth_privacy import gaussian_epsilon, gaussian_mu, zcdp_epsilon
+    from ldpsynth.aggregator.central.smooth.privacy import gaussian_epsilon, gaussian_mu, zcdp_epsilon
 
     phi = NormalDist().cdf
     assert gaussian_delta(1.0, 0.0) == pytest.approx(phi(0.5) - phi(-0.5), rel=1e-12)

@@ -45,7 +45,7 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
-from .smooth_privacy import check_delta, check_positive
+from .privacy import check_delta, check_positive
 
 NOISE_KINDS = ("gaussian", "laplace")
 MULTIPLIERS = ("one", "max")

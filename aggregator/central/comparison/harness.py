@@ -27,8 +27,8 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
+from ..records import write_records
 from .local_e import LocalE
-from .records import write_records
 from .releases import CentralRelease
 from .workloads import Histogram, Workload
 

@@ -9,7 +9,7 @@ Replacing one row moves every :math:`v_j` by at most :math:`2/n`, so the vector 
 .. math::  \\Delta_\\infty = 2/n, \\qquad \\Delta_2 = 2\\sqrt{\\mathrm{count}}/n, \\qquad
            \\Delta_1 = 2\\,\\mathrm{count}/n
 
-(replace-one neighbours, :data:`~.smooth_privacy.REPLACE_ONE`). Three mechanisms:
+(replace-one neighbours, :data:`~.privacy.REPLACE_ONE`). Three mechanisms:
 
 ``"linf"`` (ε-DP): the K-norm mechanism of Hardt & Talwar (STOC 2010, §4) for the
     :math:`\\ell_\\infty` ball, density :math:`\\propto \\exp(-\\epsilon\\|y - v\\|_\\infty/\\Delta_\\infty)`.
@@ -26,7 +26,7 @@ Replacing one row moves every :math:`v_j` by at most :math:`2/n`, so the vector 
 ``"laplace"`` (ε-DP): :math:`y_j = v_j + \\mathrm{Lap}(\\Delta_1/\\epsilon)`, the Laplace mechanism
     (the fixed-split allocation's centre, kept for that setting).
 ``"gaussian"`` (μ-GDP): :math:`y_j = v_j + N(0, (\\Delta_2/\\mu)^2)`, composed with the rest of the
-    release in GDP (:mod:`~.smooth_privacy`).
+    release in GDP (:mod:`~.privacy`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .smooth_privacy import PrivacyGuarantee, check_delta, gaussian_guarantee
+from .privacy import PrivacyGuarantee, check_delta, gaussian_guarantee
 
 MOMENT_MECHANISMS = ("linf", "laplace", "gaussian")
 

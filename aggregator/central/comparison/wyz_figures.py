@@ -35,7 +35,7 @@ import numpy as np
 from ldpsynth.aggregator.simulation.datasets import movielens_100k
 from ldpsynth.shared.errors import ValidationError
 
-from .compare import compare, summarize, write_report
+from .harness import compare, summarize, write_report
 from .workloads import Histogram, Workload
 
 MOVIES = 128

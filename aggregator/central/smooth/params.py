@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
-from .smooth_privacy import check_delta
+from .privacy import check_delta
 
 #: The paper's constant in front of R (App. A.5).
 PAPER_R_CONSTANT = 0.5

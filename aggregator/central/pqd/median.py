@@ -23,9 +23,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .pqd_access import PrivateView
-from .pqd_noise import exponential_mechanism, exponential_mechanism_probabilities, laplace, laplace_cdf
-from .pqd_problem import DecisionProblem, Decider, generic_decider
+from .access import PrivateView
+from .noise import exponential_mechanism, exponential_mechanism_probabilities, laplace, laplace_cdf
+from .problem import DecisionProblem, Decider, generic_decider
 
 
 def em_median_scores(ranks: np.ndarray, selected: float, q: float) -> np.ndarray:

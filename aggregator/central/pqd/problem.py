@@ -29,9 +29,9 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon
 
-from .pqd_access import PrivateView
-from .pqd_query import Query
-from .pqd_table import NumericDomain
+from .access import PrivateView
+from .query import Query
+from .table import NumericDomain
 
 
 def _finite(value: object, name: str, legal: str = "a finite number") -> float:

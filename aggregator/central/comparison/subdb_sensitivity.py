@@ -2,7 +2,7 @@
 
 WYZ §VI-A-1 run MWEM on "sub-databases" but fix neither the partition nor how ε is shared
 among the sub-databases, nor (beyond citing HLM12) the number of rounds T. This experiment
-runs Fig. 2's protocol (:func:`~.seed000.fig2`: MovieLens-100k's 128 most-rated movies, 200
+runs Fig. 2's protocol (:func:`~.wyz_figures.fig2`: MovieLens-100k's 128 most-rated movies, 200
 random statistical queries of heterogeneity h per run, ε = 1, worst |error| over the queries
 averaged over the runs) for the grid
 
@@ -16,7 +16,7 @@ averaged over the runs) for the grid
 with mechanism E and plain MWEM (joint domain) at each T for reference
 (:class:`~.mwem.SubDatabaseMWEM`, :class:`~.mwem.MWEM`, :class:`~.local_e.LocalE`; all ε-DP).
 
-Every contestant of a run answers the same workload (:func:`~.compare.compare`), so a
+Every contestant of a run answers the same workload (:func:`~.harness.compare`), so a
 contestant's difference to E is paired per run: :func:`paired_summary` gives its mean over the
 R runs with the 95 % t-interval :math:`\\bar d \\pm t_{0.975, R-1}\\, s_d/\\sqrt R`, and calls the
 contestant *above* (resp. *below*) E at that h when the whole interval is above (resp. below) 0,
@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .compare import Trial, compare
+from ..records import write_records
+from .harness import Trial, compare
 from .local_e import LocalE
 from .mwem import MWEM, PARTITIONS, SPLITS, SubDatabaseMWEM
-from .records import write_records
-from .seed000 import HETEROGENEITY, K, MOVIES, heterogeneous_workload, ratings
 from .workloads import Histogram
+from .wyz_figures import HETEROGENEITY, K, MOVIES, heterogeneous_workload, ratings
 
 #: MWEM rounds of the grid.
 ROUNDS = (10, 30)

@@ -22,8 +22,8 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .smooth_noise import check_setting
-from .smooth_privacy import PrivacyGuarantee, check_delta
+from .noise import check_setting
+from .privacy import PrivacyGuarantee, check_delta
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 A :class:`Table` is a set of named columns (numeric columns as ``float64``, text columns as
 ``str`` objects) with an optional non-negative-or-signed row *weight*: plain tables (a CSV or
 Parquet file, an MWEM sample) have weight 1 per row; the debiased histogram of an ldpsynth
-release (:mod:`.pqd_release`) is a table with one row per cell and the cell's unbiased count
-estimate as its weight. The same query code (:mod:`.pqd_query`) answers a query on either.
+release (:mod:`.release`) is a table with one row per cell and the cell's unbiased count
+estimate as its weight. The same query code (:mod:`.query`) answers a query on either.
 
 A :class:`NumericDomain` is the *public* domain of an aggregated attribute (seed 004 §2.1,
 ``dom(A_i)``): it gives the global-sensitivity bound :math:`GS_q` of SUM (§5) and the candidate

@@ -14,16 +14,16 @@ Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless
    deduplicated (``candidate_source="uniform"``: C grid points uniform over :math:`N^d` instead, the
    App. A.5 ablation, no PSI);
 4. the R basis functions of lowest total degree (:func:`~.chebyshev.lowest_degree_indices`),
-   R from :func:`~.smooth_params.practical_basis_size` unless given;
-5. noisy basis answers on the raw rows with budget :math:`\\epsilon_2` (:mod:`~.smooth_noise`, or the
+   R from :func:`~.params.practical_basis_size` unless given;
+5. noisy basis answers on the raw rows with budget :math:`\\epsilon_2` (:mod:`~.noise`, or the
    adaptive allocation's means release);
 6. the L1 LP over the candidates (skipped when the candidate is the centre alone); 7. ``m`` (or
    ``n``) output rows sampled from :math:`\\mathbf u^*`.
 
-Budget (not stated in the paper): ``allocation`` (:mod:`~.smooth_budget`). ``"adaptive"`` (default
+Budget (not stated in the paper): ``allocation`` (:mod:`~.budget`). ``"adaptive"`` (default
 with ``noise="safe"``) runs PSI only when its noise is below a public bound on the eigenvalues
 (else the ellipsoid is its centre alone and the guarantee's statement says PSI was skipped),
-releases the centre and the basis answers as one vector of means (:mod:`~.smooth_moments`) and does
+releases the centre and the basis answers as one vector of means (:mod:`~.moments`) and does
 not snap; ``"fixed-split"`` (default with ``noise="paper"``) is the earlier allocation: ``psi_share`` =
 1/2 of the budget for steps 1-2, of which ``centre_share`` = 1/4 for the centre, the rest for the basis
 answers, candidates snapped; ``"non-private"`` is the replication with the exact mean and covariance.
@@ -53,11 +53,11 @@ from ldpsynth.shared.validation import check_int
 
 from .chebyshev import basis_values, lowest_degree_indices
 from .private_pca import covariance, private_subspace_iteration
-from .smooth_budget import (ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan,
+from .budget import (ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan,
                             non_private_plan)
-from .smooth_lp import fit_distribution
-from .smooth_params import practical_basis_size, smooth_sizes
-from .smooth_release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
+from .lp import fit_distribution
+from .params import practical_basis_size, smooth_sizes
+from .release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 CENTRES = ("dp-mean", "zero")
 CANDIDATE_SOURCES = ("pca", "uniform")
@@ -123,7 +123,7 @@ class PracticalSettings:
 
 def _budget_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: str,
                  s: PracticalSettings) -> BudgetPlan:
-    """The allocation's plan (:mod:`~.smooth_budget`) for these public sizes and settings."""
+    """The allocation's plan (:mod:`~.budget`) for these public sizes and settings."""
     allocation = s.allocation if s.allocation is not None else ("adaptive" if setting == "safe" else "fixed-split")
     uses_pca, dp_centre = s.candidate_source == "pca", s.centre == "dp-mean"
     if allocation == "adaptive":

@@ -30,8 +30,8 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .pqd_noise import exponential_mechanism, laplace
-from .pqd_table import Table
+from .noise import exponential_mechanism, laplace
+from .table import Table
 
 
 @dataclass(frozen=True)

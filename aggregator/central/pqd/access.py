@@ -24,8 +24,8 @@ import numpy as np
 from ldpsynth.shared.errors import LdpsynthError, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.validation import check_epsilon
 
-from .pqd_query import Query
-from .pqd_table import NumericDomain, Table
+from .query import Query
+from .table import NumericDomain, Table
 
 #: Relative slack when comparing spent ε with the budget (float sums of ε/3 + ε/3 + ε/3, ...).
 BUDGET_SLACK = 1e-9

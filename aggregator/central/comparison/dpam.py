@@ -45,7 +45,7 @@ from scipy.special import logsumexp
 
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .accounting import check_delta
+from ..primitives.composition import check_delta
 from .dpfw import DistributionQueries
 from .releases import REPLACE_ONE, CentralRelease, PrivacyGuarantee, normalized_distribution
 from .workloads import Histogram, Workload

@@ -1,7 +1,7 @@
 """DP-PQD deciders for SUM (seed 004 §5): LM_sum, R2T_sum, SVT_sum (with Algorithm 4), exact accept probabilities.
 
 Values are non-negative and bounded by the public :math:`GS_q` (the domain's largest absolute
-value, values clamped into the domain by :class:`~.pqd_access.PrivateView`); neighbours are
+value, values clamped into the domain by :class:`~.access.PrivateView`); neighbours are
 add/remove-one-tuple. :math:`J = \\max(1, \\lceil \\log_2 GS_q \\rceil)` truncation thresholds
 :math:`t_j = 2^j` and :math:`q(D, t) = \\sum\\{A : \\varphi \\wedge A \\le t\\}` (tuples above
 :math:`t` dropped, §5.2; the artifact's inclusive ``A <= 2^j``).
@@ -41,9 +41,9 @@ from scipy import integrate
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_delta, check_epsilon
 
-from .pqd_access import PrivateView
-from .pqd_noise import laplace, laplace_cdf
-from .pqd_problem import DecisionProblem, Decider, generic_decider
+from .access import PrivateView
+from .noise import laplace, laplace_cdf
+from .problem import DecisionProblem, Decider, generic_decider
 
 
 def truncation_thresholds(global_sensitivity: float) -> np.ndarray:

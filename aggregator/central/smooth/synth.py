@@ -2,11 +2,11 @@
 
 For data :math:`D \\in ([-1,1]^d)^n` and smoothness order :math:`K` (central-mechanisms.md §6.1):
 
-1. sizes :math:`t, N, m, L` (:func:`~.smooth_params.smooth_sizes`);
+1. sizes :math:`t, N, m, L` (:func:`~.params.smooth_sizes`);
 2. snap every row to the grid :math:`\\{a_k\\}^d`, :math:`a_k = (2k+1-N)/N` (steps 3–6);
 3. basis answers :math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D'}\\prod_i T_{r_i}(x_i)` for
    :math:`\\mathbf r \\in \\mathcal T_t^d` (steps 7–8), noisy :math:`\\hat b_{\\mathbf r}`
-   (:mod:`~.smooth_noise`, step 9), optionally rounded to :math:`\\mathcal L` (step 10);
+   (:mod:`~.noise`, step 9), optionally rounded to :math:`\\mathcal L` (step 10);
 4. :math:`W_{\\mathbf r,\\mathbf k} = \\prod_i T_{r_i}(a_{k_i})`, optionally rounded to :math:`\\mathcal L` (steps 12–17);
 5. :math:`\\mathbf u^* = \\arg\\min_{\\mathbf u\\in\\Delta}\\|W'\\mathbf u - \\hat{\\mathbf b}'\\|_1` (step 20, HiGHS);
 6. :math:`m` i.i.d. grid points with probabilities :math:`\\mathbf u^*` (steps 21–24).
@@ -17,7 +17,7 @@ paper; it is on by default for fidelity (``round_to_grid=False`` skips it).
 
 Privacy: the release is post-processing of :math:`\\hat b`, so it has the guarantee of the noise
 (replace-one neighbours): ε-DP (safe), :math:`2\\epsilon(1 - t^{-d})`-DP provable for the paper's scale;
-see :mod:`~.smooth_noise`. Accuracy (paper): :math:`O(n^{-K/(2d+K)}/\\epsilon)`; time
+see :mod:`~.noise`. Accuracy (paper): :math:`O(n^{-K/(2d+K)}/\\epsilon)`; time
 :math:`O(n^{(3dK+5d)/(4d+2K)})`.
 """
 
@@ -31,10 +31,10 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 
 from .chebyshev import basis_values, full_indices
-from .smooth_lp import fit_distribution
-from .smooth_noise import basis_noise
-from .smooth_params import smooth_sizes
-from .smooth_release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
+from .lp import fit_distribution
+from .noise import basis_noise
+from .params import smooth_sizes
+from .release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 #: Largest LP matrix W (t^d rows times N^d columns) Algorithm 1 builds (256 MiB of float64).
 MAX_LP_ENTRIES = 1 << 25
@@ -58,9 +58,9 @@ def smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: float, rng
                               round_to_grid: bool = True) -> SmoothRelease:
     """Run Algorithm 1 (``delta`` None) or the (ε, δ) variant on ``data`` (``(n, d)`` in :math:`[-1,1]^d`).
 
-    ``noise`` is ``"safe"`` (default) or ``"paper"`` (:mod:`~.smooth_noise`). Raises
+    ``noise`` is ``"safe"`` (default) or ``"paper"`` (:mod:`~.noise`). Raises
     :class:`~ldpsynth.shared.errors.ValidationError` when the LP would exceed :data:`MAX_LP_ENTRIES`
-    (use the practical variant, :mod:`~.smooth_practical`, in higher dimension).
+    (use the practical variant, :mod:`~.practical`, in higher dimension).
     """
     start = time.perf_counter()
     z, eps, setting, delta = check_release_arguments(data, epsilon, noise, delta)

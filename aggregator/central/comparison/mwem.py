@@ -18,7 +18,7 @@ replace-one sensitivity 1), ``T`` rounds, budget ε, :math:`\\epsilon_t = \\epsi
 
 By basic composition over 2T steps of ε_t it is ε-DP. The weights are kept in log space (the
 update adds :math:`q_j(x)(m_j - q_j(A))/(2n)` to :math:`\\log A(x)`, then renormalises with a
-log-sum-exp), and selection uses :mod:`.selection` (Gumbel-max in log space).
+log-sum-exp), and selection uses :mod:`..primitives.selection` (Gumbel-max in log space).
 
 A workload's statistical query :math:`W_j` (any real weights) becomes such a query by an exact
 affine map: :math:`q_j = (W_j - a_j)/c_j` with :math:`a_j` its minimum and :math:`c_j > 0` its range
@@ -66,8 +66,8 @@ from scipy.special import logsumexp
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
+from ..primitives.selection import exponential_mechanism, report_noisy_max
 from .releases import REPLACE_ONE, REPLACE_ONE_VALUE, CentralRelease, PrivacyGuarantee, normalized_distribution
-from .selection import exponential_mechanism, report_noisy_max
 from .workloads import CHUNK_CELLS, Histogram, Workload
 
 SELECTIONS = ("em", "rnm")

@@ -3,7 +3,7 @@
 The mechanism releases noisy versions of the ``k`` basis answers
 :math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D}\\phi_{\\mathbf r}(x)`, :math:`\\mathbf r = 0` first
 (:math:`\\phi_0 \\equiv 1`, so :math:`b_0 = 1` on every data set). Neighbours are replace-one
-(:data:`~.smooth_privacy.REPLACE_ONE`). Since :math:`|\\phi_{\\mathbf r}| \\le 1` on :math:`[-1,1]^d`, replacing one
+(:data:`~.privacy.REPLACE_ONE`). Since :math:`|\\phi_{\\mathbf r}| \\le 1` on :math:`[-1,1]^d`, replacing one
 row moves each :math:`b_{\\mathbf r}` (:math:`\\mathbf r \\ne 0`) by at most :math:`2/n`, so
 
 .. math::  \\Delta_1 \\le 2(k-1)/n, \\qquad \\Delta_2 \\le 2\\sqrt{k-1}/n .
@@ -40,7 +40,7 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .smooth_privacy import PrivacyGuarantee, check_delta, gaussian_guarantee, gaussian_mu, laplace_epsilon
+from .privacy import PrivacyGuarantee, check_delta, gaussian_guarantee, gaussian_mu, laplace_epsilon
 
 NOISE_SETTINGS = ("safe", "paper")
 

@@ -8,7 +8,7 @@ eq. 17) of any statistical query is linear in the unbiased histogram estimate
 (:mod:`ldpsynth.shared.estimators`: :math:`p, q` the card's keep and lie probabilities,
 :math:`N[g, v]` the released counts per public key g and private value v). :func:`release_table`
 decodes every cell (g, v) into attribute values and gives it the weight :math:`\\hat h_g(v)`;
-then :meth:`~.pqd_query.Query.answer` on that weighted table *is* eq. 17 for COUNT
+then :meth:`~.query.Query.answer` on that weighted table *is* eq. 17 for COUNT
 (:math:`\\varphi = 1\\{\\text{WHERE}\\}`) and SUM (:math:`\\varphi = A \\cdot 1\\{\\text{WHERE}\\}`), and a
 post-processing of it for quantiles (negative cell estimates count as 0). Continuous attributes
 are represented by their bucket lower edges, as in the export (seed 000 §V-A discretisation).
@@ -25,7 +25,7 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import Debias
 from ldpsynth.shared.statistics import SufficientStatistics
 
-from .pqd_table import Table
+from .table import Table
 
 
 def _column(values: np.ndarray) -> np.ndarray:

@@ -25,13 +25,13 @@ it depends only on public quantities (n, d, R, k, L, ε, δ and the settings), n
    followed by the R lowest-degree :math:`\\mathbf r \\ne 0` not among them (when the LP has more
    than one candidate), :func:`moment_indices`, with everything PSI does not spend: the
    :math:`\\ell_\\infty` K-norm mechanism for ε-DP (2.3x less noise per coordinate than Laplace at
-   d = 30), a Gaussian for (ε, δ) (:mod:`~.smooth_moments`).
+   d = 30), a Gaussian for (ε, δ) (:mod:`~.moments`).
 3. **No snapping**: the candidates stay where they were drawn.
 
 ``"fixed-split"`` (the allocation before this module; default with ``noise="paper"``): PSI gets
 ``psi_share`` (1/2) of the budget, of which ``centre_share`` (1/4) goes to the centre (Laplace,
 :math:`\\Delta_1 = 2d/n`, or Gaussian, :math:`\\Delta_2 = 2\\sqrt d/n`), the basis answers the rest
-(:mod:`~.smooth_noise`); candidates are snapped to Algorithm 1's N-grid (central-mechanisms.md §6.3
+(:mod:`~.noise`); candidates are snapped to Algorithm 1's N-grid (central-mechanisms.md §6.3
 reads JWHZW's "a subset of the N^d grids" so). PSI's share is therefore 3ε/8: at WDBC its
 scales are 33.9 (safe Gaussian), 694 (safe Laplace), 89.25 and 6,738 (the paper's Gaussian and
 Laplace scales of Theorem 3.6 at ε = 3/8).
@@ -58,9 +58,9 @@ from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 
 from .chebyshev import lowest_degree_indices
 from .private_pca import PsiConfig
-from .smooth_moments import MomentRelease, gaussian_moments, laplace_moments, linf_moments
-from .smooth_noise import BasisNoise, basis_noise, gaussian_basis_noise
-from .smooth_privacy import PrivacyGuarantee, gaussian_guarantee, gaussian_mu
+from .moments import MomentRelease, gaussian_moments, laplace_moments, linf_moments
+from .noise import BasisNoise, basis_noise, gaussian_basis_noise
+from .privacy import PrivacyGuarantee, gaussian_guarantee, gaussian_mu
 
 ALLOCATIONS = ("adaptive", "fixed-split", "non-private")
 #: Relative slack of the composition check (floating-point round-off of shares that sum to 1).

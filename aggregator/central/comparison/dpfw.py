@@ -31,7 +31,7 @@ scores are not monotone, so RNM needs :math:`\\mathrm{Lap}(2\\Delta/\\epsilon_0)
 * ``mode="practical"``: :math:`\\eta_t = 2/(t+2)` and the last iterate (spec §4.4, [RECOMMENDED]).
 
 Accounting (``accounting``): ``"advanced"`` — T adaptive ε0-DP steps composed by Dwork–Rothblum–Vadhan
-(seed 002 Thm 1's route), ε0 the exact inverse (:func:`~.accounting.advanced_composition_step`);
+(seed 002 Thm 1's route), ε0 the exact inverse (:func:`~..primitives.composition.advanced_composition_step`);
 ``"zcdp"`` — Gumbel noise (the exponential mechanism, :math:`\\epsilon_0^2/8`-zCDP per step),
 :math:`\\rho = T\\epsilon_0^2/8` with :math:`\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)} = \\epsilon`; ``"basic"`` —
 :math:`\\epsilon_0 = \\epsilon/T`, pure ε-DP (δ = 0).
@@ -65,7 +65,7 @@ from scipy.special import log_softmax
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .accounting import advanced_composition_step, approx_dp_to_zcdp, check_delta
+from ..primitives.composition import advanced_composition_step, approx_dp_to_zcdp, check_delta
 from .releases import REPLACE_ONE, CentralRelease, PrivacyGuarantee, normalized_distribution
 from .workloads import Histogram, Workload
 

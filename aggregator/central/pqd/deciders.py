@@ -1,7 +1,7 @@
 """The DP-PQD deciders by name, a runner with its privacy record, and evaluation against the truth.
 
 :func:`run_decider` is the private path: it gives the decider a
-:class:`~.pqd_access.PrivateView` of the private table and returns the outcomes with the
+:class:`~.access.PrivateView` of the private table and returns the outcomes with the
 accountant's record (steps, ε, reads). :func:`evaluate` is the evaluation path (it reads the
 truth :math:`q(D)`, so it is *not* private): empirical error over independent executions and,
 where available, the exact error.
@@ -15,13 +15,13 @@ import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
 
-from .pqd_access import PrivacyAccountant, PrivateView
-from .pqd_count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
+from .access import PrivacyAccountant, PrivateView
+from .count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
                         naive_em_count_accept_probability)
-from .pqd_median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
-from .pqd_problem import DecisionProblem, Decider
-from .pqd_sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
-from .pqd_table import Table
+from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
+from .problem import DecisionProblem, Decider
+from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
+from .table import Table
 
 #: Every decider by name. ``EM_count_legacy`` reproduces the artifact's overflow; ``SVT_sum_paper``
 #: is Algorithm 2 as printed (no Algorithm 4).

@@ -22,9 +22,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .pqd_access import PrivateView
-from .pqd_noise import laplace, laplace_cdf, sigmoid
-from .pqd_problem import DecisionProblem, Decider, generic_decider
+from .access import PrivateView
+from .noise import laplace, laplace_cdf, sigmoid
+from .problem import DecisionProblem, Decider, generic_decider
 
 
 def laplace_accept_probability(true_answer: float, l: float, r: float, scale: float) -> float:

@@ -25,7 +25,7 @@ The same query as JSON::
 value (§6, :math:`n'` = number of selected tuples); the ``p``-quantile is the
 :math:`\\lceil p n' \\rceil`-th smallest.
 
-:meth:`Query.answer` evaluates a query on any :class:`~.pqd_table.Table` (weighted or not) with one
+:meth:`Query.answer` evaluates a query on any :class:`~.table.Table` (weighted or not) with one
 vectorised code path, used for the synthetic answer :math:`q(D_s)` and, in evaluation mode only,
 for the truth :math:`q(D)`.
 """
@@ -43,7 +43,7 @@ import numpy as np
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
-from .pqd_table import Table
+from .table import Table
 
 AGGREGATES = ("count", "sum", "median", "quantile")
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "between")
