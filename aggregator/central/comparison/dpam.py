@@ -43,11 +43,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-from ..primitives.composition import check_delta
+from ..primitives.composition import zcdp_to_approx_dp
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from .dpfw import DistributionQueries
-from .releases import REPLACE_ONE, CentralRelease, PrivacyGuarantee, normalized_distribution
+from .releases import CentralRelease, normalized_distribution
 from .workloads import Histogram, Workload
 
 MAX_ITERATIONS = 20_000
@@ -61,8 +62,7 @@ def gaussian_sigma(iterations: int, n: int, epsilon: float, delta: float) -> flo
 
 def privacy_of(sigma: float, iterations: int, n: int, delta: float) -> float:
     """ε of T Gaussian oracle calls with noise σ on p̂ (ℓ2-sensitivity √2/n): ρ + 2√(ρ ln(1/δ)), ρ = T/(n²σ²)."""
-    rho = iterations / (n * n * sigma * sigma)
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    return zcdp_to_approx_dp(iterations / (n * n * sigma * sigma), delta)
 
 
 def gaussian_width(matrix: np.ndarray, samples: int, rng: np.random.Generator) -> float:
@@ -98,7 +98,7 @@ class DPAM:
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, self.delta, REPLACE_ONE,
+        return PrivacyGuarantee(self.epsilon, self.delta, Neighbours.REPLACE_ONE_ROW,
                                 "T Gaussian oracle calls on the empirical distribution (l2-sensitivity sqrt(2)/n), "
                                 "rho = T/(n sigma)^2 zCDP, eps = rho + 2 sqrt(rho ln(1/delta))")
 

@@ -63,10 +63,11 @@ import numpy.typing as npt
 from scipy.special import log_softmax
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-from ..primitives.composition import advanced_composition_step, approx_dp_to_zcdp, check_delta
-from .releases import REPLACE_ONE, CentralRelease, PrivacyGuarantee, normalized_distribution
+from ..primitives.composition import advanced_composition_step, approx_dp_to_zcdp
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
+from .releases import CentralRelease, normalized_distribution
 from .workloads import Histogram, Workload
 
 MODES = ("paper", "practical")
@@ -215,7 +216,7 @@ class DPFW:
                "zcdp": "T exponential-mechanism steps (Gumbel(2Δ/eps0)), rho = T eps0^2/8, "
                        "eps = rho + 2 sqrt(rho ln(1/delta))",
                "basic": "T report-noisy-max steps Lap(2Δ/eps0), basic composition eps0 = eps/T"}[self.accounting]
-        return PrivacyGuarantee(self.epsilon, 0.0 if self.pure else self.delta, REPLACE_ONE, how)
+        return PrivacyGuarantee(self.epsilon, 0.0 if self.pure else self.delta, Neighbours.REPLACE_ONE_ROW, how)
 
     # ----- algorithm ---------------------------------------------------------------------------
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:

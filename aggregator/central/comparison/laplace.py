@@ -6,8 +6,8 @@
 * :class:`LaplaceAnswers`: ``f`` = the ``m`` normalised workload answers. A replace-one
   neighbour moves one row from cell ``x`` to cell ``x'``, so
   :math:`\\Delta_1 = \\max_{x, x'} \\sum_j |W_j(x) - W_j(x')| / Z_j` — over pairs with the same label
-  when labels are public (:data:`~.releases.REPLACE_ONE_VALUE`), over all pairs of cells
-  otherwise. The noise grows linearly with ``m``. Releases answers only.
+  when labels are public (:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_VALUE`), over all
+  pairs of cells otherwise. The noise grows linearly with ``m``. Releases answers only.
 * :class:`LaplaceHistogram`: ``f`` = the ``(G, k)`` histogram; replace-one moves one unit
   from one cell to another, :math:`\\Delta_1 = 2` (for either neighbour notion). The noisy table is
   projected (Euclidean) onto :math:`\\{x \\ge 0, \\sum_v x_{g,v} = n_g\\}` per label (public labels) or
@@ -24,8 +24,14 @@ import numpy.typing as npt
 
 from ldpsynth.shared.validation import check_epsilon
 
-from .releases import REPLACE_ONE, REPLACE_ONE_VALUE, CentralRelease, PrivacyGuarantee, normalized_distribution
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
+from .releases import CentralRelease, normalized_distribution
 from .workloads import CHUNK_CELLS, Histogram, Workload
+
+
+def neighbours(public_labels: bool) -> Neighbours:
+    """Replace-one value when the labels are public (a row keeps its label), else replace-one row."""
+    return Neighbours.REPLACE_ONE_VALUE if public_labels else Neighbours.REPLACE_ONE_ROW
 
 
 def answers_sensitivity(workload: Workload, group_sizes: npt.ArrayLike, public_labels: bool = True) -> float:
@@ -79,8 +85,9 @@ class LaplaceAnswers:
     epsilon:
         Privacy budget, a finite number > 0.
     public_labels:
-        True: neighbours keep each row's public label (:data:`~.releases.REPLACE_ONE_VALUE`;
-        sensitivity over value changes within a label). False: any row may change label too.
+        True: neighbours keep each row's public label
+        (:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_VALUE`; sensitivity over value changes
+        within a label). False: any row may change label too.
     """
 
     epsilon: float
@@ -95,7 +102,7 @@ class LaplaceAnswers:
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE_VALUE if self.public_labels else REPLACE_ONE,
+        return PrivacyGuarantee(self.epsilon, 0.0, neighbours(self.public_labels),
                                 "Laplace mechanism with the exact L1 sensitivity of the answer vector")
 
     def scale(self, workload: Workload, hist: Histogram) -> float:
@@ -142,7 +149,7 @@ class LaplaceHistogram:
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE_VALUE if self.public_labels else REPLACE_ONE,
+        return PrivacyGuarantee(self.epsilon, 0.0, neighbours(self.public_labels),
                                 "Laplace mechanism on every cell, L1 sensitivity 2; projection is post-processing")
 
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:

@@ -25,12 +25,12 @@ from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.validation import check_epsilon
 
-from .releases import CentralRelease, PrivacyGuarantee
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
+from .releases import CentralRelease
 from .workloads import Histogram, Workload
 
 LABEL = "label"
 VALUE = "value"
-LOCAL = "local: every row's value is randomized on its own device (ε-LDP; implies ε-DP under replace-one value)"
 
 
 def joint_schema(groups: int, k: int, epsilon: float) -> Schema:
@@ -64,7 +64,7 @@ class LocalE:
         stats = SufficientStatistics.from_schema(schema, labels if hist.groups > 1 else None, perturbed)
         batch = workload.to_batch(schema, LABEL if hist.groups > 1 else None)
         answers = estimate(batch, stats, mechanism)                      # eq. 17
-        guarantee = PrivacyGuarantee(mechanism.epsilon, 0.0, LOCAL, "mechanism E per row (delivered ε)")
+        guarantee = PrivacyGuarantee(mechanism.epsilon, 0.0, Neighbours.LOCAL, "mechanism E per row (delivered ε)")
         return CentralRelease(self.name, answers.estimate, None, hist.n, guarantee,
                               {"std_error": answers.std_error, "bound_eq20": answers.bound,
                                "seconds": time.perf_counter() - started})

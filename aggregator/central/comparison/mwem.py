@@ -66,8 +66,9 @@ from scipy.special import logsumexp
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from ..primitives.selection import exponential_mechanism, report_noisy_max
-from .releases import REPLACE_ONE, REPLACE_ONE_VALUE, CentralRelease, PrivacyGuarantee, normalized_distribution
+from .releases import CentralRelease, normalized_distribution
 from .workloads import CHUNK_CELLS, Histogram, Workload
 
 SELECTIONS = ("em", "rnm")
@@ -254,7 +255,8 @@ class MWEM(_MWEMParameters):
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE, self._accounting(round_epsilon=self.round_epsilon))
+        return PrivacyGuarantee(self.epsilon, 0.0, Neighbours.REPLACE_ONE_ROW,
+                                self._accounting(round_epsilon=self.round_epsilon))
 
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         hist = workload.check_histogram(data)
@@ -321,7 +323,7 @@ class SubDatabaseMWEM(_MWEMParameters):
             per_round = None if parts is None else self.part_epsilon(parts) / (2.0 * self.rounds)
             accounting = (f"basic composition over the {p} non-empty sub-databases ({where}; P public since the "
                           "n_g are), each MWEM at eps/P: " + self._accounting("eps/(2TP)", per_round))
-        return PrivacyGuarantee(self.epsilon, 0.0, REPLACE_ONE_VALUE, accounting)
+        return PrivacyGuarantee(self.epsilon, 0.0, Neighbours.REPLACE_ONE_VALUE, accounting)
 
     @property
     def guarantee(self) -> PrivacyGuarantee:

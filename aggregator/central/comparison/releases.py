@@ -1,17 +1,9 @@
-"""What a central mechanism returns: answers, a synthetic distribution, and its privacy guarantee.
+"""What a comparison mechanism returns: answers, a synthetic distribution, and its privacy guarantee.
 
 Every mechanism of this package is a frozen value with validated parameters, a
-:class:`PrivacyGuarantee` (ε, δ, the neighbour notion) and ``release(data, workload, rng)``
-returning a :class:`CentralRelease`. The guarantee holds for the whole release (answers,
-distribution and any rows sampled from it are post-processing).
-
-Neighbour notions used here (spec §1.1):
-
-* :data:`REPLACE_ONE`: replace one row by any other row of the joint domain ``(label, value)``
-  (bounded DP, n public) — seeds 000, 002, 003;
-* :data:`REPLACE_ONE_VALUE`: replace one row's private value, its public label fixed (the
-  group sizes :math:`n_g` are public) — the seed-000 sub-database adaptation needs it: a row
-  moving between sub-databases would touch two of them.
+:class:`~..primitives.guarantee.PrivacyGuarantee` (ε, δ, the neighbouring relation) and
+``release(data, workload, rng)`` returning a :class:`CentralRelease`. The guarantee holds for the
+whole release (answers, distribution and any rows sampled from it are post-processing).
 """
 
 from __future__ import annotations
@@ -24,25 +16,7 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
-REPLACE_ONE = "replace-one row (bounded DP: n public; a row may change its label and its value)"
-REPLACE_ONE_VALUE = "replace-one private value (bounded DP: n and the public labels' group sizes n_g are public)"
-
-
-@dataclass(frozen=True)
-class PrivacyGuarantee:
-    """A stated guarantee: ``(epsilon, delta)``-DP (δ = 0: pure ε-DP) under ``neighbours``.
-
-    ``accounting`` says how it was obtained (e.g. "basic composition of 2T pure-DP steps").
-    """
-
-    epsilon: float
-    delta: float
-    neighbours: str
-    accounting: str
-
-    def __str__(self) -> str:
-        kind = f"{self.epsilon:g}-DP" if self.delta == 0 else f"({self.epsilon:g}, {self.delta:g})-DP"
-        return f"{kind} under {self.neighbours}; {self.accounting}"
+from ..primitives.guarantee import PrivacyGuarantee
 
 
 @dataclass(frozen=True, eq=False)

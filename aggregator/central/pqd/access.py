@@ -24,11 +24,10 @@ import numpy as np
 from ldpsynth.shared.errors import LdpsynthError, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.validation import check_epsilon
 
+from ..primitives.composition import within_budget
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from .query import Query
 from .table import NumericDomain, Table
-
-#: Relative slack when comparing spent ε with the budget (float sums of ε/3 + ε/3 + ε/3, ...).
-BUDGET_SLACK = 1e-9
 
 
 class UnaccountedRead(LdpsynthError):
@@ -45,7 +44,7 @@ class Step:
 
 
 class PrivacyAccountant:
-    """Pure ε-DP accountant of one decider run (sequential composition of its steps)."""
+    """Pure ε-DP accountant of one decider run (sequential composition of its steps, DP-PQD Prop. 2.6(1))."""
 
     def __init__(self, budget: float):
         self.budget = check_epsilon(budget, "epsilon")
@@ -67,7 +66,7 @@ class PrivacyAccountant:
         eps = check_epsilon(epsilon, f"{label}.epsilon")
         if self._open is not None:
             raise UnaccountedRead(f"step {label!r} opened inside step {self._open.label!r}")
-        if self.spent + eps > self.budget * (1.0 + BUDGET_SLACK):
+        if not within_budget(self.spent + eps, self.budget):
             raise PrivacyBudgetExceeded(f"step {label!r} needs epsilon {eps:g} but only "
                                         f"{self.budget - self.spent:g} of {self.budget:g} is left")
         current = Step(label, eps)
@@ -77,6 +76,13 @@ class PrivacyAccountant:
             yield current
         finally:
             self._open = None
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        """What the steps so far guarantee: :math:`\\sum_i \\epsilon_i`-DP under add/remove-one-row neighbours."""
+        steps = "; ".join(f"{s.label} ({s.epsilon:g})" for s in self.steps)
+        return PrivacyGuarantee(self.spent, 0.0, Neighbours.ADD_REMOVE_ONE_ROW,
+                                f"basic composition of {len(self.steps)} steps: {steps}")
 
     def record_read(self, what: str) -> None:
         if self._open is None:

@@ -1,23 +1,38 @@
-"""Privacy accounting for the central mechanisms: composition and conversions (spec §1.2).
+"""Composition and accounting of the central mechanisms: pure maps from parameters to privacy parameters.
 
-All functions are pure maps from parameters to privacy parameters; none sees data.
+None of these functions sees data.
 
-* **Basic composition**: ``k`` ε0-DP steps are ``k ε0``-DP.
-* **Advanced composition** (Dwork, Rothblum, Vadhan 2010, Thm III.3): ``k`` adaptive ε0-DP
-  steps are :math:`(\\epsilon, \\delta)`-DP with
+* **Basic composition**: ``k`` adaptive ε0-DP steps are ``k ε0``-DP (DR14 Thm 3.16).
+* **Advanced composition** (DRV10 Thm III.3): ``k`` adaptive ε0-DP steps are
+  :math:`(\\epsilon, \\delta)`-DP with
 
   .. math::  \\epsilon = \\epsilon_0 \\sqrt{2 k \\ln(1/\\delta)} + k \\epsilon_0 (e^{\\epsilon_0} - 1).
 
   :func:`advanced_composition_step` inverts it exactly (the largest ε0 whose composition is at
-  most ε); the closed form :math:`\\epsilon_0 = \\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` of the spec is
+  most ε); the closed form :math:`\\epsilon_0 = \\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` is
   a valid but ~2x smaller choice (:func:`advanced_composition_step_closed_form`).
-* **zCDP** (Bun, Steinke 2016): the Gaussian mechanism with ℓ2-sensitivity Δ2 and noise
+  :func:`composed_epsilon` is the smaller of basic and advanced composition.
+* **zCDP** (BS16): the Gaussian mechanism with ℓ2-sensitivity Δ2 and noise
   :math:`N(0, \\sigma^2)` is :math:`\\rho = \\Delta_2^2 / (2\\sigma^2)`-zCDP, i.e.
   :math:`(\\alpha, \\alpha\\rho)`-RDP for every α > 1; the exponential mechanism with parameter ε0
-  is :math:`\\epsilon_0^2/8`-zCDP (bounded range, Cesar & Rogers 2021); ρ's add. Conversion
-  (Bun–Steinke Prop. 1.3): ρ-zCDP ⇒ :math:`(\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}, \\delta)`-DP
-  (:func:`zcdp_to_approx_dp`, inverse :func:`approx_dp_to_zcdp`). The tight conversion of Canonne,
-  Kamath, Steinke 2020 (Prop. 12) is :func:`cdp_delta` / :func:`cdp_epsilon` / :func:`cdp_rho`.
+  is :math:`\\epsilon_0^2/8`-zCDP (bounded range, CR21); ρ's add. Conversion (BS16 Prop. 1.3):
+  ρ-zCDP ⇒ :math:`(\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}, \\delta)`-DP (:func:`zcdp_to_approx_dp`,
+  inverse :func:`approx_dp_to_zcdp`). The tight conversion of CKS20 (Prop. 12) is
+  :func:`cdp_delta` / :func:`cdp_epsilon` / :func:`cdp_rho`.
+* **Gaussian differential privacy** (DRS22 Cor. 2.13 and Cor. 3.3): the Gaussian mechanism with
+  :math:`\\ell_2`-sensitivity :math:`\\Delta_2` and noise :math:`N(0, \\sigma^2 I)` is
+  :math:`\\mu`-GDP with :math:`\\mu = \\Delta_2/\\sigma`; adaptive compositions of
+  :math:`\\mu_i`-GDP steps are :math:`\\sqrt{\\sum_i \\mu_i^2}`-GDP; and :math:`\\mu`-GDP is
+  :math:`(\\epsilon, \\delta(\\epsilon))`-DP for every :math:`\\epsilon \\ge 0` with
+
+  .. math::  \\delta(\\epsilon) = \\Phi\\Big(-\\frac{\\epsilon}{\\mu} + \\frac{\\mu}{2}\\Big)
+             - e^{\\epsilon}\\,\\Phi\\Big(-\\frac{\\epsilon}{\\mu} - \\frac{\\mu}{2}\\Big),
+
+  the exact privacy profile of the Gaussian mechanism (BW18 Thm 8), tighter than the zCDP
+  conversion with :math:`\\rho = \\mu^2/2` (:func:`zcdp_epsilon`). The smooth-query mechanism
+  (JWHZW) accounts its Gaussian releases this way.
+* **Budgets**: :func:`within_budget` compares a composed cost with a budget up to
+  :data:`BUDGET_SLACK` (floating-point round-off of shares that sum to the budget).
 """
 
 from __future__ import annotations
@@ -25,14 +40,25 @@ from __future__ import annotations
 import math
 
 from scipy.optimize import brentq, minimize_scalar
+from scipy.special import log_ndtr
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+
+from .guarantee import Neighbours, PrivacyGuarantee
+
+#: Relative slack of a budget check (floating-point round-off of shares that sum to the budget).
+BUDGET_SLACK = 1e-9
 
 
 def check_rho(value: object, name: str = "rho") -> float:
     """Return ``value`` as a float if it is a finite number > 0 (a zCDP parameter)."""
     return check_epsilon(value, name)
+
+
+def within_budget(spent: float, budget: float) -> bool:
+    """:math:`\\text{spent} \\le \\text{budget}\\,(1 + 10^{-9})` (:data:`BUDGET_SLACK`); NaN is never within."""
+    return spent <= budget * (1.0 + BUDGET_SLACK)
 
 
 # ----- basic and advanced composition --------------------------------------------------------
@@ -70,6 +96,18 @@ def advanced_composition_step_closed_form(epsilon: float, k: int, delta: float) 
     """:math:`\\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` (spec §1.2): composes to at most ε when ε <= 4 ln(1/δ)."""
     eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_delta(delta)
     return eps / (2.0 * math.sqrt(2.0 * k * math.log(1.0 / d)))
+
+
+def composed_epsilon(per_step: float, steps: int, delta: float = 0.0) -> float:
+    """ε of ``steps`` adaptive ``per_step``-DP steps at failure probability ``delta``.
+
+    ``delta == 0``: basic composition :math:`k\\epsilon_0`. ``delta > 0``: the smaller of basic and
+    advanced composition, :math:`\\epsilon_0\\sqrt{2k\\ln(1/\\delta)} + k\\epsilon_0(e^{\\epsilon_0}-1)`.
+    """
+    basic = basic_composition(check_epsilon(per_step, "per_step"), check_int(steps, "steps", 1))
+    if delta == 0.0:
+        return basic
+    return min(basic, advanced_composition(per_step, steps, delta))
 
 
 # ----- zCDP ---------------------------------------------------------------------------------
@@ -146,3 +184,53 @@ def cdp_rho(epsilon: float, delta: float) -> float:
     while cdp_delta(rho, eps) > d:  # round in the safe direction
         rho = math.nextafter(rho, 0.0)
     return rho
+
+
+# ----- Gaussian differential privacy (DRS22) ---------------------------------------------------
+def gaussian_delta(mu: float, epsilon: float) -> float:
+    """:math:`\\delta(\\epsilon)` of :math:`\\mu`-GDP (DRS22 Cor. 2.13), computed in log space."""
+    mu = check_epsilon(mu, "mu")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0.0:
+        raise ValidationError("epsilon", "a number >= 0", f"got {epsilon!r}")
+    a = log_ndtr(-epsilon / mu + mu / 2.0)
+    b = epsilon + log_ndtr(-epsilon / mu - mu / 2.0)
+    if b >= a:
+        return 0.0
+    return float(math.exp(a) * -math.expm1(b - a))
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """Smallest :math:`\\epsilon \\ge 0` with :math:`\\delta_\\mu(\\epsilon) \\le \\delta` (:math:`\\delta(\\cdot)` decreases)."""
+    mu = check_epsilon(mu, "mu")
+    delta = check_delta(delta)
+    if gaussian_delta(mu, 0.0) <= delta:
+        return 0.0
+    high = 1.0
+    while gaussian_delta(mu, high) > delta:
+        high *= 2.0
+    return float(brentq(lambda e: gaussian_delta(mu, e) - delta, 0.0, high, xtol=1e-14, rtol=1e-12))
+
+
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """Largest :math:`\\mu` with :math:`\\mu`-GDP :math:`\\Rightarrow (\\epsilon, \\delta)`-DP (:math:`\\delta_\\mu(\\epsilon)` increases in :math:`\\mu`)."""
+    eps = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    low, high = 1e-12, 1.0
+    while gaussian_delta(high, eps) < delta:
+        high *= 2.0
+    # Bisection toward the safe side: return a mu whose delta(eps) is <= delta.
+    mu = brentq(lambda m: gaussian_delta(m, eps) - delta, low, high, xtol=1e-15, rtol=1e-13)
+    while gaussian_delta(mu, eps) > delta:
+        mu = math.nextafter(mu, 0.0)
+    return float(mu)
+
+
+def zcdp_epsilon(mu: float, delta: float) -> float:
+    """ε of :math:`\\mu`-GDP by the zCDP route: :func:`zcdp_to_approx_dp` at :math:`\\rho = \\mu^2/2` (looser than GDP)."""
+    mu = check_epsilon(mu, "mu")
+    return zcdp_to_approx_dp(mu * mu / 2.0, delta)
+
+
+def gaussian_guarantee(mu: float, delta: float, neighbours: Neighbours, statement: str) -> PrivacyGuarantee:
+    """The :math:`(\\epsilon, \\delta)` guarantee of a :math:`\\mu`-GDP release (:func:`gaussian_epsilon`)."""
+    return PrivacyGuarantee(gaussian_epsilon(mu, delta), delta, neighbours, f"{statement}; mu = {mu:.6g}-GDP")

@@ -56,15 +56,14 @@ import numpy as np
 
 from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 
+from ..primitives.composition import gaussian_guarantee, gaussian_mu, within_budget
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from .chebyshev import lowest_degree_indices
-from .private_pca import PsiConfig
 from .moments import MomentRelease, gaussian_moments, laplace_moments, linf_moments
 from .noise import BasisNoise, basis_noise, gaussian_basis_noise
-from .privacy import PrivacyGuarantee, gaussian_guarantee, gaussian_mu
+from .private_pca import PsiConfig
 
 ALLOCATIONS = ("adaptive", "fixed-split", "non-private")
-#: Relative slack of the composition check (floating-point round-off of shares that sum to 1).
-BUDGET_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -117,18 +116,18 @@ def compose_pure(parts: Sequence[tuple[str, float]], epsilon: float) -> PrivacyG
     """Basic composition of pure ε-DP ``parts`` (name, ε): :math:`\\sum_i \\epsilon_i`, checked against ``epsilon``."""
     total = float(sum(cost for _, cost in parts))
     spelled = " + ".join(f"{name} {cost:.6g}" for name, cost in parts)
-    if not total <= epsilon * (1.0 + BUDGET_SLACK):
+    if not within_budget(total, epsilon):
         raise PrivacyBudgetExceeded(f"the parts spend epsilon {spelled} = {total:.6g} > the budget {epsilon:.6g}")
-    return PrivacyGuarantee(total, 0.0, f"basic composition: {spelled} = {total:.6g}-DP")
+    return PrivacyGuarantee(total, 0.0, Neighbours.REPLACE_ONE_ROW, f"basic composition: {spelled} = {total:.6g}-DP")
 
 
 def compose_gdp(parts: Sequence[tuple[str, float]], mu: float, delta: float) -> PrivacyGuarantee:
     """GDP composition of μ-GDP ``parts`` (name, μ): :math:`\\sqrt{\\sum_i \\mu_i^2}`, checked against ``mu``, stated at δ."""
     total = math.sqrt(sum(cost * cost for _, cost in parts))
     spelled = " + ".join(f"{name} {cost:.6g}^2" for name, cost in parts)
-    if not total <= mu * (1.0 + BUDGET_SLACK):
+    if not within_budget(total, mu):
         raise PrivacyBudgetExceeded(f"the parts spend mu^2 = {spelled}, mu = {total:.6g} > the budget mu {mu:.6g}")
-    return gaussian_guarantee(total, delta, f"GDP composition: mu^2 = {spelled}")
+    return gaussian_guarantee(total, delta, Neighbours.REPLACE_ONE_ROW, f"GDP composition: mu^2 = {spelled}")
 
 
 def moment_indices(d: int, basis: int, centre: bool, fit: bool) -> np.ndarray:
@@ -176,12 +175,14 @@ def adaptive_plan(shape: ReleaseShape, eps: float, delta: float | None, *, uses_
     if moments is not None:
         said.append(f"means: {moments.guarantee.statement}")
     if not parts:
-        composed = PrivacyGuarantee(0.0, 0.0, "no data read: the release is the public centre 0")
+        composed = PrivacyGuarantee(0.0, 0.0, Neighbours.REPLACE_ONE_ROW,
+                                    "no data read: the release is the public centre 0")
     elif delta is None:
         composed = compose_pure(parts, eps)
     else:
         composed = compose_gdp(parts, gaussian_mu(eps, delta), delta)
-    guarantee = PrivacyGuarantee(composed.epsilon, composed.delta, "; ".join(said + [composed.statement]))
+    guarantee = PrivacyGuarantee(composed.epsilon, composed.delta, composed.neighbours,
+                                 "; ".join(said + [composed.statement]))
     return BudgetPlan("adaptive", psi, False, centre, None, moments, indices, None, fit, False, guarantee, note)
 
 
@@ -204,7 +205,7 @@ def fixed_split_plan(shape: ReleaseShape, eps: float, delta: float | None, setti
             psi = (PsiConfig.paper_laplace(n, d, k, iterations, eps_psi) if delta is None
                    else PsiConfig.paper_gaussian(n, d, k, iterations, eps_psi, delta))
             return BudgetPlan("fixed-split", psi, False, centre, centre_release, None, None, noise, True, True,
-                              PrivacyGuarantee(math.inf, 0.0 if delta is None else delta,
+                              PrivacyGuarantee(math.inf, 0.0 if delta is None else delta, Neighbours.REPLACE_ONE_ROW,
                                                "not differentially private as published: PSI's eigenvalues "
                                                "sqrt(x' A^2 x) use the exact covariance (JWHZW Cor. 3.5); basis "
                                                f"noise: {noise.guarantee.statement}"))
@@ -220,7 +221,7 @@ def fixed_split_plan(shape: ReleaseShape, eps: float, delta: float | None, setti
     noise = gaussian_basis_noise(R, n, mu_basis, delta)
     if not uses_pca:
         return BudgetPlan("fixed-split", None, False, "zero", None, None, None, noise, True, True,
-                          gaussian_guarantee(mu_basis, delta, "Gaussian basis answers"))
+                          gaussian_guarantee(mu_basis, delta, Neighbours.REPLACE_ONE_ROW, "Gaussian basis answers"))
     psi = PsiConfig.safe_gaussian(n, d, k, iterations, math.sqrt(mu2_part - mu2_centre))
     centre_release = gaussian_moments(d, n, math.sqrt(mu2_centre), delta) if dp_centre else None
     parts = ([("centre", centre_release.cost)] if centre_release is not None else []) + [
@@ -235,6 +236,6 @@ def non_private_plan(shape: ReleaseShape, eps: float, delta: float | None, setti
     noise = basis_noise(shape.basis, shape.n, eps, delta, setting)
     centre = "exact-mean" if dp_centre else "zero"
     return BudgetPlan("non-private", None, True, centre, None, None, None, noise, True, False, PrivacyGuarantee(
-        math.inf, 0.0 if delta is None else delta,
+        math.inf, 0.0 if delta is None else delta, Neighbours.REPLACE_ONE_ROW,
         f"NON-PRIVATE replication: {'the exact mean as centre, ' if dp_centre else ''}the exact covariance's top "
         f"{shape.k} eigenpairs as the ellipsoid; basis answers: {noise.guarantee.statement}"))

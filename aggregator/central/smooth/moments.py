@@ -9,7 +9,8 @@ Replacing one row moves every :math:`v_j` by at most :math:`2/n`, so the vector 
 .. math::  \\Delta_\\infty = 2/n, \\qquad \\Delta_2 = 2\\sqrt{\\mathrm{count}}/n, \\qquad
            \\Delta_1 = 2\\,\\mathrm{count}/n
 
-(replace-one neighbours, :data:`~.privacy.REPLACE_ONE`). Three mechanisms:
+(replace-one neighbours, :attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_ROW`). Three
+mechanisms:
 
 ``"linf"`` (ε-DP): the K-norm mechanism of Hardt & Talwar (STOC 2010, §4) for the
     :math:`\\ell_\\infty` ball, density :math:`\\propto \\exp(-\\epsilon\\|y - v\\|_\\infty/\\Delta_\\infty)`.
@@ -26,7 +27,7 @@ Replacing one row moves every :math:`v_j` by at most :math:`2/n`, so the vector 
 ``"laplace"`` (ε-DP): :math:`y_j = v_j + \\mathrm{Lap}(\\Delta_1/\\epsilon)`, the Laplace mechanism
     (the fixed-split allocation's centre, kept for that setting).
 ``"gaussian"`` (μ-GDP): :math:`y_j = v_j + N(0, (\\Delta_2/\\mu)^2)`, composed with the rest of the
-    release in GDP (:mod:`~.privacy`).
+    release in GDP (:mod:`~..primitives.composition`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-from .privacy import PrivacyGuarantee, check_delta, gaussian_guarantee
+from ..primitives.composition import gaussian_guarantee
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 
 MOMENT_MECHANISMS = ("linf", "laplace", "gaussian")
 
@@ -100,8 +102,8 @@ def linf_moments(count: int, n: int, epsilon: float) -> MomentRelease:
     c, n, eps = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(epsilon)
     b = 2.0 / (n * eps)
     return MomentRelease("linf", b, c, n, eps, PrivacyGuarantee(
-        eps, 0.0, f"l_inf K-norm noise (Gamma({c + 1}, {b:.6g}) radius) on {c} means of l_inf-sensitivity 2/n: "
-                  f"{eps:.6g}-DP"))
+        eps, 0.0, Neighbours.REPLACE_ONE_ROW,
+        f"l_inf K-norm noise (Gamma({c + 1}, {b:.6g}) radius) on {c} means of l_inf-sensitivity 2/n: {eps:.6g}-DP"))
 
 
 def laplace_moments(count: int, n: int, epsilon: float) -> MomentRelease:
@@ -109,7 +111,8 @@ def laplace_moments(count: int, n: int, epsilon: float) -> MomentRelease:
     c, n, eps = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(epsilon)
     b = 2.0 * c / (n * eps)
     return MomentRelease("laplace", b, c, n, eps, PrivacyGuarantee(
-        eps, 0.0, f"Laplace({b:.6g}) on {c} means of l1-sensitivity {2 * c}/n: {eps:.6g}-DP"))
+        eps, 0.0, Neighbours.REPLACE_ONE_ROW,
+        f"Laplace({b:.6g}) on {c} means of l1-sensitivity {2 * c}/n: {eps:.6g}-DP"))
 
 
 def gaussian_moments(count: int, n: int, mu: float, delta: float) -> MomentRelease:
@@ -117,4 +120,5 @@ def gaussian_moments(count: int, n: int, mu: float, delta: float) -> MomentRelea
     c, n, m = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(mu, "mu")
     sigma = 2.0 * math.sqrt(c) / (n * m)
     return MomentRelease("gaussian", sigma, c, n, m, gaussian_guarantee(
-        m, check_delta(delta), f"Gaussian({sigma:.6g}) on {c} means of l2-sensitivity 2 sqrt({c})/n"))
+        m, check_delta(delta), Neighbours.REPLACE_ONE_ROW,
+        f"Gaussian({sigma:.6g}) on {c} means of l2-sensitivity 2 sqrt({c})/n"))

@@ -3,8 +3,9 @@
 The mechanism releases noisy versions of the ``k`` basis answers
 :math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D}\\phi_{\\mathbf r}(x)`, :math:`\\mathbf r = 0` first
 (:math:`\\phi_0 \\equiv 1`, so :math:`b_0 = 1` on every data set). Neighbours are replace-one
-(:data:`~.privacy.REPLACE_ONE`). Since :math:`|\\phi_{\\mathbf r}| \\le 1` on :math:`[-1,1]^d`, replacing one
-row moves each :math:`b_{\\mathbf r}` (:math:`\\mathbf r \\ne 0`) by at most :math:`2/n`, so
+(:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_ROW`). Since :math:`|\\phi_{\\mathbf r}| \\le 1`
+on :math:`[-1,1]^d`, replacing one row moves each :math:`b_{\\mathbf r}` (:math:`\\mathbf r \\ne 0`)
+by at most :math:`2/n`, so
 
 .. math::  \\Delta_1 \\le 2(k-1)/n, \\qquad \\Delta_2 \\le 2\\sqrt{k-1}/n .
 
@@ -38,9 +39,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-from .privacy import PrivacyGuarantee, check_delta, gaussian_guarantee, gaussian_mu, laplace_epsilon
+from ..primitives.composition import composed_epsilon, gaussian_guarantee, gaussian_mu
+from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 
 NOISE_SETTINGS = ("safe", "paper")
 
@@ -104,27 +106,30 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
     if delta is None:
         if setting == "safe":
             scale = 2.0 * informative / (n * eps)
-            guarantee = PrivacyGuarantee(eps, 0.0, f"Laplace({scale:.6g}) on {informative} answers of l1-sensitivity "
-                                                   f"{2 * informative}/n: {eps:g}-DP")
+            guarantee = PrivacyGuarantee(eps, 0.0, Neighbours.REPLACE_ONE_ROW,
+                                         f"Laplace({scale:.6g}) on {informative} answers of l1-sensitivity "
+                                         f"{2 * informative}/n: {eps:g}-DP")
             return BasisNoise(setting, "laplace", scale, k, n, False, guarantee)
         scale = k / (n * eps)
         actual = 2.0 * eps * informative / k
-        guarantee = PrivacyGuarantee(actual, 0.0, f"paper's Laplace(t^d/(n eps)) = Laplace({scale:.6g}): l1-sensitivity "
-                                                  f"{2 * informative}/n gives {actual:.6g}-DP (paper claims {eps:g})")
+        guarantee = PrivacyGuarantee(actual, 0.0, Neighbours.REPLACE_ONE_ROW,
+                                     f"paper's Laplace(t^d/(n eps)) = Laplace({scale:.6g}): l1-sensitivity "
+                                     f"{2 * informative}/n gives {actual:.6g}-DP (paper claims {eps:g})")
         return BasisNoise(setting, "laplace", scale, k, n, True, guarantee)
     dl = check_delta(delta)
     if setting == "safe":
         mu = gaussian_mu(eps, dl)
         sigma = 2.0 * math.sqrt(informative) / n / mu
-        guarantee = gaussian_guarantee(2.0 * math.sqrt(informative) / n / sigma, dl,
+        guarantee = gaussian_guarantee(2.0 * math.sqrt(informative) / n / sigma, dl, Neighbours.REPLACE_ONE_ROW,
                                        f"Gaussian({sigma:.6g}) on {informative} answers of l2-sensitivity "
                                        f"2 sqrt({informative})/n")
         return BasisNoise(setting, "gaussian", sigma, k, n, False, guarantee)
     scale = math.sqrt(k * math.log(1.0 / dl)) / (n * eps)
-    actual = laplace_epsilon((2.0 / n) / scale, informative, dl)
-    guarantee = PrivacyGuarantee(actual, dl, f"paper's Laplace(sqrt(t^d ln(1/delta))/(n eps)) = Laplace({scale:.6g}) on "
-                                             f"{informative} answers of sensitivity 2/n, advanced composition: "
-                                             f"({actual:.6g}, {dl:g})-DP (paper claims ({eps:g}, {dl:g}))")
+    actual = composed_epsilon((2.0 / n) / scale, informative, dl)
+    guarantee = PrivacyGuarantee(actual, dl, Neighbours.REPLACE_ONE_ROW,
+                                 f"paper's Laplace(sqrt(t^d ln(1/delta))/(n eps)) = Laplace({scale:.6g}) on "
+                                 f"{informative} answers of sensitivity 2/n, advanced composition: "
+                                 f"({actual:.6g}, {dl:g})-DP (paper claims ({eps:g}, {dl:g}))")
     return BasisNoise(setting, "laplace", scale, k, n, True, guarantee)
 
 
@@ -138,7 +143,7 @@ def gaussian_basis_noise(count: int, n: int, mu: float, delta: float) -> BasisNo
     mu = check_epsilon(mu, "mu")
     sensitivity = 2.0 * math.sqrt(k - 1) / n
     sigma = sensitivity / mu
-    guarantee = gaussian_guarantee(mu, check_delta(delta), f"Gaussian({sigma:.6g}) on {k - 1} answers of "
-                                                           f"l2-sensitivity 2 sqrt({k - 1})/n")
+    guarantee = gaussian_guarantee(mu, check_delta(delta), Neighbours.REPLACE_ONE_ROW,
+                                   f"Gaussian({sigma:.6g}) on {k - 1} answers of l2-sensitivity 2 sqrt({k - 1})/n")
     return BasisNoise("safe", "gaussian", sigma, k, n, False, guarantee)
 

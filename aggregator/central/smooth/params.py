@@ -23,9 +23,8 @@ import math
 from dataclasses import dataclass
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_delta, check_int
 
-from .privacy import check_delta
 
 #: The paper's constant in front of R (App. A.5).
 PAPER_R_CONSTANT = 0.5

@@ -43,9 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-from .privacy import check_delta, check_positive
 
 NOISE_KINDS = ("gaussian", "laplace")
 MULTIPLIERS = ("one", "max")
@@ -135,14 +134,14 @@ class PsiConfig:
     @classmethod
     def safe_gaussian(cls, n: int, d: int, k: int, iterations: int, mu: float) -> "PsiConfig":
         """σ with :meth:`cost` = ``mu`` exactly: :math:`\\sigma = \\sqrt{(L+1)k}\\,\\Delta_A/\\mu`, multiplier 1, noisy eigenvalues."""
-        mu = check_positive(mu, "mu")
+        mu = check_epsilon(mu, "mu")
         sigma = math.sqrt((iterations + 1) * k) * covariance_sensitivity(n, d) / mu
         return cls(k, iterations, "gaussian", sigma, "one", "noisy")
 
     @classmethod
     def safe_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> "PsiConfig":
         """Laplace scale with :meth:`cost` = ``epsilon``: :math:`(L+1)k\\sqrt d\\,\\Delta_A/\\epsilon`."""
-        eps = check_positive(epsilon, "epsilon")
+        eps = check_epsilon(epsilon, "epsilon")
         scale = (iterations + 1) * k * math.sqrt(d) * covariance_sensitivity(n, d) / eps
         return cls(k, iterations, "laplace", scale, "one", "noisy")
 
@@ -150,7 +149,7 @@ class PsiConfig:
     def paper_gaussian(cls, n: int, d: int, k: int, iterations: int, epsilon: float, delta: float) -> "PsiConfig":
         """As published (Alg. 2 step 1): :math:`\\sigma = 5d\\sqrt{4kL\\ln(1/\\delta)}/(n\\epsilon)`, multiplier
         :math:`\\|X\\|_{\\max}`, eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}`."""
-        eps, dl = check_positive(epsilon, "epsilon"), check_delta(delta)
+        eps, dl = check_epsilon(epsilon, "epsilon"), check_delta(delta)
         sigma = 5.0 * d * math.sqrt(4.0 * k * iterations * math.log(1.0 / dl)) / (n * eps)
         return cls(k, iterations, "gaussian", sigma, "max", "rayleigh")
 
@@ -158,7 +157,7 @@ class PsiConfig:
     def paper_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> "PsiConfig":
         """As published (Thm 3.6, pure ε): Laplace scale :math:`50 d^{3/2} k L/(n\\epsilon)`, multiplier
         :math:`\\|X\\|_{\\max}`, eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}`."""
-        eps = check_positive(epsilon, "epsilon")
+        eps = check_epsilon(epsilon, "epsilon")
         return cls(k, iterations, "laplace", 50.0 * d**1.5 * k * iterations / (n * eps), "max", "rayleigh")
 
 

@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
+from ..primitives.guarantee import PrivacyGuarantee
 from .noise import check_setting
-from .privacy import PrivacyGuarantee, check_delta
 
 
 @dataclass(frozen=True)
