@@ -1,26 +1,11 @@
-"""MWEM (Hardt, Ligett, McSherry, NIPS 2012) and the seed-000 sub-database adaptation (spec §3).
+"""MWEM (HLM12) on the joint domain and WYZ's sub-database adaptation (WYZ §VI-A-1; spec §3).
 
-Core algorithm (spec §3.1, [HLM12]) on a histogram :math:`B` with :math:`\\sum B = n` (public) and
-linear queries :math:`q_j \\in [0,1]^d` on the count scale (:math:`q(B) = \\langle q, B\\rangle`,
-replace-one sensitivity 1), ``T`` rounds, budget ε, :math:`\\epsilon_t = \\epsilon/(2T)`:
+The algorithm is :func:`~..primitives.mwem.run_mwem` (HLM12, on histograms with queries in
+[0, 1] on the count scale, :math:`\\epsilon_t = \\epsilon/(2T)`, ε-DP by basic composition over 2T
+steps), with the weights in log space (:class:`~..primitives.mwem.DenseQueryHistograms`) and the
+selection of :mod:`..primitives.selection` (Gumbel-max EM, or report-noisy-max).
 
-.. code-block:: text
-
-    A_0 = (n/d) 1
-    for t = 1..T:
-        j_t ~ EM:  P(j) ∝ exp(ε_t |q_j(A_{t-1}) - q_j(B)| / 2)            (selection, ε_t-DP)
-              or RNM: argmax_j |q_j(A_{t-1}) - q_j(B)| + Lap(2/ε_t)         (ε_t-DP, non-monotone scores)
-        m_t = q_{j_t}(B) + Lap(1/ε_t)                                         (measurement, ε_t-DP)
-        repeat R times, for every (j, m_j) measured so far:                   (multiplicative weights)
-            A(x) <- A(x) exp(q_j(x) (m_j - q_j(A)) / (2n));  A <- n A / sum(A)
-        A_t = A
-    output A_T (last iterate, as Hardt's code) or (1/T) sum_t A_t (HLM12's theorem)
-
-By basic composition over 2T steps of ε_t it is ε-DP. The weights are kept in log space (the
-update adds :math:`q_j(x)(m_j - q_j(A))/(2n)` to :math:`\\log A(x)`, then renormalises with a
-log-sum-exp), and selection uses :mod:`..primitives.selection` (Gumbel-max in log space).
-
-A workload's statistical query :math:`W_j` (any real weights) becomes such a query by an exact
+A workload's statistical query :math:`W_j` (any real weights) becomes an MWEM query by an exact
 affine map: :math:`q_j = (W_j - a_j)/c_j` with :math:`a_j` its minimum and :math:`c_j > 0` its range
 over the cells; since :math:`\\sum A = \\sum B = n`, :math:`\\langle W_j, A\\rangle = c_j q_j(A) + a_j n`
 and the error is shift-invariant (spec §3.1, "Handling seed-000 queries"). A query constant on
@@ -61,26 +46,19 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import logsumexp
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
-from ..primitives.selection import exponential_mechanism, report_noisy_max
+from ..primitives.mwem import ITERATES, MAX_REPLAYS, MAX_ROUNDS, SELECTIONS, DenseQueryHistograms, run_mwem
 from .releases import CentralRelease, normalized_distribution
 from .workloads import CHUNK_CELLS, Histogram, Workload
 
-SELECTIONS = ("em", "rnm")
-ITERATES = ("last", "average")
 #: Sub-database partitions of :class:`SubDatabaseMWEM`: the coarsest valid one, or one per label.
 PARTITIONS = ("coarsest", "label")
 #: How :class:`SubDatabaseMWEM` shares ε among its sub-databases.
 SPLITS = ("parallel", "sequential")
-#: Largest number of rounds accepted.
-MAX_ROUNDS = 100_000
-#: Largest number of multiplicative-weights replay passes per round.
-MAX_REPLAYS = 1_000
 
 
 def coarsest_partition(workload: Workload) -> np.ndarray:
@@ -113,82 +91,6 @@ def label_partition(workload: Workload) -> np.ndarray:
     return np.arange(workload.groups, dtype=np.int64)
 
 
-@dataclass(frozen=True, eq=False)
-class _Parts:
-    """Batched MWEM input: ``P`` independent histograms over ``d`` cells with their own queries.
-
-    ``weights`` is ``(P, m, d)`` or ``(1, m, d)`` (shared by all parts); the MWEM query of part
-    ``p`` is :math:`q_{p,j} = (W_{p,j} - a_{p,j})/c_{p,j}` (zero where :math:`c_{p,j} = 0`).
-    """
-
-    weights: np.ndarray   # (P or 1, m, d)
-    offset: np.ndarray    # (P or 1, m)  a
-    scale: np.ndarray     # (P or 1, m)  c
-    counts: np.ndarray    # (P, d) float64
-    sizes: np.ndarray     # (P,) n_p > 0
-
-    @property
-    def inverse_scale(self) -> np.ndarray:
-        with np.errstate(divide="ignore"):
-            return np.where(self.scale > 0, 1.0 / np.where(self.scale > 0, self.scale, 1.0), 0.0)
-
-    def raw(self, tables: np.ndarray) -> np.ndarray:
-        """:math:`\\langle W_{p,j}, T_p\\rangle`, ``(P, m)``, in chunks of queries when the weights are shared."""
-        w = self.weights
-        if w.shape[0] == len(tables):
-            return np.matmul(w, tables[:, :, None])[..., 0]
-        out = np.empty((len(tables), w.shape[1]))
-        step = max(1, CHUNK_CELLS // w.shape[2])
-        for s in range(0, w.shape[1], step):
-            out[:, s:s + step] = tables @ w[0, s:s + step].T
-        return out
-
-    def query_answers(self, tables: np.ndarray) -> np.ndarray:
-        """:math:`q_{p,j}(T_p)` on the count scale, ``(P, m)`` (tables with row sums :attr:`sizes`)."""
-        return (self.raw(tables) - self.offset * self.sizes[:, None]) * self.inverse_scale
-
-    def query_rows(self, j: np.ndarray) -> np.ndarray:
-        """The vectors :math:`q_{p, j_p}` over the cells, ``(P, d)``."""
-        p = np.arange(len(j)) if self.weights.shape[0] > 1 else np.zeros(len(j), np.int64)
-        rows = self.weights[p, j]
-        inv = self.inverse_scale[p, j]
-        return (rows - self.offset[p, j][:, None]) * inv[:, None]
-
-
-def _mwem(parts: _Parts, rounds: int, epsilon: float, replays: int, selection: str, iterate: str,
-          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Run MWEM on every part at once; returns the synthetic tables ``(P, d)`` and the selected queries ``(T, P)``."""
-    count, d = parts.counts.shape
-    sizes = parts.sizes
-    eps_t = epsilon / (2.0 * rounds)
-    truth = parts.query_answers(parts.counts)                     # q_j(B), count scale, (P, m)
-    log_a = np.broadcast_to(np.log(sizes / d)[:, None], (count, d)).copy()   # A_0 = (n/d) 1
-    log_sizes = np.log(sizes)[:, None]
-    chosen, measured_rows, measured_values = [], [], []
-    total = np.zeros((count, d))
-    rows_idx = np.arange(count)
-    for _ in range(rounds):
-        synth = np.exp(log_a)
-        score = np.abs(parts.query_answers(synth) - truth)        # sensitivity 1 (queries in [0,1])
-        if selection == "em":
-            j = exponential_mechanism(score, eps_t, 1.0, rng)
-        else:
-            j = report_noisy_max(score, eps_t, 1.0, rng)
-        measurement = truth[rows_idx, j] + rng.laplace(scale=1.0 / eps_t, size=count)
-        chosen.append(j)
-        measured_rows.append(parts.query_rows(j))
-        measured_values.append(measurement)
-        for _ in range(replays):
-            for q, m in zip(measured_rows, measured_values):
-                estimate = (q * np.exp(log_a)).sum(axis=1)
-                log_a += q * ((m - estimate) / (2.0 * sizes))[:, None]
-                log_a -= logsumexp(log_a, axis=1, keepdims=True) - log_sizes
-        if iterate == "average":
-            total += np.exp(log_a)
-    final = total / rounds if iterate == "average" else np.exp(log_a)
-    return final, np.asarray(chosen)
-
-
 def _check_choice(value: object, name: str, legal: tuple[str, ...]) -> str:
     if value not in legal:
         raise ValidationError(name, "one of " + ", ".join(repr(v) for v in legal), f"got {value!r}")
@@ -209,7 +111,7 @@ class _MWEMParameters:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         object.__setattr__(self, "rounds", check_int(self.rounds, "rounds", 1, MAX_ROUNDS))
         object.__setattr__(self, "replays", check_int(self.replays, "replays", 1, MAX_REPLAYS))
-        _check_choice(self.selection, "selection", SELECTIONS)
+        _check_choice(self.selection, "selection", tuple(SELECTIONS))
         _check_choice(self.iterate, "iterate", ITERATES)
 
     @property
@@ -223,6 +125,12 @@ class _MWEMParameters:
         value = "" if round_epsilon is None else f" = {round_epsilon:g}"
         return (f"basic composition of T = {self.rounds} rounds x ({sel} + Laplace measurement Lap(1/eps_t)), "
                 f"eps_t = {formula}{value}")
+
+    def _run(self, histograms: DenseQueryHistograms, counts: np.ndarray, epsilon: float,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~..primitives.mwem.run_mwem` at ``epsilon`` on the data ``counts`` ``(P, d)``."""
+        return run_mwem(histograms, histograms.query_answers(counts), self.rounds, epsilon, self.replays,
+                        SELECTIONS[self.selection], self.iterate, rng)
 
     def _details(self, chosen: np.ndarray) -> dict[str, Any]:
         return {"rounds": self.rounds, "replays": self.replays, "selection": self.selection, "iterate": self.iterate,
@@ -261,9 +169,9 @@ class MWEM(_MWEMParameters):
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         hist = workload.check_histogram(data)
         w = workload.weights.reshape(1, workload.size, workload.cells)
-        parts = _Parts(w, workload.cell_min[None, :], workload.cell_range[None, :],
-                       hist.counts.reshape(1, -1).astype(np.float64), np.array([float(hist.n)]))
-        table, chosen = _mwem(parts, self.rounds, self.epsilon, self.replays, self.selection, self.iterate, rng)
+        histograms = DenseQueryHistograms(w, workload.cell_min[None, :], workload.cell_range[None, :],
+                                          np.array([float(hist.n)]), CHUNK_CELLS)
+        table, chosen = self._run(histograms, hist.counts.reshape(1, -1).astype(np.float64), self.epsilon, rng)
         dist = normalized_distribution(table.reshape(hist.counts.shape))
         return CentralRelease(self.name, workload.distribution_answers(dist, hist), dist, hist.n, self.guarantee,
                               self._details(chosen[:, 0]))
@@ -341,10 +249,10 @@ class SubDatabaseMWEM(_MWEMParameters):
         np.minimum.at(first, part_of, np.arange(workload.groups))
         rep = first[live]                                      # one label per part: its row functions
         weights = np.ascontiguousarray(workload.weights[:, rep, :].transpose(1, 0, 2))   # (P, m, k)
-        parts = _Parts(weights, workload.group_min[:, rep].T, workload.group_range[:, rep].T, counts[live],
-                       sizes[live])
+        histograms = DenseQueryHistograms(weights, workload.group_min[:, rep].T, workload.group_range[:, rep].T,
+                                          sizes[live], CHUNK_CELLS)
         part_epsilon = self.part_epsilon(len(live))
-        tables, chosen = _mwem(parts, self.rounds, part_epsilon, self.replays, self.selection, self.iterate, rng)
+        tables, chosen = self._run(histograms, counts[live], part_epsilon, rng)
         per_part = np.zeros((parts_count, workload.k))
         per_part[live] = tables / sizes[live][:, None]          # per-part synthetic distribution over values
         group_sizes = hist.group_sizes.astype(np.float64)

@@ -23,8 +23,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..primitives.selection import em_probabilities, exponential_mechanism_draws
 from .access import PrivateView
-from .noise import exponential_mechanism, exponential_mechanism_probabilities, laplace, laplace_cdf
+from .noise import laplace, laplace_cdf
 from .problem import DecisionProblem, Decider, generic_decider
 
 
@@ -36,7 +37,7 @@ def em_median_scores(ranks: np.ndarray, selected: float, q: float) -> np.ndarray
 def em_median_accept_probability(candidates: np.ndarray, ranks: np.ndarray, selected: float,
                                  problem: DecisionProblem) -> float:
     """:math:`\\Pr[o=1] = \\sum_{e \\in (l, r)} \\Pr[e]` of EM_med."""
-    probs = exponential_mechanism_probabilities(em_median_scores(ranks, selected, problem.query.q), problem.epsilon, 1.0)
+    probs = em_probabilities(em_median_scores(ranks, selected, problem.query.q), problem.epsilon, 1.0)
     l, r = problem.interval
     return float(probs[(candidates > l) & (candidates < r)].sum())
 
@@ -53,7 +54,7 @@ class EMMedian(Decider):
         with view.accountant.step("exponential mechanism over dom(A), score -|rank(e) - q n'| (sensitivity 1)",
                                   problem.epsilon):
             scores = em_median_scores(view.count_below(candidates), view.count(), problem.query.q)
-        return generic_decider(candidates[exponential_mechanism(rng, scores, problem.epsilon, 1.0, trials)], problem)
+        return generic_decider(candidates[exponential_mechanism_draws(scores, problem.epsilon, 1.0, rng, trials)], problem)
 
 
 def hist_median_accept_probability(selected: float, at_most_l: float, at_least_r: float,

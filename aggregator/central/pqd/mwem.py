@@ -9,10 +9,12 @@ binnings and samples rows from it:
   ``[e_k, e_{k+1})`` of public edges); the workload is every cell of every 1- and 2-way marginal
   (counting queries, sensitivity 1);
 * T rounds, :math:`\\epsilon_t = \\epsilon/(2T)`: the exponential mechanism picks the query with
-  score :math:`|q(A_{t-1}) - q(B)|` (:math:`\\Pr \\propto \\exp(\\epsilon_t \\cdot score / 2)`), then
-  measures it with :math:`Lap(1/\\epsilon_t)`; multiplicative weights
+  score :math:`|q(A_{t-1}) - q(B)|` (:math:`\\Pr \\propto \\exp(\\epsilon_t \\cdot score / 2)`, sampled
+  by inverse CDF), then measures it with :math:`Lap(1/\\epsilon_t)`; multiplicative weights
   :math:`A(x) \\leftarrow A(x)\\exp(q(x)(m - q(A))/(2n))` replayed over all measurements
-  ``replays`` times (HLM12 §3.1; Hardt's code uses 5);
+  ``replays`` times (Hardt's code uses 5). The loop is :func:`~..primitives.mwem.run_mwem`;
+  :class:`MarginalHistogram` answers the marginals by sums over axes and updates the measured
+  marginal cell in place (the domain of the experiment has 476,280 cells);
 * n (the number of rows) is public, as in HLM12 (replace-one neighbours): ε-DP overall;
 * sampling: n rows from :math:`A/n`; a numeric value is drawn uniformly among the integers of its bin.
 
@@ -30,7 +32,7 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
 
-from .noise import exponential_mechanism, laplace
+from ..primitives.mwem import MAX_REPLAYS, MAX_ROUNDS, inverse_cdf_selection, run_mwem
 from .table import Table
 
 
@@ -98,27 +100,49 @@ def _cell(shape: tuple[int, ...], marginals: list[tuple[int, ...]], query: int) 
     raise IndexError(query)
 
 
+class MarginalHistogram:
+    """One synthetic histogram over ``shape`` under multiplicative weights for its 1- and 2-way marginal cells.
+
+    Query ``j`` is the indicator of one cell of one marginal (:func:`_marginals` order, cells in C
+    order), a counting query with values in {0, 1}; its update multiplies that cell's entries by
+    :math:`\\exp((m_j - q_j(A))/(2n))` and rescales the histogram to sum ``n``.
+    """
+
+    def __init__(self, shape: tuple[int, ...], n: float):
+        self.shape, self.n = shape, n
+        self.marginals = _marginals(shape)
+        self.table = np.full(shape, n / math.prod(shape))      # A_0 = (n/d) 1
+
+    def query_answers(self, table: np.ndarray) -> np.ndarray:
+        """Every marginal cell's count in ``table``, ``(1, m)``."""
+        return _answers(table, self.marginals)[None, :]
+
+    def answers(self) -> np.ndarray:
+        return self.query_answers(self.table)
+
+    def row(self, j: np.ndarray) -> tuple:
+        """The index expression of the cells of query ``j[0]``."""
+        return _cell(self.shape, self.marginals, int(j[0]))
+
+    def reweight(self, row: tuple, measurement: np.ndarray) -> None:
+        estimate = self.table[row].sum()
+        self.table[row] *= math.exp((measurement[0] - estimate) / (2.0 * self.n))
+        self.table *= self.n / self.table.sum()
+
+    def tables(self) -> np.ndarray:
+        return self.table.reshape(1, -1).copy()
+
+
 def mwem_histogram(data: np.ndarray, epsilon: float, rounds: int, rng: np.random.Generator,
                    replays: int = 5) -> np.ndarray:
     """MWEM on the histogram ``data`` (an n-d array of counts) with the 1- and 2-way marginal workload."""
     eps = check_epsilon(epsilon)
-    rounds = check_int(rounds, "rounds", 1)
-    n = float(data.sum())
-    marginals = _marginals(data.shape)
-    truth = _answers(data, marginals)
-    synthetic = np.full(data.shape, n / data.size)
-    eps_t = eps / (2 * rounds)
-    measured: list[tuple[tuple, float]] = []
-    for _ in range(rounds):
-        scores = np.abs(_answers(synthetic, marginals) - truth)
-        chosen = int(exponential_mechanism(rng, scores, eps_t, 1.0, 1)[0])
-        measured.append((_cell(data.shape, marginals, chosen), truth[chosen] + float(laplace(rng, 1.0 / eps_t, 1)[0])))
-        for _ in range(replays):
-            for index, value in measured:
-                estimate = synthetic[index].sum()
-                synthetic[index] *= math.exp((value - estimate) / (2.0 * n))
-                synthetic *= n / synthetic.sum()
-    return synthetic
+    rounds = check_int(rounds, "rounds", 1, MAX_ROUNDS)
+    replays = check_int(replays, "replays", 1, MAX_REPLAYS)
+    synthetic = MarginalHistogram(data.shape, float(data.sum()))
+    table, _ = run_mwem(synthetic, synthetic.query_answers(data), rounds, eps, replays, inverse_cdf_selection, "last",
+                        rng)
+    return table.reshape(data.shape)
 
 
 def mwem_synthetic_table(table: Table, binnings: list[Binning], epsilon: float, rounds: int,
