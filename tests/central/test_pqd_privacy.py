@@ -27,7 +27,7 @@ from ldpsynth.aggregator.central.pqd.access import PrivacyAccountant, PrivateVie
 from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, exact_accept_probability, run_decider
 from ldpsynth.aggregator.central.pqd.noise import laplace
 from ldpsynth.aggregator.central.pqd.problem import DecisionProblem, Decider
-from ldpsynth.aggregator.central.pqd.query import Condition, Query
+from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition
 from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table
 from ldpsynth.aggregator.central.primitives.selection import em_probabilities
 from ldpsynth.shared.errors import PrivacyBudgetExceeded
@@ -39,7 +39,7 @@ except ImportError:  # tests/central is not a package
 
 EPS = 0.5
 DOMAIN = NumericDomain(0, 63, attribute="x")
-SELECT_A = (Condition("g", "==", "a"),)
+SELECT_A = (SqlCondition("g", "==", "a"),)
 QUERIES = {"count": Query("count", where=SELECT_A), "sum": Query("sum", "x", SELECT_A),
            "median": Query("median", "x", SELECT_A), "quantile": Query("quantile", "x", SELECT_A, 0.25)}
 

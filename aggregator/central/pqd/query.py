@@ -7,9 +7,9 @@
     SELECT MEDIAN(A) FROM t WHERE phi
     SELECT QUANTILE_CONT(A, 0.25) FROM t WHERE phi     -- the quantile generalisation of §6.2
 
-``phi`` is a conjunction (``AND``) of conditions on the table's columns: ``=``, ``<>``/``!=``,
-``<``, ``<=``, ``>``, ``>=`` (numeric columns), ``IN (...)``, ``BETWEEN lo AND hi`` (inclusive) and
-``LIKE 'text'`` without wildcards (the seed's queries use LIKE as equality). Quote column names
+``phi`` is a conjunction (``AND``) of conditions (:class:`SqlCondition`) on the table's columns:
+``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``, ``>=`` (numeric columns), ``IN (...)``, ``BETWEEN lo AND hi``
+(inclusive) and ``LIKE 'text'`` without wildcards (the seed's queries use LIKE as equality). Quote column names
 that are not plain identifiers: ``"capital-gain"``. The SQL is parsed by sqlglot (DuckDB dialect);
 anything outside this subset (OR, NOT, joins, GROUP BY, wildcards, ...) is rejected with a
 :class:`~ldpsynth.shared.errors.ValidationError` naming the offending part.
@@ -62,8 +62,12 @@ def _scalar(value: object, fld: str) -> str | float:
 
 
 @dataclass(frozen=True)
-class Condition:
-    """``attribute op value``: one conjunct of the WHERE clause."""
+class SqlCondition:
+    """``attribute op value``: one conjunct of the WHERE clause, compared with a table's column values.
+
+    Not :class:`ldpsynth.shared.queries.Condition`, the predicate of mechanism E's query model,
+    which compares the *codes* of a schema attribute.
+    """
 
     attribute: str
     op: str
@@ -134,7 +138,7 @@ class Query:
 
     aggregate: str
     attribute: str | None = None
-    where: tuple[Condition, ...] = ()
+    where: tuple[SqlCondition, ...] = ()
     q: float = 0.5
 
     def __post_init__(self) -> None:
@@ -152,8 +156,8 @@ class Query:
         object.__setattr__(self, "q", float(self.q))
         where = tuple(self.where)
         for j, cond in enumerate(where):
-            if not isinstance(cond, Condition):
-                raise ValidationError(f"where[{j}]", "a Condition", f"got {type(cond).__name__}")
+            if not isinstance(cond, SqlCondition):
+                raise ValidationError(f"where[{j}]", "a SqlCondition", f"got {type(cond).__name__}")
         object.__setattr__(self, "where", where)
 
     @property
@@ -247,7 +251,7 @@ def _literal(node: Any, where: str) -> str | float:
     return -value if negative else value
 
 
-def _conditions(node: Any) -> list[Condition]:
+def _conditions(node: Any) -> list[SqlCondition]:
     """Flatten an AND tree into conditions; reject everything else."""
     from sqlglot import exp
 
@@ -258,16 +262,16 @@ def _conditions(node: Any) -> list[Condition]:
     where = f"WHERE {node.sql()}"
     if isinstance(node, exp.Between):
         lo, hi = _literal(node.args["low"], where), _literal(node.args["high"], where)
-        return [Condition(_column_name(node.this, where), "between", [lo, hi])]
+        return [SqlCondition(_column_name(node.this, where), "between", [lo, hi])]
     if isinstance(node, exp.In):
         if node.args.get("query") is not None or not node.expressions:
             raise ValidationError(where, "IN with a list of literals", "a subquery or an empty list")
-        return [Condition(_column_name(node.this, where), "in", [_literal(e, where) for e in node.expressions])]
+        return [SqlCondition(_column_name(node.this, where), "in", [_literal(e, where) for e in node.expressions])]
     if isinstance(node, exp.Like):
         pattern = _literal(node.expression, where)
         if not isinstance(pattern, str) or "%" in pattern or "_" in pattern:
             raise ValidationError(where, "LIKE 'text' without wildcards (% and _), i.e. equality", f"got {pattern!r}")
-        return [Condition(_column_name(node.this, where), "==", pattern)]
+        return [SqlCondition(_column_name(node.this, where), "==", pattern)]
     ops = {exp.EQ: "==", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
     op = ops.get(type(node))
     if op is None:
@@ -275,8 +279,8 @@ def _conditions(node: Any) -> list[Condition]:
                               f"unsupported {type(node).__name__.upper()}")
     left, right = node.this, node.expression
     if isinstance(left, exp.Column):
-        return [Condition(_column_name(left, where), op, _literal(right, where))]
-    return [Condition(_column_name(right, where), _MIRROR[op], _literal(left, where))]
+        return [SqlCondition(_column_name(left, where), op, _literal(right, where))]
+    return [SqlCondition(_column_name(right, where), _MIRROR[op], _literal(left, where))]
 
 
 def parse_sql(text: str) -> Query:
@@ -344,7 +348,7 @@ def query_from_json(obj: object) -> Query:
     for j, cond in enumerate(where):
         if not isinstance(cond, Mapping) or set(cond) != {"attribute", "op", "value"}:
             raise ValidationError(f"query.where[{j}]", "an object with attribute, op, value", f"got {cond!r}")
-        conditions.append(Condition(cond["attribute"], cond["op"], cond["value"]))
+        conditions.append(SqlCondition(cond["attribute"], cond["op"], cond["value"]))
     return Query(obj.get("aggregate"), obj.get("attribute"), tuple(conditions), obj.get("q", 0.5))
 
 
