@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                                                        f"{args.epsilon:g}, {runs} runs.")
     elif args.experiment == "fig2":
         paths = wyz_figures.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
-                             heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY)
+                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY)
     elif args.experiment == "fig2-sensitivity":
         from ldpsynth.aggregator.central.comparison.subdb_sensitivity import ROUNDS, fig2_sensitivity
 
@@ -150,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
                                  command=_command(args, runs))
     elif args.experiment == "fig3":
         paths = wyz_figures.fig3(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
-                             sizes=(64, 1024) if args.quick else wyz_figures.QUERY_SET_SIZES,
-                             databases=5 if args.quick else 50)
+                                 sizes=(64, 1024) if args.quick else wyz_figures.QUERY_SET_SIZES,
+                                 databases=5 if args.quick else 50)
     else:
         paths, _ = wyz_figures.fig4(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
-                                sizes=(15_000, 60_000) if args.quick else wyz_figures.DATABASE_SIZES)
+                                    sizes=(15_000, 60_000) if args.quick else wyz_figures.DATABASE_SIZES)
     print(next(p for p in paths if p.suffix == ".md").read_text(encoding="utf-8"))
     print(f"[compare] wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

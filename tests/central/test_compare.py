@@ -15,8 +15,8 @@ from ldpsynth.aggregator.central.comparison import wyz_figures
 from ldpsynth.aggregator.central.comparison.harness import compare, summarize, write_report
 from ldpsynth.aggregator.central.comparison.local_e import LocalE, joint_schema
 from ldpsynth.aggregator.central.comparison.releases import CentralRelease
-from ldpsynth.aggregator.central.primitives.guarantee import PrivacyGuarantee
 from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
+from ldpsynth.aggregator.central.primitives.guarantee import PrivacyGuarantee
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import estimate

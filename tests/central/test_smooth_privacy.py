@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.central.primitives.composition import composed_epsilon, gaussian_delta
 from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, full_indices
 from ldpsynth.aggregator.central.smooth.noise import basis_noise, gaussian_basis_noise
 from ldpsynth.aggregator.central.smooth.params import smooth_sizes
-from ldpsynth.aggregator.central.primitives.composition import composed_epsilon, gaussian_delta
 from ldpsynth.aggregator.central.smooth.synth import grid_histogram, grid_points
 
 EPS = 1.0

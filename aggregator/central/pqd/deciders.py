@@ -17,7 +17,7 @@ from ldpsynth.shared.errors import ValidationError
 
 from .access import PrivacyAccountant, PrivateView
 from .count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
-                        naive_em_count_accept_probability)
+                    naive_em_count_accept_probability)
 from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
 from .problem import DecisionProblem, Decider
 from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds

@@ -158,7 +158,7 @@ class DenseQueryHistograms:
 
 def run_mwem(histograms: SyntheticHistograms, truth: np.ndarray, rounds: int, epsilon: float, replays: int,
              select: Selection, iterate: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """MWEM on every histogram at once (the module docstring): the synthetic tables ``(P, d)`` and the selected queries ``(T, P)``.
+    """MWEM on every histogram at once: the synthetic tables ``(P, d)`` and the selected queries ``(T, P)``.
 
     ``truth`` is :math:`q_{p,j}(B_p)`, ``(P, m)``: the only data access, through ``select`` (ε_t)
     and the Laplace measurement (ε_t) in every round. The caller validates ``rounds``

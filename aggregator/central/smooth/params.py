@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_delta, check_int
 
-
 #: The paper's constant in front of R (App. A.5).
 PAPER_R_CONSTANT = 0.5
 

@@ -51,12 +51,11 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
+from .budget import ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan, non_private_plan
 from .chebyshev import basis_values, lowest_degree_indices
-from .private_pca import covariance, private_subspace_iteration
-from .budget import (ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan,
-                            non_private_plan)
 from .lp import fit_distribution
 from .params import practical_basis_size, smooth_sizes
+from .private_pca import covariance, private_subspace_iteration
 from .release import SmoothRelease, check_release_arguments, grid_centres, round_to_lattice, snap_to_grid
 
 CENTRES = ("dp-mean", "zero")

@@ -45,7 +45,6 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
 
-
 NOISE_KINDS = ("gaussian", "laplace")
 MULTIPLIERS = ("one", "max")
 EIGENVALUES = ("noisy", "rayleigh")
