@@ -8,7 +8,7 @@
     ldpsynth compare --data ROWS.csv --label movie --value rating --queries Q.json [--mechanisms ...] ...
 
 The built-in experiments reproduce seed 000 Figs. 2-4 on MovieLens-100k
-(:mod:`ldpsynth.aggregator.central.seed000`). The second form compares on your own data: a CSV
+(:mod:`ldpsynth.aggregator.central.comparison.wyz_figures`). The second form compares on your own data: a CSV
 with an integer public ``--label`` column (codes 0..G-1; omit for none) and an integer private
 ``--value`` column (codes 0..k-1), and a JSON array of table queries (linear, predicate, marginal,
 grouped on ``label``; one normalisation) as ``ldpsynth estimate`` reads them; the same queries
@@ -16,7 +16,7 @@ every run. Writes ``<name>.md``, ``<name>.csv`` and ``<name>.png`` to ``--out`` 
 Markdown. E (local) is always included.
 
 ``fig2-sensitivity`` runs Fig. 2's protocol for a fixed grid of contestants
-(:mod:`ldpsynth.aggregator.central.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
+(:mod:`ldpsynth.aggregator.central.comparison.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
 sub-database per movie or the coarsest partition, ε split in parallel or sequentially, at
 T ∈ {10, 30} (``--rounds T``: that T only); ``--mechanisms`` does not apply to it.
 """
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _names(text: str) -> list[str]:
-    from ldpsynth.aggregator.central.seed000 import MECHANISM_NAMES
+    from ldpsynth.aggregator.central.comparison.wyz_figures import MECHANISM_NAMES
 
     names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "E"]
     bad = [n for n in names if n not in MECHANISM_NAMES]
@@ -74,8 +74,8 @@ def _names(text: str) -> list[str]:
 def _read_data(args: argparse.Namespace):  # noqa: ANN202 - (Histogram, Workload)
     import numpy as np
 
-    from ldpsynth.aggregator.central.local_e import LABEL, joint_schema
-    from ldpsynth.aggregator.central.workloads import Histogram, Workload
+    from ldpsynth.aggregator.central.comparison.local_e import LABEL, joint_schema
+    from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
     from ldpsynth.shared.query_compiler import compile_queries
     from ldpsynth.shared.query_json import queries_from_json
 
@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth compare``."""
     import numpy as np
 
-    from ldpsynth.aggregator.central import seed000
-    from ldpsynth.aggregator.central.compare import compare, write_report
+    from ldpsynth.aggregator.central.comparison import wyz_figures
+    from ldpsynth.aggregator.central.comparison.harness import compare, write_report
 
     if args.experiment == "fig2-sensitivity" and args.mechanisms is not None:
         raise ValidationError("--mechanisms", "omitted with --experiment fig2-sensitivity (fixed contestants)",
@@ -134,28 +134,28 @@ def run(args: argparse.Namespace) -> int:
     runs = args.runs or (2 if args.quick else (10 if args.data else 20))
     if args.data:
         data, workload = _read_data(args)
-        trials = compare(data, lambda _: workload, seed000.mechanisms(names, args.epsilon, rounds=rounds),
+        trials = compare(data, lambda _: workload, wyz_figures.mechanisms(names, args.epsilon, rounds=rounds),
                          runs=runs, rng=rng, setting=args.data.name, x=1.0, epsilon=args.epsilon)
         paths = write_report(args.out, "compare", trials, title=f"E vs central mechanisms on {args.data.name}",
                              x_label="data set", notes=f"{data.n:,} rows, {workload.size} queries, ε = "
                                                        f"{args.epsilon:g}, {runs} runs.")
     elif args.experiment == "fig2":
-        paths = seed000.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
-                             heterogeneity=QUICK_HETEROGENEITY if args.quick else seed000.HETEROGENEITY)
+        paths = wyz_figures.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
+                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY)
     elif args.experiment == "fig2-sensitivity":
-        from ldpsynth.aggregator.central.subdb_sensitivity import ROUNDS, fig2_sensitivity
+        from ldpsynth.aggregator.central.comparison.subdb_sensitivity import ROUNDS, fig2_sensitivity
 
         paths = fig2_sensitivity(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
                                  rounds=(args.rounds,) if args.rounds else ROUNDS,
-                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else seed000.HETEROGENEITY,
+                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY,
                                  command=_command(args, runs))
     elif args.experiment == "fig3":
-        paths = seed000.fig3(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
-                             sizes=(64, 1024) if args.quick else seed000.QUERY_SET_SIZES,
-                             databases=5 if args.quick else 50)
+        paths = wyz_figures.fig3(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
+                                 sizes=(64, 1024) if args.quick else wyz_figures.QUERY_SET_SIZES,
+                                 databases=5 if args.quick else 50)
     else:
-        paths, _ = seed000.fig4(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
-                                sizes=(15_000, 60_000) if args.quick else seed000.DATABASE_SIZES)
+        paths, _ = wyz_figures.fig4(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
+                                    sizes=(15_000, 60_000) if args.quick else wyz_figures.DATABASE_SIZES)
     print(next(p for p in paths if p.suffix == ".md").read_text(encoding="utf-8"))
     print(f"[compare] wrote {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0

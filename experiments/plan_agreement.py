@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.aggregator.central.pqd_table import read_table
+from ldpsynth.aggregator.central.pqd.table import read_table
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation import answers, datasets
 from ldpsynth.shared import queries as Q

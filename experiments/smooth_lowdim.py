@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.central.smooth_release import UnitCube
-from ldpsynth.aggregator.central.smooth_synth import smooth_synthetic_database
+from ldpsynth.aggregator.central.smooth.release import UnitCube
+from ldpsynth.aggregator.central.smooth.synth import smooth_synthetic_database
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 from ldpsynth.shared.continuous import cell_representatives, continuous_schema
 from ldpsynth.shared.estimators import estimate

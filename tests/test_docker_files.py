@@ -155,6 +155,15 @@ def test_copy_sources_exist_and_named_files_are_copied(name: str) -> None:
                    if path.is_relative_to(dest)), f"{name}: {path} is not copied into the image"
 
 
+@pytest.mark.parametrize("name, extra", [("Dockerfile.aggregator", "aggregator"), ("Dockerfile.client", "client")])
+def test_each_image_installs_exactly_its_extra(name: str, extra: str) -> None:
+    """One ``pip install`` of one extra per image: the aggregator image gets the serving dependencies only,
+    never the [evaluation] extra (tests/central/test_serving_imports.py checks what each extra holds)."""
+    installs = [shlex.split(args) for instruction, args in dockerfile_instructions(name) if instruction == "RUN"
+                and "pip install" in args]
+    assert [words[words.index("install") + 1] for words in installs] == [f".[{extra}]"]
+
+
 def test_the_collection_is_the_simulated_population_and_the_device_rows_fit_it() -> None:
     served = Schema.from_json((DOCKER / "collections" / "ratings.json").read_text(encoding="utf-8"))
     simulate = next(argv for argv in service_argv("simulator"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldpsynth.aggregator.central.pqd_table import Table
+from ldpsynth.aggregator.central.pqd.table import Table
 
 
 def private_table(n: int = 400, seed: int = 11, high: int = 63) -> Table:

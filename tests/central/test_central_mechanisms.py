@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.central import accounting as acc
-from ldpsynth.aggregator.central.dpam import DPAM, gaussian_sigma, privacy_of
-from ldpsynth.aggregator.central.dpfw import DPFW, DistributionQueries
-from ldpsynth.aggregator.central.laplace import LaplaceAnswers, LaplaceHistogram, answers_sensitivity, \
+from ldpsynth.aggregator.central.comparison.dpam import DPAM, gaussian_sigma, privacy_of
+from ldpsynth.aggregator.central.comparison.dpfw import DPFW, DistributionQueries
+from ldpsynth.aggregator.central.comparison.laplace import LaplaceAnswers, LaplaceHistogram, answers_sensitivity, \
     project_to_scaled_simplex
-from ldpsynth.aggregator.central.mwem import MWEM, SubDatabaseMWEM, coarsest_partition, label_partition
-from ldpsynth.aggregator.central.selection import em_log_probabilities, exponential_mechanism, \
+from ldpsynth.aggregator.central.comparison.mwem import MWEM, SubDatabaseMWEM, coarsest_partition, label_partition
+from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
+from ldpsynth.aggregator.central.primitives import composition as acc
+from ldpsynth.aggregator.central.primitives.selection import em_log_probabilities, exponential_mechanism, \
     rnm_two_candidate_probability
-from ldpsynth.aggregator.central.workloads import Histogram, Workload
 from ldpsynth.shared.errors import ValidationError
 
 
@@ -186,10 +186,10 @@ def test_sub_database_budget_and_guarantee_per_variant():
         assert release.details["round_epsilon"] == pytest.approx(part_eps / 10)
         guarantee = release.guarantee
         assert (guarantee.epsilon, guarantee.delta) == (2.0, 0.0) and "replace-one private value" in guarantee.neighbours
-        assert ("parallel composition over sub-databases disjoint in rows" in guarantee.accounting) == (split == "parallel")
-        assert ("basic composition over the P = 3 non-empty" in guarantee.accounting) == (split == "sequential")
-        assert f"eps_t = {'eps/(2T)' if split == 'parallel' else 'eps/(2TP)'} = {part_eps / 10:g}" in guarantee.accounting
-        assert "one sub-database per label" in guarantee.accounting
+        assert ("parallel composition over sub-databases disjoint in rows" in guarantee.statement) == (split == "parallel")
+        assert ("basic composition over the P = 3 non-empty" in guarantee.statement) == (split == "sequential")
+        assert f"eps_t = {'eps/(2T)' if split == 'parallel' else 'eps/(2TP)'} = {part_eps / 10:g}" in guarantee.statement
+        assert "one sub-database per label" in guarantee.statement
     assert SubDatabaseMWEM(1.0).part_epsilon(7) == 1.0 and SubDatabaseMWEM(1.0, split="sequential").part_epsilon(8) == 0.125
     for bad in (dict(partition="movie"), dict(split="serial"), dict(rounds=0)):
         with pytest.raises(ValidationError):

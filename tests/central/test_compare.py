@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central import seed000
-from ldpsynth.aggregator.central.compare import compare, summarize, write_report
-from ldpsynth.aggregator.central.local_e import LocalE, joint_schema
-from ldpsynth.aggregator.central.releases import CentralRelease, PrivacyGuarantee
-from ldpsynth.aggregator.central.workloads import Histogram, Workload
+from ldpsynth.aggregator.central.comparison import wyz_figures
+from ldpsynth.aggregator.central.comparison.harness import compare, summarize, write_report
+from ldpsynth.aggregator.central.comparison.local_e import LocalE, joint_schema
+from ldpsynth.aggregator.central.comparison.releases import CentralRelease
+from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
+from ldpsynth.aggregator.central.primitives.guarantee import PrivacyGuarantee
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import estimate
@@ -87,23 +88,23 @@ def test_report_files(tmp_path):
 
 @pytest.mark.parametrize("h", [1, 4, 128])
 def test_heterogeneous_workload_has_h_row_functions_of_range_one(h):
-    workload = seed000.heterogeneous_workload(h, queries=20)(np.random.default_rng(h))
+    workload = wyz_figures.heterogeneous_workload(h, queries=20)(np.random.default_rng(h))
     assert workload.weights.shape == (20, 128, 5) and workload.normalization == "eq10"
     np.testing.assert_allclose(workload.group_range, 1.0)
     for j in range(20):
         functions, counts = np.unique(workload.weights[j], axis=0, return_counts=True)
         assert len(functions) == h and np.all(counts == 128 // h)
     with pytest.raises(ValueError, match="divisor"):
-        seed000.heterogeneous_workload(3)
+        wyz_figures.heterogeneous_workload(3)
 
 
 def test_database_sizes_and_slope():
     values = np.random.default_rng(0).integers(0, 5, 1000)
-    small, kind = seed000.database_of_size(values, 600, np.random.default_rng(1))
-    big, kind_big = seed000.database_of_size(values, 5000, np.random.default_rng(1))
+    small, kind = wyz_figures.database_of_size(values, 600, np.random.default_rng(1))
+    big, kind_big = wyz_figures.database_of_size(values, 5000, np.random.default_rng(1))
     assert (small.n, kind, big.n, kind_big) == (600, "subsample", 5000, "bootstrap")
-    assert seed000.log_log_slope([1e4, 1e5, 1e6], [3e-3, 3e-4, 3e-5]) == pytest.approx(-1.0)
-    assert seed000.eq20_squared_bound(10_000, 1.0) == pytest.approx(
+    assert wyz_figures.log_log_slope([1e4, 1e5, 1e6], [3e-3, 3e-4, 3e-5]) == pytest.approx(-1.0)
+    assert wyz_figures.eq20_squared_bound(10_000, 1.0) == pytest.approx(
         (1 + 4 * np.exp(-1)) ** 2 / ((1 - np.exp(-1)) ** 2 * 10_000))
 
 

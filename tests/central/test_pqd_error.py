@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_count import (em_count_accept_probability, em_count_error, lm_count_error,
+from ldpsynth.aggregator.central.pqd.count import (em_count_accept_probability, em_count_error, lm_count_error,
                                                    naive_em_count_error)
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, evaluate
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
-from ldpsynth.aggregator.central.pqd_query import Condition, Query
-from ldpsynth.aggregator.central.pqd_sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound
-from ldpsynth.aggregator.central.pqd_table import NumericDomain
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, evaluate
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
+from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition
+from ldpsynth.aggregator.central.pqd.sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound
+from ldpsynth.aggregator.central.pqd.table import NumericDomain
 from ldpsynth.shared.errors import ValidationError
 
 try:
@@ -78,7 +78,7 @@ def test_em_count_legacy_overflow_reproduces_the_artifact():
             em_count_accept_probability(q, small), rel=1e-12)
 
 
-SELECT_A = (Condition("g", "==", "a"),)
+SELECT_A = (SqlCondition("g", "==", "a"),)
 DOMAIN = NumericDomain(0, 63, attribute="x")
 SIMULATED = [
     ("LM_count", Query("count", where=SELECT_A), (0.0, 4.0, -9.0), 6.0),

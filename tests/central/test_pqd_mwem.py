@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_mwem import Binning, mwem_histogram, mwem_synthetic_table
-from ldpsynth.aggregator.central.pqd_table import Table
+from ldpsynth.aggregator.central.pqd.mwem import Binning, mwem_histogram, mwem_synthetic_table
+from ldpsynth.aggregator.central.pqd.table import Table
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 from ldpsynth.shared.errors import ValidationError
 

@@ -20,13 +20,16 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central import pqd_count, pqd_median, pqd_sum
-from ldpsynth.aggregator.central.pqd_access import PrivacyAccountant, PrivateView, UnaccountedRead
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, exact_accept_probability, run_decider
-from ldpsynth.aggregator.central.pqd_noise import exponential_mechanism_probabilities, laplace
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem, Decider
-from ldpsynth.aggregator.central.pqd_query import Condition, Query
-from ldpsynth.aggregator.central.pqd_table import NumericDomain, Table
+from ldpsynth.aggregator.central.pqd import count as pqd_count
+from ldpsynth.aggregator.central.pqd import median as pqd_median
+from ldpsynth.aggregator.central.pqd import sum as pqd_sum
+from ldpsynth.aggregator.central.pqd.access import PrivacyAccountant, PrivateView, UnaccountedRead
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, exact_accept_probability, run_decider
+from ldpsynth.aggregator.central.pqd.noise import laplace
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem, Decider
+from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition
+from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table
+from ldpsynth.aggregator.central.primitives.selection import em_probabilities
 from ldpsynth.shared.errors import PrivacyBudgetExceeded
 
 try:
@@ -36,7 +39,7 @@ except ImportError:  # tests/central is not a package
 
 EPS = 0.5
 DOMAIN = NumericDomain(0, 63, attribute="x")
-SELECT_A = (Condition("g", "==", "a"),)
+SELECT_A = (SqlCondition("g", "==", "a"),)
 QUERIES = {"count": Query("count", where=SELECT_A), "sum": Query("sum", "x", SELECT_A),
            "median": Query("median", "x", SELECT_A), "quantile": Query("quantile", "x", SELECT_A, 0.25)}
 
@@ -285,7 +288,7 @@ def test_em_med_output_loss_is_epsilon_and_doubling_is_caught():
         def probs(t: Table) -> np.ndarray:
             values = np.sort(t.columns["x"][t.columns["g"] == "a"])
             scores = pqd_median.em_median_scores(np.searchsorted(values, candidates, side="left"), len(values), q)
-            return np.log(exponential_mechanism_probabilities(scores, epsilon, 1.0))
+            return np.log(em_probabilities(scores, epsilon, 1.0))
         base = probs(table)
         return max(float(np.abs(probs(other) - base).max()) for other in neighbours(table))
 

@@ -7,11 +7,11 @@ import gzip
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_deciders import DECIDERS, get_decider, run_decider
-from ldpsynth.aggregator.central.pqd_problem import DecisionProblem
-from ldpsynth.aggregator.central.pqd_query import Condition, Query, parse_query, parse_sql, query_from_json
-from ldpsynth.aggregator.central.pqd_sum import R2TSum, SVTSum, truncation_thresholds
-from ldpsynth.aggregator.central.pqd_table import NumericDomain, Table, parse_domain, read_table
+from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, get_decider, run_decider
+from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
+from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition, parse_query, parse_sql, query_from_json
+from ldpsynth.aggregator.central.pqd.sum import R2TSum, SVTSum, truncation_thresholds
+from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table, parse_domain, read_table
 from ldpsynth.shared.errors import ValidationError
 
 TABLE = Table({"sex": np.array(["Male", "Female", "Male", "Male", "Female"], dtype=object),
@@ -75,15 +75,15 @@ def test_json_form_and_errors():
 
 def test_conditions_check_the_column_type_and_existence():
     with pytest.raises(ValidationError, match="strings"):
-        Query("count", where=(Condition("sex", "==", 1.0),)).answer(TABLE)
+        Query("count", where=(SqlCondition("sex", "==", 1.0),)).answer(TABLE)
     with pytest.raises(ValidationError, match="numeric column"):
-        Query("count", where=(Condition("sex", "<", 1.0),)).answer(TABLE)
+        Query("count", where=(SqlCondition("sex", "<", 1.0),)).answer(TABLE)
     with pytest.raises(ValidationError, match="no such column"):
-        Query("count", where=(Condition("income", "==", 1.0),)).answer(TABLE)
+        Query("count", where=(SqlCondition("income", "==", 1.0),)).answer(TABLE)
     with pytest.raises(ValidationError, match="numeric column for SUM"):
         Query("sum", "sex").answer(TABLE)
     with pytest.raises(ValidationError, match="selects nothing"):
-        Query("median", "age", (Condition("age", ">", 100.0),)).answer(TABLE)
+        Query("median", "age", (SqlCondition("age", ">", 100.0),)).answer(TABLE)
 
 
 def test_weighted_tables_answer_with_the_same_code():

@@ -7,8 +7,8 @@ import csv
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_query import parse_sql
-from ldpsynth.aggregator.central.pqd_release import load_release, release_table
+from ldpsynth.aggregator.central.pqd.query import parse_sql
+from ldpsynth.aggregator.central.pqd.release import load_release, release_table
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import estimate
 from ldpsynth.shared.queries import compile_queries, condition, predicate
@@ -56,7 +56,7 @@ def test_release_median_is_close_to_the_truth_and_export_round_trips(tmp_path):
     stats_table = release_table(SufficientStatistics.from_schema(SCHEMA, keys, codes), card)
     assert np.allclose(table.weights, stats_table.weights)
     # uniform ratings 1..5: the median is 3, and so is the debiased one with 20,000 rows at eps = 2
-    from ldpsynth.aggregator.central.pqd_table import Table
+    from ldpsynth.aggregator.central.pqd.table import Table
 
     raw = Table({"sex": columns["sex"], "rating": columns["rating"].astype(float)})
     assert truth.answer(raw) == 3.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.smooth_queries import KernelQueries
+from ldpsynth.aggregator.central.smooth.queries import KernelQueries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_kernel_queries_match_a_direct_loop() -> None:
 
 
 def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
-    pytest.importorskip("sklearn", reason="scikit-learn (extra [experiments]) ships the WDBC data")
+    pytest.importorskip("sklearn", reason="scikit-learn (extra [evaluation]) ships the WDBC data")
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_wdbc.py"), "--quick",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -49,7 +49,7 @@ def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
 
 
 def test_low_dimensional_comparison_quick_run(tmp_path: Path) -> None:
-    pytest.importorskip("sklearn", reason="scikit-learn (extra [experiments]) ships the WDBC data")
+    pytest.importorskip("sklearn", reason="scikit-learn (extra [evaluation]) ships the WDBC data")
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_lowdim.py"), "--quick",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.central.chebyshev import basis_values, chebyshev_table, full_indices, lowest_degree_indices
-from ldpsynth.aggregator.central.smooth_lp import fit_distribution
-from ldpsynth.aggregator.central.smooth_params import practical_basis_size, smooth_sizes
-from ldpsynth.aggregator.central.smooth_release import UnitCube, grid_centres, round_to_lattice, snap_to_grid
-from ldpsynth.aggregator.central.smooth_synth import grid_histogram, grid_points, smooth_synthetic_database
+from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, chebyshev_table, full_indices, lowest_degree_indices
+from ldpsynth.aggregator.central.smooth.lp import fit_distribution
+from ldpsynth.aggregator.central.smooth.params import practical_basis_size, smooth_sizes
+from ldpsynth.aggregator.central.smooth.release import UnitCube, grid_centres, round_to_lattice, snap_to_grid
+from ldpsynth.aggregator.central.smooth.synth import grid_histogram, grid_points, smooth_synthetic_database
 from ldpsynth.shared.errors import ValidationError
 
 

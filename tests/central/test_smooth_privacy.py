@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.chebyshev import basis_values, full_indices
-from ldpsynth.aggregator.central.smooth_noise import basis_noise, gaussian_basis_noise
-from ldpsynth.aggregator.central.smooth_params import smooth_sizes
-from ldpsynth.aggregator.central.smooth_privacy import gaussian_delta, laplace_epsilon
-from ldpsynth.aggregator.central.smooth_synth import grid_histogram, grid_points
+from ldpsynth.aggregator.central.primitives.composition import composed_epsilon, gaussian_delta
+from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, full_indices
+from ldpsynth.aggregator.central.smooth.noise import basis_noise, gaussian_basis_noise
+from ldpsynth.aggregator.central.smooth.params import smooth_sizes
+from ldpsynth.aggregator.central.smooth.synth import grid_histogram, grid_points
 
 EPS = 1.0
 N_ROWS, DIM, K = 3000, 1, 4.0   # t = 4, N = 209: a grid pair whose basis vectors differ by 4.25 > t^d in l1
@@ -93,13 +93,13 @@ def test_paper_approximate_variant_states_its_composition() -> None:
     noise = basis_noise(count, n, EPS, delta, "paper")
     assert noise.scale == pytest.approx(math.sqrt(count * math.log(1 / delta)) / (n * EPS))
     eps0 = (2 / n) / noise.scale
-    assert noise.guarantee.epsilon == pytest.approx(laplace_epsilon(eps0, count - 1, delta))
+    assert noise.guarantee.epsilon == pytest.approx(composed_epsilon(eps0, count - 1, delta))
     assert noise.guarantee.epsilon > 2 * EPS        # about 2 sqrt(2) eps, not the eps the paper claims
     assert noise.guarantee.delta == delta
 
 
 def test_release_guarantee_matches_the_noise() -> None:
-    from ldpsynth.aggregator.central.smooth_synth import smooth_synthetic_database
+    from ldpsynth.aggregator.central.smooth.synth import smooth_synthetic_database
 
     z = np.random.default_rng(1).uniform(-1, 1, size=(500, 1))
     rng = np.random.default_rng(2)
@@ -114,7 +114,7 @@ def test_release_guarantee_matches_the_noise() -> None:
 def test_gaussian_accountant_against_closed_forms() -> None:
     from statistics import NormalDist
 
-    from ldpsynth.aggregator.central.smooth_privacy import gaussian_epsilon, gaussian_mu, zcdp_epsilon
+    from ldpsynth.aggregator.central.primitives.composition import gaussian_epsilon, gaussian_mu, zcdp_epsilon
 
     phi = NormalDist().cdf
     assert gaussian_delta(1.0, 0.0) == pytest.approx(phi(0.5) - phi(-0.5), rel=1e-12)
@@ -123,5 +123,5 @@ def test_gaussian_accountant_against_closed_forms() -> None:
     mu = gaussian_mu(1.0, 1e-10)
     assert gaussian_epsilon(mu, 1e-10) == pytest.approx(1.0, rel=1e-9)
     assert gaussian_epsilon(mu, 1e-10) < zcdp_epsilon(mu, 1e-10)     # the exact profile is tighter than zCDP
-    assert laplace_epsilon(0.01, 10_000, 1e-6) < 10_000 * 0.01          # advanced composition beats basic here
-    assert laplace_epsilon(0.5, 3, 1e-6) == pytest.approx(1.5)          # ... and basic wins for few steps
+    assert composed_epsilon(0.01, 10_000, 1e-6) < 10_000 * 0.01          # advanced composition beats basic here
+    assert composed_epsilon(0.5, 3, 1e-6) == pytest.approx(1.5)          # ... and basic wins for few steps

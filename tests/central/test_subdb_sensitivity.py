@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.central.compare import Trial
-from ldpsynth.aggregator.central.local_e import LocalE
-from ldpsynth.aggregator.central.mwem import MWEM, SubDatabaseMWEM
-from ldpsynth.aggregator.central.subdb_sensitivity import contestants, paired_summary
+from ldpsynth.aggregator.central.comparison.harness import Trial
+from ldpsynth.aggregator.central.comparison.local_e import LocalE
+from ldpsynth.aggregator.central.comparison.mwem import MWEM, SubDatabaseMWEM
+from ldpsynth.aggregator.central.comparison.subdb_sensitivity import contestants, paired_summary
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
 
 

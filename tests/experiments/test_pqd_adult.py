@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd_query import parse_sql
-from ldpsynth.aggregator.central.pqd_table import Table
+from ldpsynth.aggregator.central.pqd.query import parse_sql
+from ldpsynth.aggregator.central.pqd.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
 

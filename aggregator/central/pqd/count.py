@@ -1,0 +1,123 @@
+"""DP-PQD deciders for COUNT (seed 004 §4): LM_count, EM_count, naive EM_count, and their exact error.
+
+* **LM_count** (§4.1): Algorithm 1 with :math:`\\tilde q = q(D) + Lap(1/\\epsilon)` (Δq = 1).
+  Exact error (Prop. 4.2; its cases (1)-(2) are stated as bounds but are equalities):
+  :math:`\\Pr[o=1] = \\Pr[l < q(D) + v < r] = F(r - q(D)) - F(l - q(D))`, F the Laplace CDF.
+* **EM_count** (§4.2.2): the exponential mechanism on :math:`\\{0, 1\\}` with the score
+  :math:`u'` of eqs. 8-10 and :math:`\\Delta u' = 1/(2\\tau)` (Prop. 4.5), so
+  :math:`\\Pr[o] \\propto \\exp(\\epsilon\\tau u'(o))` and
+  :math:`\\Pr[o=1] = \\sigma(\\epsilon\\tau(u'_1 - u'_0))` (computed with a stable sigmoid).
+  ``legacy_overflow=True`` reproduces the artifact: it exponentiates the raw weights and, when a
+  weight overflows to infinity, replaces the NaN probability by 1 (one overflow: that outcome is
+  certain; both: a fair coin), the behaviour behind the paper's rising EM_count error at large ε
+  for q12 (§7.2.1).
+* **naive EM_count** (§4.2.1, baseline): 0/1 score, :math:`\\Delta u = 1`, error
+  :math:`1/(1 + e^{\\epsilon/2})` whatever τ (eqs. 6-7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .access import PrivateView
+from .noise import laplace, laplace_cdf, sigmoid
+from .problem import DecisionProblem, Decider, generic_decider
+
+
+def laplace_accept_probability(true_answer: float, l: float, r: float, scale: float) -> float:
+    """:math:`\\Pr[l < q(D) + Lap(b) < r]`: the probability that Algorithm 1 with the LM answers 1."""
+    return float(max(0.0, laplace_cdf(r - true_answer, scale) - laplace_cdf(l - true_answer, scale)))
+
+
+def decision_error(accept_probability: float, true_answer: float, problem: DecisionProblem) -> float:
+    """Error (Def. 3.2) of a decider answering 1 with ``accept_probability``."""
+    return 1.0 - accept_probability if problem.satisfied(true_answer) else accept_probability
+
+
+def lm_count_error(true_answer: float, problem: DecisionProblem) -> float:
+    """Exact error of LM_count (Prop. 4.2): e.g. :math:`\\tfrac12 e^{-(q-l)\\epsilon} + \\tfrac12 e^{-(r-q)\\epsilon}` inside I."""
+    l, r = problem.interval
+    return decision_error(laplace_accept_probability(true_answer, l, r, 1.0 / problem.epsilon), true_answer, problem)
+
+
+def em_count_scores(true_answer: float | np.ndarray, problem: DecisionProblem) -> tuple[np.ndarray, np.ndarray]:
+    """The score :math:`u'(o=0), u'(o=1)` of eqs. 8-10 (vectorised over ``true_answer``)."""
+    q = np.asarray(true_answer, dtype=np.float64)
+    l, r = problem.interval
+    tau, center = problem.tau, problem.synthetic_answer
+    u1 = np.where(q <= center, (q - (l - tau)) / (2 * tau), 1.0 - (q - center) / (2 * tau))
+    u1 = np.where((q <= l - tau) | (q >= r + tau), 0.0, u1)
+    return 1.0 - u1, u1
+
+
+def em_count_accept_probability(true_answer: float, problem: DecisionProblem, legacy_overflow: bool = False) -> float:
+    """:math:`\\Pr[o = 1]` of EM_count: :math:`\\sigma(\\epsilon\\tau(u'_1 - u'_0))`, or the artifact's arithmetic."""
+    u0, u1 = em_count_scores(true_answer, problem)
+    scale = problem.epsilon * problem.tau  # epsilon / (2 * Delta u'), Delta u' = 1 / (2 tau)
+    if not legacy_overflow:
+        return float(sigmoid(scale * (u1 - u0)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        w0, w1 = np.exp(scale * u0), np.exp(scale * u1)
+        p0, p1 = w0 / (w0 + w1), w1 / (w0 + w1)
+    p0 = 1.0 if np.isnan(p0) else float(p0)
+    p1 = 1.0 if np.isnan(p1) else float(p1)
+    return p1 / (p0 + p1)
+
+
+def em_count_error(true_answer: float, problem: DecisionProblem, legacy_overflow: bool = False) -> float:
+    """Exact error of EM_count; at :math:`q(D) = q(D_s)` it is :math:`1/(1 + e^{\\epsilon\\tau})` (§4.2.2)."""
+    return decision_error(em_count_accept_probability(true_answer, problem, legacy_overflow), true_answer, problem)
+
+
+def naive_em_count_accept_probability(true_answer: float, problem: DecisionProblem) -> float:
+    """:math:`\\Pr[o=1]` of naive EM_count: :math:`e^{\\epsilon/2}/(1+e^{\\epsilon/2})` inside I, else its complement (eqs. 6-7)."""
+    inside = 1.0 if problem.satisfied(true_answer) else -1.0
+    return float(sigmoid(inside * problem.epsilon / 2.0))
+
+
+def naive_em_count_error(true_answer: float, problem: DecisionProblem) -> float:
+    """:math:`1/(1 + e^{\\epsilon/2})` (eq. 6)."""
+    return decision_error(naive_em_count_accept_probability(true_answer, problem), true_answer, problem)
+
+
+@dataclass(frozen=True)
+class LMCount(Decider):
+    """LM_count (§4.1): Algorithm 1 with :math:`q(D) + Lap(1/\\epsilon)`."""
+
+    name: ClassVar[str] = "LM_count"
+    aggregates: ClassVar[tuple[str, ...]] = ("count",)
+
+    def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
+        with view.accountant.step("Laplace count q(D) + Lap(1/eps)", problem.epsilon):
+            estimates = view.total() + laplace(rng, 1.0 / problem.epsilon, trials)
+        return generic_decider(estimates, problem)
+
+
+@dataclass(frozen=True)
+class EMCount(Decider):
+    """EM_count (§4.2.2): EM on {0, 1} with the score u' (eqs. 8-10), :math:`\\Delta u' = 1/(2\\tau)`."""
+
+    name: ClassVar[str] = "EM_count"
+    aggregates: ClassVar[tuple[str, ...]] = ("count",)
+    legacy_overflow: bool = False
+
+    def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
+        with view.accountant.step("exponential mechanism on {0,1}, score u' (sensitivity 1/(2 tau))", problem.epsilon):
+            p1 = em_count_accept_probability(view.total(), problem, self.legacy_overflow)
+        return (rng.random(trials) < p1).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class NaiveEMCount(Decider):
+    """EM_count^naive (§4.2.1): EM with the 0/1 score, :math:`\\Delta u = 1` (a baseline)."""
+
+    name: ClassVar[str] = "EM_count_naive"
+    aggregates: ClassVar[tuple[str, ...]] = ("count",)
+
+    def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
+        with view.accountant.step("exponential mechanism on {0,1}, 0/1 score (sensitivity 1)", problem.epsilon):
+            p1 = naive_em_count_accept_probability(view.total(), problem)
+        return (rng.random(trials) < p1).astype(np.int8)

@@ -1,0 +1,146 @@
+"""The DP-PQD deciders by name, a runner with its privacy record, and evaluation against the truth.
+
+:func:`run_decider` is the private path: it gives the decider a
+:class:`~.access.PrivateView` of the private table and returns the outcomes with the
+accountant's record (steps, ε, reads). :func:`evaluate` is the evaluation path (it reads the
+truth :math:`q(D)`, so it is *not* private): empirical error over independent executions and,
+where available, the exact error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+
+from .access import PrivacyAccountant, PrivateView
+from .count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
+                    naive_em_count_accept_probability)
+from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
+from .problem import DecisionProblem, Decider
+from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
+from .table import Table
+
+#: Every decider by name. ``EM_count_legacy`` reproduces the artifact's overflow; ``SVT_sum_paper``
+#: is Algorithm 2 as printed (no Algorithm 4).
+DECIDERS: dict[str, Decider] = {
+    "LM_count": LMCount(),
+    "EM_count": EMCount(),
+    "EM_count_legacy": EMCount(legacy_overflow=True),
+    "EM_count_naive": NaiveEMCount(),
+    "LM_sum": LMSum(),
+    "R2T_sum": R2TSum(),
+    "SVT_sum": SVTSum(),
+    "SVT_sum_paper": SVTSum(use_alg4=False),
+    "EM_med": EMMedian(),
+    "Hist_med": HistMedian(),
+}
+
+#: The deciders seed 004 evaluates, per aggregate (Figs. 5-10).
+DEFAULT_DECIDERS: dict[str, tuple[str, ...]] = {
+    "count": ("LM_count", "EM_count"),
+    "sum": ("LM_sum", "R2T_sum", "SVT_sum"),
+    "median": ("EM_med", "Hist_med"),
+    "quantile": ("EM_med", "Hist_med"),
+}
+
+
+def get_decider(name: str) -> Decider:
+    try:
+        return DECIDERS[name]
+    except KeyError:
+        raise ValidationError("decider", f"one of {', '.join(DECIDERS)}", f"got {name!r}") from None
+
+
+@dataclass(frozen=True)
+class DecisionRun:
+    """Outcomes of ``len(decisions)`` independent executions and the privacy record of one."""
+
+    decider: str
+    decisions: np.ndarray
+    accountant: PrivacyAccountant
+
+    @property
+    def epsilon_per_run(self) -> float:
+        return self.accountant.spent
+
+
+def run_decider(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
+                trials: int = 1) -> DecisionRun:
+    """Run ``decider`` on the private table through an accounted view (the private path)."""
+    accountant = PrivacyAccountant(problem.epsilon)
+    view = PrivateView(private, problem.query, accountant, problem.domain)
+    decisions = decider.decide(view, problem, rng, trials)
+    return DecisionRun(decider.name, decisions, accountant)
+
+
+# ----- evaluation (reads the truth: not private) ------------------------------------------------
+def _selected(private: Table, problem: DecisionProblem) -> tuple[int, np.ndarray]:
+    mask = problem.query.mask(private)
+    if problem.query.attribute is None:
+        return int(mask.sum()), np.empty(0)
+    assert problem.domain is not None
+    return int(mask.sum()), np.sort(problem.domain.clamp(problem.query.values(private)[mask]))
+
+
+def exact_accept_probability(decider: Decider, private: Table, problem: DecisionProblem) -> float:
+    """:math:`\\Pr[o = 1]` of ``decider`` computed exactly from the private table (evaluation only)."""
+    decider.check(problem)
+    n, values = _selected(private, problem)
+    l, r = problem.interval
+    if isinstance(decider, LMCount):
+        return laplace_accept_probability(n, l, r, 1.0 / problem.epsilon)
+    if isinstance(decider, EMCount):
+        return em_count_accept_probability(n, problem, decider.legacy_overflow)
+    if isinstance(decider, NaiveEMCount):
+        return naive_em_count_accept_probability(n, problem)
+    domain = problem.require_domain(decider.name)
+    if isinstance(decider, LMSum):
+        return laplace_accept_probability(float(values.sum()), l, r, domain.global_sensitivity / problem.epsilon)
+    if isinstance(decider, (R2TSum, SVTSum)):
+        thresholds = truncation_thresholds(domain.global_sensitivity)
+        prefix = np.concatenate([[0.0], np.cumsum(values)])
+        truncated = prefix[np.searchsorted(values, thresholds, side="right")]
+        if isinstance(decider, R2TSum):
+            return r2t_accept_probability(truncated, thresholds, problem, decider.beta)
+        counts = np.searchsorted(values, thresholds, side="right").astype(np.float64)
+        return svt_accept_probability(truncated, counts, n, thresholds, problem, decider.theta, decider.use_alg4)
+    if isinstance(decider, EMMedian):
+        candidates = domain.candidates()
+        return em_median_accept_probability(candidates, np.searchsorted(values, candidates, side="left"), n, problem)
+    if isinstance(decider, HistMedian):
+        at_most_l = float(np.searchsorted(values, l, side="right"))
+        at_least_r = float(n - np.searchsorted(values, r, side="left"))
+        return hist_median_accept_probability(n, at_most_l, at_least_r, problem)
+    raise ValidationError("decider", "a decider with an exact accept probability", f"got {decider.name}")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Empirical error over ``trials`` executions against the truth, and the exact error."""
+
+    decider: str
+    true_answer: float
+    satisfied: bool
+    trials: int
+    accepted: int
+    empirical_error: float
+    exact_error: float
+
+    def record(self) -> dict[str, object]:
+        return {"decider": self.decider, "true_answer": self.true_answer, "satisfied": self.satisfied,
+                "trials": self.trials, "accepted": self.accepted, "empirical_error": self.empirical_error,
+                "exact_error": self.exact_error}
+
+
+def evaluate(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
+             trials: int, exact: bool = True) -> Evaluation:
+    """Run ``trials`` executions and compare with the truth (evaluation mode: reads q(D))."""
+    run = run_decider(decider, private, problem, rng, trials)
+    truth = problem.query.answer(private)
+    satisfied = problem.satisfied(truth)
+    accept = exact_accept_probability(decider, private, problem) if exact else float("nan")
+    return Evaluation(decider.name, truth, satisfied, trials, int(run.decisions.sum()),
+                      problem.error(run.decisions, truth), 1.0 - accept if satisfied else accept)
