@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.files import fsync_directory
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.validation import check_epsilon
 
@@ -177,15 +178,6 @@ def _staging(path: Path) -> Path:
     return path.with_name(f"{path.name}.new-{secrets.token_hex(8)}")
 
 
-def _sync_directory(folder: Path) -> None:
-    """fsync a directory, so the names just linked or renamed in it survive a power cut."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _move_aside(source: Path, target: Path) -> None:
     """Rename ``source`` to ``target``, never over an existing file (a crash leaves both names, not neither)."""
     os.link(source, target)
@@ -265,7 +257,7 @@ def _create_if_new(path: Path) -> None:
     if not evidence:
         with _built_ledger(path) as (built, _), suppress(FileExistsError):  # another process won the race
             os.link(built, path)
-        _sync_directory(path.parent)
+        fsync_directory(path.parent)
 
 
 def _check_file(path: Path) -> None:
@@ -324,7 +316,7 @@ def _write_marker(path: Path, ledger_id: str, reset: dict | None = None) -> None
         os.replace(staging, marker)
     finally:
         staging.unlink(missing_ok=True)
-    _sync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 def _check_marker(path: Path, ledger_id: str) -> None:
