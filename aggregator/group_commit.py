@@ -13,31 +13,41 @@ retry with the same ids, which is safe: duplicates are ignored).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
-from .store import CommitOutcome, QuotaKey, Segment
+from .segments import CommitOutcome, QuotaKey, Segment
 
 SegmentResult = tuple[tuple[int, int], dict[QuotaKey, int]]
+#: A committer that committed this recently is busy: it waits ``linger`` before its next commit.
+BUSY_SECONDS = 0.05
 
 
 class GroupCommitter:
     """Queues segments for one shard and commits them in groups.
 
-    ``commit`` stores a group durably and returns its :class:`CommitOutcome`.
+    ``commit`` stores a group durably and returns its :class:`CommitOutcome`. ``linger``: when the
+    committer is busy (it committed within :data:`BUSY_SECONDS`), it waits this long before taking
+    the next group, so more batches share one commit (a replica's group is one Ray call: fewer,
+    larger calls cost less CPU per batch); an idle committer commits at once.
     """
 
-    def __init__(self, commit: Callable[[list[Segment]], Awaitable[CommitOutcome]], max_group_rows: int):
+    def __init__(self, commit: Callable[[list[Segment]], Awaitable[CommitOutcome]], max_group_rows: int,
+                 linger: float = 0.0):
         self._commit = commit
         self._max_group_rows = max_group_rows
+        self._linger = linger
+        self._last_commit = 0.0
         self._queue: list[tuple[Segment, asyncio.Future[SegmentResult]]] = []
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.commits = 0  # number of group commits issued (observability, tests)
 
-    async def submit(self, segment: Segment) -> SegmentResult:
-        """Commit ``segment`` (with others); return its ``(accepted, duplicates)`` and the quota
-        counters the commit reported."""
+    def enqueue(self, segment: Segment) -> asyncio.Future[SegmentResult]:
+        """Queue ``segment`` for the next commit; the future resolves to its ``(accepted,
+        duplicates)`` and the quota counters the commit reported (a future, not a coroutine: a
+        batch spread over many shards awaits them together without a task per shard)."""
         if self._closing:
             raise RuntimeError("GroupCommitter is closed")
         future: asyncio.Future[SegmentResult] = asyncio.get_running_loop().create_future()
@@ -45,7 +55,11 @@ class GroupCommitter:
         self._wakeup.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._run())
-        return await future
+        return future
+
+    async def submit(self, segment: Segment) -> SegmentResult:
+        """Commit ``segment`` (with others): :meth:`enqueue`, then wait."""
+        return await self.enqueue(segment)
 
     def _take_group(self) -> list[tuple[Segment, asyncio.Future[SegmentResult]]]:
         rows = 0
@@ -63,8 +77,11 @@ class GroupCommitter:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
+                if self._linger and time.monotonic() - self._last_commit < BUSY_SECONDS:
+                    await asyncio.sleep(self._linger)  # busy: let more batches join this commit
                 group = self._take_group()
                 self.commits += 1
+                self._last_commit = time.monotonic()
                 try:
                     outcome = await self._commit([segment for segment, _ in group])
                 except Exception as exc:  # handed to every waiting batch

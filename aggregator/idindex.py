@@ -62,6 +62,30 @@ def repeats(ids: SortedIds) -> np.ndarray:
     return same
 
 
+def run_contains(run_hi: np.ndarray, run_lo: np.ndarray, ids: SortedIds) -> np.ndarray:
+    """Mask (in sorted order) of the ids found in one run sorted by ``hi`` (``run_lo`` alongside).
+
+    ``run_hi``/``run_lo`` may be memory maps of a run on disk: sorted queries make the binary
+    searches a near-linear sweep over the pages they touch.
+    """
+    hi, lo = ids.hi, ids.lo
+    found = np.zeros(hi.size, bool)
+    if run_hi.size == 0 or hi.size == 0:
+        return found
+    left = np.searchsorted(run_hi, hi, side="left")
+    at = np.minimum(left, run_hi.size - 1)
+    hit = (left < run_hi.size) & (run_hi[at] == hi)
+    # Usual case: one entry with this hi. Check lo there; the next entry tells whether the hi
+    # repeats (then the slow path scans the whole run of equal hi).
+    nxt = np.minimum(at + 1, run_hi.size - 1)
+    repeated = hit & (at + 1 < run_hi.size) & (run_hi[nxt] == hi)
+    found |= hit & ~repeated & (run_lo[at] == lo)
+    for i in np.flatnonzero(repeated & ~found):
+        right = int(np.searchsorted(run_hi, hi[i], side="right"))
+        found[i] = bool(np.any(run_lo[left[i]:right] == lo[i]))
+    return found
+
+
 class IdIndex:
     """A set of report ids supporting vectorised membership and insertion of sorted ids."""
 
@@ -73,21 +97,19 @@ class IdIndex:
 
     def contains(self, ids: SortedIds) -> np.ndarray:
         """Mask (in sorted order) of the ids that are in the set."""
-        hi, lo = ids.hi, ids.lo
-        found = np.zeros(hi.size, bool)
+        found = np.zeros(ids.hi.size, bool)
         for run_hi, run_lo in self._runs:
-            left = np.searchsorted(run_hi, hi, side="left")  # sorted queries: a near-linear sweep
-            at = np.minimum(left, run_hi.size - 1)
-            hit = (left < run_hi.size) & (run_hi[at] == hi)
-            # Usual case: one entry with this hi. Check lo there; the next entry tells whether
-            # the hi repeats (then the slow path scans the whole run of equal hi).
-            nxt = np.minimum(at + 1, run_hi.size - 1)
-            repeated = hit & (at + 1 < run_hi.size) & (run_hi[nxt] == hi)
-            found |= hit & ~repeated & (run_lo[at] == lo)
-            for i in np.flatnonzero(repeated & ~found):
-                right = int(np.searchsorted(run_hi, hi[i], side="right"))
-                found[i] = bool(np.any(run_lo[left[i]:right] == lo[i]))
+            found |= run_contains(run_hi, run_lo, ids)
         return found
+
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """All ids as one run sorted by ``hi`` (``(hi, lo)``), e.g. to write it to disk."""
+        if not self._runs:
+            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+        hi = np.concatenate([h for h, _ in self._runs])
+        lo = np.concatenate([low for _, low in self._runs])
+        order = np.argsort(hi, kind="stable")
+        return hi[order], lo[order]
 
     def add(self, ids: SortedIds) -> None:
         """Insert sorted ids that are distinct and not yet in the set (the caller filtered them)."""

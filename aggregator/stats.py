@@ -131,6 +131,16 @@ class StatsAccumulator:
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_rows = 0
 
+    @classmethod
+    def restore(cls, stats: SufficientStats) -> "StatsAccumulator":
+        """An accumulator holding the counts ``stats`` (e.g. read from a snapshot)."""
+        accumulator = cls(stats.public_domain_size, stats.private_domain_size)
+        if accumulator._dense is not None:
+            accumulator._dense[stats.keys * accumulator._d + stats.codes] = stats.counts
+        else:
+            accumulator._compact = stats
+        return accumulator
+
     def add(self, keys: np.ndarray, codes: np.ndarray) -> None:
         """Count one committed report per (keys[i], codes[i])."""
         if keys.size == 0:

@@ -34,6 +34,19 @@ class ShardUnavailable(LdpsynthError):
     """
 
 
+class ShardFull(ShardUnavailable):
+    """The log's storage is full: nothing more can be stored until an operator adds space."""
+
+
+def shard_status(exc: ShardUnavailable, doing: str) -> StatusError:
+    """The status of a call that ``exc`` stopped: RESOURCE_EXHAUSTED when storage is full, else
+    UNAVAILABLE (retry later, the same report ids: nothing is stored twice)."""
+    if isinstance(exc, ShardFull):
+        return StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{doing}: the aggregator's storage is full; retry "
+                                                               "later (an operator must add space)")
+    return StatusError(grpc.StatusCode.UNAVAILABLE, f"{doing}: {exc}; retry later")
+
+
 def invalid_argument(exc: ValidationError) -> StatusError:
     """INVALID_ARGUMENT carrying a validation error's message (field, position, legal range)."""
     return StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

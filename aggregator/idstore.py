@@ -1,0 +1,172 @@
+"""The deduplication index on disk: one collection's stored report ids in one shard.
+
+Exactly-once delivery needs "is this report id already stored?" for every incoming report. The
+ids are random 128-bit numbers, so a B-tree on disk rewrites nearly every leaf page at each
+commit once it outgrows memory, and a RocksDB binding measured here answered about 18 µs per
+lookup (one Python call per key), 100x slower than a vectorised search. The index is therefore
+the in-memory :class:`~ldpsynth.aggregator.idindex.IdIndex` made durable as a log-structured set
+of **runs**:
+
+* new ids go to an in-memory *tail* (bounded: the shard worker flushes it every
+  ``flush_ids`` ids, see :mod:`~ldpsynth.aggregator.shard_worker`);
+* a flush writes the tail as one immutable run file (the ids sorted by their first 64 bits,
+  :mod:`~ldpsynth.aggregator.checked_file` format: checksummed, written atomically);
+* runs are merged like a binary counter (a run is merged into the one before it when that one is
+  at most twice its size), so a shard holds :math:`O(\\log n)` runs and each id is rewritten
+  :math:`O(\\log n)` times; a merge streams both runs in chunks (bounded memory).
+
+Lookups search every run (memory-mapped: the heap does not grow with the data; the page cache
+keeps the hot pages) and the tail. Opening an index maps its run files after verifying their
+checksums (one sequential read, ~3 GB/s), instead of re-reading and sorting every stored id.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .checked_file import read_checked, write_checked
+from .idindex import IdIndex, SortedIds, run_contains
+
+RUN_KIND = "ldpsynth.id-run/1"
+#: Ids merged per step of a streaming merge (2 x 16 MiB of temporaries).
+MERGE_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Run:
+    """An immutable run file: ids sorted by ``hi``, ``lo`` alongside (memory maps)."""
+
+    file: str
+    hi: np.ndarray
+    lo: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.hi.size)
+
+
+def run_file_name(collection_key: str) -> str:
+    return f"ids-{collection_key}-{uuid.uuid4().hex[:16]}.run"
+
+
+def write_run(directory: Path, collection_key: str, hi: np.ndarray, lo: np.ndarray) -> Run:
+    """Write ``(hi, lo)`` (sorted by ``hi``) as a new run file in ``directory`` and map it."""
+    name = run_file_name(collection_key)
+    write_checked(directory / name, RUN_KIND, {"count": int(hi.size)}, {"hi": hi, "lo": lo})
+    return open_run(directory, name)
+
+
+def open_run(directory: Path, name: str) -> Run:
+    """Map a run file after verifying it (:class:`~ldpsynth.aggregator.checked_file.CheckedFileError`)."""
+    _, arrays = read_checked(directory / name, RUN_KIND)
+    return Run(name, arrays["hi"], arrays["lo"])
+
+
+def merge_runs(directory: Path, collection_key: str, first: Run, second: Run, chunk: int = MERGE_CHUNK) -> Run:
+    """Merge two runs into a new run file, streaming ``chunk`` ids at a time.
+
+    Each step takes, from both runs, the ids up to the smaller of the two chunk ends (so every
+    step consumes at least one whole chunk and the output stays sorted by ``hi``).
+    """
+    total = len(first) + len(second)
+    scratch = directory / f".merge-{uuid.uuid4().hex[:16]}"
+    out_hi = np.memmap(f"{scratch}.hi", np.uint64, "w+", shape=(max(total, 1),))[:total]
+    out_lo = np.memmap(f"{scratch}.lo", np.uint64, "w+", shape=(max(total, 1),))[:total]
+    try:
+        i = j = k = 0
+        na, nb = len(first), len(second)
+        while i < na or j < nb:
+            ia, jb = min(i + chunk, na), min(j + chunk, nb)
+            if i < na and j < nb:
+                pivot = min(first.hi[ia - 1], second.hi[jb - 1])
+                ia = i + int(np.searchsorted(first.hi[i:ia], pivot, side="right"))
+                jb = j + int(np.searchsorted(second.hi[j:jb], pivot, side="right"))
+            hi = np.concatenate((first.hi[i:ia], second.hi[j:jb]))
+            lo = np.concatenate((first.lo[i:ia], second.lo[j:jb]))
+            order = np.argsort(hi, kind="stable")
+            out_hi[k:k + hi.size] = hi[order]
+            out_lo[k:k + hi.size] = lo[order]
+            k += hi.size
+            i, j = ia, jb
+        out_hi.flush()
+        out_lo.flush()
+        name = run_file_name(collection_key)
+        write_checked(directory / name, RUN_KIND, {"count": total}, {"hi": out_hi, "lo": out_lo})
+    finally:
+        del out_hi, out_lo
+        for suffix in (".hi", ".lo"):
+            Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+    return open_run(directory, name)
+
+
+def merge_plan(runs: Sequence[Run]) -> tuple[int, int] | None:
+    """The two adjacent runs to merge next (binary-counter rule), or ``None``."""
+    for position in range(len(runs) - 1, 0, -1):
+        if len(runs[position - 1]) <= 2 * len(runs[position]):
+            return position - 1, position
+    return None
+
+
+class DiskIdIndex:
+    """The stored ids of one collection in one shard: run files plus in-memory tails.
+
+    ``frozen`` tails are being written as runs (still searched until the run replaces them).
+    """
+
+    def __init__(self, runs: Sequence[Run] = ()):
+        self.runs: list[Run] = list(runs)
+        self.frozen: list[IdIndex] = []
+        self.tail = IdIndex()
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.runs) + sum(len(f) for f in self.frozen) + len(self.tail)
+
+    @property
+    def memory_ids(self) -> int:
+        """Ids held in memory (not yet on disk)."""
+        return sum(len(f) for f in self.frozen) + len(self.tail)
+
+    def contains(self, ids: SortedIds) -> np.ndarray:
+        """Mask (in sorted order) of the ids already stored."""
+        found = self.tail.contains(ids)
+        for frozen in self.frozen:
+            found |= frozen.contains(ids)
+        for run in self.runs:
+            found |= run_contains(run.hi, run.lo, ids)
+        return found
+
+    def add(self, ids: SortedIds) -> None:
+        """Insert new distinct ids (the caller filtered repeats and stored ones)."""
+        self.tail.add(ids)
+
+    def freeze(self) -> IdIndex | None:
+        """Start a flush: the tail becomes frozen (returned) and a new tail begins."""
+        if not len(self.tail):
+            return None
+        frozen, self.tail = self.tail, IdIndex()
+        self.frozen.append(frozen)
+        return frozen
+
+    def flushed(self, frozen: IdIndex, run: Run) -> None:
+        """``frozen`` is now on disk as ``run``."""
+        self.frozen.remove(frozen)
+        self.runs.append(run)
+
+    def replace(self, first: Run, second: Run, merged: Run) -> None:
+        """Two adjacent runs were merged into ``merged``."""
+        position = self.runs.index(first)
+        if self.runs[position + 1] is not second:
+            raise RuntimeError("runs changed during a merge")
+        self.runs[position:position + 2] = [merged]
+
+
+def remove_unreferenced(directory: Path, keep: set[str], prefix: str = "ids-") -> None:
+    """Delete run files of ``directory`` that no manifest refers to (left by merges and crashes)."""
+    for entry in os.scandir(directory):
+        if entry.name.startswith(prefix) and entry.name not in keep:
+            Path(entry.path).unlink(missing_ok=True)

@@ -1,0 +1,88 @@
+"""The units the ingest path and the shard workers exchange: segments in, outcomes and rows out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldpsynth.shared.reports import REPORT_ID_BYTES
+from ldpsynth.shared.schema import Schema
+
+QuotaKey = tuple[str, str]  # (collection, credential id)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Reports of one batch bound for one shard (the unit a replica hands to a shard's group commit).
+
+    ``credential`` only charges the quota counter of the credential that sent the batch.
+    """
+
+    collection: str
+    credential: str
+    report_ids: np.ndarray  # (n, 16) uint8
+    public_keys: np.ndarray  # (n,) int64
+    private_codes: np.ndarray  # (n,) int64
+
+    def __len__(self) -> int:
+        return int(self.private_codes.shape[0])
+
+
+@dataclass(frozen=True)
+class SegmentPack:
+    """Several segments in three arrays, as one Ray call carries them (three buffers to serialise
+    instead of three per segment). ``ends[i]`` is the end of segment ``i`` in the arrays."""
+
+    collections: tuple[str, ...]
+    credentials: tuple[str, ...]
+    ends: np.ndarray
+    report_ids: np.ndarray
+    public_keys: np.ndarray
+    private_codes: np.ndarray
+
+    @classmethod
+    def of(cls, segments: list[Segment]) -> "SegmentPack":
+        return cls(tuple(s.collection for s in segments), tuple(s.credential for s in segments),
+                   np.cumsum([len(s) for s in segments]), np.concatenate([s.report_ids for s in segments]),
+                   np.concatenate([s.public_keys for s in segments]), np.concatenate([s.private_codes for s in segments]))
+
+    def segments(self) -> list[Segment]:
+        starts = np.concatenate(([0], self.ends[:-1]))
+        return [Segment(c, k, self.report_ids[a:b], self.public_keys[a:b], self.private_codes[a:b])
+                for c, k, a, b in zip(self.collections, self.credentials, starts.tolist(), self.ends.tolist())]
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What a group commit did.
+
+    ``results[i]`` is ``(accepted, duplicates)`` of the i-th segment; ``quota`` the shard's
+    counters (absolute, after the commit) of the credentials the commit charged.
+    """
+
+    results: tuple[tuple[int, int], ...]
+    quota: dict[QuotaKey, int]
+
+
+@dataclass(frozen=True)
+class RowChunk:
+    """Stored reports of one collection (int64 columns, ids ``(n, 16)`` uint8)."""
+
+    report_ids: np.ndarray
+    public_keys: np.ndarray
+    private_codes: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.private_codes.shape[0])
+
+    @classmethod
+    def empty(cls) -> "RowChunk":
+        zero = np.zeros(0, np.int64)
+        return cls(np.zeros((0, REPORT_ID_BYTES), np.uint8), zero, zero.copy())
+
+    def public_codes(self, schema: Schema) -> np.ndarray:
+        """``(n, m)`` codes of the public attributes (schema order) decoded from the keys."""
+        digits = schema.public_digits(self.public_keys)
+        columns = [digits[a.name] for a in schema.public_attributes]
+        return np.column_stack(columns) if columns else np.zeros((len(self), 0), np.int64)

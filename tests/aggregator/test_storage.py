@@ -1,0 +1,463 @@
+"""The storage layer without Ray: checked files, log records, the on-disk id index, and shard
+workers writing to an embedded NATS log (127.0.0.1) in the test's directory.
+
+Damage is refused, never served: a flipped byte, a truncated or foreign file, a missing record.
+A damaged snapshot (a view of the log) is rebuilt from the log; a damaged log stops the shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import time
+import os
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from ldpsynth.aggregator.checked_file import CheckedFileError, read_checked, write_checked
+from ldpsynth.aggregator.datadir import DataDir, DataDirError
+from ldpsynth.aggregator.idindex import SortedIds, sort_ids
+from ldpsynth.aggregator.idstore import DiskIdIndex, merge_runs, write_run
+from ldpsynth.aggregator.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
+from ldpsynth.aggregator.log_records import LogCorruption, Section, decode, encode_genesis, encode_reports
+from ldpsynth.aggregator.nats_process import EmbeddedNats
+from ldpsynth.aggregator.segments import Segment, SegmentPack
+from ldpsynth.aggregator.shard_worker import ShardDamaged, ShardWorker, WorkerSpec
+from ldpsynth.aggregator.snapshot import MANIFEST
+from ldpsynth.aggregator.status import ShardUnavailable
+from ldpsynth.aggregator.verify import verify_log
+from ldpsynth.shared.reports import new_report_ids
+
+from .conftest import GRAPH_CARD, RATINGS_CARD
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+# ----- checked files -------------------------------------------------------------------------------
+def test_checked_file_round_trip_and_every_kind_of_damage(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    arrays = {"a": np.arange(1000, dtype=np.uint64), "b": np.array([[1.5, 2.5]]), "empty": np.zeros(0, np.int64)}
+    write_checked(path, "kind/1", {"x": 1}, arrays)
+    meta, read = read_checked(path, "kind/1")
+    assert meta == {"x": 1}
+    for name, array in arrays.items():
+        assert np.array_equal(read[name], array) and read[name].dtype == array.dtype
+    good = path.read_bytes()
+
+    def damaged(data: bytes, kind: str = "kind/1") -> str:
+        path.write_bytes(data)
+        with pytest.raises(CheckedFileError) as info:
+            read_checked(path, kind)
+        assert str(path) in str(info.value)
+        return str(info.value)
+
+    assert "checksum" in damaged(good[:300] + bytes([good[300] ^ 1]) + good[301:])  # one flipped bit
+    assert "truncated" in damaged(good[:40]) or "checksum" in damaged(good[:len(good) // 2])
+    assert "bad magic" in damaged(b"garbage" * 20)
+    assert "'other/1' file was expected" in damaged(good, "other/1")
+    path.unlink()
+    with pytest.raises(CheckedFileError, match="missing"):
+        read_checked(path, "kind/1")
+
+
+# ----- log records ---------------------------------------------------------------------------------
+def _section(n: int, rng: np.random.Generator, collection: str = "ratings") -> Section:
+    return Section(collection, "c" * 32, new_report_ids(n), rng.integers(0, 100, n), rng.integers(0, 5, n),
+                   {"device-1": n})
+
+
+def test_records_round_trip_and_refuse_damage_and_displacement() -> None:
+    rng = np.random.default_rng(1)
+    sections = [_section(50, rng), _section(3, rng, "graph")]
+    data = encode_reports("layout1", 2, 7, 1000, sections, {"ratings": (100, 5), "graph": (4096 * 4096, 2)})
+    record = decode(data, layout="layout1", shard=2, sequence=7)
+    assert (record.kind, record.before, record.reports) == ("reports", 1000, 53)
+    for got, sent in zip(record.sections, sections):
+        assert np.array_equal(got.report_ids, sent.report_ids) and np.array_equal(got.public_keys, sent.public_keys)
+        assert np.array_equal(got.private_codes, sent.private_codes) and got.quota == sent.quota
+    genesis = decode(encode_genesis("layout1", 2, 4), layout="layout1", shard=2, sequence=1)
+    assert genesis.kind == "genesis" and genesis.meta == {"shards": 4}
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x10  # a private code changed to another valid one, say
+    for bad, where, fragment in [(bytes(flipped), (2, 7), "checksum"), (data[:-9] + data[-4:], (2, 7), "checksum"),
+                                 (data, (2, 8), "another stream or position"), (data, (3, 7), "another stream"),
+                                 (b"not a record at all", (2, 7), "not an ldpsynth log record")]:
+        with pytest.raises(LogCorruption, match=fragment):
+            decode(bad, layout="layout1", shard=where[0], sequence=where[1])
+    with pytest.raises(LogCorruption, match="another stream"):
+        decode(data, layout="another", shard=2, sequence=7)
+
+
+# ----- the on-disk id index ------------------------------------------------------------------------
+def _ids(values: np.ndarray) -> np.ndarray:
+    """Report ids whose first 8 bytes are ``values`` (small: ties in ``hi`` happen) and last 8 random."""
+    ids = new_report_ids(len(values))
+    ids[:, :8] = np.asarray(values, "<u8").view(np.uint8).reshape(-1, 8)
+    return ids
+
+
+def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    index, truth = DiskIdIndex(), set()
+    for step in range(12):
+        ids = _ids(rng.integers(0, 300, 200))  # many equal hi: the slow path is exercised
+        ordered = sort_ids(ids)
+        known = index.contains(ordered)
+        expected = np.array([bytes(ids[i]) in truth for i in ordered.order])
+        assert np.array_equal(known, expected)
+        fresh = {bytes(i) for i in ids} - truth
+        keep = np.array([bytes(ids[i]) in fresh for i in ordered.order]) & ~np.r_[False, (
+            (ordered.hi[1:] == ordered.hi[:-1]) & (ordered.lo[1:] == ordered.lo[:-1]))]
+        index.add(SortedIds(ordered.order[keep], ordered.hi[keep], ordered.lo[keep]))
+        truth |= fresh
+        if step % 3 == 2:  # flush the tail to a run file
+            tail = index.freeze()
+            assert tail is not None
+            index.flushed(tail, write_run(tmp_path, "c", *tail.merged()))
+        if len(index.runs) >= 2:
+            first, second = index.runs[-2], index.runs[-1]
+            index.replace(first, second, merge_runs(tmp_path, "c", first, second, chunk=7))
+        assert len(index) == len(truth)
+    everything = np.frombuffer(b"".join(sorted(truth)), np.uint8).reshape(-1, 16)
+    assert index.contains(sort_ids(everything)).all()
+    assert index.memory_ids < len(truth)
+
+
+def test_merge_streams_in_chunks_and_keeps_every_id(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    a_hi, b_hi = np.sort(rng.integers(0, 50, 1000).astype(np.uint64)), np.sort(rng.integers(0, 50, 777).astype(np.uint64))
+    a = write_run(tmp_path, "c", a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
+    b = write_run(tmp_path, "c", b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
+    merged = merge_runs(tmp_path, "c", a, b, chunk=13)
+    assert np.all(np.diff(merged.hi.astype(np.int64)) >= 0)
+    pairs = sorted(zip(np.r_[a.hi, b.hi].tolist(), np.r_[a.lo, b.lo].tolist()))
+    assert sorted(zip(merged.hi.tolist(), merged.lo.tolist())) == pairs
+    assert not glob.glob(str(tmp_path / ".merge-*"))
+
+
+# ----- shard workers on an embedded log ------------------------------------------------------------
+class Log:
+    """An embedded NATS log in a directory, with the test collections registered."""
+
+    def __init__(self, directory: Path, shards: int = 1):
+        self.directory = directory
+        self.nats = EmbeddedNats(directory / "log")
+        self.settings = LogSettings((self.nats.start(),))
+        self.layout = run(self._open(shards))
+
+    async def _open(self, shards: int) -> Layout:
+        log = await ReplicatedLog.connect(self.settings, "test")
+        try:
+            layout = await log.open_layout(shards)
+            for card in (RATINGS_CARD, GRAPH_CARD):
+                await log.register_card(card.schema.name, card.dumps())
+            return layout
+        finally:
+            await log.close()
+
+    def spec(self, shard: int = 0, name: str = "w", **changes: Any) -> WorkerSpec:
+        return WorkerSpec(self.layout, shard, self.settings, str(self.directory / name), **changes)
+
+    def restart(self) -> None:
+        self.nats.stop()
+        self.settings = LogSettings((self.nats.start(),))
+
+    def block_files(self) -> list[str]:
+        return glob.glob(str(self.directory / "log" / "jetstream" / "$G" / "streams" / f"LDPSYNTH_{self.layout.id}_*"
+                             / "msgs" / "*.blk"))
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[Log]:
+    embedded = Log(tmp_path)
+    yield embedded
+    embedded.nats.stop()
+
+
+def segment(n: int, rng: np.random.Generator, ids: np.ndarray | None = None, credential: str = "dev") -> Segment:
+    ids = new_report_ids(n) if ids is None else ids
+    return Segment("ratings", credential, ids, rng.integers(0, 100, len(ids)), rng.integers(0, 5, len(ids)))
+
+
+async def _status_after(spec: WorkerSpec, action: Callable[[ShardWorker], Coroutine[Any, Any, Any]] | None = None
+                        ) -> dict[str, Any]:
+    worker = ShardWorker(spec)
+    try:
+        await worker.start()
+        if action is not None:
+            await action(worker)
+        return await worker.status()
+    finally:
+        await worker.close()
+
+
+def test_worker_stores_each_id_once_and_counts_quota(log: Log) -> None:
+    rng = np.random.default_rng(4)
+
+    async def scenario() -> None:
+        worker = ShardWorker(log.spec())
+        await worker.start()
+        ids = new_report_ids(300)
+        first = await worker.commit([segment(0, rng, ids[:200]), segment(0, rng, ids[100:300], "other")])
+        assert first.results == ((200, 0), (100, 100))  # the second repeats 100 of the first's ids
+        assert first.quota == {("ratings", "dev"): 200, ("ratings", "other"): 100}
+        repeated = np.concatenate([ids[:5], ids[:5], new_report_ids(2)])
+        again = await worker.commit([segment(0, rng, repeated)])
+        assert again.results == ((2, 10),)
+        assert await worker.count_existing("ratings", repeated) == 7  # distinct ids already stored
+        pin, offset, rows = await worker.pin("ratings")
+        assert rows == 302 and (await worker.pinned_stats(pin, "ratings")).n == 302
+        chunk = await worker.rows(pin, "ratings")
+        assert len(chunk) == 302 and len({bytes(i) for i in chunk.report_ids}) == 302
+        await worker.commit([segment(50, rng)])  # later rows leave the pin as it was
+        assert (await worker.pinned_stats(pin, "ratings")).n == 302 and len(await worker.rows(pin, "ratings")) == 302
+        await worker.close()
+
+    run(scenario())
+
+
+def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
+    """A restart reads the snapshot and at most ``flush_ids`` ids from the log, however much the
+    shard holds: the work of a restart does not grow with the stored count."""
+    rng = np.random.default_rng(5)
+    spec = log.spec(flush_ids=1000)
+
+    async def fill(worker: ShardWorker, batches: int) -> None:
+        for _ in range(batches):
+            await worker.commit([segment(250, rng)])
+        await asyncio.sleep(0)  # let the last snapshot start
+        if worker._persisting is not None:
+            await worker._persisting
+
+    for batches, stored in ((8, 2000), (80, 22000)):
+        status = run(_status_after(spec, lambda w, b=batches: fill(w, b)))
+        assert sum(status["rows"].values()) == stored
+        # Kill-like restart: no close (no final snapshot), a new worker on the same directory.
+        restarted = run(_status_after(spec))
+        assert restarted["rows"] == status["rows"]
+        assert restarted["replayed"] <= 1000 // 250  # records after the last snapshot, never the whole log
+        assert restarted["memory_ids"] <= 1000
+
+
+@pytest.mark.parametrize("damage", ["flip a byte of a run", "truncate the state", "delete a run", "garbage manifest",
+                                    "another shard's snapshot"])
+def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    rng = np.random.default_rng(6)
+    spec = log.spec(flush_ids=500)
+    ids = new_report_ids(3000)
+
+    async def fill(worker: ShardWorker) -> None:
+        for start in range(0, 3000, 500):
+            await worker.commit([segment(0, rng, ids[start:start + 500])])
+
+    before = run(_status_after(spec, fill))  # closes with a final snapshot
+    directory = Path(spec.directory)
+    runs = sorted(directory.glob("ids-*.run"))
+    state = next(directory.glob("state-*.bin"))
+    if damage == "flip a byte of a run":
+        data = bytearray(runs[0].read_bytes())
+        data[len(data) // 2] ^= 0x01
+        runs[0].write_bytes(bytes(data))
+    elif damage == "truncate the state":
+        state.write_bytes(state.read_bytes()[:100])
+    elif damage == "delete a run":
+        runs[0].unlink()
+    elif damage == "garbage manifest":
+        (directory / MANIFEST).write_bytes(b"\x00" * 64)
+    else:
+        other = Log(directory.parent / "other")
+        try:
+            run(_status_after(other.spec(name="w"), lambda w: w.commit([segment(10, rng)])))
+        finally:
+            other.nats.stop()
+        for path in directory.iterdir():
+            path.unlink()
+        for path in (directory.parent / "other" / "w").iterdir():
+            (directory / path.name).write_bytes(path.read_bytes())
+    with caplog.at_level("WARNING"):
+        after = run(_status_after(spec, lambda w: _assert_dedup(w, ids)))
+    assert "rebuilding it from the log" in caplog.text
+    assert after["rows"] == before["rows"] == {"ratings": 3000}
+    assert after["replayed"] == before["offset"] - 1  # every reports record
+
+
+async def _assert_dedup(worker: ShardWorker, ids: np.ndarray) -> None:
+    outcome = await worker.commit([segment(0, np.random.default_rng(0), ids)])
+    assert outcome.results == ((0, 3000),)
+
+
+def test_a_damaged_log_record_stops_the_shard(log: Log) -> None:
+    """A flipped byte in a stored record: NATS's own check drops it or ours refuses it; either way
+    the shard is damaged and refuses service (and says which record), never serves a partial log."""
+    rng = np.random.default_rng(7)
+    spec = log.spec(flush_ids=10**9)
+    run(_status_after(spec, lambda w: _commits(w, rng, 5)))
+    for path in Path(spec.directory).iterdir():  # no snapshot: the restart replays every record
+        path.unlink()
+    log.nats.stop()
+    (blk,) = log.block_files()
+    data = bytearray(Path(blk).read_bytes())
+    at = [i for i in range(len(data)) if data.startswith(b"LDPSLOG1", i)][3]  # the third reports record
+    data[at + 300] ^= 0x01
+    Path(blk).write_bytes(bytes(data))
+    log.settings = LogSettings((log.nats.start(),))
+    with pytest.raises(ShardDamaged, match="log of shard 0"):
+        run(_status_after(log.spec(flush_ids=10**9)))
+    verification = run(_verify(log))
+    assert not verification.ok and "shard 0" in verification.problems[0]
+
+
+async def _commits(worker: ShardWorker, rng: np.random.Generator, count: int) -> None:
+    for _ in range(count):
+        await worker.commit([segment(100, rng)])
+
+
+async def _verify(log: Log) -> Any:
+    replicated = await ReplicatedLog.connect(log.settings, "verify")
+    try:
+        return await verify_log(replicated, log.layout.id)
+    finally:
+        await replicated.close()
+
+
+def test_a_stale_writer_is_fenced_off(log: Log) -> None:
+    """Two workers for one shard (a zombie and the worker Ray restarted elsewhere): the log takes a
+    record only from the writer that has seen every record before it, so no id is stored twice."""
+    rng = np.random.default_rng(8)
+
+    async def scenario() -> None:
+        zombie, successor = ShardWorker(log.spec(name="a")), ShardWorker(log.spec(name="b"))
+        await zombie.start()
+        shared = new_report_ids(100)
+        await zombie.commit([segment(0, rng, shared[:50])])
+        await successor.start()
+        assert (await successor.commit([segment(0, rng, shared)])).results == ((50, 50),)
+        with pytest.raises(ShardUnavailable, match="records past sequence"):
+            await zombie.commit([segment(0, rng, shared[50:])])  # fenced: it has not seen the successor's record
+        assert (await zombie.commit([segment(0, rng, shared)])).results == ((0, 100),)  # caught up first
+        await zombie.close()
+        await successor.close()
+        verification = await _verify(log)
+        assert verification.ok and verification.rows == {"ratings": 100}
+
+    run(scenario())
+
+
+# ----- layout, registry, data directory ------------------------------------------------------------
+def test_layout_and_registry_refuse_what_does_not_match(log: Log) -> None:
+    async def scenario() -> None:
+        replicated = await ReplicatedLog.connect(log.settings, "test")
+        try:
+            assert (await replicated.open_layout(None)).id == log.layout.id
+            with pytest.raises(LayoutError, match="holds 1 shards; it cannot be served with --shards 3"):
+                await replicated.open_layout(3)
+            with pytest.raises(LayoutError, match="different deployments"):
+                await replicated.open_layout(None, expected_id="0123456789ab")
+            with pytest.raises(LayoutError, match="different mechanism card"):
+                await replicated.register_card("ratings", GRAPH_CARD.dumps())
+        finally:
+            await replicated.close()
+
+    run(scenario())
+
+
+def test_a_missing_stream_is_named(tmp_path: Path) -> None:
+    log = Log(tmp_path, shards=2)
+    try:
+        log.nats.stop()
+        stream = tmp_path / "log" / "jetstream" / "$G" / "streams" / f"LDPSYNTH_{log.layout.id}_001"
+        for path in sorted(stream.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        stream.rmdir()
+        log.settings = LogSettings((log.nats.start(),))
+
+        async def reopen() -> None:
+            replicated = await ReplicatedLog.connect(log.settings, "test")
+            try:
+                await replicated.open_layout(None, expected_id=log.layout.id)
+            finally:
+                await replicated.close()
+
+        with pytest.raises(LayoutError, match=f"LDPSYNTH_{log.layout.id}_001 .shard 1 of 2. is missing"):
+            run(reopen())
+    finally:
+        log.nats.stop()
+
+
+def test_data_dir_lock_and_refusals(tmp_path: Path) -> None:
+    first, second = DataDir(tmp_path / "d"), DataDir(tmp_path / "d")
+    first.acquire()
+    with pytest.raises(DataDirError, match="in use by another aggregator"):
+        second.acquire()
+    first.release()
+    assert first.recorded_layout() is None
+    first.record_layout("abc", 2)
+    assert first.recorded_layout() == ("abc", 2)
+    (tmp_path / "d" / "layout.json").write_text("{not json")
+    with pytest.raises(DataDirError, match="damaged or edited"):
+        first.recorded_layout()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(DataDirError, match="not a directory"):
+        DataDir(tmp_path / "f").acquire()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "shard-000.sqlite").write_bytes(b"")
+    with pytest.raises(DataDirError, match="SQLite shard files of an earlier ldpsynth"):
+        DataDir(tmp_path / "old").acquire()
+    assert not os.path.exists(tmp_path / "d" / "layout.tmp")
+
+
+def test_records_are_as_large_as_the_message_limit_allows(log: Log) -> None:
+    """A group of reports goes into as few records as the log's message size allows (each one an
+    fsynced append): 100,000 reports at the embedded server's 8 MiB limit fit in one record."""
+    rng = np.random.default_rng(9)
+
+    async def scenario() -> dict[str, Any]:
+        worker = ShardWorker(log.spec())
+        await worker.start()
+        await worker.commit([segment(100_000, rng)])
+        status = await worker.status()
+        await worker.close()
+        return status
+
+    status = run(scenario())
+    assert status["offset"] == 2 and status["rows"] == {"ratings": 100_000}  # genesis + one record
+
+
+def test_a_segment_pack_holds_its_segments_exactly() -> None:
+    rng = np.random.default_rng(10)
+    segments = [segment(n, rng, credential=f"c{n}") for n in (3, 1, 7)]
+    unpacked = SegmentPack.of(segments).segments()
+    assert [(s.collection, s.credential, len(s)) for s in unpacked] == [("ratings", "c3", 3), ("ratings", "c1", 1),
+                                                                         ("ratings", "c7", 7)]
+    for got, sent in zip(unpacked, segments):
+        assert np.array_equal(got.report_ids, sent.report_ids) and np.array_equal(got.public_keys, sent.public_keys)
+        assert np.array_equal(got.private_codes, sent.private_codes)
+
+
+def test_a_lost_last_record_is_missing_not_late(log: Log) -> None:
+    """The log server drops a record that fails its own hash; when it is the last one no later
+    record shows the gap: the reader asks the stream, finds it missing and stops the shard."""
+    rng = np.random.default_rng(11)
+    spec = log.spec(flush_ids=10**9)
+    run(_status_after(spec, lambda w: _commits(w, rng, 3)))
+    for path in Path(spec.directory).iterdir():
+        path.unlink()
+    log.nats.stop()
+    (blk,) = log.block_files()
+    data = bytearray(Path(blk).read_bytes())
+    at = [i for i in range(len(data)) if data.startswith(b"LDPSLOG1", i)][-1]
+    data[at + 300] ^= 0x01
+    Path(blk).write_bytes(bytes(data))
+    log.settings = LogSettings((log.nats.start(),))
+    started = time.monotonic()
+    with pytest.raises(ShardDamaged, match="sequence 4 is missing"):
+        run(_status_after(log.spec(flush_ids=10**9)))
+    assert time.monotonic() - started < 10
