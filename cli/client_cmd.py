@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Validate the rows locally, perturb them with mechanism E (OS CSPRNG), charge the ε to the "
                     "device's ledger before sending (memoized rows are free), stream them to the aggregator "
                     "and print a JSON summary.")
-    submit.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    submit.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="the aggregator, or several of its replicas (round robin, failover)")
     submit.add_argument("--collection", required=True, metavar="NAME", help="the collection to submit to")
     submit.add_argument("--rows", required=True, metavar="ROWS.csv",
                         help="CSV of raw rows with a header of attribute names")

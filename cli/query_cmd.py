@@ -30,7 +30,8 @@ from .token_env import add_token_argument
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    parser.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="the aggregator, or several of its replicas (round robin, failover)")
     parser.add_argument("--collection", required=True, metavar="NAME", help="the collection")
     add_token_argument(parser, "with the query role")
     parser.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")

@@ -44,7 +44,9 @@ class AsyncClient:
     Parameters
     ----------
     target:
-        ``HOST:PORT`` of the aggregator.
+        ``HOST:PORT`` of the aggregator, or of several ingress replicas (``a:50051,b:50051``):
+        calls are balanced round-robin over those that are up (:func:`~ldpsynth.client.transport.grpc_target`),
+        and a retried batch may reach another replica (it is still stored once).
     token:
         Bearer token sent as ``authorization: Bearer <token>`` on every call.
     root_certificates:

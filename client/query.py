@@ -43,7 +43,7 @@ from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 from .errors import QueryError
 from .release import Release
 from .retry import RetryPolicy, check_seconds
-from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials
+from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 
 #: Deadline of one query call when none is given (a large batch or export takes a while).
 DEFAULT_QUERY_DEADLINE = 600.0
@@ -90,12 +90,9 @@ class QueryClient:
         self.retry = retry if retry is not None else RetryPolicy()
         self._rng = rng if rng is not None else random.Random()
         self._server_limits: dict[str, int] = {}
-        options = [("grpc.max_send_message_length", self._limit), ("grpc.max_receive_message_length", self._limit),
-                   ("grpc.initial_reconnect_backoff_ms", max(1, round(self.retry.initial_backoff * 1000))),
-                   ("grpc.max_reconnect_backoff_ms", max(1, round(self.retry.max_backoff * 1000)))]
         credentials = channel_credentials(root_certificates, certificate_chain, private_key)
-        self._channel = grpc.insecure_channel(target, options=options) if credentials is None \
-            else grpc.secure_channel(target, credentials, options=options)
+        self._channel = open_channel(target, credentials, max_message_bytes=self._limit, retry=self.retry,
+                                     blocking=True)
         self._stub = qpb_grpc.QueryServiceStub(self._channel)
         self._collections = pb_grpc.CollectionServiceStub(self._channel)
 

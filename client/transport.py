@@ -10,6 +10,7 @@ no token file). The token travels as ``authorization: Bearer <token>`` on every 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import grpc
@@ -63,19 +64,65 @@ def bearer_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
-def open_channel(target: str, credentials: grpc.ChannelCredentials | None, *, max_message_bytes: int,
-                 retry: RetryPolicy) -> grpc.aio.Channel:
-    """A ``grpc.aio`` channel to ``target`` (``HOST:PORT``) sending and receiving messages up to
-    ``max_message_bytes``; it reconnects at the pace of ``retry``. Call inside a running event loop."""
+def split_targets(target: str) -> list[tuple[str, int]]:
+    """``HOST:PORT`` or several, comma-separated (``a:50051,b:50051``; IPv6 as ``[::1]:50051``)."""
     if not isinstance(target, str) or not target.strip():
-        raise ValidationError("target", "HOST:PORT of the aggregator", "empty")
+        raise ValidationError("target", "HOST:PORT of the aggregator (or several, comma-separated)", "empty")
+    found = []
+    for item in (t.strip() for t in target.split(",")):
+        host, _, port = item.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValidationError("target", "HOST:PORT of the aggregator (or several, comma-separated)",
+                                  f"{item[:100]!r} is not HOST:PORT")
+        found.append((host, int(port)))
+    return found
+
+
+def grpc_target(target: str) -> tuple[str, list[tuple[str, str]]]:
+    """The gRPC target string and channel options for ``target``.
+
+    One ``HOST:PORT`` is used as given. Several (ingress replicas of one deployment) are resolved
+    to their addresses and balanced by gRPC's client-side ``round_robin`` policy: each call goes to
+    the next replica that is connected, and a replica that fails drops out of the rotation until it
+    reconnects (calls that were on it fail UNAVAILABLE and are retried on the others). With TLS,
+    every replica's certificate must be valid for the first host named (``grpc.default_authority``).
+    """
+    targets = split_targets(target)
+    if len(targets) == 1:
+        return target.strip(), []
+    addresses: list[str] = []
+    for host, port in targets:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ValidationError("target", "HOST:PORT of reachable aggregators", f"cannot resolve {host!r} "
+                                  f"({exc.strerror})") from None
+        addresses += [f"[{info[4][0]}]:{port}" if info[0] == socket.AF_INET6 else f"{info[4][0]}:{port}"
+                      for info in infos[:1]]
+    families = {a.startswith("[") for a in addresses}
+    if len(families) > 1:
+        raise ValidationError("target", "replicas all reached over IPv4 or all over IPv6", "a mix of both")
+    scheme = "ipv6:" if families == {True} else "ipv4:"
+    return scheme + ",".join(addresses), [("grpc.lb_policy_name", "round_robin"),
+                                          ("grpc.default_authority", target.split(",")[0].strip())]
+
+
+def open_channel(target: str, credentials: grpc.ChannelCredentials | None, *, max_message_bytes: int,
+                 retry: RetryPolicy, blocking: bool = False) -> grpc.aio.Channel | grpc.Channel:
+    """A channel to ``target`` (``HOST:PORT``, or several: :func:`grpc_target`) sending and receiving
+    messages up to ``max_message_bytes``; it reconnects at the pace of ``retry``. A ``grpc.aio``
+    channel (call inside a running event loop), or a blocking one with ``blocking``."""
+    resolved, balancing = grpc_target(target)
     limit = check_int(max_message_bytes, "max_message_bytes", 1024, MAX_MESSAGE_BYTES)
     options = [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
         ("grpc.initial_reconnect_backoff_ms", max(1, round(retry.initial_backoff * 1000))),
         ("grpc.max_reconnect_backoff_ms", max(1, round(retry.max_backoff * 1000))),
+        *balancing,
     ]
+    module = grpc if blocking else grpc.aio
     if credentials is None:
-        return grpc.aio.insecure_channel(target, options=options)
-    return grpc.aio.secure_channel(target, credentials, options=options)
+        return module.insecure_channel(resolved, options=options)
+    return module.secure_channel(resolved, credentials, options=options)
