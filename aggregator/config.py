@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import ssl
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,21 +79,58 @@ class TlsFiles:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """Where the replicated log lives when it is not embedded (``--nats``).
+
+    ``servers``: ``nats://HOST:PORT`` of the NATS cluster's servers; ``replicas``: copies of every
+    stream (3: the log survives the loss of any one server); ``tls_ca``/``tls_cert``/``tls_key``:
+    TLS to the servers (the servers' authorization token, if any, is read from the environment
+    variable ``LDPSYNTH_NATS_TOKEN`` of the replicas and of every Ray node); ``worker_dir``: the directory,
+    on every Ray node, under which shard workers keep their snapshots (node-local);
+    ``worker_resource``: a Ray custom resource the nodes meant for shard workers offer (the workers
+    then run only there, e.g. not on the head node).
+    """
+
+    servers: tuple[str, ...]
+    replicas: int = 3
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    worker_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "ldpsynth-workers")
+    worker_resource: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            raise ConfigError("--nats: at least one nats://HOST:PORT")
+        for url in self.servers:
+            if not url.startswith(("nats://", "tls://")) or ":" not in url.split("://", 1)[1]:
+                raise ConfigError(f"--nats: URLs of the form nats://HOST:PORT, got {url[:200]!r}")
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or not 1 <= self.replicas <= 5:
+            raise ConfigError(f"--log-replicas: an integer in [1, 5] (JetStream's limit), got {self.replicas!r}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("--nats-tls-cert and --nats-tls-key: give both or neither")
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """Everything ``ldpsynth aggregator serve`` is told (see docs/contract.md).
 
-    ``shards`` None: the data directory's existing layout, or one shard per CPU for a new one.
-    ``ray_address`` None: join the Ray runtime of this process if there is one, else start a
-    local one. ``max_inflight_batches`` bounds the batches of one stream being committed at
-    once (acknowledged in order); ``max_group_rows`` bounds the reports of one group commit.
+    ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else the replica
+    is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
+    shard per CPU for a new one. ``ray_address`` None: join the Ray runtime of this process if
+    there is one, else start a local one. ``max_inflight_batches`` bounds the batches of one
+    stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
+    of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
+    writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
     """
 
-    data_dir: Path
+    data_dir: Path | None
     collections: tuple[MechanismCard, ...]
     host: str = "127.0.0.1"
     port: int = 0
     shards: int | None = None
     ray_address: str | None = None
+    cluster: ClusterConfig | None = None
     tls: TlsFiles | None = None
     tokens_file: Path | None = None
     limits: Limits = field(default_factory=Limits)
@@ -100,8 +138,12 @@ class ServerConfig:
     grace_seconds: float = 5.0
     max_inflight_batches: int = 4
     max_group_rows: int = 1 << 20
+    snapshot_ids: int = 1 << 20
+    verbose: bool = False
 
     def __post_init__(self) -> None:
+        if self.cluster is None and self.data_dir is None:
+            raise ConfigError("--data-dir: required unless the log is a NATS cluster (--nats)")
         if not self.collections:
             raise ConfigError("--collection: at least one collection file")
         names = [c.schema.name for c in self.collections]
@@ -115,6 +157,7 @@ class ServerConfig:
             ("--max-message-bytes", self.limits.max_message_bytes, 1024, MAX_MESSAGE_BYTES),
             ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
+            ("--snapshot-every", self.snapshot_ids, 1, 2**40),
         )
         for name, value, low, high in checks:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

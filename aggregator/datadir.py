@@ -1,49 +1,42 @@
-"""The aggregator's data directory: its lock, its shard layout and the shard file names.
+"""The one-machine aggregator's data directory: its lock, its log and its shard workers' snapshots.
 
-The number of shards is fixed when a data directory is created (``layout.json``): reports are
-routed to shards by id, so serving the same directory with another shard count would send a
-retried report to a shard that does not know it and store it twice. A server takes
-``aggregator.lock`` (``flock``, released by the kernel when the process dies, even by SIGKILL)
-so two servers never share a directory.
+::
+
+    DIR/aggregator.lock     flock of the serving process (released by the kernel, even on SIGKILL)
+    DIR/layout.json         the log layout this directory holds (id, shards): written once
+    DIR/log/                the embedded NATS server's JetStream store: the log, the store of record
+    DIR/shards/shard-NNN/   each shard worker's snapshot (id runs, statistics): a view of the log
+
+``layout.json`` ties the directory to its log: a log that was deleted, replaced or belongs to
+another deployment is refused at start (:mod:`~ldpsynth.aggregator.jetstream`), and so is a
+directory laid out by an earlier version (SQLite shard files). In a cluster (``--nats``) the log
+lives in the NATS cluster and the replicas keep no data directory.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 from pathlib import Path
 
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.files import fsync_directory
 
 LAYOUT_FILE = "layout.json"
-LAYOUT_FORMAT = "ldpsynth.aggregator-layout/1"
+LAYOUT_FORMAT = "ldpsynth.data-dir/2"
 LOCK_FILE = "aggregator.lock"
 
 
 class DataDirError(LdpsynthError):
-    """The data directory is in use, unreadable, or laid out differently from what was asked."""
+    """The data directory is in use, unreadable, full, or holds something else."""
 
 
-def shard_path(data_dir: str | Path, shard: int) -> Path:
-    return Path(data_dir) / f"shard-{shard:03d}.sqlite"
-
-
-def read_layout(data_dir: str | Path) -> list[Path]:
-    """The shard files of an existing data directory, in shard order."""
-    path = Path(data_dir) / LAYOUT_FILE
-    try:
-        layout = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataDirError(f"{data_dir} is not an aggregator data directory (no {LAYOUT_FILE})") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataDirError(f"{path}: unreadable ({type(exc).__name__})") from None
-    if not isinstance(layout, dict):
-        layout = {}
-    shards = layout.get("shards")
-    if layout.get("format") != LAYOUT_FORMAT or isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-        raise DataDirError(f"{path}: expected format {LAYOUT_FORMAT!r} with an integer shards >= 1")
-    return [shard_path(data_dir, k) for k in range(shards)]
+def _os_problem(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    return exc.strerror or type(exc).__name__
 
 
 def _write_durably(path: Path, text: str) -> None:
@@ -53,11 +46,7 @@ def _write_durably(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(path.parent)
 
 
 class DataDir:
@@ -67,36 +56,63 @@ class DataDir:
         self.path = Path(path)
         self._lock_fd = -1
 
+    @property
+    def log_dir(self) -> Path:
+        return self.path / "log"
+
+    def shard_dir(self, shard: int) -> Path:
+        return self.path / "shards" / f"shard-{shard:03d}"
+
     def acquire(self) -> None:
         """Create the directory if needed and lock it; fail at once if another server holds it."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        if self.path.exists() and not self.path.is_dir():
+            raise DataDirError(f"--data-dir {self.path}: not a directory")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise DataDirError(f"--data-dir {self.path}: cannot create or open it ({_os_problem(exc)})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise DataDirError(f"{self.path} is in use by another aggregator") from None
+            raise DataDirError(f"--data-dir {self.path}: in use by another aggregator") from None
         self._lock_fd = fd
+        old = sorted(p.name for p in self.path.glob("shard-*.sqlite"))
+        if old:
+            self.release()
+            raise DataDirError(f"--data-dir {self.path}: holds SQLite shard files of an earlier ldpsynth ({old[0]}, ...), "
+                               "which this version does not read; export the collections with that version and "
+                               "serve a new data directory")
 
     def release(self) -> None:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def shard_paths(self, requested: int | None) -> list[Path]:
-        """The shard files; a new directory gets ``requested`` shards (``None``: one per CPU).
+    def recorded_layout(self) -> tuple[str, int] | None:
+        """The layout id and shard count recorded in ``layout.json`` (``None``: a new directory)."""
+        path = self.path / LAYOUT_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataDirError(f"{path}: unreadable ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+        try:
+            layout = json.loads(text)
+            if layout["format"] != LAYOUT_FORMAT or not isinstance(layout["layout"], str) \
+                    or type(layout["shards"]) is not int:
+                raise ValueError
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise DataDirError(f"{path}: not an ldpsynth data directory layout (format {LAYOUT_FORMAT!r}); "
+                               "it was damaged or edited") from None
+        return str(layout["layout"]), int(layout["shards"])
 
-        An existing directory keeps its shard count; asking explicitly for another is an error.
-        """
-        if (self.path / LAYOUT_FILE).exists():
-            paths = read_layout(self.path)
-            if requested is not None and requested != len(paths):
-                raise DataDirError(f"{self.path} holds {len(paths)} shards; it cannot be served with --shards "
-                                   f"{requested} (reports are routed to shards by id)")
-            return paths
-        shards = requested if requested is not None else (os.cpu_count() or 1)
-        if shards < 1:
-            raise DataDirError(f"shards: an integer >= 1, got {shards}")
-        _write_durably(self.path / LAYOUT_FILE,
-                       json.dumps({"format": LAYOUT_FORMAT, "shards": shards}, indent=2) + "\n")
-        return [shard_path(self.path, k) for k in range(shards)]
+    def record_layout(self, layout_id: str, shards: int) -> None:
+        """Write ``layout.json`` (once, when the log's layout is created)."""
+        try:
+            _write_durably(self.path / LAYOUT_FILE, json.dumps(
+                {"format": LAYOUT_FORMAT, "layout": layout_id, "shards": shards}, indent=2) + "\n")
+        except OSError as exc:
+            raise DataDirError(f"--data-dir {self.path}: cannot write {LAYOUT_FILE} ({_os_problem(exc)})") from None

@@ -36,11 +36,15 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from .auth import Credential
 from .config import Catalog
 from .group_commit import GroupCommitter
+from .idindex import repeats, sort_ids
 from .quota import QuotaBook, QuotaKey
-from .status import ShardUnavailable, StatusError, invalid_argument, unavailable
-from .store import CommitOutcome, Segment
+from .segments import CommitOutcome, Segment
+from .status import ShardFull, ShardUnavailable, StatusError, invalid_argument, shard_status, unavailable
 
 log = logging.getLogger(__name__)
+
+#: Seconds a busy shard's group commit waits for more batches (one Ray call per group per shard).
+REPLICA_LINGER = 0.003
 
 
 class ShardBackend(Protocol):
@@ -55,6 +59,8 @@ class ShardBackend(Protocol):
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int: ...
 
     async def quota_usage(self, shard: int) -> dict[QuotaKey, int]: ...
+
+    async def quota_of(self, shard: int, collection: str, credential: str) -> int: ...
 
 
 def route(report_ids: np.ndarray, num_shards: int) -> np.ndarray:
@@ -95,11 +101,13 @@ class Admitted:
 class Ingestor:
     """Admits and commits report batches for the collections of a :class:`Catalog`."""
 
-    def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int):
+    def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int,
+                 sole_replica: bool = True):
         self._catalog = catalog
         self._backend = backend
         self._quota = quota
-        self._committers = [GroupCommitter(lambda segs, s=s: backend.commit(s, segs), max_group_rows)
+        self._sole_replica = sole_replica
+        self._committers = [GroupCommitter(lambda segs, s=s: backend.commit(s, segs), max_group_rows, REPLICA_LINGER)
                             for s in range(backend.num_shards)]
 
     @property
@@ -115,6 +123,16 @@ class Ingestor:
                 raise unavailable("a storage shard is unavailable; retry later") from exc
             self._quota.observe(shard, counters)
             self._quota.stale.discard(shard)
+
+    async def _refresh_quota(self, key: QuotaKey) -> None:
+        """Read ``key``'s counters from every shard (other replicas store reports too)."""
+        try:
+            counts = await asyncio.gather(*(self._backend.quota_of(shard, *key)
+                                            for shard in range(self._backend.num_shards)))
+        except ShardUnavailable as exc:
+            raise unavailable("a storage shard is unavailable; retry later") from exc
+        for shard, count in enumerate(counts):
+            self._quota.observe(shard, {key: count})
 
     async def admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
         """Check a batch and reserve its quota; raise :class:`StatusError` to reject it whole."""
@@ -141,10 +159,17 @@ class Ingestor:
         return Admitted(int(batch.sequence), quota_key, reserved, tuple(parts))
 
     async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> int:
-        n = sum(len(segment) for _, segment in parts)
+        """Reserve the batch's new reports under ``limit``: its distinct ids (a repeated id is stored
+        once), less those already stored when that matters. The shard workers hold the exact
+        counters; the mirror is exact while this is the only replica, otherwise the credential's
+        counters are read from every worker before each batch (replicas admitting the same
+        credential at the same moment can together pass the limit by their batches in flight)."""
         if not limit:
             return 0
-        if self._quota.stale:  # a shard failed mid-commit: its counter may be ahead of the mirror
+        n = sum(int((~repeats(sort_ids(segment.report_ids))).sum()) for _, segment in parts)
+        if not self._sole_replica:
+            await self._refresh_quota(key)
+        elif self._quota.stale:  # a shard failed mid-commit: its counter may be ahead of the mirror
             await self.load_quota(sorted(self._quota.stale))
         new = n
         if new > self._quota.available(key, limit):
@@ -171,7 +196,7 @@ class Ingestor:
         return await asyncio.shield(self._commit(admitted))
 
     async def _commit(self, admitted: Admitted) -> pb.BatchAck:
-        outcomes = await asyncio.gather(*(self._committers[shard].submit(segment) for shard, segment in admitted.parts),
+        outcomes = await asyncio.gather(*(self._committers[shard].enqueue(segment) for shard, segment in admitted.parts),
                                         return_exceptions=True)
         accepted = duplicates = 0
         failed: BaseException | None = None
@@ -185,10 +210,12 @@ class Ingestor:
             accepted += acc
             duplicates += dup
         self._quota.release(admitted.quota_key, admitted.reserved)
-        if isinstance(failed, ShardUnavailable):
+        if isinstance(failed, ShardFull):
+            log.error("the log's storage is full (%s): batches are refused until an operator adds space", failed)
+        elif isinstance(failed, ShardUnavailable):
             log.warning("batch not acknowledged: %s", failed)
-            raise unavailable("a storage shard is unavailable; the batch was not acknowledged, retry it "
-                              "with the same report ids")
+        if isinstance(failed, ShardUnavailable):
+            raise shard_status(failed, "the batch was not acknowledged (retry it with the same report ids)")
         if failed is not None:
             raise failed
         return pb.BatchAck(sequence=admitted.sequence, accepted=accepted, duplicates=duplicates)

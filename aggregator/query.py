@@ -1,23 +1,26 @@
 """The query engine: statistical queries over the live synthetic database, evaluated where the data is.
 
 A compiled batch (:class:`~ldpsynth.shared.query_batch.QueryBatch`) is answered block by block with
-the companion estimators of seed 000 (eqs. 17-22; :mod:`ldpsynth.shared.estimator_math`):
+the companion estimators (WYZ eqs. 17-22; :mod:`ldpsynth.shared.estimator_math`), all on **one
+snapshot**: the engine first *pins* every shard (:meth:`~ldpsynth.aggregator.shard_worker.ShardWorker.pin`:
+the shard's statistics at the log sequence it has applied), evaluates every block against those
+pins, and unpins. Rows that arrive meanwhile are simply not in the answer, so a batch is never
+refused because of ingest.
 
 * **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
-  only through the counts per (public key, private code): the shards' sufficient statistics are
-  fetched in parallel and summed (the merged table is cached per collection until rows are
-  committed), and the whole block is one matrix product over it.
-* **Cut blocks** (graph collections, eq. 33): every shard actor computes the pair totals
-  :math:`(m, y_1)` of the batch over its own rows from a compact pair-count matrix
-  (:class:`~ldpsynth.aggregator.pairs.PairCounts`); the totals add up.
-* **Dense blocks** (one weight list per row, small n): the rows are ordered by report id (the
-  order of an export), and each shard's rows are a Ray task computing the block's
-  :class:`~ldpsynth.shared.estimator_math.BlockSums` over them; the sums merge.
+  only through the counts per (public key, private code): the pinned statistics of every shard,
+  summed (the merged table is cached per collection, keyed by the pinned log sequences), and the
+  whole block is one matrix product over it.
+* **Cut blocks** (graph collections, WYZ eq. 33): every shard worker computes the pair totals
+  :math:`(m, y_1)` over its pinned statistics (:class:`~ldpsynth.aggregator.pairs.PairCounts`);
+  the totals add up.
+* **Dense blocks** (one weight list per row, small n): the pinned rows of every shard, read from
+  the log and ordered by report id (the order of an export); each shard's rows are a Ray task
+  computing the block's :class:`~ldpsynth.shared.estimator_math.BlockSums`; the sums merge.
 
-Each block reports the number of rows it was computed over; if rows were committed while a
-batch was being evaluated the blocks would disagree, so the evaluation is repeated (at most
-:data:`ATTEMPTS` times) and then refused with ABORTED: answers always describe one set of rows.
-Querying reads the perturbed rows only, so it spends no privacy budget.
+A pin lost to a restarted worker makes the evaluation start again on new pins (at most
+:data:`ATTEMPTS` times, then UNAVAILABLE). Querying reads the perturbed rows only, so it spends
+no privacy budget.
 """
 
 from __future__ import annotations
@@ -38,24 +41,29 @@ from ldpsynth.shared.statistics import SufficientStatistics
 
 from .config import Catalog
 from .idindex import sort_ids
+from .segments import RowChunk
+from .shard_worker import PinExpired
 from .stats import SufficientStats
 from .status import StatusError
-from .store import RowChunk
 
-#: Evaluations of one batch before giving up on a consistent set of rows (concurrent ingest).
+#: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
 ATTEMPTS = 3
+
+Pins = Sequence[tuple[str, int, int]]
 
 
 class QueryShards(Protocol):
-    """What the engine needs from the shards (:class:`~ldpsynth.aggregator.ray_shards.RayShards`)."""
+    """What the engine needs from the shards (:class:`~ldpsynth.aggregator.ray_cluster.RayWorkers`)."""
 
-    async def wait_ready(self) -> dict[int, dict[str, int]]: ...
+    async def pin(self, collection: str) -> list[tuple[str, int, int]]: ...
 
-    async def stats(self, collection: str) -> list[SufficientStats]: ...
+    async def unpin(self, pins: Pins) -> None: ...
 
-    async def sorted_rows(self, collection: str) -> list[RowChunk]: ...
+    async def pinned_stats(self, pins: Pins, collection: str) -> list[SufficientStats]: ...
 
-    async def cut_totals(self, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
+    async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
+
+    async def cut_totals(self, pins: Pins, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
                          targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]: ...
 
     async def map_tasks(self, function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]: ...
@@ -80,28 +88,41 @@ class QueryEngine:
     def __init__(self, catalog: Catalog, shards: QueryShards):
         self.catalog = catalog
         self.shards = shards
-        self._statistics: dict[str, SufficientStatistics] = {}
+        self._statistics: dict[str, tuple[tuple[int, ...], SufficientStatistics]] = {}
 
-    async def rows(self, collection: str) -> int:
-        """Stored reports of ``collection`` (all shards)."""
-        counts = await self.shards.wait_ready()
-        return sum(c.get(collection, 0) for c in counts.values())
+    async def _pinned(self, collection: str, evaluate: Any) -> Any:
+        """``await evaluate(pins)`` on fresh pins of every shard (again if a pin was lost)."""
+        for _ in range(ATTEMPTS):
+            pins = await self.shards.pin(collection)
+            try:
+                return await evaluate(pins)
+            except PinExpired:
+                continue
+            finally:
+                await self.shards.unpin(pins)
+        raise StatusError(grpc.StatusCode.UNAVAILABLE, f"shard workers of {collection!r} restarted during the query "
+                                                       f"{ATTEMPTS} times in a row; retry")
 
-    async def statistics(self, collection: str) -> SufficientStatistics:
-        """The merged sufficient statistics, cached until the collection's row count changes."""
+    async def statistics(self, collection: str, pins: Pins) -> SufficientStatistics:
+        """The merged pinned statistics, cached until a shard's pinned log sequence changes."""
+        offsets = tuple(pin[1] for pin in pins)
         cached = self._statistics.get(collection)
-        if cached is not None and cached.n == await self.rows(collection):
-            return cached
-        parts = await self.shards.stats(collection)
+        if cached is not None and cached[0] == offsets:
+            return cached[1]
+        parts = await self.shards.pinned_stats(pins, collection)
         merged = await asyncio.to_thread(lambda: SufficientStats.merge(parts).to_statistics())
-        self._statistics[collection] = merged
+        self._statistics[collection] = (offsets, merged)
         return merged
 
     async def export_rows(self, collection: str) -> RowChunk:
-        """Every stored report of ``collection``, ordered by report id."""
+        """Every stored report of ``collection`` (one snapshot), ordered by report id."""
         self.catalog.get(collection)
-        parts = await self.shards.sorted_rows(collection)
-        return await asyncio.to_thread(merge_sorted_rows, parts)
+
+        async def evaluate(pins: Pins) -> RowChunk:
+            parts = await self.shards.rows(pins, collection)
+            return await asyncio.to_thread(merge_sorted_rows, parts)
+
+        return await self._pinned(collection, evaluate)
 
     async def estimate(self, collection: str, batch: QueryBatch, level: float) -> Answers:
         """Answer ``batch`` over the rows of ``collection`` (see the module docstring). An empty
@@ -116,47 +137,37 @@ class QueryEngine:
             return Answers(batch=batch, estimate=none, proper_estimate=none, exact=np.zeros(0, bool), std_error=none,
                            ci_low=none, ci_high=none, bound=none, bound_proper=none, level=level, n=0,
                            epsilon=mechanism.epsilon)
-        for _ in range(ATTEMPTS):
-            sums, sizes = [], set()
-            for block in batch.blocks:
-                block_sums, n = await self._block(collection, block, batch, mechanism)
-                sums.append(block_sums)
-                sizes.add(n)
-            if len(sizes) == 1:
-                (n,) = sizes
-                if n == 0:
-                    raise StatusError(grpc.StatusCode.FAILED_PRECONDITION,
-                                      f"collection {collection!r} has no reports yet: nothing to estimate from")
-                return await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
-        raise StatusError(grpc.StatusCode.ABORTED, f"reports of {collection!r} were committed during the query "
-                                                   f"{ATTEMPTS} times in a row; retry")
 
-    async def _block(self, collection: str, block: Any, batch: QueryBatch,
-                     mechanism: MechanismE) -> tuple[BlockSums, int]:
+        async def evaluate(pins: Pins) -> Answers:
+            n = sum(pin[2] for pin in pins)
+            if n == 0:
+                raise StatusError(grpc.StatusCode.FAILED_PRECONDITION,
+                                  f"collection {collection!r} has no reports yet: nothing to estimate from")
+            sums = [await self._block(collection, block, batch, mechanism, pins, n) for block in batch.blocks]
+            return await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
+
+        return await self._pinned(collection, evaluate)
+
+    async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+                     n: int) -> BlockSums:
         if isinstance(block, TableBlock):
-            stats = await self.statistics(collection)
-            if stats.n == 0:
-                return BlockSums.empty(len(block.positions)), 0
-            sums = await asyncio.to_thread(table_block_sums, block, stats, batch.schema, mechanism)
-            return sums, stats.n
+            stats = await self.statistics(collection, pins)
+            return await asyncio.to_thread(table_block_sums, block, stats, batch.schema, mechanism)
         if isinstance(block, CutBlock):
-            parts = await self.shards.cut_totals(collection, block.source, block.target, block.edge,
+            parts = await self.shards.cut_totals(pins, collection, block.source, block.target, block.edge,
                                                  block.sources, block.targets)
             m = np.sum([p[0] for p in parts], axis=0)
             y1 = np.sum([p[1] for p in parts], axis=0)
-            return cut_block_sums(m, y1, mechanism), sum(p[2] for p in parts)
-        return await self._dense(collection, block, batch, mechanism)
+            return cut_block_sums(m, y1, mechanism)
+        return await self._dense(collection, block, batch, mechanism, pins, n)
 
-    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch,
-                     mechanism: MechanismE) -> tuple[BlockSums, int]:
-        parts = await self.shards.sorted_rows(collection)
-        n = sum(len(p) for p in parts)
+    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+                     n: int) -> BlockSums:
         if block.weights.shape[1] != n:
             raise ValidationError(f"queries[{batch.origins[block.positions[0]]}].table",
                                   f"{n} weight lists, one per stored row (in report-id order, as exported)",
                                   f"got {block.weights.shape[1]}")
-        if n == 0:
-            return BlockSums.empty(len(block.positions)), 0
+        parts = await self.shards.rows(pins, collection)
         merged_order = sort_ids(np.concatenate([p.report_ids for p in parts])).order
         position = np.empty(n, np.int64)
         position[merged_order] = np.arange(n)          # global rank of every row, shard by shard
@@ -167,4 +178,4 @@ class QueryEngine:
         total = sums[0]
         for other in sums[1:]:
             total = total.merge(other)
-        return total, n
+        return total

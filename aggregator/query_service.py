@@ -6,7 +6,8 @@ PERMISSION_DENIED; unknown collection or no rows yet: FAILED_PRECONDITION; a bad
 attribute, weight table of the wrong size, empty or overlapping cut sets, NaN weights, a level
 outside (0, 1)): INVALID_ARGUMENT naming ``queries[j]`` (the whole batch is refused, nothing is
 answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WEIGHTS` weights:
-RESOURCE_EXHAUSTED; rows committed during the evaluation, repeatedly: ABORTED. An empty batch
+RESOURCE_EXHAUSTED; a shard worker unreachable or damaged: UNAVAILABLE (storage full: RESOURCE_EXHAUSTED).
+Every batch is evaluated on one snapshot (:mod:`~ldpsynth.aggregator.query`). An empty batch
 (``queries_json = "[]"``) answers OK with one page of no answers.
 
 Replies honour the server's message limit (``--max-message-bytes``, published as the
@@ -34,7 +35,7 @@ from ldpsynth.shared.wire import query_pb2 as qpb
 
 from .auth import QUERY, Credential
 from .query import QueryEngine
-from .status import StatusError, invalid_argument, parse
+from .status import ShardUnavailable, StatusError, invalid_argument, parse, shard_status
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ class QueryServicer:
             failure = StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except ValidationError as exc:
             failure = invalid_argument(exc)
+        except ShardUnavailable as exc:
+            log.warning("query batch not answered: %s", exc)
+            failure = shard_status(exc, "the query could not be answered")
         except Exception:  # a bug, not bad input
             log.exception("Estimate failed")
             failure = _INTERNAL
@@ -135,6 +139,11 @@ class QueryServicer:
             rows = await self.engine.export_rows(request.collection)
         except StatusError as exc:
             await context.abort(exc.code, exc.details)
+            return
+        except ShardUnavailable as exc:
+            log.warning("export not served: %s", exc)
+            failure = shard_status(exc, "the export could not be read")
+            await context.abort(failure.code, failure.details)
             return
         except Exception:
             log.exception("Export failed")

@@ -1,22 +1,23 @@
-"""The aggregator's gRPC server: a thin ``grpc.aio`` layer over the ingest handler.
+"""The aggregator's gRPC server, one *ingress replica*: a thin ``grpc.aio`` layer over the ingest
+handler and the query engine, standing on a :class:`~ldpsynth.aggregator.backend.Backend`.
 
-* ``ldpsynth.v1.QueryService`` (:mod:`~ldpsynth.aggregator.query_service`) answers query
-  batches over the stored rows and exports the release (role "query").
 * ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
   request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
-  the INTERNAL a failing deserializer produces (design.md §7). Every error a request can
-  cause is a :class:`~ldpsynth.aggregator.status.StatusError` with its own code; only a bug
-  yields INTERNAL.
+  the INTERNAL a failing deserializer produces. Every error a request can cause is a
+  :class:`~ldpsynth.aggregator.status.StatusError` with its own code; only a bug yields INTERNAL.
 * ``SubmitReports`` reads batches in order, admits each (validation, authorization, quota),
   lets up to ``max_inflight_batches`` of them commit concurrently, and writes one ``BatchAck``
-  per batch, in order, each after its batch is durable. A rejected batch ends the stream
-  with its status after the acks of the batches before it; nothing of it is stored.
-* Standard health service (SERVING once the shards are open; NOT_SERVING as a graceful stop
-  begins), reflection only when asked for, message size limits as server options (an
-  oversized message fails with RESOURCE_EXHAUSTED).
+  per batch, in order, each after its batch is durable in the replicated log. A rejected batch
+  ends the stream with its status after the acks of the batches before it; nothing of it is stored.
+* ``ldpsynth.v1.QueryService`` (:mod:`~ldpsynth.aggregator.query_service`) answers query batches
+  and exports the release (role "query"), each on one snapshot of the shards.
+* Standard health service: SERVING once every shard worker is ready; NOT_SERVING while one is
+  unreachable or damaged (checked every :data:`HEALTH_INTERVAL` seconds) and as a graceful stop
+  begins. Reflection only when asked for; message size limits as server options.
+* Any number of replicas may serve the same collections (cluster mode): they keep no state, a
+  report retried through another replica is still stored once (the shard workers deduplicate).
 * Graceful stop: health NOT_SERVING, batches arriving from then on get UNAVAILABLE (clients
-  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, queued group commits
-  complete, then the shards close.
+  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, then the backend closes.
 
 Logs carry lifecycle events and rejected-batch statuses; never tokens, peer addresses or
 report values.
@@ -36,21 +37,25 @@ from grpc_reflection.v1alpha import reflection
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 from .auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
+from .backend import Backend
 from .config import Catalog, ConfigError, ServerConfig
-from .datadir import DataDir
 from .ingest import Ingestor
 from .query import QueryEngine
 from .query_service import QUERY_SERVICE_NAME, QueryServicer
 from .quota import QuotaBook
-from .ray_shards import RayShards
+from .shard_worker import ShardDamaged
 from .stats import SufficientStats
-from .store import check_shard_files
-from .status import StatusError, parse, unavailable
+from .status import ShardUnavailable, StatusError, parse, unavailable
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 INTERNAL_ERROR = StatusError(grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
+#: Seconds between two health checks of the shard workers.
+HEALTH_INTERVAL = 1.0
+_SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
+
+
 def _read_file(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
@@ -63,47 +68,47 @@ def _host_port(host: str, port: int) -> str:
 
 
 class AggregatorServer:
-    """One aggregator: data directory, Ray shards, gRPC server.
+    """One replica: backend, ingest, queries, gRPC server.
 
-    Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop. The shards'
-    sufficient statistics: :meth:`statistics` (merged) or ``shards.stats(collection)`` (per
-    shard); their files: ``shards.paths`` (open with :class:`~ldpsynth.aggregator.store.ShardReader`).
+    Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop; ``failed`` is
+    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died).
     """
 
     def __init__(self, config: ServerConfig):
         self.config = config
         self.catalog = Catalog(config.collections, config.limits)
-        self._datadir = DataDir(config.data_dir)
-        self._shards: RayShards | None = None
+        self.backend: Backend | None = None
         self._ingestor: Ingestor | None = None
         self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._serving = False
         self._stopping = False
         self._stopped = asyncio.Event()
+        self.failed = asyncio.Event()
+        self.failure = ""
         self.address = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
     async def start(self) -> str:
-        """Open the data directory and shards, then listen; return ``HOST:PORT``."""
+        """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = self._server_credentials()
-        for service in ("", SERVICE_NAME, QUERY_SERVICE_NAME):
-            await self._health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self._datadir.acquire()
+        await self._set_health(False)
+        loop = asyncio.get_running_loop()
         try:
-            paths = self._datadir.shard_paths(config.shards)
-            check_shard_files(paths, self.catalog.cards_json())
-            self._shards = await asyncio.to_thread(RayShards.start, paths, self.catalog.cards_json(),
-                                                   config.ray_address)
-            rows = await self._shards.wait_ready()
-            quota = QuotaBook(self._shards.num_shards)
-            self._ingestor = Ingestor(self.catalog, self._shards, quota, config.max_group_rows)
+            self.backend = await Backend.open(config, self.catalog,
+                                              lambda reason: loop.call_soon_threadsafe(self._fail, reason))
+            workers = self.backend.workers
+            quota = QuotaBook(workers.num_shards)
+            self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
+                                      sole_replica=self.backend.owns_workers)
             await self._ingestor.load_quota()
-            self._queries = QueryServicer(QueryEngine(self.catalog, self._shards), self._authenticate)
+            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
@@ -111,12 +116,40 @@ class AggregatorServer:
             await self._release()
             raise
         self.address = _host_port(config.host, port)
-        for service in ("", SERVICE_NAME, QUERY_SERVICE_NAME):
-            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        stored = {name: sum(r.get(name, 0) for r in rows.values()) for name in self.catalog.names}
-        log.info("serving %s on %s: %d shards, stored reports %s", self.catalog.names, self.address,
-                 self._shards.num_shards, stored)
+        await self._set_health(True)
+        self._monitor = asyncio.create_task(self._watch_workers())
+        log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
+                 workers.num_shards)
         return self.address
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        self.failed.set()
+
+    async def _set_health(self, serving: bool) -> None:
+        self._serving = serving
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for service in _SERVICES:
+            await self._health.set(service, status)
+
+    async def _watch_workers(self) -> None:
+        """Health follows the shard workers: NOT_SERVING while one cannot answer or is damaged."""
+        assert self.backend is not None
+        while not self._stopping:
+            await asyncio.sleep(HEALTH_INTERVAL)
+            try:
+                await self.backend.workers.status()
+                healthy, reason = True, ""
+            except (ShardUnavailable, ShardDamaged) as exc:
+                healthy, reason = False, str(exc)
+            if self._stopping:
+                return
+            if healthy != self._serving:
+                if healthy:
+                    log.info("every shard worker answers again: SERVING")
+                else:
+                    log.warning("NOT_SERVING: %s", reason)
+                await self._set_health(healthy)
 
     def _server_credentials(self) -> grpc.ServerCredentials | None:
         tls = self.config.tls
@@ -159,38 +192,60 @@ class AggregatorServer:
             raise ConfigError(f"--host/--port: cannot listen on {target} ({exc})") from None
 
     async def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the shards."""
+        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the backend."""
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
         await self._health.enter_graceful_shutdown()
         log.info("stopping (grace %.1f s)", self.config.grace_seconds if grace is None else grace)
+        if self._monitor is not None:
+            self._monitor.cancel()
+            await asyncio.gather(self._monitor, return_exceptions=True)
         if self._server is not None:
             await self._server.stop(self.config.grace_seconds if grace is None else grace)
         await self._release()
         self._stopped.set()
         log.info("stopped")
 
+    async def abandon(self) -> None:
+        """Stop after a fatal failure (the Ray runtime is gone): no graceful stop of the workers, which
+        cannot be reached; close the port and the embedded log, release the data directory. The
+        caller exits (the reaper ends what is left of the runtime)."""
+        self._stopping = True
+        await self._set_health(False)
+        if self._server is not None:
+            await self._server.stop(0)
+        if self.backend is not None:
+            await self.backend.abandon()
+
     async def _release(self) -> None:
         if self._ingestor is not None:
             await self._ingestor.close()
-        if self._shards is not None:
-            await asyncio.to_thread(self._shards.close)
-            self._shards = None
-        self._datadir.release()
+        if self.backend is not None:
+            await self.backend.close()
+            self.backend = None
 
-    # ----- data access (for the query API and tests) -------------------------------------------
+    # ----- data access (tests, the simulator) -----------------------------------------------
     @property
-    def shards(self) -> RayShards:
-        if self._shards is None:
+    def workers(self):  # noqa: ANN201 - RayWorkers (Ray stays behind its seam)
+        if self.backend is None:
             raise RuntimeError("the server is not started")
-        return self._shards
+        return self.backend.workers
 
     async def statistics(self, collection: str) -> SufficientStats:
-        """Sufficient statistics of ``collection`` over all shards."""
+        """Sufficient statistics of ``collection`` over all shards, on one snapshot."""
         self.catalog.get(collection)
-        return SufficientStats.merge(await self.shards.stats(collection))
+        workers = self.workers
+        pins = await workers.pin(collection)
+        try:
+            return SufficientStats.merge(await workers.pinned_stats(pins, collection))
+        finally:
+            await workers.unpin(pins)
+
+    async def stored(self, collection: str) -> int:
+        """Reports of ``collection`` stored (applied by the shard workers)."""
+        return sum(status["rows"].get(collection, 0) for status in await self.workers.status())
 
     # ----- RPC handlers ----------------------------------------------------------------------
     def _authenticate(self, context: grpc.aio.ServicerContext) -> Credential:

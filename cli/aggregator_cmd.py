@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -34,13 +35,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser("aggregator", help="run the aggregator (gRPC server, durable Ray shards)")
     commands = parser.add_subparsers(dest="aggregator_command", metavar="COMMAND", required=True)
     serve = commands.add_parser("serve", help="serve collections over gRPC until SIGTERM/SIGINT")
-    serve.add_argument("--data-dir", required=True, type=Path, help="directory of the shard files (created if missing)")
+    serve.add_argument("--data-dir", type=Path,
+                       help="directory of the embedded log and the shard snapshots (created if missing); "
+                            "required unless --nats")
     serve.add_argument("--port", required=True, type=int, help="TCP port; 0 picks a free one (printed)")
     serve.add_argument("--collection", required=True, action="append", type=Path, metavar="COLLECTION.json",
                        help="a collection's schema or mechanism card (JSON); repeat for several")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     serve.add_argument("--shards", type=int, help="shards of a new data directory (default: one per CPU)")
-    serve.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray runtime)")
+    serve.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray runtime on 127.0.0.1)")
+    serve.add_argument("--nats", metavar="URL[,URL...]",
+                       help="the replicated log is this NATS JetStream cluster (nats://HOST:PORT,...): the replica is "
+                            "stateless and shares the collections with every replica of the same cluster "
+                            "(default: an embedded single-node log in --data-dir)")
+    serve.add_argument("--log-replicas", type=int, default=3,
+                       help="copies of every log stream in the NATS cluster (default %(default)s)")
+    serve.add_argument("--nats-tls-ca", type=Path, help="CA of the NATS servers' certificates (PEM): TLS to the log")
+    serve.add_argument("--nats-tls-cert", type=Path, help="this replica's certificate for the NATS servers (PEM)")
+    serve.add_argument("--nats-tls-key", type=Path, help="its private key (PEM)")
+    serve.add_argument("--worker-dir", type=Path,
+                       help="directory on every Ray node for the shard workers' snapshots (cluster mode; "
+                            "default: the system temporary directory/ldpsynth-workers)")
+    serve.add_argument("--worker-resource", metavar="NAME",
+                       help="run shard workers only on Ray nodes offering this custom resource (cluster mode)")
+    serve.add_argument("--verbose", action="store_true", help="also print Ray's own log lines")
     serve.add_argument("--tls-cert", type=Path, help="server certificate chain (PEM); enables TLS")
     serve.add_argument("--tls-key", type=Path, help="server private key (PEM)")
     serve.add_argument("--tls-client-ca", type=Path, help="CA of client certificates (PEM); requires mutual TLS")
@@ -51,15 +69,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--max-batch-reports", type=int, help="reports per batch (default: the protocol's Limits)")
     serve.add_argument("--max-message-bytes", type=int,
                        help="largest request message in bytes (default: the protocol's Limits)")
+    serve.add_argument("--snapshot-every", type=int, default=1 << 20, metavar="N",
+                       help="new reports a shard worker keeps in memory before it writes a snapshot: the most a "
+                            "restarted worker replays from the log (default %(default)s)")
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     serve.set_defaults(handler=serve_command)
+    verify = commands.add_parser(
+        "verify", help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
+        description="Read every record of the log of a stopped one-machine aggregator (--data-dir) or of a cluster "
+                    "(--nats) and check it. Prints the rows per collection and the problems found as JSON; exit 0 "
+                    "when there are none, 1 otherwise (what an operator runs after a crash or suspected damage).")
+    where = verify.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", type=Path, help="the data directory of a stopped one-machine aggregator")
+    where.add_argument("--nats", metavar="URL[,URL...]", help="the NATS servers of a cluster's log")
+    verify.add_argument("--log-replicas", type=int, default=3, help="copies of every stream (cluster; default 3)")
+    verify.add_argument("--nats-tls-ca", type=Path, help="CA of the NATS servers' certificates (PEM)")
+    verify.add_argument("--nats-tls-cert", type=Path, help="a client certificate for the NATS servers (PEM)")
+    verify.add_argument("--nats-tls-key", type=Path, help="its private key (PEM)")
+    verify.set_defaults(handler=verify_command)
     check = commands.add_parser(
         "health", help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
         description="Query the standard gRPC health service (grpc.health.v1) of an aggregator, e.g. as a "
                     "container health check. Prints the status; exit 0 when SERVING, 1 otherwise (NOT_SERVING, "
                     "unreachable or deadline exceeded).")
-    check.add_argument("--target", required=True, metavar="HOST:PORT", help="the aggregator")
+    check.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                       help="the aggregator, or several replicas (each is asked; exit 0 only if all are SERVING)")
     check.add_argument("--service", default="",
                        help='health service name (default "": the whole server; or ldpsynth.v1.CollectionService)')
     check.add_argument("--deadline", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
@@ -71,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
-    from ldpsynth.aggregator.config import ConfigError, ServerConfig, TlsFiles, load_collection
+    from ldpsynth.aggregator.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
     from ldpsynth.shared.protocol import Limits
 
     defaults = Limits()
@@ -80,8 +115,16 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError("--tls-cert and --tls-key: give both or neither")
     if args.tls_client_ca is not None and args.tls_cert is None:
         raise ConfigError("--tls-client-ca: needs --tls-cert and --tls-key (mutual TLS runs over TLS)")
+    cluster = None
+    if args.nats:
+        cluster = ClusterConfig(tuple(u.strip() for u in args.nats.split(",") if u.strip()), args.log_replicas,
+                                args.nats_tls_ca, args.nats_tls_cert, args.nats_tls_key,
+                                worker_resource=args.worker_resource,
+                                **({"worker_dir": args.worker_dir} if args.worker_dir else {}))
     config = ServerConfig(
         data_dir=args.data_dir,
+        cluster=cluster,
+        verbose=args.verbose,
         collections=tuple(load_collection(path) for path in args.collection),
         host=args.host,
         port=args.port,
@@ -95,14 +138,14 @@ def serve_command(args: argparse.Namespace) -> int:
             defaults.max_message_bytes if args.max_message_bytes is None else args.max_message_bytes),
         reflection=args.reflection,
         grace_seconds=args.grace,
+        snapshot_ids=args.snapshot_every,
     )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(_serve(config))
-    return 0
+    return asyncio.run(_serve(config))
 
 
-async def _serve(config: ServerConfig) -> None:
+async def _serve(config: ServerConfig) -> int:
     from ldpsynth.aggregator.server import AggregatorServer
 
     server = AggregatorServer(config)
@@ -112,17 +155,44 @@ async def _serve(config: ServerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    stopped, failed = asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.failed.wait())
+    await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
+    if server.failed.is_set():
+        await server.abandon()
+        print(f"ldpsynth aggregator: error: {server.failure}", file=sys.stderr, flush=True)
+        os._exit(1)  # Ray's exit handlers would wait for a runtime that is gone
     await server.stop()
+    return 0
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator verify``."""
+    from ldpsynth.aggregator.jetstream import LogSettings, ReplicatedLog
+    from ldpsynth.aggregator.verify import Verification, verify_data_dir, verify_log
+
+    async def run() -> Verification:
+        if args.data_dir is not None:
+            return await verify_data_dir(str(args.data_dir))
+        servers = tuple(u.strip() for u in args.nats.split(",") if u.strip())
+        text = (lambda path: None if path is None else str(path))
+        settings = LogSettings(servers, args.log_replicas, text(args.nats_tls_ca), text(args.nats_tls_cert),
+                               text(args.nats_tls_key))
+        replicated = await ReplicatedLog.connect(settings, name="ldpsynth-verify")
+        try:
+            return await verify_log(replicated)
+        finally:
+            await replicated.close()
+
+    result = asyncio.run(run())
+    print(json.dumps(result.to_json(), indent=2))
+    return 0 if result.ok else 1
 
 
 def health_command(args: argparse.Namespace) -> int:
-    """Handler of ``aggregator health``: one ``grpc.health.v1.Health/Check`` call, over TLS when a
-    ``--tls-*`` file is given (the client's channel credentials), else plaintext."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    from ldpsynth.client.transport import channel_credentials
+    """Handler of ``aggregator health``: one ``grpc.health.v1.Health/Check`` call per target (several
+    replicas: ``--target a:1,b:2``; exit 0 only if every one is SERVING), over TLS when a ``--tls-*``
+    file is given (the client's channel credentials), else plaintext."""
+    from ldpsynth.client.transport import channel_credentials, split_targets
     from ldpsynth.shared.errors import ValidationError
 
     if not args.deadline > 0:
@@ -134,19 +204,32 @@ def health_command(args: argparse.Namespace) -> int:
     except ValidationError as exc:  # its fields are the SDK's parameter names
         flag = {"root_certificates": "--tls-ca", "certificate_chain": "--tls-cert", "private_key": "--tls-key"}
         raise LdpsynthError(f"{flag.get(exc.field, exc.field)}: {exc.problem}; legal range: {exc.legal}") from None
-    channel = grpc.insecure_channel(args.target) if credentials is None else \
-        grpc.secure_channel(args.target, credentials)
+    try:
+        targets = [f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+                   for host, port in split_targets(args.target)]
+    except ValidationError as exc:
+        raise LdpsynthError(f"--target: {exc.problem}; legal range: {exc.legal}") from None
+    serving = [_check_health(target, credentials, args.service, args.deadline) for target in targets]
+    return 0 if all(serving) else 1
+
+
+def _check_health(target: str, credentials: object, service: str, deadline: float) -> bool:
+    """Ask one replica; print its answer as one JSON line; ``True`` when SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    channel = grpc.insecure_channel(target) if credentials is None else grpc.secure_channel(target, credentials)
     with channel:
         try:
-            answer = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=args.service), timeout=args.deadline)
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service),
+                                                               timeout=deadline)
         except grpc.RpcError as exc:
-            print(json.dumps({"target": args.target, "service": args.service,
-                              "status": exc.code().name, "detail": exc.details()}))
-            return 1
+            print(json.dumps({"target": target, "service": service, "status": exc.code().name,
+                              "detail": exc.details()}))
+            return False
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
-    print(json.dumps({"target": args.target, "service": args.service, "status": status}))
-    return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1
+    print(json.dumps({"target": target, "service": service, "status": status}))
+    return answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     data.add_argument("--vertices", type=int, default=300,
                       help="facebook: induced subgraph on the first V vertices, V*V pair rows (default 300)")
     run = parser.add_argument_group("deployment")
-    run.add_argument("--target", help="submit to this aggregator instead of hosting one")
+    run.add_argument("--target", help="submit to this aggregator (or several replicas: HOST:PORT,HOST:PORT) instead "
+                                      "of hosting one")
     run.add_argument("--token", help="bearer token for --target")
     run.add_argument("--data-dir", type=Path, help="hosted aggregator: keep the store here (default: a temp dir)")
     run.add_argument("--shards", type=int, help="hosted aggregator: shards of a new data dir (default: one per CPU)")
@@ -70,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     run.add_argument("--out", type=Path, help="also write summary.json, answers.csv and answers.md here")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--verbose", action="store_true", help="hosted aggregator: also print Ray's own log lines")
     parser.set_defaults(handler=run_command)
 
 
@@ -93,7 +95,7 @@ def _settings(args: argparse.Namespace) -> Any:
             ray_address=args.ray_address,
             processes=args.processes or default_processes(), connections=args.connections,
             batch_size=args.batch_size, faults=Faults(args.drop_rate, args.drop_after, args.delay), seed=args.seed,
-            level=args.level, progress=not args.no_progress)
+            level=args.level, progress=not args.no_progress, verbose=args.verbose)
     except ValueError as exc:
         field, _, legal = str(exc).partition(": ")
         raise ValidationError(f"--{field.replace('_', '-')}", legal, "invalid") from None

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimator_math import Answers
 
 from ldpsynth.shared.query_json import queries_to_json
@@ -55,6 +56,7 @@ class SimulationSettings:
     seed: int = 1
     level: float = 0.95
     progress: bool = True
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.processes <= 256:
@@ -173,7 +175,7 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
     with tempfile.TemporaryDirectory(prefix="ldpsynth-sim-") as scratch:
         data_dir = settings.data_dir if settings.data_dir is not None else Path(scratch)
         server = AggregatorServer(ServerConfig(data_dir=data_dir, collections=(card,), shards=settings.shards,
-                                               ray_address=settings.ray_address))
+                                               ray_address=settings.ray_address, verbose=settings.verbose))
         target = await server.start()
         try:
             started = time.perf_counter()
@@ -199,7 +201,7 @@ def _remote_answers(population: Population, work: Workload, settings: Simulation
         with QueryClient(settings.target, token=settings.token) as client:
             return client.estimate(population.schema.name, queries=queries_to_json(work.queries),
                                    level=settings.level)
-    except QueryError:
+    except (QueryError, ValidationError):  # refused, or the workload does not fit the server's message limit
         return None
 
 

@@ -1,19 +1,14 @@
 """Fixtures for the aggregator tests: one local Ray cluster per session, servers on port 0.
 
-``ray.init`` takes seconds (design.md §7), so the session starts one local cluster; in-process
-servers use it directly and subprocess servers join it with ``--ray-address``. It is shut down
-at the end of the session by this process, which started it.
+``ray.init`` takes seconds, so the session starts one local, loopback-only cluster (through the
+aggregator's own Ray seam); in-process servers use it directly and subprocess servers join it
+with ``--ray-address``. It is shut down at the end of the session by this process, which started
+it. Every server runs its embedded NATS log (127.0.0.1) in its data directory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import queue
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -26,9 +21,11 @@ import pytest
 import ray
 
 from ldpsynth.aggregator.config import ServerConfig
-from ldpsynth.aggregator.datadir import read_layout
+from ldpsynth.aggregator.jetstream import ReplicatedLog
+from ldpsynth.aggregator.local_cluster import ServerProcess
+from ldpsynth.aggregator.ray_cluster import RayRuntime
 from ldpsynth.aggregator.server import AggregatorServer
-from ldpsynth.aggregator.store import ShardReader
+from ldpsynth.aggregator.verify import Verification, verify_data_dir, verify_log
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
@@ -77,37 +74,46 @@ def submit(stub: pb_grpc.CollectionServiceStub, batches: Iterable[pb.ReportBatch
     return acks, grpc.StatusCode.OK, ""
 
 
-def stored_rows(data_dir: Path, collection: str) -> int:
-    """Rows of ``collection`` in the data directory, counted in SQLite."""
-    total = 0
-    for path in read_layout(data_dir):
-        if path.exists():
-            with ShardReader(path) as reader:
-                if collection in reader.collections():
-                    total += reader.row_count(collection)
-    return total
+def stored_rows(server: "ServerThread", collection: str) -> int:
+    """Reports of ``collection`` the running server's shard workers hold."""
+    return server.run(server.server.stored(collection))
 
 
-def verify_data_dir(data_dir: Path) -> list[str]:
-    problems = []
-    for path in read_layout(data_dir):
-        with ShardReader(path) as reader:
-            problems += reader.verify()
-    return problems
+def verify(data_dir: Path, keep_rows: bool = False) -> Verification:
+    """Every record of a stopped server's log checked (rows per collection, problems)."""
+    return asyncio.run(verify_data_dir(str(data_dir), keep_rows))
+
+
+def verify_running(server: "ServerThread", keep_rows: bool = False) -> Verification:
+    """Every record of a running server's log checked, through a connection of its own."""
+    backend = server.server.backend
+
+    async def check() -> Verification:
+        replicated = await ReplicatedLog.connect(backend.log.settings, name="test-verify")
+        try:
+            return await verify_log(replicated, backend.layout.id, keep_rows)
+        finally:
+            await replicated.close()
+
+    return server.run(check())
+
+
+def stored_ids(server: "ServerThread", collection: str) -> set[bytes]:
+    """The report ids of ``collection`` a running server holds (its export, one snapshot)."""
+    rows = server.run(server.server._queries.engine.export_rows(collection))
+    return set(map(bytes, rows.report_ids))
 
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    """The session's local Ray cluster: started here and shut down here, unless another part of
-    the session already runs one (then it is used, and left to its owner)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """The session's local Ray cluster: started here (loopback only) and shut down here, unless
+    another part of the session already runs one (then it is used, and left to its owner)."""
+    runtime = RayRuntime.connect(None, num_cpus=2)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
-        if started:
-            ray.shutdown()
+        if runtime.started_here:
+            runtime.shutdown()
 
 
 def base_config(data_dir: Path, **changes: Any) -> ServerConfig:
@@ -160,65 +166,13 @@ def start_server(ray_address: str, tmp_path: Path) -> Iterator[Callable[..., Ser
         server.stop(0)
 
 
-class ServerProcess:
-    """``python -m ldpsynth.cli.aggregator_cmd serve ...`` with stdout and stderr captured."""
-
-    def __init__(self, args: Sequence[str], log_path: Path):
-        self.log_path = log_path
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", *args],
-                                     stdout=subprocess.PIPE, stderr=self._log)
-        self._lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.stdout: list[str] = []
-        self.address = self._wait_listening()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put(b"")
-
-    def _wait_listening(self) -> str:
-        while True:
-            try:
-                line = self._lines.get(timeout=START_TIMEOUT).decode()
-            except queue.Empty:
-                self.kill()
-                raise AssertionError(f"no listening line; log:\n{self.log()}") from None
-            if not line:
-                raise AssertionError(f"server exited ({self.proc.wait()}); log:\n{self.log()}")
-            self.stdout.append(line)
-            event = json.loads(line)
-            if event.get("event") == "listening":
-                return event["address"]
-
-    def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def terminate(self, timeout: float = 60.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.wait(timeout)
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.wait(30)
-
-    def wait(self, timeout: float) -> int:
-        code = self.proc.wait(timeout)
-        self._log.close()
-        return code
-
-
 @pytest.fixture
 def start_process(ray_address: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Factory of subprocess servers joined to the session's Ray cluster (killed if left running)."""
     procs: list[ServerProcess] = []
 
     def start(*args: str) -> ServerProcess:
-        proc = ServerProcess([*args, "--ray-address", ray_address], tmp_path / f"server{len(procs)}.log")
+        proc = ServerProcess.aggregator([*args, "--ray-address", ray_address], tmp_path / f"server{len(procs)}.log")
         procs.append(proc)
         return proc
 

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.datadir import read_layout
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, Population, movielens_100k
-from ldpsynth.aggregator.store import ShardReader
 from ldpsynth.client import AsyncClient, PrivacyLedger
 from ldpsynth.client.device import prepare_reports
 from ldpsynth.client.ledger import IN_MEMORY
@@ -39,7 +36,7 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 
-from .conftest import ServerThread
+from .conftest import ServerThread, verify_running
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -83,16 +80,13 @@ async def submit_every_device(target: str, population: Population) -> tuple[list
     return [o[0] for o in outcomes], sum(o[1] for o in outcomes), sum(o[2] for o in outcomes)
 
 
-def stored_reports(data_dir: Path, collection: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(report ids as 16-byte keys, private codes, public keys)`` of every stored row."""
-    ids, codes, keys = [], [], []
-    for path in read_layout(data_dir):
-        with ShardReader(path) as reader:
-            for chunk in reader.rows(collection):
-                ids.append(np.ascontiguousarray(chunk.report_ids).view("V16").ravel())
-                codes.append(chunk.private_codes)
-                keys.append(chunk.public_keys)
-    return np.concatenate(ids), np.concatenate(codes), np.concatenate(keys)
+def stored_reports(server: ServerThread, collection: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(report ids as 16-byte keys, private codes, public keys)`` of every stored row, read from the log."""
+    verification = verify_running(server, keep_rows=True)
+    assert verification.ok, verification.problems
+    chunks = [chunk for (_, c), chunk in verification.stored.items() if c == collection]
+    return (np.concatenate([np.ascontiguousarray(c.report_ids).view("V16").ravel() for c in chunks]),
+            np.concatenate([c.private_codes for c in chunks]), np.concatenate([c.public_keys for c in chunks]))
 
 
 def test_movielens_rows_are_stored_once_and_distributed_as_e_predicts(
@@ -110,7 +104,7 @@ def test_movielens_rows_are_stored_once_and_distributed_as_e_predicts(
     order = np.concatenate(movielens.rows_by_device())  # row index of each sent report
     assert np.array_equal(np.concatenate([r.public_codes for r in reports_by_device]).ravel(), true_keys[order])
 
-    stored_ids, stored_codes, stored_keys = stored_reports(server.config.data_dir, schema.name)
+    stored_ids, stored_codes, stored_keys = stored_reports(server, schema.name)
     assert stored_ids.size == n, "every acknowledged report is stored, exactly once"
     assert np.unique(stored_ids).size == n, "no report is stored twice"
     by_id = np.argsort(stored_ids)

@@ -1,4 +1,5 @@
-"""The ingest handler without a server or Ray: in-process shards behind the ShardBackend seam."""
+"""The ingest handler without a server or Ray: shard workers on this event loop behind the
+ShardBackend seam, writing to an embedded NATS log (127.0.0.1) in the test's directory."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import pytest
 from ldpsynth.aggregator.auth import ANONYMOUS, Credential
 from ldpsynth.aggregator.config import Catalog
 from ldpsynth.aggregator.ingest import Ingestor, route, split_by_shard
+from ldpsynth.aggregator.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.nats_process import EmbeddedNats
 from ldpsynth.aggregator.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.segments import CommitOutcome, Segment
+from ldpsynth.aggregator.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.aggregator.status import ShardUnavailable, StatusError
-from ldpsynth.aggregator.store import CommitOutcome, Segment, ShardReader, ShardStore
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -28,60 +32,87 @@ T = TypeVar("T")
 
 
 class LocalShards:
-    """ShardBackend over in-process ShardStores; can fail a shard before or after it commits."""
+    """ShardBackend over shard workers on the caller's event loop; can fail a shard before or after it commits."""
 
-    def __init__(self, paths: list[Path], cards: dict[str, str]):
-        self.stores = [ShardStore(p, cards) for p in paths]
-        self.paths = paths
+    def __init__(self, workers: list[ShardWorker]):
+        self.workers = workers
         self.fail_before: set[int] = set()
         self.fail_after: set[int] = set()
 
+    @classmethod
+    async def open(cls, directory: Path, url: str, cards: dict[str, str], shards: int) -> "LocalShards":
+        settings = LogSettings((url,))
+        log = await ReplicatedLog.connect(settings, "test")
+        layout = await log.open_layout(shards)
+        for name, card in cards.items():
+            await log.register_card(name, card)
+        await log.close()
+        workers = [ShardWorker(WorkerSpec(layout, k, settings, str(directory / f"shard-{k}"))) for k in range(shards)]
+        for worker in workers:
+            await worker.start()
+        return cls(workers)
+
     @property
     def num_shards(self) -> int:
-        return len(self.stores)
+        return len(self.workers)
 
     async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
         await asyncio.sleep(0.002)  # let concurrent batches queue up, as a real commit does
-        outcome = self.stores[shard].commit(segments)
+        outcome = await self.workers[shard].commit(segments)
         if shard in self.fail_after:
             raise ShardUnavailable(f"shard {shard}: reply lost")
         return outcome
 
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
-        return self.stores[shard].count_existing(collection, report_ids)
+        return await self.workers[shard].count_existing(collection, report_ids)
 
     async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
-        return self.stores[shard].quota_usage()
+        return await self.workers[shard].quota_usage()
 
-    def stored(self, collection: str = "ratings") -> int:
-        return sum(s.row_counts()[collection] for s in self.stores)
+    async def quota_of(self, shard: int, collection: str, credential: str) -> int:
+        if shard in self.fail_before:
+            raise ShardUnavailable(f"shard {shard} down")
+        return await self.workers[shard].quota_of(collection, credential)
 
-    def close(self) -> None:
-        for store in self.stores:
-            store.close()
+    async def rows_of(self, shard: int, collection: str = "ratings") -> int:
+        return (await self.workers[shard].status())["rows"].get(collection, 0)
+
+    async def stored(self, collection: str = "ratings") -> int:
+        return sum([await self.rows_of(k, collection) for k in range(self.num_shards)])
+
+    async def close(self) -> None:
+        for worker in self.workers:
+            await worker.close()
 
 
 class Harness:
-    """An Ingestor over LocalShards, driven on one event loop of its own."""
+    """An Ingestor over LocalShards (and their embedded log), driven on one event loop of its own."""
 
-    def __init__(self, tmp_path: Path, limits: Limits | None = None, shards: int = 3):
+    def __init__(self, tmp_path: Path, limits: Limits | None = None, shards: int = 3, sole_replica: bool = True):
         self.loop = asyncio.new_event_loop()
         self.catalog = Catalog([RATINGS_CARD, GRAPH_CARD], limits or Limits())
-        self.backend = LocalShards([tmp_path / f"shard-{k}.sqlite" for k in range(shards)], self.catalog.cards_json())
+        self.nats = EmbeddedNats(tmp_path / "log")
+        url = self.nats.start()
+        self.backend = self.run(LocalShards.open(tmp_path, url, self.catalog.cards_json(), shards))
         self.quota = QuotaBook(shards)
-        self.ingestor = Ingestor(self.catalog, self.backend, self.quota, max_group_rows=1 << 20)
+        self.ingestor = Ingestor(self.catalog, self.backend, self.quota, max_group_rows=1 << 20,
+                                 sole_replica=sole_replica)
+
+    def stored(self, collection: str = "ratings") -> int:
+        return self.run(self.backend.stored(collection))
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
 
     def close(self) -> None:
         self.run(self.ingestor.close())
+        self.run(self.backend.close())
         self.loop.close()
-        self.backend.close()
+        self.nats.stop()
 
     async def submit(self, message: pb.ReportBatch, credential: Credential = ANONYMOUS) -> pb.BatchAck:
         return await self.ingestor.commit(await self.ingestor.admit(credential, message))
@@ -105,10 +136,10 @@ def test_accept_then_duplicates(harness: Harness, rng: np.random.Generator) -> N
     assert (ack.sequence, ack.accepted, ack.duplicates) == (7, 500, 0)
     ack = harness.run(harness.submit(batch(reports, sequence=8)))
     assert (ack.accepted, ack.duplicates) == (0, 500)
-    assert harness.backend.stored() == 500
+    assert harness.stored() == 500
     # Every shard got the reports routed to it, and only those.
     shards = route(reports.report_ids, 3)
-    assert [s.row_counts()["ratings"] for s in harness.backend.stores] == np.bincount(shards, minlength=3).tolist()
+    assert [harness.run(harness.backend.rows_of(k)) for k in range(3)] == np.bincount(shards, minlength=3).tolist()
 
 
 def _mutate(reports: Reports, **fields: object) -> pb.ReportBatch:
@@ -160,7 +191,7 @@ def test_bad_batch_rejected_whole(harness: Harness, rng: np.random.Generator, ca
         harness.run(harness.submit(make(reports)))
     assert info.value.code == code
     assert fragment in info.value.details
-    assert harness.backend.stored() == 20
+    assert harness.stored() == 20
     assert harness.quota.available(("ratings", "anonymous"), 10**6) == 10**6 - 20
 
 
@@ -181,7 +212,7 @@ def test_permission_per_collection(harness: Harness, rng: np.random.Generator) -
                           graph_only) == grpc.StatusCode.PERMISSION_DENIED
     ack = harness.run(harness.submit(batch(make_reports(GRAPH, 5, rng), GRAPH), graph_only))
     assert ack.accepted == 5
-    assert harness.backend.stored() == 0
+    assert harness.stored() == 0
 
 
 def test_quota_counts_new_reports_only_and_survives_restart(tmp_path: Path, rng: np.random.Generator) -> None:
@@ -196,7 +227,7 @@ def test_quota_counts_new_reports_only_and_survives_restart(tmp_path: Path, rng:
     assert h.run(h.submit(batch(first), alice)).duplicates == 60
     assert h.status(batch(make_reports(RATINGS, 1, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert h.run(h.submit(batch(make_reports(RATINGS, 100, rng)))).accepted == 100  # another credential
-    assert h.backend.stored() == 200
+    assert h.stored() == 200
     h.close()
 
     # A new server on the same files knows alice's usage before she sends anything.
@@ -220,7 +251,7 @@ def test_concurrent_batches_of_one_credential_cannot_pass_the_limit(tmp_path: Pa
     refused = [o for o in outcomes if isinstance(o, StatusError)]
     assert len(acks) == 5 and len(refused) == 3
     assert all(e.code == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
-    assert h.backend.stored() == 250
+    assert h.stored() == 250
     h.close()
 
 
@@ -231,7 +262,7 @@ def test_concurrent_batches_share_group_commits(harness: Harness, rng: np.random
 
     acks = harness.run(many())
     assert sorted(a.sequence for a in acks) == list(range(40))
-    assert sum(a.accepted for a in acks) == 4000 == harness.backend.stored()
+    assert sum(a.accepted for a in acks) == 4000 == harness.stored()
     commits = [c.commits for c in harness.ingestor.committers]
     assert all(0 < c < 10 for c in commits), commits
 
@@ -240,11 +271,11 @@ def test_shard_failure_is_unavailable_and_retry_is_exact(harness: Harness, rng: 
     reports = make_reports(RATINGS, 300, rng)
     harness.backend.fail_before.add(1)
     assert harness.status(batch(reports)) == grpc.StatusCode.UNAVAILABLE
-    assert harness.backend.stored() < 300  # shards 0 and 2 committed their parts
+    assert harness.stored() < 300  # shards 0 and 2 committed their parts
     harness.backend.fail_before.clear()
     ack = harness.run(harness.submit(batch(reports)))
     assert ack.accepted + ack.duplicates == 300
-    assert harness.backend.stored() == 300
+    assert harness.stored() == 300
     assert ack.accepted == np.sum(route(reports.report_ids, 3) == 1)
 
 
@@ -254,15 +285,15 @@ def test_lost_reply_resyncs_quota(tmp_path: Path, rng: np.random.Generator) -> N
     assert h.status(batch(make_reports(RATINGS, 100, rng))) == grpc.StatusCode.UNAVAILABLE
     h.backend.fail_after.clear()
     assert h.quota.stale == {0}
-    assert h.backend.stores[0].row_counts()["ratings"] > 0
-    assert h.backend.stored() == 100  # both parts are durable, the batch was not acknowledged
+    assert h.run(h.backend.rows_of(0)) > 0
+    assert h.stored() == 100  # both parts are durable, the batch was not acknowledged
     # The next admission re-reads shard 0's counter first: exactly 100 more fit (without the
     # re-read, the mirror would miss shard 0's part and let more through).
     assert h.status(batch(make_reports(RATINGS, 101, rng))) == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert h.quota.stale == set()
     assert h.run(h.submit(batch(make_reports(RATINGS, 100, rng)))).accepted == 100
+    assert sum(h.run(h.backend.quota_usage(k))[("ratings", "anonymous")] for k in range(2)) == 200
     h.close()
-    assert sum(ShardReader(p).quota_usage()[("ratings", "anonymous")] for p in h.backend.paths) == 200
 
 
 def test_resync_while_shard_down_is_unavailable(tmp_path: Path, rng: np.random.Generator) -> None:
@@ -307,3 +338,35 @@ def test_config_limits_published(tmp_path: Path) -> None:
     with pytest.raises(StatusError) as info:
         catalog.proto("graph")
     assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_quota_charges_a_repeated_id_once(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A batch [id, id] stores one report, so with room for one more report it is admitted
+    (it used to be refused as "this batch adds 2")."""
+    h = Harness(tmp_path, Limits(max_rows_per_client=10), shards=2)
+    assert h.run(h.submit(batch(make_reports(RATINGS, 9, rng)))).accepted == 9
+    one = make_reports(RATINGS, 1, rng)
+    ack = h.run(h.submit(batch(Reports.concat([one, one], 1))))
+    assert (ack.accepted, ack.duplicates) == (1, 1)
+    assert h.status(batch(make_reports(RATINGS, 1, rng))) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    h.close()
+
+
+def test_replicas_share_the_quota(tmp_path: Path, rng: np.random.Generator) -> None:
+    """Two replicas (two ingestors, each with its own mirror) over the same shard workers: what one
+    stored counts against the credential at the other, which reads the counters before admitting."""
+    h = Harness(tmp_path, Limits(max_rows_per_client=100), shards=2, sole_replica=False)
+    other = Ingestor(h.catalog, h.backend, QuotaBook(2), max_group_rows=1 << 20, sole_replica=False)
+    alice = Credential("alice", frozenset({"submit"}), None)
+    assert h.run(h.submit(batch(make_reports(RATINGS, 70, rng)), alice)).accepted == 70
+
+    async def through_other(reports: Reports) -> pb.BatchAck:
+        return await other.commit(await other.admit(alice, batch(reports)))
+
+    with pytest.raises(StatusError) as info:
+        h.run(through_other(make_reports(RATINGS, 31, rng)))
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert h.run(through_other(make_reports(RATINGS, 30, rng))).accepted == 30
+    assert h.status(batch(make_reports(RATINGS, 1, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    h.run(other.close())
+    h.close()

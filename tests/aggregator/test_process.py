@@ -13,14 +13,11 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ldpsynth.aggregator.datadir import read_layout
-from ldpsynth.aggregator.store import ShardReader
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
-from .conftest import (GRAPH, RATINGS, ServerProcess, ServerThread, batch, make_reports, stored_rows, submit,
-                       verify_data_dir)
+from .conftest import GRAPH, RATINGS, ServerProcess, ServerThread, batch, make_reports, submit, verify
 from .test_server import counts_of
 
 StartProcess = Callable[..., ServerProcess]
@@ -62,8 +59,8 @@ def test_listening_line_sigkill_restart_recovers(start_process: StartProcess, st
     assert submit(stub, [batch(more)])[0][0].accepted == 1000
     assert second.terminate() == 0
     assert "stopped" in second.log()
-    assert stored_rows(data, "ratings") == 10000
-    assert verify_data_dir(data) == []
+    verification = verify(data)
+    assert verification.ok and verification.rows == {"ratings": 10000}
 
     # Yet another server on the directory rebuilds the counts of exactly what was acknowledged.
     third = start_server(data_dir=data)
@@ -166,16 +163,12 @@ def test_auth_matrix_over_tls(start_process: StartProcess, collection_files: lis
     assert status_of(lambda: plain.GetCollection(get, metadata=device, timeout=5)) == grpc.StatusCode.UNAVAILABLE
     assert proc.terminate() == 0
 
-    # Quotas count the credential id; nothing stores or logs a token.
-    usage = {}
-    for path in read_layout(data):
-        with ShardReader(path) as reader:
-            for key, used in reader.quota_usage().items():
-                usage[key] = usage.get(key, 0) + used
-    assert usage == {("ratings", "device-1"): 50}
-    for path in data.iterdir():
-        content = path.read_bytes()
-        assert DEVICE_TOKEN.encode() not in content and ANALYST_TOKEN.encode() not in content, path
+    # Quotas count the credential id; nothing stores or logs a token (the log, snapshots, anything).
+    assert verify(data).quota == {("ratings", "device-1"): 50}
+    for path in data.rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            assert DEVICE_TOKEN.encode() not in content and ANALYST_TOKEN.encode() not in content, path
     log = proc.log() + "".join(proc.stdout)
     assert DEVICE_TOKEN not in log and ANALYST_TOKEN not in log
     assert "serving" in log
@@ -256,16 +249,13 @@ def test_mutual_tls(start_process: StartProcess, collection_files: list[Path], t
     acks, code, _ = submit(with_cert, [batch(make_reports(RATINGS, 7, rng))])
     assert code == grpc.StatusCode.OK and acks[0].accepted == 7
     assert proc.terminate() == 0
-    usage = set()
-    for path in read_layout(data):
-        with ShardReader(path) as reader:
-            usage |= set(reader.quota_usage())
-    assert usage == {("ratings", "device-cert")}  # the certificate's CN is the credential
+    assert set(verify(data).quota) == {("ratings", "device-cert")}  # the certificate's CN is the credential
 
 
 def test_module_entry_point_help() -> None:
     out = subprocess.run([sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", "--help"],
                          capture_output=True, text=True, check=True).stdout
     for flag in ("--data-dir", "--port", "--collection", "--shards", "--ray-address", "--tls-client-ca",
-                 "--tokens", "--max-rows-per-client", "--max-batch-reports", "--reflection", "--host"):
+                 "--tokens", "--max-rows-per-client", "--max-batch-reports", "--reflection", "--host", "--nats",
+                 "--log-replicas", "--nats-tls-ca", "--worker-dir", "--verbose"):
         assert flag in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import grpc
@@ -359,3 +360,38 @@ def test_an_empty_batch_answers_ok_with_no_answers(start_server, tmp_path):
     queries.write_text("[]")
     run = cli("query", "--target", server.address, "--collection", "ratings", "--queries", str(queries))
     assert (run.returncode, run.stdout.strip(), run.stderr) == (0, "[]", "")
+
+
+def test_queries_under_ingest_are_answered_on_one_snapshot(start_server) -> None:
+    """Batches of several blocks (table and cut queries, dense rows) while three clients stream
+    reports: every batch is answered (never ABORTED), every answer of a batch counts the same rows,
+    and the row count never goes back (issue 16, item 3)."""
+    server = start_server(shards=2)
+    stub = pb_grpc.CollectionServiceStub(server.channel())
+    rng = np.random.default_rng(31)
+    assert submit(stub, [batch(make_reports(RATINGS, 200, rng))])[1] == grpc.StatusCode.OK
+    stop = threading.Event()
+    streamed: list[int] = []
+
+    def stream(seed: int) -> None:
+        local = np.random.default_rng(seed)
+        channel_stub = pb_grpc.CollectionServiceStub(server.channel())
+        while not stop.is_set():
+            acks, code, _ = submit(channel_stub, [batch(make_reports(RATINGS, 50, local)) for _ in range(4)])
+            assert code == grpc.StatusCode.OK
+            streamed.append(sum(a.accepted for a in acks))
+
+    threads = [threading.Thread(target=stream, args=(s,)) for s in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    counts = []
+    try:
+        with QueryClient(server.address) as analyst:
+            for _ in range(25):
+                answers = analyst.estimate(RATINGS.name, queries=RATINGS_QUERIES)
+                counts.append(int(answers.n))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert sum(streamed) > 0 and counts == sorted(counts) and counts[-1] > counts[0], counts

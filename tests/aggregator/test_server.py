@@ -1,9 +1,9 @@
-"""End to end through real sockets: an in-process server on port 0, raw generated stubs, Ray shards."""
+"""End to end through real sockets: an in-process server on port 0, raw generated stubs, shard
+workers in Ray actors, the embedded NATS log."""
 
 from __future__ import annotations
 
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,15 +17,17 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ldpsynth.aggregator.store import ShardReader
+from ldpsynth.client import RetryPolicy
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
-from .conftest import (GRAPH, RATINGS, RATINGS_CARD, ServerThread, batch, make_reports, stored_rows, submit,
-                       verify_data_dir)
+from .conftest import (GRAPH, RATINGS, RATINGS_CARD, ServerThread, batch, make_reports, stored_ids, stored_rows,
+                       submit, verify, verify_running)
 from .test_ingest import BAD_BATCHES
 
 StartServer = Callable[..., ServerThread]
@@ -62,20 +64,20 @@ def test_every_acknowledged_report_stored_once(start_server: StartServer, rng: n
         assert [a.sequence for a in acks] == [0, 1, 2, 3]
         assert [a.accepted for a in acks] == [1, 700, 3000, 50]
     accepted = sum(a.accepted for acks, _, _ in results for a in acks)
-    assert stored_rows(server.config.data_dir, "ratings") == accepted == 4 * 3751
+    assert stored_rows(server, "ratings") == accepted == 4 * 3751
 
     # Resending everything stores nothing new.
     acks, code, _ = submit(stub, [batch(r) for s in streams for r in s])
     assert code == grpc.StatusCode.OK
     assert sum(a.accepted for a in acks) == 0 and sum(a.duplicates for a in acks) == accepted
-    assert stored_rows(server.config.data_dir, "ratings") == accepted
+    assert stored_rows(server, "ratings") == accepted
 
     # The shards' sufficient statistics are exactly the counts of what was sent.
     everything = [r for s in streams for r in s]
     stats = server.run(server.server.statistics("ratings"))
     assert np.array_equal(stats.dense(), counts_of(everything))
-    per_shard = server.run(server.server.shards.stats("ratings"))
-    assert len(per_shard) == 2 and all(s.n > 0 for s in per_shard)
+    status = server.run(server.server.workers.status())
+    assert len(status) == 2 and all(s["rows"]["ratings"] > 0 for s in status)
 
     # A new server on the same data directory recovers it all.
     server.stop()
@@ -84,7 +86,8 @@ def test_every_acknowledged_report_stored_once(start_server: StartServer, rng: n
     acks, _, _ = submit(pb_grpc.CollectionServiceStub(again.channel()), [batch(everything[1])])
     assert acks[0].duplicates == 700
     again.stop()
-    assert verify_data_dir(server.config.data_dir) == []
+    verification = verify(server.config.data_dir)
+    assert verification.ok and verification.rows["ratings"] == accepted
 
 
 @pytest.mark.parametrize("case", sorted(BAD_BATCHES))
@@ -101,7 +104,7 @@ def test_bad_batch_status_and_nothing_stored(start_server: StartServer, rng: np.
     assert fragment in details
     # The batch before the bad one was acknowledged and stays; the bad one and those after it are not stored.
     assert [a.accepted for a in acks] == [10]
-    assert stored_rows(server.config.data_dir, "ratings") == 10
+    assert stored_rows(server, "ratings") == 10
 
 
 def test_quota_and_size_limits(start_server: StartServer, rng: np.random.Generator) -> None:
@@ -119,8 +122,8 @@ def test_quota_and_size_limits(start_server: StartServer, rng: np.random.Generat
     big = batch(make_reports(GRAPH, 60, rng), GRAPH)
     big.collection = "graph" + "x" * 20000
     assert submit(stub, [big])[1] == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert stored_rows(server.config.data_dir, "ratings") == 60
-    assert stored_rows(server.config.data_dir, "graph") == 0
+    assert stored_rows(server, "ratings") == 60
+    assert stored_rows(server, "graph") == 0
 
 
 def test_get_collection_errors(start_server: StartServer) -> None:
@@ -176,7 +179,7 @@ def test_fuzz_never_unknown_or_internal(shared_server: ServerThread, data: bytes
 
 
 def test_fuzz_left_the_store_consistent(shared_server: ServerThread) -> None:
-    assert verify_data_dir(shared_server.config.data_dir) == []
+    assert verify_running(shared_server).ok
 
 
 def test_health_then_graceful_stop(start_server: StartServer, rng: np.random.Generator) -> None:
@@ -209,7 +212,7 @@ def test_health_then_graceful_stop(start_server: StartServer, rng: np.random.Gen
     with pytest.raises(grpc.RpcError) as info:
         health.Check(health_pb2.HealthCheckRequest(), timeout=2)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert stored_rows(server.config.data_dir, "ratings") == 20
+    assert verify(server.config.data_dir).rows == {"ratings": 20}
 
 
 def list_services(channel: grpc.Channel) -> list[str]:
@@ -237,7 +240,7 @@ def send_until_acked(stub: pb_grpc.CollectionServiceStub, message: pb.ReportBatc
         time.sleep(0.1)
 
 
-def test_shard_actor_killed_mid_ingest_loses_nothing_acknowledged(start_server: StartServer,
+def test_shard_worker_killed_mid_ingest_loses_nothing_acknowledged(start_server: StartServer,
                                                                     rng: np.random.Generator) -> None:
     server = start_server()
     stub = pb_grpc.CollectionServiceStub(server.channel())
@@ -259,7 +262,7 @@ def test_shard_actor_killed_mid_ingest_loses_nothing_acknowledged(start_server: 
     threads = [threading.Thread(target=client) for _ in range(4)]
     for t in threads:
         t.start()
-    actor = server.server.shards.actor(0)
+    actor = server.server.workers.actor(0)
     for _ in range(2):
         while len(acked) < 10 * (_ + 1):
             time.sleep(0.01)
@@ -270,34 +273,72 @@ def test_shard_actor_killed_mid_ingest_loses_nothing_acknowledged(start_server: 
     # Each report counted exactly once over acks (retries see the parts committed before a kill).
     assert all(a.accepted + a.duplicates == 2000 for _, a in acked)
     assert sum(a.accepted for _, a in acked) <= 60 * 2000
-    stored_ids: set[bytes] = set()
-    for path in server.server.shards.paths:
-        with ShardReader(path) as reader:
-            for chunk in reader.rows("ratings"):
-                stored_ids.update(map(bytes, chunk.report_ids))
     sent_ids = {bytes(i) for r in batches for i in r.report_ids}
-    assert stored_ids == sent_ids
-    assert stored_rows(server.config.data_dir, "ratings") == 60 * 2000
-    # The restarted actor rebuilt its counts from disk: statistics still match what was sent.
+    assert stored_ids(server, "ratings") == sent_ids
+    assert stored_rows(server, "ratings") == 60 * 2000
+    # The restarted worker restored its snapshot and replayed the log: statistics match what was sent.
     stats = server.run(server.server.statistics("ratings"))
     assert np.array_equal(stats.dense(), counts_of(batches))
-    assert verify_data_dir(server.config.data_dir) == []
+    assert verify_running(server).ok
 
 
 def test_server_side_failure_is_internal_and_not_acknowledged(start_server: StartServer,
                                                               rng: np.random.Generator) -> None:
+    """A bug (an unexpected exception) answers INTERNAL without its details and acknowledges nothing."""
     server = start_server(shards=1)
     stub = pb_grpc.CollectionServiceStub(server.channel())
     assert submit(stub, [batch(make_reports(RATINGS, 5, rng))])[1] == grpc.StatusCode.OK
-    (path,) = server.server.shards.paths
-    side = sqlite3.connect(path)
-    side.execute("CREATE TRIGGER refuse BEFORE INSERT ON segments BEGIN SELECT RAISE(ABORT, 'refused'); END")
-    side.commit()
+    backend = server.server._ingestor._backend
+
+    async def broken(shard: int, segments: list) -> None:
+        raise RuntimeError("refused")
+
+    original, backend.commit = backend.commit, broken
     acks, code, details = submit(stub, [batch(make_reports(RATINGS, 5, rng))])
     assert (acks, code) == ([], grpc.StatusCode.INTERNAL)
     assert "refused" not in details
-    side.execute("DROP TRIGGER refuse")
-    side.commit()
-    side.close()
+    backend.commit = original
     assert submit(stub, [batch(make_reports(RATINGS, 5, rng))])[1] == grpc.StatusCode.OK
-    assert stored_rows(server.config.data_dir, "ratings") == 10
+    assert stored_rows(server, "ratings") == 10
+
+
+def test_log_down_is_unavailable_and_nothing_is_acknowledged(start_server: StartServer,
+                                                           rng: np.random.Generator) -> None:
+    """The log's server stops: batches are UNAVAILABLE (never acknowledged, never INTERNAL), health
+    says NOT_SERVING; once it is back the same batch is stored, once."""
+    server = start_server(shards=2)
+    stub = pb_grpc.CollectionServiceStub(server.channel())
+    health = health_pb2_grpc.HealthStub(server.channel())
+    embedded = server.server.backend.embedded
+    embedded.stop()
+    reports = make_reports(RATINGS, 50, rng)
+    acks, code, details = submit(stub, [batch(reports)], timeout=60)
+    assert (acks, code) == ([], grpc.StatusCode.UNAVAILABLE), details
+    embedded.restart()
+    ack = send_until_acked(stub, batch(reports), time.monotonic() + 60)
+    assert ack.accepted + ack.duplicates == 50
+    assert stored_rows(server, "ratings") == 50
+    deadline = time.monotonic() + 30
+    while health.Check(health_pb2.HealthCheckRequest()).status != health_pb2.HealthCheckResponse.SERVING:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_a_shard_worker_down_is_not_serving_and_unavailable_never_internal(start_server: StartServer,
+                                                                            rng: np.random.Generator) -> None:
+    """A shard worker that is gone for good: health NOT_SERVING, ingest and queries UNAVAILABLE (issue 16, item 7)."""
+    server = start_server(shards=2)
+    stub = pb_grpc.CollectionServiceStub(server.channel())
+    assert submit(stub, [batch(make_reports(RATINGS, 20, rng))])[1] == grpc.StatusCode.OK
+    ray.kill(server.server.workers.actor(1), no_restart=True)
+    health = health_pb2_grpc.HealthStub(server.channel())
+    deadline = time.monotonic() + 30
+    while health.Check(health_pb2.HealthCheckRequest()).status != health_pb2.HealthCheckResponse.NOT_SERVING:
+        assert time.monotonic() < deadline, "health stayed SERVING"
+        time.sleep(0.2)
+    acks, code, details = submit(stub, [batch(make_reports(RATINGS, 200, rng))])
+    assert (acks, code) == ([], grpc.StatusCode.UNAVAILABLE), details
+    with QueryClient(server.address, retry=RetryPolicy(max_attempts=1)) as analyst:
+        with pytest.raises(QueryError) as info:
+            analyst.estimate(RATINGS.name, queries=[{"kind": "marginal", "attributes": ["rating"]}])
+    assert info.value.status == "UNAVAILABLE"

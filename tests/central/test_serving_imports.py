@@ -1,8 +1,8 @@
 """The serving code never imports the central mechanisms or the evaluation dependencies.
 
 aggregator/central/ and the ``[evaluation]`` extra (sqlglot, matplotlib, scikit-learn, pyarrow) exist
-for ``ldpsynth compare``, ``ldpsynth pqd`` and experiments/. The server, its Ray shards, the
-simulator, the client SDK and the shared core must run without them (the aggregator image installs
+for ``ldpsynth compare``, ``ldpsynth pqd`` and experiments/. The server, its
+shard workers, the simulator, the client SDK and the shared core must run without them (the aggregator image installs
 ``[aggregator]`` only): no serving module imports ``ldpsynth.aggregator.central``, at import time
 or inside a function, and importing all of them pulls in none of the evaluation packages.
 """
@@ -63,7 +63,8 @@ def imported_names(path: Path, module: str) -> set[str]:
 def test_the_serving_modules_are_found() -> None:
     modules = serving_modules()
     for name in ("ldpsynth.aggregator.server", "ldpsynth.aggregator.ingest", "ldpsynth.aggregator.query",
-                 "ldpsynth.aggregator.ray_shards", "ldpsynth.aggregator.simulation.federation", "ldpsynth.client.query",
+                 "ldpsynth.aggregator.ray_cluster", "ldpsynth.aggregator.shard_worker", "ldpsynth.aggregator.jetstream",
+                 "ldpsynth.aggregator.simulation.federation", "ldpsynth.client.query",
                  "ldpsynth.cli.main", "ldpsynth.shared.estimators"):
         assert name in modules and modules[name].is_file(), name
 

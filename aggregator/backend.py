@@ -1,0 +1,198 @@
+"""What a replica stands on: the replicated log, the Ray runtime and the shard workers.
+
+Two deployments, one code path for routing, deduplication and statistics:
+
+* **One machine** (the default, no ``--nats``): the replica owns a data directory
+  (:mod:`~ldpsynth.aggregator.datadir`), starts an embedded NATS server on 127.0.0.1 as the log
+  (:mod:`~ldpsynth.aggregator.nats_process`, one copy of each stream), its own local Ray runtime
+  (or the one this process is connected to, or ``--ray-address``), and the shard workers, whose
+  snapshots live in the data directory. It stops them all when it stops.
+* **Cluster** (``--nats URL,...``): replicas are stateless. The log is the NATS cluster (three
+  copies of each stream), the workers are the named, detached actors of the Ray cluster
+  (``--ray-address``), created by the first replica and shared by all, with node-local snapshot
+  directories and snapshots uploaded to the cluster's object store. A replica that stops leaves
+  them running.
+
+Opening refuses, with one line naming what is wrong (:class:`BackendError`), a log whose layout,
+streams, collection cards or records do not match, and a data directory of another log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ldpsynth.shared.errors import LdpsynthError
+
+from .config import Catalog, ServerConfig
+from .datadir import DataDir
+from .jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
+from .log_records import LogCorruption
+from .nats_process import EmbeddedNats
+from .ray_cluster import RayRuntime, RayWorkers, end_actor, worker_name
+from .shard_worker import ShardDamaged, WorkerSpec
+from .status import ShardUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Seconds a replica waits at start for every worker to restore its state, and for the log to answer.
+WORKERS_READY_TIMEOUT = 300.0
+LOG_WAIT_SECONDS = 120.0
+T = TypeVar("T")
+
+
+class BackendError(LdpsynthError):
+    """The log, the data directory or a shard cannot be served (the message says which and why)."""
+
+
+@dataclass
+class Backend:
+    """An opened backend (use :meth:`open`; :meth:`close` when done)."""
+
+    layout: Layout
+    log: ReplicatedLog
+    runtime: RayRuntime
+    workers: RayWorkers
+    owns_workers: bool
+    embedded: EmbeddedNats | None
+    datadir: DataDir | None
+
+    @classmethod
+    async def open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], None]) -> "Backend":
+        """Open the log, register the collections, start or find the workers, wait until they are ready."""
+        parts: dict[str, object] = {}
+        try:
+            return await cls._open(config, catalog, on_fatal, parts)
+        except BaseException:
+            await _release(parts)
+            raise
+
+    @classmethod
+    async def _open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], None],
+                    parts: dict[str, object]) -> "Backend":
+        cluster = config.cluster
+        recorded = None
+        datadir = None
+        if cluster is None:
+            assert config.data_dir is not None
+            datadir = DataDir(config.data_dir)
+            datadir.acquire()
+            parts["datadir"] = datadir
+            recorded = datadir.recorded_layout()
+            embedded = EmbeddedNats(datadir.log_dir)
+            parts["embedded"] = embedded
+            try:
+                url = embedded.start()
+            except OSError as exc:
+                raise BackendError(f"--data-dir {datadir.path}: cannot start the embedded log ({exc.strerror})") from None
+            settings = LogSettings((url,), replicas=1)
+        else:
+            settings = LogSettings(cluster.servers, cluster.replicas, _text(cluster.tls_ca), _text(cluster.tls_cert),
+                                   _text(cluster.tls_key))  # the token, if any, comes from the environment
+        replicated = await ReplicatedLog.connect(settings, name="ldpsynth-replica")
+        parts["log"] = replicated
+        try:
+            layout = await _when_available(lambda: replicated.open_layout(config.shards, os.cpu_count() or 1,
+                                                                          None if recorded is None else recorded[0]))
+            if datadir is not None:
+                if recorded is None:
+                    datadir.record_layout(layout.id, layout.shards)
+                elif recorded[1] != layout.shards:
+                    raise BackendError(f"{datadir.path / 'layout.json'}: says {recorded[1]} shards, the log holds "
+                                       f"{layout.shards}: the file was edited")
+            for name, card_json in catalog.cards_json().items():
+                await replicated.register_card(name, card_json)
+            if cluster is not None:  # before the workers: they would race to create it
+                bucket = await _when_available(replicated.snapshots)
+                await _when_available(bucket.probe)
+        except (LayoutError, LogCorruption) as exc:
+            raise BackendError(str(exc)) from None
+        runtime = await asyncio.to_thread(RayRuntime.connect, config.ray_address, verbose=config.verbose)
+        parts["runtime"] = runtime
+        if cluster is None:
+            assert datadir is not None
+            specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), max_group_rows=config.max_group_rows,
+                                flush_ids=config.snapshot_ids) for k in range(layout.shards)]
+            await asyncio.to_thread(_end_stale_workers, layout)  # left by an earlier run of this directory
+        else:
+            specs = [WorkerSpec(layout, k, settings, str(cluster.worker_dir), publish_snapshots=True,
+                                max_group_rows=config.max_group_rows, flush_ids=config.snapshot_ids)
+                     for k in range(layout.shards)]
+        workers = await asyncio.to_thread(RayWorkers.attach, specs, cluster is not None,
+                                          cluster.worker_resource if cluster is not None else None)
+        if cluster is None:
+            parts["workers"] = workers
+        try:
+            await workers.wait_ready(WORKERS_READY_TIMEOUT)
+        except ShardDamaged as exc:
+            raise BackendError(f"{exc}; restore the log from a backup or a surviving replica") from None
+        except ShardUnavailable as exc:
+            raise BackendError(f"the shard workers did not start: {exc}") from None
+        runtime.guard(on_fatal)
+        return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
+                   datadir)
+
+    async def abandon(self) -> None:
+        """After the runtime died: stop the embedded log and release the data directory only."""
+        if self.embedded is not None:
+            self.embedded.stop()
+        if self.datadir is not None:
+            self.datadir.release()
+
+    async def close(self) -> None:
+        """Stop what this replica owns: on one machine the workers, the runtime and the log."""
+        parts: dict[str, object] = {"log": self.log, "runtime": self.runtime}
+        if self.owns_workers:
+            parts["workers"] = self.workers
+        if self.embedded is not None:
+            parts["embedded"] = self.embedded
+        if self.datadir is not None:
+            parts["datadir"] = self.datadir
+        await _release(parts)
+
+
+async def _when_available(call: Callable[[], Awaitable[T]]) -> T:
+    """``await call()``, again while the log does not answer yet (a cluster electing its leaders)."""
+    deadline = time.monotonic() + LOG_WAIT_SECONDS
+    while True:
+        try:
+            return await call()
+        except LogUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise BackendError(f"the log did not answer within {LOG_WAIT_SECONDS:g} s: {exc}") from None
+            log.info("waiting for the log: %s", exc)
+            await asyncio.sleep(1.0)
+
+
+def _text(path: object) -> str | None:
+    return None if path is None else str(path)
+
+
+def _end_stale_workers(layout: Layout) -> None:
+    for shard in range(layout.shards):
+        end_actor(worker_name(layout.id, shard))
+
+
+async def _release(parts: dict[str, object]) -> None:
+    """Stop the parts that were started, in reverse order, each at most once."""
+    workers = parts.get("workers")
+    if isinstance(workers, RayWorkers):
+        await workers.stop_workers()
+    runtime = parts.get("runtime")
+    if isinstance(runtime, RayRuntime):
+        await asyncio.to_thread(runtime.shutdown)
+    replicated = parts.get("log")
+    if isinstance(replicated, ReplicatedLog):
+        await replicated.close()
+    embedded = parts.get("embedded")
+    if isinstance(embedded, EmbeddedNats):
+        embedded.stop()
+    datadir = parts.get("datadir")
+    if isinstance(datadir, DataDir):
+        datadir.release()
+
