@@ -1,8 +1,12 @@
 """Ingest benchmark: how fast perturbed rows reach durable storage, against a bare gRPC stream.
 
 Starts a real aggregator (``python -m ldpsynth.cli.aggregator_cmd serve``: port 0, a temporary
-data directory, the durable defaults unchanged: SQLite WAL + ``synchronous=FULL``, an
-acknowledgement only after the commit) and measures, in the same run:
+data directory, the one-machine default with its durable settings unchanged) and measures, in the
+same run. The durable path of a batch: the ingress replica (validation, routing by report id) ->
+the Ray shard worker of each shard it touches (deduplication, one group commit) -> an append to
+that shard's NATS JetStream stream (the embedded ``nats-server``, file storage,
+``sync_interval: always``: fsynced before JetStream confirms it) -> the worker applies the
+reports -> the replica acknowledges the batch once every part is confirmed.
 
 (a) **One client streaming many rows** (``--rows``, default 10^6) of a vertex-pair collection
     (public ``i``, ``j``; private ``edge`` bit: seed 000 §VI-B; every row distinct, so every row
@@ -14,16 +18,17 @@ acknowledgement only after the commit) and measures, in the same run:
       acknowledgement);
     * the same path split in two, on a second device (fresh ledger, fresh ids): ``client prepare``
       (:func:`load_rows` + :func:`prepare_reports`) and ``stream + durable commit``
-      (:meth:`AsyncClient.submit_reports`: encode the batches, send, server validation, group
-      commit, acks);
+      (:meth:`AsyncClient.submit_reports`: encode the batches, send, server validation, the
+      durable path above, acks);
     * ``bare gRPC stream``: the very bytes of the second device's batches, pre-serialized, sent
       over a client-streaming RPC of a minimal ``grpc.aio`` server defined here (its own process,
       like the aggregator) whose handler only counts and discards them: the transport's ceiling.
       Median of ``--bare-repeats`` runs;
     * ``write + fsync``: the same bytes written to a new file beside the aggregator's data
-      directory and fsynced, the disk's share of any durable commit of them (SQLite's WAL writes
-      at least these bytes before an acknowledgement). Median of ``--bare-repeats`` runs. Not a
-      goal: it says how much of the bare stream's time a durable path spends on the disk alone.
+      directory and fsynced, the disk's share of any durable commit of them (the log writes at
+      least these reports, re-encoded, before an acknowledgement). Median of ``--bare-repeats``
+      runs. Not a goal: it says how much of the bare stream's time a durable path spends on the
+      disk alone.
 
 (b) **Many small clients**: ``--clients`` devices (default 1,000), each with its own channel and
     in-memory ledger, run as asyncio tasks spread over ``--processes`` worker processes; once all
@@ -31,10 +36,14 @@ acknowledgement only after the commit) and measures, in the same run:
     reports one after the other (one ``SubmitReports`` stream each). Errors (must be 0),
     acknowledged reports/s over the wall time, p50/p99 latency of one report (submit to ack).
 
+After the server stopped, every record of its log is read back and checked
+(:func:`~ldpsynth.aggregator.verify.verify_data_dir`: checksums, positions, no report id twice,
+quota charges) and the stored reports are counted.
+
 Prints Markdown tables and writes ``ingest.md`` and ``ingest.csv`` (with the machine: cores,
 load, Python, grpcio, date) to ``--out`` (default ``benchmarks/results``). Exit status 0 when every
-report was acknowledged and stored exactly once and (except with ``--quick``) every goal of issue 3
-item 7 was met, 1 otherwise: the goals table says which.
+report was acknowledged and stored exactly once, the log verified, and (except with ``--quick``)
+every goal of issue 3 item 7 was met, 1 otherwise: the goals table says which.
 
 Randomness: the raw rows come from a seeded numpy Generator (data only); every perturbation
 goes through the device path, i.e. the OS CSPRNG, as on a real device.
@@ -45,14 +54,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
-import json
 import math
 import multiprocessing
 import os
 import queue
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,21 +70,21 @@ import google.protobuf
 import grpc
 import numpy as np
 
-from ldpsynth.aggregator.datadir import read_layout
-from ldpsynth.aggregator.store import ShardReader
+from ldpsynth.aggregator.local_cluster import ServerProcess
+from ldpsynth.aggregator.verify import Verification, verify_data_dir
 from ldpsynth.client import (IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows,
                              prepare_reports)
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py (scripts run from this folder)
+from machine import machine_info  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
 COLLECTION = "pairs"
 EPSILON = 1.0
 DISCARD_METHOD = "/ldpsynth.bench.Discard/Drain"
-START_TIMEOUT = 180.0
 
 
 def log(message: str) -> None:
@@ -108,45 +114,6 @@ def exact_budget(reports: int) -> float:
 
 
 # ----- servers --------------------------------------------------------------------------------
-class ServerProcess:
-    """A server subprocess that prints ``{"event": "listening", "address": ...}`` when ready."""
-
-    def __init__(self, name: str, argv: list[str], log_path: Path):
-        self.name = name
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log)
-        self.address = self._wait_listening()
-
-    def _wait_listening(self) -> str:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            event = json.loads(line)
-            if event.get("event") == "listening":
-                return str(event["address"])
-        self.kill()
-        raise RuntimeError(f"{self.name} did not start; its log:\n{self.log_path.read_text(errors='replace')}")
-
-    def stop(self, timeout: float = 120.0) -> int:
-        """SIGTERM (graceful stop) and wait."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self._log.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
-
-
 def start_aggregator(data_dir: Path, collection_file: Path, scratch: Path, shards: int | None,
                      ray_address: str | None) -> ServerProcess:
     argv = [sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", "--data-dir", str(data_dir),
@@ -155,7 +122,7 @@ def start_aggregator(data_dir: Path, collection_file: Path, scratch: Path, shard
         argv += ["--shards", str(shards)]
     if ray_address:
         argv += ["--ray-address", ray_address]
-    return ServerProcess("aggregator", argv, scratch / "aggregator.log")
+    return ServerProcess(argv, scratch / "aggregator.log")
 
 
 async def _serve_discard(max_message_bytes: int) -> None:
@@ -167,35 +134,18 @@ async def _serve_discard(max_message_bytes: int) -> None:
             received += len(raw)
         return received.to_bytes(8, "little")
 
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_message_bytes),
-                                      ("grpc.max_send_message_length", max_message_bytes),
-                                      ("grpc.so_reuseport", 0)])
-    service, method = DISCARD_METHOD.strip("/").split("/")
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        service, {method: grpc.stream_unary_rpc_method_handler(drain)}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    print(json.dumps({"event": "listening", "address": f"127.0.0.1:{port}"}), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await server.stop(1.0)
+    await serve_one_method(DISCARD_METHOD, grpc.stream_unary_rpc_method_handler(drain), max_message_bytes)
 
 
 def start_discard_server(scratch: Path) -> ServerProcess:
     argv = [sys.executable, str(Path(__file__).resolve()), "--serve-discard"]
-    return ServerProcess("discard server", argv, scratch / "discard.log")
+    return ServerProcess(argv, scratch / "discard.log")
 
 
-def stored_reports(data_dir: Path) -> int:
-    """Reports of the collection in the aggregator's shard files, counted in SQLite."""
-    total = 0
-    for path in read_layout(data_dir):
-        with ShardReader(path) as reader:
-            total += reader.row_count(COLLECTION)
-    return total
+def verify_stored(data_dir: Path) -> Verification:
+    """Every record of the stopped aggregator's log read back and checked; ``rows[COLLECTION]``
+    is the number of reports stored."""
+    return asyncio.run(verify_data_dir(str(data_dir)))
 
 
 # ----- (a) one client, many rows ----------------------------------------------------------------
@@ -461,21 +411,24 @@ def table_goals(rows: list[tuple[str, str, bool]], checked: bool) -> str:
 
 
 def write_results(out: Path, command: str, info: dict[str, str], measurements: list[Measurement],
-                  many: ManyOutcome, reports_per_client: int, processes: int, stored: int, expected: int,
-                  checked: bool) -> str:
+                  many: ManyOutcome, reports_per_client: int, processes: int, verification: Verification,
+                  expected: int, checked: bool) -> str:
     """Write ``ingest.md`` and ``ingest.csv``; return the Markdown."""
+    stored = verification.rows.get(COLLECTION, 0)
     seconds = many.last_end - many.first_start
     lat = np.asarray(many.latencies) * 1e3 if many.latencies else np.full(1, np.nan)
     machine_line = ", ".join(f"{k} {v}" for k, v in info.items())
     text = (f"# Ingest benchmark\n\n`{command}`\n\n{machine_line}\n\n"
-            "Aggregator: `ldpsynth aggregator serve` in its own process (Ray shards, SQLite WAL, "
-            "synchronous=FULL, ack after commit); bare stream: a minimal grpc.aio server in its own process "
+            "Aggregator: `ldpsynth aggregator serve` in its own process, the one-machine default (replica -> "
+            "Ray shard worker -> append to the embedded NATS JetStream log, file storage, sync_interval always -> "
+            "ack); bare stream: a minimal grpc.aio server in its own process "
             "that discards what it reads; clients in this process (a) or in worker processes (b).\n\n"
             f"## (a) one client streaming {measurements[0].rows:,} rows\n\n{table_a(measurements)}\n"
             f"## (b) {many.clients:,} concurrent clients, single-row reports\n\n"
             f"{table_b(many, reports_per_client, processes)}\n"
             f"Stored in the aggregator after the run: {stored:,} reports (expected {expected:,}: "
-            f"{'each stored once' if stored == expected else 'MISMATCH'}).\n\n"
+            f"{'each stored once' if stored == expected else 'MISMATCH'}); every record of the log read back "
+            f"and checked: {'no problem' if verification.ok else '; '.join(verification.problems[:5])}.\n\n"
             f"## Goals (issue 3 item 7)\n\n{table_goals(goals(measurements, many), checked)}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "ingest.md").write_text(text, encoding="utf-8")
@@ -538,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         collection_file = scratch / "pairs.json"
         collection_file.write_text(pair_schema(vertices).dumps(), encoding="utf-8")
         data_dir = scratch / "data"
-        log("starting the aggregator (Ray shards) and the discard server ...")
+        log("starting the aggregator (embedded NATS log, Ray shard workers) and the discard server ...")
         aggregator = start_aggregator(data_dir, collection_file, scratch, args.shards, args.ray_address)
         try:
             discard = start_discard_server(scratch)
@@ -547,23 +500,25 @@ def main(argv: list[str] | None = None) -> int:
                 measurements = asyncio.run(one_client(aggregator.address, discard.address, args.rows, vertices, scratch,
                                                       args.bare_repeats, rng))
             finally:
-                discard.stop()
+                discard.terminate()
             many = many_clients(aggregator.address, args.clients, args.reports_per_client, args.processes, vertices)
         finally:
-            code = aggregator.stop()
+            code = aggregator.terminate(120.0)
         if code != 0:
             raise RuntimeError(f"the aggregator exited with status {code}")
-        stored = stored_reports(data_dir)
+        log("reading back and checking every record of the aggregator's log ...")
+        verification = verify_stored(data_dir)
     expected = 2 * args.rows + args.clients * args.reports_per_client
     text = write_results(args.out, command, machine_info(grpcio=grpc.__version__, protobuf=google.protobuf.__version__),
                          measurements, many, args.reports_per_client,
-                         args.processes, stored, expected, checked=not args.quick)
+                         args.processes, verification, expected, checked=not args.quick)
     print(text)
     for error in many.errors[:5]:
         print(f"error: {error}")
     log(f"wrote {args.out / 'ingest.md'} and {args.out / 'ingest.csv'}")
     met = args.quick or all(met for _, _, met in goals(measurements, many))
-    return 0 if not many.errors and stored == expected and met else 1
+    stored = verification.rows.get(COLLECTION, 0)
+    return 0 if not many.errors and stored == expected and verification.ok and met else 1
 
 
 if __name__ == "__main__":
