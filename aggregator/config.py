@@ -8,10 +8,10 @@ and the limits below, through ``GetCollection``.
 
 from __future__ import annotations
 
-import math
 import ssl
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 from .status import StatusError
@@ -32,6 +33,15 @@ MAX_MESSAGE_BYTES = 2**31 - 1
 
 class ConfigError(LdpsynthError):
     """A configuration value or file is invalid; the message names it and its legal range."""
+
+
+@contextmanager
+def _flag_checks() -> Iterator[None]:
+    """Checks of flags (:mod:`ldpsynth.shared.validation`): their ValidationError is a ConfigError."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_collection(path: str | Path) -> MechanismCard:
@@ -105,8 +115,8 @@ class ClusterConfig:
         for url in self.servers:
             if not url.startswith(("nats://", "tls://")) or ":" not in url.split("://", 1)[1]:
                 raise ConfigError(f"--nats: URLs of the form nats://HOST:PORT, got {url[:200]!r}")
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or not 1 <= self.replicas <= 5:
-            raise ConfigError(f"--log-replicas: an integer in [1, 5] (JetStream's limit), got {self.replicas!r}")
+        with _flag_checks():
+            check_int(self.replicas, "--log-replicas", 1, 5, legal="an integer in [1, 5] (JetStream's limit)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--nats-tls-cert and --nats-tls-key: give both or neither")
 
@@ -159,12 +169,10 @@ class ServerConfig:
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
             ("--snapshot-every", self.snapshot_ids, 1, 2**40),
         )
-        for name, value, low, high in checks:
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ConfigError(f"{name}: an integer in [{low}, {high}], got {value!r}")
-        if not (isinstance(self.grace_seconds, (int, float)) and math.isfinite(self.grace_seconds)
-                and self.grace_seconds >= 0):
-            raise ConfigError(f"--grace: a finite number of seconds >= 0, got {self.grace_seconds!r}")
+        with _flag_checks():
+            for name, value, low, high in checks:
+                check_int(value, name, low, high)
+            check_seconds(self.grace_seconds, "--grace", allow_zero=True)
 
 
 class Catalog:

@@ -30,7 +30,7 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.query_wire import FIELD_HEADER_BYTES, BatchReader, BatchTooLarge, answer_pages
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
-from ldpsynth.shared.validation import check_probability_level
+from ldpsynth.shared.validation import check_probability
 from ldpsynth.shared.wire import query_pb2 as qpb
 
 from .auth import QUERY, Credential
@@ -111,7 +111,7 @@ class QueryServicer:
                 self._caller(context, collection)
                 info = self.engine.catalog.get(collection)
                 if request.level:
-                    level = check_probability_level(request.level)
+                    level = check_probability(request.level, "level")
                 reader = BatchReader(info.schema, max_queries=MAX_BATCH_QUERIES, max_weights=MAX_BATCH_WEIGHTS)
             elif request.collection and request.collection != collection:
                 raise ValidationError("collection", f"{collection!r} in every chunk of one batch (or empty)",

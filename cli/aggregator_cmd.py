@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.validation import check_seconds
 
 if TYPE_CHECKING:
     from ldpsynth.aggregator.config import ServerConfig
@@ -195,8 +196,7 @@ def health_command(args: argparse.Namespace) -> int:
     from ldpsynth.client.transport import channel_credentials, split_targets
     from ldpsynth.shared.errors import ValidationError
 
-    if not args.deadline > 0:
-        raise LdpsynthError(f"--deadline: seconds > 0, got {args.deadline}")
+    check_seconds(args.deadline, "--deadline")
     if (args.tls_cert is None) != (args.tls_key is None):
         raise LdpsynthError("--tls-cert and --tls-key: give both or neither (mutual TLS)")
     try:

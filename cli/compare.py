@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_int
 
 EXPERIMENTS = ("fig2", "fig3", "fig4", "fig2-sensitivity")
 DEFAULT_MECHANISMS = "laplace,mwem,mwem-subdb"
@@ -126,12 +127,9 @@ def run(args: argparse.Namespace) -> int:
                               f"got {args.mechanisms!r}")
     names = _names(args.mechanisms or DEFAULT_MECHANISMS)
     rng = np.random.default_rng(args.seed)
-    if args.runs is not None and args.runs < 1:
-        raise ValidationError("--runs", "an integer >= 1", f"got {args.runs}")
-    if args.rounds is not None and args.rounds < 1:
-        raise ValidationError("--rounds", "an integer >= 1", f"got {args.rounds}")
-    rounds = args.rounds or 10
-    runs = args.runs or (2 if args.quick else (10 if args.data else 20))
+    rounds = 10 if args.rounds is None else check_int(args.rounds, "--rounds", 1)
+    default_runs = 2 if args.quick else (10 if args.data else 20)
+    runs = default_runs if args.runs is None else check_int(args.runs, "--runs", 1)
     if args.data:
         data, workload = _read_data(args)
         trials = compare(data, lambda _: workload, wyz_figures.mechanisms(names, args.epsilon, rounds=rounds),

@@ -22,6 +22,8 @@ import csv
 import json
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,30 +77,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(handler=run_command)
 
 
+@contextmanager
+def _named_by_flag(args: argparse.Namespace) -> Iterator[None]:
+    """A :class:`ValidationError` of a setting named like one of this command's options (``drop_rate``)
+    names the option instead (``--drop-rate``)."""
+    try:
+        yield
+    except ValidationError as exc:
+        if exc.field not in vars(args):
+            raise
+        raise ValidationError("--" + exc.field.replace("_", "-"), exc.legal, exc.problem, exc.position) from None
+
+
 def _population(args: argparse.Namespace) -> Any:
     from ldpsynth.aggregator.simulation import datasets
 
-    if args.dataset == "movielens":
-        return datasets.movielens_100k(args.epsilon, top_movies=args.top_movies or None)
-    if args.dataset == "facebook":
-        return datasets.facebook_graph(args.epsilon, args.vertices)
-    return datasets.synthetic_ratings(args.devices, args.movies, args.ratings_per_device, args.epsilon)
+    with _named_by_flag(args):
+        if args.dataset == "movielens":
+            return datasets.movielens_100k(args.epsilon, top_movies=args.top_movies or None)
+        if args.dataset == "facebook":
+            return datasets.facebook_graph(args.epsilon, args.vertices)
+        return datasets.synthetic_ratings(args.devices, args.movies, args.ratings_per_device, args.epsilon)
 
 
 def _settings(args: argparse.Namespace) -> Any:
     from ldpsynth.aggregator.simulation.devices import Faults
     from ldpsynth.aggregator.simulation.federation import SimulationSettings, default_processes
 
-    try:
+    with _named_by_flag(args):
         return SimulationSettings(
             target=args.target, token=args.token, data_dir=args.data_dir, shards=args.shards,
             ray_address=args.ray_address,
             processes=args.processes or default_processes(), connections=args.connections,
             batch_size=args.batch_size, faults=Faults(args.drop_rate, args.drop_after, args.delay), seed=args.seed,
             level=args.level, progress=not args.no_progress, verbose=args.verbose)
-    except ValueError as exc:
-        field, _, legal = str(exc).partition(": ")
-        raise ValidationError(f"--{field.replace('_', '-')}", legal, "invalid") from None
 
 
 def answer_rows(report: Any, prediction: Any = None) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ import grpc
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.validation import check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
@@ -29,7 +30,7 @@ from .device import PreparedReports, prepare_reports
 from .errors import SubmitError
 from .ledger import PrivacyLedger
 from .result import SubmitResult
-from .retry import RetryPolicy, check_seconds, is_retryable
+from .retry import RetryPolicy, is_retryable
 from .rows import Rows, load_rows
 from .submit import ReportStreamer, StreamResult, batch_capacity
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel

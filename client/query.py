@@ -34,7 +34,7 @@ import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -42,7 +42,7 @@ from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
 from .errors import QueryError
 from .release import Release
-from .retry import RetryPolicy, check_seconds
+from .retry import RetryPolicy
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 
 #: Deadline of one query call when none is given (a large batch or export takes a while).

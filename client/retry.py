@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_int, check_real, check_seconds
 
 #: Statuses worth another attempt: the server is (re)starting or shutting down, the connection
 #: dropped (CANCELLED), the deadline passed, or a transient conflict.
@@ -26,13 +26,6 @@ def is_retryable(status: str) -> bool:
     PERMISSION_DENIED and every other status are final: the same request would fail again.
     """
     return status in RETRYABLE_STATUSES
-
-
-def check_seconds(value: object, name: str) -> float:
-    """``value`` as a float if it is a finite number of seconds > 0, else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValidationError(name, "a finite number of seconds > 0", f"got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -67,9 +60,7 @@ class RetryPolicy:
         if ceiling < initial:
             raise ValidationError("max_backoff", f"a number of seconds >= initial_backoff ({initial})",
                                   f"got {ceiling!r}")
-        if isinstance(self.multiplier, bool) or not isinstance(self.multiplier, (int, float)) \
-                or not 1.0 <= self.multiplier < math.inf:
-            raise ValidationError("multiplier", "a finite number >= 1", f"got {self.multiplier!r}")
+        check_real(self.multiplier, "multiplier", low=1.0)
 
     def backoff(self, failures: int, rng: random.Random) -> float:
         """Seconds to wait after ``failures`` (>= 1) failed attempts in a row; ``rng`` draws the jitter."""

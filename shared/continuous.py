@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from .errors import ValidationError
 from .schema import MAX_BITS, ContinuousAttribute, Schema
-from .validation import check_epsilon, check_int
+from .validation import check_choice, check_epsilon, check_int
 
 REPRESENTATIVES = ("centre", "lower")
 #: Largest private domain whose cell representatives we materialise (|D| x d floats).
@@ -81,8 +81,7 @@ def cell_representatives(schema: Schema, representative: str = "centre") -> np.n
     ``"centre"``: bucket centres (halves the seed's discretisation error); ``"lower"``: lower edges
     (the seed's :math:`\\hat x`, what :meth:`ContinuousAttribute.decode` returns).
     """
-    if representative not in REPRESENTATIVES:
-        raise ValidationError("representative", f"one of {REPRESENTATIVES}", f"got {representative!r}")
+    check_choice(representative, "representative", REPRESENTATIVES)
     attrs = _continuous_private(schema)
     digits = schema.private_digits(np.arange(schema.private_domain_size, dtype=np.int64))
     shift = 0.5 if representative == "centre" else 0.0
@@ -109,8 +108,7 @@ def function_weights(schema: Schema, function: Callable[[np.ndarray], np.ndarray
 
 def discretisation_bound(schema: Schema, lipschitz: float, representative: str = "centre") -> float:
     """:math:`\\max_x |\\varphi(x) - \\varphi(\\hat x)| \\le L\\,c\\sqrt{\\sum_i w_i^2}`, :math:`c = 1/2` (centre) or 1 (lower)."""
-    if representative not in REPRESENTATIVES:
-        raise ValidationError("representative", f"one of {REPRESENTATIVES}", f"got {representative!r}")
+    check_choice(representative, "representative", REPRESENTATIVES)
     lip = check_epsilon(lipschitz, "lipschitz")
     widths = np.array([a.width for a in _continuous_private(schema)])
     return lip * (0.5 if representative == "centre" else 1.0) * float(np.sqrt((widths**2).sum()))

@@ -37,7 +37,7 @@ from .mechanism import MechanismE
 from .query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from .schema import Schema
 from .statistics import SufficientStatistics
-from .validation import check_int, check_probability_level
+from .validation import check_int, check_probability
 
 #: Weights per chunk of a batch (2 MiB of float64): one chunk's working set stays in cache.
 CHUNK_WEIGHTS = 1 << 18
@@ -369,7 +369,7 @@ def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: Mechanis
     queries. Each block is evaluated as matrix products over ``stats`` in cache-sized chunks
     (split over ``workers`` threads for large batches; default: the usable CPUs).
     """
-    level = check_probability_level(level)
+    level = check_probability(level, "level")
     schema = batch.schema
     k = schema.private_domain_size
     if mechanism.domain_size != k or stats.domain_size != k:

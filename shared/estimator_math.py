@@ -91,7 +91,7 @@ from .errors import ValidationError
 from .mechanism import MechanismE
 from .query_batch import QueryBatch
 from .query_model import EQ10, MEAN
-from .validation import check_epsilon, check_int, check_probability_level
+from .validation import check_epsilon, check_int, check_probability
 
 #: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
 ANSWER_CHUNK = 1 << 15
@@ -331,7 +331,7 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
     This is the last step of :func:`~ldpsynth.shared.estimator_engine.estimate`; a distributed
     evaluator computes the sums where the data is (shards), merges them, and calls it once.
     """
-    level = check_probability_level(level)
+    level = check_probability(level, "level")
     n = check_int(n, "n", 1)
     if len(sums) != len(batch.blocks):
         raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ValidationError
-from .validation import check_epsilon, check_int
+from .validation import check_codes, check_epsilon, check_int
 
 #: The integer space of the rational probabilities has at most this many points.
 _SPACE = 1 << 62
@@ -38,8 +38,11 @@ _SPACE = 1 << 62
 _MARGIN = 2.0**-50
 #: Decimal digits used for the exact privacy-loss comparisons.
 _DIGITS = 60
-#: Largest supported |D|.
-MAX_DOMAIN_SIZE = 1 << 40
+#: Largest |D| of the exact sampler: each other value owns L ~ 2^62 / (e^ε + |D|) points of the
+#: rational space, about 2^22 at this |D|, and the delivered ε falls short of the one asked for by
+#: about 1/A <= 1/L (:func:`rational_weights`). A schema's private domain is bounded further, by
+#: ``schema.MAX_BATCH_WEIGHTS``; ``schema.MAX_DOMAIN_SIZE`` bounds the size of a domain we encode.
+MAX_SAMPLER_DOMAIN_SIZE = 1 << 40
 
 
 def exact_log_ratio(numerator: int, denominator: int) -> Decimal:
@@ -114,7 +117,7 @@ class MechanismE:
 
     def __init__(self, epsilon: float, domain_size: int):
         self.epsilon_requested = check_epsilon(epsilon, "epsilon")
-        self.domain_size = check_int(domain_size, "domain_size", 2, MAX_DOMAIN_SIZE)
+        self.domain_size = check_int(domain_size, "domain_size", 2, MAX_SAMPLER_DOMAIN_SIZE)
         self.keep_weight, self.lie_weight = rational_weights(self.epsilon_requested, self.domain_size)
         self.total_weight = self.keep_weight + (self.domain_size - 1) * self.lie_weight
         self.epsilon = float_at_least(exact_log_ratio(self.keep_weight, self.lie_weight))
@@ -154,15 +157,7 @@ class MechanismE:
     # ----- sampling -----------------------------------------------------------------------------
     def check_codes(self, codes: npt.ArrayLike, field_name: str = "codes") -> np.ndarray:
         """Return ``codes`` as int64, raising if any lies outside ``[0, |D|)``."""
-        arr = np.asarray(codes)
-        if arr.dtype.kind not in "iu":
-            raise ValidationError(field_name, f"integer codes in [0, {self.domain_size - 1}]", "not integers")
-        arr = arr.astype(np.int64, copy=False)
-        bad = (arr < 0) | (arr >= self.domain_size)
-        if bad.any():
-            raise ValidationError(field_name, f"integer codes in [0, {self.domain_size - 1}]", "out of range",
-                                  int(np.flatnonzero(bad.reshape(-1))[0]))
-        return arr
+        return check_codes(codes, field_name, self.domain_size)
 
     def _lie(self, codes: np.ndarray, index: np.ndarray) -> np.ndarray:
         """The ``index``-th value of D other than ``codes`` (index in ``[0, |D|-1)``): uniform lie."""

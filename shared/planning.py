@@ -78,7 +78,7 @@ from .query_model import EQ10, MEAN, NORMALIZATIONS, SUM, Query
 from .row_distribution import RowDistribution, UniformRows
 from .schema import Schema
 from .schema_changes import COARSER, SchemaChange
-from .validation import check_epsilon, check_int, check_probability_level
+from .validation import check_epsilon, check_int, check_probability
 
 #: Weights per chunk of queries (2 MiB of float64): the temporaries of one chunk stay in cache.
 CHUNK_WEIGHTS = 1 << 18
@@ -465,7 +465,7 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
     """
     devices = check_int(devices, "devices", 1)
     rows_per_device = check_int(rows_per_device, "rows_per_device", 1)
-    level = check_probability_level(level)
+    level = check_probability(level, "level")
     eps = schema.epsilon if epsilon is None else check_epsilon(epsilon)
     batch = queries if isinstance(queries, QueryBatch) else compile_queries(list(queries), schema)
     if batch.schema != schema:

@@ -34,13 +34,12 @@ rounding and is not for devices.
 
 from __future__ import annotations
 
-import numbers
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Protocol
 
 from .errors import LdpsynthError, ValidationError
-from .validation import check_epsilon
+from .validation import check_epsilon, check_int
 
 #: Significant digits of the value returned by :func:`max_privacy_loss` (as ``exact_log_ratio``).
 DEFAULT_DIGITS = 60
@@ -65,16 +64,10 @@ class PrivacyGuaranteeError(LdpsynthError):
 
 def _weights(mechanism: ExactRandomizedResponse) -> tuple[int, int, int]:
     """``(k, A, L)`` after checking that they describe a probability distribution over ``k`` outputs."""
-    values = {}
-    for name in ("domain_size", "keep_weight", "lie_weight", "total_weight"):
-        v = getattr(mechanism, name, None)
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise ValidationError(f"mechanism.{name}", "an integer", f"got a {type(v).__name__}")
-        values[name] = int(v)
-    k, a, l, n = (values[x] for x in ("domain_size", "keep_weight", "lie_weight", "total_weight"))
-    if k < 2:
-        raise ValidationError("mechanism.domain_size", "an integer >= 2", f"got {k}")
-    if a < 0 or l < 0 or a + l == 0:
+    k = check_int(getattr(mechanism, "domain_size", None), "mechanism.domain_size", 2)
+    a, l, n = (check_int(getattr(mechanism, name, None), f"mechanism.{name}", 0)
+               for name in ("keep_weight", "lie_weight", "total_weight"))
+    if a + l == 0:
         raise ValidationError("mechanism.keep_weight", "non-negative weights, not both zero",
                               f"got keep_weight={a}, lie_weight={l}")
     if n != a + (k - 1) * l:
@@ -99,8 +92,7 @@ def max_privacy_loss(mechanism: ExactRandomizedResponse, *, digits: int = DEFAUL
     True
     """
     _, a, l = _weights(mechanism)
-    if not isinstance(digits, int) or isinstance(digits, bool) or not 10 <= digits <= _MAX_DIGITS:
-        raise ValidationError("digits", f"an integer in [10, {_MAX_DIGITS}]", f"got {digits!r}")
+    digits = check_int(digits, "digits", 10, _MAX_DIGITS)
     if a == l:
         return Decimal(0)
     if min(a, l) == 0:

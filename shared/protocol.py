@@ -14,7 +14,8 @@ import numpy as np
 from .card import MechanismCard
 from .errors import ValidationError
 from .reports import REPORT_ID_BYTES, Reports
-from .schema import Schema
+from .schema import MAX_DOMAIN_SIZE, Schema
+from .validation import check_codes
 from .wire import collection_pb2 as pb
 
 _LE_U64 = np.dtype("<u8")
@@ -65,10 +66,7 @@ class CollectionInfo:
 def _column(data: bytes, n: int, field: str) -> np.ndarray:
     if len(data) != 8 * n:
         raise ValidationError(field, f"{n} little-endian uint64 codes ({8 * n} bytes)", f"got {len(data)} bytes")
-    codes = np.frombuffer(data, dtype=_LE_U64)
-    if n and int(codes.max()) >= 2**62:
-        raise ValidationError(field, "codes below 2^62", "code out of range", int(np.argmax(codes >= 2**62)))
-    return codes.astype(np.int64)
+    return check_codes(np.frombuffer(data, dtype=_LE_U64), field, MAX_DOMAIN_SIZE)
 
 
 def reports_to_proto(reports: Reports, collection: str, mechanism_version: str, sequence: int) -> pb.ReportBatch:

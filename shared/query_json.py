@@ -66,6 +66,7 @@ from typing import Any
 from . import jsonio
 from .errors import ValidationError
 from .query_model import QUERY_KINDS, Condition, Query, query_field
+from .validation import check_choice
 
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
@@ -115,9 +116,7 @@ def query_from_json(obj: object) -> Query:
     """Parse one JSON query object (see the module docstring); errors name the field."""
     if not isinstance(obj, Mapping):
         raise ValidationError("kind", "an object with a kind field", f"got {type(obj).__name__}")
-    kind = obj.get("kind")
-    if kind not in QUERY_KINDS:
-        raise ValidationError("kind", f"one of {', '.join(QUERY_KINDS)}", f"got {kind!r}")
+    kind = check_choice(obj.get("kind"), "kind", QUERY_KINDS)
     required, optional = _FIELDS[kind]
     allowed = required | optional | {"kind", "normalization", "label"}
     extra = set(obj) - allowed

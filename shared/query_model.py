@@ -27,8 +27,6 @@ checks them against a schema and turns them into weight blocks over the schema's
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from typing import Any, ClassVar, Iterator, Union
 import numpy as np
 
 from .errors import ValidationError
+from .validation import check_choice, check_real, is_finite_real, is_real
 
 #: Normalisations and their codes in compiled blocks.
 NORMALIZATIONS = ("eq10", "sum", "mean")
@@ -57,10 +56,6 @@ def query_field(index: int) -> Iterator[None]:
         raise ValidationError(f"queries[{index}].{exc.field}", exc.legal, exc.problem, exc.position) from None
 
 
-def _is_number(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
 def _weights(values: object, name: str) -> tuple[float, ...]:
     """A non-empty list of finite numbers, as a tuple of floats."""
     legal = "a non-empty list of finite numbers"
@@ -75,7 +70,7 @@ def _weights(values: object, name: str) -> tuple[float, ...]:
         raise ValidationError(name, legal, f"got {type(values).__name__}")
     out = []
     for j, v in enumerate(values):
-        if not _is_number(v) or not math.isfinite(float(v)):
+        if not is_finite_real(v):
             raise ValidationError(name, legal, f"got {v!r}", j)
         out.append(float(v))
     if not out:
@@ -86,7 +81,7 @@ def _weights(values: object, name: str) -> tuple[float, ...]:
 def _scalar(value: object, name: str) -> Scalar:
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, (str, bool)) or (_is_number(value) and math.isfinite(float(value))):  # type: ignore[arg-type]
+    if isinstance(value, (str, bool)) or is_finite_real(value):
         return value  # type: ignore[return-value]
     raise ValidationError(name, "a string, a finite number or a boolean", f"got {value!r}")
 
@@ -138,19 +133,18 @@ class Condition:
 
     def __post_init__(self) -> None:
         _name(self.attribute, "attribute")
-        if self.op not in OPERATORS:
-            raise ValidationError("op", f"one of {', '.join(OPERATORS)}", f"got {self.op!r}")
+        check_choice(self.op, "op", OPERATORS)
         if self.op == "in":
             object.__setattr__(self, "value", _scalars(self.value, "value"))
         elif self.op == "between":
             bounds = _scalars(self.value, "value")
-            if len(bounds) != 2 or not all(_is_number(b) for b in bounds) or bounds[0] > bounds[1]:  # type: ignore[operator]
+            if len(bounds) != 2 or not all(is_real(b) for b in bounds) or bounds[0] > bounds[1]:  # type: ignore[operator]
                 raise ValidationError("value", "[lo, hi]: two finite numbers with lo <= hi", f"got {list(bounds)!r}")
             object.__setattr__(self, "value", bounds)
         elif self.op in ("==", "!="):
             object.__setattr__(self, "value", _scalar(self.value, "value"))
-        elif not _is_number(self.value) or not math.isfinite(float(self.value)):
-            raise ValidationError("value", "a finite number", f"got {self.value!r}")
+        else:
+            check_real(self.value, "value")
 
     def to_json(self) -> dict[str, Any]:
         value = list(self.value) if isinstance(self.value, tuple) else self.value

@@ -119,8 +119,7 @@ def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence
     answers it with no answers).
     """
     limit = chunk_bytes if max_message_bytes is None else max_message_bytes
-    if chunk_bytes < 1024 or limit < chunk_bytes:
-        raise ValidationError("chunk_bytes", f"an integer in [1024, max_message_bytes = {limit}]", f"got {chunk_bytes}")
+    check_int(chunk_bytes, "chunk_bytes", 1024, limit, legal=f"an integer in [1024, max_message_bytes = {limit}]")
     envelope = pb.EstimateRequest(collection=collection, level=level).ByteSize() + FIELD_HEADER_BYTES
     if envelope + 2 > limit:
         raise ValidationError("collection", f"a name that leaves room for queries in {limit} bytes",

@@ -26,7 +26,8 @@ import json
 import math
 import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,11 @@ import numpy.typing as npt
 
 from . import jsonio
 from .errors import SchemaError, ValidationError
-from .validation import check_epsilon
+from .validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
-#: Largest domain (private or public) we encode: codes must fit an int64 with room to spare.
+#: Largest domain we encode (an attribute's, the public one): codes, and report codes on the wire, must
+#: fit an int64 with room to spare. (The private domain is bounded further by MAX_BATCH_WEIGHTS, and
+#: mechanism E's exact sampler by ``mechanism.MAX_SAMPLER_DOMAIN_SIZE``.)
 MAX_DOMAIN_SIZE = 2**62
 #: Most weights (float64, held in memory) of one batch of queries: the query service refuses a larger
 #: batch (RESOURCE_EXHAUSTED). Every query holds at least one weight per value of the private domain
@@ -63,9 +66,7 @@ def bits_for_rows(n: int) -> int:
     >>> bits_for_rows(65536)
     4
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ValidationError("n", "an integer >= 1", f"got {n!r}")
-    return int(min(MAX_BITS, max(1, round(math.log2(int(n)) / 4))))
+    return int(min(MAX_BITS, max(1, round(math.log2(check_int(n, "n", 1)) / 4))))
 
 
 def _as_array(values: npt.ArrayLike) -> np.ndarray:
@@ -77,6 +78,15 @@ def _as_array(values: npt.ArrayLike) -> np.ndarray:
 
 def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
+
+
+@contextmanager
+def _schema_field() -> Iterator[None]:
+    """Checks of a field of the schema itself: their :class:`ValidationError` is a :class:`SchemaError`."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise SchemaError(exc.field, exc.legal, exc.problem, exc.position) from None
 
 
 @dataclass(frozen=True)
@@ -140,15 +150,7 @@ class Attribute(ABC):
 
     def check_codes(self, codes: npt.ArrayLike, *, field_name: str | None = None) -> np.ndarray:
         """Check that already-encoded codes lie in ``[0, size)``."""
-        arr = np.asarray(codes)
-        if arr.dtype.kind not in "iu":
-            raise ValidationError(field_name or self.name, f"integer codes in [0, {self.size - 1}]", "not integers")
-        bad = (arr < 0) | (arr >= self.size)
-        if bad.any():
-            raise ValidationError(
-                field_name or self.name, f"a code in [0, {self.size - 1}]", "code out of range", _first_bad(bad)
-            )
-        return arr.astype(np.int64, copy=False)
+        return check_codes(codes, field_name or self.name, self.size)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -263,12 +265,10 @@ class IntegerAttribute(Attribute):
     max: int = 1
 
     def __post_init__(self) -> None:
-        for key in ("min", "max"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise SchemaError(f"attributes[{self.name}].{key}", "an integer", f"got {v!r}")
-            if not _INT64_MIN <= v <= _INT64_MAX:  # codes and decoded values are int64
-                raise SchemaError(f"attributes[{self.name}].{key}", "an integer in [-2^63, 2^63 - 1]", f"got {v!r}")
+        with _schema_field():
+            for key in ("min", "max"):  # codes and decoded values are int64
+                check_int(getattr(self, key), f"attributes[{self.name}].{key}", _INT64_MIN, _INT64_MAX,
+                          legal="an integer in [-2^63, 2^63 - 1]")
         if not (self.min < self.max) or self.max - self.min + 1 > MAX_DOMAIN_SIZE:
             raise SchemaError(f"attributes[{self.name}]", f"integers with min < max and at most {MAX_DOMAIN_SIZE} values",
                               f"got min={self.min}, max={self.max}")
@@ -322,15 +322,14 @@ class ContinuousAttribute(Attribute):
     bits: int = 4
 
     def __post_init__(self) -> None:
-        for key in ("lo", "hi"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-                raise SchemaError(f"attributes[{self.name}].{key}", "a finite number", f"got {v!r}")
+        with _schema_field():
+            for key in ("lo", "hi"):
+                check_real(getattr(self, key), f"attributes[{self.name}].{key}")
         if not float(self.lo) < float(self.hi) or not math.isfinite(float(self.hi) - float(self.lo)):
             raise SchemaError(f"attributes[{self.name}]", "lo < hi with a finite hi - lo",
                               f"got lo={self.lo}, hi={self.hi}")
-        if isinstance(self.bits, bool) or not isinstance(self.bits, numbers.Integral) or not 1 <= self.bits <= MAX_BITS:
-            raise SchemaError(f"attributes[{self.name}].bits", f"an integer in [1, {MAX_BITS}]", f"got {self.bits!r}")
+        with _schema_field():
+            check_int(self.bits, f"attributes[{self.name}].bits", 1, MAX_BITS)
         # Distinct buckets need distinct float lower edges: the width must exceed the float resolution.
         scale = max(abs(float(self.lo)), abs(float(self.hi)), float(self.hi) - float(self.lo))
         if not self.width > 8 * math.ulp(scale):
@@ -389,13 +388,10 @@ def _attribute_from_json(obj: Any, position: int) -> Attribute:
     name = obj.get("name")
     if not isinstance(name, str) or not name or not name.isidentifier():
         raise SchemaError(f"{where}.name", "a non-empty identifier (letters, digits, _)", f"got {name!r}")
-    public = obj.get("public", False)
-    if not isinstance(public, bool):
-        raise SchemaError(f"attributes[{name}].public", "true or false", f"got {public!r}")
-    kind = obj.get("type")
     known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"}}
-    if not isinstance(kind, str) or kind not in known:
-        raise SchemaError(f"attributes[{name}].type", "one of categorical, binary, integer, continuous", f"got {kind!r}")
+    with _schema_field():
+        public = check_bool(obj.get("public", False), f"attributes[{name}].public")
+        kind = check_choice(obj.get("type"), f"attributes[{name}].type", known)
     extra = set(obj) - {"name", "type", "public"} - known[kind]
     if extra:
         raise SchemaError(f"attributes[{name}]", f"fields name, type, public, {', '.join(sorted(known[kind]))}",
@@ -427,10 +423,8 @@ class Schema:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 128:
             raise SchemaError("name", "a non-empty string of at most 128 characters", f"got {self.name!r}")
-        try:
+        with _schema_field():
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        except ValidationError as exc:
-            raise SchemaError(exc.field, exc.legal, exc.problem) from None
         attrs = tuple(self.attributes)
         object.__setattr__(self, "attributes", attrs)
         names = [a.name for a in attrs]
@@ -514,16 +508,7 @@ class Schema:
 
     def public_digits(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
         """Split public keys into per-attribute codes."""
-        arr = np.asarray(keys)
-        legal = f"an integer in [0, {self.public_domain_size - 1}]"
-        if arr.dtype.kind not in "iu":
-            raise ValidationError("public_key", legal, "not integers")
-        bad = arr >= self.public_domain_size
-        if arr.dtype.kind == "i":
-            bad |= arr < 0
-        if bad.any():
-            raise ValidationError("public_key", legal, "out of range", _first_bad(bad))
-        return self._split(self.public_attributes, arr.astype(np.int64, copy=False))
+        return self._split(self.public_attributes, check_codes(keys, "public_key", self.public_domain_size))
 
     @staticmethod
     def _split(group: tuple[Attribute, ...], codes: np.ndarray) -> dict[str, np.ndarray]:
@@ -539,16 +524,7 @@ class Schema:
 
     def check_private_codes(self, codes: npt.ArrayLike, field_name: str = "private_code") -> np.ndarray:
         """Check that perturbed codes lie in ``[0, |D|)`` (the server's validation of a report)."""
-        arr = np.asarray(codes)
-        if arr.dtype.kind not in "iu":
-            raise ValidationError(field_name, f"integer codes in [0, {self.private_domain_size - 1}]", "not integers")
-        bad = arr >= self.private_domain_size
-        if arr.dtype.kind == "i":
-            bad |= arr < 0
-        if bad.any():
-            raise ValidationError(field_name, f"an integer in [0, {self.private_domain_size - 1}]", "out of range",
-                                  _first_bad(bad))
-        return arr.astype(np.int64, copy=False)
+        return check_codes(codes, field_name, self.private_domain_size)
 
     # ----- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -560,10 +536,8 @@ class Schema:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any] | str) -> "Schema":
         if isinstance(obj, str):
-            try:
+            with _schema_field():
                 obj = jsonio.loads(obj, "schema", "a JSON object")
-            except ValidationError as exc:
-                raise SchemaError(exc.field, exc.legal, exc.problem) from None
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
         extra = set(obj) - {"name", "epsilon", "attributes"}
@@ -574,10 +548,8 @@ class Schema:
             raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
         if "epsilon" not in obj:
             raise SchemaError("epsilon", "a finite number > 0", "missing")
-        try:
+        with _schema_field():
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
-        except ValidationError as exc:
-            raise SchemaError(exc.field, exc.legal, exc.problem) from None
         return cls(obj.get("name"), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
 
     @classmethod

@@ -30,6 +30,7 @@ import numpy as np
 
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.schema import BinaryAttribute, IntegerAttribute, Schema
+from ldpsynth.shared.validation import check_int
 
 #: Project root when running from a checkout (aggregator/simulation/ -> root).
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -115,9 +116,10 @@ def synthetic_ratings(devices: int = 2000, movies: int = 50, ratings_per_device:
     Movie popularity is Zipf-like; each movie has its own rating distribution (a Dirichlet draw
     tilted towards 3-4 stars), and every device rates ``ratings_per_device`` distinct movies.
     """
+    check_int(devices, "devices", 1)
+    check_int(movies, "movies", 2)
+    check_int(ratings_per_device, "ratings_per_device", 1, movies)
     rng = np.random.default_rng(seed)
-    if ratings_per_device > movies:
-        raise ValueError("ratings_per_device must be <= movies")
     popularity = 1.0 / np.arange(1, movies + 1) ** 0.8
     popularity /= popularity.sum()
     rating_pmf = rng.dirichlet([1.0, 2.0, 4.0, 5.0, 3.0], size=movies)
@@ -139,6 +141,7 @@ def movielens_100k(epsilon: float = 1.0, *, top_movies: int | None = None) -> Po
     users, movies, ratings = raw[:, 0] - 1, raw[:, 1], raw[:, 2]
     movie_count = 1682
     if top_movies is not None:
+        check_int(top_movies, "top_movies", 2, movie_count)
         counts = np.bincount(movies, minlength=movie_count + 1)
         ranked = np.argsort(-counts[1:], kind="stable")[:top_movies] + 1
         rank_of = np.zeros(movie_count + 1, np.int64)
@@ -174,8 +177,7 @@ def adjacency(edges: np.ndarray, vertices: int) -> np.ndarray:
 
 def facebook_graph(epsilon: float = 1.0, vertices: int = FACEBOOK_VERTICES) -> Population:
     """Vertex-pair rows of the induced subgraph on the first ``vertices`` vertices (seed 000 §VI-B)."""
-    if not 2 <= vertices <= FACEBOOK_VERTICES:
-        raise ValueError(f"vertices must be in [2, {FACEBOOK_VERTICES}], got {vertices}")
+    check_int(vertices, "vertices", 2, FACEBOOK_VERTICES)
     a = adjacency(facebook_edges(), vertices)
     i, j = np.divmod(np.arange(vertices * vertices, dtype=np.int64), vertices)
     return Population(graph_schema(epsilon, vertices), {"i": i, "j": j, "edge": a.reshape(-1).astype(np.int64)},

@@ -29,6 +29,7 @@ import numpy as np
 
 from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger, SubmitError
 from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.validation import check_real, check_seconds
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,9 @@ class Faults:
     delay: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.drop_rate <= 1.0:
-            raise ValueError(f"drop_rate: a probability in [0, 1], got {self.drop_rate!r}")
+        check_real(self.drop_rate, "drop_rate", low=0.0, high=1.0)
         for name in ("drop_after", "delay"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0.0):
-                raise ValueError(f"{name}: a finite number of seconds >= 0, got {value!r}")
+            check_seconds(getattr(self, name), name, allow_zero=True)
 
 
 @dataclass(frozen=True)

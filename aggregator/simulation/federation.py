@@ -34,6 +34,7 @@ from ldpsynth.shared.estimator_math import Answers
 
 from ldpsynth.shared.query_json import queries_to_json
 from ldpsynth.shared.query_wire import AnswerTable
+from ldpsynth.shared.validation import check_int, check_probability
 
 from .answers import Workload, answer, workload
 from .datasets import Population
@@ -59,13 +60,14 @@ class SimulationSettings:
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        if not 1 <= self.processes <= 256:
-            raise ValueError(f"processes: an integer in [1, 256], got {self.processes!r}")
-        if not 1 <= self.connections <= 1024:
-            raise ValueError(f"connections: an integer in [1, 1024], got {self.connections!r}")
+        check_int(self.processes, "processes", 1, 256)
+        check_int(self.connections, "connections", 1, 1024)
+        if self.batch_size is not None:
+            check_int(self.batch_size, "batch_size", 1)
+        check_probability(self.level, "level")
         if self.target is not None and (self.data_dir, self.shards, self.ray_address) != (None, None, None):
-            raise ValueError("target: no data_dir, shards or ray_address with a target (they configure the hosted "
-                             "aggregator)")
+            raise ValidationError("target", "no data_dir, shards or ray_address with a target (they configure the "
+                                  "hosted aggregator)", "given with a target")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from scipy import stats
 
 from ldpsynth.shared import mechanism as mechanism_module
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.mechanism import MAX_DOMAIN_SIZE, MechanismE
+from ldpsynth.shared.mechanism import MAX_SAMPLER_DOMAIN_SIZE, MechanismE
 
 #: Significance level of every chi-square test in this file.
 ALPHA = 1e-6
@@ -174,12 +174,12 @@ def test_epsilon_below_the_sampler_resolution_states_a_true_legal_range(k):
     assert 0 < m.epsilon <= stated
 
 
-@pytest.mark.parametrize("k", [1, 0, -3, MAX_DOMAIN_SIZE + 1, 2.0, 5.5, "5", None, True, np.float64(3)])
+@pytest.mark.parametrize("k", [1, 0, -3, MAX_SAMPLER_DOMAIN_SIZE + 1, 2.0, 5.5, "5", None, True, np.float64(3)])
 def test_bad_domain_size_is_rejected_naming_field_and_range(k):
     with pytest.raises(ValidationError) as info:
         MechanismE(1.0, k)
     assert info.value.field == "domain_size"
-    assert f"an integer in [2, {MAX_DOMAIN_SIZE}]" in str(info.value)
+    assert f"an integer in [2, {MAX_SAMPLER_DOMAIN_SIZE}]" in str(info.value)
 
 
 def test_numpy_integer_domain_size_is_accepted():

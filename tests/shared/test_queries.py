@@ -168,12 +168,14 @@ def test_linear_batch_from_an_array_equals_compiled_linear_queries():
 W = [0] * K
 BAD_QUERIES = [  # (query JSON, schema, expected field, expected text in the legal range or problem)
     ({"kind": "histogram"}, RATINGS, "queries[0].kind", "linear, predicate"),
+    ({"kind": ["linear"]}, RATINGS, "queries[0].kind", "linear, predicate"),
     ([1, 2], RATINGS, "queries[0].kind", "object"),
     ({"kind": "linear", "weights": W, "weight": 1}, RATINGS, "queries[0].weight", "fields of a linear"),
     ({"kind": "linear"}, RATINGS, "queries[0].weights", "missing"),
     ({"kind": "linear", "weights": [0.0] * (K - 1) + [float("nan")]}, RATINGS, "queries[0].weights", "finite"),
     ({"kind": "linear", "weights": [float("inf")] + W[1:]}, RATINGS, "queries[0].weights", "finite"),
     ({"kind": "linear", "weights": [True] + W[1:]}, RATINGS, "queries[0].weights", "finite numbers"),
+    ({"kind": "linear", "weights": [10**400] + W[1:]}, RATINGS, "queries[0].weights", "finite numbers"),
     ({"kind": "linear", "weights": []}, RATINGS, "queries[0].weights", "non-empty"),
     ({"kind": "linear", "weights": [1, 2, 3]}, RATINGS, "queries[0].weights", "|D| = 60"),
     ({"kind": "linear", "weights": W, "normalization": "max"}, RATINGS, "queries[0].normalization", "eq10"),

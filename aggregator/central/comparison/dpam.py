@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
 from ..primitives.composition import zcdp_to_approx_dp
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
@@ -56,7 +56,8 @@ MAX_ITERATIONS = 20_000
 
 def gaussian_sigma(iterations: int, n: int, epsilon: float, delta: float) -> float:
     """σ of every oracle call so that T calls are (ε, δ)-DP (zCDP route; the module docstring)."""
-    t, eps, log_delta = check_int(iterations, "iterations", 1), check_epsilon(epsilon), math.log(1.0 / check_delta(delta))
+    t, eps = check_int(iterations, "iterations", 1), check_epsilon(epsilon)
+    log_delta = math.log(1.0 / check_probability(delta, "delta"))
     return math.sqrt(t) * (math.sqrt(log_delta + eps) + math.sqrt(log_delta)) / (check_int(n, "n", 1) * eps)
 
 
@@ -84,7 +85,7 @@ class DPAM:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "delta", check_delta(self.delta))
+        object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
         if self.mu is not None:
             object.__setattr__(self, "mu", check_epsilon(self.mu, "mu"))
         if self.iterations is not None:

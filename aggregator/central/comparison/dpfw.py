@@ -63,7 +63,7 @@ import numpy.typing as npt
 from scipy.special import log_softmax
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int, check_probability, check_real
 
 from ..primitives.composition import advanced_composition_step, approx_dp_to_zcdp
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
@@ -118,15 +118,6 @@ def derived_parameters(n: int, epsilon: float, delta: float, m: int, d: int, kap
     return mu, t, eta
 
 
-def _check_positive_or_none(value: object, name: str, upper: float | None = None) -> float | None:
-    if value is None:
-        return None
-    v = check_epsilon(value, name)
-    if upper is not None and v > upper:
-        raise ValidationError(name, f"a number in (0, {upper}] or None (derived)", f"got {v!r}")
-    return v
-
-
 @dataclass(frozen=True)
 class DPFW:
     """Differentially private Frank–Wolfe (seed 002 Alg. 1), (ε, δ)-DP under replace-one rows.
@@ -157,12 +148,13 @@ class DPFW:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        object.__setattr__(self, "delta", check_delta(self.delta, "delta"))
-        for name, legal in (("mode", MODES), ("accounting", ACCOUNTINGS)):
-            if getattr(self, name) not in legal:
-                raise ValidationError(name, "one of " + ", ".join(map(repr, legal)), f"got {getattr(self, name)!r}")
-        object.__setattr__(self, "mu", _check_positive_or_none(self.mu, "mu"))
-        object.__setattr__(self, "step", _check_positive_or_none(self.step, "step", 1.0))
+        object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
+        check_choice(self.mode, "mode", MODES)
+        check_choice(self.accounting, "accounting", ACCOUNTINGS)
+        if self.mu is not None:
+            object.__setattr__(self, "mu", check_real(self.mu, "mu", low=0.0, low_open=True))
+        if self.step is not None:
+            object.__setattr__(self, "step", check_real(self.step, "step", low=0.0, high=1.0, low_open=True))
         if self.iterations is not None:
             object.__setattr__(self, "iterations", check_int(self.iterations, "iterations", 1, 10**7))
         object.__setattr__(self, "max_iterations", check_int(self.max_iterations, "max_iterations", 1, 10**7))

@@ -47,8 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon, check_int
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int
 
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from ..primitives.mwem import ITERATES, MAX_REPLAYS, MAX_ROUNDS, SELECTIONS, DenseQueryHistograms, run_mwem
@@ -91,12 +90,6 @@ def label_partition(workload: Workload) -> np.ndarray:
     return np.arange(workload.groups, dtype=np.int64)
 
 
-def _check_choice(value: object, name: str, legal: tuple[str, ...]) -> str:
-    if value not in legal:
-        raise ValidationError(name, "one of " + ", ".join(repr(v) for v in legal), f"got {value!r}")
-    return value  # type: ignore[return-value]
-
-
 @dataclass(frozen=True)
 class _MWEMParameters:
     """Parameters shared by both MWEM variants (validated on construction)."""
@@ -111,8 +104,8 @@ class _MWEMParameters:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         object.__setattr__(self, "rounds", check_int(self.rounds, "rounds", 1, MAX_ROUNDS))
         object.__setattr__(self, "replays", check_int(self.replays, "replays", 1, MAX_REPLAYS))
-        _check_choice(self.selection, "selection", tuple(SELECTIONS))
-        _check_choice(self.iterate, "iterate", ITERATES)
+        check_choice(self.selection, "selection", SELECTIONS)
+        check_choice(self.iterate, "iterate", ITERATES)
 
     @property
     def round_epsilon(self) -> float:
@@ -202,8 +195,8 @@ class SubDatabaseMWEM(_MWEMParameters):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_choice(self.partition, "partition", PARTITIONS)
-        _check_choice(self.split, "split", SPLITS)
+        check_choice(self.partition, "partition", PARTITIONS)
+        check_choice(self.split, "split", SPLITS)
 
     @property
     def name(self) -> str:

@@ -40,6 +40,7 @@ from ldpsynth.shared.packed_batches import grouped_batch
 from ldpsynth.shared.query_batch import QueryBatch, TableBlock
 from ldpsynth.shared.query_model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.validation import check_choice, check_codes
 
 #: Weights per chunk when contracting a workload with one or more histograms.
 CHUNK_CELLS = 1 << 22
@@ -76,16 +77,11 @@ class Histogram:
     @classmethod
     def from_rows(cls, labels: npt.ArrayLike | None, values: npt.ArrayLike, groups: int, k: int) -> "Histogram":
         """Count rows with 0-based ``labels`` in ``[0, groups)`` (None: one group) and ``values`` in ``[0, k)``."""
-        v = np.asarray(values)
-        g = np.zeros(len(v), np.int64) if labels is None else np.asarray(labels)
-        for name, arr, size in (("labels", g, groups), ("values", v, k)):
-            if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-                raise ValidationError(name, f"a 1-d array of integer codes in [0, {size - 1}]", "wrong shape or type")
-            if arr.size and (arr.min() < 0 or arr.max() >= size):
-                raise ValidationError(name, f"integer codes in [0, {size - 1}]", "out of range")
+        v = check_codes(values, "values", k, ndim=1)
+        g = np.zeros(len(v), np.int64) if labels is None else check_codes(labels, "labels", groups, ndim=1)
         if len(g) != len(v):
             raise ValidationError("labels", f"one label per row ({len(v)} rows)", f"got {len(g)}")
-        return cls(np.bincount(g.astype(np.int64) * k + v, minlength=groups * k).reshape(groups, k))
+        return cls(np.bincount(g * k + v, minlength=groups * k).reshape(groups, k))
 
     @property
     def groups(self) -> int:
@@ -148,8 +144,7 @@ class Workload:
             bad = ~np.isfinite(w[start:start + step]).all(axis=(1, 2))
             if bad.any():
                 raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
-        if self.normalization not in NORMALIZATIONS:
-            raise ValidationError("normalization", "one of 'eq10', 'sum', 'mean'", f"got {self.normalization!r}")
+        check_choice(self.normalization, "normalization", NORMALIZATIONS)
         w.setflags(write=False)
         object.__setattr__(self, "weights", w)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_choice
 
 from .access import PrivacyAccountant, PrivateView
 from .count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
@@ -48,10 +49,7 @@ DEFAULT_DECIDERS: dict[str, tuple[str, ...]] = {
 
 
 def get_decider(name: str) -> Decider:
-    try:
-        return DECIDERS[name]
-    except KeyError:
-        raise ValidationError("decider", f"one of {', '.join(DECIDERS)}", f"got {name!r}") from None
+    return DECIDERS[check_choice(name, "decider", DECIDERS)]
 
 
 @dataclass(frozen=True)

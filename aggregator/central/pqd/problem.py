@@ -18,8 +18,6 @@ only) and returns one 0/1 outcome per execution.
 
 from __future__ import annotations
 
-import math
-import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -27,17 +25,11 @@ from typing import ClassVar
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_epsilon
+from ldpsynth.shared.validation import check_epsilon, check_int, check_real
 
 from .access import PrivateView
 from .query import Query
 from .table import NumericDomain
-
-
-def _finite(value: object, name: str, legal: str = "a finite number") -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise ValidationError(name, legal, f"got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -51,11 +43,8 @@ class DecisionProblem:
     domain: NumericDomain | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "synthetic_answer", _finite(self.synthetic_answer, "synthetic_answer"))
-        tau = _finite(self.tau, "tau", "a finite number > 0")
-        if tau <= 0:
-            raise ValidationError("tau", "a finite number > 0", f"got {tau!r}")
-        object.__setattr__(self, "tau", tau)
+        object.__setattr__(self, "synthetic_answer", check_real(self.synthetic_answer, "synthetic_answer"))
+        object.__setattr__(self, "tau", check_real(self.tau, "tau", low=0.0, low_open=True))
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         if self.domain is not None and self.query.attribute is not None \
                 and self.domain.attribute not in ("attribute", self.query.attribute):
@@ -66,10 +55,8 @@ class DecisionProblem:
     def relative(cls, query: Query, synthetic_answer: float, tau_fraction: float, epsilon: float,
                  domain: NumericDomain | None = None) -> "DecisionProblem":
         """τ as a fraction of :math:`|q(D_s)|` (seed 004 §7.1): absolute bound ``tau_fraction * |q(D_s)|``."""
-        frac = _finite(tau_fraction, "tau", "a finite fraction > 0 (0.032 = 3.2 %)")
-        if frac <= 0:
-            raise ValidationError("tau", "a finite fraction > 0 (0.032 = 3.2 %)", f"got {frac!r}")
-        answer = _finite(synthetic_answer, "synthetic_answer")
+        frac = check_real(tau_fraction, "tau", low=0.0, low_open=True, legal="a finite fraction > 0 (0.032 = 3.2 %)")
+        answer = check_real(synthetic_answer, "synthetic_answer")
         if answer == 0:
             raise ValidationError("tau", "an absolute tau when q(D_s) = 0 (a relative tau gives an empty interval)",
                                   "relative tau with q(D_s) = 0")
@@ -119,9 +106,7 @@ class Decider(ABC):
         self.check(problem)
         if view.query != problem.query:
             raise ValidationError("view", "a private view of the problem's query", "a view of another query")
-        if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
-            raise ValidationError("trials", "an integer >= 1", f"got {trials!r}")
-        return self._decide(view, problem, rng, int(trials)).astype(np.int8)
+        return self._decide(view, problem, rng, check_int(trials, "trials", 1)).astype(np.int8)
 
     @abstractmethod
     def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator,

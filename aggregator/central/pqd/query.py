@@ -33,7 +33,6 @@ for the truth :math:`q(D)`.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_choice, check_probability, is_finite_real
 
 from .table import Table
 
@@ -56,7 +56,7 @@ def _scalar(value: object, fld: str) -> str | float:
         value = value.item()
     if isinstance(value, str):
         return value
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value)):
+    if is_finite_real(value):
         return float(value)
     raise ValidationError(fld, "a string or a finite number", f"got {value!r}")
 
@@ -76,8 +76,7 @@ class SqlCondition:
     def __post_init__(self) -> None:
         if not isinstance(self.attribute, str) or not self.attribute:
             raise ValidationError("where.attribute", "a column name (non-empty string)", f"got {self.attribute!r}")
-        if self.op not in OPERATORS:
-            raise ValidationError("where.op", f"one of {', '.join(OPERATORS)}", f"got {self.op!r}")
+        check_choice(self.op, "where.op", OPERATORS)
         if self.op in ("in", "between"):
             if isinstance(self.value, (str, bytes, Mapping)) or not isinstance(self.value, Sequence) or not self.value:
                 raise ValidationError("where.value", f"a non-empty list for {self.op!r}", f"got {self.value!r}")
@@ -142,8 +141,7 @@ class Query:
     q: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.aggregate not in AGGREGATES:
-            raise ValidationError("aggregate", f"one of {', '.join(AGGREGATES)}", f"got {self.aggregate!r}")
+        check_choice(self.aggregate, "aggregate", AGGREGATES)
         if self.aggregate == "count":
             if self.attribute is not None:
                 raise ValidationError("attribute", "absent for COUNT(*)", f"got {self.attribute!r}")
@@ -151,9 +149,7 @@ class Query:
             raise ValidationError("attribute", f"a column name for {self.aggregate.upper()}", f"got {self.attribute!r}")
         if self.aggregate == "median":
             object.__setattr__(self, "q", 0.5)
-        if isinstance(self.q, bool) or not isinstance(self.q, numbers.Real) or not 0.0 < float(self.q) < 1.0:
-            raise ValidationError("q", "a quantile level in (0, 1)", f"got {self.q!r}")
-        object.__setattr__(self, "q", float(self.q))
+        object.__setattr__(self, "q", check_probability(self.q, "q"))
         where = tuple(self.where)
         for j, cond in enumerate(where):
             if not isinstance(cond, SqlCondition):

@@ -38,8 +38,7 @@ from typing import ClassVar
 import numpy as np
 from scipy import integrate
 
-from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon
+from ldpsynth.shared.validation import check_epsilon, check_probability, check_real, real_range
 
 from .access import PrivateView
 from .noise import laplace, laplace_cdf
@@ -100,8 +99,7 @@ class R2TSum(Decider):
     beta: float = 0.05
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.beta < 1.0:
-            raise ValidationError("beta", "a number in (0, 1)", f"got {self.beta!r}")
+        check_probability(self.beta, "beta")
 
     def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
         thresholds = truncation_thresholds(problem.require_domain(self.name, non_negative=True).global_sensitivity)
@@ -128,8 +126,7 @@ class SVTSum(Decider):
     use_alg4: bool = True
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.theta <= 1.0:
-            raise ValidationError("theta", "a number in (0, 1]", f"got {self.theta!r}")
+        check_real(self.theta, "theta", low=0.0, high=1.0, low_open=True)
 
     def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
         thresholds = truncation_thresholds(problem.require_domain(self.name, non_negative=True).global_sensitivity)
@@ -247,11 +244,10 @@ def svt_accept_probability(truncated: np.ndarray, counts: np.ndarray, selected: 
 
 # ----- effectiveness thresholds (DP-PQD Def. 3.4): the upper bounds of §5 ------------------------
 def _check_bound_inputs(global_sensitivity: float, epsilon: float, delta: float) -> None:
-    if not global_sensitivity > 1.0 or not math.isfinite(global_sensitivity):
-        raise ValidationError("global_sensitivity", "a finite number > 1 (log2 GS_q > 0)",
-                              f"got {global_sensitivity!r}")
+    check_real(global_sensitivity, "global_sensitivity", low=1.0, low_open=True,
+               legal=real_range(1.0, low_open=True) + " (log2 GS_q > 0)")
     check_epsilon(epsilon)
-    check_delta(delta)  # the error probability of Def. 3.4, in (0, 1) like a delta of (eps, delta)-DP
+    check_probability(delta, "delta")  # the error probability of Def. 3.4, in (0, 1) like a delta of (eps, delta)-DP
 
 
 def lm_sum_tau_min_bound(global_sensitivity: float, epsilon: float, delta: float) -> float:
@@ -270,8 +266,7 @@ def r2t_sum_tau_min_bound(global_sensitivity: float, downward_sensitivity: float
     4.549e7); :math:`DS_{q,D}` (Def. 2.4) is the largest aggregated value among the selected tuples.
     """
     _check_bound_inputs(global_sensitivity, epsilon, delta)
-    if not 0.0 <= downward_sensitivity <= global_sensitivity:
-        raise ValidationError("downward_sensitivity", f"a number in [0, GS_q = {global_sensitivity:g}]",
-                              f"got {downward_sensitivity!r}")
+    check_real(downward_sensitivity, "downward_sensitivity", low=0.0, high=global_sensitivity,
+               legal=f"a number in [0, GS_q = {global_sensitivity:g}]")
     log_gs = math.log2(global_sensitivity)
     return 4.0 * log_gs * math.log(log_gs / delta) * downward_sensitivity / epsilon

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_real
 
 #: Largest number of candidate values of a numeric domain (EM_med's output range).
 MAX_CANDIDATES = 1 << 22
@@ -156,14 +157,11 @@ class NumericDomain:
 
     def __post_init__(self) -> None:
         fld = f"domain.{self.attribute}"
-        for key in ("lo", "hi", "step"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValidationError(f"{fld}.{key}", "a finite number", f"got {v!r}")
+        for key in ("lo", "hi"):
+            check_real(getattr(self, key), f"{fld}.{key}")
         if self.lo > self.hi:
             raise ValidationError(fld, "lo <= hi", f"got lo={self.lo}, hi={self.hi}")
-        if self.step <= 0:
-            raise ValidationError(f"{fld}.step", "a number > 0", f"got {self.step}")
+        check_real(self.step, f"{fld}.step", low=0.0, low_open=True)
         if (self.hi - self.lo) / self.step + 1 > MAX_CANDIDATES:
             raise ValidationError(fld, f"at most {MAX_CANDIDATES} values (hi - lo) / step + 1",
                                   f"got {(self.hi - self.lo) / self.step + 1:.0f}")

@@ -42,18 +42,12 @@ import math
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr
 
-from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_epsilon, check_int, check_probability, check_real
 
 from .guarantee import Neighbours, PrivacyGuarantee
 
 #: Relative slack of a budget check (floating-point round-off of shares that sum to the budget).
 BUDGET_SLACK = 1e-9
-
-
-def check_rho(value: object, name: str = "rho") -> float:
-    """Return ``value`` as a float if it is a finite number > 0 (a zCDP parameter)."""
-    return check_epsilon(value, name)
 
 
 def within_budget(spent: float, budget: float) -> bool:
@@ -72,7 +66,7 @@ def advanced_composition(epsilon0: float, k: int, delta: float) -> float:
 
     .. math::  \\epsilon_0 \\sqrt{2 k \\ln(1/\\delta)} + k \\epsilon_0 (e^{\\epsilon_0} - 1)
     """
-    e0, k, d = check_epsilon(epsilon0, "epsilon0"), check_int(k, "k", 1), check_delta(delta)
+    e0, k, d = check_epsilon(epsilon0, "epsilon0"), check_int(k, "k", 1), check_probability(delta, "delta")
     if e0 > 700.0:  # e^ε0 overflows a float; the composed ε is then larger than any float
         return math.inf
     return e0 * math.sqrt(2.0 * k * math.log(1.0 / d)) + k * e0 * math.expm1(e0)
@@ -84,7 +78,7 @@ def advanced_composition_step(epsilon: float, k: int, delta: float) -> float:
     The composed ε is continuous and strictly increasing in ε0, so the root is unique; it is
     found by Brent's method and then nudged down until the forward map is at most ``epsilon``.
     """
-    eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_delta(delta)
+    eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_probability(delta, "delta")
     hi = min(eps, 700.0)  # one step of ε0 = ε already composes to more than ε
     root = brentq(lambda e0: advanced_composition(e0, k, d) - eps, 1e-300, hi, xtol=1e-300, rtol=4 * 2.0**-52)
     while advanced_composition(root, k, d) > eps:
@@ -94,7 +88,7 @@ def advanced_composition_step(epsilon: float, k: int, delta: float) -> float:
 
 def advanced_composition_step_closed_form(epsilon: float, k: int, delta: float) -> float:
     """:math:`\\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` (spec §1.2): composes to at most ε when ε <= 4 ln(1/δ)."""
-    eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_delta(delta)
+    eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_probability(delta, "delta")
     return eps / (2.0 * math.sqrt(2.0 * k * math.log(1.0 / d)))
 
 
@@ -123,7 +117,7 @@ def exponential_mechanism_zcdp(epsilon0: float) -> float:
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """ε of ρ-zCDP at ``delta`` (Bun–Steinke 2016 Prop. 1.3): :math:`\\rho + 2\\sqrt{\\rho \\ln(1/\\delta)}`."""
-    r, d = check_rho(rho), check_delta(delta)
+    r, d = check_epsilon(rho, "rho"), check_probability(delta, "delta")
     return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
 
 
@@ -132,7 +126,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
     (The positive root of the quadratic in :math:`\\sqrt\\rho`; the "two roots" of seed 002 §5.)
     """
-    eps, d = check_epsilon(epsilon), check_delta(delta)
+    eps, d = check_epsilon(epsilon), check_probability(delta, "delta")
     log_term = math.log(1.0 / d)
     root = eps / (math.sqrt(log_term + eps) + math.sqrt(log_term))  # = sqrt(L + ε) - sqrt(L), no cancellation
     return root * root
@@ -152,9 +146,8 @@ def cdp_delta(rho: float, epsilon: float) -> float:
     Any α gives a valid bound, so an inexact minimisation only loosens it. The minimiser is at
     least :math:`(1 + \\epsilon/\\rho)/2`; the search runs over ``[1.01, (ε+1)/(2ρ) + 2]``.
     """
-    r = check_rho(rho)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValidationError("epsilon", "a finite number >= 0", f"got {epsilon!r}")
+    r = check_epsilon(rho, "rho")
+    epsilon = check_real(epsilon, "epsilon", low=0.0)
     hi = (epsilon + 1.0) / (2.0 * r) + 2.0
     res = minimize_scalar(lambda a: _log_cdp_delta(r, epsilon, a), bounds=(1.01, max(hi, 1.02)), method="bounded",
                           options={"xatol": 1e-12})
@@ -163,7 +156,7 @@ def cdp_delta(rho: float, epsilon: float) -> float:
 
 def cdp_epsilon(rho: float, delta: float) -> float:
     """Smallest ε with :func:`cdp_delta` ``(ρ, ε) <= δ`` (CKS20 conversion, tighter than Bun–Steinke)."""
-    r, d = check_rho(rho), check_delta(delta)
+    r, d = check_epsilon(rho, "rho"), check_probability(delta, "delta")
     if cdp_delta(r, 0.0) <= d:
         return 0.0
     hi = zcdp_to_approx_dp(r, d)  # Bun–Steinke's ε is always enough
@@ -175,7 +168,7 @@ def cdp_epsilon(rho: float, delta: float) -> float:
 
 def cdp_rho(epsilon: float, delta: float) -> float:
     """Largest ρ with :func:`cdp_epsilon` ``(ρ, δ) <= ε``."""
-    eps, d = check_epsilon(epsilon), check_delta(delta)
+    eps, d = check_epsilon(epsilon), check_probability(delta, "delta")
     lo = approx_dp_to_zcdp(eps, d)  # feasible (Bun–Steinke is looser)
     hi = lo
     while cdp_delta(hi, eps) <= d:
@@ -190,8 +183,7 @@ def cdp_rho(epsilon: float, delta: float) -> float:
 def gaussian_delta(mu: float, epsilon: float) -> float:
     """:math:`\\delta(\\epsilon)` of :math:`\\mu`-GDP (DRS22 Cor. 2.13), computed in log space."""
     mu = check_epsilon(mu, "mu")
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0.0:
-        raise ValidationError("epsilon", "a number >= 0", f"got {epsilon!r}")
+    epsilon = check_real(epsilon, "epsilon", low=0.0, finite=False)
     a = log_ndtr(-epsilon / mu + mu / 2.0)
     b = epsilon + log_ndtr(-epsilon / mu - mu / 2.0)
     if b >= a:
@@ -202,7 +194,7 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
 def gaussian_epsilon(mu: float, delta: float) -> float:
     """Smallest :math:`\\epsilon \\ge 0` with :math:`\\delta_\\mu(\\epsilon) \\le \\delta` (:math:`\\delta(\\cdot)` decreases)."""
     mu = check_epsilon(mu, "mu")
-    delta = check_delta(delta)
+    delta = check_probability(delta, "delta")
     if gaussian_delta(mu, 0.0) <= delta:
         return 0.0
     high = 1.0
@@ -214,7 +206,7 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
 def gaussian_mu(epsilon: float, delta: float) -> float:
     """Largest :math:`\\mu` with :math:`\\mu`-GDP :math:`\\Rightarrow (\\epsilon, \\delta)`-DP (:math:`\\delta_\\mu(\\epsilon)` increases in :math:`\\mu`)."""
     eps = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    delta = check_probability(delta, "delta")
     low, high = 1e-12, 1.0
     while gaussian_delta(high, eps) < delta:
         high *= 2.0

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
 from ..primitives.composition import gaussian_guarantee
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
@@ -120,5 +120,5 @@ def gaussian_moments(count: int, n: int, mu: float, delta: float) -> MomentRelea
     c, n, m = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(mu, "mu")
     sigma = 2.0 * math.sqrt(c) / (n * m)
     return MomentRelease("gaussian", sigma, c, n, m, gaussian_guarantee(
-        m, check_delta(delta), Neighbours.REPLACE_ONE_ROW,
+        m, check_probability(delta, "delta"), Neighbours.REPLACE_ONE_ROW,
         f"Gaussian({sigma:.6g}) on {c} means of l2-sensitivity 2 sqrt({c})/n"))

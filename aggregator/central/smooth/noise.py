@@ -39,19 +39,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int, check_probability
 
 from ..primitives.composition import composed_epsilon, gaussian_guarantee, gaussian_mu
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 
 NOISE_SETTINGS = ("safe", "paper")
-
-
-def check_setting(value: object, name: str = "noise") -> str:
-    """``"safe"`` or ``"paper"``."""
-    if value not in NOISE_SETTINGS:
-        raise ValidationError(name, f"one of {NOISE_SETTINGS}", f"got {value!r}")
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,7 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
     k = check_int(count, "count", 2)
     n = check_int(n, "n", 1)
     eps = check_epsilon(epsilon)
-    setting = check_setting(setting)
+    setting = check_choice(setting, "noise", NOISE_SETTINGS)
     informative = k - 1
     if delta is None:
         if setting == "safe":
@@ -116,7 +109,7 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
                                      f"paper's Laplace(t^d/(n eps)) = Laplace({scale:.6g}): l1-sensitivity "
                                      f"{2 * informative}/n gives {actual:.6g}-DP (paper claims {eps:g})")
         return BasisNoise(setting, "laplace", scale, k, n, True, guarantee)
-    dl = check_delta(delta)
+    dl = check_probability(delta, "delta")
     if setting == "safe":
         mu = gaussian_mu(eps, dl)
         sigma = 2.0 * math.sqrt(informative) / n / mu
@@ -143,7 +136,7 @@ def gaussian_basis_noise(count: int, n: int, mu: float, delta: float) -> BasisNo
     mu = check_epsilon(mu, "mu")
     sensitivity = 2.0 * math.sqrt(k - 1) / n
     sigma = sensitivity / mu
-    guarantee = gaussian_guarantee(mu, check_delta(delta), Neighbours.REPLACE_ONE_ROW,
+    guarantee = gaussian_guarantee(mu, check_probability(delta, "delta"), Neighbours.REPLACE_ONE_ROW,
                                    f"Gaussian({sigma:.6g}) on {k - 1} answers of l2-sensitivity 2 sqrt({k - 1})/n")
     return BasisNoise("safe", "gaussian", sigma, k, n, False, guarantee)
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_int
+from ldpsynth.shared.validation import check_int, check_probability, check_real, real_range
 
 #: The paper's constant in front of R (App. A.5).
 PAPER_R_CONSTANT = 0.5
@@ -31,9 +30,8 @@ PAPER_R_CONSTANT = 0.5
 
 def check_smoothness(value: object) -> float:
     """The smoothness order K: a finite number > 0 (the experiments use K = s², s the kernel width)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-        raise ValidationError("K", "a finite number > 0 (the smoothness order)", f"got {value!r}")
-    return float(value)
+    return check_real(value, "K", low=0.0, low_open=True,
+                      legal=real_range(0.0, low_open=True) + " (the smoothness order)")
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ def smooth_sizes(n: int, d: int, K: float, delta: float | None = None) -> Smooth
         den = 2 * d + k
         return SmoothSizes(_ceil(n ** (1 / den)), _ceil(n ** (k / den)), _ceil(n ** (1 + (k + 1) / den)),
                            _ceil(n ** ((d + k) / den)))
-    ell = math.log(1.0 / check_delta(delta))
+    ell = math.log(1.0 / check_probability(delta, "delta"))
     den = 3 * d + 2 * k
     return SmoothSizes(_ceil(n ** (2 / den) * ell ** (-1 / den)), _ceil(n ** (2 * k / den) * ell ** (-k / den)),
                        _ceil(n ** ((4 * d + 4 * k + 2) / den) * ell ** (-(2 * d + 2 * k + 1) / den)),
@@ -73,9 +71,8 @@ def practical_basis_size(n: int, d: int, K: float, delta: float | None = None,
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
     k = check_smoothness(K)
-    if isinstance(constant, bool) or not isinstance(constant, (int, float)) or not (math.isfinite(constant) and constant > 0):
-        raise ValidationError("constant", "a finite number > 0", f"got {constant!r}")
+    constant = check_real(constant, "constant", low=0.0, low_open=True)
     exponent = d / (2 * d + k) if delta is None else 2 * d / (3 * d + 2 * k)
     if delta is not None:
-        check_delta(delta)
+        check_probability(delta, "delta")
     return max(2, _ceil(constant * n**exponent))

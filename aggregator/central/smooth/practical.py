@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_bool, check_choice, check_int, check_probability, check_real, real_range
 
 from .budget import ALLOCATIONS, BudgetPlan, ReleaseShape, adaptive_plan, fixed_split_plan, non_private_plan
 from .chebyshev import basis_values, lowest_degree_indices
@@ -60,13 +60,6 @@ from .release import SmoothRelease, check_release_arguments, grid_centres, round
 
 CENTRES = ("dp-mean", "zero")
 CANDIDATE_SOURCES = ("pca", "uniform")
-
-
-def _fraction(value: object, name: str, low_open: bool = True) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not ((0.0 < value) if low_open else (0.0 <= value)) or not value < 1.0:
-        raise ValidationError(name, f"a number in {'(0' if low_open else '[0'}, 1)", f"got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -99,25 +92,20 @@ class PracticalSettings:
             check_int(self.pca_dimension, "pca_dimension", 1)
         if self.psi_iterations is not None:
             check_int(self.psi_iterations, "psi_iterations", 1, 10_000)
-        _fraction(self.psi_share, "psi_share")
-        _fraction(self.centre_share, "centre_share")
-        if self.centre not in CENTRES:
-            raise ValidationError("centre", f"one of {CENTRES}", f"got {self.centre!r}")
-        if self.candidate_source not in CANDIDATE_SOURCES:
-            raise ValidationError("candidate_source", f"one of {CANDIDATE_SOURCES}", f"got {self.candidate_source!r}")
+        check_probability(self.psi_share, "psi_share")
+        check_probability(self.centre_share, "centre_share")
+        check_choice(self.centre, "centre", CENTRES)
+        check_choice(self.candidate_source, "candidate_source", CANDIDATE_SOURCES)
         if self.output_rows is not None:
             check_int(self.output_rows, "output_rows", 1)
-        if not isinstance(self.round_to_grid, bool):
-            raise ValidationError("round_to_grid", "True or False", f"got {self.round_to_grid!r}")
-        if self.allocation is not None and self.allocation not in ALLOCATIONS:
-            raise ValidationError("allocation", f"one of {ALLOCATIONS} or None", f"got {self.allocation!r}")
+        check_bool(self.round_to_grid, "round_to_grid")
+        check_choice(self.allocation, "allocation", (*ALLOCATIONS, None))
         if self.allocation == "non-private" and self.candidate_source != "pca":
             raise ValidationError("allocation", "'adaptive' or 'fixed-split' with candidate_source='uniform' (no "
                                   "centre or covariance to take exactly)", "got 'non-private'")
-        bound = self.eigenvalue_bound
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
-                                  or not (math.isfinite(bound) and bound > 0)):
-            raise ValidationError("eigenvalue_bound", "a finite number > 0 (public) or None (d)", f"got {bound!r}")
+        if self.eigenvalue_bound is not None:
+            check_real(self.eigenvalue_bound, "eigenvalue_bound", low=0.0, low_open=True,
+                       legal=real_range(0.0, low_open=True) + " (public) or None (d)")
 
 
 def _budget_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: str,

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int, check_probability, check_real
 
 NOISE_KINDS = ("gaussian", "laplace")
 MULTIPLIERS = ("one", "max")
@@ -92,15 +92,10 @@ class PsiConfig:
     def __post_init__(self) -> None:
         check_int(self.k, "k", 1)
         check_int(self.iterations, "iterations", 1, 10_000)
-        if self.noise not in NOISE_KINDS:
-            raise ValidationError("noise", f"one of {NOISE_KINDS}", f"got {self.noise!r}")
-        if self.multiplier not in MULTIPLIERS:
-            raise ValidationError("multiplier", f"one of {MULTIPLIERS}", f"got {self.multiplier!r}")
-        if self.eigenvalues not in EIGENVALUES:
-            raise ValidationError("eigenvalues", f"one of {EIGENVALUES}", f"got {self.eigenvalues!r}")
-        s = self.scale
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not (math.isfinite(s) and s >= 0):
-            raise ValidationError("scale", "a finite number >= 0", f"got {s!r}")
+        check_choice(self.noise, "noise", NOISE_KINDS)
+        check_choice(self.multiplier, "multiplier", MULTIPLIERS)
+        check_choice(self.eigenvalues, "eigenvalues", EIGENVALUES)
+        check_real(self.scale, "scale", low=0.0)
 
     @property
     def noisy_iterations(self) -> int:
@@ -148,7 +143,7 @@ class PsiConfig:
     def paper_gaussian(cls, n: int, d: int, k: int, iterations: int, epsilon: float, delta: float) -> "PsiConfig":
         """As published (Alg. 2 step 1): :math:`\\sigma = 5d\\sqrt{4kL\\ln(1/\\delta)}/(n\\epsilon)`, multiplier
         :math:`\\|X\\|_{\\max}`, eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}`."""
-        eps, dl = check_epsilon(epsilon, "epsilon"), check_delta(delta)
+        eps, dl = check_epsilon(epsilon, "epsilon"), check_probability(delta, "delta")
         sigma = 5.0 * d * math.sqrt(4.0 * k * iterations * math.log(1.0 / dl)) / (n * eps)
         return cls(k, iterations, "gaussian", sigma, "max", "rayleigh")
 

@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_delta, check_epsilon, check_int
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int, check_probability
 
 from ..primitives.guarantee import PrivacyGuarantee
-from .noise import check_setting
+from .noise import NOISE_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ class ReleaseArguments(NamedTuple):
 
 def check_release_arguments(data: npt.ArrayLike, epsilon: float, noise: str, delta: float | None) -> ReleaseArguments:
     """Data in :math:`[-1,1]^d`, ε finite and > 0, the noise setting, δ in (0, 1) or None (ε-DP)."""
-    return ReleaseArguments(check_unit_data(data), check_epsilon(epsilon), check_setting(noise),
-                            None if delta is None else check_delta(delta))
+    return ReleaseArguments(check_unit_data(data), check_epsilon(epsilon), check_choice(noise, "noise", NOISE_SETTINGS),
+                            None if delta is None else check_probability(delta, "delta"))
 
 
 def grid_centres(N: int) -> np.ndarray:

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_bool
 
 from .chebyshev import basis_values, full_indices
 from .lp import fit_distribution
@@ -64,8 +65,7 @@ def smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: float, rng
     """
     start = time.perf_counter()
     z, eps, setting, delta = check_release_arguments(data, epsilon, noise, delta)
-    if not isinstance(round_to_grid, bool):
-        raise ValidationError("round_to_grid", "True or False", f"got {round_to_grid!r}")
+    check_bool(round_to_grid, "round_to_grid")
     n, d = z.shape
     sizes = smooth_sizes(n, d, K, delta)
     basis_count, cells = sizes.t**d, sizes.N**d
