@@ -22,8 +22,8 @@ import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.statistics import SufficientStatistics
 
-from .stats import SufficientStats
 
 #: Rows of the pair matrix converted to floating point at a time.
 ROW_BLOCK = 512
@@ -38,11 +38,11 @@ class PairCounts:
         self.targets = targets
 
     @classmethod
-    def build(cls, schema: Schema, stats: SufficientStats, source: str, target: str, edge: str) -> "PairCounts":
+    def build(cls, schema: Schema, stats: SufficientStatistics, source: str, target: str, edge: str) -> "PairCounts":
         """Count the rows of ``stats`` per (source, target) pair, and those with ``edge`` = 1."""
         vs, vt = schema.attribute(source).size, schema.attribute(target).size
         digits = schema.public_digits(stats.keys)
-        edge_on = schema.private_digits(np.arange(stats.private_domain_size))[edge] == 1
+        edge_on = schema.private_digits(np.arange(stats.domain_size))[edge] == 1
         cell = digits[source] * vt + digits[target]
         rows = np.bincount(cell, weights=stats.counts, minlength=vs * vt)
         ones = np.bincount(cell, weights=stats.counts * edge_on[stats.codes], minlength=vs * vt)

@@ -43,7 +43,6 @@ from .config import Catalog
 from .idindex import sort_ids
 from .segments import RowChunk
 from .shard_worker import PinExpired
-from .stats import SufficientStats
 from .status import StatusError
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
@@ -59,7 +58,7 @@ class QueryShards(Protocol):
 
     async def unpin(self, pins: Pins) -> None: ...
 
-    async def pinned_stats(self, pins: Pins, collection: str) -> list[SufficientStats]: ...
+    async def pinned_stats(self, pins: Pins, collection: str) -> list[SufficientStatistics]: ...
 
     async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
 
@@ -110,7 +109,7 @@ class QueryEngine:
         if cached is not None and cached[0] == offsets:
             return cached[1]
         parts = await self.shards.pinned_stats(pins, collection)
-        merged = await asyncio.to_thread(lambda: SufficientStats.merge(parts).to_statistics())
+        merged = await asyncio.to_thread(lambda: SufficientStatistics.merge(parts))
         self._statistics[collection] = (offsets, merged)
         return merged
 

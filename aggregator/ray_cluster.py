@@ -38,12 +38,12 @@ import ray
 import ray._private.ray_constants as ray_constants
 
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.statistics import SufficientStatistics
 
 from .config import ConfigError
 from .reaper import descendants, describe, start_reaper, start_time, stop_reaper
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .shard_worker import PinExpired, ShardDamaged, ShardWorker, WorkerSpec
-from .stats import SufficientStats
 from .status import ShardFull, ShardUnavailable
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,7 @@ class RayWorkers:
         await asyncio.gather(*(self._call(s, "unpin", pin[0], deadline=STATUS_DEADLINE)
                                for s, pin in enumerate(pins)), return_exceptions=True)
 
-    async def pinned_stats(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[SufficientStats]:
+    async def pinned_stats(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[SufficientStatistics]:
         return list(await asyncio.gather(*(self._call(s, "pinned_stats", pin[0], collection, deadline=READ_DEADLINE)
                                            for s, pin in enumerate(pins))))
 

@@ -34,6 +34,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 from .auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
@@ -44,7 +45,6 @@ from .query import QueryEngine
 from .query_service import QUERY_SERVICE_NAME, QueryServicer
 from .quota import QuotaBook
 from .shard_worker import ShardDamaged
-from .stats import SufficientStats
 from .status import ShardUnavailable, StatusError, parse, unavailable
 
 log = logging.getLogger(__name__)
@@ -233,13 +233,13 @@ class AggregatorServer:
             raise RuntimeError("the server is not started")
         return self.backend.workers
 
-    async def statistics(self, collection: str) -> SufficientStats:
+    async def statistics(self, collection: str) -> SufficientStatistics:
         """Sufficient statistics of ``collection`` over all shards, on one snapshot."""
         self.catalog.get(collection)
         workers = self.workers
         pins = await workers.pin(collection)
         try:
-            return SufficientStats.merge(await workers.pinned_stats(pins, collection))
+            return SufficientStatistics.merge(await workers.pinned_stats(pins, collection))
         finally:
             await workers.unpin(pins)
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.statistics import SufficientStatistics
 
 from .checked_file import CheckedFileError, read_checked
 from .group_commit import GroupCommitter
@@ -61,7 +62,7 @@ from .log_records import LogCorruption, Record, Section, card_digest, decode, en
 from .pairs import PairCounts
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .snapshot import MANIFEST, MANIFEST_KIND, collection_key, read_snapshot, write_manifest, write_state
-from .stats import StatsAccumulator, SufficientStats
+from .stats import StatsAccumulator
 from .status import ShardFull, ShardUnavailable
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class _Collection:
 class _Pin:
     offset: int
     deadline: float
-    stats: dict[str, tuple[int, SufficientStats]] = field(default_factory=dict)
+    stats: dict[str, tuple[int, SufficientStatistics]] = field(default_factory=dict)
 
 
 class ShardWorker:
@@ -453,7 +454,7 @@ class ShardWorker:
                                   {collection: (coll.rows, coll.stats.snapshot())})
         return pin_id, self._offset, coll.rows
 
-    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, SufficientStats]:
+    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, SufficientStatistics]:
         pin = self._pins.get(pin_id)
         if pin is None or collection not in pin.stats:
             raise PinExpired(f"shard {self.spec.shard}: the query's pin expired; evaluate it again")
@@ -463,7 +464,7 @@ class ShardWorker:
     async def unpin(self, pin_id: str) -> None:
         self._pins.pop(pin_id, None)
 
-    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStats:
+    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStatistics:
         """The pinned statistics of ``collection``."""
         self._check()
         return self._pinned(pin_id, collection)[2]

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.shared.statistics import SufficientStatistics
+
 from .checked_file import CheckedFileError, read_checked, write_checked
-from .stats import SufficientStats
 
 MANIFEST = "MANIFEST"
 MANIFEST_KIND = "ldpsynth.shard-manifest/1"
@@ -50,7 +51,7 @@ class CollectionSnapshot:
     card: str
     runs: tuple[str, ...]
     rows: int
-    stats: SufficientStats
+    stats: SufficientStatistics
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,14 @@ class Snapshot:
         return [run for c in self.collections.values() for run in c.runs] + [self.state_file, MANIFEST]
 
 
-def write_state(directory: Path, layout: str, shard: int, offset: int, collections: Mapping[str, tuple[int, SufficientStats]],
-                quota: Mapping[QuotaKey, int]) -> str:
+def write_state(directory: Path, layout: str, shard: int, offset: int,
+                collections: Mapping[str, tuple[int, SufficientStatistics]], quota: Mapping[QuotaKey, int]) -> str:
     """Write the statistics and quota counters at ``offset``; return the new state file's name."""
     arrays: dict[str, np.ndarray] = {}
     described: dict[str, Any] = {}
     for i, (name, (rows, stats)) in enumerate(sorted(collections.items())):
         described[name] = {"index": i, "rows": rows, "public": stats.public_domain_size,
-                           "private": stats.private_domain_size}
+                           "private": stats.domain_size}
         arrays[f"{i}.keys"], arrays[f"{i}.codes"], arrays[f"{i}.counts"] = stats.keys, stats.codes, stats.counts
     name = f"state-{offset}-{uuid.uuid4().hex[:8]}.bin"
     write_checked(directory / name, STATE_KIND,
@@ -122,8 +123,8 @@ def read_snapshot(directory: Path, layout: str, shard: int) -> Snapshot | None:
         for name, (card, runs) in listed.items():
             d = described[name]
             i = int(d["index"])
-            stats = SufficientStats(int(d["public"]), int(d["private"]), arrays[f"{i}.keys"].astype(np.int64),
-                                    arrays[f"{i}.codes"].astype(np.int64), arrays[f"{i}.counts"].astype(np.int64))
+            stats = SufficientStatistics(int(d["public"]), int(d["private"]), arrays[f"{i}.keys"].astype(np.int64),
+                                         arrays[f"{i}.codes"].astype(np.int64), arrays[f"{i}.counts"].astype(np.int64))
             collections[name] = CollectionSnapshot(card, runs, int(d["rows"]), stats)
         quota = {(str(c), str(k)): int(v) for c, k, v in state["quota"]}
     except (KeyError, TypeError, ValueError):

@@ -186,7 +186,7 @@ def grouped_case(queries: int, movies: int, n: int, repeats: int) -> Case:
     stats = SufficientStatistics.from_schema(schema, rng.integers(0, movies, n), mech.perturb(rng.integers(0, k, n), rng))
     w = fig_row_functions(rng, (queries, movies, k))
     d = Debias.of(mech)
-    hhat = ((stats.counts - d.q * stats.group_sizes[:, None]) / d.r).ravel()
+    hhat = ((stats.table - d.q * stats.group_sizes[:, None]) / d.r).ravel()
     flat = w.reshape(queries, movies * k)
     return Case("grouped_batch + estimate", f"{queries:,} queries x {movies} groups x |D|={k}",
                 lambda: estimate(Q.grouped_batch(schema, "movie", w, check_finite=False), stats, mech),

@@ -254,13 +254,13 @@ def group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema)
     """Counts per listed value of the block's attribute ``(L, k)`` and of all other rows ``(k,)``."""
     if block.attribute is None:
         return stats.histogram()[None, :], np.zeros(stats.domain_size, np.int64)
-    digits = schema.public_digits(stats.keys)[block.attribute]
+    digits = schema.public_digits(stats.present_keys)[block.attribute]
     order = np.argsort(block.values)
     at = np.minimum(np.searchsorted(block.values[order], digits), len(order) - 1)
     listed = block.values[order][at] == digits
     slot = np.where(listed, order[at], len(order))
     grouped = np.zeros((len(order) + 1, stats.domain_size), np.int64)
-    np.add.at(grouped, slot, stats.counts)
+    np.add.at(grouped, slot, stats.table)
     return grouped[:-1], grouped[-1]
 
 
@@ -348,9 +348,9 @@ def cut_pair_totals(block: CutBlock, stats: SufficientStatistics, schema: Schema
     """The data side of cut queries: per query, :math:`m` = rows in :math:`S \\times T` and
     :math:`y_1` = those whose perturbed edge bit is 1. Both are sums over rows, so totals over
     disjoint row subsets (shards) add up."""
-    digits = schema.public_digits(stats.keys)
+    digits = schema.public_digits(stats.present_keys)
     edge_on = schema.private_digits(np.arange(stats.domain_size))[block.edge] == 1
-    values = np.stack([stats.group_sizes, stats.counts[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
+    values = np.stack([stats.group_sizes, stats.table[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
     m, y1 = _pair_sums(digits[block.source], digits[block.target], values, block.sources, block.targets).T
     return m, y1
 

@@ -183,7 +183,7 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
             started = time.perf_counter()
             outcome = await _run_devices(population, target, settings)
             seconds = time.perf_counter() - started
-            stats = (await server.statistics(population.schema.name)).to_statistics()
+            stats = await server.statistics(population.schema.name)
         finally:
             await server.stop()
     work = workload(population, settings.seed)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ldpsynth.aggregator.pairs import PairCounts
-from ldpsynth.aggregator.stats import SufficientStats, aggregate_cells
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.statistics import SufficientStatistics, aggregate_cells
 
 
 def graph(vertices: int) -> Schema:
@@ -17,9 +17,9 @@ def graph(vertices: int) -> Schema:
         {"name": "edge", "type": "binary"}]})
 
 
-def stats_of(schema: Schema, i: np.ndarray, j: np.ndarray, y: np.ndarray) -> SufficientStats:
+def stats_of(schema: Schema, i: np.ndarray, j: np.ndarray, y: np.ndarray) -> SufficientStatistics:
     keys = schema.encode_public({"i": i, "j": j})
-    return SufficientStats(schema.public_domain_size, 2, *aggregate_cells(keys, y, np.ones(len(y), np.int64)))
+    return SufficientStatistics(schema.public_domain_size, 2, *aggregate_cells(keys, y, np.ones(len(y), np.int64)))
 
 
 @pytest.mark.parametrize("repeats", [1, 300])

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpsynth.aggregator.idindex import IdIndex, repeats, sort_ids
-from ldpsynth.aggregator.stats import DENSE_MAX_CELLS, StatsAccumulator, SufficientStats
+from ldpsynth.aggregator.stats import DENSE_MAX_CELLS, StatsAccumulator
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.statistics import SufficientStatistics
 
@@ -20,7 +20,7 @@ def brute_counts(keys: np.ndarray, codes: np.ndarray) -> dict[tuple[int, int], i
     return out
 
 
-def as_dict(stats: SufficientStats) -> dict[tuple[int, int], int]:
+def as_dict(stats: SufficientStatistics) -> dict[tuple[int, int], int]:
     return {(int(k), int(c)): int(w) for k, c, w in zip(stats.keys, stats.codes, stats.counts)}
 
 
@@ -56,7 +56,7 @@ def test_merge_and_dense() -> None:
     a.add(np.array([0, 3, 3]), np.array([2, 1, 1]))
     b = StatsAccumulator(4, 3)
     b.add(np.array([3, 1]), np.array([1, 0]))
-    merged = SufficientStats.merge([a.snapshot(), b.snapshot()])
+    merged = SufficientStatistics.merge([a.snapshot(), b.snapshot()])
     expected = np.zeros((4, 3), np.int64)
     expected[0, 2], expected[3, 1], expected[1, 0] = 1, 3, 1
     assert np.array_equal(merged.dense(), expected)
@@ -64,19 +64,35 @@ def test_merge_and_dense() -> None:
     with pytest.raises(ValidationError, match="at most 11 cells"):
         merged.dense(max_cells=11)
     with pytest.raises(ValidationError, match="same domain sizes"):
-        SufficientStats.merge([a.snapshot(), SufficientStats.empty(5, 3)])
+        SufficientStatistics.merge([a.snapshot(), SufficientStatistics.empty(5, 3)])
 
 
-def test_to_statistics_equals_counting_the_rows() -> None:
+def test_snapshot_table_equals_counting_the_rows() -> None:
     rng = np.random.default_rng(3)
     keys, codes = rng.integers(0, 50, 1000), rng.integers(0, 4, 1000)
     acc = StatsAccumulator(60, 4)
     acc.add(keys, codes)
-    compact = acc.snapshot().to_statistics()
+    compact = acc.snapshot()
     expected = SufficientStatistics.from_rows(keys, codes, domain_size=4, public_domain_size=60)
-    assert np.array_equal(compact.keys, expected.keys)
-    assert np.array_equal(compact.counts, expected.counts)
+    assert np.array_equal(compact.present_keys, expected.present_keys)
+    assert np.array_equal(compact.table, expected.table)
     assert compact.public_domain_size == 60
+
+
+@pytest.mark.parametrize("public, private", [(60, 4), (DENSE_MAX_CELLS, 2)], ids=["dense", "sparse"])
+def test_a_shard_and_the_offline_path_count_into_the_same_statistics(public: int, private: int) -> None:
+    """A shard's snapshot (restored or not) and ``from_rows`` on the same rows: equal cells, one class."""
+    rng = np.random.default_rng(5)
+    keys, codes = rng.integers(0, 500, 4000) * (public // 500), rng.integers(0, private, 4000)
+    acc = StatsAccumulator(public, private)
+    acc.add(keys[:1000], codes[:1000])
+    acc.add(keys[1000:], codes[1000:])
+    offline = SufficientStatistics.from_rows(keys, codes, domain_size=private, public_domain_size=public)
+    for shard in (acc.snapshot(), StatsAccumulator.restore(acc.snapshot()).snapshot()):
+        assert type(shard) is SufficientStatistics
+        assert (shard.public_domain_size, shard.domain_size) == (offline.public_domain_size, offline.domain_size)
+        for name in ("keys", "codes", "counts", "present_keys", "table"):
+            assert np.array_equal(getattr(shard, name), getattr(offline, name)), name
 
 
 def ids_from_pairs(pairs: list[tuple[int, int]]) -> np.ndarray:

@@ -382,7 +382,7 @@ def coverage(batch: Q.QueryBatch, counts: np.ndarray, public_domain_size: int, m
     hits = np.zeros(len(truths))
     for c in counts:
         present = c.sum(axis=1) > 0
-        stats = SufficientStatistics(keys[present], c[present], public_domain_size)
+        stats = SufficientStatistics.from_table(keys[present], c[present], public_domain_size)
         a = E.estimate(batch, stats, mech, level=level)
         hits += (a.ci_low <= truths) & (truths <= a.ci_high)
     return hits / len(counts)
@@ -463,20 +463,20 @@ def test_statistics_dense_and_compact_forms_agree(monkeypatch):
     dense = SufficientStatistics.from_rows(keys, y, domain_size=6, public_domain_size=400)
     monkeypatch.setattr(S, "DENSE_CELLS", 0)
     compact = SufficientStatistics.from_rows(keys, y, domain_size=6, public_domain_size=400)
-    np.testing.assert_array_equal(dense.keys, compact.keys)
-    np.testing.assert_array_equal(dense.counts, compact.counts)
-    np.testing.assert_array_equal(dense.keys, np.unique(keys))
-    assert dense.n == 3000 and dense.counts.sum(axis=1).min() > 0
+    np.testing.assert_array_equal(dense.present_keys, compact.present_keys)
+    np.testing.assert_array_equal(dense.table, compact.table)
+    np.testing.assert_array_equal(dense.present_keys, np.unique(keys))
+    assert dense.n == 3000 and dense.table.sum(axis=1).min() > 0
     ref = np.zeros((400, 6), np.int64)
     np.add.at(ref, (keys, y), 1)
-    np.testing.assert_array_equal(dense.counts, ref[dense.keys])
+    np.testing.assert_array_equal(dense.table, ref[dense.present_keys])
     a = SufficientStatistics.from_rows(keys[:1000], y[:1000], domain_size=6, public_domain_size=400)
     b = SufficientStatistics.from_rows(keys[1000:], y[1000:], domain_size=6, public_domain_size=400)
-    merged = a.merge(b)
-    np.testing.assert_array_equal(merged.keys, dense.keys)
-    np.testing.assert_array_equal(merged.counts, dense.counts)
+    merged = SufficientStatistics.merge([a, b])
+    np.testing.assert_array_equal(merged.present_keys, dense.present_keys)
+    np.testing.assert_array_equal(merged.table, dense.table)
     none = SufficientStatistics.from_rows(None, y, domain_size=6)
-    np.testing.assert_array_equal(none.counts, np.bincount(y, minlength=6)[None, :])
+    np.testing.assert_array_equal(none.table, np.bincount(y, minlength=6)[None, :])
 
 
 @pytest.mark.parametrize("keys, codes, field", [

@@ -41,9 +41,9 @@ def release_table(stats: SufficientStatistics, card: MechanismCard) -> Table:
     """One row per released cell (public key, private value), weighted by :math:`\\hat h_g(v)` (eq. 17)."""
     debias = Debias.of(card.mechanism)
     k = stats.domain_size
-    estimate = (stats.counts - debias.q * stats.group_sizes[:, None]) / debias.r
-    keys = np.repeat(stats.keys, k)
-    codes = np.tile(np.arange(k, dtype=np.int64), len(stats.keys))
+    estimate = (stats.table - debias.q * stats.group_sizes[:, None]) / debias.r
+    keys = np.repeat(stats.present_keys, k)
+    codes = np.tile(np.arange(k, dtype=np.int64), len(stats.present_keys))
     columns = {**card.schema.decode_public(keys), **card.schema.decode_private(codes)}
     return Table({name: _column(np.asarray(col)) for name, col in columns.items()}, weights=estimate.reshape(-1),
                  name="release")
