@@ -62,12 +62,17 @@ Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` name
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
 
 from . import jsonio
 from .errors import ValidationError
 from .query_model import QUERY_KINDS, Condition, Query, query_field
+
+#: One query as the public functions take it: a JSON object, or a query object (what the builders of
+#: :mod:`ldpsynth.shared.query_builders` return).
+QueryLike = Union[Query, Mapping[str, Any]]
+_QUERY_TYPES = tuple(QUERY_KINDS.values())
 
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
@@ -147,24 +152,26 @@ def query_from_json(obj: object) -> Query:
 
 
 def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
-    """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
-    ``queries[first_index + i]`` (the index in a batch sent in parts)."""
+    """Parse a JSON array of queries (a string, bytes or already-decoded list or tuple, whose items
+    may also be query objects, taken as they are); errors name ``queries[first_index + i]`` (the
+    index in a batch sent in parts)."""
     if isinstance(obj, (str, bytes)):
         obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
-    if not isinstance(obj, list):
+    if not isinstance(obj, (list, tuple)):
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
     out = []
     for i, item in enumerate(obj):
         with query_field(first_index + i):
-            out.append(query_from_json(item))
+            out.append(item if isinstance(item, _QUERY_TYPES) else query_from_json(item))
     return out
 
 
-def queries_to_json(queries: Sequence[Query]) -> list[dict[str, Any]]:
-    """The JSON array of a list of queries."""
-    return [query_to_json(q) for q in queries]
+def queries_to_json(queries: Iterable[QueryLike]) -> list[Any]:
+    """The JSON array of a list of queries: query objects through :func:`query_to_json`, JSON
+    objects as they are (whoever parses the array checks them)."""
+    return [query_to_json(q) if isinstance(q, _QUERY_TYPES) else q for q in queries]
 
 
-def dumps_queries(queries: Sequence[Query]) -> str:
+def dumps_queries(queries: Iterable[QueryLike]) -> str:
     """``queries`` as JSON text."""
     return json.dumps(queries_to_json(queries))
