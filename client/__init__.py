@@ -1,5 +1,6 @@
 """ldpsynth client SDK: validate a device's rows, perturb them with mechanism E on the device,
-account for ε in an on-device ledger, and stream the reports to the aggregator over gRPC.
+account for ε in an on-device ledger, and stream the reports to the aggregator over gRPC; and the
+analyst's :class:`QueryClient` (answers from the live synthetic database, its public release).
 
 Installable with the ``[client]`` extra alone (numpy, grpcio, protobuf): nothing here imports
 scipy or Ray.
@@ -11,14 +12,23 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
     with PrivacyLedger("ledger.sqlite") as ledger, Client("localhost:50051", token="...") as client:
         result = client.submit("ratings", {"movie": ["m1"], "rating": [4]}, ledger=ledger)
         print(result.acknowledged, result.epsilon_total)
+
+    from ldpsynth.client import QueryClient
+    from ldpsynth.shared.query_builders import marginal
+
+    with QueryClient("localhost:50051", token="...") as analyst:
+        print(analyst.estimate("ratings", queries=[marginal("rating")]).records())
 """
 
 from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.query_wire import AnswerTable
+from ldpsynth.shared.release import Release
 
 from .aio import DEFAULT_DEADLINE, AsyncClient
 from .device import PreparedReports, collection_fingerprint, prepare_reports
-from .errors import SubmitError
+from .errors import QueryError, SubmitError
 from .ledger import DEFAULT_BUDGET_MULTIPLE, IN_MEMORY, LEDGER_ENV, PrivacyLedger, default_ledger_path
+from .query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUSES, QueryClient
 from .result import SubmitResult
 from .retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
 from .rows import EncodedRows, encode_columns, load_rows, read_csv
@@ -27,18 +37,24 @@ from .sync import Client
 from .transport import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = [
+    "AnswerTable",
     "AsyncClient",
     "Client",
     "DEFAULT_BUDGET_MULTIPLE",
     "DEFAULT_DEADLINE",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_QUERY_DEADLINE",
     "EncodedRows",
     "IN_MEMORY",
     "LEDGER_ENV",
     "PreparedReports",
     "PrivacyBudgetExceeded",
     "PrivacyLedger",
+    "QUERY_RETRYABLE_STATUSES",
+    "QueryClient",
+    "QueryError",
     "RETRYABLE_STATUSES",
+    "Release",
     "RetryPolicy",
     "StreamResult",
     "SubmitError",

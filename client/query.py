@@ -3,10 +3,11 @@ synthetic database, and export its public release (``proto/ldpsynth/v1/query.pro
 
 ::
 
-    from ldpsynth.client.query import QueryClient
+    from ldpsynth import QueryClient, condition, marginal, predicate
 
     with QueryClient("localhost:50051", token="...") as analyst:
-        answers = analyst.estimate("ratings", queries=[{"kind": "marginal", "attributes": ["rating"]}])
+        answers = analyst.estimate("ratings", queries=[marginal("rating"), predicate(condition("rating", ">=", 4)),
+                                                       {"kind": "marginal", "attributes": ["rating"]}])
         print(answers.records())                       # the fields of `ldpsynth estimate`
         big = analyst.estimate("ratings", linear=weights)  # a (Q, |D|) array, e.g. Q = 2^20
         analyst.export("ratings").write("release/")
@@ -26,14 +27,16 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import grpc
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.query_json import QueryLike, queries_to_json
 from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
+from ldpsynth.shared.release import Release
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
@@ -41,7 +44,6 @@ from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
 from .errors import QueryError
-from .release import Release
 from .retry import RetryPolicy
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 
@@ -131,11 +133,14 @@ class QueryClient:
             self._server_limits[collection] = min(self._limit, server) if server > 0 else self._limit
         return self._server_limits[collection]
 
-    def estimate(self, collection: str, *, queries: Sequence[Mapping[str, Any]] | None = None,
-                 linear: np.ndarray | None = None, normalization: str = "eq10", level: float = 0.95) -> AnswerTable:
+    def estimate(self, collection: str, *, queries: Sequence[QueryLike] | None = None,
+                 linear: np.ndarray | None = None, normalization: str = "range", level: float = 0.95) -> AnswerTable:
         """Answers (eq. 17 estimate, eq. 21 proper estimate, standard error, interval at ``level``,
-        eq. 20/22 bounds, n, delivered ε) to JSON ``queries`` and/or a ``(Q, |D|)`` array of
-        ``linear`` weight lists, in that order.
+        eq. 20/22 bounds, n, delivered ε) to ``queries`` and/or a ``(Q, |D|)`` array of ``linear``
+        weight lists (normalised by ``normalization``), in that order.
+
+        ``queries`` mixes JSON objects (:mod:`ldpsynth.shared.query_json`) and query objects (the
+        builders of :mod:`ldpsynth.shared.query_builders`, sent as their JSON form).
 
         The batch is checked and cut before anything is sent: a query or weight row too large for
         the message limit (:meth:`message_limit`) raises
@@ -144,7 +149,7 @@ class QueryClient:
         :class:`QueryError` (after the retries, for a retryable status).
         """
         limit = self.message_limit(collection)
-        requests = estimate_requests(collection, level=level, queries=queries, linear=linear,
+        requests = estimate_requests(collection, level=level, queries=queries_to_json(queries or ()), linear=linear,
                                      normalization=normalization, chunk_bytes=min(self._chunk_bytes, limit),
                                      max_message_bytes=limit)
         pages = self._call("Estimate", lambda: list(self._stub.Estimate(

@@ -61,11 +61,11 @@ error of eq. 20 (the RMS bound), and ``bound_proper`` = twice that (eq. 22, RMS)
 eq. 20 (Appendix A) bounds :math:`|\\varphi_i(Y_i) - E\\varphi_i(Y_i)| \\le b - a`, hence
 
 .. math::  E|\\hat q^u_\\varphi - q_\\varphi(x)|^2 \\le \\frac{n'(b - a)^2}{(r Z_{20})^2},
-           \\qquad Z_{20} = n'c \\ (\\texttt{eq10}),\\ 1\\ (\\texttt{sum}),\\ n\\ (\\texttt{mean}),
+           \\qquad Z_{20} = n'c \\ (\\texttt{range}),\\ 1\\ (\\texttt{sum}),\\ n\\ (\\texttt{mean}),
 
 over the :math:`n'` rows whose row function is not constant (a constant row contributes its exact
 value), with :math:`a = \\min a_i`, :math:`b = \\max b_i`, :math:`c = \\min c_i` over those rows.
-For ``eq10`` and :math:`n' = n` this is eq. 20 verbatim (:math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})`,
+For ``range`` and :math:`n' = n` this is eq. 20 verbatim (:math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})`,
 using :math:`\\sum_i c_i \\ge nc`); for a cut query it is eq. 35,
 :math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}}\\sqrt{|S||T|}`. The minimax lower bound eq. 29 is
 :func:`minimax_lower_bound`.
@@ -90,7 +90,7 @@ import numpy.typing as npt
 from .errors import ValidationError
 from .mechanism import MechanismE
 from .query_batch import QueryBatch
-from .query_model import EQ10, MEAN
+from .query_model import MEAN, NORMALIZATIONS, RANGE, normalization_name
 from .validation import check_epsilon, check_int, check_probability
 
 #: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
@@ -247,12 +247,12 @@ class Answers(AnswerColumns):
 
 def _normalizers(parts: BlockSums, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
     """:math:`Z`: eq. 10 (:math:`\\sum_i c_i`), 1 or n."""
-    z = np.where(norms == EQ10, parts.spread, np.where(norms == MEAN, float(n), 1.0))
+    z = np.where(norms == RANGE, parts.spread, np.where(norms == MEAN, float(n), 1.0))
     bad = np.flatnonzero(z <= 0)
     if bad.size:
         raise ValidationError(f"queries[{origins[positions[bad[0]]]}].normalization",
                               "'sum' or 'mean' for a query that is constant on every row",
-                              "the eq10 normaliser sum_i c_i is 0 on this synthetic database")
+                              "the 'range' normaliser sum_i c_i (WYZ eq. 10) is 0 on this synthetic database")
     return z
 
 
@@ -281,23 +281,25 @@ def _known_value(parts: BlockSums, z: np.ndarray, n: int) -> np.ndarray:
 
 def rms_bound(varying: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, normalizer: str,
               n: int, mechanism: MechanismE) -> np.ndarray:
-    """Square root of the worst-case squared error, eq. 20, for the normalisation ``normalizer``.
+    """Square root of the worst-case squared error, eq. 20, for the normalisation ``normalizer``
+    (a name of :data:`~ldpsynth.shared.query_model.NORMALIZATIONS` or a former name).
 
-    .. math::  \\sqrt{n'}\\,(b - a) / (r Z_{20}), \\quad Z_{20} = n'c\\ (\\texttt{eq10}),\\ 1\\ (\\texttt{sum}),
+    .. math::  \\sqrt{n'}\\,(b - a) / (r Z_{20}), \\quad Z_{20} = n'c\\ (\\texttt{range}),\\ 1\\ (\\texttt{sum}),
                \\ n\\ (\\texttt{mean});
 
-    with ``eq10`` and :math:`n' = n` this is :math:`\\sqrt{(b-a)^2 g(\\epsilon)^2 / (c^2 (1 - e^{-\\epsilon})^2 n)}`,
+    with ``range`` and :math:`n' = n` this is :math:`\\sqrt{(b-a)^2 g(\\epsilon)^2 / (c^2 (1 - e^{-\\epsilon})^2 n)}`,
     eq. 20 itself. ``varying`` is :math:`n'`, the number of rows whose row function is not constant.
     """
     nv, a_, b_, c_ = (np.asarray(x, dtype=np.float64) for x in (varying, a, b, c))
     r = Debias.of(mechanism).r
     with np.errstate(invalid="ignore", divide="ignore"):  # rows with n' = 0 hold a = inf, b = -inf
-        z20 = {"eq10": nv * c_, "sum": np.ones_like(nv), "mean": np.full_like(nv, float(n))}[normalizer]
+        z20 = {"range": nv * c_, "sum": np.ones_like(nv),
+               "mean": np.full_like(nv, float(n))}[normalization_name(normalizer, "normalizer")]
         return np.where(nv > 0, np.sqrt(nv) * (b_ - a_) / (r * z20), 0.0)
 
 
 def minimax_lower_bound(n: int, epsilon: float, domain_size: int) -> float:
-    """Leading term of the minimax lower bound eq. 29 on the worst-case squared error (eq10 queries).
+    """Leading term of the minimax lower bound eq. 29 on the worst-case squared error (``range`` queries).
 
     .. math::  \\frac{(1 - \\Phi(1))^2}{16\\,k\\,(1 + e^{\\epsilon}/(k - 1))^3}\\,\\frac1n
 
@@ -355,7 +357,7 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
                 se, exact = np.where(known, 0.0, se), exact | known
             bound = np.empty(len(z))
             for code in np.unique(norms):
-                name = ("eq10", "sum", "mean")[code]
+                name = NORMALIZATIONS[code]
                 if (norms == code).all():     # one normalisation: no masking of every array
                     bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
                     continue

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from .errors import ValidationError
 from .query_batch import QueryBatch, TableBlock
 from .query_compiler import MAX_QUERY_WEIGHTS, encode_values, public_attribute
-from .query_model import NORMALIZATIONS, Scalar, check_normalization_and_label
+from .query_model import NORMALIZATIONS, Scalar, normalization_name
 from .schema import Schema
 
 
@@ -31,7 +31,7 @@ def _check_finite_queries(w: np.ndarray) -> None:
             raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
 
 
-def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "eq10",
+def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str = "range",
                  check_finite: bool = True) -> QueryBatch:
     """A batch of linear queries straight from an array (no per-query objects).
 
@@ -41,21 +41,21 @@ def linear_batch(schema: Schema, weights: npt.ArrayLike, *, normalization: str =
     ``check_finite=False`` the NaN/infinity check is left to the estimator, which reports the
     first such query from its own pass over the weights (the same error, one pass fewer).
     """
-    check_normalization_and_label(normalization, None)
+    code = NORMALIZATIONS.index(normalization_name(normalization))
     k = schema.private_domain_size
     w = np.ascontiguousarray(weights, dtype=np.float64)
     if w.ndim != 2 or w.shape[1] != k or w.shape[0] == 0:
         raise ValidationError("weights", f"an array of shape (Q >= 1, {k})", f"got shape {w.shape}")
     if check_finite:
         _check_finite_queries(w)
-    norms = np.full(len(w), NORMALIZATIONS.index(normalization), np.int8)
+    norms = np.full(len(w), code, np.int8)
     block = TableBlock(None, np.zeros(0, np.int64), w.reshape(len(w), 1, k), np.zeros((len(w), k)), norms,
                        np.arange(len(w), dtype=np.int64))
     return QueryBatch(schema, (block,), len(w), np.arange(len(w), dtype=np.int64))
 
 
 def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, values: Sequence[Scalar] | None = None,
-                  default: npt.ArrayLike | None = None, normalization: str = "eq10",
+                  default: npt.ArrayLike | None = None, normalization: str = "range",
                   check_finite: bool = True) -> QueryBatch:
     """A batch of heterogeneous queries straight from an array (no per-query objects).
 
@@ -65,7 +65,7 @@ def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, val
     copy when it is C-contiguous float64); it is checked for finiteness in chunks, or (with
     ``check_finite=False``) by the estimator in its own pass, as for :func:`linear_batch`.
     """
-    check_normalization_and_label(normalization, None)
+    code = NORMALIZATIONS.index(normalization_name(normalization))
     attr = public_attribute(schema, attribute, "attribute")
     k = schema.private_domain_size
     codes = np.arange(attr.size, dtype=np.int64) if values is None else encode_values(attr, list(values), "values")
@@ -79,6 +79,6 @@ def grouped_batch(schema: Schema, attribute: str, weights: npt.ArrayLike, *, val
     d = np.zeros((len(w), k)) if default is None else np.ascontiguousarray(default, dtype=np.float64)
     if d.shape != (len(w), k) or not np.isfinite(d).all():
         raise ValidationError("default", f"an array of shape ({len(w)}, {k}) of finite numbers", f"got shape {d.shape}")
-    norms = np.full(len(w), NORMALIZATIONS.index(normalization), np.int8)
+    norms = np.full(len(w), code, np.int8)
     block = TableBlock(attribute, codes, w, d, norms, np.arange(len(w), dtype=np.int64))
     return QueryBatch(schema, (block,), len(w), np.arange(len(w), dtype=np.int64))

@@ -74,7 +74,7 @@ from .frequency_oracles import PureProtocol, olh, olh_hash_range, oue
 from .mechanism import MechanismE
 from .query_batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from .query_compiler import compile_queries
-from .query_model import EQ10, MEAN, NORMALIZATIONS, SUM, Query
+from .query_model import MEAN, NORMALIZATIONS, RANGE, SUM, Query
 from .row_distribution import RowDistribution, UniformRows
 from .schema import Schema
 from .schema_changes import COARSER, SchemaChange
@@ -251,7 +251,7 @@ def e_coefficients_at(epsilon: np.ndarray, domain_size: int) -> tuple[np.ndarray
 
 def normalisers(m: Moments, norms: np.ndarray, n: int) -> np.ndarray:
     """Z per query at n rows: :math:`n\\sum_g f_g c_g` (eq. 10), 1 (sum) or n (mean)."""
-    return np.where(norms == EQ10, n * m.width, np.where(norms == MEAN, float(n), 1.0))
+    return np.where(norms == RANGE, n * m.width, np.where(norms == MEAN, float(n), 1.0))
 
 
 def variances(m: Moments, a: float | np.ndarray, b: float | np.ndarray, n: int, z: np.ndarray

@@ -15,13 +15,14 @@ from .query_batch import Block, CutBlock, QueryBatch, RowBlock, TableBlock, conc
 from .query_builders import condition, cut, dense, grouped, linear, marginal, predicate
 from .query_compiler import MAX_QUERY_WEIGHTS, compile_queries
 from .query_json import dumps_queries, queries_from_json, queries_to_json, query_from_json, query_to_json
-from .query_model import (EQ10, MEAN, NORMALIZATIONS, OPERATORS, SUM, Condition, CutQuery, DenseQuery, GroupedQuery,
-                          LinearQuery, MarginalQuery, PredicateQuery, Query, Scalar)
+from .query_model import (EQ10, MEAN, NORMALIZATION_ALIASES, NORMALIZATIONS, OPERATORS, RANGE, SUM, Condition, CutQuery,
+                          DenseQuery, GroupedQuery, LinearQuery, MarginalQuery, PredicateQuery, Query, Scalar,
+                          normalization_name)
 
 __all__ = [
     # the model
-    "NORMALIZATIONS", "EQ10", "SUM", "MEAN", "OPERATORS", "Scalar", "Condition", "LinearQuery", "PredicateQuery",
-    "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery", "Query",
+    "NORMALIZATIONS", "NORMALIZATION_ALIASES", "RANGE", "EQ10", "SUM", "MEAN", "normalization_name", "OPERATORS",
+    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery", "Query",
     # the builders
     "linear", "condition", "predicate", "marginal", "grouped", "cut", "dense",
     # JSON

@@ -3,7 +3,7 @@
 :func:`~ldpsynth.shared.query_compiler.compile_queries` (from query objects) and
 :mod:`ldpsynth.shared.packed_batches` (from weight arrays) build a :class:`QueryBatch`; the
 estimators (:mod:`ldpsynth.shared.estimator_engine`) evaluate it block by block. A block stores
-each query's normalisation as its code :data:`~ldpsynth.shared.query_model.EQ10`,
+each query's normalisation as its code :data:`~ldpsynth.shared.query_model.RANGE`,
 :data:`~ldpsynth.shared.query_model.SUM` or :data:`~ldpsynth.shared.query_model.MEAN`.
 """
 
@@ -32,7 +32,7 @@ class TableBlock:
     values: np.ndarray        # (L,) int64 codes of the attribute
     weights: np.ndarray       # (Q, L, |D|) float64
     default: np.ndarray       # (Q, |D|) float64
-    normalization: np.ndarray  # (Q,) int8: EQ10, SUM or MEAN
+    normalization: np.ndarray  # (Q,) int8: RANGE, SUM or MEAN
     positions: np.ndarray     # (Q,) positions in the batch
 
 

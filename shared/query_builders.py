@@ -14,7 +14,7 @@ from .query_model import (Condition, CutQuery, DenseQuery, GroupedQuery, LinearQ
                           Scalar)
 
 
-def linear(weights: npt.ArrayLike, *, normalization: str = "eq10", label: str | None = None) -> LinearQuery:
+def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> LinearQuery:
     """A linear query: the weight list ``weights`` (one number per value of D) on every row."""
     return LinearQuery(weights, normalization, label)  # type: ignore[arg-type]
 
@@ -36,7 +36,7 @@ def marginal(*attributes: str, normalization: str = "sum", label: str | None = N
 
 
 def grouped(attribute: str, tables: Mapping[Scalar, npt.ArrayLike] | Iterable[tuple[Scalar, npt.ArrayLike]], *,
-            default: npt.ArrayLike | None = None, normalization: str = "eq10", label: str | None = None
+            default: npt.ArrayLike | None = None, normalization: str = "range", label: str | None = None
             ) -> GroupedQuery:
     """A heterogeneous query: weight list ``tables[value]`` for rows whose ``attribute`` is ``value``."""
     return GroupedQuery(attribute, tables, default, normalization, label)  # type: ignore[arg-type]
@@ -48,6 +48,6 @@ def cut(S: Iterable[Scalar], T: Iterable[Scalar], *, source: str | None = None, 
     return CutQuery(tuple(S), tuple(T), source, target, edge, normalization, label)
 
 
-def dense(table: npt.ArrayLike, *, normalization: str = "eq10", label: str | None = None) -> DenseQuery:
+def dense(table: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> DenseQuery:
     """A per-row query: ``table[i]`` is the weight list of row ``i`` of the synthetic database."""
     return DenseQuery(table, normalization, label)  # type: ignore[arg-type]

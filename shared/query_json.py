@@ -4,14 +4,16 @@ of :mod:`ldpsynth.shared.jsonio`) and serialisation.
 JSON form
 ---------
 A query batch is a JSON array of objects. Every object has a ``"kind"`` and may have
-``"normalization"`` (``"eq10"``, ``"sum"`` or ``"mean"``; the default depends on the kind) and
+``"normalization"`` (``"range"``: divide by the sum of the row functions' ranges, WYZ eq. 10;
+``"sum"``: no division; ``"mean"``: divide by n; the default depends on the kind; ``"eq10"``, the
+former name of ``"range"``, is read as ``"range"``, and ``"range"`` is what is written) and
 ``"label"`` (a string, default ``"<kind>#<index>"``). Unknown fields are errors.
 
 A *weight list* has one finite number per value of :math:`D`, in the mixed-radix order of the
 private attributes (first attribute most significant): with private attributes ``rating``
 (integer 1..5) and ``liked`` (binary), position ``2 * (rating - 1) + liked``.
 
-``linear`` (default ``"eq10"``): the same row function for every row::
+``linear`` (default ``"range"``): the same row function for every row::
 
     {"kind": "linear", "weights": [0, 0, 0, 1, 1], "normalization": "mean"}
 
@@ -33,7 +35,7 @@ in mixed-radix order, labelled ``"<label>[rating=1,genre=drama]"``::
 
     {"kind": "marginal", "attributes": ["rating", "genre"]}
 
-``grouped`` (heterogeneous, default ``"eq10"``): a weight list per value of ONE public attribute;
+``grouped`` (heterogeneous, default ``"range"``): a weight list per value of ONE public attribute;
 rows with any other value use ``"default"`` (optional, all zeros)::
 
     {"kind": "grouped", "attribute": "movie",
@@ -48,7 +50,7 @@ attributes and ``edge`` to its only private attribute::
 
     {"kind": "cut", "S": [0, 1, 2], "T": [3, 4], "source": "src", "target": "dst", "edge": "edge"}
 
-``dense`` (small ``n``, default ``"eq10"``): one weight list per row of the synthetic database,
+``dense`` (small ``n``, default ``"range"``): one weight list per row of the synthetic database,
 in its stored order (``table`` has exactly ``n`` rows)::
 
     {"kind": "dense", "table": [[0, 1], [1, 0], [0, 2]]}
@@ -60,13 +62,18 @@ Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` name
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
 
 from . import jsonio
 from .errors import ValidationError
 from .query_model import QUERY_KINDS, Condition, Query, query_field
 from .validation import check_choice
+
+#: One query as the public functions take it: a JSON object, or a query object (what the builders of
+#: :mod:`ldpsynth.shared.query_builders` return).
+QueryLike = Union[Query, Mapping[str, Any]]
+_QUERY_TYPES = tuple(QUERY_KINDS.values())
 
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
@@ -80,7 +87,12 @@ _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional
 
 
 def query_to_json(query: Query) -> dict[str, Any]:
-    """The JSON object of one query (the inverse of :func:`query_from_json`)."""
+    """The JSON object of one query (the inverse of :func:`query_from_json`).
+
+    >>> from ldpsynth.shared.query_builders import marginal
+    >>> query_to_json(marginal("rating", normalization="eq10"))
+    {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
+    """
     out: dict[str, Any] = {"kind": query.kind}
     out.update(query._json())
     out["normalization"] = query.normalization
@@ -139,24 +151,26 @@ def query_from_json(obj: object) -> Query:
 
 
 def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
-    """Parse a JSON array of queries (a string, bytes or already-decoded list); errors name
-    ``queries[first_index + i]`` (the index in a batch sent in parts)."""
+    """Parse a JSON array of queries (a string, bytes or already-decoded list or tuple, whose items
+    may also be query objects, taken as they are); errors name ``queries[first_index + i]`` (the
+    index in a batch sent in parts)."""
     if isinstance(obj, (str, bytes)):
         obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
-    if not isinstance(obj, list):
+    if not isinstance(obj, (list, tuple)):
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
     out = []
     for i, item in enumerate(obj):
         with query_field(first_index + i):
-            out.append(query_from_json(item))
+            out.append(item if isinstance(item, _QUERY_TYPES) else query_from_json(item))
     return out
 
 
-def queries_to_json(queries: Sequence[Query]) -> list[dict[str, Any]]:
-    """The JSON array of a list of queries."""
-    return [query_to_json(q) for q in queries]
+def queries_to_json(queries: Iterable[QueryLike]) -> list[Any]:
+    """The JSON array of a list of queries: query objects through :func:`query_to_json`, JSON
+    objects as they are (whoever parses the array checks them)."""
+    return [query_to_json(q) if isinstance(q, _QUERY_TYPES) else q for q in queries]
 
 
-def dumps_queries(queries: Sequence[Query]) -> str:
+def dumps_queries(queries: Iterable[QueryLike]) -> str:
     """``queries`` as JSON text."""
     return json.dumps(queries_to_json(queries))

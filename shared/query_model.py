@@ -7,8 +7,9 @@ its answer on a database :math:`x` is
 
 with one of three normalisers :math:`Z`:
 
-* ``"eq10"``: :math:`Z = \\sum_i c_i`, :math:`c_i = \\max_v \\varphi_i(v) - \\min_v \\varphi_i(v)`
-  (seed 000 eq. 10; the query must not be constant on every row);
+* ``"range"``: :math:`Z = \\sum_i c_i`, :math:`c_i = \\max_v \\varphi_i(v) - \\min_v \\varphi_i(v)`,
+  the sum of the row functions' ranges (WYZ eq. 10; the query must not be constant on every row);
+  ``"eq10"``, its former name, is accepted on input as an alias;
 * ``"sum"``: :math:`Z = 1`, a plain sum (a count, a cut, eq. 33);
 * ``"mean"``: :math:`Z = n`, an average over all rows of the synthetic database.
 
@@ -37,9 +38,13 @@ import numpy as np
 from .errors import ValidationError
 from .validation import check_choice, check_real, is_finite_real, is_real
 
-#: Normalisations and their codes in compiled blocks.
-NORMALIZATIONS = ("eq10", "sum", "mean")
-EQ10, SUM, MEAN = 0, 1, 2
+#: Normalisations by their public name; a name's index is its code in compiled blocks.
+NORMALIZATIONS = ("range", "sum", "mean")
+RANGE, SUM, MEAN = 0, 1, 2
+#: Former names accepted on input (never written): WYZ eq. 10's normalisation was called "eq10".
+NORMALIZATION_ALIASES = {"eq10": "range"}
+#: The former name of the code :data:`RANGE`, for code that imports it.
+EQ10 = RANGE
 #: Condition operators of predicate queries.
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "between")
 
@@ -115,9 +120,28 @@ def _name(value: object, name: str) -> str:
     return value
 
 
-def check_normalization_and_label(normalization: object, label: object) -> None:
-    if normalization not in NORMALIZATIONS:
-        raise ValidationError("normalization", "one of 'eq10', 'sum', 'mean'", f"got {normalization!r}")
+def normalization_name(value: object, field: str = "normalization") -> str:
+    """The public name (one of :data:`NORMALIZATIONS`) of a normalisation given by that name or by a
+    former name (:data:`NORMALIZATION_ALIASES`); anything else raises a :class:`ValidationError`
+    naming ``field``.
+
+    >>> normalization_name("eq10"), normalization_name("mean")
+    ('range', 'mean')
+    """
+    if isinstance(value, str):
+        name = NORMALIZATION_ALIASES.get(value, value)
+        if name in NORMALIZATIONS:
+            return name
+    former = "; ".join(f"{alias!r}: the former name of {name!r}" for alias, name in NORMALIZATION_ALIASES.items())
+    raise ValidationError(field, f"one of {', '.join(map(repr, NORMALIZATIONS))} ({former})", f"got {value!r}")
+
+
+def check_normalization_and_label(query: Any) -> None:
+    """Check the ``normalization`` and ``label`` of a query object, replacing a former name of its
+    normalisation by the name."""
+    if query.normalization not in NORMALIZATIONS:
+        object.__setattr__(query, "normalization", normalization_name(query.normalization))
+    label = query.label
     if label is not None and (not isinstance(label, str) or len(label) > 256):
         raise ValidationError("label", "a string of at most 256 characters", f"got {label!r}")
 
@@ -157,12 +181,12 @@ class LinearQuery:
 
     kind: ClassVar[str] = "linear"
     weights: tuple[float, ...]
-    normalization: str = "eq10"
+    normalization: str = "range"
     label: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _weights(self.weights, "weights"))
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         return {"weights": list(self.weights)}
@@ -187,7 +211,7 @@ class PredicateQuery:
                 raise ValidationError(f"where[{j}]", "a condition", f"got {type(cond).__name__}")
         if self.value is not None:
             _name(self.value, "value")
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"where": [c.to_json() for c in self.where]}
@@ -214,7 +238,7 @@ class MarginalQuery:
             raise ValidationError("attributes", "a non-empty list of distinct private attribute names",
                                   "empty" if not names else "duplicates")
         object.__setattr__(self, "attributes", names)
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         return {"attributes": list(self.attributes)}
@@ -228,7 +252,7 @@ class GroupedQuery:
     attribute: str
     tables: tuple[tuple[Scalar, tuple[float, ...]], ...]
     default: tuple[float, ...] | None = None
-    normalization: str = "eq10"
+    normalization: str = "range"
     label: str | None = None
 
     def __post_init__(self) -> None:
@@ -247,7 +271,7 @@ class GroupedQuery:
         object.__setattr__(self, "tables", tuple(tables))
         if self.default is not None:
             object.__setattr__(self, "default", _weights(self.default, "default"))
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"attribute": self.attribute,
@@ -289,7 +313,7 @@ class CutQuery:
         for key in ("source", "target", "edge"):
             if getattr(self, key) is not None:
                 _name(getattr(self, key), key)
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"S": list(self.S), "T": list(self.T)}
@@ -305,7 +329,7 @@ class DenseQuery:
 
     kind: ClassVar[str] = "dense"
     table: tuple[tuple[float, ...], ...]
-    normalization: str = "eq10"
+    normalization: str = "range"
     label: str | None = None
 
     def __post_init__(self) -> None:
@@ -320,7 +344,7 @@ class DenseQuery:
         if len({len(row) for row in table}) != 1:
             raise ValidationError("table", "weight lists of equal length |D|", "rows of different lengths")
         object.__setattr__(self, "table", table)
-        check_normalization_and_label(self.normalization, self.label)
+        check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
         return {"table": [list(row) for row in self.table]}

@@ -27,7 +27,7 @@ from .packed_batches import grouped_batch, linear_batch
 from .query_batch import QueryBatch, concat_batches
 from .query_compiler import compile_queries
 from .query_json import queries_from_json
-from .query_model import NORMALIZATIONS
+from .query_model import normalization_name
 from .schema import Schema
 from .validation import check_int
 from .wire import query_pb2 as pb
@@ -104,7 +104,7 @@ class EstimateRequests:
 
 
 def estimate_requests(collection: str, *, level: float = 0.95, queries: Sequence[Mapping[str, Any]] | None = None,
-                      linear: np.ndarray | None = None, normalization: str = "eq10",
+                      linear: np.ndarray | None = None, normalization: str = "range",
                       chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_message_bytes: int | None = None
                       ) -> EstimateRequests:
     """The request stream of one batch: JSON ``queries`` (objects of :mod:`ldpsynth.shared.query_model`)
@@ -150,10 +150,8 @@ def _floats(raw: bytes, field: str, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _normalization(value: str, field: str) -> str:
-    value = value or "eq10"
-    if value not in NORMALIZATIONS:
-        raise ValidationError(field, f"one of {list(NORMALIZATIONS)}", "unknown normalization")
-    return value
+    """A packed array's normalisation: empty is ``"range"`` (proto3's default string)."""
+    return normalization_name(value or "range", field)
 
 
 class BatchReader:

@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
@@ -401,7 +402,10 @@ def test_copy_sources_exist_and_named_files_are_copied(name: str) -> None:
             assert (ROOT / source).exists(), f"{name}: COPY {source}: not in the build context"
             destinations[PurePosixPath(destination)] = ROOT / source
     # Every package folder of pyproject.toml is copied (pip install . needs them all).
-    for folder in ("shared", "client", "aggregator", "cli"):
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        package_dir = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
+    assert {"shared", "client", "aggregator", "cli", "ldpsynth"} <= set(package_dir.values())
+    for folder in {PurePosixPath(path).parts[0] for path in package_dir.values()}:
         assert any(source == ROOT / folder for source in destinations.values()), folder
     # Every /etc/ldpsynth/... file a command of this image names is copied into it.
     named = [PurePosixPath(word) for argv in image_commands(name) for word in argv if word.startswith("/etc/ldpsynth/")]

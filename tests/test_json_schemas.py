@@ -203,6 +203,11 @@ def test_every_query_kind_from_the_builders_validates() -> None:
     assert_valid(QUERIES, json.loads(Q.dumps_queries(survey)))
 
 
+def test_the_normalizations_are_the_codes_names_and_former_names() -> None:
+    enum = JSON_SCHEMAS[QUERIES]["$defs"]["normalization"]["enum"]
+    assert enum == [*Q.NORMALIZATIONS, *Q.NORMALIZATION_ALIASES]
+
+
 def test_docker_collections_validate() -> None:
     files = sorted((ROOT / "docker" / "collections").glob("*.json"))
     assert files
@@ -398,6 +403,7 @@ GOOD: list[tuple[str, str, Any]] = [
     (QUERIES, "label null", [{"kind": "linear", "weights": W, "label": None}]),
     (QUERIES, "label of 256 characters", [{"kind": "linear", "weights": W, "label": "x" * 256}]),
     (QUERIES, "every normalization", [{"kind": "linear", "weights": W, "normalization": n} for n in Q.NORMALIZATIONS]),
+    (QUERIES, "the former name of range", [{"kind": "linear", "weights": W, "normalization": "eq10"}]),
     (QUERIES, "predicate value null", [{"kind": "predicate", "where": [], "value": None}]),
     (QUERIES, "== a boolean", cond("==", False)),
     (QUERIES, "in mixed values", cond("in", [1, "2", True, 2.5])),

@@ -20,7 +20,8 @@ import pytest
 from ldpsynth.aggregator import query_service
 from ldpsynth.client.errors import QueryError
 from ldpsynth.client.query import QueryClient
-from ldpsynth.client.release import Release
+from ldpsynth.shared.offline import estimate_release
+from ldpsynth.shared.release import Release
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import Answers, estimate
 from ldpsynth.shared.protocol import Limits
@@ -109,6 +110,21 @@ def test_server_answers_equal_the_offline_estimator_on_the_export(ratings_server
     assert_same(answers, reference)
     assert answers.labels == tuple(reference.batch.label(j) for j in range(len(reference)))
     assert answers.labels[-2] == "heterogeneous"
+
+
+def test_builders_served_equal_estimate_release_on_the_export_in_memory_and_on_disk(ratings_server, tmp_path):
+    built = [Q.linear([1, 2, 3, 4, 5], normalization="mean"), Q.linear([0.5, -1, 2, 0, 3.25], normalization="eq10"),
+             Q.predicate(Q.condition("rating", ">=", 4)), Q.marginal("rating", normalization="mean"),
+             Q.grouped("movie", {3: [0, 0, 0, 1, 1], 7: [1, 0, 0, 0, 2]}, default=[0, 1, 0, 1, 0],
+                       label="heterogeneous")]
+    with QueryClient(ratings_server.address) as client:
+        served = client.estimate("ratings", queries=built, level=0.9)
+        as_json = client.estimate("ratings", queries=RATINGS_QUERIES, level=0.9)
+        release = client.export("ratings")
+    assert served.records() == as_json.records()           # the builders are RATINGS_QUERIES
+    release.write(tmp_path / "release")
+    for source in (release, tmp_path / "release"):
+        assert_same(served, estimate_release(source, built, level=0.9))
 
 
 def test_cli_query_equals_cli_estimate_on_the_cli_export(ratings_server, tmp_path):

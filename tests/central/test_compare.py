@@ -89,7 +89,7 @@ def test_report_files(tmp_path):
 @pytest.mark.parametrize("h", [1, 4, 128])
 def test_heterogeneous_workload_has_h_row_functions_of_range_one(h):
     workload = wyz_figures.heterogeneous_workload(h, queries=20)(np.random.default_rng(h))
-    assert workload.weights.shape == (20, 128, 5) and workload.normalization == "eq10"
+    assert workload.weights.shape == (20, 128, 5) and workload.normalization == "range"
     np.testing.assert_allclose(workload.group_range, 1.0)
     for j in range(20):
         functions, counts = np.unique(workload.weights[j], axis=0, return_counts=True)

@@ -11,10 +11,12 @@ import grpc
 import numpy as np
 import pytest
 
+from ldpsynth import client as sdk
 from ldpsynth.cli import main as cli_main
 from ldpsynth.client.errors import QueryError
 from ldpsynth.client.query import QUERY_RETRYABLE_STATUSES, QueryClient
 from ldpsynth.client.retry import RetryPolicy
+from ldpsynth.shared import queries as Q
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import Limits
 
@@ -68,6 +70,33 @@ def test_estimate_with_no_queries_answers_an_empty_table() -> None:
         answers = client.estimate("ratings")
     assert len(answers) == 0 and answers.records() == []
     assert [r.queries_json for r in fake.batches[0]] == ["[]"]
+
+
+def test_builder_queries_are_sent_as_their_json_and_answer_like_json_queries() -> None:
+    built = [Q.marginal("rating", label="m"), Q.predicate(Q.condition("watched", "==", 1), normalization="mean"),
+             Q.linear(np.arange(10.0), normalization="eq10")]
+    as_json = Q.queries_to_json(built)
+    assert as_json[2]["normalization"] == "range"
+    with query_server() as (server, _, fake), sdk.QueryClient(server.target) as client:
+        from_builders = client.estimate("ratings", queries=built)
+        from_json = client.estimate("ratings", queries=as_json)
+        mixed = client.estimate("ratings", queries=(as_json[0], built[1], as_json[2]))
+    sent = [[q for r in batch if r.WhichOneof("queries") == "queries_json" for q in json.loads(r.queries_json)]
+            for batch in fake.batches]
+    assert sent == [as_json] * 3
+    assert from_builders.records() == from_json.records() == mixed.records()
+    assert from_builders.labels == ("m[rating=1]", "m[rating=2]", "m[rating=3]", "m[rating=4]", "m[rating=5]",
+                                    "predicate#1", "linear#2")
+
+
+def test_packed_linear_queries_default_to_range() -> None:
+    linear = np.random.default_rng(9).random((4, 10))
+    with query_server() as (server, _, fake), QueryClient(server.target) as client:
+        default = client.estimate("ratings", linear=linear)
+        former = client.estimate("ratings", linear=linear, normalization="eq10")
+    assert [r.linear.normalization for r in fake.batches[0]] == ["range"]
+    assert [r.linear.normalization for r in fake.batches[1]] == ["eq10"]   # the server reads it as range
+    assert default.records() == former.records()
 
 
 def test_unavailable_and_aborted_are_retried_with_backoff() -> None:

@@ -102,7 +102,7 @@ def naive_answer(phi: np.ndarray, y: np.ndarray, mech: MechanismE, normalization
     n, k = phi.shape
     a, b = phi.min(axis=1), phi.max(axis=1)
     c = b - a
-    z = {"eq10": c.sum(), "sum": 1.0, "mean": float(n)}[normalization]
+    z = {"range": c.sum(), "sum": 1.0, "mean": float(n)}[normalization]
     total = phi[np.arange(n), y].sum()
     est = (total - q * phi.sum()) / (r * z)
     pmf = np.array([mech.output_probabilities(v) for v in range(k)])      # pmf[x, y]
@@ -112,7 +112,7 @@ def naive_answer(phi: np.ndarray, y: np.ndarray, mech: MechanismE, normalization
     live = c > 0
     nv = int(live.sum())
     if nv:
-        z20 = {"eq10": nv * c[live].min(), "sum": 1.0, "mean": float(n)}[normalization]
+        z20 = {"range": nv * c[live].min(), "sum": 1.0, "mean": float(n)}[normalization]
         bound = math.sqrt(nv) * (b[live].max() - a[live].min()) / (r * z20)
     else:
         bound = 0.0
@@ -123,7 +123,7 @@ def naive_answer(phi: np.ndarray, y: np.ndarray, mech: MechanismE, normalization
 
 def true_answer(phi: np.ndarray, x: np.ndarray, normalization: str) -> float:
     c = phi.max(axis=1) - phi.min(axis=1)
-    z = {"eq10": c.sum(), "sum": 1.0, "mean": float(len(x))}[normalization]
+    z = {"range": c.sum(), "sum": 1.0, "mean": float(len(x))}[normalization]
     return phi[np.arange(len(x)), x].sum() / z
 
 
@@ -132,7 +132,7 @@ def true_variance(phi: np.ndarray, x: np.ndarray, mech: MechanismE, normalizatio
     pmf = np.array([mech.output_probabilities(v) for v in range(phi.shape[1])])
     sigma2 = (phi**2) @ pmf.T - (phi @ pmf.T) ** 2
     c = phi.max(axis=1) - phi.min(axis=1)
-    z = {"eq10": c.sum(), "sum": 1.0, "mean": float(len(x))}[normalization]
+    z = {"range": c.sum(), "sum": 1.0, "mean": float(len(x))}[normalization]
     return sigma2[np.arange(len(x)), x].sum() / ((p - q) * z) ** 2
 
 

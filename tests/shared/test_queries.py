@@ -289,3 +289,30 @@ def test_builders_validate_like_json():
     assert err.value.field == "value"
     with pytest.raises(ValidationError):
         Q.grouped("movie", {1: [1.0, float("inf")]})
+
+
+# ----- the normalisations' names ---------------------------------------------------------------
+def test_range_is_the_name_of_eq10s_normalisation_and_eq10_is_read_as_it():
+    w = np.arange(K) % 5
+    built = [Q.linear(w, normalization="eq10"), Q.grouped("movie", {1: w}, normalization="eq10"),
+             Q.dense(np.eye(2, K), normalization="eq10"), Q.marginal("genre", normalization="eq10")]
+    assert [q.normalization for q in built] == ["range"] * 4
+    assert built[0] == Q.linear(w, normalization="range") == Q.linear(w)   # also the default
+    assert {o["normalization"] for o in Q.queries_to_json(built)} == {"range"}
+    parsed = Q.queries_from_json([{"kind": "linear", "weights": w.tolist(), "normalization": n}
+                                  for n in ("eq10", "range")])
+    assert parsed[0] == parsed[1] and parsed[0].normalization == "range"
+    block = Q.compile_queries(parsed, RATINGS).blocks[0]
+    assert list(block.normalization) == [Q.RANGE, Q.RANGE]
+    packed = [Q.linear_batch(RATINGS, np.ones((2, K)), normalization=n).blocks[0].normalization
+              for n in ("eq10", "range")]
+    np.testing.assert_array_equal(packed[0], packed[1])
+    assert Q.normalization_name("eq10") == "range" and Q.NORMALIZATIONS[Q.RANGE] == "range"
+
+
+@pytest.mark.parametrize("bad", ["EQ10", "Range", "", None, 10])
+def test_an_unknown_normalisation_names_the_field_and_the_legal_names(bad):
+    with pytest.raises(ValidationError) as err:
+        Q.queries_from_json([{"kind": "linear", "weights": [1.0] * K, "normalization": bad}])
+    assert err.value.field == "queries[0].normalization"
+    assert "'range', 'sum', 'mean'" in err.value.legal and "eq10" in err.value.legal

@@ -144,3 +144,20 @@ def test_the_empty_batch_is_one_request_and_one_empty_page():
     assert len(pages) == 1 and pages[0].total == 0 and pages[0].level == 0.8
     table = AnswerTable.from_pages(pages)
     assert len(table) == 0 and table.records() == [] and table.level == 0.8
+
+
+def test_a_packed_arrays_normalisation_empty_or_eq10_is_range():
+    linear = np.random.default_rng(4).random((3, 5))
+
+    def packed(name: str) -> qpb.EstimateRequest:
+        return qpb.EstimateRequest(collection="r", linear=qpb.LinearQueries(weights=linear.tobytes(),
+                                                                            normalization=name))
+
+    for name in ("", "eq10", "range"):
+        assert list(read([packed(name)]).blocks[0].normalization) == [Q.RANGE] * 3, name
+    mechanism = MechanismCard.for_schema(SCHEMA).mechanism
+    answers = [estimate(read([packed(name)]), stats(), mechanism).records() for name in ("eq10", "range")]
+    assert answers[0] == answers[1]
+    with pytest.raises(ValidationError, match="one of 'range', 'sum', 'mean'"):
+        read([packed("max")])
+    assert [r.linear.normalization for r in estimate_requests("r", linear=linear)] == ["range"]

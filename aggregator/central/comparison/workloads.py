@@ -14,7 +14,7 @@ label (seed 000 Def. 3 with :math:`\\varphi_i = W[g(i), \\cdot]`): query ``j`` h
 a linear query on the joint domain. The normaliser :math:`Z_j` is one of (as
 :mod:`ldpsynth.shared.query_model`):
 
-* ``"eq10"``: :math:`Z_j = \\sum_i c_i = \\sum_g n_g (\\max_v W_j[g,v] - \\min_v W_j[g,v])` (seed 000
+* ``"range"``: :math:`Z_j = \\sum_i c_i = \\sum_g n_g (\\max_v W_j[g,v] - \\min_v W_j[g,v])` (seed 000
   eq. 10); it depends on the data only through the group sizes :math:`n_g`, public when the
   labels are public;
 * ``"mean"``: :math:`Z_j = n`; ``"sum"``: :math:`Z_j = 1`.
@@ -38,9 +38,9 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.packed_batches import grouped_batch
 from ldpsynth.shared.query_batch import QueryBatch, TableBlock
-from ldpsynth.shared.query_model import NORMALIZATIONS
+from ldpsynth.shared.query_model import NORMALIZATIONS, normalization_name
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.validation import check_choice, check_codes
+from ldpsynth.shared.validation import check_codes
 
 #: Weights per chunk when contracting a workload with one or more histograms.
 CHUNK_CELLS = 1 << 22
@@ -126,11 +126,11 @@ class Workload:
     weights:
         ``(m, G, k)`` finite float64; ``weights[j, g]`` is query ``j``'s row function on label ``g``.
     normalization:
-        ``"eq10"``, ``"mean"`` or ``"sum"``.
+        ``"range"``, ``"mean"`` or ``"sum"`` (``"eq10"``, the former name of ``"range"``, is read as it).
     """
 
     weights: np.ndarray
-    normalization: str = "eq10"
+    normalization: str = "range"
 
     def __post_init__(self) -> None:
         w = np.asarray(self.weights, dtype=np.float64)
@@ -144,7 +144,7 @@ class Workload:
             bad = ~np.isfinite(w[start:start + step]).all(axis=(1, 2))
             if bad.any():
                 raise ValidationError("weights", "finite numbers", "not finite", start + int(np.flatnonzero(bad)[0]))
-        check_choice(self.normalization, "normalization", NORMALIZATIONS)
+        object.__setattr__(self, "normalization", normalization_name(self.normalization))
         w.setflags(write=False)
         object.__setattr__(self, "weights", w)
 
@@ -214,7 +214,7 @@ class Workload:
     def normalizers(self, group_sizes: npt.ArrayLike) -> np.ndarray:
         """:math:`Z_j` for the (public) group sizes :math:`n_g`; raises if some :math:`Z_j = 0`."""
         sizes = np.asarray(group_sizes, dtype=np.float64)
-        if self.normalization == "eq10":
+        if self.normalization == "range":
             z = self.group_range @ sizes
         elif self.normalization == "mean":
             z = np.full(self.size, sizes.sum())
@@ -223,7 +223,7 @@ class Workload:
         bad = np.flatnonzero(~(z > 0))
         if bad.size:
             raise ValidationError("normalization", "'sum' or 'mean' for a query that is constant on every row",
-                                  "the eq10 normaliser sum_i c_i is 0", int(bad[0]))
+                                  "the 'range' normaliser sum_i c_i (WYZ eq. 10) is 0", int(bad[0]))
         return z
 
     # ----- answers -----------------------------------------------------------------------------

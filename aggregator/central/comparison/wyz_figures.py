@@ -66,14 +66,14 @@ def heterogeneous_workload(h: int, queries: int = 200, groups: int = MOVIES) -> 
     def draw(rng: np.random.Generator) -> Workload:
         block = rng.permutation(groups) % h                     # movie -> row-function block, 128/h movies each
         functions = row_functions(rng, (queries, h, K))
-        return Workload(functions[:, block, :], "eq10")
+        return Workload(functions[:, block, :], "range")
 
     return draw
 
 
 def linear_workload(size: int) -> Callable[[np.random.Generator], Workload]:
     """Fig. 3's linear query sets: one row function per query for every row."""
-    return lambda rng: Workload(row_functions(rng, (size, K)), "eq10")
+    return lambda rng: Workload(row_functions(rng, (size, K)), "range")
 
 
 def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dict[str, object]:
@@ -124,14 +124,14 @@ def log_log_slope(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def eq20_squared_bound(n: int, epsilon: float) -> float:
-    """Eq. 20 (squared) for the Fig. 4 queries (b − a = c = 1 on every row, eq10), from the estimators' code."""
+    """Eq. 20 (squared) for the Fig. 4 queries (b − a = c = 1 on every row, "range"), from the estimators' code."""
     from ldpsynth.shared.estimator_math import rms_bound
 
     from .local_e import joint_schema
     from ldpsynth.shared.card import MechanismCard
 
     mechanism = MechanismCard.for_schema(joint_schema(1, K, epsilon)).mechanism
-    return float(rms_bound(n, 0.0, 1.0, 1.0, "eq10", n, mechanism) ** 2)
+    return float(rms_bound(n, 0.0, 1.0, 1.0, "range", n, mechanism) ** 2)
 
 
 def fig2(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.random.Generator,

@@ -23,6 +23,7 @@ import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimator_math import Debias
+from ldpsynth.shared.release import Release
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .table import Table
@@ -51,8 +52,6 @@ def release_table(stats: SufficientStatistics, card: MechanismCard) -> Table:
 
 def load_release(synthetic: str | Path, card: str | Path) -> Table:
     """:func:`release_table` of an exported release: its CSV (as ``ldpsynth estimate`` reads it) and card."""
-    from ldpsynth.cli.estimate import read_synthetic
-
-    mechanism_card = MechanismCard.load(card)
-    keys, codes = read_synthetic(Path(synthetic), mechanism_card.schema)
-    return release_table(SufficientStatistics.from_schema(mechanism_card.schema, keys, codes), mechanism_card)
+    release = Release.read(synthetic, card=MechanismCard.load(card), field="--synthetic")
+    stats = SufficientStatistics.from_schema(release.card.schema, release.public_keys(), release.private_codes())
+    return release_table(stats, release.card)

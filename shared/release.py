@@ -1,0 +1,207 @@
+"""The public release of a collection: its mechanism card and the synthetic database (the stored
+perturbed rows, in report-id order), as the aggregator exports it (``ldpsynth export``,
+:meth:`QueryClient.export <ldpsynth.client.query.QueryClient.export>`).
+
+:meth:`Release.write` puts it in a folder that :meth:`Release.read` and ``ldpsynth estimate`` read back::
+
+    DIR/card.json          the mechanism card (schema, delivered ε, |D|, keep/lie probabilities)
+    DIR/synthetic.csv      header = attribute names; public values in clear, private values decoded
+                           (continuous attributes as bucket lower edges)
+    DIR/synthetic.parquet  the same table, when pyarrow is installed
+
+:meth:`Release.from_values` makes one from columns in that form. Everything in it is already
+differentially private (each row went through mechanism E on its device): publishing it costs no
+further budget. Needs numpy only (and pyarrow for the Parquet file).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from .card import MechanismCard
+from .errors import ValidationError
+from .jsonio import read_text
+from .schema import ContinuousAttribute
+
+CARD_FILE = "card.json"
+CSV_FILE = "synthetic.csv"
+PARQUET_FILE = "synthetic.parquet"
+#: Relative tolerance (in bucket widths) for a continuous value to count as a bucket lower edge.
+EDGE_TOLERANCE = 1e-6
+
+
+def _float_or_nan(text: object) -> float:
+    try:
+        return float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _edge_midpoints(attr: ContinuousAttribute, column: np.ndarray) -> np.ndarray:
+    """Bucket lower edges -> bucket midpoints (encoding a midpoint is immune to rounding at the edge)."""
+    try:
+        x = column.astype(np.float64)
+    except (TypeError, ValueError):
+        x = np.array([_float_or_nan(v) for v in column])
+    index = np.rint((x - float(attr.lo)) / attr.width)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(x - (float(attr.lo) + index * attr.width)) <= EDGE_TOLERANCE * attr.width)
+        bad |= ~((index >= 0) & (index < attr.size))
+    if bad.any():
+        raise ValidationError(f"synthetic.{attr.name}", f"a bucket lower edge {attr.lo} + j * {attr.width} with j in "
+                              f"[0, {attr.size - 1}]", "not a bucket lower edge", int(np.flatnonzero(bad)[0]))
+    return x + attr.width / 2.0
+
+
+def _csv_columns(path: Path, names: Collection[str], field: str) -> dict[str, np.ndarray]:
+    """The columns ``names`` (those the header has; others are ignored) of a CSV file, as text."""
+    reader = csv.reader(read_text(path, field).splitlines())
+    header = next(reader, None)
+    if header is None:
+        raise ValidationError("synthetic", "a CSV file with a header of attribute names", "empty file")
+    rows = list(reader)
+    bad = [i for i, row in enumerate(rows) if len(row) != len(header)]
+    if bad:
+        raise ValidationError("synthetic", f"rows of {len(header)} fields (the header's)",
+                              f"got {len(rows[bad[0]])} fields", bad[0])
+    return {name: np.array([row[j].strip() for row in rows], dtype=object)
+            for j, name in enumerate(header) if name in names}
+
+
+def _parquet_columns(path: Path, names: Collection[str], field: str) -> dict[str, np.ndarray]:
+    """The columns ``names`` (those the file has) of a Parquet file."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ValidationError(field, "a CSV file, or a Parquet file with pyarrow installed (the [parquet] extra)",
+                              f"{path}: pyarrow is not installed") from None
+    try:
+        table = pq.read_table(path, columns=[name for name in pq.read_schema(path).names if name in names])
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise ValidationError(field, "a readable Parquet file", f"{path}: {exc}") from None
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """``codes[name]``: the codes of attribute ``name`` of every row (int64, row order = report id)."""
+
+    card: MechanismCard
+    codes: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.codes.values()))) if self.codes else 0
+
+    def public_keys(self) -> np.ndarray:
+        """Public key of every row (mixed radix of the public attributes' codes)."""
+        return self.card.schema.public_keys_of(self.codes, len(self))
+
+    def private_codes(self) -> np.ndarray:
+        """Perturbed code over D of every row (mixed radix of the private attributes' codes)."""
+        return self.card.schema.private_codes_of(self.codes)
+
+    def values(self) -> dict[str, np.ndarray]:
+        """Decoded columns (what the CSV holds)."""
+        return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}
+
+    @classmethod
+    def from_values(cls, card: MechanismCard, columns: Mapping[str, npt.ArrayLike]) -> "Release":
+        """The release of ``card`` whose rows have the decoded values ``columns[name]`` (the inverse
+        of :meth:`values`: public values in clear, private values as perturbed, continuous
+        attributes as bucket lower edges); columns of other names are ignored.
+
+        A :class:`ValidationError` names a missing column (``synthetic.<name>``), a value that is
+        not a bucket lower edge (``synthetic.<name>``) or an illegal value (``<name>``), and the row.
+
+        >>> from ldpsynth.shared.schema import Schema
+        >>> schema = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
+        ...     {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
+        >>> release = Release.from_values(MechanismCard.for_schema(schema), {"rating": [4, 5, 1]})
+        >>> len(release), release.private_codes().tolist()
+        (3, [3, 4, 0])
+        """
+        schema = card.schema
+        codes: dict[str, np.ndarray] = {}
+        rows: int | None = None
+        for attr in schema.attributes:
+            if attr.name not in columns:
+                raise ValidationError(f"synthetic.{attr.name}", "a column for each attribute of the schema "
+                                      f"({', '.join(a.name for a in schema.attributes)})", "missing column")
+            column = np.asarray(columns[attr.name])
+            if column.ndim != 1 or (rows is not None and len(column) != rows):
+                raise ValidationError(f"synthetic.{attr.name}", "a column of one value per row"
+                                      + ("" if rows is None else f" ({rows} rows)"), f"got shape {column.shape}")
+            rows = len(column)
+            values = _edge_midpoints(attr, column) if isinstance(attr, ContinuousAttribute) else column
+            codes[attr.name] = attr.encode(values)
+        return cls(card, codes)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike, *, card: MechanismCard | None = None, field: str = "release") -> "Release":
+        """The release in the folder ``path`` (as :meth:`write` leaves it: ``card.json`` and
+        ``synthetic.csv``, or ``synthetic.parquet`` without the CSV), or in the table file ``path``
+        (CSV, or Parquet by its ``.parquet`` suffix) with its ``card``. A given ``card`` replaces the
+        folder's. Errors name ``field`` for a file that cannot be read (:meth:`from_values` for the rows).
+        """
+        path = Path(path)
+        table = path
+        if path.is_dir():
+            parquet_only = (path / PARQUET_FILE).exists() and not (path / CSV_FILE).exists()
+            table = path / (PARQUET_FILE if parquet_only else CSV_FILE)
+            if card is None:
+                card = MechanismCard.from_json(read_text(path / CARD_FILE, field))
+        elif card is None:
+            raise ValidationError("card", "the release's mechanism card, to read a table file without its folder",
+                                  "missing")
+        names = {a.name for a in card.schema.attributes}
+        read = _parquet_columns if table.suffix == ".parquet" else _csv_columns
+        return cls.from_values(card, read(table, names, field))
+
+    def write(self, out: str | Path, *, parquet: bool | None = None) -> list[Path]:
+        """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file.
+
+        ``out`` is a folder, created if missing; a :class:`ValidationError` names it when it cannot
+        be (e.g. ``out`` is a file) or a file in it cannot be written."""
+        folder = Path(out)
+        legal = "a folder that can be created and written"
+        try:
+            return self._write(folder, parquet)
+        except FileExistsError:  # mkdir(exist_ok=True) raises it only for something that is not a folder
+            raise ValidationError("out", legal, f"{folder}: exists and is not a folder") from None
+        except OSError as exc:
+            raise ValidationError("out", legal, f"{exc.filename or folder}: {exc.strerror or exc}") from None
+
+    def _write(self, folder: Path, parquet: bool | None) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        written = [folder / CARD_FILE, folder / CSV_FILE]
+        self.card.save(written[0])
+        columns = self.values()
+        names = list(columns)
+        with open(written[1], "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(names)
+            writer.writerows(zip(*(columns[name].tolist() for name in names)))
+        if parquet is not False:
+            try:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+            except ImportError:
+                if parquet:
+                    raise
+            else:
+                path = folder / PARQUET_FILE
+                pq.write_table(pa.table({name: np.asarray(columns[name]) for name in names}), path)
+                written.append(path)
+        return written
+
+    def summary(self) -> dict[str, object]:
+        """What ``ldpsynth export`` prints."""
+        return {"collection": self.card.schema.name, "rows": len(self), "epsilon": self.card.mechanism.epsilon,
+                "mechanism_version": self.card.version}
