@@ -291,7 +291,8 @@ def test_dpfw_is_a_distribution_and_converges_without_noise(mode):
         release = DPFW(1e9, mode=mode, mu=0.002, iterations=t).release(hist, workload, np.random.default_rng(17))
         assert (release.distribution > 0).all() and release.distribution.sum() == pytest.approx(1.0)
         errors[t] = np.abs(release.answers - truth).max()
-    # spec §4.3/4.5: F(p) <= μ ln d + 4 sqrt(2/(μT)) without noise; and more iterations help
+    # Without noise F(p) <= μ ln d + 4 sqrt(2/(μT)) (derived here: the Frank–Wolfe descent lemma with
+    # η = √(2μ/T), plus the μ ln d of DPSCO's primal-gap proof, App. B.3); and more iterations help
     assert errors[4000] <= 0.002 * math.log(8) + 4 * math.sqrt(2 / (0.002 * 4000))
     assert errors[4000] < errors[100]
     with pytest.raises(ValidationError, match="step"):

@@ -1,4 +1,4 @@
-"""The comparison harness (issue 5 item 2): errors, E always included, reports, seed 000 workloads, CLI."""
+"""The comparison harness (issue 5 item 2): errors, E always included, reports, WYZ §VI-A workloads, CLI."""
 
 from __future__ import annotations
 

@@ -296,5 +296,5 @@ def test_em_med_output_loss_is_epsilon_and_doubling_is_caught():
         assert loss(EPS, q) <= EPS * (1 + 1e-9)
         assert loss(3 * EPS, q) > 1.2 * EPS  # noise calibrated to 3 eps is caught
     # For the median rank(e) and n'/2 move together, every score moves by exactly 1/2: the
-    # released value is eps/2-DP, not just eps-DP (the seed's Delta u = 1 is conservative).
+    # released value is eps/2-DP, not just eps-DP (DP-PQD §6.1's Delta u = 1 is conservative).
     assert loss(EPS, 0.5) <= EPS / 2 * (1 + 1e-9)

@@ -1,4 +1,4 @@
-"""Seed 003 Algorithm 1: Chebyshev basis, the L1 LP, sizes, sampling from u*, accuracy, invalid input."""
+"""JWHZW Alg. 1: Chebyshev basis, the L1 LP, sizes, sampling from u*, accuracy, invalid input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Private Subspace Iteration (seed 003 Algorithm 2) and the practical variant built on it."""
+"""Private Subspace Iteration (JWHZW Alg. 2) and the practical variant built on it."""
 
 from __future__ import annotations
 

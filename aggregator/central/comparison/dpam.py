@@ -1,21 +1,23 @@
-"""DPAM: randomised smoothing + accelerated complementary-composite stochastic mirror descent (seed 002 §5, Alg. 2; spec §5).
+"""DPAM: randomised smoothing + accelerated complementary-composite stochastic mirror descent (DPSCO §5, Alg. 2).
 
-Problem (seed 002 §5; spec §5.1). With the centred distribution-scale queries
+Problem (DPSCO §5). With the centred distribution-scale queries
 :math:`a_j` (:class:`~.dpfw.DistributionQueries`), :math:`K = \\mathrm{conv}(Q \\cup -Q)` and
 :math:`\\hat F(p) = \\max_{a \\in K}\\langle a, p - \\hat p\\rangle` (the worst query error of p), DPAM
 minimises the Gaussian smoothing :math:`\\hat F_\\sigma(p) = E_Z \\hat F(p + Z)` plus the negative entropy
-:math:`\\mu h(p)` over the simplex, with the stochastic oracle (seed 002 eq. 9)
+:math:`\\mu h(p)` over the simplex, with the stochastic oracle (DPSCO eq. 9)
 
 .. math::  G(p, Z) = \\arg\\max_{a \\in \\{\\pm a_j\\}} \\langle a, p - \\hat p + Z\\rangle, \\quad Z \\sim N(0, \\sigma^2 I_d),
 
 the only data access: a Gaussian mechanism on :math:`\\hat p` with ℓ2-sensitivity :math:`\\sqrt2/n`
 (replace-one), :math:`(\\alpha, \\alpha/(n^2\\sigma^2))`-RDP per call. T calls compose to
 :math:`\\rho = T/(n^2\\sigma^2)`-zCDP, i.e. :math:`(\\epsilon, \\delta)`-DP with
-:math:`\\epsilon = \\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}`; solved for σ (spec §5.2, the positive root):
+:math:`\\epsilon = \\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}`; solved for σ (the positive root of the quadratic
+in DPSCO App. C.2, proof of Thm 5):
 
 .. math::  \\sigma = \\sqrt T\\,\\big(\\sqrt{\\ln(1/\\delta) + \\epsilon} + \\sqrt{\\ln(1/\\delta)}\\big)/(n\\epsilon).
 
-Algorithm (spec §5.3; entropy geometry, the prox step in closed form, seed 002 Lemma 6), with
+Algorithm (DPSCO §5.2, Alg. 2; entropy geometry, the prox step in closed form by DPSCO Lemma 6; the step
+schedule below is derived here), with
 :math:`L = \\sqrt{2\\ln(2d)}/\\sigma`, :math:`w_t = t/(4L)`, :math:`W_t = t(t+1)/(8L)`,
 :math:`x_0 = z_0 = ` uniform:
 
@@ -27,7 +29,7 @@ Algorithm (spec §5.3; entropy geometry, the prox step in closed form, seed 002 
     x_t = (W_{t-1} x_{t-1} + w_t z_t) / W_t
     output x_T
 
-Defaults (spec §5.4, [DERIVED]): :math:`T^* = 4\\sqrt{2\\ln d}\\,n\\epsilon/(GW(K)\\sqrt{\\ln(1/\\delta)})`
+Defaults (derived here, not in DPSCO): :math:`T^* = 4\\sqrt{2\\ln d}\\,n\\epsilon/(GW(K)\\sqrt{\\ln(1/\\delta)})`
 capped at ``max_iterations``, :math:`\\mu^* = \\sqrt{32/(T\\ln d)}`; the Gaussian width
 :math:`GW(K) = E\\max_j |\\langle a_j, Z\\rangle|` is estimated by Monte Carlo over ``width_samples``
 draws of Z (the queries only: no data). Guarantee: (ε, δ)-DP under replace-one rows.
@@ -104,7 +106,7 @@ class DPAM:
                                 "rho = T/(n sigma)^2 zCDP, eps = rho + 2 sqrt(rho ln(1/delta))")
 
     def parameters(self, queries: DistributionQueries, rng: np.random.Generator) -> tuple[float, int, float, float]:
-        """``(μ, T, σ, GW)``: the given values or the derived defaults (spec §5.4)."""
+        """``(μ, T, σ, GW)``: the given values or the derived defaults (see the module docstring)."""
         d = queries.matrix.shape[1]
         log_d = math.log(max(d, 2))
         width = gaussian_width(queries.matrix, self.width_samples, rng)
@@ -131,7 +133,7 @@ class DPAM:
             w_t = t / (4.0 * lipschitz)
             new_w = t * (t + 1) / (8.0 * lipschitz)
             y = (big_w * x + w_t * np.exp(log_z)) / new_w
-            scores = a @ (y - p_hat + rng.normal(0.0, sigma, d))   # the private oracle (seed 002 eq. 9)
+            scores = a @ (y - p_hat + rng.normal(0.0, sigma, d))   # the private oracle (DPSCO eq. 9)
             j = int(np.argmax(np.abs(scores)))
             gradient = a[j] if scores[j] >= 0 else -a[j]
             log_z = ((1.0 + mu * big_w) * log_z - w_t * gradient) / (1.0 + mu * new_w)

@@ -1,7 +1,7 @@
-"""DPFW: differentially private Frank–Wolfe on the entropy-regularised dual (seed 002 §4, Alg. 1; spec §4).
+"""DPFW: differentially private Frank–Wolfe on the entropy-regularised dual (DPSCO §4, Alg. 1).
 
-Problem (seed 002 §3–4, symbols reconstructed in spec §4.1). Queries on the distribution scale
-:math:`a_j(p) = \\langle a_j, p\\rangle` over the joint domain (:math:`d = Gk` cells), symmetrised
+Problem (DPSCO §3–4; the symbols are ours, the text we worked from lost its formulas). Queries on the
+distribution scale :math:`a_j(p) = \\langle a_j, p\\rangle` over the joint domain (:math:`d = Gk` cells), symmetrised
 :math:`A = [Q; -Q] \\in \\mathbb{R}^{2m \\times d}`. With :math:`h(p) = \\sum_i p_i \\ln p_i` and μ > 0 the
 regularised dual is
 
@@ -9,7 +9,7 @@ regularised dual is
            \\qquad p_\\lambda = \\mathrm{softmax}(-A^T\\lambda/\\mu), \\qquad \\nabla g(\\lambda) = A(p_\\lambda - \\hat p),
 
 maximised over :math:`\\lambda \\in \\Delta_{2m}` by Frank–Wolfe: the linear maximisation over the
-simplex picks a vertex :math:`e_j`, privately by report-noisy-max on the gradient (seed 002 eq. 4):
+simplex picks a vertex :math:`e_j`, privately by report-noisy-max on the gradient (DPSCO eq. 4):
 
 .. code-block:: text
 
@@ -24,19 +24,20 @@ simplex picks a vertex :math:`e_j`, privately by report-noisy-max on the gradien
 Only the gradient touches the data; each coordinate moves by at most
 :math:`\\Delta = \\max_j (\\max_x a_j(x) - \\min_x a_j(x))/n` between replace-one neighbours, and the
 scores are not monotone, so RNM needs :math:`\\mathrm{Lap}(2\\Delta/\\epsilon_0)` for ε0-DP per step
-(spec §4.2 line 4). Step size and output are data-independent (post-processing):
+(DR14 Claim 3.9 allows Δ/ε0 only for monotone scores). Step size and output are data-independent (post-processing):
 
 * ``mode="paper"``: constant step :math:`\\eta = \\sqrt{2\\mu/T}` (clipped to 1) and a uniformly random
-  iterate :math:`\\tau \\sim U\\{1..T\\}` (seed 002: "chooses its output uniformly");
-* ``mode="practical"``: :math:`\\eta_t = 2/(t+2)` and the last iterate (spec §4.4, [RECOMMENDED]).
+  iterate :math:`\\tau \\sim U\\{1..T\\}` (DPSCO §4.1: "chooses its output uniformly");
+* ``mode="practical"``: :math:`\\eta_t = 2/(t+2)` and the last iterate (our practical mode, not in DPSCO).
 
 Accounting (``accounting``): ``"advanced"`` — T adaptive ε0-DP steps composed by Dwork–Rothblum–Vadhan
-(seed 002 Thm 1's route), ε0 the exact inverse (:func:`~..primitives.composition.advanced_composition_step`);
+(DPSCO Thm 1, proved in App. B.2 with DRV10 Thm III.3),
+ε0 the exact inverse (:func:`~..primitives.composition.advanced_composition_step`);
 ``"zcdp"`` — Gumbel noise (the exponential mechanism, :math:`\\epsilon_0^2/8`-zCDP per step),
 :math:`\\rho = T\\epsilon_0^2/8` with :math:`\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)} = \\epsilon`; ``"basic"`` —
 :math:`\\epsilon_0 = \\epsilon/T`, pure ε-DP (δ = 0).
 
-Defaults (spec §4.3, [DERIVED]; the paper's optimised constants were lost in extraction), with
+Defaults (derived here; DPSCO's own optimised constants were not available to us), with
 :math:`\\kappa = 2\\max_j \\mathrm{range}(a_j)`:
 
 .. math::  C = \\frac{8\\sqrt{2\\kappa(1+\\ln 2m)}\\,(\\ln 1/\\delta)^{1/4}}{\\sqrt{n\\epsilon}},\\quad
@@ -72,7 +73,7 @@ from .workloads import Histogram, Workload
 
 MODES = ("paper", "practical")
 ACCOUNTINGS = ("advanced", "zcdp", "basic")
-#: Default cap on T (spec §4.3: "cap T by a compute budget").
+#: Default cap on T (a compute budget; not from DPSCO).
 MAX_ITERATIONS = 20_000
 #: δ used only to choose μ and T for pure-DP (basic) accounting.
 DEFAULT_DELTA = 1e-6
@@ -108,7 +109,7 @@ class DistributionQueries:
 
 
 def derived_parameters(n: int, epsilon: float, delta: float, m: int, d: int, kappa: float) -> tuple[float, int, float]:
-    """Spec §4.3's :math:`(\\mu^*, T^*, \\eta^*)` (uncapped T); see the module docstring."""
+    """The derived defaults :math:`(\\mu^*, T^*, \\eta^*)` (uncapped T); see the module docstring."""
     log_delta = math.log(1.0 / delta)
     log_m = 1.0 + math.log(2.0 * m)
     c = 8.0 * math.sqrt(2.0 * kappa * log_m) * log_delta ** 0.25 / math.sqrt(n * epsilon)
@@ -120,7 +121,7 @@ def derived_parameters(n: int, epsilon: float, delta: float, m: int, d: int, kap
 
 @dataclass(frozen=True)
 class DPFW:
-    """Differentially private Frank–Wolfe (seed 002 Alg. 1), (ε, δ)-DP under replace-one rows.
+    """Differentially private Frank–Wolfe (DPSCO Alg. 1), (ε, δ)-DP under replace-one rows.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 :func:`compare` runs every mechanism on a histogram for ``runs`` repetitions (a fresh workload
 per repetition from a seeded generator, and a fresh release per mechanism), and records per
 (setting, mechanism, run) the worst-case and mean absolute error against the true answers, the
-worst-case squared error and the release time. :func:`summarize` averages over runs (seed 000
+worst-case squared error and the release time. :func:`summarize` averages over runs (WYZ §VI-A
 reports the worst case over the queries averaged over runs); :func:`write_report` writes
 ``<name>.csv`` (every trial), ``<name>.md`` (the averages, one table per error measure) and
 ``<name>.png`` (error against the setting, one line per mechanism).

@@ -1,4 +1,4 @@
-"""The Laplace mechanism, on the workload answers and on the histogram (spec §1.2).
+"""The Laplace mechanism, on the workload answers and on the histogram.
 
 :math:`f(D) + \\mathrm{Lap}(\\Delta_1/\\epsilon)^k` is ε-DP when
 :math:`\\Delta_1 = \\max_{D \\sim D'} \\|f(D) - f(D')\\|_1` (Dwork, McSherry, Nissim, Smith 2006).

@@ -1,6 +1,6 @@
 """Mechanism E as a contestant of the comparison harness: local randomized response + companion estimators.
 
-Every row's private value goes through mechanism E on its own device (seed 000 eq. 16 with the
+Every row's private value goes through mechanism E on its own device (WYZ eq. 16 with the
 delivered ε of :class:`~ldpsynth.shared.mechanism.MechanismE`); the public label travels in clear.
 The workload is answered from the perturbed rows by the unbiased companion estimator (eq. 17,
 :func:`ldpsynth.shared.estimator_engine.estimate`), the same code the aggregator runs. The release is a

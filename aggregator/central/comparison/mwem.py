@@ -1,4 +1,4 @@
-"""MWEM (HLM12) on the joint domain and WYZ's sub-database adaptation (WYZ §VI-A-1; spec §3).
+"""MWEM (HLM12) on the joint domain and WYZ's sub-database adaptation (WYZ §VI-A-1).
 
 The algorithm is :func:`~..primitives.mwem.run_mwem` (HLM12, on histograms with queries in
 [0, 1] on the count scale, :math:`\\epsilon_t = \\epsilon/(2T)`, ε-DP by basic composition over 2T
@@ -8,15 +8,15 @@ selection of :mod:`..primitives.selection` (Gumbel-max EM, or report-noisy-max).
 A workload's statistical query :math:`W_j` (any real weights) becomes an MWEM query by an exact
 affine map: :math:`q_j = (W_j - a_j)/c_j` with :math:`a_j` its minimum and :math:`c_j > 0` its range
 over the cells; since :math:`\\sum A = \\sum B = n`, :math:`\\langle W_j, A\\rangle = c_j q_j(A) + a_j n`
-and the error is shift-invariant (spec §3.1, "Handling seed-000 queries"). A query constant on
+and the error is shift-invariant (derived here: ΣA = ΣB = n). A query constant on
 every cell (:math:`c_j = 0`) is answered exactly and carries score 0.
 
 Two mechanisms:
 
 * :class:`MWEM` — plain MWEM on the joint domain ``(label, value)`` (:math:`d = Gk`); a
   heterogeneous query is a linear query there whose range :math:`c_j` spans all labels
-  (spec §3.2, "Alternative with no partitioning"). ε-DP under replace-one rows.
-* :class:`SubDatabaseMWEM` — WYZ's adaptation (WYZ §VI-A-1, spec §3.2): the labels
+  (our alternative to the partitioning of WYZ §VI-A-1). ε-DP under replace-one rows.
+* :class:`SubDatabaseMWEM` — WYZ's adaptation (WYZ §VI-A-1): the labels
   are split into sub-databases on whose parts every query's row function is constant — by
   default the **coarsest partition** (:func:`coarsest_partition`), or one sub-database per
   label (:func:`label_partition`; WYZ §VI-A-1: "same row functions for ratings of the same
@@ -132,7 +132,7 @@ class _MWEMParameters:
 
 @dataclass(frozen=True)
 class MWEM(_MWEMParameters):
-    """Plain MWEM on the joint ``(label, value)`` domain (HLM12; spec §3.1). ε-DP, replace-one rows.
+    """Plain MWEM on the joint ``(label, value)`` domain (HLM12). ε-DP, replace-one rows.
 
     Parameters
     ----------
@@ -172,7 +172,7 @@ class MWEM(_MWEMParameters):
 
 @dataclass(frozen=True)
 class SubDatabaseMWEM(_MWEMParameters):
-    """WYZ's MWEM adaptation to heterogeneous statistical queries (WYZ §VI-A-1; spec §3.2).
+    """WYZ's MWEM adaptation to heterogeneous statistical queries (WYZ §VI-A-1).
 
     ε-DP under replace-one private values with public labels (see the module docstring for
     the two ways of sharing ε). Parameters as :class:`MWEM`, and:

@@ -1,4 +1,4 @@
-"""Histograms and query workloads over a finite joint domain (spec §1.1).
+"""Histograms and query workloads over a finite joint domain.
 
 A central mechanism sees the data as a **histogram** ``counts[g, v]``: the number of rows with
 public label ``g`` (e.g. the movie, :math:`G` labels, one label when there is none) and private
@@ -6,7 +6,7 @@ value ``v`` (:math:`k` values). The joint domain :math:`X = G \\times D` has :ma
 flattened in C order (``x = g k + v``).
 
 A **workload** is ``m`` statistical queries whose row functions depend on a row only through its
-label (seed 000 Def. 3 with :math:`\\varphi_i = W[g(i), \\cdot]`): query ``j`` has a weight table
+label (WYZ Def. 3 with :math:`\\varphi_i = W[g(i), \\cdot]`): query ``j`` has a weight table
 ``weights[j, g, v]`` and its answer on a histogram ``B`` is
 
 .. math::  q_j(B) = \\frac{1}{Z_j} \\sum_{g, v} W_j[g, v]\\, B[g, v],
@@ -14,12 +14,12 @@ label (seed 000 Def. 3 with :math:`\\varphi_i = W[g(i), \\cdot]`): query ``j`` h
 a linear query on the joint domain. The normaliser :math:`Z_j` is one of (as
 :mod:`ldpsynth.shared.query_model`):
 
-* ``"range"``: :math:`Z_j = \\sum_i c_i = \\sum_g n_g (\\max_v W_j[g,v] - \\min_v W_j[g,v])` (seed 000
+* ``"range"``: :math:`Z_j = \\sum_i c_i = \\sum_g n_g (\\max_v W_j[g,v] - \\min_v W_j[g,v])` (WYZ
   eq. 10); it depends on the data only through the group sizes :math:`n_g`, public when the
   labels are public;
 * ``"mean"``: :math:`Z_j = n`; ``"sum"``: :math:`Z_j = 1`.
 
-With :math:`h` distinct row functions per query (the seed-000 *heterogeneity*), :math:`G > 1`;
+With :math:`h` distinct row functions per query (the *heterogeneity* of WYZ §VI-A-1), :math:`G > 1`;
 a linear query has :math:`G = 1` (or the same table for every ``g``).
 
 Memory: ``weights`` is dense, :math:`8 m G k` bytes (2^20 linear queries over 5 ratings: 42 MB).
@@ -50,8 +50,8 @@ CHUNK_CELLS = 1 << 22
 class Histogram:
     """Counts of rows per (public label, private value): ``counts[g, v]``, shape ``(G, k)``.
 
-    ``n`` and the group sizes ``n_g`` are public (replace-one neighbours keep them; seed 000,
-    002 and 003 use replace-one, spec §1.1).
+    ``n`` and the group sizes ``n_g`` are public (replace-one neighbours keep them; WYZ §II, JWHZW §2
+    and DPSCO App. C.2 use replace-one).
     """
 
     counts: np.ndarray

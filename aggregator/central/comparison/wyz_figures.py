@@ -1,8 +1,8 @@
-"""Built-in experiments of the comparison harness: seed 000 Figs. 2-4 on MovieLens-100k (spec §3.3).
+"""Built-in experiments of the comparison harness: WYZ Figs. 2-4 on MovieLens-100k (the protocol of WYZ §VI-A).
 
 Data: MovieLens-100k (``../shared/data/movielens-100k``, read in place): rows are ratings, public
 ``movie`` (the label), private ``rating`` 1..5 (k = 5); the 128 most-rated movies hold 35,631
-ratings. The seed used Netflix (162,567 ratings of 128 movies); MovieLens is the data we have.
+ratings. WYZ used Netflix (162,567 ratings of 128 movies); MovieLens is the data we have.
 
 * **Fig. 2** (:func:`fig2`): heterogeneity h ∈ {1, 2, 4, …, 128}. One run draws a random
   assignment of the 128 movies to h blocks of 128/h movies and 200 statistical queries; query j
@@ -11,8 +11,8 @@ ratings. The seed used Netflix (162,567 ratings of 128 movies); MovieLens is the
   over the runs; ε = 1.
 * **Fig. 3** (:func:`fig3`): linear query sets of size 64 … 1,048,576 (powers of 4 times 64), the
   same row-function recipe with one function for every row; the worst case over the queries and
-  over 50 single-movie databases (the 50 most-rated movies, 276–583 ratings each; the seed's had
-  1000–2000), averaged over the runs.
+  over 50 single-movie databases (the 50 most-rated movies, 276–583 ratings each; WYZ's had
+  1,000–2,000, §VI-A-2), averaged over the runs.
 * **Fig. 4** (:func:`fig4`): E only, the worst-case *squared* error of 200 linear queries against
   the database size n ∈ {15,000 … 230,000} with the bound of eq. 20, and the log-log slope (theory:
   −1). MovieLens has 100,000 ratings: sizes up to 100,000 are uniform subsamples without
@@ -53,7 +53,7 @@ def ratings(top_movies: int = MOVIES) -> tuple[np.ndarray, np.ndarray]:
 
 
 def row_functions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Seed 000 §VI-A: ``X_v ~ U[0,1]`` over the last axis divided by ``max X − min X`` (range exactly 1)."""
+    """WYZ §VI-A-1: ``X_v ~ U[0,1]`` over the last axis divided by ``max X − min X`` (range exactly 1)."""
     x = rng.random(shape)
     return x / (x.max(axis=-1, keepdims=True) - x.min(axis=-1, keepdims=True))
 
@@ -136,7 +136,7 @@ def eq20_squared_bound(n: int, epsilon: float) -> float:
 
 def fig2(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.random.Generator,
          heterogeneity: Sequence[int] = HETEROGENEITY, queries: int = 200, rounds: int = 10) -> list[Path]:
-    """Seed 000 Fig. 2 (see the module docstring)."""
+    """WYZ Fig. 2 (see the module docstring)."""
     labels, values = ratings()
     data = Histogram.from_rows(labels, values, MOVIES, K)
     trials = []
@@ -144,15 +144,16 @@ def fig2(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.
         trials += compare(data, heterogeneous_workload(h, queries), mechanisms(names, epsilon, rounds=rounds),
                           runs=runs, rng=rng, setting=f"h={h}", x=h, epsilon=epsilon)
     notes = (f"MovieLens-100k, the {MOVIES} most-rated movies ({data.n:,} ratings; rating 1..5 private, movie "
-             f"public); {queries} random statistical queries per run (seed 000 row functions, eq. 10); ε = "
+             f"public); {queries} random statistical queries per run (WYZ §VI-A-1 row functions, normalised by "
+             f"WYZ eq. 10); ε = "
              f"{epsilon:g}; {runs} runs; MWEM T = {rounds}. Worst case over the queries, averaged over runs.")
-    return write_report(out, "fig2", trials, title="Seed 000 Fig. 2: worst-case |error| vs heterogeneity h",
+    return write_report(out, "fig2", trials, title="WYZ Fig. 2: worst-case |error| vs heterogeneity h",
                         x_label="heterogeneity h (distinct row functions per query)", log_x=True, notes=notes)
 
 
 def fig3(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.random.Generator,
          sizes: Sequence[int] = QUERY_SET_SIZES, databases: int = 50, rounds: int = 10) -> list[Path]:
-    """Seed 000 Fig. 3: the worst case over the queries *and* over ``databases`` single-movie databases."""
+    """WYZ Fig. 3: the worst case over the queries *and* over ``databases`` single-movie databases."""
     labels, values = ratings()
     singles = single_movie_databases(labels, values, databases)
     trials = []
@@ -171,16 +172,16 @@ def fig3(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.
         print(f"[compare] |Q| = {size:,}: done ({databases} databases x {runs} runs)", file=sys.stderr, flush=True)
     sizes_n = [db.n for db in singles]
     notes = (f"MovieLens-100k, the {databases} most-rated movies as single-movie databases ({min(sizes_n)}–"
-             f"{max(sizes_n)} ratings each); random linear queries (seed 000 row functions); worst case over the "
+             f"{max(sizes_n)} ratings each); random linear queries (WYZ §VI-A row functions); worst case over the "
              f"queries and the databases, averaged over {runs} runs; ε = {epsilon:g}; MWEM T = {rounds}. "
              "Seconds: all databases of one run.")
-    return write_report(out, "fig3", trials, title="Seed 000 Fig. 3: worst-case |error| vs query set size",
+    return write_report(out, "fig3", trials, title="WYZ Fig. 3: worst-case |error| vs query set size",
                         x_label="query set size |Q|", log_x=True, notes=notes)
 
 
 def fig4(out: Path, *, runs: int, epsilon: float, rng: np.random.Generator,
          sizes: Sequence[int] = DATABASE_SIZES, queries: int = 200) -> tuple[list[Path], float]:
-    """Seed 000 Fig. 4 (E only): worst-case squared error vs n, the eq. 20 bound, the log-log slope."""
+    """WYZ Fig. 4 (E only): worst-case squared error vs n, the WYZ eq. 20 bound, the log-log slope."""
     _, values = ratings(top_movies=None)
     trials, kinds = [], {}
     for n in sizes:
@@ -194,6 +195,6 @@ def fig4(out: Path, *, runs: int, epsilon: float, rng: np.random.Generator,
              f"bootstrap samples ({', '.join(f'{n:,}: {kinds[n]}' for n in sizes)}); {queries} random linear "
              f"queries; ε = {epsilon:g}; {runs} runs. Log-log slope of the worst-case squared error vs n: "
              f"{slope:.3f} (eq. 20: -1). Eq. 20 bound: " + ", ".join(f"{n:,}: {b:.3g}" for n, b in bound) + ".")
-    paths = write_report(out, "fig4", trials, title="Seed 000 Fig. 4: worst-case squared error of E vs n",
+    paths = write_report(out, "fig4", trials, title="WYZ Fig. 4: worst-case squared error of E vs n",
                          x_label="database size n", y_field="worst_sq", log_x=True, notes=notes, bound=bound)
     return paths, slope

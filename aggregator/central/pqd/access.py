@@ -1,16 +1,16 @@
 """Accounted access to the private table: every read happens inside a privacy-accounted step.
 
-A DP-PQD decider (seed 004) sees the private table D only through a :class:`PrivateView` of
+A DP-PQD decider sees the private table D only through a :class:`PrivateView` of
 one query. The view answers exact statistics of the selected tuples (their count, their
 (truncated) sum, counts above/below thresholds, ranks), but only while a step of its
 :class:`PrivacyAccountant` is open; a read outside a step raises :class:`UnaccountedRead`.
-Each step states what it releases and the ε it spends (sequential composition, seed 004
+Each step states what it releases and the ε it spends (sequential composition, DP-PQD
 Prop. 2.6(1)); the accountant refuses a step that would exceed the decider's budget. The
 accountant's record is what the tests check: the steps, their ε, and which reads each one made.
 
-Neighbours are add/remove-one-tuple (seed 004 §2.2). For SUM the aggregated values are clamped
+Neighbours are add/remove-one-tuple (DP-PQD §2.2). For SUM the aggregated values are clamped
 into the public domain ``[lo, hi]``, so that :math:`GS_q = \\max(|lo|, |hi|)` bounds the change of
-any sum on any data (seed 004 §5 assumes such a bound).
+any sum on any data (DP-PQD §5 assumes such a bound, GS_q).
 """
 
 from __future__ import annotations
@@ -155,13 +155,13 @@ class PrivateView:
         return (n - np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="left")).astype(np.float64)
 
     def count_below(self, thresholds: np.ndarray) -> np.ndarray:
-        """:math:`rank(e) = |\\{\\varphi \\wedge A < e\\}|` for every candidate ``e`` (seed 004 §6.1)."""
+        """:math:`rank(e) = |\\{\\varphi \\wedge A < e\\}|` for every candidate ``e`` (DP-PQD §6.1)."""
         self._read("count_below")
         _, values = self._selected()
         return np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="left").astype(np.float64)
 
     def truncated_sums(self, thresholds: np.ndarray) -> np.ndarray:
-        """:math:`q(D, t) = \\sum \\{A : \\varphi \\wedge A \\le t\\}` (tuples above t dropped, seed 004 §5.2)."""
+        """:math:`q(D, t) = \\sum \\{A : \\varphi \\wedge A \\le t\\}` (tuples above t dropped, DP-PQD §5.2)."""
         self._read("truncated_sums")
         _, values = self._selected()
         index = np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="right")

@@ -1,4 +1,4 @@
-"""DP-PQD deciders for COUNT (seed 004 §4): LM_count, EM_count, naive EM_count, and their exact error.
+"""DP-PQD deciders for COUNT (DP-PQD §4): LM_count, EM_count, naive EM_count, and their exact error.
 
 * **LM_count** (§4.1): Algorithm 1 with :math:`\\tilde q = q(D) + Lap(1/\\epsilon)` (Δq = 1).
   Exact error (Prop. 4.2; its cases (1)-(2) are stated as bounds but are equalities):

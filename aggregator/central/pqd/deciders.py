@@ -39,7 +39,7 @@ DECIDERS: dict[str, Decider] = {
     "Hist_med": HistMedian(),
 }
 
-#: The deciders seed 004 evaluates, per aggregate (Figs. 5-10).
+#: The deciders DP-PQD evaluates, per aggregate (DP-PQD §7.2, Figs. 5-10).
 DEFAULT_DECIDERS: dict[str, tuple[str, ...]] = {
     "count": ("LM_count", "EM_count"),
     "sum": ("LM_sum", "R2T_sum", "SVT_sum"),

@@ -1,4 +1,4 @@
-"""DP-PQD deciders for MEDIAN and other quantiles (seed 004 §6): EM_med, Hist_med, exact accept probabilities.
+"""DP-PQD deciders for MEDIAN and other quantiles (DP-PQD §6): EM_med, Hist_med, exact accept probabilities.
 
 The p-quantile of the selected tuples is the :math:`\\lceil p n' \\rceil`-th smallest value (the
 median: p = 1/2). Neighbours add or remove one tuple.

@@ -1,8 +1,8 @@
 """A black-box synthetic table for the DP-PQD experiments: MWEM (Hardt, Ligett, McSherry 2012) on binned attributes.
 
-DP-PQD certifies *any* synthetic table; seed 004 used PrivBayes. Our experiment needs a
+DP-PQD certifies *any* synthetic table; DP-PQD §7.1 used PrivBayes (ZCPSX17). Our experiment needs a
 central-DP generator whose samples look like a real SDG's output, so this module fits MWEM
-(``docs/central-mechanisms.md`` §3.1, the HLM12 form) on the joint histogram of a few public
+(HLM12) on the joint histogram of a few public
 binnings and samples rows from it:
 
 * domain: the product of the attributes' public bins (categorical values, or numeric bins
@@ -18,7 +18,7 @@ binnings and samples rows from it:
 * n (the number of rows) is public, as in HLM12 (replace-one neighbours): ε-DP overall;
 * sampling: n rows from :math:`A/n`; a numeric value is drawn uniformly among the integers of its bin.
 
-The SDG's ε is separate from the deciders' ε (seed 004 §2.3).
+The SDG's ε is separate from the deciders' ε (DP-PQD §2.3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The DP-PQD decision problem (seed 004 Def. 3.1) and the interface of a decider.
+"""The DP-PQD decision problem (DP-PQD Def. 3.1) and the interface of a decider.
 
 Given the private D, a synthetic answer :math:`q(D_s)`, a distance bound :math:`\\tau > 0` and
 :math:`\\epsilon > 0`, decide whether :math:`|q(D) - q(D_s)| < \\tau` under ε-DP. With
@@ -54,7 +54,7 @@ class DecisionProblem:
     @classmethod
     def relative(cls, query: Query, synthetic_answer: float, tau_fraction: float, epsilon: float,
                  domain: NumericDomain | None = None) -> "DecisionProblem":
-        """τ as a fraction of :math:`|q(D_s)|` (seed 004 §7.1): absolute bound ``tau_fraction * |q(D_s)|``."""
+        """τ as a fraction of :math:`|q(D_s)|` (DP-PQD §7.1): absolute bound ``tau_fraction * |q(D_s)|``."""
         frac = check_real(tau_fraction, "tau", low=0.0, low_open=True, legal="a finite fraction > 0 (0.032 = 3.2 %)")
         answer = check_real(synthetic_answer, "synthetic_answer")
         if answer == 0:
@@ -82,14 +82,14 @@ class DecisionProblem:
             raise ValidationError("domain", f"the public domain of {self.query.attribute!r} (needed by {who})", "missing")
         if non_negative and self.domain.lo < 0:
             raise ValidationError(f"domain.{self.domain.attribute}.lo", f"a number >= 0 ({who} truncates non-negative "
-                                  "values, seed 004 §5.2)", f"got {self.domain.lo}")
+                                  "values, DP-PQD §5.2)", f"got {self.domain.lo}")
         return self.domain
 
 
 class Decider(ABC):
     """A per-query decider: ε-DP in the private table, one 0/1 outcome per execution."""
 
-    #: Name as in seed 004 (LM_count, EM_count, ...).
+    #: Name as in DP-PQD (LM_count, EM_count, ...).
     name: ClassVar[str]
     #: Aggregates it decides on.
     aggregates: ClassVar[tuple[str, ...]]

@@ -1,4 +1,4 @@
-"""The queries DP-PQD decides on (seed 004 §2.1): COUNT, SUM, MEDIAN (and quantiles) with a conjunctive WHERE.
+"""The queries DP-PQD decides on (DP-PQD §2.1): COUNT, SUM, MEDIAN (and quantiles) with a conjunctive WHERE.
 
 .. code-block:: sql
 
@@ -9,7 +9,7 @@
 
 ``phi`` is a conjunction (``AND``) of conditions (:class:`SqlCondition`) on the table's columns:
 ``=``, ``<>``/``!=``, ``<``, ``<=``, ``>``, ``>=`` (numeric columns), ``IN (...)``, ``BETWEEN lo AND hi``
-(inclusive) and ``LIKE 'text'`` without wildcards (the seed's queries use LIKE as equality). Quote column names
+(inclusive) and ``LIKE 'text'`` without wildcards (DP-PQD's queries, Table 2, use LIKE as equality). Quote column names
 that are not plain identifiers: ``"capital-gain"``. The SQL is parsed by sqlglot (DuckDB dialect);
 anything outside this subset (OR, NOT, joins, GROUP BY, wildcards, ...) is rejected with a
 :class:`~ldpsynth.shared.errors.ValidationError` naming the offending part.
@@ -133,7 +133,7 @@ class SqlCondition:
 
 @dataclass(frozen=True)
 class Query:
-    """A COUNT / SUM / MEDIAN / quantile query with a conjunctive WHERE (seed 004 §2.1)."""
+    """A COUNT / SUM / MEDIAN / quantile query with a conjunctive WHERE (DP-PQD §2.1)."""
 
     aggregate: str
     attribute: str | None = None
@@ -205,7 +205,7 @@ class Query:
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float, what: str) -> float:
-    """The :math:`\\lceil q W \\rceil`-th smallest value, :math:`W` the total weight (seed 004 §6).
+    """The :math:`\\lceil q W \\rceil`-th smallest value, :math:`W` the total weight (DP-PQD §6).
 
     With unit weights this is the :math:`\\lceil q n' \\rceil`-th smallest of the selected values.
     Negative weights (a debiased histogram's cells) count as 0, and for non-integer total weight

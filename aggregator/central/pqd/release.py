@@ -1,6 +1,6 @@
-"""An ldpsynth release (mechanism E, seed 000) as a synthetic table: the deciders then certify our own answers.
+"""An ldpsynth release (mechanism E, WYZ eq. 16) as a synthetic table: the deciders then certify our own answers.
 
-A release is the perturbed rows Y plus the mechanism card. The companion estimator (seed 000
+A release is the perturbed rows Y plus the mechanism card. The companion estimator (WYZ
 eq. 17) of any statistical query is linear in the unbiased histogram estimate
 
 .. math::  \\hat h_g(v) = \\frac{N[g, v] - q\\,n_g}{r}, \\qquad r = p - q,
@@ -11,7 +11,7 @@ decodes every cell (g, v) into attribute values and gives it the weight :math:`\
 then :meth:`~.query.Query.answer` on that weighted table *is* eq. 17 for COUNT
 (:math:`\\varphi = 1\\{\\text{WHERE}\\}`) and SUM (:math:`\\varphi = A \\cdot 1\\{\\text{WHERE}\\}`), and a
 post-processing of it for quantiles (negative cell estimates count as 0). Continuous attributes
-are represented by their bucket lower edges, as in the export (seed 000 §V-A discretisation).
+are represented by their bucket lower edges, as in the export (WYZ §V-A discretisation).
 The release is ε-DP already, so the synthetic answer costs no further privacy.
 """
 

@@ -1,4 +1,4 @@
-"""DP-PQD deciders for SUM (seed 004 §5): LM_sum, R2T_sum, SVT_sum (with Algorithm 4), exact accept probabilities.
+"""DP-PQD deciders for SUM (DP-PQD §5): LM_sum, R2T_sum, SVT_sum (with Algorithm 4), exact accept probabilities.
 
 Values are non-negative and bounded by the public :math:`GS_q` (the domain's largest absolute
 value, values clamped into the domain by :class:`~.access.PrivateView`); neighbours are
@@ -12,8 +12,9 @@ add/remove-one-tuple. :math:`J = \\max(1, \\lceil \\log_2 GS_q \\rceil)` truncat
   :math:`q(D,0)`), then Algorithm 1. Each :math:`q(D,t_j)` has sensitivity :math:`t_j`, so each
   draw is :math:`\\epsilon/J`-DP: ε in total. (With :math:`J = 0` the artifact divides by zero;
   :math:`J \\ge 1` here.)
-* **SVT_sum** (Algorithm 2 with Algorithm 4, §5.3; Algorithm 4 reconstructed from the
-  artifact's ``private_bound_DS``): Algorithm 4 spends ε/3 on a private bound J on
+* **SVT_sum** (Algorithm 2 with Algorithm 4, §5.3; Algorithm 4, only in DP-PQD's full version
+  arXiv:2309.08574, reconstructed from the artifact's ``private_bound_DS``): Algorithm 4 spends ε/3
+  on a private bound J on
   :math:`\\log_2 DS_{q,D}` — a noisy count :math:`\\tilde n = n' + Lap(9/\\epsilon)` (ε/9) and an
   AboveThreshold run over the monotone counts :math:`|\\{\\varphi \\wedge A \\le 2^i\\}|` against
   :math:`\\theta\\tilde n` with threshold and query noise :math:`Lap(9/\\epsilon)` (ε/9 + ε/9); J is

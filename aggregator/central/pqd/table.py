@@ -1,4 +1,4 @@
-"""Tables for DP-PQD (seed 004): the private table D, a synthetic copy D_s, and public domains.
+"""Tables for DP-PQD: the private table D, a synthetic copy D_s, and public domains.
 
 A :class:`Table` is a set of named columns (numeric columns as ``float64``, text columns as
 ``str`` objects) with an optional non-negative-or-signed row *weight*: plain tables (a CSV or
@@ -6,7 +6,7 @@ Parquet file, an MWEM sample) have weight 1 per row; the debiased histogram of a
 release (:mod:`.release`) is a table with one row per cell and the cell's unbiased count
 estimate as its weight. The same query code (:mod:`.query`) answers a query on either.
 
-A :class:`NumericDomain` is the *public* domain of an aggregated attribute (seed 004 §2.1,
+A :class:`NumericDomain` is the *public* domain of an aggregated attribute (DP-PQD §2.1,
 ``dom(A_i)``): it gives the global-sensitivity bound :math:`GS_q` of SUM (§5) and the candidate
 set of EM_med (§6.1). It is a parameter, never read from the private data.
 
@@ -146,8 +146,8 @@ def read_table(path: str | Path, name: str = "table") -> Table:
 class NumericDomain:
     """Public domain ``{lo, lo + step, ..., hi}`` of a numeric attribute (step 1: the integers).
 
-    ``lo`` and ``hi`` bound every value the attribute may take; for SUM the seed's global
-    sensitivity bound is :math:`GS_q = \\max |dom(A_i)|` under add/remove neighbours (§5, Ex. 2.5).
+    ``lo`` and ``hi`` bound every value the attribute may take; for SUM DP-PQD's global
+    sensitivity bound is :math:`GS_q = \\max |dom(A_i)|` under add/remove neighbours (DP-PQD §5, Ex. 2.5).
     """
 
     lo: float

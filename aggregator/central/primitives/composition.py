@@ -87,7 +87,10 @@ def advanced_composition_step(epsilon: float, k: int, delta: float) -> float:
 
 
 def advanced_composition_step_closed_form(epsilon: float, k: int, delta: float) -> float:
-    """:math:`\\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` (spec §1.2): composes to at most ε when ε <= 4 ln(1/δ)."""
+    """:math:`\\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})`, a closed-form step for DRV10 Thm III.3.
+
+    Composes to at most ε when ε <= 4 ln(1/δ).
+    """
     eps, k, d = check_epsilon(epsilon), check_int(k, "k", 1), check_probability(delta, "delta")
     return eps / (2.0 * math.sqrt(2.0 * k * math.log(1.0 / d)))
 
@@ -124,7 +127,7 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
 def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     """The ρ with :func:`zcdp_to_approx_dp` ``(ρ, δ) = ε``: :math:`(\\sqrt{L + \\epsilon} - \\sqrt{L})^2`, L = ln(1/δ).
 
-    (The positive root of the quadratic in :math:`\\sqrt\\rho`; the "two roots" of seed 002 §5.)
+    (The positive root of the quadratic in :math:`\\sqrt\\rho`; the "two roots" of DPSCO App. C.2, proof of Thm 5.)
     """
     eps, d = check_epsilon(epsilon), check_probability(delta, "delta")
     log_term = math.log(1.0 / d)

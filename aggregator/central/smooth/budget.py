@@ -31,8 +31,8 @@ it depends only on public quantities (n, d, R, k, L, ε, δ and the settings), n
 ``"fixed-split"`` (the allocation before this module; default with ``noise="paper"``): PSI gets
 ``psi_share`` (1/2) of the budget, of which ``centre_share`` (1/4) goes to the centre (Laplace,
 :math:`\\Delta_1 = 2d/n`, or Gaussian, :math:`\\Delta_2 = 2\\sqrt d/n`), the basis answers the rest
-(:mod:`~.noise`); candidates are snapped to Algorithm 1's N-grid (central-mechanisms.md §6.3
-reads JWHZW's "a subset of the N^d grids" so). PSI's share is therefore 3ε/8: at WDBC its
+(:mod:`~.noise`); candidates are snapped to Algorithm 1's N-grid (our reading of
+JWHZW's "a subset of the N^d grids"). PSI's share is therefore 3ε/8: at WDBC its
 scales are 33.9 (safe Gaussian), 694 (safe Laplace), 89.25 and 6,738 (the paper's Gaussian and
 Laplace scales of Theorem 3.6 at ε = 3/8).
 

@@ -1,6 +1,6 @@
-"""Tensor-product Chebyshev basis on :math:`[-1,1]^d`: the basis queries of seed 003, Algorithm 1.
+"""Tensor-product Chebyshev basis on :math:`[-1,1]^d`: the basis queries of JWHZW Alg. 1 (steps 8 and 14).
 
-Seed 003 (Jin, Wang, Huang, Zhong, Wang) writes its basis functions as trigonometric
+JWHZW (Jin, Wang, Huang, Zhong, Wang) writes its basis functions as trigonometric
 polynomials in :math:`\\theta_i = \\arccos x_i` (Algorithm 1, steps 8 and 14):
 
 .. math::  \\phi_{\\mathbf r}(\\mathbf x) = \\prod_{i=1}^d \\cos(r_i \\arccos x_i)
@@ -17,11 +17,11 @@ Multi-indices:
 * :func:`full_indices` is :math:`\\mathcal T_t^d = \\{0, \\dots, t-1\\}^d` in C order (Algorithm 1,
   step 7; ``r = 0`` first);
 * :func:`lowest_degree_indices` is the practical variant's subset of the ``R`` indices of smallest
-  total degree :math:`|\\mathbf r|_1` (seed 003 §3.4: "a subset of size R of the ... basis functions
+  total degree :math:`|\\mathbf r|_1` (JWHZW §3.4: "a subset of size R of the ... basis functions
   preferred to lower degrees"). The paper gives no tie-break; we use the graded order in which,
   within one total degree, :math:`\\mathbf r` is sorted *descending* lexicographically (so the first
   coordinate's powers come first: :math:`e_1, e_2, \\dots` then :math:`2e_1, e_1 + e_2, \\dots`),
-  the order of ``sklearn.preprocessing.PolynomialFeatures`` [DERIVED].
+  the order of ``sklearn.preprocessing.PolynomialFeatures`` (our choice).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The linear program of seed 003, Algorithm 1 step 20: the distribution that best fits noisy basis answers.
+"""The linear program of JWHZW Alg. 1 step 20: the distribution that best fits noisy basis answers.
 
 .. math::  \\mathbf u^* = \\arg\\min_{\\mathbf u} \\|W'\\mathbf u - \\hat{\\mathbf b}'\\|_1
            \\quad \\text{s.t.}\\quad \\mathbf u \\succeq 0,\\ \\mathbf 1^\\top \\mathbf u = 1,
@@ -55,7 +55,7 @@ def fit_distribution(basis: npt.ArrayLike, targets: npt.ArrayLike) -> Distributi
     cost = np.concatenate([np.zeros(cols), np.ones(2 * rows)])
     result = linprog(cost, A_eq=a_eq, b_eq=np.concatenate([b, [1.0]]), bounds=(0, None), method="highs")
     if result.status != 0:
-        raise LinearProgramError(f"HiGHS failed on the seed-003 LP ({rows} x {cols}): {result.message}")
+        raise LinearProgramError(f"HiGHS failed on the LP of JWHZW Alg. 1 step 20 ({rows} x {cols}): {result.message}")
     u = np.clip(result.x[:cols], 0.0, None)
     u /= u.sum()
     return DistributionFit(u, float(np.abs(w @ u - b).sum()))

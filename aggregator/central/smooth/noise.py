@@ -1,4 +1,6 @@
-"""Noise on the basis answers of the smooth-query mechanism (seed 003), in two settings, with their guarantees.
+"""Noise on the basis answers of the smooth-query mechanism, in two settings, with their guarantees.
+
+JWHZW Alg. 1 step 9 (ε-DP) and §3.2 ((ε, δ)-DP).
 
 The mechanism releases noisy versions of the ``k`` basis answers
 :math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D}\\phi_{\\mathbf r}(x)`, :math:`\\mathbf r = 0` first
@@ -9,7 +11,7 @@ by at most :math:`2/n`, so
 
 .. math::  \\Delta_1 \\le 2(k-1)/n, \\qquad \\Delta_2 \\le 2\\sqrt{k-1}/n .
 
-Settings (central-mechanisms.md §6.1–6.3):
+Settings:
 
 ``"safe"`` (default; calibrated to these sensitivities)
     ε-DP: :math:`\\hat b_0 = 1`, :math:`\\hat b_{\\mathbf r} = b_{\\mathbf r} + \\mathrm{Lap}(2(k-1)/(n\\epsilon))`.
@@ -17,7 +19,7 @@ Settings (central-mechanisms.md §6.1–6.3):
     (ε, δ)-DP: :math:`\\hat b_0 = 1`, :math:`\\hat b_{\\mathbf r} = b_{\\mathbf r} + N(0, \\sigma^2)` with
     :math:`\\sigma = \\Delta_2/\\mu` and :math:`\\mu` the largest GDP parameter whose exact privacy profile
     (Balle & Wang 2018, Thm 8) gives :math:`\\delta(\\epsilon) \\le \\delta`. Guarantee: (ε, δ)-DP. This
-    is the spec's recommended Gaussian mechanism, with the exact Gaussian analysis instead of the
+    is a Gaussian mechanism (our recommendation), with the exact Gaussian analysis instead of the
     looser zCDP conversion.
 
 ``"paper"`` (as published, for replication)

@@ -1,4 +1,6 @@
-"""Sizes of the smooth-query mechanism (seed 003): degrees t, grid N, output size m, rounding grid L, basis R.
+"""Sizes of the smooth-query mechanism: degrees t, grid N, output size m, rounding grid L, basis R.
+
+JWHZW Alg. 1 step 1 and §3.2; R from App. A.5.
 
 For :math:`n` rows in :math:`[-1,1]^d` and smoothness order :math:`K`:
 
@@ -14,7 +16,7 @@ For :math:`n` rows in :math:`[-1,1]^d` and smoothness order :math:`K`:
 
 * practical variant (App. A.5, :math:`\\tilde C = 0.5`): :math:`R = \\lceil\\tilde C n^{d/(2d+K)}\\rceil` (ε-DP) or
   :math:`\\lceil\\tilde C n^{2d/(3d+2K)}\\rceil` ((ε, δ)-DP), at least 2 (``r = 0`` alone carries no information).
-  The paper does not say how R is rounded; we round up [DERIVED].
+  The paper does not say how R is rounded; we round up (our choice).
 """
 
 from __future__ import annotations

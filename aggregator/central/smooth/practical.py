@@ -1,7 +1,7 @@
 """The practical variant of the smooth-query mechanism (JWHZW §3.4 + App. A.5): private-PCA candidates, R basis functions.
 
 Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless for WDBC's
-:math:`d = 30`. The practical variant (central-mechanisms.md §6.3) restricts both:
+:math:`d = 30`. The practical variant (JWHZW §3.4) restricts both:
 
 1. :math:`(X, \\hat\\lambda)` = Private Subspace Iteration (:mod:`~.private_pca`, JWHZW Algorithm 2)
    with budget :math:`\\epsilon_1` (the adaptive allocation skips it when its noise exceeds every
@@ -64,7 +64,7 @@ CANDIDATE_SOURCES = ("pca", "uniform")
 
 @dataclass(frozen=True)
 class PracticalSettings:
-    """Knobs of the practical variant; ``None`` means the paper's or the spec's default (see the module docstring).
+    """Knobs of the practical variant; ``None`` means JWHZW's value or our default (see the module docstring).
 
     ``allocation`` None: ``"adaptive"`` with ``noise="safe"``, ``"fixed-split"`` with ``noise="paper"``.
     ``eigenvalue_bound`` None: ``d`` (every data set in :math:`[-1,1]^d` has :math:`\\lambda_1 \\le d`);

@@ -1,4 +1,4 @@
-"""Private Subspace Iteration (PSI), seed 003 Algorithm 2 (after Hardt 2013), with its accounting.
+"""Private Subspace Iteration (PSI), JWHZW Alg. 2 (after Hardt13), with its accounting.
 
 Input: :math:`D \\in ([-1,1]^d)^n`. With the covariance (Alg. 2 step 1; the paper writes
 :math:`\\frac1n DD^\\top - \\bar D^\\top\\bar D`)
@@ -11,7 +11,7 @@ for :math:`l = 1..L`, with :math:`G^{(l)}` i.i.d. Gaussian :math:`N(0,\\sigma^2)
 :math:`\\mathrm{Lap}(\\sigma)` entries of shape :math:`d \\times k` (Thm 3.6; step 4's ":math:`n\\times k`" is a
 typo) and multiplier :math:`c_l = \\|X^{(l-1)}\\|_{\\max}` (paper) or :math:`c_l = 1` (safe).
 
-**Sensitivity** [DERIVED, central-mechanisms.md §6.4]: for replace-one neighbours,
+**Sensitivity** (derived here): for replace-one neighbours,
 :math:`\\|A(D) - A(D')\\|_2 \\le \\Delta_A = 5d/n + 4d/n^2` (the paper's Lemma A.4 states
 :math:`5d/n`). Since every :math:`X^{(l-1)}` has orthonormal columns,
 :math:`\\|(A-A')X\\|_F \\le \\sqrt k\\,\\Delta_A` and, entrywise, :math:`\\|(A-A')X\\|_1 \\le

@@ -1,4 +1,4 @@
-"""The smooth test queries of seed 003 §4: linear combinations of Gaussian kernels, evaluated in batches.
+"""The smooth test queries of JWHZW §4: linear combinations of Gaussian kernels, evaluated in batches.
 
 .. math::  f(\\mathbf x) = \\sum_{j=1}^{J} \\alpha_j \\exp\\Big(-\\frac{\\|\\mathbf x - \\mathbf x_j\\|^2}{2\\sigma^2}\\Big),
            \\qquad q_f(D) = \\frac1n\\sum_{x\\in D} f(x),
@@ -40,7 +40,10 @@ class KernelQueries:
 
     @classmethod
     def random(cls, count: int, d: int, rng: np.random.Generator, kernels: int = 10) -> "KernelQueries":
-        """Seed 003 §4: :math:`\\mathbf x_j \\sim U[-1,1]^d`, :math:`\\alpha_j \\sim U[0,1]`, normalised to sum 1."""
+        """JWHZW §4: :math:`\\mathbf x_j \\sim U[-1,1]^d`, :math:`\\alpha_j \\sim U[0,1]`.
+
+        Normalised to sum 1 (the condition ‖α‖₁ ≤ 1 of JWHZW Prop. 2.1; §4 does not normalise).
+        """
         count = check_int(count, "count", 1)
         d = check_int(d, "d", 1)
         kernels = check_int(kernels, "kernels", 1)

@@ -1,8 +1,8 @@
-"""Data universe, grid and output of the smooth-query mechanisms (seed 003).
+"""Data universe, grid and output of the smooth-query mechanisms (JWHZW).
 
 * :class:`UnitCube`: the public min–max normalisation of each attribute to :math:`[-1,1]`
-  (seed 003 §4: "we normalize each attribute to [−1, 1]"). The bounds are parameters and must be
-  public: computing them from the data would itself leak (central-mechanisms.md §6).
+  (JWHZW §4: "we normalize each attribute to [−1, 1]"). The bounds are parameters and must be
+  public: computing them from the data would itself leak.
 * :func:`grid_centres` / :func:`snap_to_grid`: the grid :math:`a_k = (2k+1-N)/N`, :math:`k = 0..N-1`
   (Algorithm 1 steps 3–6), and the coordinate-wise nearest centre.
 * :class:`SmoothRelease`: the synthetic database :math:`\\tilde D` (``m`` rows drawn i.i.d. from

@@ -1,6 +1,6 @@
-"""Seed 003 Algorithm 1 (ε-DP) and its (ε, δ) variant (§3.2): a synthetic database for all smooth queries.
+"""JWHZW Alg. 1 (ε-DP) and its (ε, δ) variant (JWHZW §3.2): a synthetic database for all smooth queries.
 
-For data :math:`D \\in ([-1,1]^d)^n` and smoothness order :math:`K` (central-mechanisms.md §6.1):
+For data :math:`D \\in ([-1,1]^d)^n` and smoothness order :math:`K` (JWHZW §3.1, Alg. 1):
 
 1. sizes :math:`t, N, m, L` (:func:`~.params.smooth_sizes`);
 2. snap every row to the grid :math:`\\{a_k\\}^d`, :math:`a_k = (2k+1-N)/N` (steps 3–6);
