@@ -1,6 +1,6 @@
 """Exact in-memory set of 128-bit report ids: the deduplication index of one shard.
 
-Exactly-once delivery (design.md §5) needs "is this report id already stored?" for every
+Exactly-once delivery (docs/contract.md §7) needs "is this report id already stored?" for every
 incoming report. A B-tree on random 128-bit keys on disk rewrites nearly every leaf page at
 each group commit once the table outgrows the batch (measured: 200-400 k rows/s per shard and
 falling with size), so the shard stores reports append-only in columnar segments and keeps the

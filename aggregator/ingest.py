@@ -1,7 +1,7 @@
 """The ingestion handler: validate -> authorize -> quota -> route by report id -> group commit -> ack.
 
 Independent of gRPC transport and of Ray (the shards are any :class:`ShardBackend`), so it is
-tested without a server. Per batch (docs/contract.md, design.md §5):
+tested without a server. Per batch (docs/contract.md §6 "What the server does with a batch", §7):
 
 1. **Admission** (:meth:`Ingestor.admit`), in stream order: the collection must be served
    (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED); the

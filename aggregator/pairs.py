@@ -1,7 +1,7 @@
 """Compact pair counts of a graph collection in one shard: the data side of cut queries.
 
 A graph collection stores one row per vertex pair ``(i, j)`` (two public attributes over vertex
-domains) with a private edge bit (seed 000 §VI-B). A cut query (eq. 33) needs, per query, the
+domains) with a private edge bit (WYZ §VI-B). A cut query (WYZ eq. 33) needs, per query, the
 number of stored rows with :math:`(i, j) \\in S \\times T` and how many of them carry a
 perturbed edge bit 1:
 

@@ -1,4 +1,4 @@
-"""Errors that end a call with a precise gRPC status (design.md §5, docs/contract.md).
+"""Errors that end a call with a precise gRPC status (docs/contract.md §9).
 
 Handlers raise :class:`StatusError`; the server turns it into ``context.abort(code, details)``.
 Details name the field and its legal range and never carry a private value, a token or a peer

@@ -7,7 +7,7 @@
     ldpsynth compare --experiment fig2-sensitivity [--rounds T] [--runs R] [--epsilon 1] [--seed S] [--out DIR] [--quick]
     ldpsynth compare --data ROWS.csv --label movie --value rating --queries Q.json [--mechanisms ...] ...
 
-The built-in experiments reproduce seed 000 Figs. 2-4 on MovieLens-100k
+The built-in experiments reproduce WYZ Figs. 2-4 on MovieLens-100k
 (:mod:`ldpsynth.aggregator.central.comparison.wyz_figures`). The second form compares on your own data: a CSV
 with an integer public ``--label`` column (codes 0..G-1; omit for none) and an integer private
 ``--value`` column (codes 0..k-1), and a JSON array of table queries (linear, predicate, marginal,
@@ -38,11 +38,11 @@ QUICK_HETEROGENEITY = (1, 8, 128)
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "compare", help="compare mechanism E with central mechanisms (seed 000 Figs. 2-4, or your data)",
+        "compare", help="compare mechanism E with central mechanisms (WYZ Figs. 2-4, or your data)",
         description="Run mechanism E (local) and central mechanisms on the same data and workloads for R "
                     "repetitions and write Markdown/CSV tables and PNG plots of their errors and times.")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--experiment", choices=EXPERIMENTS, help="a built-in seed 000 experiment")
+    source.add_argument("--experiment", choices=EXPERIMENTS, help="a built-in experiment (WYZ Figs. 2-4)")
     source.add_argument("--data", type=Path, metavar="ROWS.csv", help="your data (see --label, --value, --queries)")
     parser.add_argument("--label", help="--data: public label column (integer codes 0..G-1); omit for none")
     parser.add_argument("--value", help="--data: private value column (integer codes 0..k-1)")

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "estimate", help="answer statistical queries from an exported synthetic database",
         description="Answer statistical queries with error bars from an export of the synthetic database "
-                    "and its mechanism card, offline (seed 000 eqs. 17-22).")
+                    "and its mechanism card, offline (the companion estimators, WYZ eqs. 17-22).")
     parser.add_argument("--synthetic", required=True, type=Path,
                         help="CSV with a header of attribute names, one perturbed row per line: public attributes in "
                              "clear, private attributes decoded, continuous attributes as bucket lower edges; "

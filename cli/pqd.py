@@ -1,4 +1,4 @@
-"""``ldpsynth pqd``: is a synthetic answer within τ of the private one? (DP-PQD, seed 004)
+"""``ldpsynth pqd``: is a synthetic answer within τ of the private one? (DP-PQD, Patwa et al., PVLDB 2023)
 
 ::
 
@@ -41,14 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                        "--card the CSV export of an ldpsynth release")
     source.add_argument("--synthetic-answer", type=float, help="q(D_s) itself")
     parser.add_argument("--card", type=Path, help="mechanism card: --synthetic is an ldpsynth release, q(D_s) its "
-                                                  "companion estimate (seed 000 eq. 17)")
+                                                  "companion estimate (WYZ eq. 17)")
     parser.add_argument("--query", required=True, help="SELECT COUNT(*)|SUM(A)|MEDIAN(A)|QUANTILE_CONT(A, q) FROM t "
                                                        "[WHERE conjunction], or the JSON form")
     parser.add_argument("--tau", required=True, type=float, help="distance bound (absolute, or a fraction of "
                                                                   "|q(D_s)| with --relative)")
     parser.add_argument("--relative", action="store_true", help="tau is a fraction of |q(D_s)| (0.032 = 3.2 %%)")
     parser.add_argument("--epsilon", required=True, type=float, help="privacy budget of each decision")
-    parser.add_argument("--decider", action="append", help="decider name (repeatable; default: the seed's for the "
+    parser.add_argument("--decider", action="append", help="decider name (repeatable; default: the deciders DP-PQD evaluates for the "
                                                            "aggregate)")
     parser.add_argument("--domain", help="public domain of the aggregated attribute: NAME=LO:HI[:STEP]")
     parser.add_argument("--trials", type=int, help="evaluation mode: N executions, empirical and exact error "

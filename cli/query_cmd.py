@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     query = subparsers.add_parser(
         "query", help="answer statistical queries on an aggregator's live synthetic database",
         description="Send a batch of statistical queries (the JSON of `ldpsynth estimate`) to the aggregator and "
-                    "print the answers with error bars (seed 000 eqs. 17-22). Costs no privacy budget.")
+                    "print the answers with error bars (WYZ eqs. 17-22). Costs no privacy budget.")
     _connection(query)
     query.add_argument("--queries", required=True, type=Path, metavar="Q.json", help="JSON array of query objects")
     query.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")

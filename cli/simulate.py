@@ -184,7 +184,7 @@ def render(data: dict[str, Any], level: float) -> str:
     text = "\n".join(lines) + "\n"
     if data["answers"]:
         covered = sum(r["covered"] for r in data["answers"])
-        text += (f"\nDebiased answers from the synthetic database (seed 000 eq. 17) vs the truth "
+        text += (f"\nDebiased answers from the synthetic database (WYZ eq. 17) vs the truth "
                  f"({covered}/{len(data['answers'])} intervals cover it; ± predicted: the half-width "
                  "`ldpsynth plan` gives for these rows before any device reports):\n\n"
                  + answers_table(data["answers"], level))

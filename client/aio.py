@@ -5,7 +5,7 @@ One :class:`AsyncClient` holds one ``grpc.aio`` channel and may serve many devic
 of simulated clients as asyncio tasks in one process. Every call carries a deadline and the
 bearer token; retryable failures are retried with backoff (:mod:`.retry`).
 
-The path of a row (design.md §2, §4): validate and encode on the device (:mod:`.rows`) →
+The path of a row (docs/contract.md §5–§7): validate and encode on the device (:mod:`.rows`) →
 memoize or perturb with :meth:`MechanismE.perturb_secure` and charge ε, durably, before sending
 (:mod:`.device`, :mod:`.ledger`) → stream in batches until every batch is acknowledged after
 durable commit (:mod:`.submit`). Only perturbed codes, public codes and random ids are sent.

@@ -1,7 +1,7 @@
 """Turn a device's encoded rows into the reports it may send: memoize, charge ε, perturb with E.
 
 This is the only place where raw private codes meet randomness, and the randomness is the
-operating system's CSPRNG: :meth:`MechanismE.perturb_secure` (design.md §4; seed 000 eq. 16,
+operating system's CSPRNG: :meth:`MechanismE.perturb_secure` (docs/contract.md §5; WYZ eq. 16,
 keep the true code with probability :math:`A/N \\le 1/g(\\epsilon)`, else report each other
 code with probability :math:`L/N`). What comes out holds only perturbed codes, the public codes
 and fresh random report ids; the raw private codes stay here.

@@ -1,9 +1,9 @@
 """The on-device privacy ledger: ε spent per collection, the budget, and the memoized reports.
 
-Privacy semantics (design.md §4):
+Privacy semantics (docs/contract.md §5, §14):
 
 * **Basic composition.** Every row is released by mechanism E at the collection's delivered ε
-  (the card's ``epsilon``, seed 000 eq. 16: the likelihood ratio of any two inputs is at most
+  (the card's ``epsilon``, WYZ eq. 16: the likelihood ratio of any two inputs is at most
   :math:`e^{\\epsilon}`). A device that reports :math:`r` distinct rows to a collection has spent
   :math:`r\\,\\epsilon`. The ledger keeps that sum exactly (as a rational: every float is one), so
   rounding can never under-count it.
@@ -380,7 +380,7 @@ class LedgerTransaction:
             raise PrivacyBudgetExceeded(
                 f"collection {self._collection!r}: {count} new reports at epsilon {float(self._epsilon):.6g} each "
                 f"would bring the epsilon spent to {float(total):.6g}, over this device's budget of "
-                f"{float(self._budget):.6g} (spent so far {float(self._spent):.6g}; basic composition, design.md §4)")
+                f"{float(self._budget):.6g} (spent so far {float(self._spent):.6g}; basic composition)")
         if not count:
             return
         self._conn.execute(

@@ -28,7 +28,7 @@ class SubmitResult:
     retries:
         ``SubmitReports`` attempts after the first.
     memoized:
-        Rows that reused a memoized report (design.md §4) and so cost no ε.
+        Rows that reused a memoized report (docs/contract.md §5) and so cost no ε.
     epsilon_spent:
         ε this submission charged to the device's ledger (new reports × the collection's ε).
     epsilon_total:

@@ -2,7 +2,7 @@
 
 Retrying is always safe for ``SubmitReports``: a retry resends the unacknowledged batches with the
 same report ids, and the server stores each id once (docs/contract.md). Only statuses that say
-"try again" are retried; the ones that say "this is wrong" are final (design.md §5).
+"try again" are retried; the ones that say "this is wrong" are final (docs/contract.md §9).
 """
 
 from __future__ import annotations

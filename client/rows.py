@@ -3,7 +3,7 @@
 Rows come as *columns* (a mapping attribute name → sequence of raw values) or as a CSV file whose
 header holds the attribute names. The columns must be exactly the schema's attributes: a missing
 column or an extra one is an error (an unknown column could be a private field that the schema
-does not protect, design.md §4). Every value is checked against its attribute's legal range
+does not protect). Every value is checked against its attribute's legal range
 before anything is perturbed or sent; errors are
 :class:`~ldpsynth.shared.errors.ValidationError` naming the attribute, the row position
 (0-based data row: the header and blank lines are not counted) and the legal range, and never
@@ -38,7 +38,7 @@ class EncodedRows:
     public_codes:
         ``(n, m)`` int64, one column per public attribute in schema order (sent in clear).
     private_codes:
-        ``(n,)`` int64 *raw* private codes in ``[0, |D|)`` (mixed radix, design.md §3). They never
+        ``(n,)`` int64 *raw* private codes in ``[0, |D|)`` (mixed radix, docs/contract.md §3). They never
         leave the device: only their perturbation by mechanism E does.
     """
 

@@ -1,4 +1,4 @@
-"""Mechanism E on continuous data (seed 000 §V-A, Proposition 1): discretise, release, answer Lipschitz queries.
+"""Mechanism E on continuous data (WYZ §V-A, Prop. 1): discretise, release, answer Lipschitz queries.
 
 A row :math:`x \\in [lo, hi]^d` is discretised coordinate-wise to ``k`` bits
 (:class:`~ldpsynth.shared.schema.ContinuousAttribute`, one per coordinate), released with E over the
@@ -9,14 +9,14 @@ goes through the normal collection schema, so the same release can come from dev
 
 **Discretisation error.** For an :math:`L`-Lipschitz :math:`\\varphi` (Euclidean norm) and cell
 representative the centre, :math:`|\\varphi(x) - \\varphi(\\hat x)| \\le L\\,\\|x-\\hat x\\|_2 \\le
-\\frac L2\\sqrt{\\sum_i w_i^2}` with :math:`w_i` the bucket widths (:func:`discretisation_bound`); the seed
+\\frac L2\\sqrt{\\sum_i w_i^2}` with :math:`w_i` the bucket widths (:func:`discretisation_bound`); WYZ §V-A
 uses the lower edge, for which the bound is twice that (``representative="lower"``).
 
-**Bits.** Seed 000 balances the two error terms for :math:`d = 1` with :math:`2^{2k} = \\sqrt n`
+**Bits.** WYZ §V-A balances the two error terms for :math:`d = 1` with :math:`2^{2k} = \\sqrt n`
 (:func:`~ldpsynth.shared.schema.bits_for_rows`). For :math:`d` coordinates the estimation error grows
 like :math:`|D|/\\sqrt n = 2^{kd}/\\sqrt n` (eq. 20 with :math:`g(\\epsilon) \\approx |D|e^{-\\epsilon}`) while
 the discretisation error is :math:`O(2^{-k})`; balancing gives :math:`2^{k(d+1)} = \\sqrt n`,
-:math:`k = \\log_2 n / (2(d+1))` [DERIVED], which is the seed's choice at :math:`d = 1`
+:math:`k = \\log_2 n / (2(d+1))` (derived here), which is WYZ's choice (§V-A) at :math:`d = 1`
 (:func:`bits_for_dimension`).
 """
 
@@ -78,8 +78,8 @@ def _continuous_private(schema: Schema) -> tuple[ContinuousAttribute, ...]:
 def cell_representatives(schema: Schema, representative: str = "centre") -> np.ndarray:
     """The point :math:`\\hat x_v` of every private code ``v`` (mixed-radix order), shape ``(|D|, d)``.
 
-    ``"centre"``: bucket centres (halves the seed's discretisation error); ``"lower"``: lower edges
-    (the seed's :math:`\\hat x`, what :meth:`ContinuousAttribute.decode` returns).
+    ``"centre"``: bucket centres (halves WYZ's discretisation error); ``"lower"``: lower edges
+    (WYZ's :math:`\\hat x` of §V-A, what :meth:`ContinuousAttribute.decode` returns).
     """
     check_choice(representative, "representative", REPRESENTATIVES)
     attrs = _continuous_private(schema)

@@ -1,7 +1,7 @@
 """Evaluation of compiled query blocks over the sufficient statistics: the per-query sums
 (:class:`~ldpsynth.shared.estimator_math.BlockSums`) of each block, and :func:`estimate`.
 
-The math (seed 000 eqs. 17-22) is in :mod:`ldpsynth.shared.estimator_math`; this module computes
+The math (WYZ eqs. 17-22) is in :mod:`ldpsynth.shared.estimator_math`; this module computes
 the sums it needs, fast:
 
 * table blocks (linear, predicate, marginal, grouped) contract their weights ``(Q, L, |D|)`` with

@@ -1,4 +1,4 @@
-"""Companion estimators of mechanism E (seed 000 §IV-A), the math: unbiased (eq. 17), proper (eq. 21), error bars.
+"""Companion estimators of mechanism E (WYZ §IV-A), the math: unbiased (eq. 17), proper (eq. 21), error bars.
 
 Notation: :math:`k = |D|`; E keeps the true value with probability :math:`p` and reports each
 particular other value with probability :math:`q` (eq. 16, the exact values of the mechanism
@@ -7,7 +7,7 @@ card), :math:`p = 1/g(\\epsilon)`, :math:`q = e^{-\\epsilon}/g(\\epsilon)`,
 
 .. math::  r = p - q = \\frac{1 - e^{-\\epsilon}}{g(\\epsilon)}, \\qquad s = 1 - r = kq .
 
-Seed 000 writes :math:`k = 2^l`; nothing below needs a power of two.
+WYZ writes :math:`k = 2^l` (§II); nothing below needs a power of two.
 
 **Unbiased estimate (eqs. 17-18).** For any row function, :math:`E[\\varphi_i(Y_i)] = p\\varphi_i(x_i)
 + q\\sum_{v \\ne x_i}\\varphi_i(v) = r\\,\\varphi_i(x_i) + q\\sum_v \\varphi_i(v)`, so

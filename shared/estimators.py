@@ -1,4 +1,4 @@
-"""Companion estimators of mechanism E (seed 000 §IV-A): the public names of the estimator modules.
+"""Companion estimators of mechanism E (WYZ §IV-A): the public names of the estimator modules.
 
 One import for users; the parts live in their own modules:
 

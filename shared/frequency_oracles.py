@@ -29,7 +29,7 @@ unbiased with (WBLJ17 §3, eq. 2)
 public; centring makes the figure invariant to adding a constant to w, as E's estimator is). One
 user's support indicators of two distinct values are uncorrelated: OUE perturbs its bits
 independently; for OLH with a uniformly random H, :math:`H(u)` for :math:`u \\ne v` is independent of
-:math:`(H(v), y)` [DERIVED; WBLJ17's analysis assumes such hashing]. So the variances add:
+:math:`(H(v), y)` (derived here; WBLJ17's analysis assumes such hashing). So the variances add:
 
 .. math::  \\mathrm{Var} = \\sum_v (w(v) - m)^2\\,\\mathrm{Var}\\,\\hat c_g(v)
            = A\\,n_g \\sum_v D(v) + B \\sum_v h_g(v) D(v), \\quad D(v) = (w(v) - m)^2,

@@ -1,4 +1,4 @@
-"""Mechanism E: k-ary randomized response over the whole private domain D (seed 000 eqs. 14-16).
+"""Mechanism E: k-ary randomized response over the whole private domain D (WYZ eqs. 14-16).
 
 Each row :math:`x_i \\in D` is released independently as :math:`Y_i` with (eq. 16)
 
@@ -6,8 +6,8 @@ Each row :math:`x_i \\in D` is released independently as :math:`Y_i` with (eq. 1
            g(\\epsilon) = 1 + (|D| - 1) e^{-\\epsilon},
 
 i.e. the true value is kept with probability :math:`1/g(\\epsilon)` and each *particular* other value
-is reported with probability :math:`e^{-\\epsilon}/g(\\epsilon)`. (Seed 000 writes
-:math:`|D| = 2^l`; nothing in eqs. 14-22 needs a power of two.) The ratio of the output
+is reported with probability :math:`e^{-\\epsilon}/g(\\epsilon)`. (WYZ writes
+:math:`|D| = 2^l`; nothing in WYZ eqs. 14-22 needs a power of two.) The ratio of the output
 probabilities of two inputs is at most :math:`e^{\\epsilon}`: E is ε-DP (Lemma 1), locally.
 
 **Exact rational probabilities.** So that a device can sample E exactly from the operating
@@ -95,7 +95,7 @@ def _min_epsilon(domain_size: int) -> float:
 
 
 class MechanismE:
-    """Mechanism E of seed 000 (eq. 16) over a private domain of ``domain_size`` codes.
+    """Mechanism E of WYZ (eq. 16) over a private domain of ``domain_size`` codes.
 
     Parameters
     ----------
@@ -206,7 +206,7 @@ class MechanismE:
         index = np.where(keep, 0, (r - np.uint64(self.keep_weight)) // np.uint64(self.lie_weight)).astype(np.int64)
         return np.where(keep, flat, self._lie(flat, index)).reshape(x.shape)
 
-    # ----- debiasing constants (seed 000 eq. 17) ------------------------------------------------
+    # ----- debiasing constants (WYZ eq. 17) ----------------------------------------------------
     @property
     def signal(self) -> float:
         """:math:`p - q = (1 - e^{-\\epsilon})/g(\\epsilon)`: the weight of the truth in :math:`E[\\varphi(Y)]`."""

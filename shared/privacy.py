@@ -1,7 +1,7 @@
 """The privacy-boundary checker: does a mechanism E really deliver ε-DP? (OpenDP style.)
 
 The check works on the mechanism's exact integer weights, never on its floats nor on the ε it
-advertises. With :math:`N = A + (k-1) L`, mechanism E releases (seed 000 eq. 16)
+advertises. With :math:`N = A + (k-1) L`, mechanism E releases (WYZ eq. 16)
 
 .. math::  \\Pr[Y = y \\mid x] = \\begin{cases} A/N & y = x \\\\ L/N & y \\ne x \\end{cases}
            \\qquad (A/N = 1/g(\\epsilon),\\ L/N = e^{-\\epsilon}/g(\\epsilon)).
@@ -14,7 +14,7 @@ worst-case privacy loss over all pairs of inputs and all outputs is therefore
 .. math::  \\mathcal{L} = \\max_{x, x', y} \\ln \\frac{\\Pr[Y=y \\mid x]}{\\Pr[Y=y \\mid x']}
            = \\left| \\ln \\frac{A}{L} \\right|,
 
-and E is ε-DP (seed 000 Lemma 1, here in its local, one-row form) exactly when
+and E is ε-DP (WYZ Lemma 1, here in its local, one-row form) exactly when
 :math:`\\mathcal{L} \\le \\epsilon`, i.e. :math:`A \\le L e^{\\epsilon}`. The normaliser :math:`N` cancels.
 
 **Exactness.** For :math:`A \\ne L`, :math:`\\ln(A/L)` is irrational and every float ε is rational, so
@@ -149,7 +149,7 @@ def satisfies_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> 
 
     ``epsilon`` must be a finite number > 0 (:class:`~ldpsynth.shared.errors.ValidationError`
     otherwise); its float value is used exactly. The mechanism's own ``epsilon`` attribute is
-    ignored: only its integer weights count (seed 000 Lemma 1 / eq. 16).
+    ignored: only its integer weights count (WYZ Lemma 1 / eq. 16).
 
     >>> from ldpsynth.shared.mechanism import MechanismE
     >>> m = MechanismE(1.0, 5)
@@ -172,5 +172,5 @@ def assert_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> Dec
     raise PrivacyGuaranteeError(
         f"mechanism is not {float(epsilon)!r}-DP: its worst-case privacy loss |ln(keep_weight/lie_weight)| = "
         f"|ln({mechanism.keep_weight}/{mechanism.lie_weight})| = {loss} exceeds epsilon = {float(epsilon)!r} "
-        f"(domain_size {mechanism.domain_size}; seed 000 Lemma 1 / eq. 16)"
+        f"(domain_size {mechanism.domain_size}; WYZ Lemma 1 / eq. 16)"
     )

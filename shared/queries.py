@@ -1,4 +1,4 @@
-"""Statistical queries (seed 000 Definition 3, eqs. 9-10): the public names of the query modules.
+"""Statistical queries (WYZ Def. 3, eqs. 9-10): the public names of the query modules.
 
 One import for users; each part lives in its own module:
 

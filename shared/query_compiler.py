@@ -3,7 +3,7 @@
 
 :func:`compile_queries` checks every query against the schema (attribute names and kinds, values,
 sizes; errors name ``queries[j]``) and turns it into weights over the private domain :math:`D`,
-a weight list per group of rows (:math:`\\varphi_i(v) = W[\\mathrm{group}(i), v]`, seed 000
+a weight list per group of rows (:math:`\\varphi_i(v) = W[\\mathrm{group}(i), v]`, WYZ
 eq. 9): predicates and marginals become indicator weights, a cut query two vertex masks.
 """
 

@@ -42,7 +42,7 @@ rows with any other value use ``"default"`` (optional, all zeros)::
      "tables": [{"value": 1, "weights": [0, 0, 0, 1, 1]}, {"value": 2, "weights": [1, 0, 0, 0, 0]}],
      "default": [0, 0, 0, 0, 0]}
 
-``cut`` (graph collections, seed 000 §VI-B, default ``"sum"``): rows are vertex pairs
+``cut`` (graph collections, WYZ §VI-B, default ``"sum"``): rows are vertex pairs
 ``(source, target)`` (two public attributes over the same vertex domain) with a private binary
 edge bit; :math:`q_{S,T}(x) = \\sum_{(i,j) \\in S \\times T} x_{ij}` (eq. 33) for non-empty
 disjoint vertex sets ``S`` and ``T``. ``source``/``target`` default to the schema's two public

@@ -1,4 +1,4 @@
-"""Statistical queries (seed 000 Definition 3, eqs. 9-10): the query kinds and their conditions.
+"""Statistical queries (WYZ Def. 3, eqs. 9-10): the query kinds and their conditions.
 
 A statistical query is a sequence of row functions :math:`\\varphi_i : D \\to \\mathbb{R}` (eq. 9);
 its answer on a database :math:`x` is

@@ -11,7 +11,7 @@ and a private row :math:`(a_1, \\dots, a_m)` is encoded in mixed radix (first at
 significant, like C order): :math:`\\mathrm{code} = \\sum_j a_j \\prod_{l > j} |A_l|`.
 Public attributes are encoded the same way into a *public key*.
 
-Continuous attributes on ``[lo, hi]`` are discretised to ``2**bits`` buckets as in seed 000
+Continuous attributes on ``[lo, hi]`` are discretised to ``2**bits`` buckets as in WYZ
 §V-A (each row is rounded down to the lower edge of its bucket, so
 :math:`|x - \\hat x| \\le (hi - lo) / 2^{bits}`); :func:`bits_for_rows` picks ``bits`` from the
 expected number of rows by the paper's rule :math:`2^{2k} = \\sqrt{n}`.
@@ -59,7 +59,7 @@ MAX_CATEGORIES = 1 << 20
 def bits_for_rows(n: int) -> int:
     """Bits k of a continuous attribute for an expected ``n`` rows, by :math:`2^{2k} = \\sqrt n`.
 
-    Seed 000 §V-A (the step before Proposition 1) balances discretisation error
+    WYZ §V-A (the step before Prop. 1) balances discretisation error
     :math:`L/(c 2^k)` against estimation error :math:`O(2^k/\\sqrt n)` with :math:`2^{2k}=\\sqrt n`,
     i.e. :math:`k = \\log_2(n) / 4`, rounded to the nearest integer and at least 1.
 
@@ -311,7 +311,7 @@ class IntegerAttribute(Attribute):
 
 @dataclass(frozen=True)
 class ContinuousAttribute(Attribute):
-    """Reals in ``[lo, hi]`` discretised to ``2**bits`` equal buckets (seed 000 §V-A).
+    """Reals in ``[lo, hi]`` discretised to ``2**bits`` equal buckets (WYZ §V-A).
 
     .. math::  \\mathrm{code}(x) = \\min\\left(\\lfloor 2^{bits} (x - lo)/(hi - lo) \\rfloor, 2^{bits}-1\\right),
                \\qquad \\hat x = lo + \\mathrm{code} \\cdot (hi - lo) / 2^{bits}.

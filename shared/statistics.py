@@ -5,7 +5,7 @@ private value, :math:`\\varphi_i(v) = W[\\mathrm{key}(i), v]`, is a function of 
 
 .. math::  N[g, v] = |\\{ i : \\mathrm{key}(i) = g,\\ Y_i = v \\}|, \\qquad n_g = \\sum_v N[g, v],
 
-so a batch of queries is a batch of contractions of weight tables with :math:`N` (seed 000
+so a batch of queries is a batch of contractions of weight tables with :math:`N` (WYZ
 eq. 17 only needs :math:`\\sum_i \\varphi_i(Y_i) = \\sum_{g,v} W[g, v] N[g, v]`), never a loop
 over rows.
 

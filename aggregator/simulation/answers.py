@@ -2,7 +2,7 @@
 
 The true answers are computed here directly from the raw rows with plain numpy (not through the
 estimators), so a simulation checks the whole path: device → E → wire → shards → sufficient
-statistics → companion estimator (seed 000 eq. 17, with the normal-approximation confidence
+statistics → companion estimator (WYZ eq. 17, with the normal-approximation confidence
 interval of the estimators module) against an independent computation.
 
 Ratings populations (public ``movie``, private ``rating`` 1..5):

@@ -176,7 +176,7 @@ def adjacency(edges: np.ndarray, vertices: int) -> np.ndarray:
 
 
 def facebook_graph(epsilon: float = 1.0, vertices: int = FACEBOOK_VERTICES) -> Population:
-    """Vertex-pair rows of the induced subgraph on the first ``vertices`` vertices (seed 000 §VI-B)."""
+    """Vertex-pair rows of the induced subgraph on the first ``vertices`` vertices (WYZ §VI-B)."""
     check_int(vertices, "vertices", 2, FACEBOOK_VERTICES)
     a = adjacency(facebook_edges(), vertices)
     i, j = np.divmod(np.arange(vertices * vertices, dtype=np.int64), vertices)

@@ -1,4 +1,4 @@
-"""Continuous data through the whole system (issue 6 item 2, seed 000 §V-A): devices discretise and
+"""Continuous data through the whole system (issue 6 item 2, WYZ §V-A): devices discretise and
 perturb their (x, y) row with the client SDK, the aggregator stores it, and Lipschitz queries are
 answered over gRPC by the query service; the answers equal the offline estimator on the export and
 cover the true answers within the discretisation bound plus 5 standard errors (α < 1e-6 per query

@@ -13,7 +13,7 @@ Asserted:
   of every stored report is the true one, and the server's in-memory statistics equal a
   recount of the files;
 * for every true rating v, the stored codes of the rows rated v follow E's output law given v
-  (seed 000 eq. 16: keep with probability A/N, each other code with L/N): Pearson chi-square
+  (WYZ eq. 16: keep with probability A/N, each other code with L/N): Pearson chi-square
   with 4 degrees of freedom at α = 1e-6 per true value (5 tests; family-wise α ≤ 5e-6).
   Expected counts are ≥ 900 per cell (rating 1 has 6,110 rows, lie probability ≈ 0.149).
 """
@@ -118,7 +118,7 @@ def test_movielens_rows_are_stored_once_and_distributed_as_e_predicts(
     np.add.at(recount, (stored_keys.ravel(), stored_codes), 1)
     assert np.array_equal(merged.dense(), recount)
 
-    # E's law given the true value (seed 000 eq. 16), with the exact rational weights of the card.
+    # E's law given the true value (WYZ eq. 16), with the exact rational weights of the card.
     mechanism = card.mechanism
     k = schema.private_domain_size
     truth = true_codes[order]

@@ -1,4 +1,4 @@
-"""Mechanism E on continuous data (seed 000 §V-A): bits, cell representatives, Lipschitz queries end to end."""
+"""Mechanism E on continuous data (WYZ §V-A): bits, cell representatives, Lipschitz queries end to end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Mechanism E (seed 000 eqs. 14-16): exact output distribution of both samplers, argument checks.
+"""Mechanism E (WYZ eqs. 14-16): exact output distribution of both samplers, argument checks.
 
 Statistical tests use Pearson's chi-square (``scipy.stats.chisquare``) at a stated
 ``ALPHA = 1e-6`` per test, with every expected count >= 5 (asserted), and are never retried.

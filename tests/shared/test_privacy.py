@@ -1,4 +1,4 @@
-"""The privacy boundary of mechanism E, pinned exactly (seed 000 Lemma 1 / eq. 16).
+"""The privacy boundary of mechanism E, pinned exactly (WYZ Lemma 1 / eq. 16).
 
 No randomness except hypothesis' example generation: every check here is exact arithmetic on the
 integer weights (A = keep_weight, L = lie_weight, N = A + (k-1) L) with ``Fraction``/``Decimal``.

@@ -134,7 +134,7 @@ def ulp_tolerance(attr: ContinuousAttribute) -> float:
 @PROPERTY
 @given(data=st.data(), attr=continuous_attributes())
 def test_continuous_lower_edge_decoding(data, attr):
-    """x̂ = lo + code * width is the lower edge of x's bucket: x̂ <= x and x - x̂ <= width (seed 000 §V-A),
+    """x̂ = lo + code * width is the lower edge of x's bucket: x̂ <= x and x - x̂ <= width (WYZ §V-A),
     up to 4 float ulps; ``lo`` gives code 0 and ``hi`` the last code."""
     column = data.draw(st.lists(st.floats(attr.lo, attr.hi), max_size=40)) + [attr.lo, attr.hi]
     x = np.asarray(column)
@@ -168,7 +168,7 @@ def test_continuous_example():
 
 
 def test_bits_for_rows_follows_2_to_the_2k_equals_sqrt_n():
-    """Seed 000 §V-A: 2^(2k) = sqrt(n), i.e. k = log2(n)/4 (at least 1, at most MAX_BITS)."""
+    """WYZ §V-A: 2^(2k) = sqrt(n), i.e. k = log2(n)/4 (at least 1, at most MAX_BITS)."""
     for k in range(1, MAX_BITS + 1):
         n = 2 ** (4 * k)
         assert bits_for_rows(n) == k and 2 ** (2 * k) == math.isqrt(n)
