@@ -9,7 +9,7 @@ that shard's NATS JetStream stream (the embedded ``nats-server``, file storage,
 reports -> the replica acknowledges the batch once every part is confirmed.
 
 (a) **One client streaming many rows** (``--rows``, default 10^6) of a vertex-pair collection
-    (public ``i``, ``j``; private ``edge`` bit: seed 000 §VI-B; every row distinct, so every row
+    (public ``i``, ``j``; private ``edge`` bit: WYZ §VI-B; every row distinct, so every row
     gets its own report):
 
     * ``SDK submit``: :meth:`AsyncClient.submit` end to end, what ``ldpsynth client submit`` does
@@ -94,7 +94,7 @@ def log(message: str) -> None:
 
 # ----- the collection and its rows ------------------------------------------------------------
 def pair_schema(vertices: int) -> Schema:
-    """Vertex pairs ``(i, j)`` in clear, the private ``edge`` bit perturbed (seed 000 §VI-B)."""
+    """Vertex pairs ``(i, j)`` in clear, the private ``edge`` bit perturbed (WYZ §VI-B)."""
     return Schema.from_json({
         "name": COLLECTION, "epsilon": EPSILON,
         "attributes": [{"name": "i", "type": "integer", "min": 0, "max": vertices - 1, "public": True},

@@ -10,7 +10,7 @@ case). Both are timed alternately, ``repeats`` times, and the minimum of each is
 * a batch of 2^20 heterogeneous queries (128 groups x |D| = 5) <= 3x the bare matrix product.
 
 The other rows carry goals of our own (marked ``ours``): the same 3x for other query batches and
-1.5x for building sufficient statistics. Workloads follow seed 000 Sec. VI: ratings with |D| = 5, the
+1.5x for building sufficient statistics. Workloads follow WYZ §VI: ratings with |D| = 5, the
 Fig. 2 database (n = 162,567 ratings of 128 movies, row functions U[0,1]^5 / (max - min)), the
 Fig. 3 query sets (up to 2^20 linear queries) and cut queries on a 4,039-vertex graph (the size of
 the Facebook graph of Sec. VI-B; edges drawn at random, so no data set is needed).
@@ -131,7 +131,7 @@ def value_schema(k: int) -> Schema:
 
 
 def fig_row_functions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Seed 000 Sec. VI-A: five U[0,1] values divided by their max - min, per row function (last axis)."""
+    """WYZ §VI-A-1: five U[0,1] values divided by their max - min, per row function (last axis)."""
     w = rng.random(shape)
     for start in range(0, len(w), 1 << 14):  # in place, in slices: the 2^20-query array is 5 GiB
         part = w[start:start + (1 << 14)]
@@ -180,7 +180,7 @@ def statistics_case(n: int, movies: int, k: int) -> Case:
 
 
 def grouped_case(queries: int, movies: int, n: int, repeats: int) -> Case:
-    """Fig. 2 of seed 000 at heterogeneity 128, as a batch of ``queries`` queries."""
+    """WYZ Fig. 2 at heterogeneity 128, as a batch of ``queries`` queries."""
     k, schema = 5, ratings_schema(movies)
     mech, rng = MechanismE(EPSILON, k), np.random.default_rng(5)
     stats = SufficientStatistics.from_schema(schema, rng.integers(0, movies, n), mech.perturb(rng.integers(0, k, n), rng))
@@ -195,7 +195,7 @@ def grouped_case(queries: int, movies: int, n: int, repeats: int) -> Case:
 
 
 def linear_case(queries: int, k: int) -> Case:
-    """Fig. 3 of seed 000: a set of ``queries`` linear queries on a database of 1,500 ratings."""
+    """WYZ Fig. 3: a set of ``queries`` linear queries on a database of 1,500 ratings (WYZ's hold ~1,000-2,000)."""
     schema, mech, rng = value_schema(k), MechanismE(EPSILON, k), np.random.default_rng(6)
     stats = SufficientStatistics.from_rows(None, mech.perturb(rng.integers(0, k, 1500), rng), domain_size=k)
     w = fig_row_functions(rng, (queries, k))

@@ -9,15 +9,15 @@ Data (public bounds, never read from the data):
 
 Mechanisms, all at ε = 1 per row / per data set:
 
-* **E** (local ε-DP, seed 000 §V-A): each row discretised to k bits per coordinate with
+* **E** (local ε-DP, WYZ §V-A): each row discretised to k bits per coordinate with
   :math:`2^{k(d+1)} = \\sqrt n` (:mod:`ldpsynth.shared.continuous`), released with E, answered by
   the eq. 17 estimator on the cell centres;
-* **smooth** (central ε-DP, seed 003 Algorithm 1, ``noise="safe"``, K = 4 by default);
+* **smooth** (central ε-DP, JWHZW Alg. 1, ``noise="safe"``, K = 4 by default);
 * **Laplace** (central ε-DP): the normalised histogram on E's grid plus Lap(2/(nε)) per cell
   (replace-one ℓ1-sensitivity 2/n), answered on the cell centres.
 
-Queries, in the coordinates normalised to :math:`[-1,1]^d`: Gaussian-kernel mixtures (seed 003 §4,
-J = 10, ‖α‖₁ = 1) with σ ∈ {0.25, 1}, and 2-Lipschitz tent mixtures
+Queries, in the coordinates normalised to :math:`[-1,1]^d`: Gaussian-kernel mixtures (JWHZW §4,
+J = 10; ‖α‖₁ = 1 as in JWHZW Prop. 2.1) with σ ∈ {0.25, 1}, and 2-Lipschitz tent mixtures
 :math:`f(x) = \\sum_j \\alpha_j\\max(0, 1 - \\|x - x_j\\|_2/0.5)`. Error: the worst absolute error over
 the queries, averaged over the rounds.
 

@@ -1,6 +1,6 @@
-"""Seed 000 Table I and Fig. 5: cut queries on the Facebook graph released through mechanism E (ε = 1).
+"""WYZ Table I and Fig. 5: cut queries on the Facebook graph released through mechanism E (ε = 1).
 
-Protocol (seed 000 §VI-B): for each induced subgraph on the first |V| ∈ {577, 1154, ..., 4039}
+Protocol (WYZ §VI-B-1): for each induced subgraph on the first |V| ∈ {577, 1154, ..., 4039}
 vertices of ego-Facebook (``../shared/data/facebook``, read in place), the graph is released
 through E as **vertex-pair rows**: one row per unordered pair {i, j}, i < j (public (i, j),
 private edge bit; ``MechanismE.perturb`` vectorised over the V(V-1)/2 pairs, ε = 1 per row, so an
@@ -11,7 +11,7 @@ the worst-case absolute error over the 100 queries is averaged over 10 runs (fre
 fresh queries per run). Cut sums over the release are ``1_S^T Y 1_T`` with the released bits held
 as a symmetric uint8 matrix (one float32 GEMM per run; exact, every partial sum < 2^24).
 
-**Which "relative error".** Seed 000 does not define it. We report three candidates per |V|:
+**Which "relative error".** WYZ does not define it. We report three candidates per |V|:
 
 * ``rel_edges``: worst-case absolute error / |E(V)|, the number of edges of the subgraph;
 * ``rel_cut``: worst over the queries of |error| / true cut value;
@@ -120,7 +120,7 @@ def averages(rows: list[dict]) -> list[dict]:
 
 
 def markdown(table: list[dict], runs: int, queries: int, command: str) -> str:
-    lines = ["# Seed 000 Table I: relative error of cut queries on ego-Facebook (ε = 1)", "",
+    lines = ["# WYZ Table I: relative error of cut queries on ego-Facebook (ε = 1)", "",
              f"`{command}`", "",
              f"Worst-case absolute error over {queries} random half cuts, averaged over {runs} runs (fresh release and "
              "queries per run). The graph is released as one row per vertex pair i < j through mechanism E; the "
@@ -132,7 +132,7 @@ def markdown(table: list[dict], runs: int, queries: int, command: str) -> str:
              "| ours: worst / \\|E(V)\\| |" + "".join(f" {100 * r['rel_edges']:.1f} % |" for r in table),
              "| ours: worst_q \\|error\\|/cut |" + "".join(f" {100 * r['rel_cut']:.1f} % |" for r in table),
              "| ours: worst / mean cut |" + "".join(f" {100 * r['rel_mean_cut']:.1f} % |" for r in table), "",
-             "**Relative error used: worst-case absolute error / number of edges |E(V)| of the subgraph.** Seed 000 "
+             "**Relative error used: worst-case absolute error / number of edges |E(V)| of the subgraph.** WYZ "
              "does not define it; of the three candidates above only this one reproduces the paper's row (within 1.3 "
              "percentage points at every |V| of Table I); a random half cut crosses about half of the edges, so dividing by "
              "the cut itself gives about twice the value.", "",
@@ -160,7 +160,7 @@ def plot(table: list[dict], path: Path) -> None:
     ax.plot(v, [r["bound_eq35"] for r in table], "k--", label="bound (35): g(ε)·sqrt(|S||T|)")
     ax.set_xlabel("|V| (vertices of the induced subgraph)")
     ax.set_ylabel("absolute error")
-    ax.set_title("Cut queries on ego-Facebook through E, ε = 1 (seed 000 Fig. 5)")
+    ax.set_title("Cut queries on ego-Facebook through E, ε = 1 (WYZ Fig. 5)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -1,5 +1,5 @@
-"""experiments/table1_facebook.py (seed 000 Table I / Fig. 5): structure of the output, unbiased cut
-estimates, errors under eq. 35. Skipped with the reason when the Facebook data set is absent."""
+"""experiments/table1_facebook.py (WYZ Table I / Fig. 5): structure of the output, unbiased cut
+estimates, errors under WYZ eq. 35. Skipped with the reason when the Facebook data set is absent."""
 
 from __future__ import annotations
 
