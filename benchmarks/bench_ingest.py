@@ -78,7 +78,8 @@ from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py (scripts run from this folder)
+from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
+from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
@@ -469,9 +470,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.clients, args.reports_per_client, args.bare_repeats = 4000, 20, 3, 1
-    for name in ("rows", "clients", "reports_per_client", "processes", "bare_repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')}: an integer >= 1, got {getattr(args, name)}")
+    require_positive(parser, args, ("rows", "clients", "reports_per_client", "processes", "bare_repeats"))
     if args.clients * args.reports_per_client > 2 ** 20:
         parser.error("--clients x --reports-per-client: at most 2^20 reports")
     return args

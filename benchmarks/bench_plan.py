@@ -17,7 +17,6 @@ test). Exit status 1 when a goal is missed (not with ``--quick``).
 from __future__ import annotations
 
 import argparse
-import csv
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from ldpsynth.shared.row_distribution import UniformRows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.schema_changes import schema_changes
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,31 +82,14 @@ def main(argv: list[str] | None = None) -> int:
          "goal": "", "met": ""},
         {"operation": "plan, prior + target half-width + 2 schema changes", "size": label, "seconds": full,
          "baseline_seconds": bare, "goal": f"< {GOAL_BATCH_SECONDS:g} s",
-         "met": "" if not check else ("yes" if full < GOAL_BATCH_SECONDS else "NO")},
+         "met": goal_met(full, GOAL_BATCH_SECONDS, check)},
         {"operation": "ldpsynth plan, README example (wall, incl. start-up)", "size": "3 queries (7 compiled)",
          "seconds": cli, "baseline_seconds": floor, "goal": f"< {GOAL_COMMAND_SECONDS:g} s",
-         "met": "" if not check else ("yes" if cli < GOAL_COMMAND_SECONDS else "NO")},
+         "met": goal_met(cli, GOAL_COMMAND_SECONDS, check)},
     ]
-    for row in rows:
-        row["ratio"] = row["seconds"] / row["baseline_seconds"]
-    lines = ["# Planner benchmark", "", *[f"- {k}: {v}" for k, v in info.items()],
-             "- times: minimum over repeats; baselines: one bare numpy pass over the weights (centred squares, "
-             "their sum and maximum), and `python -c 'import numpy'` for the command",
-             "- quick run: sizes reduced, goals not checked" if args.quick else "", "",
-             "| operation | size | time (s) | baseline (s) | ratio | goal | met |", "|---|---|---:|---:|---:|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['operation']} | {row['size']} | {row['seconds']:.4f} | {row['baseline_seconds']:.4f} | "
-                     f"{row['ratio']:.1f}x | {row['goal']} | {row['met']} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "plan.md").write_text(text, encoding="utf-8")
-    with open(args.out / "plan.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["operation", "size", "seconds", "baseline_seconds", "ratio",
-                                                    "goal", "met"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return 0 if all(row["met"] != "NO" for row in rows) else 1
+    return write_ratio_table(args.out, "plan", "Planner benchmark", info,
+                             "minimum over repeats; baselines: one bare numpy pass over the weights (centred squares, "
+                             "their sum and maximum), and `python -c 'import numpy'` for the command", args.quick, rows)
 
 
 if __name__ == "__main__":

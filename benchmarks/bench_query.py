@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import signal
 import subprocess
@@ -45,6 +44,7 @@ from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FACEBOOK_EDGES = 88_234
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                          "seconds": cold, "baseline_seconds": bare, "goal": "", "met": ""})
             rows.append({"operation": "cut queries via the server, warm", "size": size, "seconds": warm,
                          "baseline_seconds": bare, "goal": f"< {GOAL_CUT_SECONDS} s",
-                         "met": "" if args.quick else ("yes" if warm < GOAL_CUT_SECONDS else "NO")})
+                         "met": goal_met(warm, GOAL_CUT_SECONDS, not args.quick)})
 
             log(f"delivering 200,000 ratings and timing {queries:,} linear queries ...")
             movies, codes = rng.integers(0, 128, 200_000), rng.integers(0, 5, 200_000)
@@ -182,26 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
-    for row in rows:
-        row["ratio"] = row["seconds"] / row["baseline_seconds"]
-    lines = ["# Query service benchmark", "", *[f"- {k}: {v}" for k, v in info.items()],
-             "- times: minimum over warm repeats (the first cut batch: one run); baseline = bare numpy in this "
-             "process on data already in memory (cuts: 1_S^T A 1_T in float32; linear: weights @ histogram)",
-             "- quick run: sizes reduced, goals not checked" if args.quick else "", "",
-             "| operation | size | time (s) | baseline (s) | ratio | goal | met |", "|---|---|---:|---:|---:|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['operation']} | {row['size']} | {row['seconds']:.4f} | {row['baseline_seconds']:.4f} | "
-                     f"{row['ratio']:.1f}x | {row['goal']} | {row['met']} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "query.md").write_text(text, encoding="utf-8")
-    with open(args.out / "query.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["operation", "size", "seconds", "baseline_seconds", "ratio",
-                                                    "goal", "met"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return 0 if all(row["met"] != "NO" for row in rows) else 1
+    return write_ratio_table(args.out, "query", "Query service benchmark", info,
+                             "minimum over warm repeats (the first cut batch: one run); baseline = bare numpy in this "
+                             "process on data already in memory (cuts: 1_S^T A 1_T in float32; linear: weights @ "
+                             "histogram)", args.quick, rows)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,8 @@ from ldpsynth.shared.protocol import reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py (scripts run from this folder)
+from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
+from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
@@ -956,10 +957,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.streams, args.concurrency, args.warmup, args.idle_seconds, args.repeats = 200, 20, 20, 0.5, 1
         args.append_records, args.restart_sizes, args.restart_repeats = 10, [10**4, 10**5], 1
-    for name in ("streams", "reports", "concurrency", "repeats", "shards", "worker_nodes", "append_records",
-                 "record_reports", "restart_repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')}: an integer >= 1, got {getattr(args, name)}")
+    require_positive(parser, args, ("streams", "reports", "concurrency", "repeats", "shards", "worker_nodes",
+                                    "append_records", "record_reports", "restart_repeats"))
     if args.warmup < 0 or args.idle_seconds <= 0:
         parser.error("--warmup: >= 0; --idle-seconds: > 0")
     if any(s < 1 for s in args.restart_sizes) or args.restart_sizes != sorted(set(args.restart_sizes)):

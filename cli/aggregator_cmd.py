@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.options import add_target_argument, add_tls_arguments
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
@@ -94,14 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Query the standard gRPC health service (grpc.health.v1) of an aggregator, e.g. as a "
                     "container health check. Prints the status; exit 0 when SERVING, 1 otherwise (NOT_SERVING, "
                     "unreachable or deadline exceeded).")
-    check.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                       help="the aggregator, or several replicas (each is asked; exit 0 only if all are SERVING)")
+    add_target_argument(check, "the aggregator, or several replicas (each is asked; exit 0 only if all are SERVING)")
     check.add_argument("--service", default="",
                        help='health service name (default "": the whole server; or ldpsynth.v1.CollectionService)')
     check.add_argument("--deadline", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
-    check.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
-    check.add_argument("--tls-cert", metavar="FILE", help="PEM of a client certificate (a mutual-TLS server)")
-    check.add_argument("--tls-key", metavar="FILE", help="PEM of that certificate's private key (mutual TLS)")
+    add_tls_arguments(check, "PEM of a client certificate (a mutual-TLS server)",
+                      "PEM of that certificate's private key (mutual TLS)")
     check.set_defaults(handler=health_command)
 
 

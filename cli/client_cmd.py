@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ldpsynth.cli.options import add_target_argument, add_tls_arguments
 from ldpsynth.cli.token_env import add_token_argument
 
 
@@ -28,15 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Validate the rows locally, perturb them with mechanism E (OS CSPRNG), charge the ε to the "
                     "device's ledger before sending (memoized rows are free), stream them to the aggregator "
                     "and print a JSON summary.")
-    submit.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="the aggregator, or several of its replicas (round robin, failover)")
+    add_target_argument(submit)
     submit.add_argument("--collection", required=True, metavar="NAME", help="the collection to submit to")
     submit.add_argument("--rows", required=True, metavar="ROWS.csv",
                         help="CSV of raw rows with a header of attribute names")
     add_token_argument(submit)
-    submit.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
-    submit.add_argument("--tls-cert", metavar="FILE", help="PEM of this device's certificate (mutual TLS)")
-    submit.add_argument("--tls-key", metavar="FILE", help="PEM of this device's private key (mutual TLS)")
+    add_tls_arguments(submit, "PEM of this device's certificate (mutual TLS)",
+                      "PEM of this device's private key (mutual TLS)")
     _add_ledger_argument(submit)
     submit.add_argument("--budget", type=float, metavar="EPS",
                         help="ε this device may spend per collection (default: 10 × the collection's ε)")

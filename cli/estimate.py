@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from ldpsynth.cli.options import add_level_argument
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.offline import estimate_release
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "other columns are ignored (a .parquet file: the same table, with pyarrow)")
     parser.add_argument("--card", required=True, type=Path, help="the mechanism card (JSON) of the release")
     parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects")
-    parser.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
+    add_level_argument(parser)
     parser.set_defaults(handler=run)
 
 

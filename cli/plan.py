@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.cli.options import add_level_argument
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.planning import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
 from ldpsynth.shared.query_json import queries_from_json
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="CSV of plausible raw rows (header: attribute names; other columns ignored)")
     prior.add_argument("--prior-uniform", action="store_true", help="prior: rows uniform over the whole domain")
     parser.add_argument("--epsilon", type=float, help="plan at this ε instead of the collection's")
-    parser.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
+    add_level_argument(parser)
     parser.add_argument("--target-halfwidth", type=float, metavar="H",
                         help="also answer: devices needed at the ε, and ε needed at the devices, for half-width H")
     parser.add_argument("--merge", action="append", default=[], metavar="ATTR=A+B,C+D",

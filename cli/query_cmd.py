@@ -21,22 +21,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
+from .options import add_level_argument, add_target_argument, add_tls_arguments
 from .token_env import add_token_argument
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="the aggregator, or several of its replicas (round robin, failover)")
+    add_target_argument(parser)
     parser.add_argument("--collection", required=True, metavar="NAME", help="the collection")
     add_token_argument(parser, "with the query role")
-    parser.add_argument("--tls-ca", metavar="FILE", help="PEM of the CA that signed the server certificate (TLS)")
-    parser.add_argument("--tls-cert", metavar="FILE", help="PEM of this client's certificate (mutual TLS)")
-    parser.add_argument("--tls-key", metavar="FILE", help="PEM of this client's private key (mutual TLS)")
+    add_tls_arguments(parser, "PEM of this client's certificate (mutual TLS)",
+                      "PEM of this client's private key (mutual TLS)")
     parser.add_argument("--deadline", type=float, default=600.0, metavar="SECONDS",
                         help="deadline of each attempt of the call (default: %(default)s)")
     parser.add_argument("--max-attempts", type=int, default=8, metavar="N",
@@ -46,21 +46,27 @@ def _connection(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``query`` and ``export``."""
-    query = subparsers.add_parser(
-        "query", help="answer statistical queries on an aggregator's live synthetic database",
+    query = _command(
+        subparsers, "query", _query, help="answer statistical queries on an aggregator's live synthetic database",
         description="Send a batch of statistical queries (the JSON of `ldpsynth estimate`) to the aggregator and "
                     "print the answers with error bars (WYZ eqs. 17-22). Costs no privacy budget.")
-    _connection(query)
     query.add_argument("--queries", required=True, type=Path, metavar="Q.json", help="JSON array of query objects")
-    query.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
-    query.set_defaults(handler=_query)
-    export = subparsers.add_parser(
-        "export", help="download the public release (synthetic database + mechanism card)",
+    add_level_argument(query)
+    export = _command(
+        subparsers, "export", _export, help="download the public release (synthetic database + mechanism card)",
         description="Write the collection's synthetic database (CSV, and Parquet when pyarrow is installed) and "
                     "its mechanism card to a folder that `ldpsynth estimate` reads.")
-    _connection(export)
     export.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write (created)")
-    export.set_defaults(handler=_export)
+
+
+def _command(subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+             name: str, handler: Callable[[argparse.Namespace], int], help: str,  # noqa: A002
+             description: str) -> argparse.ArgumentParser:
+    """A subcommand that calls the aggregator: its connection options, then its own (added by the caller)."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    _connection(parser)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def _client(args: argparse.Namespace):  # noqa: ANN202 - a QueryClient (imported lazily: grpc)

@@ -168,6 +168,23 @@ def plot(table: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def check_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, names: tuple[str, ...],
+                   minimum: int) -> None:
+    """Exit through ``parser.error`` naming the first option of ``names`` (attribute names) below ``minimum``."""
+    for name in names:
+        if getattr(args, name) < minimum:
+            parser.error(f"--{name.replace('_', '-')}: an integer >= {minimum}")
+
+
+def facebook_edges_or_none(program: str) -> np.ndarray | None:
+    """The ego-Facebook edges, or None after saying on stderr that the data set is not on this machine."""
+    try:
+        return facebook_edges()
+    except DatasetNotFound as exc:
+        print(f"{program}: the Facebook data set is not on this machine ({exc}); nothing to do", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="|V| values (default: Table I's)")
@@ -179,15 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.runs, args.queries = [200, 400], 3, 20
-    for name in ("runs", "queries"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name}: an integer >= 1")
+    check_at_least(parser, args, ("runs", "queries"), 1)
     if any(not 4 <= v <= FACEBOOK_VERTICES for v in args.sizes):
         parser.error(f"--sizes: integers in [4, {FACEBOOK_VERTICES}]")
-    try:
-        edges = facebook_edges()
-    except DatasetNotFound as exc:
-        print(f"table1: the Facebook data set is not on this machine ({exc}); nothing to do", file=sys.stderr)
+    edges = facebook_edges_or_none("table1")
+    if edges is None:
         return 2
     rng = np.random.default_rng(args.seed)
     rows = [row for vertices in args.sizes for row in run_size(vertices, edges, args.runs, args.queries, rng)]

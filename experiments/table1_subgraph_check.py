@@ -45,9 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, facebook_edges
+from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES
 
-from table1_facebook import PAPER, RESULTS, SIZES, run_size  # noqa: E402 - sibling script (sys.path[0])
+from table1_facebook import (PAPER, RESULTS, SIZES, check_at_least,  # noqa: E402 - sibling script (sys.path[0])
+                             facebook_edges_or_none, run_size)
 
 #: Table I's entry is the mean over this many runs (WYZ §VI-B-1).
 PAPER_RUNS = 10
@@ -224,15 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.runs, args.focus, args.focus_runs, args.check_runs = [577, 1731], 20, 1731, 40, 20
-    for name in ("runs", "focus_runs", "check_runs"):
-        if getattr(args, name) < PAPER_RUNS:
-            parser.error(f"--{name.replace('_', '-')}: an integer >= {PAPER_RUNS}")
+    check_at_least(parser, args, ("runs", "focus_runs", "check_runs"), PAPER_RUNS)
     if args.focus not in args.sizes or any(v not in PAPER for v in args.sizes):
         parser.error(f"--sizes: values of WYZ Table I ({', '.join(map(str, SIZES))}) including --focus")
-    try:
-        edges = facebook_edges()
-    except DatasetNotFound as exc:
-        print(f"subgraph check: the Facebook data set is not on this machine ({exc}); nothing to do", file=sys.stderr)
+    edges = facebook_edges_or_none("subgraph check")
+    if edges is None:
         return 2
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)

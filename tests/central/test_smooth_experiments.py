@@ -29,11 +29,17 @@ def test_kernel_queries_match_a_direct_loop() -> None:
             assert got[i, q] == pytest.approx(mass @ f, rel=1e-12)
 
 
-def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
+def quick_run(script: str, out: Path) -> subprocess.CompletedProcess:
+    """``experiments/<script> --quick --out <out>``, which must succeed (skipped without scikit-learn)."""
     pytest.importorskip("sklearn", reason="scikit-learn (extra [evaluation]) ships the WDBC data")
-    result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_wdbc.py"), "--quick",
-                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, str(ROOT / "experiments" / script), "--quick", "--out", str(out)],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
+    quick_run("smooth_wdbc.py", tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "errors.csv")))
     assert len(rows) == 2 * 2 * 4 * 5   # rounds x tables x settings x sigmas
     private = [r for r in rows if r["setting"] in ("adaptive", "fixed-split")]
@@ -49,10 +55,7 @@ def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
 
 
 def test_low_dimensional_comparison_quick_run(tmp_path: Path) -> None:
-    pytest.importorskip("sklearn", reason="scikit-learn (extra [evaluation]) ships the WDBC data")
-    result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_lowdim.py"), "--quick",
-                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = quick_run("smooth_lowdim.py", tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
     datasets = {r["dataset"] for r in rows}
     assert {"wdbc mean radius", "wdbc mean radius x mean texture"} <= datasets

@@ -25,6 +25,8 @@ from ldpsynth.shared.schema import (
     Schema,
 )
 
+from .documents import DROP, replace_fields
+
 RATINGS = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
     {"name": "movie", "type": "integer", "min": 1, "max": 1682, "public": True},
     {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
@@ -78,16 +80,9 @@ def test_round_trip_property(eps, low, size, public):
 
 
 def _tampered(**changes) -> dict:
-    doc = MechanismCard.for_schema(RATINGS).to_json()
-    for key, value in changes.items():
-        if value is _DROP:
-            doc.pop(key)
-        else:
-            doc[key] = value
-    return doc
+    return replace_fields(MechanismCard.for_schema(RATINGS).to_json(), changes)
 
 
-_DROP = object()
 _GOOD = MechanismCard.for_schema(RATINGS).to_json()
 _OTHER = MechanismCard.for_schema(Schema("ratings", 2.0, RATINGS.attributes)).to_json()
 
@@ -107,12 +102,12 @@ TAMPERED = [
                                                      "keep_probability", "lie_probability")}),
                  "card.keep_weight", id="weights-of-another-epsilon"),
     pytest.param(_tampered(version="E/2"), "card.version", id="wrong-version"),
-    pytest.param(_tampered(version=_DROP), "card.version", id="missing-version"),
+    pytest.param(_tampered(version=DROP), "card.version", id="missing-version"),
     pytest.param(_tampered(format="ldpsynth.mechanism-card/2"), "card.format", id="wrong-format"),
-    pytest.param(_tampered(format=_DROP), "card.format", id="missing-format"),
+    pytest.param(_tampered(format=DROP), "card.format", id="missing-format"),
     pytest.param(_tampered(mechanism="Laplace"), "card.mechanism", id="wrong-mechanism"),
-    pytest.param(_tampered(keep_weight=_DROP), "card.keep_weight", id="missing-keep-weight"),
-    pytest.param(_tampered(epsilon_requested=_DROP), "card.epsilon_requested", id="missing-requested-epsilon"),
+    pytest.param(_tampered(keep_weight=DROP), "card.keep_weight", id="missing-keep-weight"),
+    pytest.param(_tampered(epsilon_requested=DROP), "card.epsilon_requested", id="missing-requested-epsilon"),
     pytest.param('{"format": ', "card", id="invalid-json"),
     pytest.param("[]", "card.format", id="not-an-object"),
 ]

@@ -61,6 +61,12 @@ def graph_schema(vertices: int, epsilon: float = 1.0, tie_kinds: int = 0) -> Sch
     return Schema.from_json({"name": "graph", "epsilon": epsilon, "attributes": attrs})
 
 
+def pair_keys(vertices: int) -> np.ndarray:
+    """The public key ``src * vertices + dst`` of every ordered pair of distinct vertices."""
+    src, dst = np.nonzero(~np.eye(vertices, dtype=bool))
+    return src * vertices + dst
+
+
 def mechanism(schema: Schema) -> MechanismE:
     return MechanismCard.for_schema(schema).mechanism
 
@@ -189,8 +195,7 @@ def test_cut_queries_equal_the_naive_reference_on_dense_and_sparse_paths(monkeyp
     schema = graph_schema(12, tie_kinds=tie_kinds)
     mech = mechanism(schema)
     rng = np.random.default_rng(12)
-    src, dst = np.nonzero(~np.eye(12, dtype=bool))
-    keys = src * 12 + dst
+    keys = pair_keys(12)
     y = mech.perturb(rng.integers(0, schema.private_domain_size, len(keys)), rng)
     queries = [Q.cut([0, 1, 2, 3, 4], [5, 6, 7, 8, 9, 10], edge="edge"),
                Q.cut([11], [0, 3], edge="edge", normalization="mean"),
@@ -299,6 +304,12 @@ def heterogeneous_population(rng: np.random.Generator, n: int, movies: int, k: i
     return keys, np.minimum(x, k - 1)
 
 
+def random_graph(rng: np.random.Generator, vertices: int, density: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair of distinct vertices (keys) and its edge bit, 1 with probability ``density``."""
+    keys = pair_keys(vertices)
+    return keys, (rng.random(len(keys)) < density).astype(np.int64)
+
+
 def test_unbiased_with_unbiased_variance_for_linear_grouped_and_predicate_queries():
     """Seed 2024, 300 releases of 1,500 rows (8 movies, |D| = 10, eps = 1); 4-sigma checks."""
     schema = ratings_schema(8)
@@ -329,9 +340,7 @@ def test_unbiased_cut_queries():
     schema = graph_schema(30)
     mech = mechanism(schema)
     rng = np.random.default_rng(7)
-    src, dst = np.nonzero(~np.eye(30, dtype=bool))
-    keys = src * 30 + dst
-    x = (rng.random(len(keys)) < 0.2).astype(np.int64)
+    keys, x = random_graph(rng, 30, 0.2)
     queries = [Q.cut(range(10), range(10, 22)), Q.cut([3], range(4, 30)), Q.cut(range(0, 30, 2), range(1, 30, 2))]
     batch = Q.compile_queries(queries, schema)
     reps = 400
@@ -409,9 +418,7 @@ def test_confidence_interval_coverage_95_for_cuts():
     schema = graph_schema(40)
     mech = mechanism(schema)
     rng = np.random.default_rng(96)
-    src, dst = np.nonzero(~np.eye(40, dtype=bool))
-    keys = src * 40 + dst
-    x = (rng.random(len(keys)) < 0.15).astype(np.int64)
+    keys, x = random_graph(rng, 40, 0.15)
     queries = [Q.cut(range(20), range(20, 40)), Q.cut(range(0, 40, 3), range(1, 40, 3))]
     batch = Q.compile_queries(queries, schema)
     truths = np.array([true_answer(row_functions(q, schema, keys), x, "sum") for q in queries])

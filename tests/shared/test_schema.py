@@ -27,6 +27,8 @@ from ldpsynth.shared.schema import (
     bits_for_rows,
 )
 
+from .documents import DROP, replace_fields
+
 PROPERTY = settings(max_examples=150, deadline=None)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -373,15 +375,9 @@ def _with(attribute_changes: dict | None = None, drop: tuple = (), **top) -> dic
     rating.update(attribute_changes or {})
     for key in drop:
         rating.pop(key)
-    for key, value in top.items():
-        if value is _DROP:
-            doc.pop(key)
-        else:
-            doc[key] = value
-    return doc
+    return replace_fields(doc, top)
 
 
-_DROP = object()
 BIG = {"type": "integer", "min": 0, "max": 2**40}
 BAD_SCHEMAS = [
     # (document, field named, legal range named)
@@ -438,10 +434,10 @@ BAD_SCHEMAS = [
     pytest.param(_with(epsilon=float("inf")), "epsilon", "a finite number > 0", id="epsilon-inf"),
     pytest.param(_with(epsilon="1.0"), "epsilon", "a finite number > 0", id="epsilon-string"),
     pytest.param(_with(epsilon=True), "epsilon", "a finite number > 0", id="epsilon-bool"),
-    pytest.param(_with(epsilon=_DROP), "epsilon", "a finite number > 0", id="missing-epsilon"),
-    pytest.param(_with(name=_DROP), "name", "a non-empty string", id="missing-name-of-schema"),
+    pytest.param(_with(epsilon=DROP), "epsilon", "a finite number > 0", id="missing-epsilon"),
+    pytest.param(_with(name=DROP), "name", "a non-empty string", id="missing-name-of-schema"),
     pytest.param(_with(name=""), "name", "a non-empty string", id="empty-name-of-schema"),
-    pytest.param(_with(attributes=_DROP), "attributes", "a non-empty list", id="missing-attributes"),
+    pytest.param(_with(attributes=DROP), "attributes", "a non-empty list", id="missing-attributes"),
     pytest.param(_with(attributes=[]), "attributes", "a non-empty list", id="empty-attributes"),
     pytest.param(_with(attributes=["rating"]), "attributes[0]", "an object", id="attribute-not-an-object"),
     pytest.param(_with(owner="me"), "schema", "fields name, epsilon, attributes", id="unknown-schema-field"),

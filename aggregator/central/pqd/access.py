@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -131,6 +132,12 @@ class PrivateView:
     def _read(self, what: str) -> None:
         self.accountant.record_read(what)
 
+    def _ranks(self, what: str, thresholds: np.ndarray, side: Literal["left", "right"]) -> tuple[int, np.ndarray]:
+        """Record the read ``what``; :math:`n'` and ``np.searchsorted`` of ``thresholds`` in the sorted values."""
+        self._read(what)
+        n, values = self._selected()
+        return n, np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side=side)
+
     def count(self) -> int:
         """:math:`n' = |\\{t \\in D : \\varphi(t)\\}|` (sensitivity 1)."""
         self._read("count")
@@ -144,25 +151,18 @@ class PrivateView:
 
     def count_at_most(self, thresholds: np.ndarray) -> np.ndarray:
         """:math:`|\\{\\varphi \\wedge A \\le t\\}|` for every threshold (vectorised)."""
-        self._read("count_at_most")
-        _, values = self._selected()
-        return np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="right").astype(np.float64)
+        return self._ranks("count_at_most", thresholds, "right")[1].astype(np.float64)
 
     def count_at_least(self, thresholds: np.ndarray) -> np.ndarray:
         """:math:`|\\{\\varphi \\wedge A \\ge t\\}|` for every threshold."""
-        self._read("count_at_least")
-        n, values = self._selected()
-        return (n - np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="left")).astype(np.float64)
+        n, below = self._ranks("count_at_least", thresholds, "left")
+        return (n - below).astype(np.float64)
 
     def count_below(self, thresholds: np.ndarray) -> np.ndarray:
         """:math:`rank(e) = |\\{\\varphi \\wedge A < e\\}|` for every candidate ``e`` (DP-PQD §6.1)."""
-        self._read("count_below")
-        _, values = self._selected()
-        return np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="left").astype(np.float64)
+        return self._ranks("count_below", thresholds, "left")[1].astype(np.float64)
 
     def truncated_sums(self, thresholds: np.ndarray) -> np.ndarray:
         """:math:`q(D, t) = \\sum \\{A : \\varphi \\wedge A \\le t\\}` (tuples above t dropped, DP-PQD §5.2)."""
-        self._read("truncated_sums")
-        _, values = self._selected()
-        index = np.searchsorted(values, np.asarray(thresholds, dtype=np.float64), side="right")
+        _, index = self._ranks("truncated_sums", thresholds, "right")  # builds self._prefix on first use
         return self._prefix[index]  # type: ignore[index]

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -97,27 +98,42 @@ class LMCount(Decider):
 
 
 @dataclass(frozen=True)
-class EMCount(Decider):
-    """EM_count (§4.2.2): EM on {0, 1} with the score u' (eqs. 8-10), :math:`\\Delta u' = 1/(2\\tau)`."""
+class BinaryEMCount(Decider):
+    """EM on the outcomes {0, 1} of a COUNT: one read of :math:`q(D)`, then 1 with probability
+    :meth:`accept_probability` (exact, so the evaluation uses it too)."""
 
-    name: ClassVar[str] = "EM_count"
     aggregates: ClassVar[tuple[str, ...]] = ("count",)
-    legacy_overflow: bool = False
+    #: The accountant's description of the step.
+    step: ClassVar[str]
+
+    @abstractmethod
+    def accept_probability(self, true_answer: float, problem: DecisionProblem) -> float:
+        """:math:`\\Pr[o=1]` when :math:`q(D)` = ``true_answer``."""
 
     def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
-        with view.accountant.step("exponential mechanism on {0,1}, score u' (sensitivity 1/(2 tau))", problem.epsilon):
-            p1 = em_count_accept_probability(view.total(), problem, self.legacy_overflow)
+        with view.accountant.step(self.step, problem.epsilon):
+            p1 = self.accept_probability(view.total(), problem)
         return (rng.random(trials) < p1).astype(np.int8)
 
 
 @dataclass(frozen=True)
-class NaiveEMCount(Decider):
+class EMCount(BinaryEMCount):
+    """EM_count (§4.2.2): EM on {0, 1} with the score u' (eqs. 8-10), :math:`\\Delta u' = 1/(2\\tau)`."""
+
+    name: ClassVar[str] = "EM_count"
+    step: ClassVar[str] = "exponential mechanism on {0,1}, score u' (sensitivity 1/(2 tau))"
+    legacy_overflow: bool = False
+
+    def accept_probability(self, true_answer: float, problem: DecisionProblem) -> float:
+        return em_count_accept_probability(true_answer, problem, self.legacy_overflow)
+
+
+@dataclass(frozen=True)
+class NaiveEMCount(BinaryEMCount):
     """EM_count^naive (§4.2.1): EM with the 0/1 score, :math:`\\Delta u = 1` (a baseline)."""
 
     name: ClassVar[str] = "EM_count_naive"
-    aggregates: ClassVar[tuple[str, ...]] = ("count",)
+    step: ClassVar[str] = "exponential mechanism on {0,1}, 0/1 score (sensitivity 1)"
 
-    def _decide(self, view: PrivateView, problem: DecisionProblem, rng: np.random.Generator, trials: int) -> np.ndarray:
-        with view.accountant.step("exponential mechanism on {0,1}, 0/1 score (sensitivity 1)", problem.epsilon):
-            p1 = naive_em_count_accept_probability(view.total(), problem)
-        return (rng.random(trials) < p1).astype(np.int8)
+    def accept_probability(self, true_answer: float, problem: DecisionProblem) -> float:
+        return naive_em_count_accept_probability(true_answer, problem)

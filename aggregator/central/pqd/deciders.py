@@ -17,8 +17,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_choice
 
 from .access import PrivacyAccountant, PrivateView
-from .count import (EMCount, LMCount, NaiveEMCount, em_count_accept_probability, laplace_accept_probability,
-                    naive_em_count_accept_probability)
+from .count import BinaryEMCount, EMCount, LMCount, NaiveEMCount, laplace_accept_probability
 from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
 from .problem import DecisionProblem, Decider
 from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
@@ -90,10 +89,8 @@ def exact_accept_probability(decider: Decider, private: Table, problem: Decision
     l, r = problem.interval
     if isinstance(decider, LMCount):
         return laplace_accept_probability(n, l, r, 1.0 / problem.epsilon)
-    if isinstance(decider, EMCount):
-        return em_count_accept_probability(n, problem, decider.legacy_overflow)
-    if isinstance(decider, NaiveEMCount):
-        return naive_em_count_accept_probability(n, problem)
+    if isinstance(decider, BinaryEMCount):
+        return decider.accept_probability(n, problem)
     domain = problem.require_domain(decider.name)
     if isinstance(decider, LMSum):
         return laplace_accept_probability(float(values.sum()), l, r, domain.global_sensitivity / problem.epsilon)

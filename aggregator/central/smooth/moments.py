@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
 from ..primitives.composition import gaussian_guarantee
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
+from .noise import additive_noise, answer_vector
 
 MOMENT_MECHANISMS = ("linf", "laplace", "gaussian")
 
@@ -65,14 +65,11 @@ class MomentRelease:
 
     def apply(self, values: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The released means: ``values`` (shape ``(count,)``) plus one draw of the noise."""
-        v = np.asarray(values, dtype=np.float64)
-        if v.shape != (self.count,):
-            raise ValidationError("values", f"{self.count} means", f"got shape {v.shape}")
+        v = answer_vector(values, self.count, "values", "means")
         if self.kind == "linf":
             radius = rng.gamma(self.count + 1, self.scale)
             return v + rng.uniform(-radius, radius, size=self.count)
-        draw = rng.laplace if self.kind == "laplace" else rng.normal
-        return v + draw(0.0, self.scale, size=self.count)
+        return v + additive_noise(self.kind, self.scale, self.count, rng)
 
     def log_density(self, released: npt.ArrayLike, values: npt.ArrayLike) -> float:
         """Log density of releasing ``released`` when the exact means are ``values``.

@@ -49,6 +49,21 @@ from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 NOISE_SETTINGS = ("safe", "paper")
 
 
+def answer_vector(values: npt.ArrayLike, count: int, field: str, what: str) -> np.ndarray:
+    """``values`` as float64 of shape ``(count,)``; else a :class:`ValidationError` naming ``field``."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.shape != (count,):
+        raise ValidationError(field, f"{count} {what}", f"got shape {v.shape}")
+    return v
+
+
+def additive_noise(kind: str, scale: float, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` independent draws of :math:`\\mathrm{Lap}(scale)` (``kind="laplace"``) or
+    :math:`N(0, scale^2)` (``"gaussian"``)."""
+    draw = rng.laplace if kind == "laplace" else rng.normal
+    return draw(0.0, scale, size=count)
+
+
 @dataclass(frozen=True)
 class BasisNoise:
     """Noise added to ``count`` basis answers (``r = 0`` first) of ``n`` rows, and what it guarantees.
@@ -67,11 +82,8 @@ class BasisNoise:
 
     def apply(self, answers: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The noisy answers :math:`\\hat b` of exact answers ``answers`` (shape ``(count,)``)."""
-        b = np.asarray(answers, dtype=np.float64)
-        if b.shape != (self.count,):
-            raise ValidationError("answers", f"{self.count} basis answers", f"got shape {b.shape}")
-        draw = rng.laplace if self.kind == "laplace" else rng.normal
-        out = b + draw(0.0, self.scale, size=self.count)
+        b = answer_vector(answers, self.count, "answers", "basis answers")
+        out = b + additive_noise(self.kind, self.scale, self.count, rng)
         if not self.noisy_constant:
             out[0] = 1.0
         return out
