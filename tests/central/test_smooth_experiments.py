@@ -34,7 +34,7 @@ def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_wdbc.py"), "--quick",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    rows = list(csv.DictReader(open(tmp_path / "errors.csv")))
+    rows = list(csv.DictReader((tmp_path / "errors.csv").read_text(encoding="utf-8").splitlines()))
     assert len(rows) == 2 * 2 * 4 * 5   # rounds x tables x settings x sigmas
     private = [r for r in rows if r["setting"] in ("adaptive", "fixed-split")]
     assert len(private) == 40 and all(0.99 <= float(r["epsilon"]) <= 1.0 + 1e-9 for r in private)
@@ -53,7 +53,7 @@ def test_low_dimensional_comparison_quick_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "experiments" / "smooth_lowdim.py"), "--quick",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    rows = list(csv.DictReader((tmp_path / "summary.csv").read_text(encoding="utf-8").splitlines()))
     datasets = {r["dataset"] for r in rows}
     assert {"wdbc mean radius", "wdbc mean radius x mean texture"} <= datasets
     for r in rows:
