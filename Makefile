@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test env bench clean proto
+.PHONY: demo test lint env bench clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ env: $(VENV)/.installed
 demo: env
 	$(BIN)/ldpsynth simulate
 
-test: env
+# The linters first (ruff: lint + import order; mypy through tools/typecheck.py), then every test.
+lint: env
+	$(BIN)/ruff check .
+	$(BIN)/python tools/typecheck.py
+
+test: lint
 	$(BIN)/python -m pytest
 
 bench: env

@@ -80,7 +80,7 @@ def write_checked(path: str | Path, kind: str, meta: Mapping[str, Any],
         for array, offset in zip(arrays.values(), offsets):
             put(b"\0" * (offset - written))
             data = np.ascontiguousarray(array)
-            view = memoryview(data.reshape(-1).view(np.uint8)) if data.size else memoryview(b"")
+            view = data.reshape(-1).view(np.uint8).data if data.size else memoryview(b"")
             for start in range(0, len(view), _CRC_CHUNK):
                 put(view[start:start + _CRC_CHUNK])
             written = offset + data.nbytes

@@ -75,8 +75,9 @@ def merge_runs(directory: Path, collection_key: str, first: Run, second: Run, ch
     """
     total = len(first) + len(second)
     scratch = directory / f".merge-{uuid.uuid4().hex[:16]}"
-    out_hi = np.memmap(f"{scratch}.hi", np.uint64, "w+", shape=(max(total, 1),))[:total]
-    out_lo = np.memmap(f"{scratch}.lo", np.uint64, "w+", shape=(max(total, 1),))[:total]
+    hi_file = np.memmap(f"{scratch}.hi", np.uint64, "w+", shape=(max(total, 1),))
+    lo_file = np.memmap(f"{scratch}.lo", np.uint64, "w+", shape=(max(total, 1),))
+    out_hi, out_lo = hi_file[:total], lo_file[:total]
     try:
         i = j = k = 0
         na, nb = len(first), len(second)
@@ -93,12 +94,12 @@ def merge_runs(directory: Path, collection_key: str, first: Run, second: Run, ch
             out_lo[k:k + hi.size] = lo[order]
             k += hi.size
             i, j = ia, jb
-        out_hi.flush()
-        out_lo.flush()
+        hi_file.flush()
+        lo_file.flush()
         name = run_file_name(collection_key)
         write_checked(directory / name, RUN_KIND, {"count": total}, {"hi": out_hi, "lo": out_lo})
     finally:
-        del out_hi, out_lo
+        del out_hi, out_lo, hi_file, lo_file
         for suffix in (".hi", ".lo"):
             Path(f"{scratch}{suffix}").unlink(missing_ok=True)
     return open_run(directory, name)

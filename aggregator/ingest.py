@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -107,7 +108,7 @@ class Ingestor:
         self._backend = backend
         self._quota = quota
         self._sole_replica = sole_replica
-        self._committers = [GroupCommitter(lambda segs, s=s: backend.commit(s, segs), max_group_rows, REPLICA_LINGER)
+        self._committers = [GroupCommitter(functools.partial(backend.commit, s), max_group_rows, REPLICA_LINGER)
                             for s in range(backend.num_shards)]
 
     @property

@@ -36,6 +36,7 @@ from pathlib import Path
 import nats
 import nats.errors
 import nats.js.errors
+from nats.js.kv import KeyValue
 from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, KeyValueConfig,
                          ObjectStoreConfig, RetentionPolicy, StorageType, StreamConfig)
 
@@ -159,7 +160,7 @@ class ReplicatedLog:
         self._js = nc.jetstream(timeout=settings.timeout)
         self.settings = settings
         self.layout: Layout | None = None
-        self._meta = None
+        self._meta: KeyValue | None = None
 
     @classmethod
     async def connect(cls, settings: LogSettings, name: str) -> "ReplicatedLog":
@@ -189,7 +190,7 @@ class ReplicatedLog:
         return int(self._nc.max_payload)
 
     # ----- metadata --------------------------------------------------------------------------
-    async def _meta_bucket(self):  # noqa: ANN202 - nats KeyValue
+    async def _meta_bucket(self) -> KeyValue:
         if self._meta is None:
             try:
                 self._meta = await self._js.key_value(META_BUCKET)
@@ -229,7 +230,7 @@ class ReplicatedLog:
                 except nats.js.errors.KeyWrongLastSequenceError:
                     continue  # another replica created it first: read theirs
                 continue
-            layout, state = _layout_from(entry.value)
+            layout, state = _layout_from(entry.value or b"")
             if expected_id is not None and layout.id != expected_id:
                 raise LayoutError(f"the log holds layout {layout.id}, but this data directory belongs to layout "
                                   f"{expected_id}: they are from different deployments")
@@ -282,7 +283,7 @@ class ReplicatedLog:
             raise LayoutError(f"log stream {name} (shard {shard} of {layout.shards}) is missing: the log was "
                               "deleted or damaged; restore it from a backup or a surviving replica") from None
         found = dict(info.config.metadata or {})
-        wanted = self._stream_config(layout, shard).metadata
+        wanted = self._stream_config(layout, shard).metadata or {}
         if any(found.get(k) != v for k, v in wanted.items()):
             raise LayoutError(f"log stream {name} carries layout {found.get('ldpsynth.layout')}, shard "
                               f"{found.get('ldpsynth.shard')} of {found.get('ldpsynth.shards')}: not shard {shard} "

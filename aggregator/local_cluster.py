@@ -157,8 +157,8 @@ class LocalCluster:
     def driver(self, code: str) -> Any:
         """Run ``code`` (which prints one JSON value last) in a Ray driver process joined to the cluster."""
         assert self.ray is not None
-        program = ("import json, ray\nray.init(address=%r, namespace='ldpsynth', log_to_driver=False)\n" %
-                   self.ray.gcs_address) + code
+        program = (f"import json, ray\nray.init(address={self.ray.gcs_address!r}, namespace='ldpsynth', "
+                   "log_to_driver=False)\n") + code
         out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-3000:])

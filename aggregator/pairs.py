@@ -65,10 +65,10 @@ class PairCounts:
                                   f"got {sources.shape} and {targets.shape}")
         largest = int(self.matrix.max(initial=0))
         dtype = np.float32 if vs * largest < _FLOAT32_EXACT else np.float64
-        s = sources.astype(dtype)
+        s: np.ndarray = sources.astype(dtype)
         product = np.zeros((len(sources), 2 * vt), np.float64 if dtype == np.float64 else np.float32)
         for start in range(0, vs, ROW_BLOCK):
-            block = self.matrix[start:start + ROW_BLOCK].astype(dtype)
+            block: np.ndarray = self.matrix[start:start + ROW_BLOCK].astype(dtype)
             product += s[:, start:start + ROW_BLOCK] @ block
         t = targets.astype(np.float64)
         product = product.astype(np.float64)

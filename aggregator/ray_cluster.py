@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -81,7 +82,7 @@ class RayRuntime:
     def __init__(self, started_here: bool, connected_here: bool):
         self.started_here = started_here
         self.connected_here = connected_here
-        self._reaper = None
+        self._reaper: subprocess.Popen[bytes] | None = None
         self._watch: threading.Thread | None = None
         self._stopping = threading.Event()
 
@@ -106,7 +107,7 @@ class RayRuntime:
                               f"({type(exc).__name__}: {exc})") from None
         return cls(started_here=True, connected_here=True)
 
-    def guard(self, on_raylet_death: Callable[[str], None]) -> None:
+    def guard(self, on_raylet_death: Callable[[str], object]) -> None:
         """For a runtime started here: start the reaper over this process's helper processes (Ray's
         and the embedded NATS server) and a thread that reports the raylet's death."""
         if not self.started_here:
@@ -172,7 +173,8 @@ class RayWorkers:
     def attach(cls, specs: Sequence[WorkerSpec], per_node: bool, resource: str | None = None) -> "RayWorkers":
         """Get (or create) the named, detached worker of every spec (blocking); ``resource``: run
         them only on nodes offering that custom resource (each worker takes 1 unit)."""
-        actors = [_WorkerActor.options(name=worker_name(s.layout.id, s.shard), namespace=NAMESPACE,
+        # _WorkerActor is an ActorClass (made by @ray.remote), which has .options.
+        actors = [_WorkerActor.options(name=worker_name(s.layout.id, s.shard), namespace=NAMESPACE,  # type: ignore[attr-defined]
                                        lifetime="detached", get_if_exists=True, max_restarts=-1,
                                        max_task_retries=0, num_cpus=0, scheduling_strategy="SPREAD",
                                        resources={resource: 1} if resource else None

@@ -265,6 +265,7 @@ class AggregatorServer:
             log.exception("GetCollection failed")
             failure = INTERNAL_ERROR
         await context.abort(failure.code, failure.details)
+        raise AssertionError("unreachable: context.abort raises")
 
     async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
         try:

@@ -76,8 +76,8 @@ async def verify_log(replicated: ReplicatedLog, expected_layout: str | None = No
                     if keep_rows:
                         kept[(shard, section.collection)].append(section)
                     for credential, count in section.quota.items():
-                        key = (section.collection, credential)
-                        result.quota[key] = result.quota.get(key, 0) + count
+                        quota_key = (section.collection, credential)
+                        result.quota[quota_key] = result.quota.get(quota_key, 0) + count
         except LogCorruption as exc:
             result.problems.append(str(exc))
     for key, sections in kept.items():

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ldpsynth.aggregator.config import ServerConfig
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("aggregator", help="run the aggregator (gRPC server, durable Ray shards)")
     commands = parser.add_subparsers(dest="aggregator_command", metavar="COMMAND", required=True)
     serve = commands.add_parser("serve", help="serve collections over gRPC until SIGTERM/SIGINT")
@@ -174,9 +174,9 @@ def verify_command(args: argparse.Namespace) -> int:
         if args.data_dir is not None:
             return await verify_data_dir(str(args.data_dir))
         servers = tuple(u.strip() for u in args.nats.split(",") if u.strip())
-        text = (lambda path: None if path is None else str(path))
-        settings = LogSettings(servers, args.log_replicas, text(args.nats_tls_ca), text(args.nats_tls_cert),
-                               text(args.nats_tls_key))
+        ca, cert, key = (None if path is None else str(path)
+                         for path in (args.nats_tls_ca, args.nats_tls_cert, args.nats_tls_key))
+        settings = LogSettings(servers, args.log_replicas, ca, cert, key)
         replicated = await ReplicatedLog.connect(settings, name="ldpsynth-verify")
         try:
             return await verify_log(replicated)

@@ -36,7 +36,7 @@ DEFAULT_MECHANISMS = "laplace,mwem,mwem-subdb"
 QUICK_HETEROGENEITY = (1, 8, 128)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compare", help="compare mechanism E with central mechanisms (WYZ Figs. 2-4, or your data)",
         description="Run mechanism E (local) and central mechanisms on the same data and workloads for R "

@@ -36,7 +36,7 @@ from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.schema_changes import COARSER, schema_changes
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``plan`` subcommand."""
     parser = subparsers.add_parser(
         "plan", help="predict every query's error before collecting (devices, ε, schema)",

@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ldpsynth.shared.errors import ValidationError
 
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     l, r = problem.interval
     header = {"query": query.to_sql(), "synthetic_answer": answer, "synthetic_source": source, "tau": problem.tau,
               "interval": [l, r], "epsilon_per_decision": problem.epsilon}
-    rows = []
+    rows: list[dict[str, Any]] = []
     if args.trials is None:
         for decider in deciders:
             run_ = run_decider(decider, private, problem, rng)

@@ -44,7 +44,7 @@ def _connection(parser: argparse.ArgumentParser) -> None:
                              "(default: %(default)s)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``query`` and ``export``."""
     query = _command(
         subparsers, "query", _query, help="answer statistical queries on an aggregator's live synthetic database",

@@ -34,7 +34,7 @@ from ldpsynth.shared.errors import ValidationError
 DATASETS = ("synthetic", "movielens", "facebook")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``simulate`` subcommand."""
     parser = subparsers.add_parser(
         "simulate", help="run a simulated federated deployment (devices -> E -> gRPC -> aggregator -> estimates)",
@@ -215,7 +215,8 @@ def run_command(args: argparse.Namespace) -> int:
     population = _population(args)
     print(f"simulating: {population.description}; epsilon {args.epsilon} per row", file=sys.stderr, flush=True)
     report = asyncio.run(simulate(population, settings))
-    prediction = None if report.answers is None else predicted(report.workload, population, settings.level)
+    prediction = (None if report.answers is None or report.workload is None
+                  else predicted(report.workload, population, settings.level))
     data = summary(report, prediction)
     sys.stdout.write(render(data, settings.level))
     if args.out is not None:

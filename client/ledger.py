@@ -422,7 +422,7 @@ class PrivacyLedger:
         self.path = IN_MEMORY if path == IN_MEMORY else Path(path if path is not None else default_ledger_path())
         self._lock = threading.RLock()
         with _ledger_errors(self.path, "cannot open it"):
-            if self.path == IN_MEMORY:
+            if not isinstance(self.path, Path):  # IN_MEMORY
                 self._conn = _connect(IN_MEMORY)
                 self._secret = _initialise(self._conn)
             else:

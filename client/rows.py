@@ -16,7 +16,7 @@ import csv
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +24,9 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
 
 #: Raw rows as columns: attribute name → one raw value per row.
-Columns = Mapping[str, Union[Sequence[Any], np.ndarray]]
+Columns = Mapping[str, Sequence[Any] | np.ndarray]
 #: What :func:`load_rows` accepts: columns, or the path of a CSV file.
-Rows = Union[Columns, str, os.PathLike]
+Rows = Columns | str | os.PathLike
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def read_csv(path: str | os.PathLike) -> dict[str, list[str]]:
     return columns
 
 
-def _length(name: str, column: object) -> int:
+def _length(name: str, column: Any) -> int:
     """Rows in one column; a column is a sequence or a 1-d array of raw values (not a string)."""
     legal = "a sequence (or 1-d array) of raw values, one per row"
     if isinstance(column, (str, bytes)) or not hasattr(column, "__len__"):
@@ -93,7 +93,7 @@ def _length(name: str, column: object) -> int:
         flat = False
     if not flat:
         raise ValidationError(name, legal, "not a flat column")
-    return len(column)  # type: ignore[arg-type]
+    return len(column)
 
 
 def encode_columns(schema: Schema, columns: Columns) -> EncodedRows:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import jsonio
 from .errors import ValidationError
@@ -74,7 +74,7 @@ class MechanismCard:
             raise ValidationError("card.version", repr(MechanismE.VERSION), f"got {obj.get('version')!r}")
         if obj.get("mechanism") != "E":
             raise ValidationError("card.mechanism", "'E'", f"got {obj.get('mechanism')!r}")
-        schema = Schema.from_json(obj.get("schema"))
+        schema = Schema.from_json(cast(Mapping[str, Any], obj.get("schema")))  # checked by from_json
         # The mechanism is rebuilt from the schema's ε, and every stored number (also the float
         # probabilities and the ε asked for, which readers of the JSON may use directly) must match it:
         # previously epsilon_requested silently replaced the schema's ε and the floats were not checked.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def loads(text: str | bytes, field: str, expected: str) -> Any:
         raise ValidationError(field, expected, f"invalid JSON ({exc.msg} at line {exc.lineno})") from None
 
 
-def read_text(path: str | Path, field: str) -> str:
+def read_text(path: str | os.PathLike[str], field: str) -> str:
     """The UTF-8 text of the file at ``path``; a :class:`ValidationError` naming ``field`` and the
     file when it cannot be read or is not UTF-8."""
     try:

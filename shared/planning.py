@@ -63,7 +63,7 @@ attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import NormalDist
 
 import numpy as np
@@ -118,7 +118,7 @@ class Moments:
 
     @classmethod
     def empty(cls, size: int) -> "Moments":
-        return cls(*(np.zeros(size) for _ in range(12)), np.zeros(size, bool))
+        return cls(**{f.name: np.zeros(size) for f in fields(cls) if f.name != "fixed"}, fixed=np.zeros(size, bool))
 
 
 @dataclass(frozen=True, eq=False)

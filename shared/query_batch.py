@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Union
 
 import numpy as np
 
@@ -58,7 +57,7 @@ class CutBlock:
     positions: np.ndarray
 
 
-Block = Union[TableBlock, RowBlock, CutBlock]
+Block = TableBlock | RowBlock | CutBlock
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +104,8 @@ def concat_batches(batches: Sequence[QueryBatch], input_counts: Sequence[int]) -
         return batches[0]
     have_labels = any(b.labels is not None for b in batches)
     blocks: list[Block] = []
-    origins, labels = [], []
+    origins: list[np.ndarray] = []
+    labels: list[str] = []
     size = first_input = 0
     for batch, count in zip(batches, input_counts):
         blocks += [_shifted(block, size) for block in batch.blocks]

@@ -35,7 +35,7 @@ def marginal(*attributes: str, normalization: str = "sum", label: str | None = N
     return MarginalQuery(attributes, normalization, label)
 
 
-def grouped(attribute: str, tables: Mapping[Scalar, npt.ArrayLike] | Iterable[tuple[Scalar, npt.ArrayLike]], *,
+def grouped(attribute: str, tables: Mapping[Any, npt.ArrayLike] | Iterable[tuple[Scalar, npt.ArrayLike]], *,
             default: npt.ArrayLike | None = None, normalization: str = "range", label: str | None = None
             ) -> GroupedQuery:
     """A heterogeneous query: weight list ``tables[value]`` for rows whose ``attribute`` is ``value``."""

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Union
+from typing import Any
 
 from . import jsonio
 from .errors import ValidationError
@@ -72,8 +72,8 @@ from .validation import check_choice
 
 #: One query as the public functions take it: a JSON object, or a query object (what the builders of
 #: :mod:`ldpsynth.shared.query_builders` return).
-QueryLike = Union[Query, Mapping[str, Any]]
-_QUERY_TYPES = tuple(QUERY_KINDS.values())
+QueryLike = Query | Mapping[str, Any]
+_QUERY_TYPES: tuple[type[Query], ...] = tuple(QUERY_KINDS.values())
 
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
@@ -158,7 +158,7 @@ def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
         obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
     if not isinstance(obj, (list, tuple)):
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
-    out = []
+    out: list[Query] = []
     for i, item in enumerate(obj):
         with query_field(first_index + i):
             out.append(item if isinstance(item, _QUERY_TYPES) else query_from_json(item))

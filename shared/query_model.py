@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Union
+from typing import Any, ClassVar
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -48,7 +49,7 @@ EQ10 = RANGE
 #: Condition operators of predicate queries.
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "between")
 
-Scalar = Union[str, int, float, bool]
+Scalar = str | int | float | bool
 
 
 # ----- structural checks ---------------------------------------------------------------------
@@ -299,7 +300,7 @@ class CutQuery:
             values = getattr(self, key)
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
                 raise ValidationError(key, "a non-empty list of distinct vertices", f"got {type(values).__name__}")
-            vertices = _integer_vertices(values)
+            vertices: tuple[Scalar, ...] | None = _integer_vertices(values)
             if vertices is None:
                 vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
             if not vertices:
@@ -350,7 +351,7 @@ class DenseQuery:
         return {"table": [list(row) for row in self.table]}
 
 
-Query = Union[LinearQuery, PredicateQuery, MarginalQuery, GroupedQuery, CutQuery, DenseQuery]
+Query = LinearQuery | PredicateQuery | MarginalQuery | GroupedQuery | CutQuery | DenseQuery
 #: The query classes by their ``kind`` (the JSON field).
 QUERY_KINDS: dict[str, type] = {cls.kind: cls for cls in
                                 (LinearQuery, PredicateQuery, MarginalQuery, GroupedQuery, CutQuery, DenseQuery)}

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -299,7 +299,8 @@ class IntegerAttribute(Attribute):
         # float64 rounds integers above 2^53: silently wrong codes, even codes >= size.)
         ints = [_exact_int(v) for v in values.tolist()]
         bad = np.fromiter((i is None or i < lo or i > hi for i in ints), dtype=bool, count=len(ints))
-        codes = np.fromiter((0 if b else i - lo for i, b in zip(ints, bad.tolist())), dtype=np.int64, count=len(ints))
+        codes = np.fromiter((i - lo if i is not None and not b else 0 for i, b in zip(ints, bad.tolist())), dtype=np.int64,
+                            count=len(ints))
         return codes, bad
 
     def decode(self, codes: npt.ArrayLike) -> np.ndarray:
@@ -488,7 +489,7 @@ class Schema:
     def encode_public(self, columns: Mapping[str, npt.ArrayLike], *, offset: int = 0) -> np.ndarray:
         """Raw public columns -> public keys in ``[0, public_domain_size)``; zeros when there are none."""
         if not self.public_attributes:
-            n = len(next(iter(columns.values()))) if columns else 0
+            n = np.shape(next(iter(columns.values())))[0] if columns else 0
             return np.zeros(n, np.int64)
         return self._combine(self.public_attributes, columns, encoded=False, offset=offset)
 
@@ -550,7 +551,7 @@ class Schema:
             raise SchemaError("epsilon", "a finite number > 0", "missing")
         with _schema_field():
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
-        return cls(obj.get("name"), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
+        return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
 
     @classmethod
     def load(cls, path: str | Path) -> "Schema":

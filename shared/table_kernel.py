@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
 try:
     import numba
 except ImportError:  # the [client] extra: the estimators use their numpy path
-    numba = None
+    numba = None  # type: ignore[assignment]  # the optional-import idiom
 
 #: Floating-point liberties: reassociation and contraction only (no finite-math assumptions).
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
@@ -57,7 +57,7 @@ F = TypeVar("F", bound=Callable[..., object])
 def _compiled(function: F) -> F:
     """``function`` compiled by numba (GIL released, cached on disk, :data:`FASTMATH`); unchanged without
     numba, where nothing calls it."""
-    return function if numba is None else numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(function)
+    return function if numba is None else cast(F, numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(function))
 
 
 @_compiled
@@ -174,7 +174,7 @@ def _table_sums(w3: np.ndarray, groups: np.ndarray, start: int, stop: int, hhat:
                       varying, step, lattice_check)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _small_domain_sums(k: int) -> Callable[..., None]:
     """The sums of :func:`_table_sums` for domain size ``k`` (a compile-time constant) over all groups.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,12 +22,12 @@ from .errors import ValidationError
 T = TypeVar("T")
 
 
-def is_real(value: object) -> bool:
+def is_real(value: object) -> TypeGuard[numbers.Real]:
     """Whether ``value`` is a real number (``numbers.Real``: Python and numpy ints and floats, not bools)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def is_finite_real(value: object) -> bool:
+def is_finite_real(value: object) -> TypeGuard[numbers.Real]:
     """Whether ``value`` is a real number other than ±inf and NaN.
 
     >>> is_finite_real(2), is_finite_real(float("nan")), is_finite_real(True), is_finite_real("1")
@@ -36,7 +36,7 @@ def is_finite_real(value: object) -> bool:
     if not is_real(value):
         return False
     try:
-        return math.isfinite(float(value))  # type: ignore[arg-type]
+        return math.isfinite(float(value))
     except OverflowError:  # an int beyond the float range
         return False
 
@@ -87,7 +87,7 @@ def check_real(value: object, name: str, *, low: float | None = None, high: floa
     if not is_real(value):
         raise ValidationError(name, legal, f"got a {type(value).__name__}")
     try:
-        v = float(value)  # type: ignore[arg-type]
+        v = float(value)
     except OverflowError:
         raise ValidationError(name, legal, "too large for a float") from None
     within = not math.isnan(v) and (not finite or math.isfinite(v))

@@ -36,6 +36,7 @@ from ldpsynth.shared.query_builders import cut, grouped, linear, marginal
 from ldpsynth.shared.query_compiler import compile_queries
 from ldpsynth.shared.query_model import Query
 from ldpsynth.shared.row_distribution import SampleRows
+from ldpsynth.shared.schema import IntegerAttribute
 from ldpsynth.shared.statistics import SufficientStatistics
 
 from .datasets import Population
@@ -57,6 +58,7 @@ def ratings_workload(population: Population, seed: int) -> Workload:
     movie = np.asarray(population.columns["movie"], np.int64)
     rating = np.asarray(population.columns["rating"], np.int64)
     movies = population.schema.attribute("movie")
+    assert isinstance(movies, IntegerAttribute)  # the ratings schema's movie id
     values = np.arange(movies.min, movies.max + 1)
     top = int(np.bincount(movie).argmax())
     tables = np.random.default_rng(seed).random((len(values), 5))

@@ -169,7 +169,7 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
         outcome = await _run_devices(population, settings.target, settings)
         seconds = time.perf_counter() - started
         work = workload(population, settings.seed)
-        remote = await asyncio.to_thread(_remote_answers, population, work, settings)
+        remote = await asyncio.to_thread(_remote_answers, population, work, settings.target, settings)
         shown = remote if remote is not None and remote.n == distinct else None
         return SimulationReport(population.description, settings.target, False, seconds, outcome, None, distinct,
                                 work if shown is not None else None, shown)
@@ -192,7 +192,8 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
                             answers)
 
 
-def _remote_answers(population: Population, work: Workload, settings: SimulationSettings) -> AnswerTable | None:
+def _remote_answers(population: Population, work: Workload, target: str,
+                    settings: SimulationSettings) -> AnswerTable | None:
     """The demo workload answered by the remote aggregator's query service (None if it refuses, e.g.
     without the query role). The caller shows them only when the remote collection holds exactly this
     population's rows: otherwise they do not estimate this population's truth."""
@@ -200,7 +201,7 @@ def _remote_answers(population: Population, work: Workload, settings: Simulation
     from ldpsynth.client.query import QueryClient
 
     try:
-        with QueryClient(settings.target, token=settings.token) as client:
+        with QueryClient(target, token=settings.token) as client:
             return client.estimate(population.schema.name, queries=queries_to_json(work.queries),
                                    level=settings.level)
     except (QueryError, ValidationError):  # refused, or the workload does not fit the server's message limit

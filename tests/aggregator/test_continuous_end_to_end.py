@@ -46,7 +46,10 @@ def test_lipschitz_queries_on_continuous_rows_through_client_and_aggregator(star
     assert asyncio.run(submit_devices(server.address, "points", rows)) == DEVICES
 
     centres = np.array([[0.2, 0.0], [0.5, 0.5], [0.8, -0.5]])
-    functions = lambda p: np.stack([np.maximum(0.0, 1.0 - np.linalg.norm(p - c, axis=1)) for c in centres], axis=1)
+
+    def functions(p):
+        return np.stack([np.maximum(0.0, 1.0 - np.linalg.norm(p - c, axis=1)) for c in centres], axis=1)
+
     weights = function_weights(schema, functions)                    # 1-Lipschitz tents on the cell centres
     queries = [{"kind": "linear", "weights": w.tolist(), "normalization": "mean"} for w in weights]
     with QueryClient(server.address) as client:

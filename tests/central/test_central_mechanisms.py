@@ -253,7 +253,10 @@ def test_mwem_selection_is_private_at_its_round_epsilon():
     workload = Workload(np.random.default_rng(12).random((4, 2, 3)), "sum")
     a = np.full(hist.counts.shape, hist.n / hist.counts.size)
     scale = workload.cell_range
-    score = lambda h: np.abs(workload.raw_answers(a) - workload.raw_answers(h.counts)) / scale
+
+    def score(h):
+        return np.abs(workload.raw_answers(a) - workload.raw_answers(h.counts)) / scale
+
     eps_t = MWEM(1.0, rounds=5).round_epsilon
     base = em_log_probabilities(score(hist), eps_t, 1.0)
     worst = max(np.abs(em_log_probabilities(score(nb), eps_t, 1.0) - base).max() for nb in neighbours(hist, False))

@@ -6,7 +6,6 @@ import csv
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,7 +40,10 @@ def data(seed: int = 1) -> Histogram:
 
 def test_errors_runs_and_e_always_included():
     offsets = np.array([0.1, -0.3, 0.2])
-    workloads = lambda rng: Workload(rng.random((3, 4, 5)), "mean")
+
+    def workloads(rng):
+        return Workload(rng.random((3, 4, 5)), "mean")
+
     trials = compare(data(), workloads, {"offset": Offset(offsets)}, runs=4, rng=np.random.default_rng(2),
                      setting="s", x=1.0, epsilon=1.0, progress=lambda line: None)
     assert [(t.mechanism, t.run) for t in trials] == [(m, r) for r in range(4) for m in ("E", "offset")]
@@ -82,7 +84,7 @@ def test_report_files(tmp_path):
     assert [p.name for p in paths] == ["t.csv", "t.md", "t.png"]
     text = (tmp_path / "t.md").read_text()
     assert "| setting | E |" in text and "| a |" in text and "| \\|Q\\|=3 |" in text and "ε-LDP" in text
-    assert len(list(csv.DictReader(open(tmp_path / "t.csv")))) == 4
+    assert len(list(csv.DictReader((tmp_path / "t.csv").read_text(encoding="utf-8").splitlines()))) == 4
     assert (tmp_path / "t.png").stat().st_size > 5000
 
 
@@ -137,7 +139,7 @@ def test_cli_fig2_quick(tmp_path):
                            "--mechanisms", "laplace,mwem,mwem-subdb", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    rows = list(csv.DictReader(open(tmp_path / "fig2.csv")))
+    rows = list(csv.DictReader((tmp_path / "fig2.csv").read_text(encoding="utf-8").splitlines()))
     assert {r["setting"] for r in rows} == {"h=1", "h=8", "h=128"}
     assert {r["mechanism"] for r in rows} == {"E", "laplace", "mwem", "mwem-subdb"}
     assert len(rows) == 3 * 4 * 2

@@ -40,7 +40,7 @@ def quick_run(script: str, out: Path) -> subprocess.CompletedProcess:
 
 def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
     quick_run("smooth_wdbc.py", tmp_path)
-    rows = list(csv.DictReader(open(tmp_path / "errors.csv")))
+    rows = list(csv.DictReader((tmp_path / "errors.csv").read_text(encoding="utf-8").splitlines()))
     assert len(rows) == 2 * 2 * 4 * 5   # rounds x tables x settings x sigmas
     private = [r for r in rows if r["setting"] in ("adaptive", "fixed-split")]
     assert len(private) == 40 and all(0.99 <= float(r["epsilon"]) <= 1.0 + 1e-9 for r in private)
@@ -56,7 +56,7 @@ def test_wdbc_experiment_quick_run(tmp_path: Path) -> None:
 
 def test_low_dimensional_comparison_quick_run(tmp_path: Path) -> None:
     result = quick_run("smooth_lowdim.py", tmp_path)
-    rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    rows = list(csv.DictReader((tmp_path / "summary.csv").read_text(encoding="utf-8").splitlines()))
     datasets = {r["dataset"] for r in rows}
     assert {"wdbc mean radius", "wdbc mean radius x mean texture"} <= datasets
     for r in rows:

@@ -59,11 +59,11 @@ def test_cli_fig2_sensitivity_quick(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr
     assert "[fig2-sensitivity] h = 128: run 2/2 done" in done.stderr
-    rows = list(csv.DictReader(open(tmp_path / "fig2_sensitivity.csv", encoding="utf-8")))
+    rows = list(csv.DictReader((tmp_path / "fig2_sensitivity.csv").read_text(encoding="utf-8").splitlines()))
     assert {r["h"] for r in rows} == {"1", "8", "128"} and len(rows) == 3 * 6
     sequential = {r["h"]: r["guarantee"] for r in rows if r["mechanism"] == "sub-db T=10 coarsest sequential"}
     assert "P = 8 non-empty" in sequential["8"] and "P = 128 non-empty" in sequential["128"]
-    assert len(list(csv.DictReader(open(tmp_path / "fig2_sensitivity_trials.csv", encoding="utf-8")))) == 3 * 6 * 2
+    assert len(list(csv.DictReader((tmp_path / "fig2_sensitivity_trials.csv").read_text(encoding="utf-8").splitlines()))) == 3 * 6 * 2
     text = (tmp_path / "fig2_sensitivity.md").read_text(encoding="utf-8")
     assert "| sub-db T=10 one per movie parallel |" in text and "--rounds 10 --quick" in text
     assert (tmp_path / "fig2_sensitivity.png").stat().st_size > 5000

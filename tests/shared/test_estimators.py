@@ -283,7 +283,7 @@ def test_proper_estimate_is_the_nearest_feasible_value():
         rng = np.random.default_rng(seed)
         y = mech.perturb(rng.integers(0, 4, 4), rng)
         answers = E.estimate(batch, SufficientStatistics.from_schema(schema, keys, y), mech, codes=y)
-        for j, (query, kind) in enumerate(queries):
+        for j, (_, kind) in enumerate(queries):
             got = answers.record(j)
             values = feasible[j]
             assert got["proper_kind"] == kind, j

@@ -151,8 +151,10 @@ def test_the_inverse_answers_round_trip():
     for j in range(len(base)):
         for eps, kind in ((inv.epsilon_worst[j], "worst"), (inv.epsilon_prior[j], "prior")):
             assert EPSILON_STEP <= eps <= MAX_EPSILON
-            se = lambda e: getattr(plan(REGION, queries, 5_000, epsilon=e, prior=UniformRows(REGION)).e,
-                                   f"se_{kind}")[j]
+
+            def se(e):
+                return getattr(plan(REGION, queries, 5_000, epsilon=e, prior=UniformRows(REGION)).e, f"se_{kind}")[j]
+
             assert base.z * se(eps) <= target, (j, kind)
             if eps > EPSILON_STEP:
                 assert base.z * se(round(eps - EPSILON_STEP, 2)) > target, (j, kind)

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from ..records import write_records
-from .harness import Trial, compare
+from .harness import Mechanism, Trial, compare
 from .local_e import LocalE
 from .mwem import MWEM, PARTITIONS, SPLITS, SubDatabaseMWEM
 from .workloads import Histogram
@@ -60,9 +60,9 @@ def subdb_name(rounds: int, partition: str, split: str) -> str:
     return f"sub-db T={rounds} {PARTITION_LABELS[partition]} {split}"
 
 
-def contestants(epsilon: float, rounds: Sequence[int] = ROUNDS) -> dict[str, object]:
+def contestants(epsilon: float, rounds: Sequence[int] = ROUNDS) -> dict[str, Mechanism]:
     """E, then per T plain MWEM and the four sub-database variants (partition x split), all at ``epsilon``."""
-    out: dict[str, object] = {E_NAME: LocalE(epsilon)}
+    out: dict[str, Mechanism] = {E_NAME: LocalE(epsilon)}
     for t in rounds:
         out[mwem_name(t)] = MWEM(epsilon, rounds=t)
         for partition in PARTITIONS[::-1]:                       # one per movie first, as in the README table
@@ -176,6 +176,7 @@ def fig2_sensitivity(out: Path, *, runs: int, epsilon: float, rng: np.random.Gen
                           x=h, epsilon=epsilon, progress=progress)
     rows = paired_summary(trials)
     mwem = mechanisms[mwem_name(rounds[0])]
+    assert isinstance(mwem, MWEM)
     notes = (f"MovieLens-100k, the {MOVIES} most-rated movies ({data.n:,} ratings, {data.group_sizes.min()}–"
              f"{data.group_sizes.max()} per movie; rating private, movie public); {queries} random statistical "
              f"queries per run (WYZ §VI-A-1 row functions, normalised by WYZ eq. 10); ε = {epsilon:g}; {runs} runs; "

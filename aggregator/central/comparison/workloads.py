@@ -276,11 +276,11 @@ class Workload:
         every row). All queries must share one normalisation; the groups are the attribute's
         codes ``0..size-1``.
         """
-        blocks = batch.blocks
-        if not blocks or not all(isinstance(b, TableBlock) for b in blocks):
+        blocks = [b for b in batch.blocks if isinstance(b, TableBlock)]
+        if not blocks or len(blocks) != len(batch.blocks):
             raise ValidationError("batch", "table queries only (linear, predicate, marginal, grouped)",
                                   "cut or dense queries are not linear on a (label, value) domain")
-        attrs = {b.attribute for b in blocks} - {None}
+        attrs = {b.attribute for b in blocks if b.attribute is not None}
         if len(attrs) > 1:
             raise ValidationError("batch", "grouped queries on at most one public attribute", f"got {sorted(attrs)}")
         norms = np.unique(np.concatenate([b.normalization for b in blocks]))

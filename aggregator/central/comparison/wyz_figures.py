@@ -35,7 +35,7 @@ import numpy as np
 from ldpsynth.aggregator.simulation.datasets import movielens_100k
 from ldpsynth.shared.errors import ValidationError
 
-from .harness import compare, summarize, write_report
+from .harness import Mechanism, compare, summarize, write_report
 from .workloads import Histogram, Workload
 
 MOVIES = 128
@@ -46,7 +46,7 @@ DATABASE_SIZES = (15_000, 30_000, 60_000, 100_000, 150_000, 230_000)
 MECHANISM_NAMES = ("laplace", "laplace-histogram", "mwem", "mwem-subdb", "dpfw", "dpfw-practical", "dpam")
 
 
-def ratings(top_movies: int = MOVIES) -> tuple[np.ndarray, np.ndarray]:
+def ratings(top_movies: int | None = MOVIES) -> tuple[np.ndarray, np.ndarray]:
     """0-based movie labels (by popularity rank) and 0-based ratings of MovieLens-100k's most-rated movies."""
     population = movielens_100k(top_movies=top_movies)
     return population.columns["movie"] - 1, population.columns["rating"] - 1
@@ -76,9 +76,9 @@ def linear_workload(size: int) -> Callable[[np.random.Generator], Workload]:
     return lambda rng: Workload(row_functions(rng, (size, K)), "range")
 
 
-def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dict[str, object]:
+def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dict[str, Mechanism]:
     """The named central mechanisms at ``epsilon`` (imported lazily: DPFW/DPAM are optional modules)."""
-    out: dict[str, object] = {}
+    out: dict[str, Mechanism] = {}
     for name in names:
         if name == "laplace":
             from .laplace import LaplaceAnswers

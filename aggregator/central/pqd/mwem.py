@@ -54,17 +54,24 @@ class Binning:
     def size(self) -> int:
         return len(self.values) if self.values is not None else len(self.edges) - 1  # type: ignore[arg-type]
 
+    def _legal(self) -> str:
+        """The values this attribute's bins hold, as an error message states them."""
+        if self.values is not None:
+            return f"one of {list(self.values)}"
+        assert self.edges is not None  # values or edges: one of them (__post_init__)
+        return f"in [{self.edges[0]}, {self.edges[-1]})"
+
     def index(self, column: np.ndarray) -> np.ndarray:
         """Bin index of every value; values outside the public bins are an error naming the attribute."""
         if self.values is not None:
             lookup = {v: i for i, v in enumerate(self.values)}
             out = np.array([lookup.get(v, -1) for v in column.tolist()], dtype=np.int64)
         else:
+            assert self.edges is not None  # values or edges: one of them (__post_init__)
             out = np.searchsorted(np.asarray(self.edges), column, side="right") - 1
             out[(column < self.edges[0]) | (column >= self.edges[-1])] = -1
         if (out < 0).any():
-            legal = f"one of {list(self.values)}" if self.values is not None else f"in [{self.edges[0]}, {self.edges[-1]})"
-            raise ValidationError(self.attribute, legal, "a value outside the public bins", int(np.flatnonzero(out < 0)[0]))
+            raise ValidationError(self.attribute, self._legal(), "a value outside the public bins", int(np.flatnonzero(out < 0)[0]))
         return out
 
     def sample(self, bins: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -81,8 +81,8 @@ class SqlCondition:
             if isinstance(self.value, (str, bytes, Mapping)) or not isinstance(self.value, Sequence) or not self.value:
                 raise ValidationError("where.value", f"a non-empty list for {self.op!r}", f"got {self.value!r}")
             values = tuple(_scalar(v, "where.value") for v in self.value)
-            if self.op == "between" and (len(values) != 2 or not all(isinstance(v, float) for v in values)
-                                         or values[0] > values[1]):
+            if self.op == "between" and not (len(values) == 2 and isinstance(values[0], float)
+                                             and isinstance(values[1], float) and values[0] <= values[1]):
                 raise ValidationError("where.value", "[lo, hi] with numbers lo <= hi for 'between'", f"got {list(values)}")
             object.__setattr__(self, "value", values)
         else:
@@ -345,7 +345,8 @@ def query_from_json(obj: object) -> Query:
         if not isinstance(cond, Mapping) or set(cond) != {"attribute", "op", "value"}:
             raise ValidationError(f"query.where[{j}]", "an object with attribute, op, value", f"got {cond!r}")
         conditions.append(SqlCondition(cond["attribute"], cond["op"], cond["value"]))
-    return Query(obj.get("aggregate"), obj.get("attribute"), tuple(conditions), obj.get("q", 0.5))
+    # The fields are checked by Query.__post_init__, with their names.
+    return Query(cast(str, obj.get("aggregate")), obj.get("attribute"), tuple(conditions), obj.get("q", 0.5))
 
 
 def parse_query(text: str) -> Query:

@@ -114,7 +114,7 @@ class R2TSum(Decider):
 # ----- SVT_sum ---------------------------------------------------------------------------------
 def _first_hit(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: whether any column hits, and the first hitting column."""
-    return hits.any(axis=1), hits.argmax(axis=1)
+    return np.asarray(hits.any(axis=1)), hits.argmax(axis=1)
 
 
 @dataclass(frozen=True)

@@ -192,5 +192,5 @@ def parse_domain(text: str) -> NumericDomain:
         numbers = [float(p) for p in parts]
     except ValueError:
         raise ValidationError("--domain", legal, f"got {text!r}") from None
-    return NumericDomain(*numbers, attribute=name.strip()) if len(numbers) == 3 else \
-        NumericDomain(numbers[0], numbers[1], attribute=name.strip())
+    step = numbers[2] if len(numbers) == 3 else 1.0
+    return NumericDomain(numbers[0], numbers[1], step, attribute=name.strip())

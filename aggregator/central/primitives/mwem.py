@@ -166,8 +166,9 @@ def run_mwem(histograms: SyntheticHistograms, truth: np.ndarray, rounds: int, ep
     """
     count = len(truth)
     eps_t = epsilon / (2.0 * rounds)
-    chosen, measured = [], []
-    total = None
+    chosen: list[np.ndarray] = []
+    measured: list[tuple[np.ndarray, np.ndarray]] = []
+    total: np.ndarray | None = None
     rows_idx = np.arange(count)
     for _ in range(rounds):
         score = np.abs(histograms.answers() - truth)          # sensitivity 1 (queries in [0,1])
@@ -180,5 +181,5 @@ def run_mwem(histograms: SyntheticHistograms, truth: np.ndarray, rounds: int, ep
                 histograms.reweight(row, value)
         if iterate == "average":
             total = histograms.tables() if total is None else total + histograms.tables()
-    final = total / rounds if iterate == "average" else histograms.tables()
+    final = total / rounds if total is not None else histograms.tables()
     return final, np.asarray(chosen)

@@ -152,8 +152,10 @@ def _candidates(z: np.ndarray, plan: BudgetPlan, released: np.ndarray | None, k:
     else:
         axes = _exact_eigenpairs(z, k) if plan.exact_eigenpairs else None
     if plan.centre == "noisy-mean":
+        assert plan.centre_release is not None  # planned with the centre (_budget_plan)
         centre = np.clip(plan.centre_release.apply(z.mean(axis=0), rng), -1.0, 1.0)
     elif plan.centre == "released-means":
+        assert released is not None  # planned with the moments
         centre = np.clip(released[:d], -1.0, 1.0)
     else:
         centre = z.mean(axis=0) if plan.centre == "exact-mean" else np.zeros(d)
@@ -182,6 +184,7 @@ def practical_smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: 
 
     released = None                                                            # the adaptive means release
     if plan.moments is not None:
+        assert plan.moment_indices is not None  # planned together (_budget_plan)
         released = plan.moments.apply(basis_values(z, plan.moment_indices).mean(axis=0), rng)
     if settings.candidate_source == "pca":                                   # steps 1-3
         candidates = _candidates(z, plan, released, k, settings.candidates, sizes.N, rng)
@@ -193,6 +196,7 @@ def practical_smooth_synthetic_database(data: npt.ArrayLike, epsilon: float, K: 
         if plan.basis is not None:                                             # step 5
             noisy = plan.basis.apply(basis_values(z, indices).mean(axis=0), rng)
         else:
+            assert released is not None  # no basis release: the basis answers come from the moments
             noisy = plan.basis_answers(indices, released)
         w = basis_values(candidates, indices).T
         if settings.round_to_grid:
