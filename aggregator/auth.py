@@ -112,7 +112,7 @@ class TokenTable:
         self._entries = list(entries)
 
     @classmethod
-    def load(cls, path: str | Path) -> "TokenTable":
+    def load(cls, path: str | Path) -> TokenTable:
         """The clients of the tokens file at ``path``, which only its owner may read or write."""
         try:
             obj = jsonio.loads(_read_secret(Path(path)), "--tokens", 'a JSON object {"clients": [...]}')

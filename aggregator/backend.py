@@ -63,7 +63,7 @@ class Backend:
     datadir: DataDir | None
 
     @classmethod
-    async def open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], object]) -> "Backend":
+    async def open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], object]) -> Backend:
         """Open the log, register the collections, start or find the workers, wait until they are ready."""
         parts: dict[str, object] = {}
         try:
@@ -74,7 +74,7 @@ class Backend:
 
     @classmethod
     async def _open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], object],
-                    parts: dict[str, object]) -> "Backend":
+                    parts: dict[str, object]) -> Backend:
         cluster = config.cluster
         recorded = None
         datadir = None

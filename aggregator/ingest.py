@@ -20,8 +20,8 @@ tested without a server. Per batch (docs/contract.md §6 "What the server does w
 from __future__ import annotations
 
 import asyncio
-import logging
 import functools
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol

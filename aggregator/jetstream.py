@@ -36,9 +36,18 @@ from pathlib import Path
 import nats
 import nats.errors
 import nats.js.errors
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.kv import KeyValue
-from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, KeyValueConfig,
-                         ObjectStoreConfig, RetentionPolicy, StorageType, StreamConfig)
 
 from ldpsynth.shared.errors import LdpsynthError
 
@@ -163,7 +172,7 @@ class ReplicatedLog:
         self._meta: KeyValue | None = None
 
     @classmethod
-    async def connect(cls, settings: LogSettings, name: str) -> "ReplicatedLog":
+    async def connect(cls, settings: LogSettings, name: str) -> ReplicatedLog:
         """Connect (retrying each server for up to ``settings.timeout`` seconds)."""
         try:
             nc = await nats.connect(list(settings.servers), name=name, tls=settings.tls_context(),
@@ -413,7 +422,7 @@ class ReplicatedLog:
                                          f"({type(exc).__name__})") from None
 
     # ----- snapshots -------------------------------------------------------------------------
-    async def snapshots(self) -> "SnapshotBucket":
+    async def snapshots(self) -> SnapshotBucket:
         """The layout's object store of shard snapshots (created on first use)."""
         layout = self._require_layout()
         try:

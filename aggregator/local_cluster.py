@@ -66,7 +66,7 @@ class ServerProcess:
                 return str(event["address"])
 
     @classmethod
-    def aggregator(cls, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> "ServerProcess":
+    def aggregator(cls, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> ServerProcess:
         """``ldpsynth aggregator serve ARGS`` (the module entry point: no console script needed)."""
         return cls([sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", *args], log_path, env)
 
@@ -107,7 +107,7 @@ class LocalCluster:
     replicas: list[ServerProcess] = field(default_factory=list)
     ports: list[int] = field(default_factory=list)
 
-    def start(self, replicas: int = 2) -> "LocalCluster":
+    def start(self, replicas: int = 2) -> LocalCluster:
         self.ray = LocalRayCluster()
         for _ in range(self.worker_nodes):
             self.add_node()

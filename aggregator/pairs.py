@@ -24,7 +24,6 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 
-
 #: Rows of the pair matrix converted to floating point at a time.
 ROW_BLOCK = 512
 _FLOAT32_EXACT = 1 << 24
@@ -38,7 +37,7 @@ class PairCounts:
         self.targets = targets
 
     @classmethod
-    def build(cls, schema: Schema, stats: SufficientStatistics, source: str, target: str, edge: str) -> "PairCounts":
+    def build(cls, schema: Schema, stats: SufficientStatistics, source: str, target: str, edge: str) -> PairCounts:
         """Count the rows of ``stats`` per (source, target) pair, and those with ``edge`` = 1."""
         vs, vt = schema.attribute(source).size, schema.attribute(target).size
         digits = schema.public_digits(stats.keys)

@@ -87,7 +87,7 @@ class RayRuntime:
         self._stopping = threading.Event()
 
     @classmethod
-    def connect(cls, address: str | None, *, verbose: bool = False, num_cpus: int | None = None) -> "RayRuntime":
+    def connect(cls, address: str | None, *, verbose: bool = False, num_cpus: int | None = None) -> RayRuntime:
         """Use the current connection, join ``address``, or start a local loopback-only runtime."""
         level = logging.INFO if verbose else logging.ERROR
         logging.getLogger("ray").setLevel(level)
@@ -170,7 +170,7 @@ class RayWorkers:
         self.layout_id = layout_id
 
     @classmethod
-    def attach(cls, specs: Sequence[WorkerSpec], per_node: bool, resource: str | None = None) -> "RayWorkers":
+    def attach(cls, specs: Sequence[WorkerSpec], per_node: bool, resource: str | None = None) -> RayWorkers:
         """Get (or create) the named, detached worker of every spec (blocking); ``resource``: run
         them only on nodes offering that custom resource (each worker takes 1 unit)."""
         # _WorkerActor is an ActorClass (made by @ray.remote), which has .options.

@@ -42,7 +42,7 @@ class SegmentPack:
     private_codes: np.ndarray
 
     @classmethod
-    def of(cls, segments: list[Segment]) -> "SegmentPack":
+    def of(cls, segments: list[Segment]) -> SegmentPack:
         return cls(tuple(s.collection for s in segments), tuple(s.credential for s in segments),
                    np.cumsum([len(s) for s in segments]), np.concatenate([s.report_ids for s in segments]),
                    np.concatenate([s.public_keys for s in segments]), np.concatenate([s.private_codes for s in segments]))
@@ -77,7 +77,7 @@ class RowChunk:
         return int(self.private_codes.shape[0])
 
     @classmethod
-    def empty(cls) -> "RowChunk":
+    def empty(cls) -> RowChunk:
         zero = np.zeros(0, np.int64)
         return cls(np.zeros((0, REPORT_ID_BYTES), np.uint8), zero, zero.copy())
 

@@ -41,7 +41,7 @@ class StatsAccumulator:
         self._pending_rows = 0
 
     @classmethod
-    def restore(cls, stats: SufficientStatistics) -> "StatsAccumulator":
+    def restore(cls, stats: SufficientStatistics) -> StatsAccumulator:
         """An accumulator holding the counts ``stats`` (e.g. read from a snapshot)."""
         accumulator = cls(stats.public_domain_size, stats.domain_size)
         if accumulator._dense is not None:

@@ -69,18 +69,17 @@ from typing import Any
 import google.protobuf
 import grpc
 import numpy as np
+from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
+from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
+from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.local_cluster import ServerProcess
 from ldpsynth.aggregator.verify import Verification, verify_data_dir
-from ldpsynth.client import (IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows,
-                             prepare_reports)
+from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows, prepare_reports
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema
-from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
-from machine import machine_info  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
 COLLECTION = "pairs"
@@ -267,7 +266,7 @@ class ManyOutcome:
     first_start: float = math.inf
     last_end: float = -math.inf
 
-    def add(self, other: "ManyOutcome") -> None:
+    def add(self, other: ManyOutcome) -> None:
         self.clients += other.clients
         self.reports += other.reports
         self.acknowledged += other.acknowledged

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import Debias, estimate
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EPSILON = 1.0

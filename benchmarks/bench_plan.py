@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 from ldpsynth.shared.planning import plan
 from ldpsynth.shared.queries import linear_batch
 from ldpsynth.shared.row_distribution import UniformRows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.schema_changes import schema_changes
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
-from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
 from ldpsynth.client import AsyncClient
@@ -43,8 +45,6 @@ from ldpsynth.shared.queries import linear_batch
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
-from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
-from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FACEBOOK_EDGES = 88_234

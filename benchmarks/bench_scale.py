@@ -92,6 +92,9 @@ from typing import Any
 import google.protobuf
 import grpc
 import numpy as np
+from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
+from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
+from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
 from ldpsynth.aggregator.local_cluster import LocalCluster, ServerProcess
@@ -107,9 +110,6 @@ from ldpsynth.shared.protocol import reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
-from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
-from machine import machine_info  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()
@@ -187,7 +187,7 @@ class CpuSnapshot:
     processes: dict[int, tuple[int, str, float]]
 
     @classmethod
-    def take(cls, roles: Roles) -> "CpuSnapshot":
+    def take(cls, roles: Roles) -> CpuSnapshot:
         owners = {}
         for pid, role in roles.named.items():  # a named process and its descendants
             owners.update(dict.fromkeys([pid, *descendants(pid)], role))
@@ -198,7 +198,7 @@ class CpuSnapshot:
                 found[pid] = (stat[0], owners.get(pid) or _role(pid), stat[1])
         return cls(time.perf_counter(), found)
 
-    def since(self, before: "CpuSnapshot") -> dict[str, float]:
+    def since(self, before: CpuSnapshot) -> dict[str, float]:
         """CPU seconds per role from ``before`` to this snapshot (a process born since counts whole)."""
         spent: dict[str, float] = defaultdict(float)
         for pid, (start, role, seconds) in self.processes.items():

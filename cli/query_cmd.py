@@ -59,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write (created)")
 
 
-def _command(subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
-             name: str, handler: Callable[[argparse.Namespace], int], help: str,  # noqa: A002
+def _command(subparsers: argparse._SubParsersAction,
+             name: str, handler: Callable[[argparse.Namespace], int], help: str,
              description: str) -> argparse.ArgumentParser:
     """A subcommand that calls the aggregator: its connection options, then its own (added by the caller)."""
     parser = subparsers.add_parser(name, help=help, description=description)

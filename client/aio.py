@@ -148,7 +148,7 @@ class AsyncClient:
         """Close the channel (calls in flight are cancelled)."""
         await self._channel.close()
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -536,7 +536,7 @@ class PrivacyLedger:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "PrivacyLedger":
+    def __enter__(self) -> PrivacyLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -98,7 +98,7 @@ class QueryClient:
         self._stub = qpb_grpc.QueryServiceStub(self._channel)
         self._collections = pb_grpc.CollectionServiceStub(self._channel)
 
-    def __enter__(self) -> "QueryClient":
+    def __enter__(self) -> QueryClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -47,8 +47,7 @@ from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.planning import plan
 from ldpsynth.shared.queries import RowBlock
 from ldpsynth.shared.row_distribution import SampleRows
-from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute, \
-    Schema
+from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "plan_agreement"

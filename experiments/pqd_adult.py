@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pqd_adult_summary import write_plots, write_summary
 
 from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, evaluate
 from ldpsynth.aggregator.central.pqd.mwem import Binning, mwem_synthetic_table
@@ -65,8 +66,6 @@ from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_pat
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.schema import CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
 from ldpsynth.shared.statistics import SufficientStatistics
-
-from pqd_adult_summary import write_plots, write_summary
 
 TAUS = (0.002, 0.008, 0.032, 0.128, 0.512)
 EPSILONS = (0.0625, 0.125, 0.25, 0.5, 1.0)

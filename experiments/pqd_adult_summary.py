@@ -54,10 +54,10 @@ class Interval:
         """The interval lies entirely above or below ``value``."""
         return self.high < value or self.low > value
 
-    def disjoint(self, other: "Interval") -> bool:
+    def disjoint(self, other: Interval) -> bool:
         return self.high < other.low or other.high < self.low
 
-    def clipped(self, low: float, high: float) -> "Interval":
+    def clipped(self, low: float, high: float) -> Interval:
         """The interval intersected with the range ``[low, high]`` its mean is known to lie in."""
         return Interval(self.mean, max(low, self.low), min(high, self.high), self.seeds)
 

@@ -83,7 +83,6 @@ def datasets(quick: bool) -> list[tuple[Dataset, tuple[int, ...]]]:
     except DatasetNotFound as exc:
         print(f"skipping Adult: {exc}", file=sys.stderr)
     from sklearn.datasets import load_breast_cancer
-
     from smooth_wdbc import wdbc_public_bounds  # the same published bounds as the Table 3/4 experiment
 
     bunch = load_breast_cancer()

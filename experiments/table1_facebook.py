@@ -40,8 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges, \
-    graph_schema
+from ldpsynth.aggregator.simulation.datasets import (
+    FACEBOOK_VERTICES,
+    DatasetNotFound,
+    adjacency,
+    facebook_edges,
+    graph_schema,
+)
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import answers_from_sums, cut_block_sums
 from ldpsynth.shared.queries import compile_queries, cut

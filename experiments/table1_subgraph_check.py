@@ -43,12 +43,10 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+from table1_facebook import PAPER, RESULTS, SIZES, check_at_least, facebook_edges_or_none, run_size  # noqa: E402 - sibling script (sys.path[0])
 
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES
-
-from table1_facebook import (PAPER, RESULTS, SIZES, check_at_least,  # noqa: E402 - sibling script (sys.path[0])
-                             facebook_edges_or_none, run_size)
 
 #: Table I's entry is the mean over this many runs (WYZ §VI-B-1).
 PAPER_RUNS = 10

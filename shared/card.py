@@ -30,7 +30,7 @@ class MechanismCard:
     mechanism: MechanismE
 
     @classmethod
-    def for_schema(cls, schema: Schema) -> "MechanismCard":
+    def for_schema(cls, schema: Schema) -> MechanismCard:
         """The card of the mechanism E that releases ``schema``'s private domain at its ε."""
         return cls(schema, MechanismE(schema.epsilon, schema.private_domain_size))
 
@@ -63,7 +63,7 @@ class MechanismCard:
         Path(path).write_text(self.dumps() + "\n", encoding="utf-8")
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any] | str) -> "MechanismCard":
+    def from_json(cls, obj: Mapping[str, Any] | str) -> MechanismCard:
         """Parse and *verify* a card: the stored probabilities must be exactly those of E at the
         stored ε and |D|, so a tampered or inconsistent card is rejected."""
         if isinstance(obj, str):
@@ -90,5 +90,5 @@ class MechanismCard:
         return card
 
     @classmethod
-    def load(cls, path: str | Path) -> "MechanismCard":
+    def load(cls, path: str | Path) -> MechanismCard:
         return cls.from_json(jsonio.read_text(path, "card"))

@@ -63,7 +63,7 @@ class _Counts:
     sizes: np.ndarray     # (G,) n_g
 
     @classmethod
-    def of(cls, counts: np.ndarray, debias: Debias) -> "_Counts":
+    def of(cls, counts: np.ndarray, debias: Debias) -> _Counts:
         n_g = counts.sum(axis=1)
         hhat = (counts - debias.q * n_g[:, None]) / debias.r
         u = counts + (debias.r / debias.k) * n_g[:, None]

@@ -109,7 +109,7 @@ class Debias:
     k: int
 
     @classmethod
-    def of(cls, mechanism: MechanismE) -> "Debias":
+    def of(cls, mechanism: MechanismE) -> Debias:
         return cls(mechanism.keep_probability, mechanism.lie_probability, mechanism.domain_size)
 
     @property
@@ -147,17 +147,17 @@ class BlockSums:
     step: np.ndarray
 
     @classmethod
-    def empty(cls, size: int) -> "BlockSums":
+    def empty(cls, size: int) -> BlockSums:
         """The sums over no rows (the identity of :meth:`merge`); ``step`` NaN until computed."""
         return cls(np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size),
                    np.full(size, np.inf), np.full(size, -np.inf), np.full(size, np.inf), np.zeros(size),
                    np.full(size, np.nan))
 
-    def rows(self, part: slice) -> "BlockSums":
+    def rows(self, part: slice) -> BlockSums:
         """The sums of the queries ``part`` (views, no copies)."""
         return BlockSums(*(getattr(self, f.name)[part] for f in fields(self)))
 
-    def merge(self, other: "BlockSums") -> "BlockSums":
+    def merge(self, other: BlockSums) -> BlockSums:
         """The sums over the union of two disjoint row sets."""
         a, b = self.step, other.step
         with np.errstate(invalid="ignore"):

@@ -117,7 +117,7 @@ class Moments:
     fixed: np.ndarray
 
     @classmethod
-    def empty(cls, size: int) -> "Moments":
+    def empty(cls, size: int) -> Moments:
         return cls(**{f.name: np.zeros(size) for f in fields(cls) if f.name != "fixed"}, fixed=np.zeros(size, bool))
 
 
@@ -274,7 +274,7 @@ class Figures:
     se_prior: np.ndarray | None
 
     @classmethod
-    def of(cls, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> "Figures":
+    def of(cls, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Figures:
         return cls(np.sqrt(worst), np.sqrt(prior) if with_prior else None)
 
     @property

@@ -34,7 +34,7 @@ class Limits:
                          max_message_bytes=self.max_message_bytes)
 
     @classmethod
-    def from_proto(cls, msg: pb.Limits) -> "Limits":
+    def from_proto(cls, msg: pb.Limits) -> Limits:
         return cls(int(msg.max_rows_per_client), int(msg.max_batch_reports), int(msg.max_message_bytes))
 
 
@@ -55,7 +55,7 @@ class CollectionInfo:
                              limits=self.limits.to_proto())
 
     @classmethod
-    def from_proto(cls, msg: pb.Collection) -> "CollectionInfo":
+    def from_proto(cls, msg: pb.Collection) -> CollectionInfo:
         card = MechanismCard.from_json(msg.card_json)
         if card.schema.name != msg.name or card.version != msg.mechanism_version:
             raise ValidationError("collection", "a card whose schema name and version match the message",

@@ -15,9 +15,25 @@ from .query_batch import Block, CutBlock, QueryBatch, RowBlock, TableBlock, conc
 from .query_builders import condition, cut, dense, grouped, linear, marginal, predicate
 from .query_compiler import MAX_QUERY_WEIGHTS, compile_queries
 from .query_json import dumps_queries, queries_from_json, queries_to_json, query_from_json, query_to_json
-from .query_model import (EQ10, MEAN, NORMALIZATION_ALIASES, NORMALIZATIONS, OPERATORS, RANGE, SUM, Condition, CutQuery,
-                          DenseQuery, GroupedQuery, LinearQuery, MarginalQuery, PredicateQuery, Query, Scalar,
-                          normalization_name)
+from .query_model import (
+                          EQ10,
+                          MEAN,
+                          NORMALIZATION_ALIASES,
+                          NORMALIZATIONS,
+                          OPERATORS,
+                          RANGE,
+                          SUM,
+                          Condition,
+                          CutQuery,
+                          DenseQuery,
+                          GroupedQuery,
+                          LinearQuery,
+                          MarginalQuery,
+                          PredicateQuery,
+                          Query,
+                          Scalar,
+                          normalization_name,
+)
 
 __all__ = [
     # the model

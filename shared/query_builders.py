@@ -10,8 +10,16 @@ from typing import Any
 
 import numpy.typing as npt
 
-from .query_model import (Condition, CutQuery, DenseQuery, GroupedQuery, LinearQuery, MarginalQuery, PredicateQuery,
-                          Scalar)
+from .query_model import (
+    Condition,
+    CutQuery,
+    DenseQuery,
+    GroupedQuery,
+    LinearQuery,
+    MarginalQuery,
+    PredicateQuery,
+    Scalar,
+)
 
 
 def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> LinearQuery:

@@ -17,8 +17,20 @@ import numpy as np
 
 from .errors import ValidationError
 from .query_batch import Block, CutBlock, QueryBatch, RowBlock, TableBlock
-from .query_model import (NORMALIZATIONS, QUERY_KINDS, Condition, CutQuery, DenseQuery, GroupedQuery, LinearQuery,
-                          MarginalQuery, PredicateQuery, Query, Scalar, query_field)
+from .query_model import (
+    NORMALIZATIONS,
+    QUERY_KINDS,
+    Condition,
+    CutQuery,
+    DenseQuery,
+    GroupedQuery,
+    LinearQuery,
+    MarginalQuery,
+    PredicateQuery,
+    Query,
+    Scalar,
+    query_field,
+)
 from .schema import Attribute, BinaryAttribute, CategoricalAttribute, Schema
 
 #: Largest number of weights one query may expand to (|D| for a weight list, n |D| for a dense

@@ -28,11 +28,10 @@ checks them against a schema and turns them into weight blocks over the schema's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -312,7 +312,7 @@ class AnswerTable(AnswerColumns):
         return tuple(self.label(j) for j in range(len(self)))
 
     @classmethod
-    def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> "AnswerTable":
+    def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> AnswerTable:
         """Reassemble pages (checked to be contiguous and complete)."""
         pages = list(pages)
         if not pages:

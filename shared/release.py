@@ -112,7 +112,7 @@ class Release:
         return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}
 
     @classmethod
-    def from_values(cls, card: MechanismCard, columns: Mapping[str, npt.ArrayLike]) -> "Release":
+    def from_values(cls, card: MechanismCard, columns: Mapping[str, npt.ArrayLike]) -> Release:
         """The release of ``card`` whose rows have the decoded values ``columns[name]`` (the inverse
         of :meth:`values`: public values in clear, private values as perturbed, continuous
         attributes as bucket lower edges); columns of other names are ignored.
@@ -144,7 +144,7 @@ class Release:
         return cls(card, codes)
 
     @classmethod
-    def read(cls, path: str | os.PathLike, *, card: MechanismCard | None = None, field: str = "release") -> "Release":
+    def read(cls, path: str | os.PathLike, *, card: MechanismCard | None = None, field: str = "release") -> Release:
         """The release in the folder ``path`` (as :meth:`write` leaves it: ``card.json`` and
         ``synthetic.csv``, or ``synthetic.parquet`` without the CSV), or in the table file ``path``
         (CSV, or Parquet by its ``.parquet`` suffix) with its ``card``. A given ``card`` replaces the

@@ -45,7 +45,7 @@ class Reports:
     def __len__(self) -> int:
         return int(self.private_codes.shape[0])
 
-    def validate(self, schema: Schema) -> "Reports":
+    def validate(self, schema: Schema) -> Reports:
         """Check shapes and that every code lies in its legal range; raise naming the field.
 
         Messages name the column and the report position, never a value.
@@ -72,11 +72,11 @@ class Reports:
             keys = keys * attr.size + columns[attr.name]
         return keys
 
-    def slice(self, start: int, stop: int) -> "Reports":
+    def slice(self, start: int, stop: int) -> Reports:
         return Reports(self.report_ids[start:stop], self.private_codes[start:stop], self.public_codes[start:stop])
 
     @staticmethod
-    def concat(parts: list["Reports"], public_columns: int) -> "Reports":
+    def concat(parts: list[Reports], public_columns: int) -> Reports:
         if not parts:
             return Reports(np.zeros((0, REPORT_ID_BYTES), np.uint8), np.zeros(0, np.int64),
                            np.zeros((0, public_columns), np.int64))

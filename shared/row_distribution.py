@@ -94,7 +94,7 @@ class SampleRows(RowDistribution):
         self.name = name
 
     @classmethod
-    def from_columns(cls, schema: Schema, columns: Mapping[str, npt.ArrayLike], name: str = "a sample") -> "SampleRows":
+    def from_columns(cls, schema: Schema, columns: Mapping[str, npt.ArrayLike], name: str = "a sample") -> SampleRows:
         """From raw columns (attribute name -> raw values; other columns are ignored)."""
         missing = [a.name for a in schema.attributes if a.name not in columns]
         if missing:

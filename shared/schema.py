@@ -535,7 +535,7 @@ class Schema:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any] | str) -> "Schema":
+    def from_json(cls, obj: Mapping[str, Any] | str) -> Schema:
         if isinstance(obj, str):
             with _schema_field():
                 obj = jsonio.loads(obj, "schema", "a JSON object")
@@ -554,5 +554,5 @@ class Schema:
         return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
 
     @classmethod
-    def load(cls, path: str | Path) -> "Schema":
+    def load(cls, path: str | Path) -> Schema:
         return cls.from_json(jsonio.read_text(path, "schema"))

@@ -140,13 +140,13 @@ class SufficientStatistics:
 
     # ----- construction ---------------------------------------------------------------------
     @classmethod
-    def empty(cls, public_domain_size: int, domain_size: int) -> "SufficientStatistics":
+    def empty(cls, public_domain_size: int, domain_size: int) -> SufficientStatistics:
         """No rows."""
         zero = np.zeros(0, np.int64)
         return cls(public_domain_size, domain_size, zero, zero.copy(), zero.copy())
 
     @classmethod
-    def merge(cls, parts: Sequence["SufficientStatistics"]) -> "SufficientStatistics":
+    def merge(cls, parts: Sequence[SufficientStatistics]) -> SufficientStatistics:
         """The statistics of the union of disjoint sets of rows (e.g. the shards of one collection)."""
         if not parts:
             raise ValidationError("parts", "at least one SufficientStatistics", "empty")
@@ -160,7 +160,7 @@ class SufficientStatistics:
         return cls(parts[0].public_domain_size, parts[0].domain_size, keys, codes, counts)
 
     @classmethod
-    def _of_table(cls, present_keys: np.ndarray, table: np.ndarray, public_domain_size: int) -> "SufficientStatistics":
+    def _of_table(cls, present_keys: np.ndarray, table: np.ndarray, public_domain_size: int) -> SufficientStatistics:
         """From a compact table already known to be sound (sorted distinct keys, positive int64 rows)."""
         rows, codes = np.nonzero(table)
         stats = cls(public_domain_size, int(table.shape[1]), present_keys[rows], codes.astype(np.int64, copy=False),
@@ -170,7 +170,7 @@ class SufficientStatistics:
 
     @classmethod
     def from_table(cls, present_keys: npt.ArrayLike, table: npt.ArrayLike,
-                   public_domain_size: int) -> "SufficientStatistics":
+                   public_domain_size: int) -> SufficientStatistics:
         """From the estimators' compact form: ``table[g, v]`` rows with key ``present_keys[g]`` and code ``v``.
 
         ``present_keys`` strictly increasing in ``[0, public_domain_size)``; ``table`` non-negative
@@ -192,7 +192,7 @@ class SufficientStatistics:
 
     @classmethod
     def from_rows(cls, public_keys: npt.ArrayLike | None, codes: npt.ArrayLike, *, domain_size: int,
-                  public_domain_size: int = 1) -> "SufficientStatistics":
+                  public_domain_size: int = 1) -> SufficientStatistics:
         """Count rows given their public keys (``None``: no public attribute) and private codes.
 
         Vectorised: one ``np.bincount`` over ``key * |D| + code`` when the dense table has at
@@ -221,7 +221,7 @@ class SufficientStatistics:
 
     @classmethod
     def from_schema(cls, schema: Schema, public_keys: npt.ArrayLike | None, codes: npt.ArrayLike
-                    ) -> "SufficientStatistics":
+                    ) -> SufficientStatistics:
         """:meth:`from_rows` with the domain sizes of ``schema``."""
         return cls.from_rows(public_keys, codes, domain_size=schema.private_domain_size,
                              public_domain_size=schema.public_domain_size)

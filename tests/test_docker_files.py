@@ -20,13 +20,13 @@ import shlex
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import tomllib
 import yaml
 
 from ldpsynth.aggregator.config import ClusterConfig

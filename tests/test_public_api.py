@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import ldpsynth
 

@@ -77,7 +77,7 @@ class GroupOutcome:
     epsilon_per_device: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
 
-    def add(self, other: "GroupOutcome") -> None:
+    def add(self, other: GroupOutcome) -> None:
         for name in ("devices", "rows", "sent", "acknowledged", "duplicates", "retries", "memoized", "drops"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures += other.failures
@@ -158,6 +158,6 @@ async def _run_group(group: DeviceGroup, progress: Any) -> GroupOutcome:
     return outcome
 
 
-def run_device_group(group: DeviceGroup, progress: "queue.Queue[int] | None" = None) -> GroupOutcome:
+def run_device_group(group: DeviceGroup, progress: queue.Queue[int] | None = None) -> GroupOutcome:
     """Run every device of ``group`` (in this process, one event loop); report rows done to ``progress``."""
     return asyncio.run(_run_group(group, progress))

@@ -31,7 +31,6 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimator_math import Answers
-
 from ldpsynth.shared.query_json import queries_to_json
 from ldpsynth.shared.query_wire import AnswerTable
 from ldpsynth.shared.validation import check_int, check_probability
@@ -123,7 +122,7 @@ def _groups(population: Population, target: str, settings: SimulationSettings) -
     return [g for g in groups if g.devices]
 
 
-def _progress_printer(total: int, updates: "queue.Queue[int | None]", enabled: bool) -> threading.Thread:
+def _progress_printer(total: int, updates: queue.Queue[int | None], enabled: bool) -> threading.Thread:
     """A thread that shows rows submitted (tqdm on stderr) until it reads ``None``."""
     def run() -> None:
         from tqdm import tqdm

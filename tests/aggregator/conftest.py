@@ -74,7 +74,7 @@ def submit(stub: pb_grpc.CollectionServiceStub, batches: Iterable[pb.ReportBatch
     return acks, grpc.StatusCode.OK, ""
 
 
-def stored_rows(server: "ServerThread", collection: str) -> int:
+def stored_rows(server: ServerThread, collection: str) -> int:
     """Reports of ``collection`` the running server's shard workers hold."""
     return server.run(server.server.stored(collection))
 
@@ -84,7 +84,7 @@ def verify(data_dir: Path, keep_rows: bool = False) -> Verification:
     return asyncio.run(verify_data_dir(str(data_dir), keep_rows))
 
 
-def verify_running(server: "ServerThread", keep_rows: bool = False) -> Verification:
+def verify_running(server: ServerThread, keep_rows: bool = False) -> Verification:
     """Every record of a running server's log checked, through a connection of its own."""
     backend = server.server.backend
 
@@ -98,7 +98,7 @@ def verify_running(server: "ServerThread", keep_rows: bool = False) -> Verificat
     return server.run(check())
 
 
-def stored_ids(server: "ServerThread", collection: str) -> set[bytes]:
+def stored_ids(server: ServerThread, collection: str) -> set[bytes]:
     """The report ids of ``collection`` a running server holds (its export, one snapshot)."""
     rows = server.run(server.server._queries.engine.export_rows(collection))
     return set(map(bytes, rows.report_ids))

@@ -40,7 +40,7 @@ class LocalShards:
         self.fail_after: set[int] = set()
 
     @classmethod
-    async def open(cls, directory: Path, url: str, cards: dict[str, str], shards: int) -> "LocalShards":
+    async def open(cls, directory: Path, url: str, cards: dict[str, str], shards: int) -> LocalShards:
         settings = LogSettings((url,))
         log = await ReplicatedLog.connect(settings, "test")
         layout = await log.open_layout(shards)

@@ -26,8 +26,19 @@ from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
-from .conftest import (GRAPH, RATINGS, RATINGS_CARD, ServerThread, batch, make_reports, stored_ids, stored_rows,
-                       submit, verify, verify_running)
+from .conftest import (
+    GRAPH,
+    RATINGS,
+    RATINGS_CARD,
+    ServerThread,
+    batch,
+    make_reports,
+    stored_ids,
+    stored_rows,
+    submit,
+    verify,
+    verify_running,
+)
 from .test_ingest import BAD_BATCHES
 
 StartServer = Callable[..., ServerThread]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import time
 import os
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar

@@ -17,13 +17,20 @@ from scipy import stats
 
 from ldpsynth.aggregator.central.comparison.dpam import DPAM, gaussian_sigma, privacy_of
 from ldpsynth.aggregator.central.comparison.dpfw import DPFW, DistributionQueries
-from ldpsynth.aggregator.central.comparison.laplace import LaplaceAnswers, LaplaceHistogram, answers_sensitivity, \
-    project_to_scaled_simplex
+from ldpsynth.aggregator.central.comparison.laplace import (
+    LaplaceAnswers,
+    LaplaceHistogram,
+    answers_sensitivity,
+    project_to_scaled_simplex,
+)
 from ldpsynth.aggregator.central.comparison.mwem import MWEM, SubDatabaseMWEM, coarsest_partition, label_partition
 from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
 from ldpsynth.aggregator.central.primitives import composition as acc
-from ldpsynth.aggregator.central.primitives.selection import em_log_probabilities, exponential_mechanism, \
-    rnm_two_candidate_probability
+from ldpsynth.aggregator.central.primitives.selection import (
+    em_log_probabilities,
+    exponential_mechanism,
+    rnm_two_candidate_probability,
+)
 from ldpsynth.shared.errors import ValidationError
 
 

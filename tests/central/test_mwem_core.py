@@ -15,10 +15,17 @@ import pytest
 from scipy import stats
 
 from ldpsynth.aggregator.central.pqd.mwem import MarginalHistogram, mwem_histogram
-from ldpsynth.aggregator.central.primitives.mwem import (SELECTIONS, DenseQueryHistograms, inverse_cdf_selection,
-                                                         run_mwem)
-from ldpsynth.aggregator.central.primitives.selection import (em_log_probabilities, em_probabilities,
-                                                              exponential_mechanism_draws)
+from ldpsynth.aggregator.central.primitives.mwem import (
+    SELECTIONS,
+    DenseQueryHistograms,
+    inverse_cdf_selection,
+    run_mwem,
+)
+from ldpsynth.aggregator.central.primitives.selection import (
+    em_log_probabilities,
+    em_probabilities,
+    exponential_mechanism_draws,
+)
 from ldpsynth.shared.errors import ValidationError
 
 SHAPE = (2, 3, 4)

@@ -12,8 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd.count import (em_count_accept_probability, em_count_error, lm_count_error,
-                                                   naive_em_count_error)
+from ldpsynth.aggregator.central.pqd.count import (
+    em_count_accept_probability,
+    em_count_error,
+    lm_count_error,
+    naive_em_count_error,
+)
 from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, evaluate
 from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
 from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition

@@ -26,7 +26,7 @@ from ldpsynth.aggregator.central.pqd import sum as pqd_sum
 from ldpsynth.aggregator.central.pqd.access import PrivacyAccountant, PrivateView, UnaccountedRead
 from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, exact_accept_probability, run_decider
 from ldpsynth.aggregator.central.pqd.noise import laplace
-from ldpsynth.aggregator.central.pqd.problem import DecisionProblem, Decider
+from ldpsynth.aggregator.central.pqd.problem import Decider, DecisionProblem
 from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition
 from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table
 from ldpsynth.aggregator.central.primitives.selection import em_probabilities

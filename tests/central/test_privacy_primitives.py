@@ -20,9 +20,16 @@ from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, run_decider
 from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
 from ldpsynth.aggregator.central.pqd.query import Query
 from ldpsynth.aggregator.central.pqd.table import NumericDomain
-from ldpsynth.aggregator.central.primitives.composition import (BUDGET_SLACK, advanced_composition, composed_epsilon,
-                                                                gaussian_guarantee, gaussian_mu, within_budget,
-                                                                zcdp_epsilon, zcdp_to_approx_dp)
+from ldpsynth.aggregator.central.primitives.composition import (
+    BUDGET_SLACK,
+    advanced_composition,
+    composed_epsilon,
+    gaussian_guarantee,
+    gaussian_mu,
+    within_budget,
+    zcdp_epsilon,
+    zcdp_to_approx_dp,
+)
 from ldpsynth.aggregator.central.primitives.guarantee import Neighbours, PrivacyGuarantee
 from ldpsynth.aggregator.central.smooth.noise import basis_noise
 from ldpsynth.shared.errors import ValidationError

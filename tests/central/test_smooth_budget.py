@@ -16,8 +16,14 @@ from scipy import stats
 
 from ldpsynth.aggregator.central.primitives.composition import gaussian_delta, gaussian_epsilon, gaussian_mu
 from ldpsynth.aggregator.central.smooth import budget as smooth_budget
-from ldpsynth.aggregator.central.smooth.budget import (ReleaseShape, adaptive_plan, compose_gdp, compose_pure,
-                                                       fixed_split_plan, moment_indices)
+from ldpsynth.aggregator.central.smooth.budget import (
+    ReleaseShape,
+    adaptive_plan,
+    compose_gdp,
+    compose_pure,
+    fixed_split_plan,
+    moment_indices,
+)
 from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, lowest_degree_indices
 from ldpsynth.aggregator.central.smooth.moments import gaussian_moments, laplace_moments, linf_moments
 from ldpsynth.aggregator.central.smooth.practical import PracticalSettings, practical_smooth_synthetic_database

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, chebyshev_table, full_indices, lowest_degree_indices
+from ldpsynth.aggregator.central.smooth.chebyshev import (
+    basis_values,
+    chebyshev_table,
+    full_indices,
+    lowest_degree_indices,
+)
 from ldpsynth.aggregator.central.smooth.lp import fit_distribution
 from ldpsynth.aggregator.central.smooth.params import practical_basis_size, smooth_sizes
 from ldpsynth.aggregator.central.smooth.release import UnitCube, grid_centres, round_to_lattice, snap_to_grid

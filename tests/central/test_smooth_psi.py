@@ -10,8 +10,12 @@ import pytest
 from ldpsynth.aggregator.central.primitives.composition import gaussian_mu
 from ldpsynth.aggregator.central.smooth.chebyshev import basis_values, lowest_degree_indices
 from ldpsynth.aggregator.central.smooth.practical import PracticalSettings, practical_smooth_synthetic_database
-from ldpsynth.aggregator.central.smooth.private_pca import (PsiConfig, covariance, covariance_sensitivity,
-                                                            private_subspace_iteration)
+from ldpsynth.aggregator.central.smooth.private_pca import (
+    PsiConfig,
+    covariance,
+    covariance_sensitivity,
+    private_subspace_iteration,
+)
 from ldpsynth.aggregator.central.smooth.release import grid_centres, snap_to_grid
 from ldpsynth.shared.errors import ValidationError
 

@@ -242,7 +242,7 @@ class FakeServer:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    async def start(self) -> "FakeServer":
+    async def start(self) -> FakeServer:
         server = grpc.aio.server(options=self._options)
         pb_grpc.add_CollectionServiceServicer_to_server(self.service, server)
         if self.queries is not None:
@@ -261,7 +261,7 @@ class FakeServer:
             await self._server.stop(0)
             self._server = None
 
-    async def __aenter__(self) -> "FakeServer":
+    async def __aenter__(self) -> FakeServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -280,7 +280,7 @@ class ServerThread:
     def target(self) -> str:
         return self.server.target
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=10)
         return self

@@ -12,8 +12,7 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.client import (IN_MEMORY, AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError,
-                             encode_columns)
+from ldpsynth.client import IN_MEMORY, AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError, encode_columns
 from ldpsynth.shared.errors import PrivacyBudgetExceeded
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.protocol import CollectionInfo, Limits

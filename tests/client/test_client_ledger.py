@@ -17,8 +17,15 @@ import numpy as np
 import pytest
 
 from ldpsynth.cli import main as cli_main
-from ldpsynth.client import (DEFAULT_BUDGET_MULTIPLE, IN_MEMORY, PrivacyLedger, collection_fingerprint,
-                             default_ledger_path, encode_columns, prepare_reports)
+from ldpsynth.client import (
+    DEFAULT_BUDGET_MULTIPLE,
+    IN_MEMORY,
+    PrivacyLedger,
+    collection_fingerprint,
+    default_ledger_path,
+    encode_columns,
+    prepare_reports,
+)
 from ldpsynth.client.ledger import marker_path
 from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
 

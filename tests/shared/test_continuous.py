@@ -7,8 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from ldpsynth.shared.continuous import (bits_for_dimension, cell_representatives, continuous_schema,
-                                        discretisation_bound, function_weights)
+from ldpsynth.shared.continuous import (
+    bits_for_dimension,
+    cell_representatives,
+    continuous_schema,
+    discretisation_bound,
+    function_weights,
+)
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
 from ldpsynth.shared.mechanism import MechanismE

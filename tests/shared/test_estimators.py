@@ -18,11 +18,10 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ldpsynth.shared import estimator_engine, estimator_math
+from ldpsynth.shared import estimator_engine, estimator_math, table_kernel
 from ldpsynth.shared import estimators as E
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared import statistics as S
-from ldpsynth.shared import table_kernel
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE

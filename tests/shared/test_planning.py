@@ -15,11 +15,19 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
 from ldpsynth.shared.frequency_oracles import olh, olh_hash_range, oue
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.planning import (CONSTANT, EPSILON_STEP, HOPELESS, MAX_EPSILON, OK, UNDEFINED, e_coefficients,
-                                      e_coefficients_at, plan)
+from ldpsynth.shared.planning import (
+    CONSTANT,
+    EPSILON_STEP,
+    HOPELESS,
+    MAX_EPSILON,
+    OK,
+    UNDEFINED,
+    e_coefficients,
+    e_coefficients_at,
+    plan,
+)
 from ldpsynth.shared.row_distribution import SampleRows, UniformRows
-from ldpsynth.shared.schema import (BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute,
-                                    Schema)
+from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
 from ldpsynth.shared.schema_changes import made_coarser, made_public, schema_changes
 from ldpsynth.shared.statistics import SufficientStatistics
 

@@ -11,8 +11,14 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.query_wire import PAGE_ENVELOPE_BYTES, AnswerTable, BatchReader, BatchTooLarge, answer_pages, \
-    estimate_requests
+from ldpsynth.shared.query_wire import (
+    PAGE_ENVELOPE_BYTES,
+    AnswerTable,
+    BatchReader,
+    BatchTooLarge,
+    answer_pages,
+    estimate_requests,
+)
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import ldpsynth.shared.schema as schema_module
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.schema import (
-    MAX_BITS,
     MAX_BATCH_WEIGHTS,
+    MAX_BITS,
     BinaryAttribute,
     CategoricalAttribute,
     ContinuousAttribute,

@@ -9,8 +9,18 @@ import numpy as np
 import pytest
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import (check_bool, check_choice, check_codes, check_epsilon, check_int,
-                                        check_probability, check_real, check_seconds, is_finite_real, real_range)
+from ldpsynth.shared.validation import (
+    check_bool,
+    check_choice,
+    check_codes,
+    check_epsilon,
+    check_int,
+    check_probability,
+    check_real,
+    check_seconds,
+    is_finite_real,
+    real_range,
+)
 
 
 def raises(call, field: str, legal: str) -> ValidationError:

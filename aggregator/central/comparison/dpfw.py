@@ -92,7 +92,7 @@ class DistributionQueries:
     n: int
 
     @classmethod
-    def of(cls, workload: Workload, hist: Histogram) -> "DistributionQueries":
+    def of(cls, workload: Workload, hist: Histogram) -> DistributionQueries:
         z = workload.normalizers(hist.group_sizes)
         factor = hist.n / z
         a = workload.weights.reshape(workload.size, workload.cells) * factor[:, None]

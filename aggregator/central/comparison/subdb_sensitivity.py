@@ -42,7 +42,7 @@ from .harness import Mechanism, Trial, compare
 from .local_e import LocalE
 from .mwem import MWEM, PARTITIONS, SPLITS, SubDatabaseMWEM
 from .workloads import Histogram
-from .wyz_figures import HETEROGENEITY, K, MOVIES, heterogeneous_workload, ratings
+from .wyz_figures import HETEROGENEITY, MOVIES, K, heterogeneous_workload, ratings
 
 #: MWEM rounds of the grid.
 ROUNDS = (10, 30)

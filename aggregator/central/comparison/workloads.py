@@ -75,7 +75,7 @@ class Histogram:
         object.__setattr__(self, "counts", c)
 
     @classmethod
-    def from_rows(cls, labels: npt.ArrayLike | None, values: npt.ArrayLike, groups: int, k: int) -> "Histogram":
+    def from_rows(cls, labels: npt.ArrayLike | None, values: npt.ArrayLike, groups: int, k: int) -> Histogram:
         """Count rows with 0-based ``labels`` in ``[0, groups)`` (None: one group) and ``values`` in ``[0, k)``."""
         v = check_codes(values, "values", k, ndim=1)
         g = np.zeros(len(v), np.int64) if labels is None else check_codes(labels, "labels", groups, ndim=1)
@@ -182,7 +182,7 @@ class Workload:
     def chunk_size(self) -> int:
         return max(1, CHUNK_CELLS // self.cells)
 
-    def check_histogram(self, data: "Histogram | npt.ArrayLike", name: str = "data") -> Histogram:
+    def check_histogram(self, data: Histogram | npt.ArrayLike, name: str = "data") -> Histogram:
         """``data`` as a :class:`Histogram` over this workload's ``(G, k)`` domain."""
         hist = data if isinstance(data, Histogram) else Histogram(np.asarray(data))
         if hist.counts.shape != (self.groups, self.k):
@@ -269,7 +269,7 @@ class Workload:
         return grouped_batch(schema, attribute, self.weights, normalization=self.normalization)
 
     @classmethod
-    def from_batch(cls, batch: QueryBatch) -> tuple["Workload", str | None]:
+    def from_batch(cls, batch: QueryBatch) -> tuple[Workload, str | None]:
         """A workload from a batch of table queries (linear, predicate, marginal, grouped on one attribute).
 
         Returns the workload and the grouping attribute (None when every query is the same on

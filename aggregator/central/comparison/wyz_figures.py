@@ -125,10 +125,10 @@ def log_log_slope(x: Sequence[float], y: Sequence[float]) -> float:
 
 def eq20_squared_bound(n: int, epsilon: float) -> float:
     """Eq. 20 (squared) for the Fig. 4 queries (b − a = c = 1 on every row, "range"), from the estimators' code."""
+    from ldpsynth.shared.card import MechanismCard
     from ldpsynth.shared.estimator_math import rms_bound
 
     from .local_e import joint_schema
-    from ldpsynth.shared.card import MechanismCard
 
     mechanism = MechanismCard.for_schema(joint_schema(1, K, epsilon)).mechanism
     return float(rms_bound(n, 0.0, 1.0, 1.0, "range", n, mechanism) ** 2)

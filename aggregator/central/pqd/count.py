@@ -25,7 +25,7 @@ import numpy as np
 
 from .access import PrivateView
 from .noise import laplace, laplace_cdf, sigmoid
-from .problem import DecisionProblem, Decider, generic_decider
+from .problem import Decider, DecisionProblem, generic_decider
 
 
 def laplace_accept_probability(true_answer: float, l: float, r: float, scale: float) -> float:

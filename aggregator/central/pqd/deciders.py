@@ -19,7 +19,7 @@ from ldpsynth.shared.validation import check_choice
 from .access import PrivacyAccountant, PrivateView
 from .count import BinaryEMCount, EMCount, LMCount, NaiveEMCount, laplace_accept_probability
 from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
-from .problem import DecisionProblem, Decider
+from .problem import Decider, DecisionProblem
 from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
 from .table import Table
 

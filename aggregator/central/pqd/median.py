@@ -26,7 +26,7 @@ import numpy as np
 from ..primitives.selection import em_probabilities, exponential_mechanism_draws
 from .access import PrivateView
 from .noise import laplace, laplace_cdf
-from .problem import DecisionProblem, Decider, generic_decider
+from .problem import Decider, DecisionProblem, generic_decider
 
 
 def em_median_scores(ranks: np.ndarray, selected: float, q: float) -> np.ndarray:

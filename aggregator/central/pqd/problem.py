@@ -53,7 +53,7 @@ class DecisionProblem:
 
     @classmethod
     def relative(cls, query: Query, synthetic_answer: float, tau_fraction: float, epsilon: float,
-                 domain: NumericDomain | None = None) -> "DecisionProblem":
+                 domain: NumericDomain | None = None) -> DecisionProblem:
         """τ as a fraction of :math:`|q(D_s)|` (DP-PQD §7.1): absolute bound ``tau_fraction * |q(D_s)|``."""
         frac = check_real(tau_fraction, "tau", low=0.0, low_open=True, legal="a finite fraction > 0 (0.032 = 3.2 %)")
         answer = check_real(synthetic_answer, "synthetic_answer")

@@ -43,7 +43,7 @@ from ldpsynth.shared.validation import check_epsilon, check_probability, check_r
 
 from .access import PrivateView
 from .noise import laplace, laplace_cdf
-from .problem import DecisionProblem, Decider, generic_decider
+from .problem import Decider, DecisionProblem, generic_decider
 
 
 def truncation_thresholds(global_sensitivity: float) -> np.ndarray:

@@ -126,21 +126,21 @@ class PsiConfig:
 
     # ----- calibrations ---------------------------------------------------------------------
     @classmethod
-    def safe_gaussian(cls, n: int, d: int, k: int, iterations: int, mu: float) -> "PsiConfig":
+    def safe_gaussian(cls, n: int, d: int, k: int, iterations: int, mu: float) -> PsiConfig:
         """σ with :meth:`cost` = ``mu`` exactly: :math:`\\sigma = \\sqrt{(L+1)k}\\,\\Delta_A/\\mu`, multiplier 1, noisy eigenvalues."""
         mu = check_epsilon(mu, "mu")
         sigma = math.sqrt((iterations + 1) * k) * covariance_sensitivity(n, d) / mu
         return cls(k, iterations, "gaussian", sigma, "one", "noisy")
 
     @classmethod
-    def safe_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> "PsiConfig":
+    def safe_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> PsiConfig:
         """Laplace scale with :meth:`cost` = ``epsilon``: :math:`(L+1)k\\sqrt d\\,\\Delta_A/\\epsilon`."""
         eps = check_epsilon(epsilon, "epsilon")
         scale = (iterations + 1) * k * math.sqrt(d) * covariance_sensitivity(n, d) / eps
         return cls(k, iterations, "laplace", scale, "one", "noisy")
 
     @classmethod
-    def paper_gaussian(cls, n: int, d: int, k: int, iterations: int, epsilon: float, delta: float) -> "PsiConfig":
+    def paper_gaussian(cls, n: int, d: int, k: int, iterations: int, epsilon: float, delta: float) -> PsiConfig:
         """As published (Alg. 2 step 1): :math:`\\sigma = 5d\\sqrt{4kL\\ln(1/\\delta)}/(n\\epsilon)`, multiplier
         :math:`\\|X\\|_{\\max}`, eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}`."""
         eps, dl = check_epsilon(epsilon, "epsilon"), check_probability(delta, "delta")
@@ -148,7 +148,7 @@ class PsiConfig:
         return cls(k, iterations, "gaussian", sigma, "max", "rayleigh")
 
     @classmethod
-    def paper_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> "PsiConfig":
+    def paper_laplace(cls, n: int, d: int, k: int, iterations: int, epsilon: float) -> PsiConfig:
         """As published (Thm 3.6, pure ε): Laplace scale :math:`50 d^{3/2} k L/(n\\epsilon)`, multiplier
         :math:`\\|X\\|_{\\max}`, eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}`."""
         eps = check_epsilon(epsilon, "epsilon")

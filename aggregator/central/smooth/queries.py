@@ -39,7 +39,7 @@ class KernelQueries:
         return int(self.centres.shape[0])
 
     @classmethod
-    def random(cls, count: int, d: int, rng: np.random.Generator, kernels: int = 10) -> "KernelQueries":
+    def random(cls, count: int, d: int, rng: np.random.Generator, kernels: int = 10) -> KernelQueries:
         """JWHZW §4: :math:`\\mathbf x_j \\sim U[-1,1]^d`, :math:`\\alpha_j \\sim U[0,1]`.
 
         Normalised to sum 1 (the condition ‖α‖₁ ≤ 1 of JWHZW Prop. 2.1; §4 does not normalise).
