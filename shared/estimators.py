@@ -10,26 +10,26 @@ One import for users; the parts live in their own modules:
 """
 
 from .estimator_engine import (
-                               CHUNK_WEIGHTS,
-                               DENSE_PAIRS,
-                               PARALLEL_WEIGHTS,
-                               cut_pair_totals,
-                               estimate,
-                               group_counts,
-                               row_block_sums,
-                               table_block_sums,
+    CHUNK_WEIGHTS,
+    DENSE_PAIRS,
+    PARALLEL_WEIGHTS,
+    cut_pair_totals,
+    estimate,
+    group_counts,
+    row_block_sums,
+    table_block_sums,
 )
 from .estimator_math import (
-                               ANSWER_CHUNK,
-                               ANSWER_FIELDS,
-                               AnswerColumns,
-                               Answers,
-                               BlockSums,
-                               Debias,
-                               answers_from_sums,
-                               cut_block_sums,
-                               minimax_lower_bound,
-                               rms_bound,
+    ANSWER_CHUNK,
+    ANSWER_FIELDS,
+    AnswerColumns,
+    Answers,
+    BlockSums,
+    Debias,
+    answers_from_sums,
+    cut_block_sums,
+    minimax_lower_bound,
+    rms_bound,
 )
 
 __all__ = [
