@@ -89,7 +89,8 @@ class Backend:
             try:
                 url = embedded.start()
             except OSError as exc:
-                raise BackendError(f"--data-dir {datadir.path}: cannot start the embedded log ({exc.strerror})") from None
+                raise BackendError(f"--data-dir {datadir.path}: cannot start the embedded log "
+                                   f"({exc.strerror})") from None
             settings = LogSettings((url,), replicas=1)
         else:
             settings = LogSettings(cluster.servers, cluster.replicas, _text(cluster.tls_ca), _text(cluster.tls_cert),

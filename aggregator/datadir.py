@@ -81,9 +81,9 @@ class DataDir:
         old = sorted(p.name for p in self.path.glob("shard-*.sqlite"))
         if old:
             self.release()
-            raise DataDirError(f"--data-dir {self.path}: holds SQLite shard files of an earlier ldpsynth ({old[0]}, ...), "
-                               "which this version does not read; export the collections with that version and "
-                               "serve a new data directory")
+            raise DataDirError(f"--data-dir {self.path}: holds SQLite shard files of an earlier ldpsynth "
+                               f"({old[0]}, ...), which this version does not read; export the collections with "
+                               "that version and serve a new data directory")
 
     def release(self) -> None:
         if self._lock_fd >= 0:

@@ -197,7 +197,8 @@ class Ingestor:
         return await asyncio.shield(self._commit(admitted))
 
     async def _commit(self, admitted: Admitted) -> pb.BatchAck:
-        outcomes = await asyncio.gather(*(self._committers[shard].enqueue(segment) for shard, segment in admitted.parts),
+        outcomes = await asyncio.gather(*(self._committers[shard].enqueue(segment)
+                                          for shard, segment in admitted.parts),
                                         return_exceptions=True)
         accepted = duplicates = 0
         failed: BaseException | None = None

@@ -231,8 +231,9 @@ class ReplicatedLog:
                 entry = await meta.get(LAYOUT_KEY)
             except nats.js.errors.KeyNotFoundError:
                 if expected_id is not None:
-                    raise LayoutError(f"the log has no layout, but this data directory belongs to layout {expected_id}: "
-                                      "the log was deleted or replaced (restore it, or use a new data directory)") from None
+                    raise LayoutError(f"the log has no layout, but this data directory belongs to layout "
+                                      f"{expected_id}: the log was deleted or replaced (restore it, or use a new "
+                                      "data directory)") from None
                 fresh = Layout(uuid.uuid4().hex[:12], shards or default_shards, self.settings.replicas)
                 try:
                     await meta.create(LAYOUT_KEY, fresh.to_json("creating"))
@@ -269,7 +270,8 @@ class ReplicatedLog:
             name=layout.stream(shard), subjects=[layout.subject(shard)], storage=StorageType.FILE,
             num_replicas=layout.replicas, retention=RetentionPolicy.LIMITS, discard=DiscardPolicy.OLD,
             max_msgs=-1, max_bytes=-1, max_age=0, deny_delete=True, deny_purge=True, allow_direct=True,
-            metadata={"ldpsynth.layout": layout.id, "ldpsynth.shard": str(shard), "ldpsynth.shards": str(layout.shards)})
+            metadata={"ldpsynth.layout": layout.id, "ldpsynth.shard": str(shard),
+                      "ldpsynth.shards": str(layout.shards)})
 
     async def _create_stream(self, layout: Layout, shard: int) -> None:
         try:

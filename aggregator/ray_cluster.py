@@ -146,7 +146,8 @@ class _WorkerActor:
     def __init__(self, spec: WorkerSpec, per_node: bool):
         if per_node:  # a node-local directory: a worker restarted on another node never shares files
             node = ray.get_runtime_context().get_node_id()[:16]
-            spec = replace(spec, directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
+            spec = replace(spec,
+                           directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
         self._worker = ShardWorker(spec)
 
     async def call(self, method: str, *args: Any) -> Any:

@@ -45,7 +45,8 @@ class SegmentPack:
     def of(cls, segments: list[Segment]) -> SegmentPack:
         return cls(tuple(s.collection for s in segments), tuple(s.credential for s in segments),
                    np.cumsum([len(s) for s in segments]), np.concatenate([s.report_ids for s in segments]),
-                   np.concatenate([s.public_keys for s in segments]), np.concatenate([s.private_codes for s in segments]))
+                   np.concatenate([s.public_keys for s in segments]),
+                   np.concatenate([s.private_codes for s in segments]))
 
     def segments(self) -> list[Segment]:
         starts = np.concatenate(([0], self.ends[:-1]))

@@ -93,7 +93,8 @@ def write_manifest(directory: Path, layout: str, shard: int, offset: int, total:
     """Write the manifest (last: it makes the snapshot current). ``collections[name] = (card digest, runs)``."""
     write_checked(directory / MANIFEST, MANIFEST_KIND, {
         "layout": layout, "shard": shard, "offset": offset, "total": total, "state": state_file,
-        "collections": {name: {"card": card, "runs": list(runs)} for name, (card, runs) in sorted(collections.items())}})
+        "collections": {name: {"card": card, "runs": list(runs)}
+                        for name, (card, runs) in sorted(collections.items())}})
 
 
 def read_snapshot(directory: Path, layout: str, shard: int) -> Snapshot | None:
@@ -116,7 +117,8 @@ def read_snapshot(directory: Path, layout: str, shard: int) -> Snapshot | None:
     state, arrays = read_checked(directory / state_file, STATE_KIND, mmap=False)
     if (state.get("layout"), state.get("shard"), state.get("offset")) != (layout, shard, offset):
         raise CheckedFileError(f"{directory / state_file}: state of layout {state.get('layout')}, shard "
-                               f"{state.get('shard')}, offset {state.get('offset')}; the manifest wants offset {offset}")
+                               f"{state.get('shard')}, offset {state.get('offset')}; the manifest wants offset "
+                               f"{offset}")
     collections = {}
     try:
         described = state["collections"]

@@ -444,7 +444,8 @@ def write_results(out: Path, command: str, info: dict[str, str], measurements: l
                              "mb_per_s": f"{m.megabytes_per_second:.2f}" if m.wire_bytes else "",
                              "vs_bare": f"{m.rows_per_second / bare:.4f}", "clients": 1, "errors": 0,
                              "p50_ms": "", "p99_ms": "", **info})
-        writer.writerow({"part": "b", "measurement": f"{many.clients} clients x {reports_per_client} single-row reports",
+        writer.writerow({"part": "b",
+                         "measurement": f"{many.clients} clients x {reports_per_client} single-row reports",
                          "rows": many.acknowledged, "seconds": f"{seconds:.6f}",
                          "rows_per_s": f"{many.acknowledged / seconds:.0f}", "mb_per_s": "", "vs_bare": "",
                          "clients": many.clients, "errors": len(many.errors),

@@ -183,7 +183,8 @@ def grouped_case(queries: int, movies: int, n: int, repeats: int) -> Case:
     """WYZ Fig. 2 at heterogeneity 128, as a batch of ``queries`` queries."""
     k, schema = 5, ratings_schema(movies)
     mech, rng = MechanismE(EPSILON, k), np.random.default_rng(5)
-    stats = SufficientStatistics.from_schema(schema, rng.integers(0, movies, n), mech.perturb(rng.integers(0, k, n), rng))
+    stats = SufficientStatistics.from_schema(schema, rng.integers(0, movies, n),
+                                             mech.perturb(rng.integers(0, k, n), rng))
     w = fig_row_functions(rng, (queries, movies, k))
     d = Debias.of(mech)
     hhat = ((stats.table - d.q * stats.group_sizes[:, None]) / d.r).ravel()
@@ -239,7 +240,8 @@ def cut_case(vertices: int, edges: int, queries: int) -> Case:
     def bare() -> object:
         s_f, t_f = s_masks.astype(np.float64), t_masks.astype(np.float64)
         pairs = np.bincount(flat, minlength=vertices * vertices).astype(np.float64).reshape(vertices, vertices)
-        ones = np.bincount(flat, weights=y.astype(np.float64), minlength=vertices * vertices).reshape(vertices, vertices)
+        ones = np.bincount(flat, weights=y.astype(np.float64),
+                           minlength=vertices * vertices).reshape(vertices, vertices)
         m = np.einsum("qv,qv->q", s_f @ pairs, t_f)
         y1 = np.einsum("qv,qv->q", s_f @ ones, t_f)
         return (y1 - d.q * m) / d.r, np.sqrt(d.s * m * (1 + d.r) / 4) / d.r

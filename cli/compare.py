@@ -4,7 +4,8 @@
 
     ldpsynth compare --experiment fig2|fig3|fig4 [--mechanisms laplace,mwem,mwem-subdb,dpfw,dpam]
                      [--runs R] [--epsilon 1] [--rounds 10] [--seed S] [--out DIR] [--quick]
-    ldpsynth compare --experiment fig2-sensitivity [--rounds T] [--runs R] [--epsilon 1] [--seed S] [--out DIR] [--quick]
+    ldpsynth compare --experiment fig2-sensitivity [--rounds T] [--runs R] [--epsilon 1] [--seed S] [--out DIR]
+                     [--quick]
     ldpsynth compare --data ROWS.csv --label movie --value rating --queries Q.json [--mechanisms ...] ...
 
 The built-in experiments reproduce WYZ Figs. 2-4 on MovieLens-100k

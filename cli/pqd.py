@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                   "|q(D_s)| with --relative)")
     parser.add_argument("--relative", action="store_true", help="tau is a fraction of |q(D_s)| (0.032 = 3.2 %%)")
     parser.add_argument("--epsilon", required=True, type=float, help="privacy budget of each decision")
-    parser.add_argument("--decider", action="append", help="decider name (repeatable; default: the deciders DP-PQD evaluates for the "
-                                                           "aggregate)")
+    parser.add_argument("--decider", action="append", help="decider name (repeatable; default: the deciders DP-PQD "
+                                                           "evaluates for the aggregate)")
     parser.add_argument("--domain", help="public domain of the aggregated attribute: NAME=LO:HI[:STEP]")
     parser.add_argument("--trials", type=int, help="evaluation mode: N executions, empirical and exact error "
                                                    "against the truth (not private)")

@@ -6,10 +6,11 @@
                       [--delay SECONDS] [--processes N] [--out DIR] ...
 
 With ``--target`` the answers come from that aggregator's query service (shown when its collection
-holds exactly this population's rows). Without ``--target`` it hosts an aggregator (Ray shards in a temporary data directory, or
-``--data-dir``) on a free loopback port; the devices of the population submit their rows through
-the client SDK from worker processes; then it prints the delivery summary and, when it hosts the
-aggregator, the debiased answers of a few queries with confidence intervals against the truth.
+holds exactly this population's rows). Without ``--target`` it hosts an aggregator (Ray shards in a
+temporary data directory, or ``--data-dir``) on a free loopback port; the devices of the population
+submit their rows through the client SDK from worker processes; then it prints the delivery summary
+and, when it hosts the aggregator, the debiased answers of a few queries with confidence intervals
+against the truth.
 Exit status 0 when every device delivered and (hosted) the store holds exactly one report per
 distinct row; 1 otherwise; 2 for bad arguments.
 """

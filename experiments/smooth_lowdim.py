@@ -183,7 +183,8 @@ def markdown(summary: list[dict], rounds: int, queries: int, K: float) -> str:
     out = [f"# E with discretisation vs smooth (Algorithm 1, K = {K:g}) vs Laplace histogram, ε = 1",
            "", f"Worst absolute error over {queries} queries per family, mean of {rounds} rounds "
            "(E is local DP; smooth and Laplace are central DP).", "",
-           "| data set | n | queries | E bits/coord | smooth t, N | E | smooth | Laplace |", "|---|---|---|---|---|---|---|---|"]
+           "| data set | n | queries | E bits/coord | smooth t, N | E | smooth | Laplace |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in summary:
         out.append(f"| {r['dataset']} | {r['n']} | {r['family']} | {r['bits']} | {r['smooth_t']}, {r['smooth_N']} | "
                    f"{r['E']:.4f} | {r['smooth']:.4f} | {r['laplace']:.4f} |")

@@ -139,8 +139,8 @@ def markdown(table: list[dict], runs: int, queries: int, command: str) -> str:
              "| ours: worst / mean cut |" + "".join(f" {100 * r['rel_mean_cut']:.1f} % |" for r in table), "",
              "**Relative error used: worst-case absolute error / number of edges |E(V)| of the subgraph.** WYZ "
              "does not define it; of the three candidates above only this one reproduces the paper's row (within 1.3 "
-             "percentage points at every |V| of Table I); a random half cut crosses about half of the edges, so dividing by "
-             "the cut itself gives about twice the value.", "",
+             "percentage points at every |V| of Table I); a random half cut crosses about half of the edges, so "
+             "dividing by the cut itself gives about twice the value.", "",
              "| \\|V\\| | edges | pairs (rows) | mean true cut | worst \\|error\\| (mean of runs) | mean \\|error\\| | "
              "mean signed error | bound eq. 35 | s / run |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in table:

@@ -172,7 +172,8 @@ def markdown(stats: list[dict], orders: dict[str, list[int]], random_subset: lis
               "| \\|V\\| | edges | runs | mean worst \\|error\\| | rel. error | SD of a 10-run mean | WYZ | z of WYZ's "
               "entry | E[max of 10 runs] / \\|E(V)\\| |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in stats:
-        lines.append(f"| {s['vertices']} | {s['edges']:,} | {s['runs']} | {s['worst_abs']:,.1f} | {100 * s['rel']:.2f} % "
+        lines.append(f"| {s['vertices']} | {s['edges']:,} | {s['runs']} | {s['worst_abs']:,.1f} | "
+                     f"{100 * s['rel']:.2f} % "
                      f"| {100 * s['rel_sd_of_10_run_mean']:.2f} points | {s['paper']:.1f} % | {s['z_paper']:+.1f} | "
                      f"{100 * s['rel_max_of_10']:.1f} % |")
     lines += ["", f"At |V| = {focus['vertices']}: {focus['blocks']} disjoint blocks of 10 runs give 10-run means from "

@@ -38,7 +38,8 @@ MAX_CELLS = 1 << 22
 
 
 def bits_for_dimension(n: int, d: int) -> int:
-    """:math:`k = \\mathrm{round}(\\log_2 n / (2(d+1)))`, at least 1: :math:`2^{k(d+1)} \\approx \\sqrt n` (= :func:`bits_for_rows` at d = 1)."""
+    """:math:`k = \\mathrm{round}(\\log_2 n / (2(d+1)))`, at least 1: :math:`2^{k(d+1)} \\approx \\sqrt n`
+    (= :func:`bits_for_rows` at d = 1)."""
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
     return int(min(MAX_BITS, max(1, round(math.log2(n) / (2 * (d + 1))))))
@@ -107,7 +108,8 @@ def function_weights(schema: Schema, function: Callable[[np.ndarray], np.ndarray
 
 
 def discretisation_bound(schema: Schema, lipschitz: float, representative: str = "centre") -> float:
-    """:math:`\\max_x |\\varphi(x) - \\varphi(\\hat x)| \\le L\\,c\\sqrt{\\sum_i w_i^2}`, :math:`c = 1/2` (centre) or 1 (lower)."""
+    """:math:`\\max_x |\\varphi(x) - \\varphi(\\hat x)| \\le L\\,c\\sqrt{\\sum_i w_i^2}`, :math:`c = 1/2` (centre)
+    or 1 (lower)."""
     check_choice(representative, "representative", REPRESENTATIVES)
     lip = check_epsilon(lipschitz, "lipschitz")
     widths = np.array([a.width for a in _continuous_private(schema)])

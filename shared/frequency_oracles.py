@@ -75,7 +75,8 @@ def oue(epsilon: float) -> PureProtocol:
 
 
 def olh_hash_range(epsilon: float) -> int:
-    """The integer hash range :math:`g = \\mathrm{round}(e^\\epsilon) + 1` (WBLJ17 §4.4: :math:`g = e^\\epsilon + 1`)."""
+    """The integer hash range :math:`g = \\mathrm{round}(e^\\epsilon) + 1` (WBLJ17 §4.4:
+    :math:`g = e^\\epsilon + 1`)."""
     return int(round(math.exp(check_epsilon(epsilon)))) + 1
 
 

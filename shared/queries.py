@@ -38,7 +38,8 @@ from .query_model import (
 __all__ = [
     # the model
     "NORMALIZATIONS", "NORMALIZATION_ALIASES", "RANGE", "EQ10", "SUM", "MEAN", "normalization_name", "OPERATORS",
-    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery", "Query",
+    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery",
+    "Query",
     # the builders
     "linear", "condition", "predicate", "marginal", "grouped", "cut", "dense",
     # JSON

@@ -207,7 +207,8 @@ class BatchReader:
             groups = attr.size if codes is None else len(codes)
             if len(msg.value_codes) % 8 or not msg.weights or len(msg.weights) % (8 * groups * k):
                 raise ValidationError(f"queries[{first}:].grouped.weights",
-                                      f"Q >= 1 blocks of {groups} x {k} float64 values", f"got {len(msg.weights)} bytes")
+                                      f"Q >= 1 blocks of {groups} x {k} float64 values",
+                                      f"got {len(msg.weights)} bytes")
             count = len(msg.weights) // (8 * groups * k)
             self._account(count, count * groups * k)
             values = None if codes is None else attr.decode(_at(first, lambda: attr.check_codes(codes)))

@@ -270,7 +270,8 @@ class IntegerAttribute(Attribute):
                 check_int(getattr(self, key), f"attributes[{self.name}].{key}", _INT64_MIN, _INT64_MAX,
                           legal="an integer in [-2^63, 2^63 - 1]")
         if not (self.min < self.max) or self.max - self.min + 1 > MAX_DOMAIN_SIZE:
-            raise SchemaError(f"attributes[{self.name}]", f"integers with min < max and at most {MAX_DOMAIN_SIZE} values",
+            raise SchemaError(f"attributes[{self.name}]",
+                              f"integers with min < max and at most {MAX_DOMAIN_SIZE} values",
                               f"got min={self.min}, max={self.max}")
 
     @property
@@ -299,8 +300,8 @@ class IntegerAttribute(Attribute):
         # float64 rounds integers above 2^53: silently wrong codes, even codes >= size.)
         ints = [_exact_int(v) for v in values.tolist()]
         bad = np.fromiter((i is None or i < lo or i > hi for i in ints), dtype=bool, count=len(ints))
-        codes = np.fromiter((i - lo if i is not None and not b else 0 for i, b in zip(ints, bad.tolist())), dtype=np.int64,
-                            count=len(ints))
+        codes = np.fromiter((i - lo if i is not None and not b else 0 for i, b in zip(ints, bad.tolist())),
+                            dtype=np.int64, count=len(ints))
         return codes, bad
 
     def decode(self, codes: npt.ArrayLike) -> np.ndarray:
@@ -464,7 +465,8 @@ class Schema:
         try:
             return self._by_name[name]
         except KeyError:
-            raise ValidationError("attribute", f"one of {sorted(self._by_name)}", f"unknown attribute {name!r}") from None
+            raise ValidationError("attribute", f"one of {sorted(self._by_name)}",
+                                  f"unknown attribute {name!r}") from None
 
     # ----- mixed radix ---------------------------------------------------------------------
     @staticmethod

@@ -12,9 +12,9 @@ need per query (see :class:`ldpsynth.shared.estimator_math.BlockSums`):
 with :math:`m_g` the mean, :math:`a_g, b_g` the minimum and maximum and :math:`c_g = b_g - a_g`
 of :math:`w[q, g, \\cdot]`. The numpy path (:func:`ldpsynth.shared.estimator_engine._chunk`) makes about
 eight passes over each cache-sized chunk; this kernel reads every weight once and releases the
-GIL, so the estimators run it on their worker threads over ranges of queries. Floating-point reassociation is allowed (sums may
-differ from numpy's in the last bits); no infinity/NaN assumptions are made (the extrema start
-at ±inf).
+GIL, so the estimators run it on their worker threads over ranges of queries. Floating-point
+reassociation is allowed (sums may differ from numpy's in the last bits); no infinity/NaN
+assumptions are made (the extrema start at ±inf).
 
 Two kernels compute these sums. :data:`KERNEL` takes any k and any subset of the weight table's
 groups; its inner loop runs over a group's k values, so it is scalar. :func:`small_domain_kernel`

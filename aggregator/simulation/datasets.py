@@ -131,7 +131,8 @@ def synthetic_ratings(devices: int = 2000, movies: int = 50, ratings_per_device:
         schema=ratings_schema(epsilon, movies),
         columns={"movie": movie_cols + 1, "rating": np.minimum(ratings, 5)},
         devices=np.repeat(np.arange(devices), ratings_per_device),
-        description=f"synthetic ratings: {devices} devices x {ratings_per_device} ratings of {movies} movies (seed {seed})",
+        description=f"synthetic ratings: {devices} devices x {ratings_per_device} ratings of {movies} movies "
+                    f"(seed {seed})",
     )
 
 
@@ -152,7 +153,8 @@ def movielens_100k(epsilon: float = 1.0, *, top_movies: int | None = None) -> Po
     _, device = np.unique(users, return_inverse=True)
     label = f"top {top_movies} movies" if top_movies else "all movies"
     return Population(ratings_schema(epsilon, movie_count, "movielens"), {"movie": movies, "rating": ratings},
-                      device.astype(np.int64), f"MovieLens-100k ({label}): {len(ratings)} ratings by {device.max() + 1} users")
+                      device.astype(np.int64),
+                      f"MovieLens-100k ({label}): {len(ratings)} ratings by {device.max() + 1} users")
 
 
 def facebook_edges() -> np.ndarray:
@@ -181,4 +183,5 @@ def facebook_graph(epsilon: float = 1.0, vertices: int = FACEBOOK_VERTICES) -> P
     a = adjacency(facebook_edges(), vertices)
     i, j = np.divmod(np.arange(vertices * vertices, dtype=np.int64), vertices)
     return Population(graph_schema(epsilon, vertices), {"i": i, "j": j, "edge": a.reshape(-1).astype(np.int64)},
-                      i.copy(), f"ego-Facebook induced on the first {vertices} vertices: {vertices * vertices} vertex pairs")
+                      i.copy(),
+                      f"ego-Facebook induced on the first {vertices} vertices: {vertices * vertices} vertex pairs")

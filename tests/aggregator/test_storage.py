@@ -133,7 +133,8 @@ def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -
 
 def test_merge_streams_in_chunks_and_keeps_every_id(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
-    a_hi, b_hi = np.sort(rng.integers(0, 50, 1000).astype(np.uint64)), np.sort(rng.integers(0, 50, 777).astype(np.uint64))
+    a_hi, b_hi = (np.sort(rng.integers(0, 50, 1000).astype(np.uint64)),
+                  np.sort(rng.integers(0, 50, 777).astype(np.uint64)))
     a = write_run(tmp_path, "c", a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
     b = write_run(tmp_path, "c", b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
     merged = merge_runs(tmp_path, "c", a, b, chunk=13)

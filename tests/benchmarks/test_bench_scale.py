@@ -32,7 +32,8 @@ def test_quick_run_writes_a_well_formed_table(tmp_path: Path) -> None:
         rows = list(csv.DictReader(handle))
     assert [(r["part"], r["measurement"]) for r in rows] == [
         ("a", "bare"), ("a", "1 replica"), ("a", "bare"), ("a+b", "1 replica"), ("b", "2 replicas"),
-        ("c", "3 servers, R=3"), ("c", "1 embedded server, R=1"), ("c", "3 servers, R=3"), ("c", "1 embedded server, R=1"),
+        ("c", "3 servers, R=3"), ("c", "1 embedded server, R=1"),
+        ("c", "3 servers, R=3"), ("c", "1 embedded server, R=1"),
         ("d", "shard worker restart"), ("d", "shard worker restart")]
     for r in rows:
         seconds = float(r["seconds"])

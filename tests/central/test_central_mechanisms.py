@@ -192,12 +192,16 @@ def test_sub_database_budget_and_guarantee_per_variant():
         assert release.details["part_epsilon"] == pytest.approx(part_eps)
         assert release.details["round_epsilon"] == pytest.approx(part_eps / 10)
         guarantee = release.guarantee
-        assert (guarantee.epsilon, guarantee.delta) == (2.0, 0.0) and "replace-one private value" in guarantee.neighbours
-        assert ("parallel composition over sub-databases disjoint in rows" in guarantee.statement) == (split == "parallel")
+        assert ((guarantee.epsilon, guarantee.delta) == (2.0, 0.0)
+                and "replace-one private value" in guarantee.neighbours)
+        assert (("parallel composition over sub-databases disjoint in rows" in guarantee.statement)
+                == (split == "parallel"))
         assert ("basic composition over the P = 3 non-empty" in guarantee.statement) == (split == "sequential")
-        assert f"eps_t = {'eps/(2T)' if split == 'parallel' else 'eps/(2TP)'} = {part_eps / 10:g}" in guarantee.statement
+        assert (f"eps_t = {'eps/(2T)' if split == 'parallel' else 'eps/(2TP)'} = {part_eps / 10:g}"
+                in guarantee.statement)
         assert "one sub-database per label" in guarantee.statement
-    assert SubDatabaseMWEM(1.0).part_epsilon(7) == 1.0 and SubDatabaseMWEM(1.0, split="sequential").part_epsilon(8) == 0.125
+    assert (SubDatabaseMWEM(1.0).part_epsilon(7) == 1.0
+            and SubDatabaseMWEM(1.0, split="sequential").part_epsilon(8) == 0.125)
     for bad in (dict(partition="movie"), dict(split="serial"), dict(rounds=0)):
         with pytest.raises(ValidationError):
             SubDatabaseMWEM(1.0, **bad)

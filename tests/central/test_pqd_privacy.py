@@ -62,7 +62,8 @@ def problems_near(table: Table, query: Query, epsilon: float = EPS, offsets=(-6.
                   taus=(1.0, 3.0)) -> list[DecisionProblem]:
     truth = query.answer(table)
     scale = 1.0 if query.aggregate == "count" else (truth / 40.0 if query.aggregate == "sum" else 1.0)
-    return [DecisionProblem(query, truth + o * scale, t * scale, epsilon, None if query.aggregate == "count" else DOMAIN)
+    return [DecisionProblem(query, truth + o * scale, t * scale, epsilon,
+                            None if query.aggregate == "count" else DOMAIN)
             for o in offsets for t in taus]
 
 
@@ -75,7 +76,8 @@ CASES = [("LM_count", "count"), ("EM_count", "count"), ("EM_count_naive", "count
 def test_privacy_loss_within_epsilon(name, aggregate):
     table = private_table()
     decider = DECIDERS[name]
-    loss = privacy_loss(lambda t, p: exact_accept_probability(decider, t, p), table, problems_near(table, QUERIES[aggregate]))
+    loss = privacy_loss(lambda t, p: exact_accept_probability(decider, t, p), table,
+                        problems_near(table, QUERIES[aggregate]))
     assert loss <= EPS * (1 + 1e-6), f"{name}: privacy loss {loss} > {EPS}"
 
 
@@ -140,7 +142,8 @@ EXPECTED_STEPS = {
 }
 EXPECTED_READS = {
     "LM_count": [["total"]], "EM_count": [["total"]], "EM_count_legacy": [["total"]], "EM_count_naive": [["total"]],
-    "LM_sum": [["total"]], "R2T_sum": [["truncated_sums"]], "SVT_sum": [["count"], ["count_at_most"], ["truncated_sums"]],
+    "LM_sum": [["total"]], "R2T_sum": [["truncated_sums"]],
+    "SVT_sum": [["count"], ["count_at_most"], ["truncated_sums"]],
     "SVT_sum_paper": [["truncated_sums"]], "EM_med": [["count_below", "count"]],
     "Hist_med": [["count"], ["count_at_most", "count_at_least"]],
 }

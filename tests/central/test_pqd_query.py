@@ -173,7 +173,8 @@ def test_invalid_bounds_are_rejected():
 
 def test_values_outside_the_public_domain_are_clamped():
     """GS_q bounds the sensitivity on any data: a value above the domain counts as the domain's max."""
-    problem = DecisionProblem(Query("sum", "capital-gain"), 5000.0, 1.0, 1e6, NumericDomain(0, 1000, attribute="capital-gain"))
+    problem = DecisionProblem(Query("sum", "capital-gain"), 5000.0, 1.0, 1e6,
+                              NumericDomain(0, 1000, attribute="capital-gain"))
     run = run_decider(DECIDERS["LM_sum"], TABLE, problem, np.random.default_rng(0), 2000)
     # clamped sum is 0 + 500 + 1000 + 0 + 1000 = 2500, far from (4999, 5001) with noise scale 1e-3
     assert run.decisions.sum() == 0

@@ -15,7 +15,8 @@ from ldpsynth.shared.queries import compile_queries, condition, predicate
 from ldpsynth.shared.schema import CategoricalAttribute, IntegerAttribute, Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 
-SCHEMA = Schema("ratings", 2.0, (CategoricalAttribute("sex", True, ("F", "M")), IntegerAttribute("rating", False, 1, 5)))
+SCHEMA = Schema("ratings", 2.0, (CategoricalAttribute("sex", True, ("F", "M")),
+                                 IntegerAttribute("rating", False, 1, 5)))
 
 
 def _release(seed: int = 3, n: int = 3000):

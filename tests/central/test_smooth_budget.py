@@ -63,7 +63,8 @@ def test_linf_means_are_epsilon_dp_at_the_boundary_and_half_the_noise_is_caught(
 
 def test_linf_sampler_has_the_k_norm_density() -> None:
     """||y - v||_inf / b ~ Gamma(count, 1) under the density exp(-||y - v||_inf / b): chi-square, alpha = 0.01,
-    20 equiprobable bins of 200 expected draws each; and E||y - v||^2 = c(c+1)(c+2) b^2 / 3 by a z-test, alpha = 0.01."""
+    20 equiprobable bins of 200 expected draws each; and E||y - v||^2 = c(c+1)(c+2) b^2 / 3 by a z-test,
+    alpha = 0.01."""
     release = linf_moments(D, N, EPS)
     rng = np.random.default_rng(2024)
     noise = np.array([release.apply(np.zeros(D), rng) for _ in range(4000)])
@@ -141,7 +142,8 @@ def test_a_deliberate_over_spend_is_caught(monkeypatch: pytest.MonkeyPatch) -> N
 def test_fixed_split_plan_is_the_previous_allocation() -> None:
     plan = fixed_split_plan(_shape(N), EPS, None, "safe", uses_pca=True, dp_centre=True, psi_share=0.5,
                             centre_share=0.25)
-    assert plan.snap and plan.psi.cost(N, D) == pytest.approx(3 / 8) and plan.centre_release.cost == pytest.approx(1 / 8)
+    assert (plan.snap and plan.psi.cost(N, D) == pytest.approx(3 / 8)
+            and plan.centre_release.cost == pytest.approx(1 / 8))
     assert plan.centre_release.scale == pytest.approx(2 * D / (N * EPS / 8))
     assert plan.guarantee.epsilon == pytest.approx(EPS)
     paper = fixed_split_plan(_shape(N), EPS, DELTA, "paper", uses_pca=True, dp_centre=True, psi_share=0.5,

@@ -128,7 +128,8 @@ def test_practical_variant_paper_setting_says_not_private() -> None:
 
 def test_practical_variant_uniform_candidates_spend_everything_on_the_basis() -> None:
     release = practical_smooth_synthetic_database(
-        _data(), 1.0, 4.0, np.random.default_rng(6), settings=PracticalSettings(candidates=300, candidate_source="uniform"))
+        _data(), 1.0, 4.0, np.random.default_rng(6),
+        settings=PracticalSettings(candidates=300, candidate_source="uniform"))
     assert release.guarantee.epsilon == 1.0 and release.details["psi"] is None
 
 

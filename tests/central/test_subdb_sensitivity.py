@@ -33,7 +33,8 @@ def _trial(mechanism: str, run: int, worst: float) -> Trial:
 
 def test_paired_summary_interval_and_verdicts():
     e = np.array([0.020, 0.025, 0.018, 0.022, 0.030])
-    offsets = {"up": np.array([0.004, 0.006, 0.005, 0.003, 0.007]), "down": -np.array([0.01, 0.012, 0.011, 0.009, 0.01]),
+    offsets = {"up": np.array([0.004, 0.006, 0.005, 0.003, 0.007]),
+               "down": -np.array([0.01, 0.012, 0.011, 0.009, 0.01]),
                "tie": np.array([0.003, -0.004, 0.001, -0.002, 0.0025])}
     trials = [_trial("E", r, e[r]) for r in range(5)]
     trials += [_trial(name, r, e[r] + d[r]) for name, d in offsets.items() for r in range(5)]
@@ -63,7 +64,8 @@ def test_cli_fig2_sensitivity_quick(tmp_path):
     assert {r["h"] for r in rows} == {"1", "8", "128"} and len(rows) == 3 * 6
     sequential = {r["h"]: r["guarantee"] for r in rows if r["mechanism"] == "sub-db T=10 coarsest sequential"}
     assert "P = 8 non-empty" in sequential["8"] and "P = 128 non-empty" in sequential["128"]
-    assert len(list(csv.DictReader((tmp_path / "fig2_sensitivity_trials.csv").read_text(encoding="utf-8").splitlines()))) == 3 * 6 * 2
+    assert len(list(csv.DictReader(
+        (tmp_path / "fig2_sensitivity_trials.csv").read_text(encoding="utf-8").splitlines()))) == 3 * 6 * 2
     text = (tmp_path / "fig2_sensitivity.md").read_text(encoding="utf-8")
     assert "| sub-db T=10 one per movie parallel |" in text and "--rounds 10 --quick" in text
     assert (tmp_path / "fig2_sensitivity.png").stat().st_size > 5000

@@ -239,7 +239,8 @@ BAD_QUERIES = [  # (query JSON, schema, expected field, expected text in the leg
 ]
 
 
-@pytest.mark.parametrize("obj, schema, field, text", BAD_QUERIES, ids=[f"{i}-{b[2]}" for i, b in enumerate(BAD_QUERIES)])
+@pytest.mark.parametrize("obj, schema, field, text", BAD_QUERIES,
+                         ids=[f"{i}-{b[2]}" for i, b in enumerate(BAD_QUERIES)])
 def test_every_bad_query_raises_a_validation_error_naming_index_and_field(obj, schema, field, text):
     with pytest.raises(ValidationError) as err:
         Q.compile_queries(Q.queries_from_json([obj]), schema)

@@ -117,7 +117,8 @@ def test_check_codes_range_dtype_and_position():
                  f"integer codes in [0, {2**62 - 1}]")
     assert err.position == 1
     for bad in (np.array([0.0, 1.0]), np.array([True, False]), np.array([1, 2], dtype=object)):
-        assert raises(lambda: check_codes(bad, "codes", 5), "codes", "integer codes in [0, 4]").problem == "not integers"
+        assert raises(lambda: check_codes(bad, "codes", 5), "codes",
+                      "integer codes in [0, 4]").problem == "not integers"
     raises(lambda: check_codes(np.zeros((2, 2), np.int64), "codes", 5, ndim=1), "codes",
            "a 1-d array of integer codes in [0, 4]")
 

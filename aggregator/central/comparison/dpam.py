@@ -6,7 +6,8 @@ Problem (DPSCO §5). With the centred distribution-scale queries
 minimises the Gaussian smoothing :math:`\\hat F_\\sigma(p) = E_Z \\hat F(p + Z)` plus the negative entropy
 :math:`\\mu h(p)` over the simplex, with the stochastic oracle (DPSCO eq. 9)
 
-.. math::  G(p, Z) = \\arg\\max_{a \\in \\{\\pm a_j\\}} \\langle a, p - \\hat p + Z\\rangle, \\quad Z \\sim N(0, \\sigma^2 I_d),
+.. math::  G(p, Z) = \\arg\\max_{a \\in \\{\\pm a_j\\}} \\langle a, p - \\hat p + Z\\rangle,
+           \\quad Z \\sim N(0, \\sigma^2 I_d),
 
 the only data access: a Gaussian mechanism on :math:`\\hat p` with ℓ2-sensitivity :math:`\\sqrt2/n`
 (replace-one), :math:`(\\alpha, \\alpha/(n^2\\sigma^2))`-RDP per call. T calls compose to
@@ -113,7 +114,8 @@ class DPAM:
         if self.iterations is not None:
             t = self.iterations
         else:
-            t_star = 4.0 * math.sqrt(2.0 * log_d) * queries.n * self.epsilon / (width * math.sqrt(math.log(1 / self.delta)))
+            t_star = (4.0 * math.sqrt(2.0 * log_d) * queries.n * self.epsilon
+                      / (width * math.sqrt(math.log(1 / self.delta))))
             t = int(min(self.max_iterations, max(1, round(t_star))))
         mu = self.mu if self.mu is not None else math.sqrt(32.0 / (t * log_d))
         return mu, t, gaussian_sigma(t, queries.n, self.epsilon, self.delta), width

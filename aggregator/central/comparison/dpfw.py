@@ -6,7 +6,8 @@ distribution scale :math:`a_j(p) = \\langle a_j, p\\rangle` over the joint domai
 regularised dual is
 
 .. math::  g(\\lambda) = -\\langle \\lambda, A\\hat p\\rangle - \\mu\\,\\mathrm{logsumexp}(-A^T\\lambda/\\mu),
-           \\qquad p_\\lambda = \\mathrm{softmax}(-A^T\\lambda/\\mu), \\qquad \\nabla g(\\lambda) = A(p_\\lambda - \\hat p),
+           \\qquad p_\\lambda = \\mathrm{softmax}(-A^T\\lambda/\\mu),
+           \\qquad \\nabla g(\\lambda) = A(p_\\lambda - \\hat p),
 
 maximised over :math:`\\lambda \\in \\Delta_{2m}` by Frank–Wolfe: the linear maximisation over the
 simplex picks a vertex :math:`e_j`, privately by report-noisy-max on the gradient (DPSCO eq. 4):
@@ -81,7 +82,8 @@ DEFAULT_DELTA = 1e-6
 
 @dataclass(frozen=True, eq=False)
 class DistributionQueries:
-    """A workload as centred linear queries on the distribution scale: answers are :math:`\\langle a_j, p\\rangle + o_j`.
+    """A workload as centred linear queries on the distribution scale: answers are
+    :math:`\\langle a_j, p\\rangle + o_j`.
 
     ``matrix`` is ``(m, d)`` with :math:`a_j = n W_j/Z_j - o_j` and ``offset`` :math:`o_j` the midpoint
     of :math:`n W_j / Z_j` over the cells; ``n`` the data size (public).

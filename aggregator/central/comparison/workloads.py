@@ -228,7 +228,8 @@ class Workload:
 
     # ----- answers -----------------------------------------------------------------------------
     def raw_answers(self, tables: npt.ArrayLike) -> np.ndarray:
-        """:math:`\\sum_{g,v} W_j[g,v] T[g,v]` for one table ``(G, k)`` (-> ``(m,)``) or several ``(P, G, k)`` (-> ``(P, m)``)."""
+        """:math:`\\sum_{g,v} W_j[g,v] T[g,v]` for one table ``(G, k)`` (-> ``(m,)``) or several
+        ``(P, G, k)`` (-> ``(P, m)``)."""
         t = np.asarray(tables, dtype=np.float64)
         flat = t.reshape(-1, self.cells)
         out = np.empty((len(flat), self.size))

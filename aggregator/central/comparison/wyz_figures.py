@@ -58,7 +58,8 @@ def row_functions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarra
     return x / (x.max(axis=-1, keepdims=True) - x.min(axis=-1, keepdims=True))
 
 
-def heterogeneous_workload(h: int, queries: int = 200, groups: int = MOVIES) -> Callable[[np.random.Generator], Workload]:
+def heterogeneous_workload(h: int, queries: int = 200,
+                           groups: int = MOVIES) -> Callable[[np.random.Generator], Workload]:
     """Fig. 2's workload generator at heterogeneity ``h`` (``groups`` must be a multiple of ``h``)."""
     if h < 1 or groups % h:
         raise ValidationError("h", f"a divisor of the number of movies ({groups})", f"got {h}")

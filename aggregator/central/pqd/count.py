@@ -39,7 +39,8 @@ def decision_error(accept_probability: float, true_answer: float, problem: Decis
 
 
 def lm_count_error(true_answer: float, problem: DecisionProblem) -> float:
-    """Exact error of LM_count (Prop. 4.2): e.g. :math:`\\tfrac12 e^{-(q-l)\\epsilon} + \\tfrac12 e^{-(r-q)\\epsilon}` inside I."""
+    """Exact error of LM_count (Prop. 4.2): e.g.
+    :math:`\\tfrac12 e^{-(q-l)\\epsilon} + \\tfrac12 e^{-(r-q)\\epsilon}` inside I."""
     l, r = problem.interval
     return decision_error(laplace_accept_probability(true_answer, l, r, 1.0 / problem.epsilon), true_answer, problem)
 
@@ -74,7 +75,8 @@ def em_count_error(true_answer: float, problem: DecisionProblem, legacy_overflow
 
 
 def naive_em_count_accept_probability(true_answer: float, problem: DecisionProblem) -> float:
-    """:math:`\\Pr[o=1]` of naive EM_count: :math:`e^{\\epsilon/2}/(1+e^{\\epsilon/2})` inside I, else its complement (eqs. 6-7)."""
+    """:math:`\\Pr[o=1]` of naive EM_count: :math:`e^{\\epsilon/2}/(1+e^{\\epsilon/2})` inside I, else its
+    complement (eqs. 6-7)."""
     inside = 1.0 if problem.satisfied(true_answer) else -1.0
     return float(sigmoid(inside * problem.epsilon / 2.0))
 

@@ -54,12 +54,14 @@ class EMMedian(Decider):
         with view.accountant.step("exponential mechanism over dom(A), score -|rank(e) - q n'| (sensitivity 1)",
                                   problem.epsilon):
             scores = em_median_scores(view.count_below(candidates), view.count(), problem.query.q)
-        return generic_decider(candidates[exponential_mechanism_draws(scores, problem.epsilon, 1.0, rng, trials)], problem)
+        return generic_decider(candidates[exponential_mechanism_draws(scores, problem.epsilon, 1.0, rng, trials)],
+                               problem)
 
 
 def hist_median_accept_probability(selected: float, at_most_l: float, at_least_r: float,
                                    problem: DecisionProblem) -> float:
-    """Exact :math:`\\Pr[o=1]` of Hist_med: :math:`E_{\\tilde n}[F(\\lceil p\\tilde n\\rceil - c_1) F(\\lceil (1-p)\\tilde n\\rceil - c_2)]`.
+    """Exact :math:`\\Pr[o=1]` of Hist_med:
+    :math:`E_{\\tilde n}[F(\\lceil p\\tilde n\\rceil - c_1) F(\\lceil (1-p)\\tilde n\\rceil - c_2)]`.
 
     The thresholds are step functions of :math:`\\tilde n`; between their breakpoints the two
     Laplace probabilities are constant, so the expectation is an exact finite sum over the cells

@@ -48,7 +48,8 @@ class Binning:
         if (self.values is None) == (self.edges is None):
             raise ValidationError(f"binning.{self.attribute}", "either values or edges", "both or neither")
         if self.edges is not None and (len(self.edges) < 2 or np.any(np.diff(self.edges) <= 0)):
-            raise ValidationError(f"binning.{self.attribute}.edges", "at least two ascending edges", f"got {self.edges}")
+            raise ValidationError(f"binning.{self.attribute}.edges", "at least two ascending edges",
+                                  f"got {self.edges}")
 
     @property
     def size(self) -> int:
@@ -71,7 +72,8 @@ class Binning:
             out = np.searchsorted(np.asarray(self.edges), column, side="right") - 1
             out[(column < self.edges[0]) | (column >= self.edges[-1])] = -1
         if (out < 0).any():
-            raise ValidationError(self.attribute, self._legal(), "a value outside the public bins", int(np.flatnonzero(out < 0)[0]))
+            raise ValidationError(self.attribute, self._legal(), "a value outside the public bins",
+                                  int(np.flatnonzero(out < 0)[0]))
         return out
 
     def sample(self, bins: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -17,7 +17,8 @@ def laplace(rng: np.random.Generator, scale: float, size: int | tuple[int, ...])
 
 
 def laplace_cdf(x: np.ndarray | float, scale: np.ndarray | float) -> np.ndarray:
-    """:math:`P[Lap(b) \\le x] = \\tfrac12 e^{x/b}` for :math:`x<0`, :math:`1 - \\tfrac12 e^{-x/b}` otherwise (eqs. 3-4)."""
+    """:math:`P[Lap(b) \\le x] = \\tfrac12 e^{x/b}` for :math:`x<0`, :math:`1 - \\tfrac12 e^{-x/b}`
+    otherwise (eqs. 3-4)."""
     z = np.asarray(x, dtype=np.float64) / scale
     return np.where(z < 0, 0.5 * np.exp(np.minimum(z, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(z, 0.0)))
 

@@ -79,7 +79,8 @@ class DecisionProblem:
     def require_domain(self, who: str, non_negative: bool = False) -> NumericDomain:
         """The public domain of the aggregated attribute, which ``who`` needs."""
         if self.domain is None:
-            raise ValidationError("domain", f"the public domain of {self.query.attribute!r} (needed by {who})", "missing")
+            raise ValidationError("domain", f"the public domain of {self.query.attribute!r} (needed by {who})",
+                                  "missing")
         if non_negative and self.domain.lo < 0:
             raise ValidationError(f"domain.{self.domain.attribute}.lo", f"a number >= 0 ({who} truncates non-negative "
                                   "values, DP-PQD §5.2)", f"got {self.domain.lo}")

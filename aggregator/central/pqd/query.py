@@ -83,7 +83,8 @@ class SqlCondition:
             values = tuple(_scalar(v, "where.value") for v in self.value)
             if self.op == "between" and not (len(values) == 2 and isinstance(values[0], float)
                                              and isinstance(values[1], float) and values[0] <= values[1]):
-                raise ValidationError("where.value", "[lo, hi] with numbers lo <= hi for 'between'", f"got {list(values)}")
+                raise ValidationError("where.value", "[lo, hi] with numbers lo <= hi for 'between'",
+                                      f"got {list(values)}")
             object.__setattr__(self, "value", values)
         else:
             value = _scalar(self.value, "where.value")
@@ -214,7 +215,8 @@ def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float, what: s
     w = np.maximum(weights, 0.0)
     total = float(w.sum())
     if total <= 0.0:
-        raise ValidationError("query", "a selection with positive total weight for a quantile", f"{what} selects nothing")
+        raise ValidationError("query", "a selection with positive total weight for a quantile",
+                              f"{what} selects nothing")
     order = np.argsort(values, kind="stable")
     cumulative = np.cumsum(w[order])
     target = math.ceil(q * total - 1e-9) if float(total).is_integer() else q * total
@@ -296,7 +298,8 @@ def parse_sql(text: str) -> Query:
     select = statements[0]
     for key in ("joins", "group", "having", "order", "limit", "offset", "distinct", "with", "qualify", "windows"):
         if select.args.get(key):
-            raise ValidationError("query", "SELECT <aggregate> FROM <table> [WHERE ...] only", f"unsupported {key.upper()}")
+            raise ValidationError("query", "SELECT <aggregate> FROM <table> [WHERE ...] only",
+                                  f"unsupported {key.upper()}")
     tables = list(select.find_all(exp.Table))
     if len(tables) != 1 or not isinstance(tables[0].this, exp.Identifier):
         raise ValidationError("query.FROM", "one table name", f"got {len(tables)} tables")
@@ -319,7 +322,8 @@ def parse_sql(text: str) -> Query:
     if isinstance(target, (exp.PercentileCont, exp.PercentileDisc, exp.Quantile)):
         level = target.args.get("expression") or target.args.get("quantile")
         if level is None:
-            raise ValidationError("query.SELECT", "QUANTILE_CONT(A, q) with a literal q in (0, 1)", f"got {target.sql()}")
+            raise ValidationError("query.SELECT", "QUANTILE_CONT(A, q) with a literal q in (0, 1)",
+                                  f"got {target.sql()}")
         q = _literal(level, "query.SELECT")
         if not isinstance(q, float):
             raise ValidationError("query.SELECT", "a numeric quantile level q in (0, 1)", f"got {q!r}")

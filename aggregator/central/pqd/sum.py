@@ -198,7 +198,8 @@ def svt_accept_given_bound(normalized: np.ndarray, thresholds: np.ndarray, l: fl
                            rho_scale: float, nu_scale: float) -> float:
     """:math:`\\Pr[o = 1]` of Algorithm 2 over ``len(thresholds)`` thresholds, by quadrature over ρ.
 
-    :math:`\\int p_\\rho(\\rho)\\prod_j F_\\nu(r/t_j + \\rho - q_j)\\,[1 - \\prod_j F_\\nu((l+1)/t_j + \\rho - q_j)]\\,d\\rho`.
+    :math:`\\int p_\\rho(\\rho)\\prod_j F_\\nu(r/t_j + \\rho - q_j)\\,[1 -
+    \\prod_j F_\\nu((l+1)/t_j + \\rho - q_j)]\\,d\\rho`.
     """
     t1 = r / thresholds - normalized
     t2 = (l + 1.0) / thresholds - normalized

@@ -53,7 +53,8 @@ class Table:
     def __post_init__(self) -> None:
         lengths = {len(col) for col in self.columns.values()}
         if len(lengths) > 1:
-            raise ValidationError(f"{self.name}.columns", "columns of one common length", f"got lengths {sorted(lengths)}")
+            raise ValidationError(f"{self.name}.columns", "columns of one common length",
+                                  f"got lengths {sorted(lengths)}")
         if self.weights is not None:
             w = np.asarray(self.weights, dtype=np.float64)
             if w.ndim != 1 or (lengths and w.shape[0] != next(iter(lengths))) or not np.isfinite(w).all():
@@ -92,7 +93,8 @@ def read_csv(path: Path, name: str) -> Table:
         with _open_text(path) as handle:
             rows = list(csv.reader(handle, skipinitialspace=True))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ValidationError(name, "a readable CSV file (optionally .gz) with a header line", f"{path}: {exc}") from None
+        raise ValidationError(name, "a readable CSV file (optionally .gz) with a header line",
+                              f"{path}: {exc}") from None
     rows = [r for r in rows if r]
     if not rows:
         raise ValidationError(name, "a CSV file with a header line", f"{path} is empty")

@@ -136,7 +136,8 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
 
 def _log_cdp_delta(rho: float, epsilon: float, alpha: float) -> float:
-    """ln of the CKS20 bound at order α: :math:`(\\alpha-1)(\\alpha\\rho-\\epsilon) + \\alpha\\ln(1-1/\\alpha) - \\ln(\\alpha-1)`."""
+    """ln of the CKS20 bound at order α:
+    :math:`(\\alpha-1)(\\alpha\\rho-\\epsilon) + \\alpha\\ln(1-1/\\alpha) - \\ln(\\alpha-1)`."""
     return (alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
 
 
@@ -195,7 +196,8 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
-    """Smallest :math:`\\epsilon \\ge 0` with :math:`\\delta_\\mu(\\epsilon) \\le \\delta` (:math:`\\delta(\\cdot)` decreases)."""
+    """Smallest :math:`\\epsilon \\ge 0` with :math:`\\delta_\\mu(\\epsilon) \\le \\delta`
+    (:math:`\\delta(\\cdot)` decreases)."""
     mu = check_epsilon(mu, "mu")
     delta = check_probability(delta, "delta")
     if gaussian_delta(mu, 0.0) <= delta:
@@ -207,7 +209,8 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:
-    """Largest :math:`\\mu` with :math:`\\mu`-GDP :math:`\\Rightarrow (\\epsilon, \\delta)`-DP (:math:`\\delta_\\mu(\\epsilon)` increases in :math:`\\mu`)."""
+    """Largest :math:`\\mu` with :math:`\\mu`-GDP :math:`\\Rightarrow (\\epsilon, \\delta)`-DP
+    (:math:`\\delta_\\mu(\\epsilon)` increases in :math:`\\mu`)."""
     eps = check_epsilon(epsilon)
     delta = check_probability(delta, "delta")
     low, high = 1e-12, 1.0
@@ -221,7 +224,8 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
 
 
 def zcdp_epsilon(mu: float, delta: float) -> float:
-    """ε of :math:`\\mu`-GDP by the zCDP route: :func:`zcdp_to_approx_dp` at :math:`\\rho = \\mu^2/2` (looser than GDP)."""
+    """ε of :math:`\\mu`-GDP by the zCDP route: :func:`zcdp_to_approx_dp` at :math:`\\rho = \\mu^2/2`
+    (looser than GDP)."""
     mu = check_epsilon(mu, "mu")
     return zcdp_to_approx_dp(mu * mu / 2.0, delta)
 

@@ -87,7 +87,8 @@ class SyntheticHistograms(Protocol):
         """What :meth:`reweight` needs of query :math:`j_p` of every histogram (kept for the replays)."""
 
     def reweight(self, row: Any, measurement: np.ndarray) -> None:
-        """One multiplicative-weights step toward the measurements ``(P,)`` of ``row``, then renormalise to :math:`n_p`."""
+        """One multiplicative-weights step toward the measurements ``(P,)`` of ``row``, then renormalise
+        to :math:`n_p`."""
 
     def tables(self) -> np.ndarray:
         """The histograms :math:`A_p`, ``(P, d)`` (a copy or a fresh array)."""

@@ -15,8 +15,9 @@ it depends only on public quantities (n, d, R, k, L, ε, δ and the settings), n
    :math:`[-1,1]^d` has :math:`\\lambda_1 \\le \\mathrm{tr}\\,A = \\sum_j \\mathrm{Var}(x_j) \\le d`, so the bound
    ``eigenvalue_bound`` defaults to ``d`` (a caller may pass a smaller *public* bound). If the noise
    norm is at least the bound, every iteration's noise is as large as the largest signal *any*
-   such data set can give (PSI cannot lock onto an eigenvector): it is skipped, the ellipsoid has no private axes and is its centre alone (one candidate; the LP is
-   trivial, so no basis answers are released either), and the guarantee's statement says so.
+   such data set can give (PSI cannot lock onto an eigenvector): it is skipped, the ellipsoid has no
+   private axes and is its centre alone (one candidate; the LP is trivial, so no basis answers are
+   released either), and the guarantee's statement says so.
    At WDBC (n = 569, d = 30) PSI's noise norm is 161 (Gaussian, (1, 1e-10)) or 4,032 (Laplace,
    ε = 1) at half the budget, 114 or 2,016 at the whole budget, against the bound 30: skipped.
 2. **One release for the centre and the basis answers.** The centre is the coordinates' means and
@@ -68,7 +69,8 @@ ALLOCATIONS = ("adaptive", "fixed-split", "non-private")
 
 @dataclass(frozen=True)
 class ReleaseShape:
-    """The public sizes a plan depends on: ``n`` rows, ``d`` attributes, ``basis`` = R, PSI's ``k`` and ``iterations``."""
+    """The public sizes a plan depends on: ``n`` rows, ``d`` attributes, ``basis`` = R, PSI's ``k`` and
+    ``iterations``."""
 
     n: int
     d: int
@@ -122,7 +124,8 @@ def compose_pure(parts: Sequence[tuple[str, float]], epsilon: float) -> PrivacyG
 
 
 def compose_gdp(parts: Sequence[tuple[str, float]], mu: float, delta: float) -> PrivacyGuarantee:
-    """GDP composition of μ-GDP ``parts`` (name, μ): :math:`\\sqrt{\\sum_i \\mu_i^2}`, checked against ``mu``, stated at δ."""
+    """GDP composition of μ-GDP ``parts`` (name, μ): :math:`\\sqrt{\\sum_i \\mu_i^2}`, checked against ``mu``,
+    stated at δ."""
     total = math.sqrt(sum(cost * cost for _, cost in parts))
     spelled = " + ".join(f"{name} {cost:.6g}^2" for name, cost in parts)
     if not within_budget(total, mu):
@@ -131,7 +134,8 @@ def compose_gdp(parts: Sequence[tuple[str, float]], mu: float, delta: float) -> 
 
 
 def moment_indices(d: int, basis: int, centre: bool, fit: bool) -> np.ndarray:
-    """Multi-indices of the adaptive release: :math:`e_1..e_d` if ``centre``, then the R lowest-degree ``r != 0`` not yet listed if ``fit``."""
+    """Multi-indices of the adaptive release: :math:`e_1..e_d` if ``centre``, then the R lowest-degree
+    ``r != 0`` not yet listed if ``fit``."""
     rows: list[tuple[int, ...]] = []
     if centre:
         rows += [tuple(int(i == j) for i in range(d)) for j in range(d)]
@@ -188,7 +192,8 @@ def adaptive_plan(shape: ReleaseShape, eps: float, delta: float | None, *, uses_
 
 def fixed_split_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: str, *, uses_pca: bool,
                      dp_centre: bool, psi_share: float, centre_share: float) -> BudgetPlan:
-    """The fixed split (module docstring): PSI ``psi_share`` incl. the centre's ``centre_share`` of it, basis the rest; snapped."""
+    """The fixed split (module docstring): PSI ``psi_share`` incl. the centre's ``centre_share`` of it,
+    basis the rest; snapped."""
     n, d, R, k, iterations = shape.n, shape.d, shape.basis, shape.k, shape.iterations
     dp_centre = uses_pca and dp_centre
     centre = "noisy-mean" if dp_centre else "zero"
@@ -232,7 +237,8 @@ def fixed_split_plan(shape: ReleaseShape, eps: float, delta: float | None, setti
 
 def non_private_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: str, *,
                      dp_centre: bool) -> BudgetPlan:
-    """The NON-PRIVATE replication: exact mean and covariance eigenpairs, the whole ε on the basis answers, no snapping."""
+    """The NON-PRIVATE replication: exact mean and covariance eigenpairs, the whole ε on the basis answers,
+    no snapping."""
     noise = basis_noise(shape.basis, shape.n, eps, delta, setting)
     centre = "exact-mean" if dp_centre else "zero"
     return BudgetPlan("non-private", None, True, centre, None, None, None, noise, True, False, PrivacyGuarantee(

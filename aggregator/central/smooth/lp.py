@@ -37,7 +37,8 @@ class DistributionFit:
 
 
 def fit_distribution(basis: npt.ArrayLike, targets: npt.ArrayLike) -> DistributionFit:
-    """Solve :math:`\\min_{\\mathbf u \\in \\Delta} \\|W\\mathbf u - \\mathbf b\\|_1` for ``basis`` ``W`` (R, C) and ``targets`` ``b`` (R,).
+    """Solve :math:`\\min_{\\mathbf u \\in \\Delta} \\|W\\mathbf u - \\mathbf b\\|_1` for ``basis`` ``W`` (R, C)
+    and ``targets`` ``b`` (R,).
 
     The returned ``u`` is a probability vector: HiGHS's tiny negative round-off is clipped and
     the vector renormalised.
@@ -47,7 +48,8 @@ def fit_distribution(basis: npt.ArrayLike, targets: npt.ArrayLike) -> Distributi
     if w.ndim != 2 or w.shape[0] == 0 or w.shape[1] == 0 or not np.isfinite(w).all():
         raise ValidationError("basis", "a finite (R, C) array with R, C >= 1", f"got shape {w.shape}")
     if b.shape != (w.shape[0],) or not np.isfinite(b).all():
-        raise ValidationError("targets", f"{w.shape[0]} finite numbers (one per basis function)", f"got shape {b.shape}")
+        raise ValidationError("targets", f"{w.shape[0]} finite numbers (one per basis function)",
+                              f"got shape {b.shape}")
     rows, cols = w.shape
     eye = sp.identity(rows, format="csr")
     a_eq = sp.vstack([sp.hstack([sp.csr_matrix(w), -eye, eye]),

@@ -87,7 +87,8 @@ class MomentRelease:
 
     @property
     def expected_squared_error(self) -> float:
-        """:math:`E\\|y - v\\|_2^2`: :math:`c(c+1)(c+2)b^2/3` (linf), :math:`2cb^2` (Laplace), :math:`c\\sigma^2` (Gaussian)."""
+        """:math:`E\\|y - v\\|_2^2`: :math:`c(c+1)(c+2)b^2/3` (linf), :math:`2cb^2` (Laplace),
+        :math:`c\\sigma^2` (Gaussian)."""
         c, b = self.count, self.scale
         if self.kind == "linf":
             return c * (c + 1) * (c + 2) * b * b / 3.0

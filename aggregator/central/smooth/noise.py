@@ -104,7 +104,8 @@ class BasisNoise:
 
 
 def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, setting: str = "safe") -> BasisNoise:
-    """The noise of Algorithm 1 (``delta`` None) or of its (ε, δ) variant, in ``setting``, for ``count`` basis answers."""
+    """The noise of Algorithm 1 (``delta`` None) or of its (ε, δ) variant, in ``setting``, for ``count``
+    basis answers."""
     k = check_int(count, "count", 2)
     n = check_int(n, "n", 1)
     eps = check_epsilon(epsilon)
@@ -141,9 +142,11 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
 
 
 def gaussian_basis_noise(count: int, n: int, mu: float, delta: float) -> BasisNoise:
-    """Safe Gaussian noise on ``count`` basis answers calibrated to a GDP parameter ``mu`` (a share of a composed budget).
+    """Safe Gaussian noise on ``count`` basis answers calibrated to a GDP parameter ``mu`` (a share of a
+    composed budget).
 
-    :math:`\\sigma = 2\\sqrt{k-1}/(n\\mu)`, :math:`\\hat b_0 = 1`; the guarantee is :math:`\\mu`-GDP stated at ``delta``.
+    :math:`\\sigma = 2\\sqrt{k-1}/(n\\mu)`, :math:`\\hat b_0 = 1`; the guarantee is :math:`\\mu`-GDP stated
+    at ``delta``.
     """
     k = check_int(count, "count", 2)
     n = check_int(n, "n", 1)

@@ -12,7 +12,8 @@ For :math:`n` rows in :math:`[-1,1]^d` and smoothness order :math:`K`:
 * (ε, δ)-DP (§3.2), with :math:`\\ell = \\ln(1/\\delta)` and :math:`D = 3d + 2K`:
 
   .. math::  t = \\lceil n^{2/D}\\ell^{-1/D}\\rceil,\\quad N = \\lceil n^{2K/D}\\ell^{-K/D}\\rceil,\\quad
-             m = \\lceil n^{(4d+4K+2)/D}\\ell^{-(2d+2K+1)/D}\\rceil,\\quad L = \\lceil n^{(2d+2K)/D}\\ell^{-(d+K)/D}\\rceil;
+             m = \\lceil n^{(4d+4K+2)/D}\\ell^{-(2d+2K+1)/D}\\rceil,\\quad
+             L = \\lceil n^{(2d+2K)/D}\\ell^{-(d+K)/D}\\rceil;
 
 * practical variant (App. A.5, :math:`\\tilde C = 0.5`): :math:`R = \\lceil\\tilde C n^{d/(2d+K)}\\rceil` (ε-DP) or
   :math:`\\lceil\\tilde C n^{2d/(3d+2K)}\\rceil` ((ε, δ)-DP), at least 2 (``r = 0`` alone carries no information).
@@ -69,7 +70,8 @@ def smooth_sizes(n: int, d: int, K: float, delta: float | None = None) -> Smooth
 
 def practical_basis_size(n: int, d: int, K: float, delta: float | None = None,
                          constant: float = PAPER_R_CONSTANT) -> int:
-    """R of the practical variant (App. A.5): :math:`\\lceil 0.5\\,n^{d/(2d+K)}\\rceil` or :math:`\\lceil 0.5\\,n^{2d/(3d+2K)}\\rceil`, >= 2."""
+    """R of the practical variant (App. A.5): :math:`\\lceil 0.5\\,n^{d/(2d+K)}\\rceil` or
+    :math:`\\lceil 0.5\\,n^{2d/(3d+2K)}\\rceil`, >= 2."""
     n = check_int(n, "n", 1)
     d = check_int(d, "d", 1)
     k = check_smoothness(K)

@@ -1,4 +1,5 @@
-"""The practical variant of the smooth-query mechanism (JWHZW §3.4 + App. A.5): private-PCA candidates, R basis functions.
+"""The practical variant of the smooth-query mechanism (JWHZW §3.4 + App. A.5): private-PCA candidates,
+R basis functions.
 
 Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless for WDBC's
 :math:`d = 30`. The practical variant (JWHZW §3.4) restricts both:
@@ -6,7 +7,8 @@ Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless
 1. :math:`(X, \\hat\\lambda)` = Private Subspace Iteration (:mod:`~.private_pca`, JWHZW Algorithm 2)
    with budget :math:`\\epsilon_1` (the adaptive allocation skips it when its noise exceeds every
    possible eigenvalue; the non-private replication takes the exact eigenpairs);
-2. the ellipsoid :math:`E = \\{c + \\sum_{s\\le k}\\alpha_s\\sqrt{\\hat\\lambda_s}\\,\\mathbf x_s : \\|\\alpha\\|_2\\le 1\\}`;
+2. the ellipsoid
+   :math:`E = \\{c + \\sum_{s\\le k}\\alpha_s\\sqrt{\\hat\\lambda_s}\\,\\mathbf x_s : \\|\\alpha\\|_2\\le 1\\}`;
    the paper leaves the centre :math:`c` unspecified: ``centre="dp-mean"`` (default) releases the
    mean with noise (how: the allocation's), ``"zero"`` uses the public centre 0;
 3. ``C`` points uniform in :math:`E` (:math:`\\alpha = U^{1/k} g/\\|g\\|`, :math:`g\\sim N(0, I_k)`), clipped to
@@ -128,7 +130,8 @@ def _budget_plan(shape: ReleaseShape, eps: float, delta: float | None, setting: 
 
 def _ellipsoid_points(centre: np.ndarray, vectors: np.ndarray, values: np.ndarray, count: int,
                       rng: np.random.Generator) -> np.ndarray:
-    """``count`` points uniform in :math:`\\{c + \\sum_s \\alpha_s\\sqrt{\\lambda_s}\\mathbf x_s : \\|\\alpha\\|_2 \\le 1\\}`."""
+    """``count`` points uniform in
+    :math:`\\{c + \\sum_s \\alpha_s\\sqrt{\\lambda_s}\\mathbf x_s : \\|\\alpha\\|_2 \\le 1\\}`."""
     k = vectors.shape[1]
     g = rng.standard_normal((count, k))
     radius = rng.uniform(size=(count, 1)) ** (1.0 / k)
@@ -144,7 +147,8 @@ def _exact_eigenpairs(z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _candidates(z: np.ndarray, plan: BudgetPlan, released: np.ndarray | None, k: int, count: int, N: int,
                 rng: np.random.Generator) -> np.ndarray:
-    """Steps 1-3: the eigenpairs and the centre as the plan says, ``count`` points of the ellipsoid, snapped if planned."""
+    """Steps 1-3: the eigenpairs and the centre as the plan says, ``count`` points of the ellipsoid, snapped
+    if planned."""
     d = z.shape[1]
     if plan.psi is not None:
         pairs = private_subspace_iteration(z, plan.psi, rng)

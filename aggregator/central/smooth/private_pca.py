@@ -51,7 +51,8 @@ EIGENVALUES = ("noisy", "rayleigh")
 
 
 def covariance(data: np.ndarray) -> np.ndarray:
-    """:math:`A = \\frac1n\\sum_i \\mathbf z_i\\mathbf z_i^\\top - \\bar{\\mathbf z}\\bar{\\mathbf z}^\\top` (``(d, d)``)."""
+    """:math:`A = \\frac1n\\sum_i \\mathbf z_i\\mathbf z_i^\\top - \\bar{\\mathbf z}\\bar{\\mathbf z}^\\top`
+    (``(d, d)``)."""
     n = data.shape[0]
     mean = data.mean(axis=0)
     return data.T @ data / n - np.outer(mean, mean)
@@ -61,8 +62,10 @@ def covariance_sensitivity(n: int, d: int) -> float:
     """:math:`\\Delta_A = 5d/n + 4d/n^2 \\ge \\|A(D) - A(D')\\|_2` for replace-one neighbours in :math:`[-1,1]^d`.
 
     :math:`\\|\\mathbf z\\mathbf z^\\top - \\mathbf z'\\mathbf z'^\\top\\|_2 \\le d` (difference of PSD matrices of norm
-    :math:`\\le d`); with :math:`\\mathbf v = \\mathbf z' - \\mathbf z`, :math:`\\|\\mathbf v\\| \\le 2\\sqrt d`, the mean term
-    changes by :math:`\\|\\bar{\\mathbf z}\\mathbf v^\\top + \\mathbf v\\bar{\\mathbf z}^\\top\\|/n + \\|\\mathbf v\\|^2/n^2 \\le 4d/n + 4d/n^2`.
+    :math:`\\le d`); with :math:`\\mathbf v = \\mathbf z' - \\mathbf z`, :math:`\\|\\mathbf v\\| \\le 2\\sqrt d`, the
+    mean term changes by
+    :math:`\\|\\bar{\\mathbf z}\\mathbf v^\\top + \\mathbf v\\bar{\\mathbf z}^\\top\\|/n + \\|\\mathbf v\\|^2/n^2
+    \\le 4d/n + 4d/n^2`.
     """
     return 5.0 * d / n + 4.0 * d / n**2
 
@@ -127,7 +130,8 @@ class PsiConfig:
     # ----- calibrations ---------------------------------------------------------------------
     @classmethod
     def safe_gaussian(cls, n: int, d: int, k: int, iterations: int, mu: float) -> PsiConfig:
-        """σ with :meth:`cost` = ``mu`` exactly: :math:`\\sigma = \\sqrt{(L+1)k}\\,\\Delta_A/\\mu`, multiplier 1, noisy eigenvalues."""
+        """σ with :meth:`cost` = ``mu`` exactly: :math:`\\sigma = \\sqrt{(L+1)k}\\,\\Delta_A/\\mu`, multiplier 1,
+        noisy eigenvalues."""
         mu = check_epsilon(mu, "mu")
         sigma = math.sqrt((iterations + 1) * k) * covariance_sensitivity(n, d) / mu
         return cls(k, iterations, "gaussian", sigma, "one", "noisy")

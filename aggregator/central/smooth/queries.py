@@ -1,6 +1,7 @@
 """The smooth test queries of JWHZW §4: linear combinations of Gaussian kernels, evaluated in batches.
 
-.. math::  f(\\mathbf x) = \\sum_{j=1}^{J} \\alpha_j \\exp\\Big(-\\frac{\\|\\mathbf x - \\mathbf x_j\\|^2}{2\\sigma^2}\\Big),
+.. math::  f(\\mathbf x) = \\sum_{j=1}^{J} \\alpha_j
+           \\exp\\Big(-\\frac{\\|\\mathbf x - \\mathbf x_j\\|^2}{2\\sigma^2}\\Big),
            \\qquad q_f(D) = \\frac1n\\sum_{x\\in D} f(x),
 
 with :math:`J = 10`, :math:`\\alpha_j \\sim U[0,1]`, :math:`\\mathbf x_j \\sim U[-1,1]^d`. The weights are

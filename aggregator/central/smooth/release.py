@@ -28,7 +28,8 @@ from .noise import NOISE_SETTINGS
 
 @dataclass(frozen=True)
 class UnitCube:
-    """Public per-attribute bounds ``[lo_i, hi_i]`` mapped affinely onto :math:`[-1, 1]`: :math:`z = 2(x - lo)/(hi - lo) - 1`."""
+    """Public per-attribute bounds ``[lo_i, hi_i]`` mapped affinely onto :math:`[-1, 1]`:
+    :math:`z = 2(x - lo)/(hi - lo) - 1`."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -50,14 +51,16 @@ class UnitCube:
         return int(self.lo.size)
 
     def to_unit(self, data: npt.ArrayLike) -> np.ndarray:
-        """Rows in the bounds -> :math:`[-1,1]^d`; a value outside its public bounds is an error (never clipped silently)."""
+        """Rows in the bounds -> :math:`[-1,1]^d`; a value outside its public bounds is an error (never clipped
+        silently)."""
         x = np.asarray(data, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValidationError("data", f"an (n, {self.d}) array", f"got shape {x.shape}")
         inside = np.isfinite(x) & (x >= self.lo) & (x <= self.hi)
         if not inside.all():
             row, col = np.argwhere(~inside)[0]
-            raise ValidationError(f"data[:, {col}]", f"a number in [{self.lo[col]:g}, {self.hi[col]:g}] (public bounds)",
+            raise ValidationError(f"data[:, {col}]",
+                                  f"a number in [{self.lo[col]:g}, {self.hi[col]:g}] (public bounds)",
                                   "outside", int(row))
         return np.clip(2.0 * (x - self.lo) / (self.hi - self.lo) - 1.0, -1.0, 1.0)
 
@@ -101,12 +104,14 @@ def grid_centres(N: int) -> np.ndarray:
 
 
 def snap_to_grid(z: np.ndarray, N: int) -> np.ndarray:
-    """Index of the nearest :math:`a_k` per coordinate (ties toward the upper centre): :math:`\\min(\\lfloor (z+1)N/2\\rfloor, N-1)`."""
+    """Index of the nearest :math:`a_k` per coordinate (ties toward the upper centre):
+    :math:`\\min(\\lfloor (z+1)N/2\\rfloor, N-1)`."""
     return np.clip(np.floor((z + 1.0) * (N / 2.0)), 0, N - 1).astype(np.int64)
 
 
 def round_to_lattice(values: np.ndarray, L: int) -> np.ndarray:
-    """Nearest element of :math:`\\mathcal L = \\{i/L : i = -L..L\\}` (Algorithm 1 steps 10 and 15; clamps to [-1, 1])."""
+    """Nearest element of :math:`\\mathcal L = \\{i/L : i = -L..L\\}` (Algorithm 1 steps 10 and 15; clamps to
+    [-1, 1])."""
     return np.clip(np.rint(values * L), -L, L) / L
 
 
@@ -134,7 +139,8 @@ class SmoothRelease:
         return np.repeat(self.points, self.counts, axis=0)
 
     def answer(self, function: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """:math:`q_f(\\tilde D) = \\frac1m\\sum_{y\\in\\tilde D} f(y)` for ``function`` mapping (P, d) points to (P,) or (P, Q) values."""
+        """:math:`q_f(\\tilde D) = \\frac1m\\sum_{y\\in\\tilde D} f(y)` for ``function`` mapping (P, d) points to
+        (P,) or (P, Q) values."""
         values = np.asarray(function(self.points), dtype=np.float64)
         if values.shape[:1] != (len(self.points),):
             raise ValidationError("function", "a map from (P, d) points to (P,) or (P, Q) values",

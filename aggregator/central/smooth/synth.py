@@ -7,7 +7,8 @@ For data :math:`D \\in ([-1,1]^d)^n` and smoothness order :math:`K` (JWHZW §3.1
 3. basis answers :math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D'}\\prod_i T_{r_i}(x_i)` for
    :math:`\\mathbf r \\in \\mathcal T_t^d` (steps 7–8), noisy :math:`\\hat b_{\\mathbf r}`
    (:mod:`~.noise`, step 9), optionally rounded to :math:`\\mathcal L` (step 10);
-4. :math:`W_{\\mathbf r,\\mathbf k} = \\prod_i T_{r_i}(a_{k_i})`, optionally rounded to :math:`\\mathcal L` (steps 12–17);
+4. :math:`W_{\\mathbf r,\\mathbf k} = \\prod_i T_{r_i}(a_{k_i})`, optionally rounded to :math:`\\mathcal L`
+   (steps 12–17);
 5. :math:`\\mathbf u^* = \\arg\\min_{\\mathbf u\\in\\Delta}\\|W'\\mathbf u - \\hat{\\mathbf b}'\\|_1` (step 20, HiGHS);
 6. :math:`m` i.i.d. grid points with probabilities :math:`\\mathbf u^*` (steps 21–24).
 
@@ -42,7 +43,8 @@ MAX_LP_ENTRIES = 1 << 25
 
 
 def grid_points(N: int, d: int) -> np.ndarray:
-    """All :math:`N^d` grid points :math:`(a_{k_1},\\dots,a_{k_d})` in C order of :math:`(k_1,\\dots,k_d)`, shape ``(N^d, d)``."""
+    """All :math:`N^d` grid points :math:`(a_{k_1},\\dots,a_{k_d})` in C order of :math:`(k_1,\\dots,k_d)`,
+    shape ``(N^d, d)``."""
     centres = grid_centres(N)
     return centres[np.indices((N,) * d).reshape(d, -1).T]
 
