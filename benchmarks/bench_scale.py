@@ -93,7 +93,7 @@ import google.protobuf
 import grpc
 import numpy as np
 from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
+from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
@@ -208,14 +208,11 @@ class CpuSnapshot:
 
 
 # ----- the bare server --------------------------------------------------------------------------
-async def _serve_bare(max_message_bytes: int) -> None:
-    """A minimal ``grpc.aio`` server: one stream-stream method that reads each request's bytes and
-    writes an ack-sized message for it. Runs until SIGTERM."""
-    async def submit(requests: Any, context: grpc.aio.ServicerContext) -> None:
-        async for _ in requests:
-            await context.write(BARE_ACK)
-
-    await serve_one_method(BARE_METHOD, grpc.stream_stream_rpc_method_handler(submit), max_message_bytes)
+async def _ack_each(requests: Any, context: grpc.aio.ServicerContext) -> None:
+    """The bare server's one stream-stream method: reads each request's bytes and writes an ack-sized
+    message for it."""
+    async for _ in requests:
+        await context.write(BARE_ACK)
 
 
 # ----- the load client (its own process) -----------------------------------------------------------
@@ -637,7 +634,8 @@ async def _worker_run(job: dict[str, Any]) -> None:
         for _ in range(SEGMENTS_PER_COMMIT):
             n = min(SEGMENT_REPORTS, job["fill_to"] - stored - sum(map(len, segments)))
             if n > 0:
-                segments.append(Segment(SCHEMA.name, "bench", new_report_ids(n), rng.integers(0, SCHEMA.public_domain_size, n),
+                segments.append(Segment(SCHEMA.name, "bench", new_report_ids(n),
+                                        rng.integers(0, SCHEMA.public_domain_size, n),
                                         rng.integers(0, SCHEMA.private_domain_size, n)))
         outcome = await worker.commit(segments)
         stored += sum(accepted for accepted, _ in outcome.results)
@@ -732,7 +730,8 @@ def goals(cluster: ClusterResults, appends: list[AppendRun], restarts: list[Rest
     rows.append((f"(c) R=3 log, 4 writers: >= {PEAK_REPORTS_PER_SECOND:,.0f} reports/s (the planned peak)",
                  f"{r3.reports_per_second:,.0f} reports/s", r3.reports_per_second >= PEAK_REPORTS_PER_SECOND))
     worst = max(restarts, key=lambda r: r.replayed_reports)
-    rows.append((f"(d) a restart replays <= 2 x the snapshot interval ({2 * DEFAULT_FLUSH_IDS:,} reports) at every size",
+    rows.append((f"(d) a restart replays <= 2 x the snapshot interval ({2 * DEFAULT_FLUSH_IDS:,} reports) "
+                 "at every size",
                  f"at most {worst.replayed_reports:,} (at {worst.stored:,} stored)",
                  worst.replayed_reports <= 2 * DEFAULT_FLUSH_IDS))
     return rows
@@ -773,8 +772,10 @@ def table_a(cluster: ClusterResults) -> tuple[str, str]:
                          f"{per_stream_cpu(run) / per_stream_cpu(bare):.2f}x | {idle * 1e3:.1f} | {run.load} |")
             if run.server != "bare":
                 total = run.server_cpu([*roles, WORKERS, NATS, RAY])
-                rest.append(f"| {shape} | {_us(cpu, run.total_reports)} | {_us(run.cpu.get(WORKERS, 0), run.total_reports)} | "
-                            f"{_us(run.cpu.get(NATS, 0), run.total_reports)} | {_us(run.cpu.get(RAY, 0), run.total_reports)} "
+                rest.append(f"| {shape} | {_us(cpu, run.total_reports)} | "
+                            f"{_us(run.cpu.get(WORKERS, 0), run.total_reports)} | "
+                            f"{_us(run.cpu.get(NATS, 0), run.total_reports)} | "
+                            f"{_us(run.cpu.get(RAY, 0), run.total_reports)} "
                             f"| {_us(total, run.total_reports)} | {total / run.streams * 1e3:.3f} |")
     return "\n".join(lines) + "\n", "\n".join(rest) + "\n"
 
@@ -788,7 +789,8 @@ def table_b(cluster: ClusterResults) -> str:
         roles = replica_roles(run)
         lines.append(f"| {run.server} | {run.streams:,} | {run.total_reports:,} | {run.seconds:.2f} | "
                      f"{run.streams / run.seconds:,.0f} | {run.reports_per_second:,.0f} | "
-                     f"{run.reports_per_second / one.reports_per_second:.2f}x | {_us(run.server_cpu(roles), run.total_reports)} | "
+                     f"{run.reports_per_second / one.reports_per_second:.2f}x | "
+                     f"{_us(run.server_cpu(roles), run.total_reports)} | "
                      f"{_us(run.server_cpu([*roles, WORKERS, NATS, RAY]), run.total_reports)} | {run.p50_ms:.1f} | "
                      f"{run.p99_ms:.1f} | {len(run.errors)} | {run.load} |")
     return "\n".join(lines) + "\n"
@@ -860,8 +862,8 @@ def write_results(args: argparse.Namespace, command: str, info: dict[str, str], 
         f"replicas (`aggregator serve --nats ... --ray-address ...`). Load average when it started: {cluster.load}."
         f"{start_note(cluster)}\n\n"
         f"## (a) server CPU per device stream, one replica\n\n"
-        f"{args.streams:,} device streams per run, each one `SubmitReports` call with one batch of {args.reports} fresh "
-        f"reports, {args.concurrency} at a time, from a separate client process; best (least CPU per stream) of "
+        f"{args.streams:,} device streams per run, each one `SubmitReports` call with one batch of {args.reports} "
+        f"fresh reports, {args.concurrency} at a time, from a separate client process; best (least CPU per stream) of "
         f"{args.repeats} alternating runs. CPU = utime + stime (/proc/PID/stat) of the driven server process, from the "
         f"client's go to its last ack; idle CPU read over {args.idle_seconds:g} s just before (included, not "
         "subtracted). Bare: a grpc.aio stream-stream handler reading the same ReportBatch bytes and writing a 2-byte "
@@ -916,8 +918,10 @@ def write_csv(path: Path, info: dict[str, str], cluster: ClusterResults, appends
         rows.append({"part": "c", "measurement": run.log, "shape": f"{run.shards} shard(s)",
                      "reports": run.shards * run.records * run.record_reports, "seconds": f"{run.seconds:.6f}",
                      "reports_per_s": f"{run.reports_per_second:.1f}", "server_cpu_s": f"{run.nats_cpu:.3f}",
-                     "nats_us_per_report": f"{run.nats_cpu / (run.shards * run.records * run.record_reports) * 1e6:.3f}",
-                     "vs_baseline": f"{run.reports_per_second / base.reports_per_second:.4f}", "load_at_start": run.load})
+                     "nats_us_per_report":
+                         f"{run.nats_cpu / (run.shards * run.records * run.record_reports) * 1e6:.3f}",
+                     "vs_baseline": f"{run.reports_per_second / base.reports_per_second:.4f}",
+                     "load_at_start": run.load})
     for r in restarts:
         for seconds in r.seconds:
             rows.append({"part": "d", "measurement": "shard worker restart", "reports": r.stored,
@@ -936,8 +940,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, default=2000, help="(a, b) device streams per run (default 2000)")
     parser.add_argument("--reports", type=int, default=10, help="(a, b) reports in each stream's batch (default 10)")
     parser.add_argument("--concurrency", type=int, default=100, help="(a, b) streams in flight (default 100)")
-    parser.add_argument("--warmup", type=int, default=200, help="(a, b) unmeasured streams before each run (default 200)")
-    parser.add_argument("--idle-seconds", type=float, default=2.0, help="(a, b) idle CPU window before a run (default 2)")
+    parser.add_argument("--warmup", type=int, default=200,
+                        help="(a, b) unmeasured streams before each run (default 200)")
+    parser.add_argument("--idle-seconds", type=float, default=2.0,
+                        help="(a, b) idle CPU window before a run (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="(a, b, c) alternating repeats, best kept (default 3)")
     parser.add_argument("--shards", type=int, default=4, help="(a, b) shard workers (default 4)")
     parser.add_argument("--worker-nodes", type=int, default=2, help="(a, b) Ray worker nodes (default 2)")
@@ -968,9 +974,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.serve_bare:
-        asyncio.run(_serve_bare(DEFAULT_MAX_MESSAGE_BYTES))
-        return 0
+    if args.serve_bare:  # the bare server's own process (started by cluster_part), until SIGTERM
+        return serve_until_stopped(BARE_METHOD, grpc.stream_stream_rpc_method_handler(_ack_each))
     if args.drive:
         print(json.dumps(asyncio.run(_drive(Drive(**json.loads(args.drive))))), flush=True)
         return 0
