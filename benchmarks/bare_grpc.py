@@ -1,7 +1,7 @@
 """The benchmarks' baseline servers: one gRPC method on a bare ``grpc.aio`` server, in its own process.
 
 A benchmark runs itself with a flag (``--serve-discard``, ``--serve-bare``) whose handler calls
-:func:`serve_one_method`; the parent starts it as a
+:func:`serve_until_stopped`; the parent starts it as a
 :class:`~ldpsynth.aggregator.local_cluster.ServerProcess` and reads its listening line.
 """
 
@@ -12,6 +12,8 @@ import json
 import signal
 
 import grpc
+
+from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES
 
 
 async def serve_one_method(method: str, handler: grpc.RpcMethodHandler, max_message_bytes: int) -> None:
@@ -31,3 +33,10 @@ async def serve_one_method(method: str, handler: grpc.RpcMethodHandler, max_mess
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await server.stop(1.0)
+
+
+def serve_until_stopped(method: str, handler: grpc.RpcMethodHandler) -> int:
+    """A benchmark's ``--serve-...`` mode: :func:`serve_one_method` with the client's default message
+    limit, until SIGTERM/SIGINT; the exit status (0)."""
+    asyncio.run(serve_one_method(method, handler, DEFAULT_MAX_MESSAGE_BYTES))
+    return 0

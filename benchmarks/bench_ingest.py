@@ -70,7 +70,7 @@ import google.protobuf
 import grpc
 import numpy as np
 from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
+from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.local_cluster import ServerProcess
@@ -125,16 +125,13 @@ def start_aggregator(data_dir: Path, collection_file: Path, scratch: Path, shard
     return ServerProcess(argv, scratch / "aggregator.log")
 
 
-async def _serve_discard(max_message_bytes: int) -> None:
-    """A minimal ``grpc.aio`` server with one client-streaming method that reads and drops every
-    message and answers the byte count (8 bytes, little-endian). Runs until SIGTERM."""
-    async def drain(requests: Any, context: grpc.aio.ServicerContext) -> bytes:
-        received = 0
-        async for raw in requests:
-            received += len(raw)
-        return received.to_bytes(8, "little")
-
-    await serve_one_method(DISCARD_METHOD, grpc.stream_unary_rpc_method_handler(drain), max_message_bytes)
+async def _drain(requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+    """The discard server's one client-streaming method: reads and drops every message and answers
+    the byte count (8 bytes, little-endian)."""
+    received = 0
+    async for raw in requests:
+        received += len(raw)
+    return received.to_bytes(8, "little")
 
 
 def start_discard_server(scratch: Path) -> ServerProcess:
@@ -276,22 +273,12 @@ class ManyOutcome:
         self.last_end = max(self.last_end, other.last_end)
 
 
-@dataclass(frozen=True)
-class ClientGroup:
-    """What one worker process of part (b) runs."""
-
-    target: str
-    clients: tuple[int, ...]
-    reports_per_client: int
-    vertices: int
-
-
-async def _many_clients(group: ClientGroup, ready: Any, start: Any, progress: Any) -> ManyOutcome:
-    outcome = ManyOutcome(clients=len(group.clients))
-    k = group.reports_per_client
+async def _many_clients(target: str, group: tuple[int, ...], k: int, vertices: int, ready: Any, start: Any,
+                        progress: Any) -> ManyOutcome:
+    outcome = ManyOutcome(clients=len(group))
     clients: list[AsyncClient] = []
     try:
-        clients = [AsyncClient(group.target) for _ in group.clients]
+        clients = [AsyncClient(target) for _ in group]
         infos: list[CollectionInfo] = list(await asyncio.gather(*(c.get_collection(COLLECTION) for c in clients)))
         ready.put(len(clients))
         await asyncio.to_thread(start.wait)
@@ -301,7 +288,7 @@ async def _many_clients(group: ClientGroup, ready: Any, start: Any, progress: An
             # Client c reports the pairs (c mod V, r) for r < k: distinct rows, one report each.
             with PrivacyLedger(IN_MEMORY, budget=exact_budget(k)) as ledger:
                 for r in range(k):
-                    row = {"i": [c % group.vertices], "j": [r], "edge": [(c + r) % 2]}
+                    row = {"i": [c % vertices], "j": [r], "edge": [(c + r) % 2]}
                     started = time.monotonic()
                     try:
                         result = await client.submit(info, row, ledger=ledger, batch_size=1)
@@ -313,16 +300,18 @@ async def _many_clients(group: ClientGroup, ready: Any, start: Any, progress: An
                     outcome.acknowledged += result.acknowledged
                     progress.put(1)
 
-        await asyncio.gather(*(device(c, client, info) for c, client, info in zip(group.clients, clients, infos)))
+        await asyncio.gather(*(device(c, client, info) for c, client, info in zip(group, clients, infos)))
         outcome.last_end = time.monotonic()
     finally:
         await asyncio.gather(*(client.close() for client in clients))
     return outcome
 
 
-def run_client_group(group: ClientGroup, ready: Any, start: Any, progress: Any) -> ManyOutcome:
-    """Worker process entry point of part (b)."""
-    return asyncio.run(_many_clients(group, ready, start, progress))
+def run_client_group(target: str, group: tuple[int, ...], reports_per_client: int, vertices: int, ready: Any,
+                     start: Any, progress: Any) -> ManyOutcome:
+    """Worker process entry point of part (b): the clients numbered in ``group`` each send
+    ``reports_per_client`` single-row reports to ``target``."""
+    return asyncio.run(_many_clients(target, group, reports_per_client, vertices, ready, start, progress))
 
 
 def many_clients(target: str, clients: int, reports_per_client: int, processes: int, vertices: int) -> ManyOutcome:
@@ -331,14 +320,13 @@ def many_clients(target: str, clients: int, reports_per_client: int, processes: 
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")  # grpc state must not be forked
-    groups = [ClientGroup(target, tuple(range(p, clients, processes)), reports_per_client, vertices)
-              for p in range(processes)]
-    groups = [g for g in groups if g.clients]
+    groups = [group for group in (tuple(range(p, clients, processes)) for p in range(processes)) if group]
     total = clients * reports_per_client
     log(f"(b) {clients} clients x {reports_per_client} single-row reports over {len(groups)} processes ...")
     with context.Manager() as manager, ProcessPoolExecutor(len(groups), mp_context=context) as pool:
         ready, progress, start = manager.Queue(), manager.Queue(), manager.Event()
-        futures = [pool.submit(run_client_group, g, ready, start, progress) for g in groups]
+        futures = [pool.submit(run_client_group, target, g, reports_per_client, vertices, ready, start, progress)
+                   for g in groups]
         connected = 0
         while connected < clients:
             try:
@@ -478,9 +466,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.serve_discard:
-        asyncio.run(_serve_discard(DEFAULT_MAX_MESSAGE_BYTES))
-        return 0
+    if args.serve_discard:  # the discard server's own process (start_discard_server), until SIGTERM
+        return serve_until_stopped(DISCARD_METHOD, grpc.stream_unary_rpc_method_handler(_drain))
     command = "python benchmarks/bench_ingest.py " + " ".join(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory(prefix="ldpsynth-bench-ingest-") as tmp:

@@ -93,7 +93,7 @@ import google.protobuf
 import grpc
 import numpy as np
 from arguments import require_positive  # benchmarks/arguments.py (scripts run from this folder)
-from bare_grpc import serve_one_method  # benchmarks/bare_grpc.py
+from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
@@ -208,14 +208,11 @@ class CpuSnapshot:
 
 
 # ----- the bare server --------------------------------------------------------------------------
-async def _serve_bare(max_message_bytes: int) -> None:
-    """A minimal ``grpc.aio`` server: one stream-stream method that reads each request's bytes and
-    writes an ack-sized message for it. Runs until SIGTERM."""
-    async def submit(requests: Any, context: grpc.aio.ServicerContext) -> None:
-        async for _ in requests:
-            await context.write(BARE_ACK)
-
-    await serve_one_method(BARE_METHOD, grpc.stream_stream_rpc_method_handler(submit), max_message_bytes)
+async def _ack_each(requests: Any, context: grpc.aio.ServicerContext) -> None:
+    """The bare server's one stream-stream method: reads each request's bytes and writes an ack-sized
+    message for it."""
+    async for _ in requests:
+        await context.write(BARE_ACK)
 
 
 # ----- the load client (its own process) -----------------------------------------------------------
@@ -977,9 +974,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.serve_bare:
-        asyncio.run(_serve_bare(DEFAULT_MAX_MESSAGE_BYTES))
-        return 0
+    if args.serve_bare:  # the bare server's own process (started by cluster_part), until SIGTERM
+        return serve_until_stopped(BARE_METHOD, grpc.stream_stream_rpc_method_handler(_ack_each))
     if args.drive:
         print(json.dumps(asyncio.run(_drive(Drive(**json.loads(args.drive))))), flush=True)
         return 0

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpsynth.cli.options import add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import add_command, add_target_argument, add_tls_arguments
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("aggregator", help="run the aggregator (gRPC server, durable Ray shards)")
     commands = parser.add_subparsers(dest="aggregator_command", metavar="COMMAND", required=True)
-    serve = commands.add_parser("serve", help="serve collections over gRPC until SIGTERM/SIGINT")
+    serve = add_command(commands, "serve", serve_command, help="serve collections over gRPC until SIGTERM/SIGINT")
     serve.add_argument("--data-dir", type=Path,
                        help="directory of the embedded log and the shard snapshots (created if missing); "
                             "required unless --nats")
@@ -76,9 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "restarted worker replays from the log (default %(default)s)")
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
-    serve.set_defaults(handler=serve_command)
-    verify = commands.add_parser(
-        "verify", help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
+    verify = add_command(
+        commands, "verify", verify_command,
+        help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
         description="Read every record of the log of a stopped one-machine aggregator (--data-dir) or of a cluster "
                     "(--nats) and check it. Prints the rows per collection and the problems found as JSON; exit 0 "
                     "when there are none, 1 otherwise (what an operator runs after a crash or suspected damage).")
@@ -89,9 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--nats-tls-ca", type=Path, help="CA of the NATS servers' certificates (PEM)")
     verify.add_argument("--nats-tls-cert", type=Path, help="a client certificate for the NATS servers (PEM)")
     verify.add_argument("--nats-tls-key", type=Path, help="its private key (PEM)")
-    verify.set_defaults(handler=verify_command)
-    check = commands.add_parser(
-        "health", help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
+    check = add_command(
+        commands, "health", health_command,
+        help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
         description="Query the standard gRPC health service (grpc.health.v1) of an aggregator, e.g. as a "
                     "container health check. Prints the status; exit 0 when SERVING, 1 otherwise (NOT_SERVING, "
                     "unreachable or deadline exceeded).")
@@ -101,7 +101,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--deadline", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
     add_tls_arguments(check, "PEM of a client certificate (a mutual-TLS server)",
                       "PEM of that certificate's private key (mutual TLS)")
-    check.set_defaults(handler=health_command)
 
 
 def serve_command(args: argparse.Namespace) -> int:

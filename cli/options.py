@@ -1,9 +1,11 @@
 """Command-line options that several subcommands share, each defined once: where the aggregator is
-(``--target``), the client side of TLS, and the confidence level of the intervals."""
+(``--target``), the client side of TLS, and the confidence level of the intervals; and the making of a
+subcommand's parser with its handler."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
 
 TARGET_METAVAR = "HOST:PORT[,HOST:PORT...]"
 REPLICAS_HELP = "the aggregator, or several of its replicas (round robin, failover)"
@@ -21,6 +23,27 @@ def add_tls_arguments(parser: argparse.ArgumentParser, certificate_help: str, ke
     parser.add_argument("--tls-key", metavar="FILE", help=key_help)
 
 
-def add_level_argument(parser: argparse.ArgumentParser) -> None:
+#: One numeric option: its flag, type, default and help.
+NumberOption = tuple[str, type, float, str]
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, handler: Callable[[argparse.Namespace], int],
+                help: str, description: str | None = None) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` (``help`` in the list of commands, ``description`` atop its own help), whose
+    arguments ``handler`` runs; the caller adds its options to the parser returned."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_number_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                         options: Iterable[NumberOption]) -> None:
+    """Add one optional ``--flag`` of the given type, default and help per entry of ``options``."""
+    for flag, kind, default, text in options:
+        parser.add_argument(flag, type=kind, default=default, help=text)
+
+
+def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                       help: str = "confidence level in (0, 1) (default 0.95)") -> None:
     """Add ``--level``, the confidence level of the intervals (default 0.95)."""
-    parser.add_argument("--level", type=float, default=0.95, help="confidence level in (0, 1) (default 0.95)")
+    parser.add_argument("--level", type=float, default=0.95, help=help)

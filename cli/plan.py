@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.cli.options import add_level_argument
+from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.planning import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
 from ldpsynth.shared.query_json import queries_from_json
@@ -38,8 +38,8 @@ from ldpsynth.shared.schema_changes import COARSER, schema_changes
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``plan`` subcommand."""
-    parser = subparsers.add_parser(
-        "plan", help="predict every query's error before collecting (devices, ε, schema)",
+    parser = add_command(
+        subparsers, "plan", run, help="predict every query's error before collecting (devices, ε, schema)",
         description="Predict the standard error and interval half-width of every query of a collection before "
                     "any device reports: worst case over the data and under a prior, the devices and the ε a "
                     "target half-width needs, the schema's share of the error, and OUE/OLH beside E.")
@@ -59,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="merged values of a private attribute for its 'coarser' alternative (repeatable; "
                              "default: a continuous attribute loses a bit, others merge adjacent pairs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.set_defaults(handler=run)
 
 
 def _read_text(path: Path, flag: str) -> str:

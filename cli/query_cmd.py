@@ -27,7 +27,7 @@ from pathlib import Path
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
-from .options import add_level_argument, add_target_argument, add_tls_arguments
+from .options import add_command, add_level_argument, add_target_argument, add_tls_arguments
 from .token_env import add_token_argument
 
 
@@ -63,9 +63,8 @@ def _command(subparsers: argparse._SubParsersAction,
              name: str, handler: Callable[[argparse.Namespace], int], help: str,
              description: str) -> argparse.ArgumentParser:
     """A subcommand that calls the aggregator: its connection options, then its own (added by the caller)."""
-    parser = subparsers.add_parser(name, help=help, description=description)
+    parser = add_command(subparsers, name, handler, help, description)
     _connection(parser)
-    parser.set_defaults(handler=handler)
     return parser
 
 

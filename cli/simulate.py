@@ -30,15 +30,38 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.cli.options import NumberOption, add_command, add_level_argument, add_number_arguments
 from ldpsynth.shared.errors import ValidationError
 
 DATASETS = ("synthetic", "movielens", "facebook")
 
 
+#: The population's numeric options: (flag, type, default, help).
+POPULATION_NUMBERS: tuple[NumberOption, ...] = (
+    ("--epsilon", float, 1.0, "ε per row (default 1)"),
+    ("--devices", int, 2000, "synthetic: devices (default 2000)"),
+    ("--movies", int, 50, "synthetic: movies (default 50)"),
+    ("--ratings-per-device", int, 10, "synthetic: ratings per device (default 10)"),
+    ("--top-movies", int, 128, "movielens: keep the ratings of the most-rated movies (default 128; 0: all)"),
+    ("--vertices", int, 300, "facebook: induced subgraph on the first V vertices, V*V pair rows (default 300)"),
+)
+#: The deployment's numeric options with a default: (flag, type, default, help).
+DEPLOYMENT_NUMBERS: tuple[NumberOption, ...] = (
+    ("--connections", int, 8, "gRPC channels per worker process (default 8)"),
+    ("--batch-size", int, 8, "reports per batch a device sends (default 8)"),
+    ("--drop-rate", float, 0.05,
+     "probability a device abandons its first submission mid-stream and retries (default 0.05)"),
+    ("--drop-after", float, 0.05, "an abandoned submission is cancelled after U[0, this] seconds (default 0.05)"),
+    ("--delay", float, 0.0, "mean of an exponential delay (seconds) before each submission (default 0)"),
+    ("--seed", int, 1, "seeds the faults and the demo queries (default 1)"),
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``simulate`` subcommand."""
-    parser = subparsers.add_parser(
-        "simulate", help="run a simulated federated deployment (devices -> E -> gRPC -> aggregator -> estimates)",
+    parser = add_command(
+        subparsers, "simulate", run_command,
+        help="run a simulated federated deployment (devices -> E -> gRPC -> aggregator -> estimates)",
         description="Simulate a federated deployment: many devices perturb their rows with mechanism E and "
                     "stream them to an aggregator over loopback gRPC; print what was delivered and the "
                     "debiased answers of a few queries against the truth.")
@@ -46,14 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--dataset", choices=DATASETS, default="synthetic",
                       help="synthetic ratings (default, no files), MovieLens-100k ratings, or ego-Facebook vertex "
                            "pairs (read from $LDPSYNTH_DATA or ../shared/data)")
-    data.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default 1)")
-    data.add_argument("--devices", type=int, default=2000, help="synthetic: devices (default 2000)")
-    data.add_argument("--movies", type=int, default=50, help="synthetic: movies (default 50)")
-    data.add_argument("--ratings-per-device", type=int, default=10, help="synthetic: ratings per device (default 10)")
-    data.add_argument("--top-movies", type=int, default=128,
-                      help="movielens: keep the ratings of the most-rated movies (default 128; 0: all)")
-    data.add_argument("--vertices", type=int, default=300,
-                      help="facebook: induced subgraph on the first V vertices, V*V pair rows (default 300)")
+    add_number_arguments(data, POPULATION_NUMBERS)
     run = parser.add_argument_group("deployment")
     run.add_argument("--target", help="submit to this aggregator (or several replicas: HOST:PORT,HOST:PORT) instead "
                                       "of hosting one")
@@ -62,20 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--shards", type=int, help="hosted aggregator: shards of a new data dir (default: one per CPU)")
     run.add_argument("--ray-address", help="hosted aggregator: join this Ray cluster (default: start a local one)")
     run.add_argument("--processes", type=int, help="worker processes running the devices (default: CPUs, <= 4)")
-    run.add_argument("--connections", type=int, default=8, help="gRPC channels per worker process (default 8)")
-    run.add_argument("--batch-size", type=int, default=8, help="reports per batch a device sends (default 8)")
-    run.add_argument("--drop-rate", type=float, default=0.05,
-                     help="probability a device abandons its first submission mid-stream and retries (default 0.05)")
-    run.add_argument("--drop-after", type=float, default=0.05,
-                     help="an abandoned submission is cancelled after U[0, this] seconds (default 0.05)")
-    run.add_argument("--delay", type=float, default=0.0,
-                     help="mean of an exponential delay (seconds) before each submission (default 0)")
-    run.add_argument("--seed", type=int, default=1, help="seeds the faults and the demo queries (default 1)")
-    run.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    add_number_arguments(run, DEPLOYMENT_NUMBERS)
+    add_level_argument(run, "confidence level of the intervals (default 0.95)")
     run.add_argument("--out", type=Path, help="also write summary.json, answers.csv and answers.md here")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--verbose", action="store_true", help="hosted aggregator: also print Ray's own log lines")
-    parser.set_defaults(handler=run_command)
 
 
 @contextmanager

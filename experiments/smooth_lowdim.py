@@ -29,7 +29,6 @@ Writes to ``--out`` (default ``experiments/results/smooth_lowdim``): ``errors.cs
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import sys
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from smooth_arguments import smooth_parser  # experiments/smooth_arguments.py (sys.path[0])
 
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.central.smooth.release import UnitCube
@@ -216,13 +216,9 @@ def plot(summary: list[dict], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "smooth_lowdim")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=1000)
+    parser = smooth_parser(__doc__, "smooth_lowdim", rounds=5, queries=1000, seed=2026,
+                           quick_help="1 round, 100 queries, fewer sizes (CI smoke run)")
     parser.add_argument("--K", type=float, default=4.0, help="smoothness order assumed by the smooth mechanism")
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--quick", action="store_true", help="1 round, 100 queries, fewer sizes (CI smoke run)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.queries = 1, 100

@@ -33,12 +33,12 @@ reproducible simulations.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
+from smooth_arguments import smooth_parser  # experiments/smooth_arguments.py (sys.path[0])
 
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.central.smooth.practical import PracticalSettings, practical_smooth_synthetic_database
@@ -196,13 +196,9 @@ def plot(summary: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "smooth_wdbc")
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--queries", type=int, default=10_000)
+    parser = smooth_parser(__doc__, "smooth_wdbc", rounds=20, queries=10_000, seed=2014,
+                           quick_help="2 rounds, 300 queries, 1000 candidates (CI smoke run)")
     parser.add_argument("--candidates", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=2014)
-    parser.add_argument("--quick", action="store_true", help="2 rounds, 300 queries, 1000 candidates (CI smoke run)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.queries, args.candidates = 2, 300, 1000

@@ -173,6 +173,18 @@ def plot(table: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def table1_parser(doc: str, runs: int, runs_help: str, quick_help: str) -> argparse.ArgumentParser:
+    """The options both Table I scripts take (``--sizes``, ``--runs``, ``--seed``, ``--out``, ``--quick``),
+    described by the first paragraph of ``doc``; each script adds its own."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="|V| values (default: Table I's)")
+    parser.add_argument("--runs", type=int, default=runs, help=runs_help)
+    parser.add_argument("--seed", type=int, default=2016)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    return parser
+
+
 def check_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, names: tuple[str, ...],
                    minimum: int) -> None:
     """Exit through ``parser.error`` naming the first option of ``names`` (attribute names) below ``minimum``."""
@@ -191,13 +203,9 @@ def facebook_edges_or_none(program: str) -> np.ndarray | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="|V| values (default: Table I's)")
-    parser.add_argument("--runs", type=int, default=10, help="independent runs per |V| (default 10)")
+    parser = table1_parser(__doc__, 10, "independent runs per |V| (default 10)",
+                           "|V| in {200, 400}, 3 runs, 20 queries (smoke test)")
     parser.add_argument("--queries", type=int, default=100, help="cut queries per run (default 100)")
-    parser.add_argument("--seed", type=int, default=2016)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--quick", action="store_true", help="|V| in {200, 400}, 3 runs, 20 queries (smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.runs, args.queries = [200, 400], 3, 20

@@ -35,7 +35,6 @@ runs) and ``subgraph_check.png`` to ``--out`` (default ``experiments/results/tab
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -43,7 +42,7 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
-from table1_facebook import PAPER, RESULTS, SIZES, check_at_least, facebook_edges_or_none, run_size  # noqa: E402 - sibling script (sys.path[0])
+from table1_facebook import PAPER, SIZES, check_at_least, facebook_edges_or_none, run_size, table1_parser  # noqa: E402 - sibling script (sys.path[0])
 
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES
@@ -212,15 +211,10 @@ def plot(stats: list[dict], focus_blocks: np.ndarray, focus: dict, path: Path) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="|V| values (default: Table I's)")
-    parser.add_argument("--runs", type=int, default=200, help="runs per |V| (default 200)")
+    parser = table1_parser(__doc__, 200, "runs per |V| (default 200)", "|V| in {577, 1731}, 20/40/20 runs (smoke test)")
     parser.add_argument("--focus", type=int, default=1731, help="|V| studied in detail (default 1731)")
     parser.add_argument("--focus-runs", type=int, default=1000, help="runs at the focus |V| (default 1000)")
     parser.add_argument("--check-runs", type=int, default=300, help="runs on the degree-order subgraph (default 300)")
-    parser.add_argument("--seed", type=int, default=2016)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--quick", action="store_true", help="|V| in {577, 1731}, 20/40/20 runs (smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.runs, args.focus, args.focus_runs, args.check_runs = [577, 1731], 20, 1731, 40, 20
