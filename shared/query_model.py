@@ -61,6 +61,14 @@ def query_field(index: int) -> Iterator[None]:
         raise ValidationError(f"queries[{index}].{exc.field}", exc.legal, exc.problem, exc.position) from None
 
 
+def _iterable(values: object, name: str, legal: str, strings: tuple[type, ...] = (str, bytes)) -> Iterable[Any]:
+    """``values`` when it is a list of items: iterable and none of ``strings`` (one value, not a list of
+    characters); else a :class:`ValidationError` naming ``name`` with ``legal``."""
+    if isinstance(values, strings) or not isinstance(values, Iterable):
+        raise ValidationError(name, legal, f"got {type(values).__name__}")
+    return values
+
+
 def _weights(values: object, name: str) -> tuple[float, ...]:
     """A non-empty list of finite numbers, as a tuple of floats."""
     legal = "a non-empty list of finite numbers"
@@ -71,10 +79,8 @@ def _weights(values: object, name: str) -> tuple[float, ...]:
         if bad.any():
             raise ValidationError(name, legal, "not finite", int(np.flatnonzero(bad)[0]))
         return tuple(float(v) for v in values.tolist())
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise ValidationError(name, legal, f"got {type(values).__name__}")
     out = []
-    for j, v in enumerate(values):
+    for j, v in enumerate(_iterable(values, name, legal)):
         if not is_finite_real(v):
             raise ValidationError(name, legal, f"got {v!r}", j)
         out.append(float(v))
@@ -92,9 +98,8 @@ def _scalar(value: object, name: str) -> Scalar:
 
 
 def _scalars(values: object, name: str) -> tuple[Scalar, ...]:
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-        raise ValidationError(name, "a non-empty list of values", f"got {type(values).__name__}")
-    out = tuple(_scalar(v, f"{name}[{j}]") for j, v in enumerate(values))
+    items = _iterable(values, name, "a non-empty list of values", (str, bytes, Mapping))
+    out = tuple(_scalar(v, f"{name}[{j}]") for j, v in enumerate(items))
     if not out:
         raise ValidationError(name, "a non-empty list of values", "empty")
     return out
@@ -203,9 +208,7 @@ class PredicateQuery:
     label: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.where, (str, Mapping)) or not isinstance(self.where, Iterable):
-            raise ValidationError("where", "a list of conditions", f"got {type(self.where).__name__}")
-        object.__setattr__(self, "where", tuple(self.where))
+        object.__setattr__(self, "where", tuple(_iterable(self.where, "where", "a list of conditions", (str, Mapping))))
         for j, cond in enumerate(self.where):
             if not isinstance(cond, Condition):
                 raise ValidationError(f"where[{j}]", "a condition", f"got {type(cond).__name__}")
@@ -230,10 +233,8 @@ class MarginalQuery:
     label: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.attributes, str) or not isinstance(self.attributes, Iterable):
-            raise ValidationError("attributes", "a non-empty list of private attribute names",
-                                  f"got {type(self.attributes).__name__}")
-        names = tuple(_name(a, f"attributes[{j}]") for j, a in enumerate(self.attributes))
+        attributes = _iterable(self.attributes, "attributes", "a non-empty list of private attribute names", (str,))
+        names = tuple(_name(a, f"attributes[{j}]") for j, a in enumerate(attributes))
         if not names or len(set(names)) != len(names):
             raise ValidationError("attributes", "a non-empty list of distinct private attribute names",
                                   "empty" if not names else "duplicates")
@@ -258,11 +259,8 @@ class GroupedQuery:
     def __post_init__(self) -> None:
         _name(self.attribute, "attribute")
         pairs = self.tables.items() if isinstance(self.tables, Mapping) else self.tables
-        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
-            raise ValidationError("tables", "a non-empty list of (value, weights) pairs",
-                                  f"got {type(self.tables).__name__}")
         tables = []
-        for j, pair in enumerate(pairs):
+        for j, pair in enumerate(_iterable(pairs, "tables", "a non-empty list of (value, weights) pairs")):
             if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
                 raise ValidationError(f"tables[{j}]", "a (value, weights) pair", f"got {pair!r}")
             tables.append((_scalar(pair[0], f"tables[{j}].value"), _weights(pair[1], f"tables[{j}].weights")))
@@ -296,9 +294,7 @@ class CutQuery:
 
     def __post_init__(self) -> None:
         for key in ("S", "T"):
-            values = getattr(self, key)
-            if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-                raise ValidationError(key, "a non-empty list of distinct vertices", f"got {type(values).__name__}")
+            values = _iterable(getattr(self, key), key, "a non-empty list of distinct vertices", (str, bytes, Mapping))
             vertices: tuple[Scalar, ...] | None = _integer_vertices(values)
             if vertices is None:
                 vertices = tuple(_scalar(v, f"{key}[{j}]") for j, v in enumerate(values))
@@ -333,12 +329,9 @@ class DenseQuery:
     label: str | None = None
 
     def __post_init__(self) -> None:
-        rows = self.table
-        if isinstance(rows, np.ndarray):
-            rows = list(rows)
-        if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
-            raise ValidationError("table", "a non-empty list of weight lists", f"got {type(self.table).__name__}")
-        table = tuple(_weights(row, f"table[{i}]") for i, row in enumerate(rows))
+        rows = list(self.table) if isinstance(self.table, np.ndarray) else self.table
+        items = _iterable(rows, "table", "a non-empty list of weight lists")
+        table = tuple(_weights(row, f"table[{i}]") for i, row in enumerate(items))
         if not table:
             raise ValidationError("table", "a non-empty list of weight lists", "empty")
         if len({len(row) for row in table}) != 1:

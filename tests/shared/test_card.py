@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ldpsynth.aggregator.simulation.datasets import ratings_schema
 from ldpsynth.shared.card import CARD_FORMAT, MechanismCard
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.mechanism import MechanismE
@@ -27,9 +28,7 @@ from ldpsynth.shared.schema import (
 
 from .documents import DROP, replace_fields
 
-RATINGS = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
-    {"name": "movie", "type": "integer", "min": 1, "max": 1682, "public": True},
-    {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
+RATINGS = ratings_schema(1.0, movies=1682)
 SURVEY = Schema("survey", 0.25, (
     CategoricalAttribute("region", True, ("north", "south")),
     BinaryAttribute("smoker"),

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.simulation.datasets import ratings_schema
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
@@ -19,13 +20,10 @@ from ldpsynth.shared.query_wire import (
     answer_pages,
     estimate_requests,
 )
-from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb
 
-SCHEMA = Schema.from_json({"name": "r", "epsilon": 1.0, "attributes": [
-    {"name": "movie", "type": "integer", "min": 1, "max": 6, "public": True},
-    {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
+SCHEMA = ratings_schema(1.0, movies=6, name="r")
 QUERIES = [{"kind": "linear", "weights": [1, 2, 3, 4, 5]}, {"kind": "marginal", "attributes": ["rating"]},
            {"kind": "grouped", "attribute": "movie", "tables": [{"value": 2, "weights": [1, 0, 0, 0, 1]}]},
            {"kind": "predicate", "where": [{"attribute": "rating", "op": "<", "value": 3}], "label": "low"}]

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -77,7 +78,25 @@ def project_to_scaled_simplex(x: npt.ArrayLike, totals: npt.ArrayLike) -> np.nda
 
 
 @dataclass(frozen=True)
-class LaplaceAnswers:
+class _LaplaceMechanism:
+    """What the two Laplace mechanisms share: ε, the neighbour notion and a pure ε-DP guarantee."""
+
+    #: The guarantee's ``statement``: how the mechanism meets it.
+    STATEMENT: ClassVar[str]
+
+    epsilon: float
+    public_labels: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+
+    @property
+    def guarantee(self) -> PrivacyGuarantee:
+        return PrivacyGuarantee(self.epsilon, 0.0, neighbours(self.public_labels), self.STATEMENT)
+
+
+@dataclass(frozen=True)
+class LaplaceAnswers(_LaplaceMechanism):
     """Laplace mechanism on the workload's normalised answers: ε-DP, answers only.
 
     Parameters
@@ -90,20 +109,11 @@ class LaplaceAnswers:
         within a label). False: any row may change label too.
     """
 
-    epsilon: float
-    public_labels: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+    STATEMENT = "Laplace mechanism with the exact L1 sensitivity of the answer vector"
 
     @property
     def name(self) -> str:
         return "Laplace (answers)"
-
-    @property
-    def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, neighbours(self.public_labels),
-                                "Laplace mechanism with the exact L1 sensitivity of the answer vector")
 
     def scale(self, workload: Workload, hist: Histogram) -> float:
         """:math:`\\Delta_1/\\epsilon`."""
@@ -118,7 +128,7 @@ class LaplaceAnswers:
 
 
 @dataclass(frozen=True)
-class LaplaceHistogram:
+class LaplaceHistogram(_LaplaceMechanism):
     """Laplace mechanism on the ``(G, k)`` histogram (Δ1 = 2, replace-one), projected to a synthetic histogram.
 
     Parameters
@@ -130,12 +140,7 @@ class LaplaceHistogram:
         the whole table onto :math:`n` (the group sizes are then not used).
     """
 
-    epsilon: float
-    public_labels: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-
+    STATEMENT = "Laplace mechanism on every cell, L1 sensitivity 2; projection is post-processing"
     SENSITIVITY = 2.0
 
     @property
@@ -146,11 +151,6 @@ class LaplaceHistogram:
     def scale(self) -> float:
         """:math:`2/\\epsilon`."""
         return self.SENSITIVITY / self.epsilon
-
-    @property
-    def guarantee(self) -> PrivacyGuarantee:
-        return PrivacyGuarantee(self.epsilon, 0.0, neighbours(self.public_labels),
-                                "Laplace mechanism on every cell, L1 sensitivity 2; projection is post-processing")
 
     def release(self, data: Histogram | npt.ArrayLike, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         hist = workload.check_histogram(data)

@@ -29,6 +29,7 @@ materialises more than that besides the weights themselves.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -46,8 +47,32 @@ from ldpsynth.shared.validation import check_codes
 CHUNK_CELLS = 1 << 22
 
 
+class JointDomain(ABC):
+    """The sizes of the ``(G, k)`` joint domain (public label ``g``, private value ``v``) an array is over."""
+
+    @property
+    @abstractmethod
+    def domain_shape(self) -> tuple[int, int]:
+        """``(G, k)``: the last two axes of the array."""
+
+    @property
+    def groups(self) -> int:
+        """:math:`G`."""
+        return self.domain_shape[0]
+
+    @property
+    def k(self) -> int:
+        """:math:`k = |D|`."""
+        return self.domain_shape[1]
+
+    @property
+    def cells(self) -> int:
+        """:math:`d = G k`."""
+        return self.groups * self.k
+
+
 @dataclass(frozen=True, eq=False)
-class Histogram:
+class Histogram(JointDomain):
     """Counts of rows per (public label, private value): ``counts[g, v]``, shape ``(G, k)``.
 
     ``n`` and the group sizes ``n_g`` are public (replace-one neighbours keep them; WYZ §II, JWHZW §2
@@ -84,19 +109,8 @@ class Histogram:
         return cls(np.bincount(g * k + v, minlength=groups * k).reshape(groups, k))
 
     @property
-    def groups(self) -> int:
-        """:math:`G`."""
-        return int(self.counts.shape[0])
-
-    @property
-    def k(self) -> int:
-        """:math:`k = |D|`."""
-        return int(self.counts.shape[1])
-
-    @property
-    def cells(self) -> int:
-        """:math:`d = G k`."""
-        return self.groups * self.k
+    def domain_shape(self) -> tuple[int, int]:
+        return int(self.counts.shape[0]), int(self.counts.shape[1])
 
     @property
     def n(self) -> int:
@@ -118,7 +132,7 @@ class Histogram:
 
 
 @dataclass(frozen=True, eq=False)
-class Workload:
+class Workload(JointDomain):
     """``m`` statistical queries over a ``(G, k)`` joint domain (see the module docstring).
 
     Attributes
@@ -158,16 +172,8 @@ class Workload:
         return self.size
 
     @property
-    def groups(self) -> int:
-        return int(self.weights.shape[1])
-
-    @property
-    def k(self) -> int:
-        return int(self.weights.shape[2])
-
-    @property
-    def cells(self) -> int:
-        return self.groups * self.k
+    def domain_shape(self) -> tuple[int, int]:
+        return int(self.weights.shape[1]), int(self.weights.shape[2])
 
     @property
     def nbytes(self) -> int:

@@ -42,13 +42,13 @@ from ldpsynth.shared.validation import check_epsilon, check_int, check_probabili
 
 from ..primitives.composition import gaussian_guarantee
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
-from .noise import additive_noise, answer_vector
+from .noise import MeansNoise, additive_log_density, additive_noise, answer_vector
 
 MOMENT_MECHANISMS = ("linf", "laplace", "gaussian")
 
 
 @dataclass(frozen=True)
-class MomentRelease:
+class MomentRelease(MeansNoise):
     """Noise on ``count`` means of :math:`[-1,1]`-valued functions of ``n`` rows, and what it guarantees.
 
     ``scale`` is the :math:`\\ell_\\infty` K-norm scale :math:`b = \\Delta_\\infty/\\epsilon` (``"linf"``), the
@@ -56,12 +56,7 @@ class MomentRelease:
     ε (``"linf"``, ``"laplace"``) or the μ (``"gaussian"``) it spends.
     """
 
-    kind: str
-    scale: float
-    count: int
-    n: int
     cost: float
-    guarantee: PrivacyGuarantee
 
     def apply(self, values: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The released means: ``values`` (shape ``(count,)``) plus one draw of the noise."""
@@ -81,9 +76,7 @@ class MomentRelease:
         c, b = self.count, self.scale
         if self.kind == "linf":   # exp(-|z|_inf/b) / (c! (2b)^c): the l_inf ball of radius r has volume (2r)^c
             return float(-np.abs(z).max() / b - math.lgamma(c + 1) - c * math.log(2.0 * b))
-        if self.kind == "laplace":
-            return float(-np.abs(z).sum() / b - c * math.log(2.0 * b))
-        return float(-(z @ z) / (2.0 * b * b) - c * math.log(math.sqrt(2.0 * math.pi) * b))
+        return additive_log_density(self.kind, b, z)
 
     @property
     def expected_squared_error(self) -> float:
@@ -99,7 +92,7 @@ def linf_moments(count: int, n: int, epsilon: float) -> MomentRelease:
     """The :math:`\\ell_\\infty` K-norm mechanism at ε: scale :math:`b = 2/(n\\epsilon)`; ε-DP."""
     c, n, eps = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(epsilon)
     b = 2.0 / (n * eps)
-    return MomentRelease("linf", b, c, n, eps, PrivacyGuarantee(
+    return MomentRelease("linf", b, c, n, cost=eps, guarantee=PrivacyGuarantee(
         eps, 0.0, Neighbours.REPLACE_ONE_ROW,
         f"l_inf K-norm noise (Gamma({c + 1}, {b:.6g}) radius) on {c} means of l_inf-sensitivity 2/n: {eps:.6g}-DP"))
 
@@ -108,7 +101,7 @@ def laplace_moments(count: int, n: int, epsilon: float) -> MomentRelease:
     """Coordinate-wise Laplace at ε: scale :math:`2\\,\\mathrm{count}/(n\\epsilon)`; ε-DP."""
     c, n, eps = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(epsilon)
     b = 2.0 * c / (n * eps)
-    return MomentRelease("laplace", b, c, n, eps, PrivacyGuarantee(
+    return MomentRelease("laplace", b, c, n, cost=eps, guarantee=PrivacyGuarantee(
         eps, 0.0, Neighbours.REPLACE_ONE_ROW,
         f"Laplace({b:.6g}) on {c} means of l1-sensitivity {2 * c}/n: {eps:.6g}-DP"))
 
@@ -117,6 +110,6 @@ def gaussian_moments(count: int, n: int, mu: float, delta: float) -> MomentRelea
     """Gaussian noise :math:`\\sigma = 2\\sqrt{\\mathrm{count}}/(n\\mu)`: μ-GDP, stated as (ε, δ) at ``delta``."""
     c, n, m = check_int(count, "count", 1), check_int(n, "n", 1), check_epsilon(mu, "mu")
     sigma = 2.0 * math.sqrt(c) / (n * m)
-    return MomentRelease("gaussian", sigma, c, n, m, gaussian_guarantee(
+    return MomentRelease("gaussian", sigma, c, n, cost=m, guarantee=gaussian_guarantee(
         m, check_probability(delta, "delta"), Neighbours.REPLACE_ONE_ROW,
         f"Gaussian({sigma:.6g}) on {c} means of l2-sensitivity 2 sqrt({c})/n"))

@@ -64,8 +64,29 @@ def additive_noise(kind: str, scale: float, count: int, rng: np.random.Generator
     return draw(0.0, scale, size=count)
 
 
+def additive_log_density(kind: str, scale: float, z: np.ndarray) -> float:
+    """Log density of the noise vector ``z`` under :func:`additive_noise`: with :math:`c` = ``z.size``,
+    :math:`-\\|z\\|_1/b - c\\ln(2b)` (``kind="laplace"``, :math:`b` = ``scale``) or
+    :math:`-\\|z\\|_2^2/(2\\sigma^2) - c\\ln(\\sqrt{2\\pi}\\sigma)` (``"gaussian"``, :math:`\\sigma` = ``scale``)."""
+    if kind == "laplace":
+        return float(-np.abs(z).sum() / scale - z.size * math.log(2.0 * scale))
+    return float(-(z @ z) / (2.0 * scale * scale) - z.size * math.log(math.sqrt(2.0 * math.pi) * scale))
+
+
 @dataclass(frozen=True)
-class BasisNoise:
+class MeansNoise:
+    """Noise of one ``kind`` and ``scale`` on a vector of ``count`` means of :math:`[-1,1]`-valued functions of
+    ``n`` rows (replace-one sensitivity :math:`2/n` per coordinate), and what the release guarantees."""
+
+    kind: str
+    scale: float
+    count: int
+    n: int
+    guarantee: PrivacyGuarantee
+
+
+@dataclass(frozen=True)
+class BasisNoise(MeansNoise):
     """Noise added to ``count`` basis answers (``r = 0`` first) of ``n`` rows, and what it guarantees.
 
     ``kind`` is ``"laplace"`` (``scale`` = the Laplace scale b) or ``"gaussian"`` (``scale`` = σ);
@@ -73,12 +94,7 @@ class BasisNoise:
     """
 
     setting: str
-    kind: str
-    scale: float
-    count: int
-    n: int
     noisy_constant: bool
-    guarantee: PrivacyGuarantee
 
     def apply(self, answers: npt.ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The noisy answers :math:`\\hat b` of exact answers ``answers`` (shape ``(count,)``)."""
@@ -97,10 +113,7 @@ class BasisNoise:
         y = np.asarray(released, dtype=np.float64)
         b = np.asarray(answers, dtype=np.float64)
         start = 0 if self.noisy_constant else 1
-        z = (y - b)[start:]
-        if self.kind == "laplace":
-            return float(-np.abs(z).sum() / self.scale - z.size * math.log(2.0 * self.scale))
-        return float(-(z @ z) / (2.0 * self.scale**2) - z.size * math.log(math.sqrt(2.0 * math.pi) * self.scale))
+        return additive_log_density(self.kind, self.scale, (y - b)[start:])
 
 
 def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, setting: str = "safe") -> BasisNoise:
@@ -117,13 +130,13 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
             guarantee = PrivacyGuarantee(eps, 0.0, Neighbours.REPLACE_ONE_ROW,
                                          f"Laplace({scale:.6g}) on {informative} answers of l1-sensitivity "
                                          f"{2 * informative}/n: {eps:g}-DP")
-            return BasisNoise(setting, "laplace", scale, k, n, False, guarantee)
+            return BasisNoise("laplace", scale, k, n, guarantee, setting=setting, noisy_constant=False)
         scale = k / (n * eps)
         actual = 2.0 * eps * informative / k
         guarantee = PrivacyGuarantee(actual, 0.0, Neighbours.REPLACE_ONE_ROW,
                                      f"paper's Laplace(t^d/(n eps)) = Laplace({scale:.6g}): l1-sensitivity "
                                      f"{2 * informative}/n gives {actual:.6g}-DP (paper claims {eps:g})")
-        return BasisNoise(setting, "laplace", scale, k, n, True, guarantee)
+        return BasisNoise("laplace", scale, k, n, guarantee, setting=setting, noisy_constant=True)
     dl = check_probability(delta, "delta")
     if setting == "safe":
         mu = gaussian_mu(eps, dl)
@@ -131,14 +144,14 @@ def basis_noise(count: int, n: int, epsilon: float, delta: float | None = None, 
         guarantee = gaussian_guarantee(2.0 * math.sqrt(informative) / n / sigma, dl, Neighbours.REPLACE_ONE_ROW,
                                        f"Gaussian({sigma:.6g}) on {informative} answers of l2-sensitivity "
                                        f"2 sqrt({informative})/n")
-        return BasisNoise(setting, "gaussian", sigma, k, n, False, guarantee)
+        return BasisNoise("gaussian", sigma, k, n, guarantee, setting=setting, noisy_constant=False)
     scale = math.sqrt(k * math.log(1.0 / dl)) / (n * eps)
     actual = composed_epsilon((2.0 / n) / scale, informative, dl)
     guarantee = PrivacyGuarantee(actual, dl, Neighbours.REPLACE_ONE_ROW,
                                  f"paper's Laplace(sqrt(t^d ln(1/delta))/(n eps)) = Laplace({scale:.6g}) on "
                                  f"{informative} answers of sensitivity 2/n, advanced composition: "
                                  f"({actual:.6g}, {dl:g})-DP (paper claims ({eps:g}, {dl:g}))")
-    return BasisNoise(setting, "laplace", scale, k, n, True, guarantee)
+    return BasisNoise("laplace", scale, k, n, guarantee, setting=setting, noisy_constant=True)
 
 
 def gaussian_basis_noise(count: int, n: int, mu: float, delta: float) -> BasisNoise:
@@ -155,5 +168,5 @@ def gaussian_basis_noise(count: int, n: int, mu: float, delta: float) -> BasisNo
     sigma = sensitivity / mu
     guarantee = gaussian_guarantee(mu, check_probability(delta, "delta"), Neighbours.REPLACE_ONE_ROW,
                                    f"Gaussian({sigma:.6g}) on {k - 1} answers of l2-sensitivity 2 sqrt({k - 1})/n")
-    return BasisNoise("safe", "gaussian", sigma, k, n, False, guarantee)
+    return BasisNoise("gaussian", sigma, k, n, guarantee, setting="safe", noisy_constant=False)
 
