@@ -20,9 +20,8 @@ tested without a server. Per batch (docs/contract.md §6 "What the server does w
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,8 +107,14 @@ class Ingestor:
         self._backend = backend
         self._quota = quota
         self._sole_replica = sole_replica
-        self._committers = [GroupCommitter(functools.partial(backend.commit, s), max_group_rows, REPLICA_LINGER)
+        self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, REPLICA_LINGER)
                             for s in range(backend.num_shards)]
+
+    def _commit_to(self, shard: int) -> Callable[[list[Segment]], Awaitable[CommitOutcome]]:
+        """The commit of ``shard``'s groups: through the backend as it is at call time."""
+        async def commit(segments: list[Segment]) -> CommitOutcome:
+            return await self._backend.commit(shard, segments)
+        return commit
 
     @property
     def committers(self) -> list[GroupCommitter]:

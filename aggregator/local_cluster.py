@@ -43,12 +43,18 @@ class ServerProcess:
         self._lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.stdout: list[str] = []
-        self.address = self._wait_listening()
+        try:
+            self.address = self._wait_listening()
+        except BaseException:
+            self.kill()
+            raise
 
     def _pump(self) -> None:
+        """Queue the stdout lines until the process closes it; then close our end."""
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
+        with self.proc.stdout as out:
+            for line in out:
+                self._lines.put(line)
         self._lines.put(b"")
 
     def _wait_listening(self) -> str:
@@ -87,6 +93,7 @@ class ServerProcess:
         self.wait(30)
 
     def wait(self, timeout: float) -> int:
+        """The exit code, once the process has ended (within ``timeout`` s); closes its log."""
         code = self.proc.wait(timeout)
         self._log.close()
         return code
