@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +33,7 @@ import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
+from ldpsynth.aggregator.local_cluster import ServerProcess
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
 from ldpsynth.client import AsyncClient
 from ldpsynth.client.query import QueryClient
@@ -82,17 +80,12 @@ def true_graph(vertices: int, rng: np.random.Generator) -> tuple[np.ndarray, str
     return a | a.T, f"random graph with {edges} edges (Facebook data absent)"
 
 
-def start_server(data_dir: Path, collections: list[Path], log_path: Path) -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-m", "ldpsynth.cli.aggregator_cmd", "serve", "--data-dir", str(data_dir), "--port", "0",
-            "--shards", "2"]
+def start_server(data_dir: Path, collections: list[Path], log_path: Path) -> ServerProcess:
+    """``ldpsynth aggregator serve`` on a free loopback port with 2 shards, once it listens."""
+    args = ["--data-dir", str(data_dir), "--port", "0", "--shards", "2"]
     for path in collections:
-        argv += ["--collection", str(path)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(log_path, "wb"))
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"the aggregator did not start:\n{log_path.read_text(errors='replace')}")
-    return proc, json.loads(line)["address"]
+        args += ["--collection", str(path)]
+    return ServerProcess.aggregator(args, log_path)
 
 
 async def deliver(target: str, collection: str, reports: Reports) -> None:
@@ -131,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         for schema in (graph, ratings):
             files.append(scratch / f"{schema.name}.json")
             files[-1].write_text(schema.dumps(), encoding="utf-8")
-        proc, target = start_server(scratch / "data", files, scratch / "server.log")
+        server = start_server(scratch / "data", files, scratch / "server.log")
+        target = server.address
         try:
             truth, source = true_graph(vertices, rng)
             mechanism = MechanismCard.for_schema(graph).mechanism
@@ -180,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"operation": "linear batch, offline estimator in this process", "size": size,
                          "seconds": local, "baseline_seconds": bare_q, "goal": "", "met": ""})
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(120)
+            server.terminate(120)
     return write_ratio_table(args.out, "query", "Query service benchmark", info,
                              "minimum over warm repeats (the first cut batch: one run); baseline = bare numpy in this "
                              "process on data already in memory (cuts: 1_S^T A 1_T in float32; linear: weights @ "

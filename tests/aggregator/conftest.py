@@ -145,6 +145,8 @@ class ServerThread:
             finally:
                 self.loop.call_soon_threadsafe(self.loop.stop)
                 self._thread.join(10)
+                if not self._thread.is_alive():
+                    self.loop.close()
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.address)
