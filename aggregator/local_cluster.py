@@ -87,7 +87,7 @@ class ServerProcess:
         return self.wait(timeout)
 
     def kill(self) -> None:
-        """SIGKILL."""
+        """SIGKILL if still running; then as :meth:`wait`."""
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.wait(30)

@@ -30,8 +30,7 @@ def own_runtime(tmp_path: Path, collection_files: list[Path], ray_address: str) 
         args += ["--collection", str(f)]
     server = ServerProcess.aggregator(args, tmp_path / "server.log", env={**os.environ, "RAY_ADDRESS": ray_address})
     yield server
-    if server.proc.poll() is None:
-        server.kill()
+    server.kill()  # if still running; closes its log either way
 
 
 def listeners(pids: set[int]) -> list[str]:
@@ -63,7 +62,7 @@ def test_a_dead_raylet_is_logged_and_ends_the_server(own_runtime: ServerProcess)
     server = own_runtime
     (raylet,) = [t for t in describe(descendants(server.proc.pid)) if t["name"] == "raylet"]
     os.kill(int(raylet["pid"]), signal.SIGKILL)
-    code = server.proc.wait(60)
+    code = server.wait(60)
     assert code != 0
     assert "raylet" in server.log() and "exited" in server.log(), server.log()[-2000:]
 
