@@ -20,6 +20,8 @@ from .query_compiler import MAX_QUERY_WEIGHTS, encode_values, public_attribute
 from .query_model import NORMALIZATIONS, Scalar, normalization_name
 from .schema import Schema
 
+__all__ = ["linear_batch", "grouped_batch"]
+
 
 def _check_finite_queries(w: np.ndarray) -> None:
     """Raise naming the first query of ``w`` (shape ``(Q, ...)``) that holds a NaN or an infinity."""

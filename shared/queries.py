@@ -10,43 +10,14 @@ One import for users; each part lives in its own module:
 * :mod:`~ldpsynth.shared.packed_batches`: :func:`linear_batch` and :func:`grouped_batch` from weight arrays.
 """
 
-from .packed_batches import grouped_batch, linear_batch
-from .query_batch import Block, CutBlock, QueryBatch, RowBlock, TableBlock, concat_batches
-from .query_builders import condition, cut, dense, grouped, linear, marginal, predicate
-from .query_compiler import MAX_QUERY_WEIGHTS, compile_queries
-from .query_json import dumps_queries, queries_from_json, queries_to_json, query_from_json, query_to_json
-from .query_model import (
-    EQ10,
-    MEAN,
-    NORMALIZATION_ALIASES,
-    NORMALIZATIONS,
-    OPERATORS,
-    RANGE,
-    SUM,
-    Condition,
-    CutQuery,
-    DenseQuery,
-    GroupedQuery,
-    LinearQuery,
-    MarginalQuery,
-    PredicateQuery,
-    Query,
-    Scalar,
-    normalization_name,
-)
+from . import packed_batches, query_batch, query_builders, query_compiler, query_json, query_model
+from .packed_batches import *
+from .query_batch import *
+from .query_builders import *
+from .query_compiler import *
+from .query_json import *
+from .query_model import *
 
-__all__ = [
-    # the model
-    "NORMALIZATIONS", "NORMALIZATION_ALIASES", "RANGE", "EQ10", "SUM", "MEAN", "normalization_name", "OPERATORS",
-    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery",
-    "Query",
-    # the builders
-    "linear", "condition", "predicate", "marginal", "grouped", "cut", "dense",
-    # JSON
-    "query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries",
-    # compiled batches and compilation
-    "TableBlock", "RowBlock", "CutBlock", "Block", "QueryBatch", "concat_batches", "MAX_QUERY_WEIGHTS",
-    "compile_queries",
-    # packed batches
-    "linear_batch", "grouped_batch",
-]
+#: Each module's ``__all__`` names its public part; this is their union.
+__all__ = [*query_model.__all__, *query_builders.__all__, *query_json.__all__, *query_batch.__all__,
+           *query_compiler.__all__, *packed_batches.__all__]

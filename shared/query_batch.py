@@ -17,6 +17,8 @@ import numpy as np
 from .errors import ValidationError
 from .schema import Schema
 
+__all__ = ["TableBlock", "RowBlock", "CutBlock", "Block", "QueryBatch", "concat_batches"]
+
 
 @dataclass(frozen=True, eq=False)
 class TableBlock:

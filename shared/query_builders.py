@@ -10,52 +10,46 @@ from typing import Any
 
 import numpy.typing as npt
 
-from .query_model import (
-    Condition,
-    CutQuery,
-    DenseQuery,
-    GroupedQuery,
-    LinearQuery,
-    MarginalQuery,
-    PredicateQuery,
-    Scalar,
-)
+from . import query_model as model
+from .query_model import Scalar
+
+__all__ = ["linear", "condition", "predicate", "marginal", "grouped", "cut", "dense"]
 
 
-def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> LinearQuery:
+def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> model.LinearQuery:
     """A linear query: the weight list ``weights`` (one number per value of D) on every row."""
-    return LinearQuery(weights, normalization, label)  # type: ignore[arg-type]
+    return model.LinearQuery(weights, normalization, label)  # type: ignore[arg-type]
 
 
-def condition(attribute: str, op: str, value: Any) -> Condition:
+def condition(attribute: str, op: str, value: Any) -> model.Condition:
     """A predicate condition, e.g. ``condition("rating", ">=", 4)``."""
-    return Condition(attribute, op, value)
+    return model.Condition(attribute, op, value)
 
 
-def predicate(*where: Condition, value: str | None = None, normalization: str = "sum",
-              label: str | None = None) -> PredicateQuery:
+def predicate(*where: model.Condition, value: str | None = None, normalization: str = "sum",
+              label: str | None = None) -> model.PredicateQuery:
     """A predicate count (``"sum"``) or fraction (``"mean"``) of the rows meeting every condition."""
-    return PredicateQuery(where, value, normalization, label)
+    return model.PredicateQuery(where, value, normalization, label)
 
 
-def marginal(*attributes: str, normalization: str = "sum", label: str | None = None) -> MarginalQuery:
+def marginal(*attributes: str, normalization: str = "sum", label: str | None = None) -> model.MarginalQuery:
     """The marginal of the private ``attributes``: one count per cell."""
-    return MarginalQuery(attributes, normalization, label)
+    return model.MarginalQuery(attributes, normalization, label)
 
 
 def grouped(attribute: str, tables: Mapping[Any, npt.ArrayLike] | Iterable[tuple[Scalar, npt.ArrayLike]], *,
             default: npt.ArrayLike | None = None, normalization: str = "range", label: str | None = None
-            ) -> GroupedQuery:
+            ) -> model.GroupedQuery:
     """A heterogeneous query: weight list ``tables[value]`` for rows whose ``attribute`` is ``value``."""
-    return GroupedQuery(attribute, tables, default, normalization, label)  # type: ignore[arg-type]
+    return model.GroupedQuery(attribute, tables, default, normalization, label)  # type: ignore[arg-type]
 
 
 def cut(S: Iterable[Scalar], T: Iterable[Scalar], *, source: str | None = None, target: str | None = None,
-        edge: str | None = None, normalization: str = "sum", label: str | None = None) -> CutQuery:
+        edge: str | None = None, normalization: str = "sum", label: str | None = None) -> model.CutQuery:
     """The cut query of the disjoint vertex sets ``S`` and ``T`` (eq. 33)."""
-    return CutQuery(tuple(S), tuple(T), source, target, edge, normalization, label)
+    return model.CutQuery(tuple(S), tuple(T), source, target, edge, normalization, label)
 
 
-def dense(table: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> DenseQuery:
+def dense(table: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> model.DenseQuery:
     """A per-row query: ``table[i]`` is the weight list of row ``i`` of the synthetic database."""
-    return DenseQuery(table, normalization, label)  # type: ignore[arg-type]
+    return model.DenseQuery(table, normalization, label)  # type: ignore[arg-type]

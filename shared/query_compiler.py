@@ -33,6 +33,8 @@ from .query_model import (
 )
 from .schema import Attribute, BinaryAttribute, CategoricalAttribute, Schema
 
+__all__ = ["MAX_QUERY_WEIGHTS", "compile_queries"]
+
 #: Largest number of weights one query may expand to (|D| for a weight list, n |D| for a dense
 #: table, cells x |D| for a marginal).
 MAX_QUERY_WEIGHTS = 1 << 24

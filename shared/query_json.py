@@ -70,6 +70,8 @@ from .errors import ValidationError
 from .query_model import QUERY_KINDS, Condition, Query, query_field
 from .validation import check_choice
 
+__all__ = ["query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries"]
+
 #: One query as the public functions take it: a JSON object, or a query object (what the builders of
 #: :mod:`ldpsynth.shared.query_builders` return).
 QueryLike = Query | Mapping[str, Any]

@@ -38,6 +38,12 @@ import numpy as np
 from .errors import ValidationError
 from .validation import check_choice, check_real, is_finite_real, is_real
 
+__all__ = [
+    "NORMALIZATIONS", "NORMALIZATION_ALIASES", "RANGE", "EQ10", "SUM", "MEAN", "normalization_name", "OPERATORS",
+    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery",
+    "Query",
+]
+
 #: Normalisations by their public name; a name's index is its code in compiled blocks.
 NORMALIZATIONS = ("range", "sum", "mean")
 RANGE, SUM, MEAN = 0, 1, 2
