@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import doctest
 import math
-from decimal import ROUND_FLOOR, Decimal, localcontext
+from decimal import ROUND_FLOOR, Context, Decimal, localcontext
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -33,19 +33,16 @@ SPACE = 2**62
 
 
 def ln_ratio(a: int, b: int, digits: int = 100) -> Decimal:
-    """ln(a/b) to ``digits`` digits: an independent high-precision reference."""
-    with localcontext() as ctx:
-        ctx.prec = digits
-        return Decimal(a).ln() - Decimal(b).ln()
+    """ln(a/b) to ``digits`` digits: an independent high-precision reference (every step in one context)."""
+    ctx = Context(prec=digits)
+    return ctx.subtract(ctx.ln(Decimal(a)), ctx.ln(Decimal(b)))
 
 
 def smallest_float_at_least(value: Decimal) -> float:
-    x = float(value)
-    while Decimal(x) < value:
-        x = math.nextafter(x, math.inf)
-    while Decimal(math.nextafter(x, -math.inf)) >= value:
-        x = math.nextafter(x, -math.inf)
-    return x
+    """The least double >= ``value``: ``float`` rounds to nearest, so it is that double or the next one up
+    (compared as exact rationals)."""
+    nearest = float(value)
+    return nearest if Fraction(nearest) >= Fraction(value) else math.nextafter(nearest, math.inf)
 
 
 def weights(k: int, a: int, l: int) -> SimpleNamespace:
