@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         header["mode"] = f"evaluation: {args.trials} executions per decider read the truth (not private)"
         for decider in deciders:
-            rows.append(evaluate(decider, private, problem, rng, args.trials).record())
+            rows.append(evaluate(decider, private, problem, rng, args.trials)._asdict())
     if args.json:
         json.dump({**header, "results": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -10,6 +10,7 @@ where available, the exact error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -112,22 +113,24 @@ def exact_accept_probability(decider: Decider, private: Table, problem: Decision
     raise ValidationError("decider", "a decider with an exact accept probability", f"got {decider.name}")
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """Empirical error over ``trials`` executions against the truth, and the exact error."""
+class Evaluation(NamedTuple):
+    """Empirical error over ``trials`` executions against the truth, and the exact error (a row of
+    ``ldpsynth pqd``'s report: ``evaluation._asdict()``)."""
 
+    #: The decider's name (e.g. ``"LM_count"``).
     decider: str
+    #: :math:`q(D)` on the private table.
     true_answer: float
+    #: Whether :math:`l < q(D) < r`: the right outcome is 1 (accept) if so, else 0.
     satisfied: bool
+    #: Executions run, and how many of them accepted.
     trials: int
     accepted: int
+    #: The fraction of wrong outcomes over the executions (DP-PQD Def. 3.2).
     empirical_error: float
+    #: The probability of a wrong outcome, from the decider's exact accept probability
+    #: (NaN when not computed).
     exact_error: float
-
-    def record(self) -> dict[str, object]:
-        return {"decider": self.decider, "true_answer": self.true_answer, "satisfied": self.satisfied,
-                "trials": self.trials, "accepted": self.accepted, "empirical_error": self.empirical_error,
-                "exact_error": self.exact_error}
 
 
 def evaluate(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
