@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from typing import TypedDict
 
 import grpc
 
@@ -38,6 +39,20 @@ from .transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_crede
 #: Default deadline of every call, in seconds.
 DEFAULT_DEADLINE = 30.0
 
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`AsyncClient` (documented there), by name and type, so that
+    :class:`~ldpsynth.client.sync.Client` forwards them typed (PEP 692)."""
+
+    token: str | None
+    root_certificates: str | os.PathLike | None
+    certificate_chain: str | os.PathLike | None
+    private_key: str | os.PathLike | None
+    deadline: float
+    retry: RetryPolicy | None
+    max_message_bytes: int
+    rng: random.Random | None
 
 class AsyncClient:
     """A connection to an aggregator, for asyncio code. Create it inside a running event loop.

@@ -7,21 +7,20 @@ event loop (use :class:`AsyncClient` there).
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 
-from .aio import DEFAULT_DEADLINE, AsyncClient
+from .aio import AsyncClient, ClientOptions
 from .ledger import PrivacyLedger
 from .result import SubmitResult
-from .retry import RetryPolicy
 from .rows import Rows
 from .submit import StreamResult
-from .transport import DEFAULT_MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _T = TypeVar("_T")
 
@@ -29,18 +28,11 @@ _T = TypeVar("_T")
 class Client:
     """Blocking client; the parameters are those of :class:`AsyncClient`. Use it as a context manager."""
 
-    def __init__(self, target: str, *, token: str | None = None,
-                 root_certificates: str | os.PathLike | None = None,
-                 certificate_chain: str | os.PathLike | None = None,
-                 private_key: str | os.PathLike | None = None,
-                 deadline: float = DEFAULT_DEADLINE, retry: RetryPolicy | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, rng: random.Random | None = None):
+    def __init__(self, target: str, **options: Unpack[ClientOptions]):
         self._loop = asyncio.new_event_loop()
 
         async def connect() -> AsyncClient:
-            return AsyncClient(target, token=token, root_certificates=root_certificates,
-                               certificate_chain=certificate_chain, private_key=private_key, deadline=deadline,
-                               retry=retry, max_message_bytes=max_message_bytes, rng=rng)
+            return AsyncClient(target, **options)
 
         try:
             self._client = self._loop.run_until_complete(connect())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 
 from ldpsynth.client import IN_MEMORY, AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError, encode_columns
-from ldpsynth.shared.errors import PrivacyBudgetExceeded
+from ldpsynth.client.aio import ClientOptions
+from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.reports import Reports, new_report_ids
@@ -332,3 +334,12 @@ def test_sync_client_wraps_the_async_one(tmp_path) -> None:
         assert client.get_collection("ratings").schema.name == "ratings"
         assert client.submit("ratings", ratings_rows(3), ledger=ledger).acknowledged == 3
     assert len(service.stored) == 3
+
+
+def test_sync_client_takes_exactly_the_async_clients_options() -> None:
+    keyword_only = [p.name for p in inspect.signature(AsyncClient).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert list(ClientOptions.__annotations__) == keyword_only
+    with pytest.raises(TypeError, match="tokn"):
+        Client("127.0.0.1:1", tokn="secret")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="deadline"):
+        Client("127.0.0.1:1", deadline=-1.0)
