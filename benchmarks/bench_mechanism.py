@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
@@ -64,19 +65,15 @@ class Case:
     repeats: int = 5
 
 
-@dataclass
-class Row:
+class Row(NamedTuple):
+    """A measured case: the best time of the operation and of its baseline, their ratio, and whether
+    the ratio meets the case's goal."""
+
     case: Case
     seconds: float
     baseline_seconds: float
-
-    @property
-    def ratio(self) -> float:
-        return self.seconds / self.baseline_seconds
-
-    @property
-    def passed(self) -> bool:
-        return self.ratio <= self.case.goal
+    ratio: float
+    passed: bool
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -94,7 +91,7 @@ def measure(case: Case) -> Row:
         base = min(base, _timed(case.baseline))
         op = min(op, _timed(case.run))
     case.run = case.baseline = _released  # the closures hold the case's data (gigabytes for some)
-    return Row(case, op, base)
+    return Row(case, op, base, op / base, op / base <= case.goal)
 
 
 def _released() -> object:
