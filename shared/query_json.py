@@ -61,6 +61,7 @@ Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` name
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -78,14 +79,15 @@ QueryLike = Query | Mapping[str, Any]
 _QUERY_TYPES: tuple[type[Query], ...] = tuple(QUERY_KINDS.values())
 
 
-_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, optional) besides kind/normalization/label
-    "linear": ({"weights"}, set()),
-    "predicate": (set(), {"where", "value"}),
-    "marginal": ({"attributes"}, set()),
-    "grouped": ({"attribute", "tables"}, {"default"}),
-    "cut": ({"S", "T"}, {"source", "target", "edge"}),
-    "dense": ({"table"}, set()),
-}
+def _own_fields(cls: type) -> tuple[set[str], set[str]]:
+    """The fields of a query class besides ``normalization`` and ``label``: (required, optional)."""
+    own = [f for f in dataclasses.fields(cls) if f.name not in ("normalization", "label")]
+    required = {f.name for f in own if f.default is dataclasses.MISSING}
+    return required, {f.name for f in own} - required
+
+
+#: kind -> (required, optional) JSON fields besides kind/normalization/label, read from the query classes.
+_FIELDS = {kind: _own_fields(cls) for kind, cls in QUERY_KINDS.items()}
 
 
 def query_to_json(query: Query) -> dict[str, Any]:
@@ -95,12 +97,8 @@ def query_to_json(query: Query) -> dict[str, Any]:
     >>> query_to_json(marginal("rating", normalization="eq10"))
     {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
     """
-    out: dict[str, Any] = {"kind": query.kind}
-    out.update(query._json())
-    out["normalization"] = query.normalization
-    if query.label is not None:
-        out["label"] = query.label
-    return out
+    out = {"kind": query.kind, **query._json(), "normalization": query.normalization, "label": query.label}
+    return {key: value for key, value in out.items() if value is not None}  # optional fields not given: absent
 
 
 def _condition_from_json(obj: object, j: int) -> Condition:

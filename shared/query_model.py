@@ -18,7 +18,8 @@ The row function of row ``i`` depends on the row only through its public attribu
 
 This module holds the query kinds (:class:`LinearQuery`, :class:`PredicateQuery`,
 :class:`MarginalQuery`, :class:`GroupedQuery`, :class:`CutQuery`, :class:`DenseQuery`) and the
-:class:`Condition` of a predicate; each checks its own fields on construction, without a schema.
+:class:`Condition` of a predicate; each checks its own fields on construction, without a schema,
+and gives them as JSON values in ``_json()`` (``None`` for an optional field not given).
 Their meaning and JSON form are described in :mod:`ldpsynth.shared.query_json`; users build them
 with :mod:`ldpsynth.shared.query_builders`; :func:`~ldpsynth.shared.query_compiler.compile_queries`
 checks them against a schema and turns them into weight blocks over the schema's private domain
@@ -223,10 +224,7 @@ class PredicateQuery:
         check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"where": [c.to_json() for c in self.where]}
-        if self.value is not None:
-            out["value"] = self.value
-        return out
+        return {"where": [c.to_json() for c in self.where], "value": self.value}
 
 
 @dataclass(frozen=True)
@@ -278,11 +276,8 @@ class GroupedQuery:
         check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"attribute": self.attribute,
-                               "tables": [{"value": v, "weights": list(w)} for v, w in self.tables]}
-        if self.default is not None:
-            out["default"] = list(self.default)
-        return out
+        return {"attribute": self.attribute, "tables": [{"value": v, "weights": list(w)} for v, w in self.tables],
+                "default": None if self.default is None else list(self.default)}
 
 
 @dataclass(frozen=True)
@@ -318,11 +313,7 @@ class CutQuery:
         check_normalization_and_label(self)
 
     def _json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"S": list(self.S), "T": list(self.T)}
-        for key in ("source", "target", "edge"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
+        return {"S": list(self.S), "T": list(self.T), "source": self.source, "target": self.target, "edge": self.edge}
 
 
 @dataclass(frozen=True)
