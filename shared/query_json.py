@@ -63,12 +63,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import jsonio
 from .errors import ValidationError
-from .query_model import QUERY_KINDS, Condition, Query, query_field
+from .query_model import QUERY_KINDS, Condition, Query, normalization_name, query_field
 from .validation import check_choice
 
 __all__ = ["query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries"]
@@ -79,15 +79,17 @@ QueryLike = Query | Mapping[str, Any]
 _QUERY_TYPES: tuple[type[Query], ...] = tuple(QUERY_KINDS.values())
 
 
-def _own_fields(cls: type) -> tuple[set[str], set[str]]:
-    """The fields of a query class besides ``normalization`` and ``label``: (required, optional)."""
+def _own_fields(cls: type) -> tuple[list[str], list[str]]:
+    """The fields of a query class besides :class:`BaseQuery`'s, in order: (required, optional)."""
     own = [f for f in dataclasses.fields(cls) if f.name not in ("normalization", "label")]
-    required = {f.name for f in own if f.default is dataclasses.MISSING}
-    return required, {f.name for f in own} - required
+    required = [f.name for f in own if f.default is dataclasses.MISSING]
+    return required, [f.name for f in own if f.name not in required]
 
 
 #: kind -> (required, optional) JSON fields besides kind/normalization/label, read from the query classes.
 _FIELDS = {kind: _own_fields(cls) for kind, cls in QUERY_KINDS.items()}
+#: kind -> its optional fields (left out when None).
+_OPTIONAL = {kind: tuple(optional) for kind, (_, optional) in _FIELDS.items()}
 
 
 def query_to_json(query: Query) -> dict[str, Any]:
@@ -97,8 +99,34 @@ def query_to_json(query: Query) -> dict[str, Any]:
     >>> query_to_json(marginal("rating", normalization="eq10"))
     {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
     """
-    out = {"kind": query.kind, **query._json(), "normalization": query.normalization, "label": query.label}
-    return {key: value for key, value in out.items() if value is not None}  # optional fields not given: absent
+    kind = query.kind
+    out: dict[str, Any] = {"kind": kind}
+    out.update(_WRITERS[kind](query))
+    for key in _OPTIONAL[kind]:
+        if out[key] is None:  # an optional field not given is left out
+            del out[key]
+    out["normalization"] = query.normalization
+    if query.label is not None:
+        out["label"] = query.label
+    return out
+
+
+def _condition_to_json(condition: Condition) -> dict[str, Any]:
+    value = condition.value
+    return {"attribute": condition.attribute, "op": condition.op,
+            "value": list(value) if isinstance(value, tuple) else value}
+
+
+#: kind -> the JSON fields of its own (the inverse of the parsing in :func:`query_from_json`).
+_WRITERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "linear": lambda q: {"weights": list(q.weights)},
+    "predicate": lambda q: {"where": [_condition_to_json(c) for c in q.where], "value": q.value},
+    "marginal": lambda q: {"attributes": list(q.attributes)},
+    "grouped": lambda q: {"attribute": q.attribute, "tables": [{"value": v, "weights": list(w)} for v, w in q.tables],
+                          "default": None if q.default is None else list(q.default)},
+    "cut": lambda q: {"S": list(q.S), "T": list(q.T), "source": q.source, "target": q.target, "edge": q.edge},
+    "dense": lambda q: {"table": [list(row) for row in q.table]},
+}
 
 
 def _condition_from_json(obj: object, j: int) -> Condition:
@@ -130,15 +158,15 @@ def query_from_json(obj: object) -> Query:
         raise ValidationError("kind", "an object with a kind field", f"got {type(obj).__name__}")
     kind = check_choice(obj.get("kind"), "kind", QUERY_KINDS)
     required, optional = _FIELDS[kind]
-    allowed = required | optional | {"kind", "normalization", "label"}
+    allowed = {*required, *optional, "kind", "normalization", "label"}
     extra = set(obj) - allowed
     if extra:
         raise ValidationError(sorted(extra)[0], f"the fields of a {kind} query: {', '.join(sorted(allowed))}",
                               "unknown field")
-    missing = required - set(obj)
+    missing = set(required) - set(obj)
     if missing:
         raise ValidationError(sorted(missing)[0], f"the fields {', '.join(sorted(required))}", "missing")
-    args = {key: obj[key] for key in required | optional if key in obj}
+    args = {key: obj[key] for key in [*required, *optional] if key in obj}
     if kind == "predicate" and "where" in args:
         where = args["where"]
         if not isinstance(where, list):
@@ -146,6 +174,8 @@ def query_from_json(obj: object) -> Query:
         args["where"] = tuple(_condition_from_json(c, j) for j, c in enumerate(where))
     if kind == "grouped":
         args["tables"] = _tables_from_json(args["tables"])
+    if "normalization" in obj:  # given, it must be a name (the query classes read None as the kind's default)
+        normalization_name(obj["normalization"])
     common = {key: obj[key] for key in ("normalization", "label") if key in obj}
     return QUERY_KINDS[kind](**args, **common)
 

@@ -18,8 +18,8 @@ The row function of row ``i`` depends on the row only through its public attribu
 
 This module holds the query kinds (:class:`LinearQuery`, :class:`PredicateQuery`,
 :class:`MarginalQuery`, :class:`GroupedQuery`, :class:`CutQuery`, :class:`DenseQuery`) and the
-:class:`Condition` of a predicate; each checks its own fields on construction, without a schema,
-and gives them as JSON values in ``_json()`` (``None`` for an optional field not given).
+:class:`Condition` of a predicate; each checks its own fields on construction, without a schema
+(the fields every kind has, ``normalization`` and ``label``, are :class:`BaseQuery`'s).
 Their meaning and JSON form are described in :mod:`ldpsynth.shared.query_json`; users build them
 with :mod:`ldpsynth.shared.query_builders`; :func:`~ldpsynth.shared.query_compiler.compile_queries`
 checks them against a schema and turns them into weight blocks over the schema's private domain
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,8 +41,8 @@ from .validation import check_choice, check_real, is_finite_real, is_real
 
 __all__ = [
     "NORMALIZATIONS", "NORMALIZATION_ALIASES", "RANGE", "EQ10", "SUM", "MEAN", "normalization_name", "OPERATORS",
-    "Scalar", "Condition", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery", "DenseQuery",
-    "Query",
+    "Scalar", "Condition", "BaseQuery", "LinearQuery", "PredicateQuery", "MarginalQuery", "GroupedQuery", "CutQuery",
+    "DenseQuery", "Query",
 ]
 
 #: Normalisations by their public name; a name's index is its code in compiled blocks.
@@ -148,16 +148,6 @@ def normalization_name(value: object, field: str = "normalization") -> str:
     raise ValidationError(field, f"one of {', '.join(map(repr, NORMALIZATIONS))} ({former})", f"got {value!r}")
 
 
-def check_normalization_and_label(query: Any) -> None:
-    """Check the ``normalization`` and ``label`` of a query object, replacing a former name of its
-    normalisation by the name."""
-    if query.normalization not in NORMALIZATIONS:
-        object.__setattr__(query, "normalization", normalization_name(query.normalization))
-    label = query.label
-    if label is not None and (not isinstance(label, str) or len(label) > 256):
-        raise ValidationError("label", "a string of at most 256 characters", f"got {label!r}")
-
-
 # ----- the query model -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Condition:
@@ -182,37 +172,52 @@ class Condition:
         else:
             check_real(self.value, "value")
 
-    def to_json(self) -> dict[str, Any]:
-        value = list(self.value) if isinstance(self.value, tuple) else self.value
-        return {"attribute": self.attribute, "op": self.op, "value": value}
+
+@dataclass(frozen=True)
+class BaseQuery:
+    """What every query kind has after its own fields, as keyword arguments: ``normalization`` (one of
+    :data:`NORMALIZATIONS` or a former name, :data:`NORMALIZATION_ALIASES`; ``None`` or left out: the
+    kind's default) and ``label`` (at most 256 characters).
+
+    A kind names itself (its JSON ``kind``) and its default normalisation as class keywords::
+
+        class LinearQuery(BaseQuery, kind="linear", normalization="range"): ...
+    """
+
+    kind: ClassVar[str]
+    default_normalization: ClassVar[str]
+    normalization: str | None = field(default=None, kw_only=True)
+    label: str | None = field(default=None, kw_only=True)
+
+    def __init_subclass__(cls, *, kind: str, normalization: str, **options: Any) -> None:
+        super().__init_subclass__(**options)
+        cls.kind, cls.default_normalization = kind, normalization
+
+    def __post_init__(self) -> None:
+        given = self.normalization
+        object.__setattr__(self, "normalization", self.default_normalization if given is None
+                           else normalization_name(given))
+        if self.label is not None and (not isinstance(self.label, str) or len(self.label) > 256):
+            raise ValidationError("label", "a string of at most 256 characters", f"got {self.label!r}")
 
 
 @dataclass(frozen=True)
-class LinearQuery:
+class LinearQuery(BaseQuery, kind="linear", normalization="range"):
     """The same row function ``weights`` (one number per value of D) for every row."""
 
-    kind: ClassVar[str] = "linear"
     weights: tuple[float, ...]
-    normalization: str = "range"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _weights(self.weights, "weights"))
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"weights": list(self.weights)}
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class PredicateQuery:
+class PredicateQuery(BaseQuery, kind="predicate", normalization="sum"):
     """Indicator that all ``where`` conditions hold, times the private attribute ``value`` if given."""
 
-    kind: ClassVar[str] = "predicate"
     where: tuple[Condition, ...] = ()
     value: str | None = None
-    normalization: str = "sum"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "where", tuple(_iterable(self.where, "where", "a list of conditions", (str, Mapping))))
@@ -221,20 +226,14 @@ class PredicateQuery:
                 raise ValidationError(f"where[{j}]", "a condition", f"got {type(cond).__name__}")
         if self.value is not None:
             _name(self.value, "value")
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"where": [c.to_json() for c in self.where], "value": self.value}
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class MarginalQuery:
+class MarginalQuery(BaseQuery, kind="marginal", normalization="sum"):
     """The counts of every cell of the listed private attributes (expands to one query per cell)."""
 
-    kind: ClassVar[str] = "marginal"
     attributes: tuple[str, ...]
-    normalization: str = "sum"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         attributes = _iterable(self.attributes, "attributes", "a non-empty list of private attribute names", (str,))
@@ -243,22 +242,16 @@ class MarginalQuery:
             raise ValidationError("attributes", "a non-empty list of distinct private attribute names",
                                   "empty" if not names else "duplicates")
         object.__setattr__(self, "attributes", names)
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"attributes": list(self.attributes)}
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class GroupedQuery:
+class GroupedQuery(BaseQuery, kind="grouped", normalization="range"):
     """A weight list per value of the public ``attribute``; ``default`` (or zeros) for other values."""
 
-    kind: ClassVar[str] = "grouped"
     attribute: str
     tables: tuple[tuple[Scalar, tuple[float, ...]], ...]
     default: tuple[float, ...] | None = None
-    normalization: str = "range"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         _name(self.attribute, "attribute")
@@ -273,25 +266,18 @@ class GroupedQuery:
         object.__setattr__(self, "tables", tuple(tables))
         if self.default is not None:
             object.__setattr__(self, "default", _weights(self.default, "default"))
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"attribute": self.attribute, "tables": [{"value": v, "weights": list(w)} for v, w in self.tables],
-                "default": None if self.default is None else list(self.default)}
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class CutQuery:
+class CutQuery(BaseQuery, kind="cut", normalization="sum"):
     """Cut query :math:`\\sum_{(i,j) \\in S \\times T} x_{ij}` on a vertex-pair collection (eq. 33)."""
 
-    kind: ClassVar[str] = "cut"
     S: tuple[Scalar, ...]
     T: tuple[Scalar, ...]
     source: str | None = None
     target: str | None = None
     edge: str | None = None
-    normalization: str = "sum"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         for key in ("S", "T"):
@@ -310,20 +296,14 @@ class CutQuery:
         for key in ("source", "target", "edge"):
             if getattr(self, key) is not None:
                 _name(getattr(self, key), key)
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"S": list(self.S), "T": list(self.T), "source": self.source, "target": self.target, "edge": self.edge}
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
-class DenseQuery:
+class DenseQuery(BaseQuery, kind="dense", normalization="range"):
     """A row function per row of the synthetic database: ``table[i]`` is the weight list of row ``i``."""
 
-    kind: ClassVar[str] = "dense"
     table: tuple[tuple[float, ...], ...]
-    normalization: str = "range"
-    label: str | None = None
 
     def __post_init__(self) -> None:
         rows = list(self.table) if isinstance(self.table, np.ndarray) else self.table
@@ -334,10 +314,7 @@ class DenseQuery:
         if len({len(row) for row in table}) != 1:
             raise ValidationError("table", "weight lists of equal length |D|", "rows of different lengths")
         object.__setattr__(self, "table", table)
-        check_normalization_and_label(self)
-
-    def _json(self) -> dict[str, Any]:
-        return {"table": [list(row) for row in self.table]}
+        super().__post_init__()
 
 
 Query = LinearQuery | PredicateQuery | MarginalQuery | GroupedQuery | CutQuery | DenseQuery

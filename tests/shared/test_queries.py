@@ -10,6 +10,7 @@ import pytest
 
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.query_model import QUERY_KINDS
 from ldpsynth.shared.schema import Schema
 
 RATINGS = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
@@ -317,3 +318,17 @@ def test_an_unknown_normalisation_names_the_field_and_the_legal_names(bad):
         Q.queries_from_json([{"kind": "linear", "weights": [1.0] * K, "normalization": bad}])
     assert err.value.field == "queries[0].normalization"
     assert "'range', 'sum', 'mean'" in err.value.legal and "eq10" in err.value.legal
+
+
+def test_every_kind_has_keyword_normalization_and_label_from_the_base() -> None:
+    defaults = {"linear": "range", "predicate": "sum", "marginal": "sum", "grouped": "range", "cut": "sum",
+                "dense": "range"}
+    assert {kind: cls.default_normalization for kind, cls in QUERY_KINDS.items()} == defaults
+    assert all(issubclass(cls, Q.BaseQuery) for cls in QUERY_KINDS.values())
+    assert Q.LinearQuery([1.0] * K).normalization == "range"
+    assert Q.LinearQuery([1.0] * K, normalization=None) == Q.LinearQuery([1.0] * K, normalization="eq10")
+    assert Q.MarginalQuery(("rating",), label="m").normalization == "sum"
+    with pytest.raises(TypeError):
+        Q.LinearQuery([1.0] * K, "sum")  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="label"):
+        Q.MarginalQuery(("rating",), label="x" * 257)
