@@ -79,7 +79,17 @@ def project_to_scaled_simplex(x: npt.ArrayLike, totals: npt.ArrayLike) -> np.nda
 
 @dataclass(frozen=True)
 class _LaplaceMechanism:
-    """What the two Laplace mechanisms share: ε, the neighbour notion and a pure ε-DP guarantee."""
+    """What the two Laplace mechanisms share: ε, the neighbour notion and a pure ε-DP guarantee.
+
+    Parameters
+    ----------
+    epsilon:
+        Privacy budget, a finite number > 0.
+    public_labels:
+        True: neighbours keep each row's public label
+        (:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_VALUE`); False: any row may change
+        label too. What it changes in each mechanism: that mechanism's docstring.
+    """
 
     #: The guarantee's ``statement``: how the mechanism meets it.
     STATEMENT: ClassVar[str]
@@ -97,16 +107,9 @@ class _LaplaceMechanism:
 
 @dataclass(frozen=True)
 class LaplaceAnswers(_LaplaceMechanism):
-    """Laplace mechanism on the workload's normalised answers: ε-DP, answers only.
-
-    Parameters
-    ----------
-    epsilon:
-        Privacy budget, a finite number > 0.
-    public_labels:
-        True: neighbours keep each row's public label
-        (:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_VALUE`; sensitivity over value changes
-        within a label). False: any row may change label too.
+    """Laplace mechanism on the workload's normalised answers: ε-DP, answers only (parameters:
+    :class:`_LaplaceMechanism`). With ``public_labels`` the L1 sensitivity is over value changes within
+    a label; without, over any change of a row.
     """
 
     STATEMENT = "Laplace mechanism with the exact L1 sensitivity of the answer vector"
@@ -129,15 +132,10 @@ class LaplaceAnswers(_LaplaceMechanism):
 
 @dataclass(frozen=True)
 class LaplaceHistogram(_LaplaceMechanism):
-    """Laplace mechanism on the ``(G, k)`` histogram (Δ1 = 2, replace-one), projected to a synthetic histogram.
-
-    Parameters
-    ----------
-    epsilon:
-        Privacy budget, a finite number > 0.
-    public_labels:
-        True: project each label's noisy counts onto its public size :math:`n_g`; False: project
-        the whole table onto :math:`n` (the group sizes are then not used).
+    """Laplace mechanism on the ``(G, k)`` histogram (Δ1 = 2, replace-one), projected to a synthetic histogram
+    (parameters: :class:`_LaplaceMechanism`). With ``public_labels`` each label's noisy counts are projected
+    onto its public size :math:`n_g`; without, the whole table onto :math:`n` (the group sizes are then
+    not used).
     """
 
     STATEMENT = "Laplace mechanism on every cell, L1 sensitivity 2; projection is post-processing"
