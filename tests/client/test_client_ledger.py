@@ -12,6 +12,7 @@ import stat
 import threading
 from contextlib import closing
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,17 +227,6 @@ def test_spend_damaged_while_open_is_refused_on_every_read(tmp_path, stored) -> 
     assert memo_rows(path) == before
 
 
-#: Damage to the reports count: negative, not a number, or inconsistent with the memo.
-BAD_COUNTS = [
-    (["UPDATE spend SET reports = -5"], "the reports count is -5, not an integer >= 0"),
-    (["UPDATE spend SET reports = 'abc'"], "the reports count is 'abc'"),
-    (["UPDATE spend SET reports = 7"], "7 reports counted but 2 memoized"),
-    (["DELETE FROM memo"], "2 reports counted but 0 memoized"),
-    (["DELETE FROM spend"], "0 reports counted but 2 memoized"),
-    (["UPDATE spend SET epsilon = '0'"], "epsilon spent '0' for 2 reports"),
-]
-
-
 @pytest.mark.parametrize("statement", ["UPDATE memo SET private_code = 'x'", "UPDATE memo SET private_code = -1",
                                        "UPDATE memo SET report_id = x'00'"])
 def test_malformed_memo_row_is_refused_on_lookup(tmp_path, statement) -> None:
@@ -250,24 +240,17 @@ def test_malformed_memo_row_is_refused_on_lookup(tmp_path, statement) -> None:
     assert len(memo_rows(path)) == len(before)
 
 
-#: Damage to the memo secret, the format or the tables.
-BAD_SECRET_FORMAT_OR_TABLES = [
-    (["DELETE FROM device WHERE name = 'memo_secret'"], "its memo secret is missing"),
-    (["UPDATE device SET value = x'0102' WHERE name = 'memo_secret'"], "its memo secret is b'\\\\x01\\\\x02', not 32"),
-    (["UPDATE device SET value = 'text' WHERE name = 'memo_secret'"], "its memo secret is 'text', not 32"),
-    (["PRAGMA user_version = 0"], "format 0, not a ledger of format 1"),
-    (["PRAGMA user_version = 7"], "format 7, not a ledger of format 1"),
-    (["DROP TABLE spend"], "its table 'spend' is missing"),
-    (["DROP TABLE memo", "CREATE TABLE memo (memo_key BLOB PRIMARY KEY)"], "its table 'memo' is missing or not"),
-]
+#: Damage a ledger is refused for on open ("damage": the SQL statements run on the closed file), and the
+#: problem its error names (a regular expression).
+DAMAGED_LEDGERS = json.loads((Path(__file__).parent / "damaged_ledgers.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("statements, problem", BAD_COUNTS + BAD_SECRET_FORMAT_OR_TABLES)
-def test_damaged_ledger_is_refused_on_open(tmp_path, statements, problem) -> None:
+@pytest.mark.parametrize("case", DAMAGED_LEDGERS, ids=lambda case: case["what"])
+def test_damaged_ledger_is_refused_on_open(tmp_path, case) -> None:
     path = tmp_path / "l.sqlite"
     used_ledger(path)
-    edit(path, *statements)
-    with pytest.raises(LedgerError, match=problem):
+    edit(path, *case["damage"])
+    with pytest.raises(LedgerError, match=case["problem"]):
         PrivacyLedger(path)
 
 
