@@ -90,18 +90,18 @@ def test_a_csv_prior_with_extra_columns_and_a_merge(capsys, tmp_path):
     assert [q["se_prior"] for q in data["queries"]] == list(p.e.se_prior)
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["--merge", "rating"], "--merge"),
-    (["--merge", "colour=a+b"], "merge.colour"),
-    (["--merge", "rating=1+9"], "merge.rating[0]"),
-    (["--devices", "0"], "devices"),
-    (["--level", "1"], "level"),
-    (["--target-halfwidth", "0"], "target_halfwidth"),
+@pytest.mark.parametrize("option, bad, field", [
+    ("--merge", "rating", "--merge"),
+    ("--merge", "colour=a+b", "merge.colour"),
+    ("--merge", "rating=1+9", "merge.rating[0]"),
+    ("--devices", "0", "devices"),
+    ("--level", "1", "level"),
+    ("--target-halfwidth", "0", "target_halfwidth"),
 ])
-def test_bad_arguments_name_the_field(argv, field, capsys):
+def test_bad_arguments_name_the_field(option, bad, field, capsys):
     base = {"--collection": str(EXAMPLES / "ratings.json"), "--devices": "10",
             "--queries": str(EXAMPLES / "queries.json")}
-    args = [x for key, value in base.items() if key not in argv for x in (key, value)] + argv
+    args = [x for key, value in {**base, option: bad}.items() for x in (key, value)]
     code, _, err = run(args, capsys)
     assert code == 2 and f"error: {field}" in err
 
