@@ -84,7 +84,7 @@ class GroupCommitter:
                 self._last_commit = time.monotonic()
                 try:
                     outcome = await self._commit([segment for segment, _ in group])
-                except Exception as exc:  # handed to every waiting batch
+                except Exception as exc:  # noqa: BLE001 - handed to every waiting batch
                     for _, future in group:
                         if not future.done():
                             future.set_exception(exc)

@@ -36,6 +36,8 @@ from pathlib import Path
 import nats
 import nats.errors
 import nats.js.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
@@ -48,6 +50,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.kv import KeyValue
+from nats.js.object_store import ObjectStore
 
 from ldpsynth.shared.errors import LdpsynthError
 
@@ -401,7 +404,7 @@ class ReplicatedLog:
             except (nats.errors.Error, asyncio.TimeoutError):
                 pass
 
-    async def _next(self, sub, layout: Layout, shard: int, expected: int):  # noqa: ANN001, ANN202 - nats types
+    async def _next(self, sub: Subscription, layout: Layout, shard: int, expected: int) -> Msg:
         """The consumer's next message. While none comes, ask the stream whether record ``expected``
         exists at all: a record the server lost (it drops a message that fails its own hash) is
         missing (:class:`LogCorruption`), not late; a record that exists but does not arrive within
@@ -444,7 +447,7 @@ class ReplicatedLog:
 class SnapshotBucket:
     """Files in the layout's object store (names are ``<shard>/<file>``)."""
 
-    def __init__(self, store):  # noqa: ANN001 - nats ObjectStore
+    def __init__(self, store: ObjectStore) -> None:
         self._store = store
 
     async def probe(self) -> None:

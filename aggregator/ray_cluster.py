@@ -318,7 +318,7 @@ class LocalRayCluster:
         for attempt in range(3):
             try:
                 return self._cluster.add_node(num_cpus=cpus, node_ip_address="127.0.0.1", resources=resources)
-            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a slow start
+            except Exception as exc:  # Ray raises a bare Exception for a slow start
                 if "timed out during startup" not in str(exc) or attempt == 2:
                     raise
         raise AssertionError("unreachable")

@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,6 +47,9 @@ from .query_service import QUERY_SERVICE_NAME, QueryServicer
 from .quota import QuotaBook
 from .shard_worker import ShardDamaged
 from .status import ShardUnavailable, StatusError, parse, unavailable
+
+if TYPE_CHECKING:
+    from .ray_cluster import RayWorkers
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +232,7 @@ class AggregatorServer:
 
     # ----- data access (tests, the simulator) -----------------------------------------------
     @property
-    def workers(self):  # noqa: ANN201 - RayWorkers (Ray stays behind its seam)
+    def workers(self) -> RayWorkers:
         if self.backend is None:
             raise RuntimeError("the server is not started")
         return self.backend.workers

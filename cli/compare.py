@@ -28,9 +28,13 @@ import argparse
 import csv
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
+
+if TYPE_CHECKING:
+    from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
 
 EXPERIMENTS = ("fig2", "fig3", "fig4", "fig2-sensitivity")
 DEFAULT_MECHANISMS = "laplace,mwem,mwem-subdb"
@@ -73,7 +77,7 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def _read_data(args: argparse.Namespace):  # noqa: ANN202 - (Histogram, Workload)
+def _read_data(args: argparse.Namespace) -> tuple[Histogram, Workload]:
     import numpy as np
 
     from ldpsynth.aggregator.central.comparison.local_e import LABEL, joint_schema

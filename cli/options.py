@@ -11,7 +11,7 @@ TARGET_METAVAR = "HOST:PORT[,HOST:PORT...]"
 REPLICAS_HELP = "the aggregator, or several of its replicas (round robin, failover)"
 
 
-def add_target_argument(parser: argparse.ArgumentParser, help: str = REPLICAS_HELP) -> None:  # noqa: A002
+def add_target_argument(parser: argparse.ArgumentParser, help: str = REPLICAS_HELP) -> None:
     """Add the required ``--target`` (one address or a comma-separated list of replicas)."""
     parser.add_argument("--target", required=True, metavar=TARGET_METAVAR, help=help)
 

@@ -23,12 +23,16 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
 from .options import add_command, add_level_argument, add_target_argument, add_tls_arguments
 from .token_env import add_token_argument
+
+if TYPE_CHECKING:
+    from ldpsynth.client.query import QueryClient
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +72,8 @@ def _command(subparsers: argparse._SubParsersAction,
     return parser
 
 
-def _client(args: argparse.Namespace):  # noqa: ANN202 - a QueryClient (imported lazily: grpc)
+def _client(args: argparse.Namespace) -> QueryClient:
+    """The query client of the command's connection options (grpc is imported here, when needed)."""
     from ldpsynth.client.query import QueryClient
     from ldpsynth.client.retry import RetryPolicy
 

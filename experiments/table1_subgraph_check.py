@@ -42,7 +42,14 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
-from table1_facebook import PAPER, SIZES, check_at_least, facebook_edges_or_none, run_size, table1_parser  # noqa: E402 - sibling script (sys.path[0])
+from table1_facebook import (  # sibling script (sys.path[0])
+    PAPER,
+    SIZES,
+    check_at_least,
+    facebook_edges_or_none,
+    run_size,
+    table1_parser,
+)
 
 from ldpsynth.aggregator.central.records import write_records
 from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES

@@ -23,7 +23,7 @@ OUT = ROOT / "shared" / "wire"
 
 def generate() -> dict[str, str]:
     """Run protoc into a temporary folder; return {file name: rewritten source}."""
-    from grpc_tools import protoc  # noqa: PLC0415 (dev-only dependency)
+    from grpc_tools import protoc  # a dev-only dependency, needed here only
 
     protos = sorted((PROTO_ROOT / PROTO_PACKAGE).glob("*.proto"))
     with tempfile.TemporaryDirectory() as tmp:

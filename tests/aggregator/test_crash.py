@@ -40,6 +40,7 @@ import numpy as np
 import pytest
 import ray
 
+from ldpsynth.aggregator.segments import RowChunk
 from ldpsynth.client import AsyncClient, RetryPolicy, StreamResult, SubmitError
 from ldpsynth.shared.reports import Reports
 
@@ -191,7 +192,7 @@ def check_after_kill(data_dir: Path, acknowledged: list[Call], started: list[Cal
     return len(stored)
 
 
-def recount(chunk) -> np.ndarray:  # noqa: ANN001 - a RowChunk read from the log
+def recount(chunk: RowChunk) -> np.ndarray:
     """Counts per (public key, private code) of one shard's rows, read from its log."""
     dense = np.zeros((RATINGS.public_domain_size, RATINGS.private_domain_size), np.int64)
     np.add.at(dense, (chunk.public_keys, chunk.private_codes), 1)
