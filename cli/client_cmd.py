@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ldpsynth.cli.options import add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import add_command, add_target_argument, add_tls_arguments
 from ldpsynth.cli.token_env import add_token_argument
 
 
@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("client", help="on-device SDK: submit rows perturbed by mechanism E",
                                    description="The on-device client of a collection.")
     actions = parser.add_subparsers(dest="client_command", metavar="ACTION", required=True)
-    submit = actions.add_parser(
-        "submit", help="validate, perturb and submit the rows of a CSV file",
+    submit = add_command(
+        actions, "submit", _submit, help="validate, perturb and submit the rows of a CSV file",
         description="Validate the rows locally, perturb them with mechanism E (OS CSPRNG), charge the ε to the "
                     "device's ledger before sending (memoized rows are free), stream them to the aggregator "
                     "and print a JSON summary.")
@@ -45,16 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="deadline of each call (default: %(default)s)")
     submit.add_argument("--max-attempts", type=int, default=8, metavar="N",
                         help="attempts in a row without progress before giving up (default: %(default)s)")
-    submit.set_defaults(handler=_submit)
-    reset = actions.add_parser(
-        "reset-ledger", help="start this device's privacy ledger over, knowingly",
+    reset = add_command(
+        actions, "reset-ledger", _reset_ledger, help="start this device's privacy ledger over, knowingly",
         description="Move the ledger, its -wal/-shm files and its marker aside (renamed <ledger>.reset-<UTC time>..., "
                     "never deleted), create a new ledger that records the reset, and print the record as JSON. The "
                     "epsilon spent restarts at 0 and rows already reported get fresh reports that can be averaged "
                     "with the old ones: afterwards only the server's per-credential quota bounds this device. Run it "
                     "with no other process using the ledger.")
     _add_ledger_argument(reset)
-    reset.set_defaults(handler=_reset_ledger)
 
 
 def _add_ledger_argument(parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.options import add_command
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
@@ -42,8 +43,8 @@ QUICK_HETEROGENEITY = (1, 8, 128)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="compare mechanism E with central mechanisms (WYZ Figs. 2-4, or your data)",
+    parser = add_command(
+        subparsers, "compare", run, help="compare mechanism E with central mechanisms (WYZ Figs. 2-4, or your data)",
         description="Run mechanism E (local) and central mechanisms on the same data and workloads for R "
                     "repetitions and write Markdown/CSV tables and PNG plots of their errors and times.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -64,7 +65,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=Path("compare-results"), help="output folder")
     parser.add_argument("--quick", action="store_true", help="built-in experiments: a few settings, 2 runs "
                                                               "(fig2/fig2-sensitivity: h in {1, 8, 128})")
-    parser.set_defaults(handler=run)
 
 
 def _names(text: str) -> list[str]:

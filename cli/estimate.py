@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from ldpsynth.cli.options import add_level_argument
+from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.offline import estimate_release
@@ -28,8 +28,8 @@ from ldpsynth.shared.release import Release
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``estimate`` subcommand."""
-    parser = subparsers.add_parser(
-        "estimate", help="answer statistical queries from an exported synthetic database",
+    parser = add_command(
+        subparsers, "estimate", run, help="answer statistical queries from an exported synthetic database",
         description="Answer statistical queries with error bars from an export of the synthetic database "
                     "and its mechanism card, offline (the companion estimators, WYZ eqs. 17-22).")
     parser.add_argument("--synthetic", required=True, type=Path,
@@ -39,7 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--card", required=True, type=Path, help="the mechanism card (JSON) of the release")
     parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects")
     add_level_argument(parser)
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,13 +27,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldpsynth.cli.options import add_command
 from ldpsynth.shared.errors import ValidationError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``pqd`` subcommand."""
-    parser = subparsers.add_parser(
-        "pqd", help="privately decide whether a synthetic answer is within tau of the private one (DP-PQD)",
+    parser = add_command(
+        subparsers, "pqd", run,
+        help="privately decide whether a synthetic answer is within tau of the private one (DP-PQD)",
         description="DP-PQD per-query deciders (Patwa et al., PVLDB 17(1)): decide under epsilon-DP whether "
                     "|q(D) - q(D_s)| < tau for a COUNT, SUM or MEDIAN query.")
     parser.add_argument("--private", required=True, type=Path, help="the private table D (.csv, .csv.gz, .parquet)")
@@ -56,7 +58,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                    "against the truth (not private)")
     parser.add_argument("--seed", type=int, help="seed of the noise (default: fresh OS entropy)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(handler=run)
 
 
 def _synthetic_answer(args: argparse.Namespace, query) -> tuple[float, str]:
