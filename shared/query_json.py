@@ -100,8 +100,7 @@ def query_to_json(query: Query) -> dict[str, Any]:
     {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
     """
     kind = query.kind
-    out: dict[str, Any] = {"kind": kind}
-    out.update(_WRITERS[kind](query))
+    out = _WRITERS[kind](query)
     for key in _OPTIONAL[kind]:
         if out[key] is None:  # an optional field not given is left out
             del out[key]
@@ -117,15 +116,17 @@ def _condition_to_json(condition: Condition) -> dict[str, Any]:
             "value": list(value) if isinstance(value, tuple) else value}
 
 
-#: kind -> the JSON fields of its own (the inverse of the parsing in :func:`query_from_json`).
+#: kind -> the JSON object of a query, its kind and own fields (the inverse of :func:`query_from_json`).
 _WRITERS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "linear": lambda q: {"weights": list(q.weights)},
-    "predicate": lambda q: {"where": [_condition_to_json(c) for c in q.where], "value": q.value},
-    "marginal": lambda q: {"attributes": list(q.attributes)},
-    "grouped": lambda q: {"attribute": q.attribute, "tables": [{"value": v, "weights": list(w)} for v, w in q.tables],
+    "linear": lambda q: {"kind": q.kind, "weights": list(q.weights)},
+    "predicate": lambda q: {"kind": q.kind, "where": [_condition_to_json(c) for c in q.where], "value": q.value},
+    "marginal": lambda q: {"kind": q.kind, "attributes": list(q.attributes)},
+    "grouped": lambda q: {"kind": q.kind, "attribute": q.attribute,
+                          "tables": [{"value": v, "weights": list(w)} for v, w in q.tables],
                           "default": None if q.default is None else list(q.default)},
-    "cut": lambda q: {"S": list(q.S), "T": list(q.T), "source": q.source, "target": q.target, "edge": q.edge},
-    "dense": lambda q: {"table": [list(row) for row in q.table]},
+    "cut": lambda q: {"kind": q.kind, "S": list(q.S), "T": list(q.T), "source": q.source, "target": q.target,
+                      "edge": q.edge},
+    "dense": lambda q: {"kind": q.kind, "table": [list(row) for row in q.table]},
 }
 
 
