@@ -48,7 +48,7 @@ from scipy.special import logsumexp
 
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
-from ..primitives.composition import zcdp_to_approx_dp
+from ..primitives.composition import gaussian_zcdp, zcdp_to_approx_dp
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from .dpfw import DistributionQueries
 from .releases import CentralRelease, normalized_distribution
@@ -66,7 +66,7 @@ def gaussian_sigma(iterations: int, n: int, epsilon: float, delta: float) -> flo
 
 def privacy_of(sigma: float, iterations: int, n: int, delta: float) -> float:
     """ε of T Gaussian oracle calls with noise σ on p̂ (ℓ2-sensitivity √2/n): ρ + 2√(ρ ln(1/δ)), ρ = T/(n²σ²)."""
-    return zcdp_to_approx_dp(iterations / (n * n * sigma * sigma), delta)
+    return zcdp_to_approx_dp(iterations * gaussian_zcdp(math.sqrt(2.0) / n, sigma), delta)
 
 
 def gaussian_width(matrix: np.ndarray, samples: int, rng: np.random.Generator) -> float:

@@ -13,9 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.validation import check_int
-
 from ..primitives.guarantee import PrivacyGuarantee
 
 
@@ -46,25 +43,6 @@ class CentralRelease:
     n: int
     guarantee: PrivacyGuarantee
     details: dict[str, Any] = field(default_factory=dict)
-
-    def sample(self, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``size`` iid synthetic rows ``(labels, values)`` drawn from :attr:`distribution`."""
-        size = check_int(size, "size", 0)
-        if self.distribution is None:
-            raise ValidationError("distribution", "a mechanism that releases a synthetic distribution",
-                                  f"{self.mechanism} releases answers only")
-        p = self.distribution.ravel()
-        cells = rng.choice(p.size, size=size, p=p / p.sum())
-        return np.divmod(cells, self.distribution.shape[1])
-
-    def synthetic_histogram(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """Counts ``(G, k)`` of ``size`` sampled synthetic rows (a multinomial draw)."""
-        size = check_int(size, "size", 0)
-        if self.distribution is None:
-            raise ValidationError("distribution", "a mechanism that releases a synthetic distribution",
-                                  f"{self.mechanism} releases answers only")
-        p = self.distribution.ravel()
-        return rng.multinomial(size, p / p.sum()).reshape(self.distribution.shape)
 
 
 def normalized_distribution(table: np.ndarray) -> np.ndarray:

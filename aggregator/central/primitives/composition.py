@@ -113,11 +113,6 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     return check_epsilon(sensitivity, "sensitivity") ** 2 / (2.0 * check_epsilon(sigma, "sigma") ** 2)
 
 
-def exponential_mechanism_zcdp(epsilon0: float) -> float:
-    """ρ of one ε0-exponential mechanism: :math:`\\epsilon_0^2 / 8` (bounded range, Cesar–Rogers)."""
-    return check_epsilon(epsilon0, "epsilon0") ** 2 / 8.0
-
-
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """ε of ρ-zCDP at ``delta`` (Bun–Steinke 2016 Prop. 1.3): :math:`\\rho + 2\\sqrt{\\rho \\ln(1/\\delta)}`."""
     r, d = check_epsilon(rho, "rho"), check_probability(delta, "delta")

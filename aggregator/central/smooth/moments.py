@@ -44,8 +44,6 @@ from ..primitives.composition import gaussian_guarantee
 from ..primitives.guarantee import Neighbours, PrivacyGuarantee
 from .noise import MeansNoise, additive_log_density, additive_noise, answer_vector
 
-MOMENT_MECHANISMS = ("linf", "laplace", "gaussian")
-
 
 @dataclass(frozen=True)
 class MomentRelease(MeansNoise):
