@@ -216,12 +216,20 @@ class ShardWorker:
         staging.replace(self.directory / MANIFEST)
 
     async def _collection(self, name: str) -> _Collection:
+        """The state of collection ``name``, made empty (from its registered card) the first time.
+
+        While one caller waits for the card, another (a commit, a query's pin, quota admission)
+        may make the collection and store rows in it: the one made first is kept, so no caller
+        ever replaces rows and ids already applied with an empty state."""
+        coll = self._collections.get(name)
+        if coll is not None:
+            return coll
+        assert self._log is not None
+        card_json = await self._log.card(name)
+        if card_json is None:
+            raise ShardDamaged(f"shard {self.spec.shard}: collection {name!r} is not registered in the log")
         coll = self._collections.get(name)
         if coll is None:
-            assert self._log is not None
-            card_json = await self._log.card(name)
-            if card_json is None:
-                raise ShardDamaged(f"shard {self.spec.shard}: collection {name!r} is not registered in the log")
             schema = MechanismCard.from_json(card_json).schema
             coll = _Collection(name, card_json, card_digest(card_json), schema.public_domain_size,
                                schema.private_domain_size, DiskIdIndex(),
