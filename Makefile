@@ -19,10 +19,11 @@ env: $(VENV)/.installed
 demo: env
 	$(BIN)/ldpsynth simulate
 
-# The linters first (ruff: lint + import order; mypy through tools/typecheck.py), then every test.
+# The linters first (ruff: lint + import order; mypy on the package ldpsynth/), then every test
+# (pytest also runs the package's docstring examples: --doctest-modules in pyproject.toml).
 lint: env
 	$(BIN)/ruff check .
-	$(BIN)/python tools/typecheck.py
+	$(BIN)/mypy ldpsynth
 
 test: lint
 	$(BIN)/python -m pytest

@@ -1,6 +1,6 @@
-"""Regenerate the committed protobuf/gRPC code in shared/wire/ from proto/.
+"""Regenerate the committed protobuf/gRPC code in ldpsynth/shared/wire/ from proto/.
 
-    python proto/generate.py           # write shared/wire/*_pb2*.py
+    python proto/generate.py           # write ldpsynth/shared/wire/*_pb2*.py
     python proto/generate.py --check   # exit 1 if regenerating would change anything
 
 protoc names Python modules after the proto path (``ldpsynth/v1/x.proto`` -> ``ldpsynth.v1``);
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 PROTO_PACKAGE = "ldpsynth/v1"
-OUT = ROOT / "shared" / "wire"
+OUT = ROOT / "ldpsynth" / "shared" / "wire"
 
 
 def generate() -> dict[str, str]:

@@ -32,8 +32,8 @@ from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.schema import BinaryAttribute, IntegerAttribute, Schema
 from ldpsynth.shared.validation import check_int
 
-#: Project root when running from a checkout (aggregator/simulation/ -> root).
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: Project root when running from a checkout (ldpsynth/aggregator/simulation/ -> root).
+_PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 MOVIELENS_FILE = "movielens-100k/u.data.gz"
 FACEBOOK_FILE = "facebook/facebook_combined.txt.gz"

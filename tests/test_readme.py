@@ -1,24 +1,18 @@
-"""The examples in docstrings and in README.md run, and print what they show.
+"""README's Python examples run, and print what they show.
 
-``pytest --doctest-modules`` cannot collect the package: pyproject.toml maps folders to other
-import names (``shared/`` is ``ldpsynth.shared``), so pytest would import ``shared/schema.py`` a
-second time as ``shared.schema``, a copy whose classes are not ``ldpsynth.shared``'s. Instead every
-module of the package whose source holds a ``>>>`` prompt is imported by its real name (from the
-``package-dir`` mapping) and run with :func:`doctest.testmod`; README's ``pycon`` blocks run in
-order as one session each block continues.
+README's ``pycon`` blocks run in order, as one session each block continues. (The package's own
+docstring examples are collected by pytest itself: ``--doctest-modules`` in pyproject.toml.)
 """
 
 from __future__ import annotations
 
 import doctest
-import importlib
 import io
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo, Limits
@@ -27,35 +21,6 @@ from tests.client.client_fakes import FakeCollectionService, FakeQueryService, S
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-
-
-def package_modules_with_examples() -> list[str]:
-    """Dotted names of the package's modules whose source has a ``>>>`` prompt."""
-    with open(ROOT / "pyproject.toml", "rb") as handle:
-        package_dir = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
-    names = set()
-    for package, folder in package_dir.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            if ">>>" not in path.read_text(encoding="utf-8"):
-                continue
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            names.add(".".join((package, *parts[:-1])) if parts[-1] == "__init__" else ".".join((package, *parts)))
-    return sorted(names)
-
-
-MODULES = package_modules_with_examples()
-
-
-def test_the_modules_with_examples_are_found() -> None:
-    assert {"ldpsynth", "ldpsynth.shared.offline", "ldpsynth.shared.release", "ldpsynth.shared.query_json",
-            "ldpsynth.shared.query_model", "ldpsynth.shared.schema"} <= set(MODULES)
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples_run(name: str) -> None:
-    module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=OPTIONS, verbose=False)
-    assert result.attempted > 0 and result.failed == 0, f"{name}: {result.failed} of {result.attempted} failed"
 
 
 def readme_sessions() -> str:
