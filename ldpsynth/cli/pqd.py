@@ -77,7 +77,13 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth pqd``."""
     import numpy as np
 
-    from ldpsynth.aggregator.central.pqd.deciders import DEFAULT_DECIDERS, evaluate, get_decider, run_decider
+    from ldpsynth.aggregator.central.pqd.deciders import (
+        DEFAULT_DECIDERS,
+        evaluate,
+        get_decider,
+        require_private,
+        run_decider,
+    )
     from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
     from ldpsynth.aggregator.central.pqd.query import parse_query
     from ldpsynth.aggregator.central.pqd.table import parse_domain, read_table
@@ -91,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     problem = build(query, answer, args.tau, args.epsilon, domain)
     for decider in deciders:
         decider.check(problem)
+        if args.trials is None:  # before any decider reads the private table
+            require_private(decider)
     private = read_table(args.private, "private")
     rng = np.random.default_rng(args.seed)
     l, r = problem.interval

@@ -55,9 +55,21 @@ def test_evaluation_mode_reports_errors(files, capsys):
                  "--decider", "EM_count_legacy"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "evaluation: 400 executions" in out and "| LM_count | " in out and "| EM_count | " in out
+    assert "evaluation: 400 executions" in out and "| LM_count | " in out and "| EM_count_legacy | " in out
     # the truth (about twice the synthetic count) lies far outside I: both deciders answer 0 always
     assert "0/400 | 0.0000 | 0.0000" in out
+
+
+def test_a_decider_that_is_not_differentially_private_is_refused_in_private_mode(files, capsys):
+    """The audit's sequence: on main 5612345 this printed ``epsilon_total 2.0`` for EM_count_legacy,
+    whose privacy loss is unbounded (tests/central/test_pqd_privacy.py)."""
+    code = main(["pqd", "--private", str(files / "private.csv"), "--synthetic", str(files / "synthetic.csv"),
+                 "--query", "SELECT COUNT(*) FROM t WHERE g = 'a'", "--tau", "0.032", "--relative",
+                 "--epsilon", "1", "--decider", "EM_count", "--decider", "EM_count_legacy"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "decider" in captured.err and "EM_count_legacy is not differentially private" in captured.err
+    assert "--trials" in captured.err
 
 
 @pytest.mark.parametrize("argv, message", [

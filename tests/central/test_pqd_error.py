@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ldpsynth.aggregator.central.pqd.count import (
+    EM_EPSILON_SLACK,
     em_count_accept_probability,
     em_count_error,
     lm_count_error,
@@ -51,7 +52,8 @@ def test_lm_count_error_is_proposition_4_2(q):
 def test_em_count_error_at_the_synthetic_answer_and_naive_baseline():
     for eps, tau in ((0.1, 8.0), (0.25, 30.0), (1.0, 0.5)):
         problem = DecisionProblem(COUNT, 749.0, tau, eps)
-        assert em_count_error(749.0, problem) == pytest.approx(1 / (1 + math.exp(eps * tau)), rel=1e-12)
+        sampled = eps - EM_EPSILON_SLACK  # the exponent EM_count samples with (pqd/count.py)
+        assert em_count_error(749.0, problem) == pytest.approx(1 / (1 + math.exp(sampled * tau)), rel=1e-12)
         # LM_count's error there is e^{-eps tau} (§4.2.1), larger than EM_count's
         assert lm_count_error(749.0, problem) == pytest.approx(math.exp(-eps * tau), rel=1e-12)
         assert em_count_error(749.0, problem) < lm_count_error(749.0, problem)
@@ -63,7 +65,7 @@ def test_em_count_score_is_piecewise_linear_and_far_answers_are_decided():
     problem = DecisionProblem(COUNT, 100.0, 10.0, 0.3)
     # u'(1) - u'(0) goes -1 at l - tau = 80, +1 at q(D_s) = 100, -1 at r + tau = 120
     for q, diff in ((80.0, -1.0), (90.0, 0.0), (100.0, 1.0), (110.0, 0.0), (120.0, -1.0), (500.0, -1.0)):
-        expected = 1.0 / (1.0 + math.exp(-0.3 * 10.0 * diff))
+        expected = 1.0 / (1.0 + math.exp(-(0.3 - EM_EPSILON_SLACK) * 10.0 * diff))
         assert em_count_accept_probability(q, problem) == pytest.approx(expected, rel=1e-12)
 
 
@@ -75,11 +77,11 @@ def test_em_count_legacy_overflow_reproduces_the_artifact():
     assert em_count_accept_probability(inside, problem) == pytest.approx(1.0)
     far = 10 * 470483.0
     assert em_count_accept_probability(far, problem, legacy_overflow=True) == 0.0
-    # no overflow: the artifact's arithmetic agrees with the stable sigmoid
+    # no overflow: the artifact's arithmetic agrees with the sampled sigmoid but for its slack in ε
     small = DecisionProblem(COUNT, 100.0, 10.0, 0.3)
     for q in (85.0, 100.0, 117.0):
         assert em_count_accept_probability(q, small, legacy_overflow=True) == pytest.approx(
-            em_count_accept_probability(q, small), rel=1e-12)
+            em_count_accept_probability(q, small), rel=10 * 10.0 * EM_EPSILON_SLACK)
 
 
 SELECT_A = (SqlCondition("g", "==", "a"),)

@@ -16,6 +16,8 @@ the same is done for R2T's noisy vector.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ from ldpsynth.aggregator.central.pqd.problem import Decider, DecisionProblem
 from ldpsynth.aggregator.central.pqd.query import Query, SqlCondition
 from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table
 from ldpsynth.aggregator.central.primitives.selection import em_probabilities
-from ldpsynth.shared.errors import PrivacyBudgetExceeded
+from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 
 try:
     from .pqd_fixtures import neighbours, private_table
@@ -149,7 +151,7 @@ EXPECTED_READS = {
 }
 
 
-@pytest.mark.parametrize("name", list(DECIDERS))
+@pytest.mark.parametrize("name", [name for name, d in DECIDERS.items() if d.differentially_private])
 def test_accounting_spends_exactly_epsilon(name):
     decider = DECIDERS[name]
     aggregate = decider.aggregates[0]
@@ -301,3 +303,65 @@ def test_em_med_output_loss_is_epsilon_and_doubling_is_caught():
     # For the median rank(e) and n'/2 move together, every score moves by exactly 1/2: the
     # released value is eps/2-DP, not just eps-DP (DP-PQD §6.1's Delta u = 1 is conservative).
     assert loss(EPS, 0.5) <= EPS / 2 * (1 + 1e-9)
+
+
+# ----- EM_count where exp overflows and where the sigmoid saturates ---------------------------------
+def realised_accept(p1: float) -> Fraction:
+    """:math:`\\Pr[o=1]` as the decider samples it: ``rng.random() < p1`` with numpy's ``random()``
+    uniform on the multiples of :math:`2^{-53}` in [0, 1), i.e. :math:`\\lceil p_1 2^{53} \\rceil / 2^{53}`."""
+    scaled = Fraction(p1) * 2**53
+    return Fraction(math.ceil(scaled), 2**53)
+
+
+def realised_loss(p: Fraction, q: Fraction) -> float:
+    """:math:`\\max_o |\\ln \\Pr[o|D] - \\ln \\Pr[o|D']|` of two realised accept probabilities (inf if an
+    outcome is possible on one side only)."""
+    worst = 0.0
+    for a, b in ((p, q), (1 - p, 1 - q)):
+        if (a == 0) != (b == 0):
+            return math.inf
+        if a:
+            worst = max(worst, abs(float(Decimal(a.numerator).ln() - Decimal(a.denominator).ln()
+                                         - Decimal(b.numerator).ln() + Decimal(b.denominator).ln())))
+    return worst
+
+
+AUDIT = DecisionProblem(Query("count"), 45_000.0, 0.032 * 45_000.0, 1.0)  # ε·τ = 1,440 > ln(max float) ≈ 709.8 x 2
+
+
+def test_the_audits_sequence_flips_the_legacy_decider_and_not_em_count():
+    """The audit's neighbours: ε = 1, q(D_s) = 45,000, τ = 3.2 %: at n' = 43,580 the legacy arithmetic
+    answers 1 with probability 1/2 (both weights overflow), at 43,581 with probability 1 (one does): an
+    unbounded loss. EM_count's realised loss there is below ε."""
+    legacy, stable = DECIDERS["EM_count_legacy"], DECIDERS["EM_count"]
+    p, q = (realised_accept(legacy.accept_probability(n, AUDIT)) for n in (43_580.0, 43_581.0))
+    assert (p, q) == (Fraction(1, 2), Fraction(1))
+    assert realised_loss(p, q) == math.inf
+    p, q = (realised_accept(stable.accept_probability(n, AUDIT)) for n in (43_580.0, 43_581.0))
+    assert realised_loss(p, q) <= AUDIT.epsilon
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 1.0, 4.0])
+def test_em_count_realised_loss_stays_within_epsilon_where_the_sigmoid_saturates(epsilon):
+    """Every pair of neighbouring counts over the whole range where EM_count moves from a certain 0
+    through the interval to a certain 1 (τ = 1,000, so the float sigmoid saturates many counts before
+    the score stops changing). Without the clamp, Pr[o=0] is 0 on one count and >= 2^-53 on its
+    neighbour (checked below as the deliberate violation)."""
+    problem = DecisionProblem(Query("count"), 10_000.0, 1_000.0, epsilon)
+    stable = DECIDERS["EM_count"]
+    counts = np.arange(8_000.0, 12_001.0)
+    realised = [realised_accept(stable.accept_probability(n, problem)) for n in counts]
+    worst = max(realised_loss(a, b) for a, b in zip(realised, realised[1:]))
+    assert worst <= epsilon
+    assert worst > epsilon * (1 - 1e-3)  # tight: the clamp and the slack cost almost nothing
+    unclamped = [realised_accept(float(pqd_count.sigmoid(epsilon * problem.tau * float(u1 - u0))))
+                 for u0, u1 in (pqd_count.em_count_scores(n, problem) for n in counts)]
+    assert max(realised_loss(a, b) for a, b in zip(unclamped, unclamped[1:])) == math.inf
+
+
+def test_the_private_path_refuses_a_decider_that_is_not_differentially_private():
+    table = private_table()
+    problem = DecisionProblem(QUERIES["count"], QUERIES["count"].answer(table) + 1.0, 2.0, 0.3)
+    with pytest.raises(ValidationError, match="EM_count_legacy is not differentially private"):
+        run_decider(DECIDERS["EM_count_legacy"], table, problem, np.random.default_rng(0))
+    assert [name for name, d in DECIDERS.items() if not d.differentially_private] == ["EM_count_legacy"]

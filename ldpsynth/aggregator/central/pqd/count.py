@@ -7,10 +7,19 @@
   :math:`u'` of eqs. 8-10 and :math:`\\Delta u' = 1/(2\\tau)` (Prop. 4.5), so
   :math:`\\Pr[o] \\propto \\exp(\\epsilon\\tau u'(o))` and
   :math:`\\Pr[o=1] = \\sigma(\\epsilon\\tau(u'_1 - u'_0))` (computed with a stable sigmoid).
-  ``legacy_overflow=True`` reproduces the artifact: it exponentiates the raw weights and, when a
+  **As sampled**, :math:`\\Pr[o=1]` is a float compared with numpy's ``random()`` (multiples of
+  :math:`2^{-53}`): where :math:`\\sigma` rounds to 1, :math:`\\Pr[o=0]` becomes exactly 0 on one count
+  and :math:`\\ge 2^{-53}` on its neighbour, an unbounded loss. So the probability is kept in
+  :math:`[2^{-20}, 1 - 2^{-20}]` (a clamp is monotone, so it never widens a ratio) and the exponent
+  uses :math:`\\epsilon - 2^{-29}`: the sampler's rounding (relative :math:`\\le 2^{-31}` of a probability
+  :math:`\\ge 2^{-20}`) then keeps the realised loss below ε (tests/central/test_pqd_privacy.py
+  computes it exactly). The error it adds is at most :math:`2^{-20}`.
+* **EM_count_legacy** reproduces the artifact: it exponentiates the raw weights and, when a
   weight overflows to infinity, replaces the NaN probability by 1 (one overflow: that outcome is
   certain; both: a fair coin), the behaviour behind the paper's rising EM_count error at large ε
-  for q12 (§7.2.1).
+  for q12 (§7.2.1). It is **not ε-DP**: once :math:`\\epsilon\\tau` exceeds about 1,419.6 two
+  neighbouring counts can give :math:`\\Pr[o=0] = 1/2` and :math:`\\Pr[o=0] = 0`, an unbounded loss;
+  it runs only in the evaluation mode.
 * **naive EM_count** (§4.2.1, baseline): 0/1 score, :math:`\\Delta u = 1`, error
   :math:`1/(1 + e^{\\epsilon/2})` whatever τ (eqs. 6-7).
 """
@@ -26,6 +35,10 @@ import numpy as np
 from .access import PrivateView
 from .noise import laplace, laplace_cdf, sigmoid
 from .problem import Decider, DecisionProblem, generic_decider
+
+#: EM_count's outcome probabilities as sampled stay in [2^-20, 1 - 2^-20], its exponent uses ε - 2^-29.
+EM_PROBABILITY_FLOOR = 2.0**-20
+EM_EPSILON_SLACK = 2.0**-29
 
 
 def laplace_accept_probability(true_answer: float, l: float, r: float, scale: float) -> float:
@@ -56,11 +69,13 @@ def em_count_scores(true_answer: float | np.ndarray, problem: DecisionProblem) -
 
 
 def em_count_accept_probability(true_answer: float, problem: DecisionProblem, legacy_overflow: bool = False) -> float:
-    """:math:`\\Pr[o = 1]` of EM_count: :math:`\\sigma(\\epsilon\\tau(u'_1 - u'_0))`, or the artifact's arithmetic."""
+    """:math:`\\Pr[o = 1]` of EM_count as sampled (module docstring: clamped, ε less :math:`2^{-29}`),
+    or the artifact's arithmetic."""
     u0, u1 = em_count_scores(true_answer, problem)
-    scale = problem.epsilon * problem.tau  # epsilon / (2 * Delta u'), Delta u' = 1 / (2 tau)
     if not legacy_overflow:
-        return float(sigmoid(scale * (u1 - u0)))
+        scale = max(problem.epsilon - EM_EPSILON_SLACK, 0.0) * problem.tau  # (ε - slack) / (2 Δu'), Δu' = 1/(2τ)
+        return float(np.clip(sigmoid(scale * (u1 - u0)), EM_PROBABILITY_FLOOR, 1.0 - EM_PROBABILITY_FLOOR))
+    scale = problem.epsilon * problem.tau
     with np.errstate(over="ignore", invalid="ignore"):
         w0, w1 = np.exp(scale * u0), np.exp(scale * u1)
         p0, p1 = w0 / (w0 + w1), w1 / (w0 + w1)
@@ -124,10 +139,20 @@ class EMCount(BinaryEMCount):
 
     name: ClassVar[str] = "EM_count"
     step: ClassVar[str] = "exponential mechanism on {0,1}, score u' (sensitivity 1/(2 tau))"
-    legacy_overflow: bool = False
 
     def accept_probability(self, true_answer: float, problem: DecisionProblem) -> float:
-        return em_count_accept_probability(true_answer, problem, self.legacy_overflow)
+        return em_count_accept_probability(true_answer, problem)
+
+
+@dataclass(frozen=True)
+class LegacyEMCount(EMCount):
+    """EM_count with the artifact's overflowing arithmetic (module docstring): not ε-DP, evaluation only."""
+
+    name: ClassVar[str] = "EM_count_legacy"
+    differentially_private: ClassVar[bool] = False
+
+    def accept_probability(self, true_answer: float, problem: DecisionProblem) -> float:
+        return em_count_accept_probability(true_answer, problem, legacy_overflow=True)
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,18 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_choice
 
 from .access import PrivacyAccountant, PrivateView
-from .count import BinaryEMCount, EMCount, LMCount, NaiveEMCount, laplace_accept_probability
+from .count import BinaryEMCount, EMCount, LegacyEMCount, LMCount, NaiveEMCount, laplace_accept_probability
 from .median import EMMedian, HistMedian, em_median_accept_probability, hist_median_accept_probability
 from .problem import Decider, DecisionProblem
 from .sum import LMSum, R2TSum, SVTSum, r2t_accept_probability, svt_accept_probability, truncation_thresholds
 from .table import Table
 
-#: Every decider by name. ``EM_count_legacy`` reproduces the artifact's overflow; ``SVT_sum_paper``
-#: is Algorithm 2 as printed (no Algorithm 4).
+#: Every decider by name. ``EM_count_legacy`` reproduces the artifact's overflow (not ε-DP: evaluation
+#: mode only); ``SVT_sum_paper`` is Algorithm 2 as printed (no Algorithm 4).
 DECIDERS: dict[str, Decider] = {
     "LM_count": LMCount(),
     "EM_count": EMCount(),
-    "EM_count_legacy": EMCount(legacy_overflow=True),
+    "EM_count_legacy": LegacyEMCount(),
     "EM_count_naive": NaiveEMCount(),
     "LM_sum": LMSum(),
     "R2T_sum": R2TSum(),
@@ -68,6 +68,22 @@ class DecisionRun:
 def run_decider(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
                 trials: int = 1) -> DecisionRun:
     """Run ``decider`` on the private table through an accounted view (the private path)."""
+    require_private(decider)
+    return _run(decider, private, problem, rng, trials)
+
+
+def require_private(decider: Decider) -> None:
+    """Refuse a decider whose privacy loss is unbounded on the private path: its accounted ε would
+    be a false promise."""
+    if not decider.differentially_private:
+        private_ones = ", ".join(name for name, d in DECIDERS.items() if d.differentially_private)
+        raise ValidationError("decider", f"an epsilon-DP decider ({private_ones})",
+                              f"{decider.name} is not differentially private (its privacy loss is unbounded); "
+                              "it runs only in the evaluation mode (--trials), which reads the truth")
+
+
+def _run(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
+         trials: int) -> DecisionRun:
     accountant = PrivacyAccountant(problem.epsilon)
     view = PrivateView(private, problem.query, accountant, problem.domain)
     decisions = decider.decide(view, problem, rng, trials)
@@ -135,8 +151,9 @@ class Evaluation(NamedTuple):
 
 def evaluate(decider: Decider, private: Table, problem: DecisionProblem, rng: np.random.Generator,
              trials: int, exact: bool = True) -> Evaluation:
-    """Run ``trials`` executions and compare with the truth (evaluation mode: reads q(D))."""
-    run = run_decider(decider, private, problem, rng, trials)
+    """Run ``trials`` executions and compare with the truth (evaluation mode: reads q(D), so it is
+    not private, and deciders that are not ε-DP may be evaluated too)."""
+    run = _run(decider, private, problem, rng, trials)
     truth = problem.query.answer(private)
     satisfied = problem.satisfied(truth)
     accept = exact_accept_probability(decider, private, problem) if exact else float("nan")

@@ -94,6 +94,9 @@ class Decider(ABC):
     name: ClassVar[str]
     #: Aggregates it decides on.
     aggregates: ClassVar[tuple[str, ...]]
+    #: Whether its privacy loss is bounded by the problem's ε. Only such deciders run on the private
+    #: path (:func:`~.deciders.run_decider`); the others exist to reproduce a paper's figure.
+    differentially_private: ClassVar[bool] = True
 
     def check(self, problem: DecisionProblem) -> None:
         if problem.query.aggregate not in self.aggregates:
