@@ -75,7 +75,7 @@ from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.local_cluster import ServerProcess
 from ldpsynth.aggregator.verify import Verification, verify_data_dir
-from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger, batch_capacity, load_rows, prepare_reports
+from ldpsynth.client import AsyncClient, PrivacyLedger, batch_capacity, load_rows, prepare_reports
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
@@ -286,7 +286,7 @@ async def _many_clients(target: str, group: tuple[int, ...], k: int, vertices: i
 
         async def device(c: int, client: AsyncClient, info: CollectionInfo) -> None:
             # Client c reports the pairs (c mod V, r) for r < k: distinct rows, one report each.
-            with PrivacyLedger(IN_MEMORY, budget=exact_budget(k)) as ledger:
+            with PrivacyLedger.for_simulation(budget=exact_budget(k)) as ledger:
                 for r in range(k):
                     row = {"i": [c % vertices], "j": [r], "edge": [(c + r) % 2]}
                     started = time.monotonic()

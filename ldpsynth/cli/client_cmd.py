@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "PEM of this device's private key (mutual TLS)")
     _add_ledger_argument(submit)
     submit.add_argument("--budget", type=float, metavar="EPS",
-                        help="ε this device may spend per collection (default: 10 × the collection's ε)")
+                        help="ε this device may spend per collection: stored in a new ledger (default: 10 × each "
+                             "collection's ε); with an existing one only a lower cap for this run (a higher "
+                             "budget needs reset-ledger --budget)")
     submit.add_argument("--batch-size", type=int, metavar="N",
                         help="reports per batch (default and maximum: the collection's limits)")
     submit.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS",
@@ -53,11 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "with the old ones: afterwards only the server's per-credential quota bounds this device. Run it "
                     "with no other process using the ledger.")
     _add_ledger_argument(reset)
+    reset.add_argument("--budget", type=float, metavar="EPS",
+                       help="ε the new ledger may spend per collection (default: 10 × each collection's ε)")
 
 
 def _add_ledger_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", metavar="FILE",
-                        help="privacy ledger (default: $LDPSYNTH_LEDGER, else ~/.local/share/ldpsynth/ledger.sqlite)")
+                        help="privacy ledger file (default: $LDPSYNTH_LEDGER, else "
+                             "~/.local/share/ldpsynth/ledger.sqlite; ':memory:' is refused: it would forget every "
+                             "report when the command ends)")
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -75,5 +81,5 @@ def _submit(args: argparse.Namespace) -> int:
 def _reset_ledger(args: argparse.Namespace) -> int:
     from ldpsynth.client import PrivacyLedger
 
-    print(json.dumps(PrivacyLedger.reset(args.ledger), sort_keys=True))
+    print(json.dumps(PrivacyLedger.reset(args.ledger, budget=args.budget), sort_keys=True))
     return 0

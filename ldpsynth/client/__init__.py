@@ -20,14 +20,14 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
         print(analyst.estimate("ratings", queries=[marginal("rating")]).records())
 """
 
-from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.errors import CardChanged, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.query_wire import AnswerTable
 from ldpsynth.shared.release import Release
 
 from .aio import DEFAULT_DEADLINE, AsyncClient
 from .device import PreparedReports, collection_fingerprint, prepare_reports
 from .errors import QueryError, SubmitError
-from .ledger import DEFAULT_BUDGET_MULTIPLE, IN_MEMORY, LEDGER_ENV, PrivacyLedger, default_ledger_path
+from .ledger import DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, PrivacyLedger, default_ledger_path
 from .query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUSES, QueryClient
 from .result import SubmitResult
 from .retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
@@ -39,13 +39,13 @@ from .transport import DEFAULT_MAX_MESSAGE_BYTES
 __all__ = [
     "AnswerTable",
     "AsyncClient",
+    "CardChanged",
     "Client",
     "DEFAULT_BUDGET_MULTIPLE",
     "DEFAULT_DEADLINE",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_QUERY_DEADLINE",
     "EncodedRows",
-    "IN_MEMORY",
     "LEDGER_ENV",
     "PreparedReports",
     "PrivacyBudgetExceeded",

@@ -9,9 +9,17 @@ Privacy semantics (docs/contract.md §5, §14):
   rounding can never under-count it.
 * **Budget.** A submission whose new rows would take the sum over the device's per-collection
   budget is refused whole with :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`: nothing
-  is recorded and nothing is sent. The budget is ``budget`` (an ε, the same for every
-  collection) or, by default, :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε, i.e. ten
-  distinct rows per device and collection.
+  is recorded and nothing is sent. The budget is fixed when the ledger is created and stored in
+  it: ``budget`` (an ε, the same for every collection) or, by default,
+  :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε, i.e. ten distinct rows per device and
+  collection. A later ``budget`` may be lower (a stricter cap for that session), never higher.
+* **The ε a collection is released at is pinned** at the device's first report to it: a card
+  re-issued under the same name at another ε is refused
+  (:class:`~ldpsynth.shared.errors.CardChanged`), since the same rows would get fresh reports (the
+  memo is bound to the card) that could be averaged with the old ones, and a budget that follows
+  the card would let them through. A card re-issued at the same ε (another schema) gets fresh
+  reports, each charged again against the same budget.
+* Starting over with a higher budget or a re-issued card is explicit: :meth:`PrivacyLedger.reset`.
 * **Memoization** (RAPPOR's *permanent randomized response*). The perturbed report of a row is
   drawn once per (collection, public attributes, private value) and then reused: re-reporting
   the same row sends the same perturbed code with the same report id (so the server
@@ -49,6 +57,12 @@ reported afresh, i.e. exactly the averaging memoization exists to stop):
   names and creates a new ledger whose device table and marker record the reset. What bounds a
   device that starts over is the server's per-credential quota (``max_rows_per_client``), not
   the device (docs/contract.md, "What a device must keep").
+* **Format 1** ledgers (written before budgets and ε were stored) are upgraded at their first
+  open, in one transaction: the budget given then (else the default) is stored, and each
+  collection's ε is pinned at its spend per report.
+* **In memory** (:meth:`PrivacyLedger.for_simulation`): simulations and tests only; it forgets
+  every report when the object goes, so it protects nothing across runs, and a path of
+  ``":memory:"`` is refused.
 """
 
 from __future__ import annotations
@@ -62,13 +76,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.files import fsync_directory
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.validation import check_epsilon
@@ -77,14 +92,14 @@ from ldpsynth.shared.validation import check_epsilon
 LEDGER_ENV = "LDPSYNTH_LEDGER"
 #: Default per-collection budget, in multiples of the collection's ε.
 DEFAULT_BUDGET_MULTIPLE = 10
-#: Path that keeps the ledger in memory (simulations only: nothing survives the process).
+#: SQLite's name of a database in memory: refused as a ledger path (see :meth:`PrivacyLedger.for_simulation`).
 IN_MEMORY = ":memory:"
 #: Suffix of the marker written next to a ledger when it is created: ``ledger.sqlite.created``.
 MARKER_SUFFIX = ".created"
 #: Suffixes of the files SQLite keeps next to a ledger in WAL mode.
 SQLITE_SUFFIXES = ("-wal", "-shm")
 
-_FORMAT = 1
+_FORMAT = 2
 _SECRET_BYTES = 32
 _MEMO_KEY_BYTES = 32  # HMAC-SHA256
 _DOMAIN = b"ldpsynth-memo/1"
@@ -92,14 +107,17 @@ _ID_DOMAIN = b"ldpsynth-ledger-id/1"
 _MARKER_FORMAT = "ldpsynth-ledger-marker/1"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _LOOKUP_CHUNK = 500
-#: The tables as SQLite records them (``sqlite_master.sql``) for a ledger of format 1.
-_TABLES = {
+#: The tables as SQLite records them (``sqlite_master.sql``) for a ledger of format 1 ...
+_TABLES_1 = {
     "device": "CREATE TABLE device (name TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
     "spend": "CREATE TABLE spend (collection TEXT PRIMARY KEY, epsilon TEXT NOT NULL,"
              " reports INTEGER NOT NULL) WITHOUT ROWID",
     "memo": "CREATE TABLE memo (memo_key BLOB PRIMARY KEY, collection TEXT NOT NULL,"
             " report_id BLOB NOT NULL, private_code INTEGER NOT NULL) WITHOUT ROWID",
 }
+#: ... and of format 2: the ε each collection is released at, pinned at the first report.
+_PINNED = "CREATE TABLE pinned (collection TEXT PRIMARY KEY, epsilon TEXT NOT NULL) WITHOUT ROWID"
+_TABLES = {**_TABLES_1, "pinned": _PINNED}
 #: SQL condition: a memo row has the shape the ledger writes.
 _MEMO_ROW_SOUND = (f"(typeof(memo_key) = 'blob' AND length(memo_key) = {_MEMO_KEY_BYTES} AND typeof(report_id) = 'blob'"
                    f" AND length(report_id) = {REPORT_ID_BYTES} AND typeof(private_code) = 'integer'"
@@ -117,6 +135,47 @@ def default_ledger_path() -> Path:
         return Path(explicit).expanduser()
     data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data) / "ldpsynth" / "ledger.sqlite"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The budget a ledger was created with: an ε per collection, or a multiple of each collection's ε."""
+
+    epsilon: Fraction | None = None
+    multiple: int = DEFAULT_BUDGET_MULTIPLE
+
+    @classmethod
+    def of(cls, budget: float | None) -> Budget:
+        """``budget`` ε per collection, or the default multiple when ``None``."""
+        return cls() if budget is None else cls(Fraction(check_epsilon(budget, "budget")))
+
+    def for_collection(self, collection_epsilon: Fraction) -> Fraction:
+        return self.epsilon if self.epsilon is not None else self.multiple * collection_epsilon
+
+    def describe(self) -> str:
+        if self.epsilon is not None:
+            return f"epsilon {float(self.epsilon):.6g} per collection"
+        return f"{self.multiple} x each collection's epsilon"
+
+    def to_bytes(self) -> bytes:
+        record = {"epsilon": str(self.epsilon)} if self.epsilon is not None else {"multiple": self.multiple}
+        return json.dumps(record, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, path: Path | str, value: object) -> Budget:
+        """The stored budget; :class:`LedgerError` unless it is one the ledger writes."""
+        try:
+            record = json.loads(value) if isinstance(value, bytes) else None
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and set(record) == {"epsilon"}:
+            epsilon = _exact(record["epsilon"])
+            if epsilon is not None and epsilon > 0:
+                return cls(epsilon)
+        if isinstance(record, dict) and set(record) == {"multiple"} and type(record["multiple"]) is int \
+                and record["multiple"] > 0:
+            return cls(multiple=record["multiple"])
+        raise _refused(path, f"its budget is {_shown(value)}, not a budget the ledger writes")
 
 
 def marker_path(path: str | os.PathLike) -> Path:
@@ -199,8 +258,8 @@ def _connect(target: str) -> sqlite3.Connection:
     return conn
 
 
-def _initialise(conn: sqlite3.Connection, reset: dict | None = None) -> bytes:
-    """Create the tables and a fresh memo secret (and the record of a reset) in an empty database."""
+def _initialise(conn: sqlite3.Connection, budget: Budget, reset: dict | None = None) -> bytes:
+    """Create the tables, a fresh memo secret, the budget (and the record of a reset) in an empty database."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in _TABLES.values():
@@ -208,6 +267,7 @@ def _initialise(conn: sqlite3.Connection, reset: dict | None = None) -> bytes:
         conn.execute(f"PRAGMA user_version = {_FORMAT}")
         secret = os.urandom(_SECRET_BYTES)
         conn.execute("INSERT INTO device (name, value) VALUES ('memo_secret', ?)", (secret,))
+        conn.execute("INSERT INTO device (name, value) VALUES ('budget', ?)", (budget.to_bytes(),))
         if reset is not None:
             conn.execute("INSERT INTO device (name, value) VALUES ('reset', ?)", (json.dumps(reset).encode(),))
         conn.execute("COMMIT")
@@ -218,7 +278,7 @@ def _initialise(conn: sqlite3.Connection, reset: dict | None = None) -> bytes:
 
 
 @contextmanager
-def _built_ledger(path: Path, reset: dict | None = None) -> Iterator[tuple[Path, bytes]]:
+def _built_ledger(path: Path, budget: Budget, reset: dict | None = None) -> Iterator[tuple[Path, bytes]]:
     """Build a complete new ledger under a temporary name next to ``path``; yield it and its secret.
 
     The caller links it into place; the temporary name is removed when the block ends. Built
@@ -231,7 +291,7 @@ def _built_ledger(path: Path, reset: dict | None = None) -> Iterator[tuple[Path,
         os.close(os.open(building, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         conn = _connect(str(building))
         try:
-            secret = _initialise(conn, reset)
+            secret = _initialise(conn, budget, reset)
         finally:
             conn.close()  # checkpoints the WAL into the file and removes it
         yield building, secret
@@ -245,7 +305,7 @@ def _evidence(path: Path) -> list[Path]:
     return [candidate for candidate in candidates if os.path.lexists(candidate)]
 
 
-def _create_if_new(path: Path) -> None:
+def _create_if_new(path: Path, budget: Budget) -> None:
     """Create a ledger at ``path`` if nothing there shows an earlier one; refuse if only its evidence is left."""
     if os.path.lexists(path):
         return
@@ -255,7 +315,7 @@ def _create_if_new(path: Path) -> None:
         raise _refused(path, f"the ledger is missing but files left next to it ({names}) show that one was created "
                              "here: a new ledger would let rows already reported be reported afresh")
     if not evidence:
-        with _built_ledger(path) as (built, _), suppress(FileExistsError):  # another process won the race
+        with _built_ledger(path, budget) as (built, _), suppress(FileExistsError):  # another process won the race
             os.link(built, path)
         fsync_directory(path.parent)
 
@@ -270,15 +330,15 @@ def _check_file(path: Path) -> None:
         raise _refused(path, "the ledger file is not a SQLite database")
 
 
-def _verify(conn: sqlite3.Connection, path: Path) -> bytes:
-    """Check the whole ledger on one snapshot (see the module docstring); return its memo secret."""
+def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
+    """Check the whole ledger on one snapshot (see the module docstring); return its format and memo secret."""
     conn.execute("BEGIN")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != _FORMAT:
+        if version not in (1, _FORMAT):
             raise _refused(path, f"it is a SQLite database of format {version}, not a ledger of format {_FORMAT}")
         tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
-        for name, statement in _TABLES.items():
+        for name, statement in (_TABLES_1 if version == 1 else _TABLES).items():
             if tables.get(name) != statement:
                 raise _refused(path, f"its table {name!r} is missing or not the one the ledger creates")
         row = conn.execute("SELECT value FROM device WHERE name = 'memo_secret'").fetchone()
@@ -289,6 +349,14 @@ def _verify(conn: sqlite3.Connection, path: Path) -> bytes:
         spends = {collection: _checked_spend(path, collection, epsilon, reports)
                   for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")}
         memos = dict(conn.execute("SELECT collection, COUNT(*) FROM memo GROUP BY collection").fetchall())
+        if version == _FORMAT:
+            budget = conn.execute("SELECT value FROM device WHERE name = 'budget'").fetchone()
+            Budget.from_bytes(path, None if budget is None else budget[0])
+            for collection, epsilon in conn.execute("SELECT collection, epsilon FROM pinned"):
+                pinned = _exact(epsilon)
+                if pinned is None or pinned <= 0:
+                    raise _refused(path, f"collection {_shown(collection)}: its pinned epsilon is {_shown(epsilon)}, "
+                                         "not an exact number > 0")
     finally:
         conn.execute("ROLLBACK")
     for collection in [*spends, *(c for c in memos if c not in spends)]:
@@ -297,7 +365,25 @@ def _verify(conn: sqlite3.Connection, path: Path) -> bytes:
         if stored != reports:
             raise _refused(path, f"collection {_shown(collection)}: {reports} reports counted but {stored} "
                                  "memoized (the ledger records both in one transaction)")
-    return bytes(row[0])
+    return version, bytes(row[0])
+
+
+def _upgrade(conn: sqlite3.Connection, budget: Budget) -> None:
+    """Format 1 -> 2 in one transaction: store ``budget`` and pin each collection's ε at its spend per report."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # (another process may have just done it)
+            conn.execute(_PINNED)
+            conn.execute("INSERT INTO device (name, value) VALUES ('budget', ?)", (budget.to_bytes(),))
+            pins = [(collection, str(Fraction(epsilon) / reports))
+                    for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")
+                    if reports > 0]
+            conn.executemany("INSERT INTO pinned (collection, epsilon) VALUES (?, ?)", pins)
+            conn.execute(f"PRAGMA user_version = {_FORMAT}")
+        conn.execute("COMMIT")
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def _write_marker(path: Path, ledger_id: str, reset: dict | None = None) -> None:
@@ -403,55 +489,83 @@ class PrivacyLedger:
     Parameters
     ----------
     path:
-        The ledger file; ``None`` for :func:`default_ledger_path`; :data:`IN_MEMORY` for a
-        ledger that lives only as long as this object (simulations: it protects nothing
-        across runs, say so). A path with no ledger, no marker and no ``-wal``/``-shm`` gets a
-        new ledger; an existing ledger is checked whole (module docstring) and refused with
-        :class:`~ldpsynth.shared.errors.LedgerError` if anything is wrong, as is a path whose
-        ledger is gone but whose marker or ``-wal``/``-shm`` is left (:meth:`reset` starts over).
+        The ledger file; ``None`` for :func:`default_ledger_path`. A path with no ledger, no marker
+        and no ``-wal``/``-shm`` gets a new ledger; an existing ledger is checked whole (module
+        docstring) and refused with :class:`~ldpsynth.shared.errors.LedgerError` if anything is
+        wrong, as is a path whose ledger is gone but whose marker or ``-wal``/``-shm`` is left
+        (:meth:`reset` starts over). ``":memory:"`` is refused: see :meth:`for_simulation`.
     budget:
-        The ε a device may spend per collection (a finite number > 0); ``None`` for
-        :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε.
+        The ε a device may spend per collection (a finite number > 0). A new ledger stores it
+        (``None``: :data:`DEFAULT_BUDGET_MULTIPLE` times each collection's ε); with an existing
+        ledger it may only lower the stored budget for this session (``None``: the stored one).
 
     One ledger may be shared by threads and processes: every submission runs in one
     ``BEGIN IMMEDIATE`` transaction.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, budget: float | None = None):
-        self.budget = None if budget is None else check_epsilon(budget, "budget")
-        self.path = IN_MEMORY if path == IN_MEMORY else Path(path if path is not None else default_ledger_path())
+    def __init__(self, path: str | os.PathLike | None = None, *, budget: float | None = None,
+                 _in_memory: bool = False):
+        self.session_budget = None if budget is None else Fraction(check_epsilon(budget, "budget"))
         self._lock = threading.RLock()
-        with _ledger_errors(self.path, "cannot open it"):
-            if not isinstance(self.path, Path):  # IN_MEMORY
+        if _in_memory:
+            self.path: Path | str = IN_MEMORY
+            with _ledger_errors(IN_MEMORY, "cannot open it"):
                 self._conn = _connect(IN_MEMORY)
-                self._secret = _initialise(self._conn)
-            else:
-                _create_if_new(self.path)
-                _check_file(self.path)
-                self._conn = _connect(str(self.path))
-                try:
-                    self._secret = _verify(self._conn, self.path)
-                    _check_marker(self.path, _ledger_id(self._secret))
-                except BaseException:
-                    self._conn.close()
-                    raise
+                self._secret = _initialise(self._conn, Budget.of(budget))
+            self.budget = Budget.of(budget)
+            return
+        if path is not None and os.fspath(path) == IN_MEMORY:
+            raise ValidationError("ledger", "a ledger file (an in-memory ledger forgets every report when the "
+                                            "program ends, so rows could be reported afresh and averaged; "
+                                            "simulations: PrivacyLedger.for_simulation)", "got ':memory:'")
+        self.path = Path(path if path is not None else default_ledger_path())
+        with _ledger_errors(self.path, "cannot open it"):
+            _create_if_new(self.path, Budget.of(budget))
+            _check_file(self.path)
+            self._conn = _connect(str(self.path))
+            try:
+                version, self._secret = _verify(self._conn, self.path)
+                _check_marker(self.path, _ledger_id(self._secret))
+                if version == 1:
+                    _upgrade(self._conn, Budget.of(budget))
+                self.budget = Budget.from_bytes(
+                    self.path, self._conn.execute("SELECT value FROM device WHERE name = 'budget'").fetchone()[0])
+            except BaseException:
+                self._conn.close()
+                raise
+        if self.session_budget is not None and self.budget.epsilon is not None \
+                and self.session_budget > self.budget.epsilon:
+            raise self._higher_budget(self.budget.epsilon)
+
+    @classmethod
+    def for_simulation(cls, *, budget: float | None = None) -> PrivacyLedger:
+        """A ledger in memory, for simulations and tests only: it forgets every report when this
+        object goes, so it protects nothing across runs (a real device keeps a file)."""
+        return cls(budget=budget, _in_memory=True)
+
+    def _higher_budget(self, stored: Fraction) -> ValidationError:
+        return ValidationError("budget", f"at most {float(stored):.6g}, the budget this ledger was created with (a "
+                                         "higher one needs `ldpsynth client reset-ledger --budget EPS`, which starts "
+                                         "this device over)", f"got {float(self.session_budget or 0):.6g}")
 
     @staticmethod
-    def reset(path: str | os.PathLike | None = None) -> dict:
+    def reset(path: str | os.PathLike | None = None, *, budget: float | None = None) -> dict:
         """Start this device over, knowingly: move the old ledger aside and create a new one that records it.
 
         The ledger file, its ``-wal``/``-shm`` and its marker, whatever their state, are renamed
         ``<ledger>.reset-<UTC time>`` (plus their suffix; never deleted, never overwritten), then a
-        new ledger is linked in and its ``device`` table (row ``reset``) and its marker (key
-        ``reset``) record the time and what was moved. Run it with no process using the ledger.
+        new ledger with ``budget`` (``None``: the default) is linked in and its ``device`` table
+        (row ``reset``) and its marker (key ``reset``) record the time and what was moved. Run it
+        with no process using the ledger.
 
         The device's ε spent restarts at 0 and rows it has already reported get fresh,
         independent reports that can be averaged with the old ones: after a reset only the
         server's per-credential quota (``max_rows_per_client``) bounds what this device adds.
         Returns the record.
         """
-        if path == IN_MEMORY:
+        if path is not None and os.fspath(path) == IN_MEMORY:
             raise ValidationError("path", "a ledger file", "an in-memory ledger has nothing to reset")
+        new_budget = Budget.of(budget)
         path = Path(path if path is not None else default_ledger_path())
         now = datetime.now(timezone.utc)
         aside = f"{path}.reset-{now:%Y%m%dT%H%M%S%fZ}"
@@ -459,9 +573,9 @@ class PrivacyLedger:
         marked = os.path.lexists(marker_path(path))
         moved = {f"{path.name}{suffix}": f"{Path(aside).name}{suffix}"
                  for suffix in files + ([MARKER_SUFFIX] if marked else [])}
-        record = {"at": now.isoformat(timespec="seconds"), "moved": moved}
+        record = {"at": now.isoformat(timespec="seconds"), "moved": moved, "budget": new_budget.describe()}
         with _ledger_errors(path, "cannot reset it"):
-            with _built_ledger(path, record) as (built, secret):
+            with _built_ledger(path, new_budget, record) as (built, secret):
                 for suffix in files:  # the database first: its -wal must never be gone while it is in place
                     _move_aside(Path(f"{path}{suffix}"), Path(f"{aside}{suffix}"))
                 os.link(built, path)
@@ -482,13 +596,34 @@ class PrivacyLedger:
                     self._conn.execute("ROLLBACK")
 
     def budget_for(self, epsilon: float) -> float:
-        """The budget of a collection released at ``epsilon``."""
-        return float(self._budget(epsilon))
+        """The budget of a collection released at ``epsilon`` (this session's, if it set a lower one)."""
+        return float(self._budget(Fraction(check_epsilon(epsilon, "epsilon"))))
 
-    def _budget(self, epsilon: float) -> Fraction:
-        if self.budget is not None:
-            return Fraction(self.budget)
-        return DEFAULT_BUDGET_MULTIPLE * Fraction(check_epsilon(epsilon, "epsilon"))
+    def _budget(self, epsilon: Fraction) -> Fraction:
+        stored = self.budget.for_collection(epsilon)
+        if self.session_budget is None:
+            return stored
+        if self.session_budget > stored:
+            raise self._higher_budget(stored)
+        return self.session_budget
+
+    def _pin(self, collection: str, epsilon: Fraction) -> None:
+        """Pin ``collection``'s ε at its first report; refuse a card re-issued at another ε (in the write
+        transaction)."""
+        row = self._conn.execute("SELECT epsilon FROM pinned WHERE collection = ?", (collection,)).fetchone()
+        if row is None:
+            self._conn.execute("INSERT INTO pinned (collection, epsilon) VALUES (?, ?)", (collection, str(epsilon)))
+            return
+        pinned = _exact(row[0])
+        if pinned is None or pinned <= 0:
+            raise _refused(self.path, f"collection {collection!r}: its pinned epsilon is {_shown(row[0])}, "
+                                      "not an exact number > 0")
+        if pinned != epsilon:
+            raise CardChanged(
+                f"collection {collection!r} is now released at epsilon {float(epsilon):.6g}, but this device's "
+                f"reports to it were made at epsilon {float(pinned):.6g}: the same rows would get fresh reports "
+                "that could be averaged with the old ones. To report to the re-issued collection, start this "
+                "device over knowingly: `ldpsynth client reset-ledger` (PrivacyLedger.reset)")
 
     def _read_spend(self, collection: str) -> tuple[Fraction, int]:
         """``(ε spent, reports)`` of ``collection``, checked (:class:`LedgerError` if the stored row is not sound)."""
@@ -527,9 +662,10 @@ class PrivacyLedger:
         :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`.
         """
         eps = Fraction(check_epsilon(epsilon, "epsilon"))
-        budget = self._budget(epsilon)
         with self._write():
-            yield LedgerTransaction(self._conn, self.path, collection, eps, budget, *self._read_spend(collection))
+            self._pin(collection, eps)
+            yield LedgerTransaction(self._conn, self.path, collection, eps, self._budget(eps),
+                                    *self._read_spend(collection))
 
     def close(self) -> None:
         """Close the database connection."""

@@ -52,3 +52,9 @@ class LedgerError(ValidationError):
 
 class PrivacyBudgetExceeded(LdpsynthError):
     """A submission would spend more ε than the device's budget allows."""
+
+
+class CardChanged(PrivacyBudgetExceeded):
+    """A collection was re-issued at another ε than the one this device's reports to it were made
+    at: fresh reports of the same rows could be averaged with the old ones, so the device refuses
+    until it is started over knowingly (``ldpsynth client reset-ledger``)."""

@@ -11,7 +11,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger
+from ldpsynth.client import AsyncClient, PrivacyLedger
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.continuous import continuous_schema, discretisation_bound, function_weights
@@ -31,7 +31,7 @@ async def submit_devices(target: str, collection: str, rows: np.ndarray) -> int:
 
         async def device(row: np.ndarray) -> int:
             async with gate:
-                with PrivacyLedger(IN_MEMORY) as ledger:
+                with PrivacyLedger.for_simulation() as ledger:
                     result = await client.submit(info, {"x": [row[0]], "y": [row[1]]}, ledger=ledger)
             return result.acknowledged
 

@@ -30,7 +30,6 @@ from scipy import stats
 from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, Population, movielens_100k
 from ldpsynth.client import AsyncClient, PrivacyLedger
 from ldpsynth.client.device import prepare_reports
-from ldpsynth.client.ledger import IN_MEMORY
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo
@@ -66,7 +65,7 @@ async def submit_every_device(target: str, population: Population) -> tuple[list
 
         async def device(rows: np.ndarray) -> tuple[Reports, int, int]:
             columns = device_columns(population, rows)
-            with PrivacyLedger(IN_MEMORY, budget=len(rows) * epsilon) as ledger:
+            with PrivacyLedger.for_simulation(budget=len(rows) * epsilon) as ledger:
                 async with gate:
                     result = await client.submit(info, columns, ledger=ledger)
                 assert result.rows == result.sent == len(rows)

@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.client import IN_MEMORY, AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError, encode_columns
+from ldpsynth.client import AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError, encode_columns
 from ldpsynth.client.aio import ClientOptions
 from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.mechanism import MechanismE
@@ -302,7 +302,7 @@ def test_many_devices_share_one_async_client(ledger) -> None:
             info = await client.get_collection("ratings")
 
             async def device(i: int):
-                with PrivacyLedger(IN_MEMORY) as own:
+                with PrivacyLedger.for_simulation() as own:
                     return await client.submit(info, ratings_rows(7, seed=i, start=7 * i), ledger=own)
 
             return await asyncio.gather(*(device(i) for i in range(40)))

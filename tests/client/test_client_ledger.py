@@ -20,7 +20,6 @@ import pytest
 from ldpsynth.cli import main as cli_main
 from ldpsynth.client import (
     DEFAULT_BUDGET_MULTIPLE,
-    IN_MEMORY,
     PrivacyLedger,
     collection_fingerprint,
     default_ledger_path,
@@ -28,7 +27,7 @@ from ldpsynth.client import (
     prepare_reports,
 )
 from ldpsynth.client.ledger import marker_path
-from ldpsynth.shared.errors import LedgerError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
 
 from .client_fakes import FakeCollectionService, ServerThread, ratings_info, ratings_rows
 
@@ -172,8 +171,10 @@ def test_two_handles_on_one_file_add_up(tmp_path) -> None:
 
 
 def test_in_memory_ledger_and_bad_arguments(tmp_path) -> None:
-    with PrivacyLedger(IN_MEMORY) as ledger:
+    with PrivacyLedger.for_simulation() as ledger:
         assert prepare(ledger, ratings_rows(2)).epsilon_total > 0
+    with pytest.raises(ValidationError, match=r"ledger.*for_simulation"):
+        PrivacyLedger(":memory:")
     with pytest.raises(ValidationError, match="budget"):
         PrivacyLedger(tmp_path / "l.sqlite", budget=float("nan"))
     blocker = tmp_path / "a-file"
@@ -392,7 +393,7 @@ def test_reset_moves_everything_aside_and_records_it(tmp_path) -> None:
     assert list(again["moved"]) == ["l.sqlite.created"]
     PrivacyLedger(path).close()
     with pytest.raises(ValidationError, match="in-memory"):
-        PrivacyLedger.reset(IN_MEMORY)
+        PrivacyLedger.reset(":memory:")
 
 
 def run_client(args: list[str], capsys) -> tuple[int, str, str]:
@@ -446,3 +447,107 @@ def test_cli_reset_ledger_starts_over_knowingly(only_client_command, tmp_path, c
     folder.mkdir()
     code, out, err = run_client(["reset-ledger", "--ledger", str(folder)], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and "cannot reset it" in err
+
+
+# --- The audit of 5612345: an in-memory ledger per CLI run, and a budget that followed the server. ---
+def submit_rows(server_target: str, rows: Path, ledger: str, capsys, *extra: str) -> tuple[int, str, str]:
+    return run_client(["submit", "--target", server_target, "--collection", "ratings", "--rows", str(rows),
+                       "--ledger", ledger, "--max-attempts", "1", *extra], capsys)
+
+
+def test_cli_refuses_an_in_memory_ledger(only_client_command, tmp_path, capsys) -> None:
+    """On main 5612345 the same 3 rows submitted 3 times with ``--ledger :memory:`` were stored as 9
+    independent reports (acknowledged [3, 3, 3], each run printing epsilon_total 3): every run had a
+    fresh ledger. Now each run is refused before anything is perturbed or sent."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("movie,region,rating,watched\n1,us,3,0\n2,us,4,1\n3,eu,5,0\n", encoding="utf-8")
+    service = FakeCollectionService(ratings_info())
+    with ServerThread(service) as server:
+        for _ in range(3):
+            code, out, err = submit_rows(server.target, rows, ":memory:", capsys)
+            assert code == 2 and out == "" and err.count("\n") == 1
+            assert err.startswith("ldpsynth client: error: ledger: got ':memory:'") and "for_simulation" in err
+        code, out, _ = submit_rows(server.target, rows, str(tmp_path / "l.sqlite"), capsys)
+        assert code == 0 and json.loads(out)["acknowledged"] == 3
+        code, out, _ = submit_rows(server.target, rows, str(tmp_path / "l.sqlite"), capsys)
+        assert code == 0 and json.loads(out)["acknowledged"] == 0 and json.loads(out)["epsilon_spent"] == 0
+    assert len(service.stored) == 3
+
+
+def test_a_collection_reissued_at_another_epsilon_needs_a_reset(tmp_path) -> None:
+    """On main 5612345: 10 rows at epsilon 1 used the default budget (10 x 1); the collection re-issued
+    under the same name at epsilon 4 raised the default budget to 40 and gave the same rows fresh
+    reports (the memo is bound to the card): 7 of them went through. Now the epsilon is pinned."""
+    path = tmp_path / "l.sqlite"
+    rows = ratings_rows(10)
+    with PrivacyLedger(path) as ledger:
+        first = prepare(ledger, rows)
+        assert len(first.reports) == 10 and ledger.spent("ratings") == pytest.approx(10, rel=1e-12)
+        with pytest.raises(PrivacyBudgetExceeded, match="over this device's budget"):
+            prepare(ledger, ratings_rows(1, start=50))
+        reissued = ratings_info(4.0)
+        with pytest.raises(CardChanged, match="now released at epsilon 4.*made at epsilon 1.*reset-ledger"):
+            prepare_reports(reissued, encode_columns(reissued.schema, rows), ledger)
+        for n in range(1, 8):  # not one of the 7 rows of the audit, whatever their number
+            with pytest.raises(CardChanged):
+                prepare_reports(reissued, encode_columns(reissued.schema, ratings_rows(n)), ledger)
+        assert ledger.reports("ratings") == 10
+    PrivacyLedger.reset(path)
+    with PrivacyLedger(path) as ledger:
+        assert prepare(ledger, ratings_rows(7), 4.0).epsilon_spent == pytest.approx(28, rel=1e-12)
+
+
+def test_the_budget_is_fixed_when_the_ledger_is_created(tmp_path) -> None:
+    """``--budget`` was not stored: a later, higher one simply applied. Now it is stored; a lower one caps
+    one session; a higher one needs reset-ledger --budget."""
+    path = tmp_path / "l.sqlite"
+    info = ratings_info(1.0)
+    with PrivacyLedger(path, budget=3.0) as ledger:
+        assert prepare(ledger, ratings_rows(3)).epsilon_spent == pytest.approx(3, rel=1e-12)
+    with pytest.raises(ValidationError, match=r"budget.*at most 3, the budget this ledger was created with"):
+        PrivacyLedger(path, budget=30.0)
+    with PrivacyLedger(path) as ledger:  # no budget given: the stored one
+        with pytest.raises(PrivacyBudgetExceeded):
+            prepare_reports(info, encode_columns(info.schema, ratings_rows(1, start=50)), ledger)
+    with PrivacyLedger(path, budget=2.0) as ledger:  # lower: a stricter cap, not stored
+        assert ledger.budget_for(1.0) == 2.0
+    record = PrivacyLedger.reset(path, budget=30.0)
+    assert record["budget"] == "epsilon 30 per collection"
+    with PrivacyLedger(path) as ledger:
+        assert ledger.budget_for(1.0) == 30.0
+    # The default (10 x the collection's epsilon) is stored as such: a budget above it is refused too.
+    default = tmp_path / "default.sqlite"
+    with PrivacyLedger(default) as ledger:
+        assert prepare(ledger, ratings_rows(2)).epsilon_spent == pytest.approx(2, rel=1e-12)
+    with PrivacyLedger(default, budget=11.0) as ledger, pytest.raises(ValidationError, match="at most 10"):
+        prepare_reports(info, encode_columns(info.schema, ratings_rows(1, start=60)), ledger)
+
+
+def test_cli_budget_and_reset_ledger_budget(only_client_command, tmp_path, capsys) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("movie,region,rating,watched\n1,us,3,0\n2,us,4,1\n", encoding="utf-8")
+    ledger = str(tmp_path / "l.sqlite")
+    with ServerThread(FakeCollectionService(ratings_info())) as server:
+        assert submit_rows(server.target, rows, ledger, capsys, "--budget", "2")[0] == 0
+        code, out, err = submit_rows(server.target, rows, ledger, capsys, "--budget", "20")
+        assert code == 2 and out == "" and "reset-ledger --budget" in err
+        code, out, err = run_client(["reset-ledger", "--ledger", ledger, "--budget", "20"], capsys)
+        assert code == 0 and json.loads(out)["budget"] == "epsilon 20 per collection"
+        assert submit_rows(server.target, rows, ledger, capsys, "--budget", "20")[0] == 0
+
+
+def test_a_ledger_of_format_1_is_upgraded_with_its_collections_pinned(tmp_path) -> None:
+    """A ledger written by 5612345 (format 1: no stored budget, no pinned epsilon) opens: the budget
+    given then (else the default) is stored and each collection's epsilon pinned at its spend per report."""
+    path = tmp_path / "l.sqlite"
+    info = ratings_info(1.0)
+    with PrivacyLedger(path) as ledger:
+        prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
+    edit(path, "DROP TABLE pinned", "DELETE FROM device WHERE name = 'budget'", "PRAGMA user_version = 1")
+    with PrivacyLedger(path, budget=5.0) as ledger:
+        assert ledger.reports("ratings") == 4 and ledger.budget_for(1.0) == 5.0
+        with pytest.raises(CardChanged):
+            prepare_reports(ratings_info(2.0), encode_columns(info.schema, ratings_rows(1, start=70)), ledger)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("SELECT epsilon FROM pinned").fetchall() == [(str(Fraction(info.card.mechanism.epsilon)),)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger, RetryPolicy, SubmitError
+from ldpsynth.client import AsyncClient, PrivacyLedger, RetryPolicy, SubmitError
 from ldpsynth.shared.errors import ValidationError
 
 from .client_fakes import FakeCollectionService, FakeServer, ratings_info, ratings_rows
@@ -52,7 +52,7 @@ def run(service: FakeCollectionService, credentials: grpc.ServerCredentials, **c
     async def main():
         async with FakeServer(service, credentials=credentials) as server:
             async with AsyncClient(server.target, retry=ONCE, deadline=5.0, **client_options) as client:
-                with PrivacyLedger(IN_MEMORY) as ledger:
+                with PrivacyLedger.for_simulation() as ledger:
                     return await client.submit("ratings", ratings_rows(6), ledger=ledger)
     return asyncio.run(main())
 

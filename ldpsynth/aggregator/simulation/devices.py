@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.client import IN_MEMORY, AsyncClient, PrivacyLedger, SubmitError
+from ldpsynth.client import AsyncClient, PrivacyLedger, SubmitError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.validation import check_real, check_seconds
 
@@ -107,7 +107,7 @@ async def _run_device(device: int, rows: dict[str, np.ndarray], info: Collection
                       pool: asyncio.Queue[AsyncClient], outcome: GroupOutcome) -> None:
     rng = np.random.default_rng([group.seed, device])
     count = len(next(iter(rows.values())))
-    ledger = PrivacyLedger(IN_MEMORY, budget=device_budget(count, info.card.mechanism.epsilon))
+    ledger = PrivacyLedger.for_simulation(budget=device_budget(count, info.card.mechanism.epsilon))
     client = await pool.get()
     loop = asyncio.get_running_loop()
     try:
