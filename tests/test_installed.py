@@ -13,10 +13,12 @@ environment through a path file (nothing is downloaded); only ldpsynth itself is
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -26,6 +28,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 COLLECTION = ROOT / "docker" / "collections" / "ratings.json"
 ROWS = ROOT / "docker" / "rows" / "device.csv"
+#: A replica whose workers cannot start ends within this many seconds (from its start).
+FAIL_FAST_SECONDS = 30.0
 
 
 def bare_venv(path: Path) -> Path:
@@ -44,9 +48,15 @@ def bare_venv(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of what the images copy (pyproject.toml, README.md, ldpsynth/), built in a copy: a
+    build writes build/ and *.egg-info beside the sources."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "ldpsynth", source / "ldpsynth", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(out), str(ROOT)], check=True)
+                    "--wheel-dir", str(out), str(source)], check=True)
     (built,) = out.glob("ldpsynth-*.whl")
     return built
 
@@ -117,3 +127,28 @@ def test_the_installed_server_serves_from_the_checkout_root(installed: Path, tmp
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_a_worker_that_cannot_be_created_ends_the_replica_naming_the_cause(installed: Path,
+                                                                          tmp_path: Path) -> None:
+    """The defect itself, re-created: a working directory whose ``ldpsynth/`` holds only an
+    ``__init__.py`` that imports the rest. The workers cannot import the package; the replica says
+    which shard and why, in one line, and exits 1 within 30 s."""
+    workdir = tmp_path / "workdir"
+    (workdir / "ldpsynth").mkdir(parents=True)
+    (workdir / "ldpsynth" / "__init__.py").write_text("from ldpsynth.shared.card import MechanismCard\n")
+    started = time.monotonic()
+    proc = serve(installed, tmp_path / "data", workdir)
+    try:
+        out, err = proc.communicate(timeout=FAIL_FAST_SECONDS + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the replica did not end; stderr:\n{proc.communicate()[1][-3000:]}")
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, err[-3000:]
+    assert out == ""
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("ldpsynth aggregator: error: shard "), last
+    assert last.endswith(": ModuleNotFoundError: No module named 'ldpsynth.shared'"), last
+    assert "Traceback" not in err
+    assert elapsed < FAIL_FAST_SECONDS, f"{elapsed:.1f} s"

@@ -34,9 +34,9 @@ from .datadir import DataDir
 from .jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from .log_records import LogCorruption
 from .nats_process import EmbeddedNats
-from .ray_cluster import RayRuntime, RayWorkers, end_actor, worker_name
+from .ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
 from .shard_worker import ShardDamaged, WorkerSpec
-from .status import ShardUnavailable
+from .status import ShardUnavailable, WorkerStartFailed
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,11 @@ T = TypeVar("T")
 
 class BackendError(LdpsynthError):
     """The log, the data directory or a shard cannot be served (the message says which and why)."""
+
+
+class WorkersDidNotStart(BackendError):
+    """A shard worker could not be created, raised while starting or kept dying (the message names
+    the shard and the worker's exception), or did not become ready in time."""
 
 
 @dataclass
@@ -113,8 +118,9 @@ class Backend:
                 await _when_available(bucket.probe)
         except (LayoutError, LogCorruption) as exc:
             raise BackendError(str(exc)) from None
-        runtime = await asyncio.to_thread(RayRuntime.connect, config.ray_address, verbose=config.verbose)
-        parts["runtime"] = runtime
+        runtime = await _finish_in_thread(parts, "runtime", RayRuntime.connect, config.ray_address,
+                                          verbose=config.verbose)
+        keep_signal_handlers()
         if cluster is None:
             assert datadir is not None
             specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), max_group_rows=config.max_group_rows,
@@ -124,16 +130,16 @@ class Backend:
             specs = [WorkerSpec(layout, k, settings, str(cluster.worker_dir), publish_snapshots=True,
                                 max_group_rows=config.max_group_rows, flush_ids=config.snapshot_ids)
                      for k in range(layout.shards)]
-        workers = await asyncio.to_thread(RayWorkers.attach, specs, cluster is not None,
-                                          cluster.worker_resource if cluster is not None else None)
-        if cluster is None:
-            parts["workers"] = workers
+        workers = await _finish_in_thread(parts, "workers" if cluster is None else "", RayWorkers.attach, specs,
+                                          cluster is not None, cluster.worker_resource if cluster is not None else None)
         try:
             await workers.wait_ready(WORKERS_READY_TIMEOUT)
         except ShardDamaged as exc:
             raise BackendError(f"{exc}; restore the log from a backup or a surviving replica") from None
+        except WorkerStartFailed as exc:
+            raise WorkersDidNotStart(str(exc)) from None
         except ShardUnavailable as exc:
-            raise BackendError(f"the shard workers did not start: {exc}") from None
+            raise WorkersDidNotStart(f"the shard workers did not start: {exc}") from None
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
                    datadir)
@@ -168,6 +174,25 @@ async def _when_available(call: Callable[[], Awaitable[T]]) -> T:
                 raise BackendError(f"the log did not answer within {LOG_WAIT_SECONDS:g} s: {exc}") from None
             log.info("waiting for the log: %s", exc)
             await asyncio.sleep(1.0)
+
+
+async def _finish_in_thread(parts: dict[str, object], name: str, call: Callable[..., T], *args: object,
+                            **kwargs: object) -> T:
+    """``call(*args, **kwargs)`` in a thread, its result kept in ``parts[name]`` (unless ``name`` is
+    empty) so that it is released with the rest. A thread cannot be interrupted: if the start is
+    cancelled (SIGTERM while starting), this waits for the call to finish, keeps what it made, and
+    only then lets the cancellation go on, so nothing it started is left running."""
+    task = asyncio.ensure_future(asyncio.to_thread(call, *args, **kwargs))
+    try:
+        result = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        result = await task
+        if name:
+            parts[name] = result
+        raise
+    if name:
+        parts[name] = result
+    return result
 
 
 def _text(path: object) -> str | None:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
+import signal
 import subprocess
 import threading
 import time
@@ -45,7 +47,7 @@ from .config import ConfigError
 from .reaper import descendants, describe, start_reaper, start_time, stop_reaper
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .shard_worker import PinExpired, ShardDamaged, ShardWorker, WorkerSpec
-from .status import ShardFull, ShardUnavailable
+from .status import ShardFull, ShardUnavailable, WorkerStartFailed
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +58,45 @@ COMMIT_DEADLINE = 60.0
 STATUS_DEADLINE = 10.0
 READ_DEADLINE = 900.0
 _RAYLET_POLL = 0.5
+#: A worker that died this many times before it first answered will not start: the replica gives up.
+START_DEATHS = 3
+#: The last line of a Python traceback: ``ModuleNotFoundError: No module named 'x'``.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::.*)?$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
 
 
 def worker_name(layout_id: str, shard: int) -> str:
     return f"ldpsynth-{layout_id}-shard-{shard:03d}"
+
+
+def _creation_failure(exc: BaseException) -> str | None:
+    """The exception a worker's creation task raised, as its traceback's last line, if that is why
+    the actor died (Ray keeps such an actor dead: ``actor_init_failed``); else ``None``."""
+    if not getattr(exc, "actor_init_failed", False):
+        return None
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines()]
+    causes = [line for line in lines if _EXCEPTION_LINE.match(line) and not line.startswith("ray.")]
+    return causes[-1] if causes else next((line for line in lines if line), type(exc).__name__)
+
+
+def _restarts(actor: Any) -> int:
+    """How often Ray has restarted ``actor`` (from the GCS's actor table: Ray's only private call here,
+    as the public state API needs the dashboard, which the local runtime does not start)."""
+    record = ray._private.state.actors(actor_id=actor._actor_id.hex())
+    return int(record.get("NumRestarts") or 0)
+
+
+def keep_signal_handlers() -> None:
+    """Re-install this process's Python handlers of SIGTERM and SIGINT (call from the main thread
+    after the runtime started): ``ray.init`` installs a C++ failure handler over them that prints a
+    stack dump for a plain ``docker stop``. (A loop in another thread has no signal handlers to keep.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(sig)
+        if callable(handler) or handler in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(sig, handler)
 
 
 def end_actor(name: str, timeout: float = 30.0) -> None:
@@ -196,10 +233,13 @@ class RayWorkers:
         except asyncio.TimeoutError:
             raise ShardUnavailable(f"shard {shard}: no answer within {deadline:g} s") from None
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            cause = _creation_failure(exc)
+            if cause is not None:
+                raise WorkerStartFailed(f"shard {shard}: {cause}") from None
             raise ShardUnavailable(f"shard {shard}: worker unavailable ({type(exc).__name__})") from None
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause
-            for kind in (ShardDamaged, ShardFull, ShardUnavailable, PinExpired):  # subclasses first
+            for kind in (ShardDamaged, ShardFull, WorkerStartFailed, ShardUnavailable, PinExpired):  # subclasses first
                 if isinstance(cause, kind):
                     raise kind(str(cause)) from None
             if isinstance(cause, LdpsynthError):  # the log or a file, not a bug: say what, in one line
@@ -216,17 +256,40 @@ class RayWorkers:
         return await self._all("status", deadline=deadline)
 
     async def wait_ready(self, deadline: float) -> list[dict[str, Any]]:
-        """Wait until every worker has restored its state (or ``deadline`` seconds pass)."""
+        """Wait until every worker has restored its state (or ``deadline`` seconds pass).
+
+        Gives up at once, with :class:`WorkerStartFailed`, when a worker's creation raised (an
+        import error, a bad directory) or its process died :data:`START_DEATHS` times while starting:
+        waiting would not help, and the cause is otherwise only in Ray's worker logs."""
         end = time.monotonic() + deadline
+        restarts = await asyncio.to_thread(lambda: [_restarts(actor) for actor in self._actors])
+        said = ""
         while True:
+            wait = min(STATUS_DEADLINE, max(1.0, end - time.monotonic()))
             try:
-                return await self.status(deadline=max(1.0, end - time.monotonic()))
-            except ShardDamaged:
-                raise  # waiting cannot repair a damaged log
-            except ShardUnavailable:
+                return list(await asyncio.gather(*(self._starting(s, wait) for s in range(self.num_shards))))
+            except (ShardDamaged, WorkerStartFailed):
+                raise  # waiting cannot repair a damaged log or a worker that cannot be created
+            except ShardUnavailable as exc:
                 if time.monotonic() >= end:
                     raise
-                await asyncio.sleep(0.5)
+                if str(exc) != said:  # what the replica waits for, in its own log (once per reason)
+                    said = str(exc)
+                    log.info("waiting for the shard workers: %s", exc)
+            now = await asyncio.to_thread(lambda: [_restarts(actor) for actor in self._actors])
+            for shard, (before, after) in enumerate(zip(restarts, now)):
+                if after - before >= START_DEATHS:
+                    raise WorkerStartFailed(f"shard {shard}: the worker process died {after - before} times while "
+                                            "starting (Ray's worker logs say why)")
+            await asyncio.sleep(0.5)
+
+    async def _starting(self, shard: int, deadline: float) -> dict[str, Any]:
+        """The status of a starting worker; an exception its start raised (not a damaged or
+        unreachable log, which have their own errors) means it cannot start: :class:`WorkerStartFailed`."""
+        try:
+            return await self._call(shard, "status", deadline=deadline)
+        except ray.exceptions.RayTaskError as exc:
+            raise WorkerStartFailed(f"shard {shard}: {type(exc.cause).__name__}: {exc.cause}") from None
 
     async def flush(self) -> None:
         await self._all("flush", deadline=READ_DEADLINE)

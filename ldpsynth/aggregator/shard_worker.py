@@ -38,6 +38,7 @@ batch is evaluated against the same pins, so answers describe one set of rows wh
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 import uuid
@@ -63,7 +64,7 @@ from .pairs import PairCounts
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .snapshot import MANIFEST, MANIFEST_KIND, collection_key, read_snapshot, write_manifest, write_state
 from .stats import StatsAccumulator
-from .status import ShardFull, ShardUnavailable
+from .status import ShardFull, ShardUnavailable, WorkerStartFailed
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ DEFAULT_FLUSH_SECONDS = 30.0
 #: Reports one group commit takes at most (a record is split further to fit the log's message size).
 DEFAULT_MAX_GROUP_ROWS = 1 << 18
 DEFAULT_PIN_SECONDS = 600.0
+#: A start that failed with one of these may succeed later (space freed, a file system back): retried.
+_TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
 
 
 class ShardDamaged(ShardUnavailable):
@@ -158,6 +161,8 @@ class ShardWorker:
                 if self._log is not None:
                     await self._log.close()
                     self._log = None
+            if isinstance(exc, OSError) and exc.errno not in _TRANSIENT_ERRNOS:  # waiting will not mend it
+                raise WorkerStartFailed(f"shard {self.spec.shard}: {type(exc).__name__}: {exc}") from None
             raise ShardUnavailable(f"shard {self.spec.shard} is starting: {exc}") from None
         if self._damage is not None:
             raise ShardDamaged(self._damage)

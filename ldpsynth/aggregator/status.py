@@ -38,6 +38,12 @@ class ShardFull(ShardUnavailable):
     """The log's storage is full: nothing more can be stored until an operator adds space."""
 
 
+class WorkerStartFailed(ShardUnavailable):
+    """A shard worker cannot start: it could not be created, its start raised, or it kept dying.
+    Waiting does not help; the message names the shard and the cause
+    (``shard 3: ModuleNotFoundError: No module named 'x'``)."""
+
+
 def shard_status(exc: ShardUnavailable, doing: str) -> StatusError:
     """The status of a call that ``exc`` stopped: RESOURCE_EXHAUSTED when storage is full, else
     UNAVAILABLE (retry later, the same report ids: nothing is stored twice)."""

@@ -145,16 +145,28 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: ServerConfig) -> int:
+    from ldpsynth.aggregator.backend import WorkersDidNotStart
     from ldpsynth.aggregator.server import AggregatorServer
 
     server = AggregatorServer(config)
-    await server.start()
-    print(json.dumps({"event": "listening", "address": server.address}), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # from the first moment: a stop while starting is a stop
         loop.add_signal_handler(sig, stop.set)
-    stopped, failed = asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.failed.wait())
+    starting, stopped = asyncio.ensure_future(server.start()), asyncio.ensure_future(stop.wait())
+    await asyncio.wait((starting, stopped), return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():  # the start releases what it had started when it is cancelled
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        logging.getLogger(__name__).info("stopped while starting")
+        return 0
+    try:
+        starting.result()  # bad flags or a damaged log raise here: one line, exit 2 (cli.main)
+    except WorkersDidNotStart as exc:  # the replica could not run: one line, exit 1
+        print(f"ldpsynth aggregator: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps({"event": "listening", "address": server.address}), flush=True)
+    failed = asyncio.ensure_future(server.failed.wait())
     await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
     if server.failed.is_set():
         await server.abandon()
