@@ -33,7 +33,7 @@ from .config import Catalog, ServerConfig
 from .datadir import DataDir
 from .jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from .log_records import LogCorruption
-from .nats_process import EmbeddedNats
+from .nats_process import EMBEDDED_MAX_PAYLOAD, EmbeddedNats, StoreSpace
 from .ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
 from .shard_worker import ShardDamaged, WorkerSpec
 from .status import ShardUnavailable, WorkerStartFailed
@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 #: Seconds a replica waits at start for every worker to restore its state, and for the log to answer.
 WORKERS_READY_TIMEOUT = 300.0
 LOG_WAIT_SECONDS = 120.0
+#: Free bytes the embedded log's file system needs before a replica that found it full takes batches
+#: again (two of the largest messages the log accepts).
+RESUME_FREE_BYTES = 2 * EMBEDDED_MAX_PAYLOAD
 T = TypeVar("T")
 
 
@@ -66,6 +69,11 @@ class Backend:
     owns_workers: bool
     embedded: EmbeddedNats | None
     datadir: DataDir | None
+    #: Why the log cannot store anything now (its storage is full), or ``None``: see :meth:`check_storage`.
+    storage_full: str | None = None
+
+    def __post_init__(self) -> None:
+        self._space = StoreSpace(self.embedded.store_dir) if self.embedded is not None else None
 
     @classmethod
     async def open(cls, config: ServerConfig, catalog: Catalog, on_fatal: Callable[[str], object]) -> Backend:
@@ -143,6 +151,33 @@ class Backend:
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
                    datadir)
+
+    def check_storage(self) -> None:
+        """Follow the embedded log's storage (call every second or so): full as soon as its
+        nats-server logs that a write failed for want of space (its publishes then go unanswered,
+        and a stream whose write failed stays broken until the server restarts); once the file
+        system has :data:`RESUME_FREE_BYTES` free again, the server is restarted on its port (every
+        client reconnects; what it acknowledged was fsynced) and the log takes records again. (A
+        cluster's NATS servers report their own storage: docs/deployment.md, "Full disk".)"""
+        if self._space is None:
+            return
+        if self.storage_full is None:
+            reason = self._space.out_of_space()
+            if reason is not None:
+                self.storage_full = (f"the log's storage is full ({self._space.store_dir}: "
+                                     f"{self._space.free_bytes()} bytes free; {reason})")
+                log.error("%s: batches are refused until there is room again", self.storage_full)
+            return
+        free = self._space.free_bytes()
+        if free < RESUME_FREE_BYTES:
+            return
+        assert self.embedded is not None
+        self.embedded.stop()
+        self.embedded.restart()  # in this (the event loop's) thread: the child lives as long as it
+        self._space.out_of_space()  # what the server said until now is known
+        self.storage_full = None
+        log.warning("the log's storage has room again (%d MiB free at %s): the embedded log restarted, batches "
+                    "are taken again", free >> 20, self._space.store_dir)
 
     async def abandon(self) -> None:
         """After the runtime died: stop the embedded log and release the data directory only."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -129,6 +130,52 @@ class EmbeddedNats:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+#: What nats-server writes to its log when its store runs out of space (a failed write; JetStream's limits).
+_OUT_OF_SPACE = re.compile(r"no space left on device|insufficient (?:storage )?resources", re.IGNORECASE)
+#: The stream a log line is about: ``'$G > LDPSYNTH_<layout>_<shard>'`` (one stream per shard).
+_STREAM_SHARD = re.compile(r"LDPSYNTH_[0-9a-f]+_(\d+)")
+
+
+class StoreSpace:
+    """The embedded log's store as its nats-server sees it: whether the server said, in its own log,
+    that a write failed for want of space (read as the log grows), and the free bytes of the file
+    system it is on (``statvfs``)."""
+
+    def __init__(self, store_dir: str | Path):
+        self.store_dir = Path(store_dir)
+        self._log = self.store_dir / "nats-server.log"
+        self._offset = self._size()
+
+    def _size(self) -> int:
+        try:
+            return self._log.stat().st_size
+        except OSError:
+            return 0
+
+    def out_of_space(self) -> str | None:
+        """A line the server logged since the last call saying it ran out of space, shortened to what
+        it is about (``shard 0: write ... no space left on device``); ``None`` if there is none."""
+        size = self._size()
+        if size < self._offset:  # a new log file
+            self._offset = 0
+        if size == self._offset:
+            return None
+        with open(self._log, "rb") as handle:
+            handle.seek(self._offset)
+            text = handle.read(size - self._offset).decode("utf-8", errors="replace")
+        self._offset = size
+        for line in text.splitlines():
+            if _OUT_OF_SPACE.search(line):
+                shard = _STREAM_SHARD.search(line)
+                what = line.split("] ", 2)[-1].strip()
+                return f"shard {int(shard.group(1))}: {what}" if shard else what
+        return None
+
+    def free_bytes(self) -> int:
+        stats = os.statvfs(self.store_dir)
+        return stats.f_bavail * stats.f_frsize
 
 
 class LocalNatsCluster:

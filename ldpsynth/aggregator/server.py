@@ -41,12 +41,12 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from .auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
 from .backend import Backend
 from .config import Catalog, ConfigError, ServerConfig
-from .ingest import Ingestor
+from .ingest import Admitted, Ingestor
 from .query import QueryEngine
 from .query_service import QUERY_SERVICE_NAME, QueryServicer
 from .quota import QuotaBook
 from .shard_worker import ShardDamaged
-from .status import ShardUnavailable, StatusError, parse, unavailable
+from .status import ShardFull, ShardUnavailable, StatusError, parse, shard_status, unavailable
 
 if TYPE_CHECKING:
     from .ray_cluster import RayWorkers
@@ -88,7 +88,8 @@ class AggregatorServer:
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
         self._monitor: asyncio.Task[None] | None = None
-        self._serving = False
+        self._serving = (False, False)  # (ingest, queries) as the health service says
+        self._storage_full = asyncio.Event()  # set while the log's storage is full
         self._stopping = False
         self._stopped = asyncio.Event()
         self.failed = asyncio.Event()
@@ -102,7 +103,7 @@ class AggregatorServer:
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = self._server_credentials()
-        await self._set_health(False)
+        await self._set_health(False, False)
         loop = asyncio.get_running_loop()
         try:
             self.backend = await Backend.open(config, self.catalog,
@@ -120,7 +121,7 @@ class AggregatorServer:
             await self._release()
             raise
         self.address = _host_port(config.host, port)
-        await self._set_health(True)
+        await self._set_health(True, True)
         self._monitor = asyncio.create_task(self._watch_workers())
         log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
                  workers.num_shards)
@@ -130,17 +131,26 @@ class AggregatorServer:
         self.failure = reason
         self.failed.set()
 
-    async def _set_health(self, serving: bool) -> None:
-        self._serving = serving
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        for service in _SERVICES:
-            await self._health.set(service, status)
+    async def _set_health(self, ingest: bool, queries: bool) -> None:
+        """The whole server ("") and CollectionService are SERVING when batches can be stored, the
+        QueryService when queries can be answered (a full log stops the first, not the second)."""
+        self._serving = (ingest, queries)
+        for service, serving in (("", ingest), (SERVICE_NAME, ingest), (QUERY_SERVICE_NAME, queries)):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING if serving
+                                   else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def _watch_workers(self) -> None:
-        """Health follows the shard workers: NOT_SERVING while one cannot answer or is damaged."""
+        """Health follows the shard workers (NOT_SERVING while one cannot answer or is damaged) and the
+        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`)."""
         assert self.backend is not None
         while not self._stopping:
             await asyncio.sleep(HEALTH_INTERVAL)
+            self.backend.check_storage()
+            full = self.backend.storage_full
+            if full is not None:
+                self._storage_full.set()
+            else:
+                self._storage_full.clear()
             try:
                 await self.backend.workers.status()
                 healthy, reason = True, ""
@@ -148,12 +158,15 @@ class AggregatorServer:
                 healthy, reason = False, str(exc)
             if self._stopping:
                 return
-            if healthy != self._serving:
-                if healthy:
-                    log.info("every shard worker answers again: SERVING")
-                else:
+            serving = (healthy and full is None, healthy)
+            if serving != self._serving:
+                if serving == (True, True):
+                    log.info("every shard worker answers and the log has room: SERVING")
+                elif not healthy:
                     log.warning("NOT_SERVING: %s", reason)
-                await self._set_health(healthy)
+                else:
+                    log.warning("ingest NOT_SERVING, queries SERVING: %s", full)
+                await self._set_health(*serving)
 
     def _server_credentials(self) -> grpc.ServerCredentials | None:
         tls = self.config.tls
@@ -217,7 +230,7 @@ class AggregatorServer:
         cannot be reached; close the port and the embedded log, release the data directory. The
         caller exits (the reaper ends what is left of the runtime)."""
         self._stopping = True
-        await self._set_health(False)
+        await self._set_health(False, False)
         if self._server is not None:
             await self._server.stop(0)
         if self.backend is not None:
@@ -312,6 +325,29 @@ class AggregatorServer:
                     task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return failure if failure is not None else reader.result()
 
+    def _refuse_if_full(self, full: str | None = None) -> None:
+        """RESOURCE_EXHAUSTED at once while the log's storage is full (nothing of the batch is stored)."""
+        full = full or (self.backend.storage_full if self.backend is not None else None)
+        if full is not None:
+            raise shard_status(ShardFull(full), "the batch was not acknowledged (retry it with the same report ids)")
+
+    async def _commit_unless_full(self, admitted: Admitted) -> pb.BatchAck:
+        """The batch's commit, unless the log's storage is found full first: its append would wait for
+        an answer that does not come. The commit goes on (a record that made it is a duplicate when
+        the batch is retried); the batch is not acknowledged."""
+        assert self._ingestor is not None
+        commit = asyncio.ensure_future(self._ingestor.commit(admitted))
+        full = asyncio.ensure_future(self._storage_full.wait())
+        try:
+            await asyncio.wait((commit, full), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            full.cancel()
+        if commit.done():
+            return commit.result()
+        commit.add_done_callback(lambda task: task.cancelled() or task.exception())
+        self._refuse_if_full("the log's storage is full")
+        raise AssertionError("unreachable: _refuse_if_full raised")
+
     async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
                     commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
                     slots: asyncio.Semaphore) -> StatusError | None:
@@ -322,10 +358,11 @@ class AggregatorServer:
                     return unavailable("the server is shutting down; retry the batch")
                 await slots.acquire()
                 try:
+                    self._refuse_if_full()
                     admitted = await self._ingestor.admit(credential, parse(pb.ReportBatch, raw))
                 except StatusError as exc:
                     return exc
-                commits.put_nowait(asyncio.create_task(self._ingestor.commit(admitted)))
+                commits.put_nowait(asyncio.create_task(self._commit_unless_full(admitted)))
             return None
         finally:
             commits.put_nowait(None)

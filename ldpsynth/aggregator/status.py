@@ -48,8 +48,8 @@ def shard_status(exc: ShardUnavailable, doing: str) -> StatusError:
     """The status of a call that ``exc`` stopped: RESOURCE_EXHAUSTED when storage is full, else
     UNAVAILABLE (retry later, the same report ids: nothing is stored twice)."""
     if isinstance(exc, ShardFull):
-        return StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{doing}: the aggregator's storage is full; retry "
-                                                               "later (an operator must add space)")
+        return StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{doing}: the aggregator's log storage is full; "
+                                                               "retry later (an operator must add space)")
     return StatusError(grpc.StatusCode.UNAVAILABLE, f"{doing}: {exc}; retry later")
 
 
