@@ -142,6 +142,9 @@ class RayRuntime:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"--ray-address {address or '(local)'}: cannot start or join Ray "
                               f"({type(exc).__name__}: {exc})") from None
+        except OSError as exc:  # its session files: a full /tmp, or socket paths over AF_UNIX's 107 bytes
+            hint = "; set RAY_TMPDIR to a shorter directory" if "AF_UNIX" in str(exc) else ""
+            raise ConfigError(f"cannot start Ray's local runtime ({exc}){hint}") from None
         return cls(started_here=True, connected_here=True)
 
     def guard(self, on_raylet_death: Callable[[str], object]) -> None:
