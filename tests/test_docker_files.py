@@ -1,9 +1,9 @@
 """``docker/``: the images, the compose file and the NATS configurations are consistent with the
 code they run and with docs/deployment.md.
 
-Docker is not available on the CI machine, so the images are not built and the compose file is
-not run here; instead every command the files run is parsed by the real ``ldpsynth`` (and
-``ray start``) argument parsers, every NATS configuration by the real ``nats-server -t``, every
+tests/test_containers.py builds the images and runs the compose deployment (CI runs a Docker
+engine); these checks need none and run everywhere: every command the files run is parsed by the
+real ``ldpsynth`` (and ``ray start``) argument parsers, every NATS configuration by the real ``nats-server -t``, every
 ``COPY`` source exists in the build context, the files the commands name are the files the
 images copy, and the topology is checked: three NATS servers whose routes name each other, with
 JetStream fsyncing every write; a Ray head, at least two Ray worker nodes; at least two ingress
@@ -422,7 +422,20 @@ def test_each_image_installs_exactly_its_extra(name: str, extra: str) -> None:
     never the [evaluation] extra (tests/central/test_serving_imports.py checks what each extra holds)."""
     installs = [shlex.split(args) for instruction, args in dockerfile_instructions(name) if instruction == "RUN"
                 and "pip install" in args]
-    assert [words[words.index("install") + 1] for words in installs] == [f".[{extra}]"]
+    assert [words[words.index("install") + 1:words.index("install") + 4] for words in installs] \
+        == [["-c", "constraints.txt", f".[{extra}]"]]  # pinned: every version from docker/constraints.txt
+
+
+def test_the_constraints_pin_every_dependency_of_the_aggregator_extra() -> None:
+    """docker/constraints.txt holds an exact version of each package pyproject's [aggregator] extra
+    names (which holds [client]'s), so both images install the versions CI built and tested."""
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        extras = tomllib.load(handle)["project"]["optional-dependencies"]
+    pins = dict(line.split("==") for line in (DOCKER / "constraints.txt").read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#"))
+    named = {re.split(r"[<>=\[;]", requirement)[0].strip().lower() for requirement in extras["aggregator"]}
+    assert named <= {name.lower() for name in pins}, named - {name.lower() for name in pins}
+    assert all(re.fullmatch(r"[0-9][0-9A-Za-z.+]*", version) for version in pins.values())
 
 
 def test_the_collection_is_the_simulated_population_and_the_device_rows_fit_it() -> None:
@@ -437,10 +450,10 @@ def test_the_collection_is_the_simulated_population_and_the_device_rows_fit_it()
     assert len(load_rows(served, columns)) == len(rows) - 1  # raises on a row outside the domain
 
 
-def test_readme_says_the_images_are_not_built_in_ci() -> None:
+def test_readme_says_how_the_images_are_built_and_run() -> None:
     text = (DOCKER / "README.md").read_text(encoding="utf-8")
-    assert "not built in CI" in text and "docker compose -f docker/compose.yaml up --build" in text
-    assert "docs/deployment.md" in text
+    assert "tests/test_containers.py" in text and "docker/base/make-base-image.sh" in text
+    assert "docker compose -p ldpsynth -f docker/compose.yaml up --build" in text and "docs/deployment.md" in text
 
 
 def test_deployment_doc_keeps_the_capacity_plan_section() -> None:
