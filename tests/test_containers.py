@@ -131,8 +131,11 @@ def compose(images: None) -> Iterator[tuple[list[str], dict[str, str], list[str]
     else:
         pytest.fail("neither `docker compose` nor `docker-compose` is installed (.ci/run installs docker-compose)")
     ports = [free_port(), free_port()]
-    env = {**os.environ, "LDPSYNTH_PUBLISH_HOST": "127.0.0.1", "LDPSYNTH_REPLICA_1_PORT": str(ports[0]),
-           "LDPSYNTH_REPLICA_2_PORT": str(ports[1])}
+    # Not this process's RAY_* variables: ray.init sets RAY_AUTH_MODE=token in its own environment when
+    # ~/.ray/auth_token exists, and compose.yaml passes RAY_AUTH_MODE to every Ray node.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    env |= {"LDPSYNTH_PUBLISH_HOST": "127.0.0.1", "LDPSYNTH_REPLICA_1_PORT": str(ports[0]),
+            "LDPSYNTH_REPLICA_2_PORT": str(ports[1])}
     prefix = [*tool, "-p", f"ldpsynth-test-{uuid.uuid4().hex[:8]}", "-f", str(COMPOSE_FILE)]
     try:
         yield prefix, env, [f"127.0.0.1:{p}" for p in ports]
