@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import shutil
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -21,13 +22,21 @@ import pytest
 from ldpsynth.aggregator.checked_file import CheckedFileError, read_checked, write_checked
 from ldpsynth.aggregator.datadir import DataDir, DataDirError
 from ldpsynth.aggregator.idindex import SortedIds, sort_ids
-from ldpsynth.aggregator.idstore import DiskIdIndex, merge_runs, write_run
+from ldpsynth.aggregator.idstore import DiskIdIndex, RunOwner, merge_runs, write_run
 from ldpsynth.aggregator.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
-from ldpsynth.aggregator.log_records import LogCorruption, Section, decode, encode_genesis, encode_reports
+from ldpsynth.aggregator.log_records import (
+    LogCorruption,
+    Section,
+    card_digest,
+    decode,
+    encode_genesis,
+    encode_reports,
+)
 from ldpsynth.aggregator.nats_process import EmbeddedNats
 from ldpsynth.aggregator.segments import Segment, SegmentPack
 from ldpsynth.aggregator.shard_worker import ShardDamaged, ShardWorker, WorkerSpec
 from ldpsynth.aggregator.snapshot import MANIFEST
+from ldpsynth.aggregator.stats import StatsAccumulator
 from ldpsynth.aggregator.status import ShardUnavailable
 from ldpsynth.aggregator.verify import verify_log
 from ldpsynth.shared.reports import new_report_ids
@@ -104,6 +113,9 @@ def _ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
+OWNER = RunOwner("layout1", 0, "ratings")
+
+
 def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     index, truth = DiskIdIndex(), set()
@@ -121,10 +133,10 @@ def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -
         if step % 3 == 2:  # flush the tail to a run file
             tail = index.freeze()
             assert tail is not None
-            index.flushed(tail, write_run(tmp_path, "c", *tail.merged()))
+            index.flushed(tail, write_run(tmp_path, OWNER, "c", step, step, *tail.merged()))
         if len(index.runs) >= 2:
             first, second = index.runs[-2], index.runs[-1]
-            index.replace(first, second, merge_runs(tmp_path, "c", first, second, chunk=7))
+            index.replace(first, second, merge_runs(tmp_path, OWNER, "c", first, second, chunk=7))
         assert len(index) == len(truth)
     everything = np.frombuffer(b"".join(sorted(truth)), np.uint8).reshape(-1, 16)
     assert index.contains(sort_ids(everything)).all()
@@ -135,9 +147,10 @@ def test_merge_streams_in_chunks_and_keeps_every_id(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     a_hi, b_hi = (np.sort(rng.integers(0, 50, 1000).astype(np.uint64)),
                   np.sort(rng.integers(0, 50, 777).astype(np.uint64)))
-    a = write_run(tmp_path, "c", a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
-    b = write_run(tmp_path, "c", b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
-    merged = merge_runs(tmp_path, "c", a, b, chunk=13)
+    a = write_run(tmp_path, OWNER, "c", 2, 5, a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
+    b = write_run(tmp_path, OWNER, "c", 6, 9, b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
+    merged = merge_runs(tmp_path, OWNER, "c", a, b, chunk=13)
+    assert (merged.entry.first, merged.entry.last, merged.entry.count) == (2, 9, 1777)
     assert np.all(np.diff(merged.hi.astype(np.int64)) >= 0)
     pairs = sorted(zip(np.r_[a.hi, b.hi].tolist(), np.r_[a.lo, b.lo].tolist()))
     assert sorted(zip(merged.hi.tolist(), merged.lo.tolist())) == pairs
@@ -249,7 +262,8 @@ def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
 
 
 @pytest.mark.parametrize("damage", ["flip a byte of a run", "truncate the state", "delete a run", "garbage manifest",
-                                    "another shard's snapshot"])
+                                    "another shard's snapshot", "a foreign run under a listed name",
+                                    "an earlier run under a listed name", "a snapshot of the old format"])
 def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     rng = np.random.default_rng(6)
     spec = log.spec(flush_ids=500)
@@ -258,6 +272,11 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
     async def fill(worker: ShardWorker) -> None:
         for start in range(0, 3000, 500):
             await worker.commit([segment(0, rng, ids[start:start + 500])])
+
+    earlier = Path(spec.directory).parent / "earlier"
+    if damage == "an earlier run under a listed name":  # a snapshot of the first 500 ids, kept aside
+        run(_status_after(spec, lambda w: w.commit([segment(0, rng, ids[:500])])))
+        shutil.copytree(spec.directory, earlier)  # (fill then finds these 500 stored: no record of them)
 
     before = run(_status_after(spec, fill))  # closes with a final snapshot
     directory = Path(spec.directory)
@@ -273,21 +292,52 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
         runs[0].unlink()
     elif damage == "garbage manifest":
         (directory / MANIFEST).write_bytes(b"\x00" * 64)
+    elif damage == "an earlier run under a listed name":
+        runs[0].write_bytes(sorted(earlier.glob("ids-*.run"))[0].read_bytes())
+    elif damage == "a snapshot of the old format":
+        # What main 5612345 wrote (no identity): here a consistent-looking snapshot at the log's end
+        # whose run holds only half of the ids. Only the log can tell; it is rebuilt from the log.
+        for path in directory.iterdir():
+            path.unlink()
+        _old_format_snapshot(directory, log.layout.id, before["offset"], ids[:1500])
     else:
         other = Log(directory.parent / "other")
         try:
             run(_status_after(other.spec(name="w"), lambda w: w.commit([segment(10, rng)])))
         finally:
             other.nats.stop()
-        for path in directory.iterdir():
-            path.unlink()
-        for path in (directory.parent / "other" / "w").iterdir():
-            (directory / path.name).write_bytes(path.read_bytes())
+        if damage == "a foreign run under a listed name":
+            runs[0].write_bytes(sorted((directory.parent / "other" / "w").glob("ids-*.run"))[0].read_bytes())
+        else:
+            for path in directory.iterdir():
+                path.unlink()
+            for path in (directory.parent / "other" / "w").iterdir():
+                (directory / path.name).write_bytes(path.read_bytes())
     with caplog.at_level("WARNING"):
         after = run(_status_after(spec, lambda w: _assert_dedup(w, ids)))
     assert "rebuilding it from the log" in caplog.text
     assert after["rows"] == before["rows"] == {"ratings": 3000}
     assert after["replayed"] == before["offset"] - 1  # every reports record
+
+
+def _old_format_snapshot(directory: Path, layout: str, offset: int, ids: np.ndarray) -> None:
+    """A snapshot in the format of main 5612345: the run says only its count, the manifest lists
+    the files by name."""
+    ordered = sort_ids(ids)
+    run_name = "ids-0123456789ab-0123456789abcdef.run"
+    write_checked(directory / run_name, "ldpsynth.id-run/1", {"count": len(ids)}, {"hi": ordered.hi, "lo": ordered.lo})
+    stats = StatsAccumulator(100, 5)
+    stats.add(np.zeros(3000, np.int64), np.zeros(3000, np.int64))
+    snap = stats.snapshot()
+    state_name = f"state-{offset}-01234567.bin"
+    write_checked(directory / state_name, "ldpsynth.shard-state/1",
+                  {"layout": layout, "shard": 0, "offset": offset,
+                   "collections": {"ratings": {"index": 0, "rows": 3000, "public": 100, "private": 5}},
+                   "quota": [["ratings", "dev", 3000]]},
+                  {"0.keys": snap.keys, "0.codes": snap.codes, "0.counts": snap.counts})
+    write_checked(directory / MANIFEST, "ldpsynth.shard-manifest/1",
+                  {"layout": layout, "shard": 0, "offset": offset, "total": 3000, "state": state_name,
+                   "collections": {"ratings": {"card": card_digest(RATINGS_CARD.dumps()), "runs": [run_name]}}})
 
 
 async def _assert_dedup(worker: ShardWorker, ids: np.ndarray) -> None:
