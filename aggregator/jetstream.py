@@ -468,6 +468,16 @@ class ReplicatedLog:
             raise LogUnavailable(f"snapshot store unavailable ({type(exc).__name__})") from None
         return SnapshotBucket(store)
 
+    async def existing_snapshots(self) -> SnapshotBucket | None:
+        """The layout's object store of shard snapshots if it exists (``verify`` creates nothing)."""
+        layout = self._require_layout()
+        try:
+            return SnapshotBucket(await self._js.object_store(layout.snapshot_bucket))
+        except nats.js.errors.BucketNotFoundError:
+            return None
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"snapshot store unavailable ({type(exc).__name__})") from None
+
 
 class SnapshotBucket:
     """Files in the layout's object store (names are ``<shard>/<file>``)."""

@@ -42,6 +42,11 @@ def records_lost(shard: int, log_end: int, acknowledged: int, where: str, one_ma
             f"backup, or a surviving replica), {_give_up(one_machine)}")
 
 
+def in_snapshot(where: str) -> str:
+    """How a refusal names the snapshot that remembers an acknowledged sequence."""
+    return f"the shard's snapshot {where} reflects it"
+
+
 def history_replaced(shard: int, sequence: int, where: str, one_machine: bool = True) -> str:
     """The log's record at an acknowledged sequence is not the record acknowledged there."""
     return (f"log of shard {shard}: the record at sequence {sequence} is not the one acknowledged there "

@@ -85,7 +85,7 @@ from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .snapshot import MANIFEST, MANIFEST_KIND, Position, collection_key, write_manifest, write_state
 from .stats import StatsAccumulator
 from .status import ShardFull, ShardUnavailable
-from .store_check import check_position, load_snapshot, log_position
+from .store_check import check_position, load_snapshot, log_position, published_manifest
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,9 @@ class ShardWorker:
                 downloaded = str(exc)
         acknowledged = None if spec.acknowledged is None else Path(spec.acknowledged)
         position = await check_position(self._log, spec.layout, spec.shard, self.directory, acknowledged,
-                                        require_acknowledged=False, one_machine=acknowledged is not None)
+                                        require_acknowledged=False, one_machine=acknowledged is not None,
+                                        snapshot_name=None if self._bucket is None else
+                                        published_manifest(spec.layout, spec.shard))
         self._ack = position.acknowledged
         loaded = None
         try:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from .refusals import (
     StoreRefused,
     acknowledged_unknown,
     history_replaced,
+    in_snapshot,
     loss_given_up,
     no_snapshot,
     records_lost,
@@ -58,10 +60,16 @@ class ShardPosition:
     acknowledged: Acknowledged | None
 
 
+def published_manifest(layout: Layout, shard: int) -> str:
+    """How a refusal names a shard's manifest in a cluster's object store."""
+    return f"{layout.snapshot_bucket}/{shard}/{MANIFEST}"
+
+
 async def check_position(replicated: ReplicatedLog, layout: Layout, shard: int, shard_dir: Path,
                          acknowledged_path: Path | None, require_acknowledged: bool,
-                         one_machine: bool = True) -> ShardPosition:
-    """Check the log of ``shard`` still holds what was acknowledged (see the module docstring)."""
+                         one_machine: bool = True, snapshot_name: str | None = None) -> ShardPosition:
+    """Check the log of ``shard`` still holds what was acknowledged (see the module docstring);
+    ``snapshot_name``: how to name the snapshot (default: its manifest's path)."""
     log_end = (await replicated.state(shard)).last
     ack = None
     if acknowledged_path is not None:
@@ -76,7 +84,7 @@ async def check_position(replicated: ReplicatedLog, layout: Layout, shard: int, 
         claims.append((ack.sequence, f"recorded in {acknowledged_path}"))
     snap = snapshot_position(shard_dir, layout.id, shard)
     if snap is not None:
-        claims.append((snap.offset, f"the shard's snapshot {shard_dir / MANIFEST} reflects it"))
+        claims.append((snap.offset, in_snapshot(snapshot_name or str(shard_dir / MANIFEST))))
     for sequence, where in sorted(claims, reverse=True):
         if log_end < sequence:
             raise StoreRefused(LOST, records_lost(shard, log_end, sequence, where, one_machine))
@@ -86,6 +94,27 @@ async def check_position(replicated: ReplicatedLog, layout: Layout, shard: int, 
             raise StoreRefused(REPLACED, history_replaced(shard, ack.sequence, f"recorded in {acknowledged_path}",
                                                           one_machine))
     return ShardPosition(log_end, ack)
+
+
+async def check_published_snapshots(replicated: ReplicatedLog, layout: Layout) -> list[str]:
+    """A cluster's refusals that the object store's snapshots cause (``verify --nats``): a shard's
+    published manifest reflecting a sequence its log no longer holds; the same words as the worker's."""
+    bucket = await replicated.existing_snapshots()
+    if bucket is None:
+        return []
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="ldpsynth-verify-") as scratch:
+        for shard in range(layout.shards):
+            directory = Path(scratch) / str(shard)
+            directory.mkdir()
+            if not await bucket.get(f"{shard}/{MANIFEST}", directory / MANIFEST):
+                continue
+            try:
+                await check_position(replicated, layout, shard, directory, None, False, one_machine=False,
+                                     snapshot_name=published_manifest(layout, shard))
+            except StoreRefused as exc:
+                problems.append(str(exc))
+    return problems
 
 
 async def load_snapshot(directory: Path, layout: Layout, shard: int,

@@ -12,7 +12,7 @@ its snapshot), in the same words: ``problems`` are exactly what makes ``aggregat
 refuse (and what the log's records fail), ``notes`` what a start repairs by itself (a snapshot
 rebuilt from the log), ``losses`` the losses an operator accepted with ``--accept-lost-records``.
 A log that cannot be opened is a problem too. In a cluster it connects to the NATS servers and
-checks the log (the shard workers' snapshots live on the Ray nodes).
+checks the log and the shard snapshots of its object store (those a worker starts from) against it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .log_records import LogCorruption, Section, card_digest, decode
 from .nats_process import EmbeddedNats
 from .refusals import damaged_log, layout_edited
 from .segments import RowChunk
-from .store_check import check_data_dir
+from .store_check import check_data_dir, check_published_snapshots
 
 
 @dataclass
@@ -58,12 +58,19 @@ class Verification:
 
 
 async def verify_log(replicated: ReplicatedLog, expected_layout: str | None = None,
-                     keep_rows: bool = False) -> Verification:
+                     keep_rows: bool = False, published_snapshots: bool = False) -> Verification:
     """Check every record of the log ``replicated`` is connected to (see the module docstring);
-    with ``keep_rows``, also return every stored report (``Verification.stored``)."""
+    with ``keep_rows``, also return every stored report (``Verification.stored``); with
+    ``published_snapshots`` (a cluster), also check the snapshots in the object store against the
+    log, as a shard worker does when it starts from them."""
     result = Verification()
     layout = await _open(replicated, expected_layout, result)
     if layout is not None:
+        if published_snapshots:
+            try:
+                result.problems += await check_published_snapshots(replicated, layout)
+            except LogUnavailable as exc:
+                result.problems.append(str(exc))
         await _verify_records(replicated, layout, result, keep_rows)
     return result
 

@@ -189,7 +189,7 @@ def verify_command(args: argparse.Namespace) -> int:
         except LogUnavailable as exc:  # the log cannot be opened: a finding, reported like the others
             return Verification(problems=[str(exc)])
         try:
-            return await verify_log(replicated)
+            return await verify_log(replicated, published_snapshots=True)
         finally:
             await replicated.close()
 

@@ -512,3 +512,30 @@ def test_a_lost_last_record_is_missing_not_late(log: Log) -> None:
     with pytest.raises(ShardDamaged, match="sequence 4 is missing"):
         run(_status_after(log.spec(flush_ids=10**9)))
     assert time.monotonic() - started < 10
+
+
+def test_a_cluster_worker_and_verify_refuse_a_log_behind_the_published_snapshot(log: Log) -> None:
+    """In a cluster the snapshot in the object store remembers an acknowledged sequence: a worker
+    starting from it on a shorter log refuses, and ``verify --nats`` says so in the same words."""
+    rng = np.random.default_rng(12)
+    run(_status_after(log.spec(name="a", flush_ids=200, publish_snapshots=True), lambda w: _commits(w, rng, 6)))
+    log.nats.stop()
+    (blk,) = log.block_files()
+    Path(blk).write_bytes(Path(blk).read_bytes()[:Path(blk).stat().st_size // 2])
+    for index in Path(blk).parent.glob("index.db"):
+        index.unlink()
+    log.settings = LogSettings((log.nats.start(),))
+    with pytest.raises(ShardDamaged) as refused:  # a worker on another node: it downloads the snapshot
+        run(_status_after(log.spec(name="b", flush_ids=200, publish_snapshots=True)))
+    assert "acknowledged records were lost" in str(refused.value)
+    assert f"LDPSYNTH_{log.layout.id}_SNAP/0/MANIFEST" in str(refused.value)
+
+    async def check() -> Any:
+        replicated = await ReplicatedLog.connect(log.settings, "verify")
+        try:
+            return await verify_log(replicated, log.layout.id, published_snapshots=True)
+        finally:
+            await replicated.close()
+
+    verification = run(check())
+    assert str(refused.value) in verification.problems
