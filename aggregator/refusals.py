@@ -66,6 +66,17 @@ def layout_edited(path: str, recorded: int, found: int) -> str:
             f'"shards": {found}')
 
 
+def record_out_of_place(shard: int, sequence: int, before: int, total: int) -> str:
+    """A record whose running report count does not follow the records before it."""
+    return (f"log of shard {shard}, sequence {sequence}: follows {before} reports, but {total} precede it (a record "
+            "is missing or out of place)")
+
+
+def record_under_another_card(shard: int, sequence: int, collection: str) -> str:
+    return (f"log of shard {shard}, sequence {sequence}: collection {collection!r} under a card that is not its "
+            "registered one")
+
+
 def damaged_log(detail: str) -> str:
     """A record of the log fails its checks (``detail`` names it)."""
     return f"{detail}; restore the log from a backup or a surviving replica"

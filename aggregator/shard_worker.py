@@ -80,7 +80,16 @@ from .log_records import (
     reports_per_record,
 )
 from .pairs import PairCounts
-from .refusals import StoreRefused, damaged_log, no_snapshot, records_lost, snapshot_rebuilt, snapshot_restored
+from .refusals import (
+    StoreRefused,
+    damaged_log,
+    no_snapshot,
+    record_out_of_place,
+    record_under_another_card,
+    records_lost,
+    snapshot_rebuilt,
+    snapshot_restored,
+)
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
 from .snapshot import MANIFEST, MANIFEST_KIND, Position, collection_key, write_manifest, write_state
 from .stats import StatsAccumulator
@@ -325,8 +334,7 @@ class ShardWorker:
     def _decode(self, data: bytes, sequence: int) -> Record:
         record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
         if record.kind != "reports" or record.before != self._total:
-            raise LogCorruption(f"log of shard {self.spec.shard}, sequence {sequence}: follows {record.before} "
-                                f"reports, but {self._total} precede it (a record is missing or out of place)")
+            raise LogCorruption(record_out_of_place(self.spec.shard, sequence, record.before, self._total))
         return record
 
     async def _apply(self, record: Record, crc: int) -> None:
@@ -335,8 +343,7 @@ class ShardWorker:
         colls = [await self._collection(section.collection) for section in record.sections]
         for coll, section in zip(colls, record.sections):
             if section.card != coll.digest:
-                raise LogCorruption(f"log of shard {self.spec.shard}, sequence {record.sequence}: collection "
-                                    f"{section.collection!r} under another card")
+                raise LogCorruption(record_under_another_card(self.spec.shard, record.sequence, section.collection))
         for coll, section in zip(colls, record.sections):
             coll.index.add(sort_ids(section.report_ids))
             coll.stats.add(section.public_keys, section.private_codes)

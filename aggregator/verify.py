@@ -29,7 +29,7 @@ from .idindex import repeats, sort_ids
 from .jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from .log_records import LogCorruption, Section, card_digest, decode
 from .nats_process import EmbeddedNats
-from .refusals import damaged_log, layout_edited
+from .refusals import damaged_log, layout_edited, record_out_of_place, record_under_another_card
 from .segments import RowChunk
 from .store_check import check_data_dir, check_published_snapshots
 
@@ -100,16 +100,15 @@ async def _verify_records(replicated: ReplicatedLog, layout: Layout, result: Ver
             async for sequence, data in replicated.read(shard, 2, state.last):
                 record = decode(data, layout=layout.id, shard=shard, sequence=sequence)
                 if record.before != total:
-                    raise LogCorruption(f"log of shard {shard}, sequence {sequence}: follows {record.before} reports, "
-                                        f"{total} precede it")
+                    raise LogCorruption(record_out_of_place(shard, sequence, record.before, total))
                 total += record.reports
                 for section in record.sections:
                     if section.collection not in cards:
                         card = await replicated.card(section.collection)
                         cards[section.collection] = None if card is None else card_digest(card)
                     if section.card != cards[section.collection]:
-                        result.problems.append(f"log of shard {shard}, sequence {sequence}: collection "
-                                               f"{section.collection!r} under a card that is not its registered one")
+                        result.problems.append(damaged_log(record_under_another_card(shard, sequence,
+                                                                                     section.collection)))
                     result.rows[section.collection] = result.rows.get(section.collection, 0) + len(section)
                     ids[section.collection].append(section.report_ids)
                     if keep_rows:

@@ -109,6 +109,15 @@ def _flip(path: Path, at: int) -> None:
     path.write_bytes(bytes(data))
 
 
+def _flip_record(data: Path) -> None:
+    """Flip a byte inside the third reports record of shard 0 and delete the snapshots (a start
+    replays it, as verify reads it)."""
+    (block,) = (streams(data)[0] / "msgs").glob("*.blk")
+    content = block.read_bytes()
+    _flip(block, [i for i in range(len(content)) if content.startswith(b"LDPSLOG1", i)][3] + 200)
+    shutil.rmtree(data / "shards")
+
+
 def _edit_layout(data: Path) -> None:
     layout = data / "layout.json"
     layout.write_text(layout.read_text().replace('"shards": 2', '"shards": 3'))
@@ -153,6 +162,7 @@ DAMAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "a store of main 5612345, older log restored": (lambda d, b: (_to_main_format(d), _older_log(d, b)),
                                                     "acknowledged records were lost"),
     "DIR/acknowledged deleted": (lambda d, b: shutil.rmtree(d / "acknowledged"), "acknowledged/shard-000: missing"),
+    "a record flipped, DIR/shards deleted": (lambda d, b: _flip_record(d), "restore the log from a backup"),
     "an acknowledged file damaged": (lambda d, b: _flip(d / "acknowledged" / "shard-001", 20), "checksum mismatch"),
 }
 
