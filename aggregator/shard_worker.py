@@ -171,6 +171,7 @@ class ShardWorker:
         self._ack: Acknowledged | None = None
         self._ack_lock = asyncio.Lock()
         self._ack_task: asyncio.Task[None] | None = None
+        self._ack_wake = asyncio.Event()  # set at close: write now
         self._ack_at = 0.0
         self.notes: list[tuple[str, str]] = []  # (level, what the start did), for the replica's log
         self._synced = False
@@ -463,28 +464,43 @@ class ShardWorker:
 
     # ----- the acknowledged file ------------------------------------------------------------------
     def _maybe_acknowledge(self) -> None:
-        if self.spec.acknowledged is None or (self._ack_task is not None and not self._ack_task.done()):
-            return
-        if time.monotonic() - self._ack_at >= ACKNOWLEDGED_SECONDS:
-            self._ack_task = asyncio.ensure_future(self._write_acknowledged())
+        """After a commit: make sure the acknowledged file reaches the applied sequence within
+        about :data:`ACKNOWLEDGED_SECONDS` (one writer task at a time, which catches up with
+        every commit made while it waited or wrote)."""
+        if self.spec.acknowledged is not None and (self._ack_task is None or self._ack_task.done()):
+            self._ack_task = asyncio.ensure_future(self._acknowledge_soon())
 
-    async def _write_acknowledged(self) -> None:
-        """Write the sequence applied (confirmed durable by the log) to the acknowledged file."""
+    async def _acknowledge_soon(self) -> None:
+        while True:
+            delay = self._ack_at + ACKNOWLEDGED_SECONDS - time.monotonic()
+            if delay > 0 and not self._ack_wake.is_set():
+                try:
+                    await asyncio.wait_for(self._ack_wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if not await self._write_acknowledged() or (self._ack is not None and
+                                                        self._ack.sequence >= self._offset):
+                return
+
+    async def _write_acknowledged(self) -> bool:
+        """Write the sequence applied (confirmed durable by the log) to the acknowledged file;
+        ``False`` if the write failed."""
         if self.spec.acknowledged is None:
-            return
+            return True
         async with self._ack_lock:
             self._ack_at = time.monotonic()
             losses = self._ack.losses if self._ack is not None else ()
             ack = Acknowledged(self.spec.layout.id, self.spec.shard, self._offset, self._total, self._crc, losses)
             if self._ack is not None and self._ack.sequence >= ack.sequence:
-                return
+                return True
             try:
                 await asyncio.to_thread(write_acknowledged, Path(self.spec.acknowledged), ack)
             except OSError as exc:
                 log.warning("shard %d: %s not written (%s); the log keeps every record", self.spec.shard,
                             self.spec.acknowledged, exc)
-                return
+                return False
             self._ack = ack
+            return True
 
     # ----- snapshots ---------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
@@ -674,6 +690,7 @@ class ShardWorker:
             await self._committer.close()
             if self._started is not None and self._started.done() and self._damage is None:
                 await self.flush()
+                self._ack_wake.set()
                 if self._ack_task is not None:
                     await self._ack_task
                 await self._write_acknowledged()

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.acknowledged import read_acknowledged
 from ldpsynth.aggregator.checked_file import CheckedFileError, read_checked, write_checked
 from ldpsynth.aggregator.datadir import DataDir, DataDirError
 from ldpsynth.aggregator.idindex import SortedIds, sort_ids
@@ -34,7 +35,7 @@ from ldpsynth.aggregator.log_records import (
 )
 from ldpsynth.aggregator.nats_process import EmbeddedNats
 from ldpsynth.aggregator.segments import Segment, SegmentPack
-from ldpsynth.aggregator.shard_worker import ShardDamaged, ShardWorker, WorkerSpec
+from ldpsynth.aggregator.shard_worker import ACKNOWLEDGED_SECONDS, ShardDamaged, ShardWorker, WorkerSpec
 from ldpsynth.aggregator.snapshot import MANIFEST
 from ldpsynth.aggregator.stats import StatsAccumulator
 from ldpsynth.aggregator.status import ShardUnavailable
@@ -539,3 +540,27 @@ def test_a_cluster_worker_and_verify_refuse_a_log_behind_the_published_snapshot(
 
     verification = run(check())
     assert str(refused.value) in verification.problems
+
+
+def test_the_acknowledged_file_follows_the_log_within_a_second(log: Log) -> None:
+    """The worker writes the shard's acknowledged file at start, within about a second of the last
+    commit (also when no commit follows), never past what the log confirmed, and at close."""
+    rng = np.random.default_rng(13)
+    path = log.directory / "acknowledged" / "shard-000"
+    spec = log.spec(acknowledged=str(path))
+
+    async def scenario() -> None:
+        worker = ShardWorker(spec)
+        await worker.start()
+        assert read_acknowledged(path, log.layout.id, 0).sequence == 1  # the genesis record
+        for _ in range(3):
+            await worker.commit([segment(50, rng)])
+        await asyncio.sleep(ACKNOWLEDGED_SECONDS + 0.5)  # no commit, no close
+        status = await worker.status()
+        ack = read_acknowledged(path, log.layout.id, 0)
+        assert (ack.sequence, ack.total) == (status["offset"], 150)
+        await worker.commit([segment(50, rng)])
+        await worker.close()
+        assert read_acknowledged(path, log.layout.id, 0).total == 200
+
+    run(scenario())
