@@ -130,7 +130,7 @@ class DataDir:
                 raise ValueError
         except (ValueError, KeyError, TypeError, RecursionError):
             raise DataDirError(f"{path}: not an ldpsynth data directory layout (format {LAYOUT_FORMAT!r}); "
-                               "it was damaged or edited") from None
+                               "it was damaged or edited: restore it from a backup of the data directory") from None
         return dict(layout)
 
     def _layout_format(self) -> str | None:

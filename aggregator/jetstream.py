@@ -260,7 +260,8 @@ class ReplicatedLog:
             layout, state = _layout_from(entry.value or b"")
             if expected_id is not None and layout.id != expected_id:
                 raise LayoutError(f"the log holds layout {layout.id}, but this data directory belongs to layout "
-                                  f"{expected_id}: they are from different deployments")
+                                  f"{expected_id}: they are from different deployments; put back this directory's own "
+                                  "log")
             if shards is not None and shards != layout.shards:
                 raise LayoutError(f"the log holds {layout.shards} shards; it cannot be served with --shards {shards} "
                                   "(reports are routed to shards by id)")
@@ -315,7 +316,7 @@ class ReplicatedLog:
         if any(found.get(k) != v for k, v in wanted.items()):
             raise LayoutError(f"log stream {name} carries layout {found.get('ldpsynth.layout')}, shard "
                               f"{found.get('ldpsynth.shard')} of {found.get('ldpsynth.shards')}: not shard {shard} "
-                              f"of layout {layout.id}")
+                              f"of layout {layout.id}: restore this deployment's log from a backup")
         if info.state.first_seq != 1 or info.state.num_deleted:
             raise LayoutError(f"log stream {name} has lost records (first sequence {info.state.first_seq}, "
                               f"{info.state.num_deleted} deleted): restore it from a backup or a surviving replica")
