@@ -44,7 +44,7 @@ class DataDirInUse(DataDirError):
     """Another process (a running aggregator) holds the data directory's lock."""
 
 
-def _os_problem(exc: OSError) -> str:
+def os_problem(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"
     return exc.strerror or type(exc).__name__
@@ -96,7 +96,7 @@ class DataDir:
             self.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise DataDirError(f"--data-dir {self.path}: cannot create or open it ({_os_problem(exc)})") from None
+            raise DataDirError(f"--data-dir {self.path}: cannot create or open it ({os_problem(exc)})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -151,4 +151,4 @@ class DataDir:
             _write_durably(self.path / LAYOUT_FILE, json.dumps(
                 {"format": LAYOUT_FORMAT, "layout": layout_id, "shards": shards}, indent=2) + "\n")
         except OSError as exc:
-            raise DataDirError(f"--data-dir {self.path}: cannot write {LAYOUT_FILE} ({_os_problem(exc)})") from None
+            raise DataDirError(f"--data-dir {self.path}: cannot write {LAYOUT_FILE} ({os_problem(exc)})") from None

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .acknowledged import Acknowledged, Loss, read_acknowledged, write_acknowledged
 from .checked_file import CheckedFileError
-from .datadir import DataDir
+from .datadir import DataDir, DataDirError, os_problem
 from .idstore import Run, RunOwner, open_run
 from .jetstream import Layout, ReplicatedLog
 from .log_records import decode, record_crc
@@ -185,7 +185,7 @@ async def check_data_dir(datadir: DataDir, replicated: ReplicatedLog, layout: La
         if position.acknowledged is None and write:
             end = await log_position(replicated, layout, shard, position.log_end)
             assert end is not None
-            write_acknowledged(path, Acknowledged(layout.id, shard, end.offset, end.total, end.record_crc))
+            _write(datadir, path, Acknowledged(layout.id, shard, end.offset, end.total, end.record_crc))
         ack = position.acknowledged or read_acknowledged(path, layout.id, shard)
         if ack is not None:
             check.losses += [_describe(shard, loss) for loss in ack.losses]
@@ -213,8 +213,18 @@ async def _accept(datadir: DataDir, replicated: ReplicatedLog, layout: Layout, s
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     loss = Loss(now, log_end, acknowledged.offset if acknowledged else log_end,
                 max(0, acknowledged.total - end.total) if acknowledged else None, why)
-    if shard_dir.exists():  # ahead of the log, or of another history: kept aside, never served
-        shard_dir.rename(shard_dir.with_name(f"{shard_dir.name}.given-up-{now.replace(':', '')}"))
     losses = (previous.losses if previous else ()) + (loss,)
-    write_acknowledged(path, Acknowledged(layout.id, shard, end.offset, end.total, end.record_crc, losses))
+    try:
+        if shard_dir.exists():  # ahead of the log, or of another history: kept aside, never served
+            shard_dir.rename(shard_dir.with_name(f"{shard_dir.name}.given-up-{now.replace(':', '')}"))
+    except OSError as exc:
+        raise DataDirError(f"--data-dir {datadir.path}: cannot move {shard_dir} aside ({os_problem(exc)})") from None
+    _write(datadir, path, Acknowledged(layout.id, shard, end.offset, end.total, end.record_crc, losses))
     return loss
+
+
+def _write(datadir: DataDir, path: Path, ack: Acknowledged) -> None:
+    try:
+        write_acknowledged(path, ack)
+    except OSError as exc:
+        raise DataDirError(f"--data-dir {datadir.path}: cannot write {path} ({os_problem(exc)})") from None
