@@ -13,9 +13,9 @@ compares with the log's end (and with the record at that sequence: a log of anot
 the same length is refused too). Once a data directory has these files (``layout.json`` format
 3) a missing one is refused as well.
 
-The worker writes it after it caught up with the log at start, at most once a second while it
-commits (off the acknowledgement path: a batch never waits for it), at each snapshot and when it
-closes. It never names a sequence the log had not confirmed durable, so it is never ahead of a
+The worker writes it after it caught up with the log at start, within about a second of each
+commit (at most once a second, off the acknowledgement path: a batch never waits for it) and when
+it closes. It never names a sequence the log had not confirmed durable, so it is never ahead of a
 sound log; it may lag the last acknowledgement by about a second, so a restore that loses only
 the records of the last second before a crash is not detected.
 """
