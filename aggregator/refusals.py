@@ -97,6 +97,6 @@ def no_snapshot(shard: int, replayed: int) -> str:
 
 def loss_given_up(shard: int, log_end: int, acknowledged: int, reports: int | None, when: str, why: str) -> str:
     """A loss the operator accepted with ``--accept-lost-records`` (kept in the data directory)."""
-    counted = "" if reports is None else f", {reports} reports"
+    counted = "" if reports is None else f"; {reports} reports lost"
     return (f"shard {shard}: acknowledged records given up on {when} by {ACCEPT_FLAG}: the log ended at sequence "
             f"{log_end}, sequence {acknowledged} had been acknowledged{counted} ({why})")
