@@ -13,8 +13,13 @@ Two deployments, one code path for routing, deduplication and statistics:
   directories and snapshots uploaded to the cluster's object store. A replica that stops leaves
   them running.
 
-Opening refuses, with one line naming what is wrong (:class:`BackendError`), a log whose layout,
-streams, collection cards or records do not match, and a data directory of another log.
+Opening refuses, with one line naming what is wrong and what to do (:class:`BackendError`), a log
+whose layout, streams, collection cards or records do not match, a data directory of another
+log, and (one machine, before any worker starts: :func:`~ldpsynth.aggregator.store_check.check_data_dir`,
+the check ``verify`` runs too) a log that lost acknowledged records, unless the operator accepts
+the loss (``--accept-lost-records``, recorded in the data directory). What each shard worker did
+at start (its snapshot restored, or refused and rebuilt from the log) is logged here, by the
+replica: the workers' own log lines stay in Ray's logs.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from .jetstream import Layout, LayoutError, LogSettings, LogUnavailable, Replica
 from .log_records import LogCorruption
 from .nats_process import EMBEDDED_MAX_PAYLOAD, EmbeddedNats, StoreSpace
 from .ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
+from .refusals import damaged_log, layout_edited
 from .shard_worker import ShardDamaged, WorkerSpec
 from .status import ShardUnavailable, WorkerStartFailed
+from .store_check import check_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -114,25 +121,34 @@ class Backend:
             layout = await _when_available(lambda: replicated.open_layout(config.shards, os.cpu_count() or 1,
                                                                           None if recorded is None else recorded[0]))
             if datadir is not None:
-                if recorded is None:
+                if recorded is not None and recorded[1] != layout.shards:
+                    raise BackendError(layout_edited(str(datadir.path / "layout.json"), recorded[1], layout.shards))
+                upgrade = recorded is None or not datadir.keeps_acknowledged()
+                check = await check_data_dir(datadir, replicated, layout, write=True,
+                                             accept_loss=config.accept_lost_records)
+                if check.problems:
+                    raise BackendError(check.problems[0])
+                for line in check.losses:
+                    log.warning("%s", line)
+                if upgrade:  # the acknowledged files are written: from now on a missing one is refused
                     datadir.record_layout(layout.id, layout.shards)
-                elif recorded[1] != layout.shards:
-                    raise BackendError(f"{datadir.path / 'layout.json'}: says {recorded[1]} shards, the log holds "
-                                       f"{layout.shards}: the file was edited")
             for name, card_json in catalog.cards_json().items():
                 await replicated.register_card(name, card_json)
             if cluster is not None:  # before the workers: they would race to create it
                 bucket = await _when_available(replicated.snapshots)
                 await _when_available(bucket.probe)
-        except (LayoutError, LogCorruption) as exc:
+        except LayoutError as exc:
             raise BackendError(str(exc)) from None
+        except LogCorruption as exc:
+            raise BackendError(damaged_log(str(exc))) from None
         runtime = await _finish_in_thread(parts, "runtime", RayRuntime.connect, config.ray_address,
                                           verbose=config.verbose)
         keep_signal_handlers()
         if cluster is None:
             assert datadir is not None
             specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), max_group_rows=config.max_group_rows,
-                                flush_ids=config.snapshot_ids) for k in range(layout.shards)]
+                                flush_ids=config.snapshot_ids, acknowledged=str(datadir.acknowledged_file(k)))
+                     for k in range(layout.shards)]
             await asyncio.to_thread(_end_stale_workers, layout)  # left by an earlier run of this directory
         else:
             specs = [WorkerSpec(layout, k, settings, str(cluster.worker_dir), publish_snapshots=True,
@@ -141,13 +157,16 @@ class Backend:
         workers = await _finish_in_thread(parts, "workers" if cluster is None else "", RayWorkers.attach, specs,
                                           cluster is not None, cluster.worker_resource if cluster is not None else None)
         try:
-            await workers.wait_ready(WORKERS_READY_TIMEOUT)
+            statuses = await workers.wait_ready(WORKERS_READY_TIMEOUT)
         except ShardDamaged as exc:
-            raise BackendError(f"{exc}; restore the log from a backup or a surviving replica") from None
+            raise BackendError(str(exc)) from None
         except WorkerStartFailed as exc:
             raise WorkersDidNotStart(str(exc)) from None
         except ShardUnavailable as exc:
             raise WorkersDidNotStart(f"the shard workers did not start: {exc}") from None
+        for status in statuses:  # what each worker did with its snapshot, in this replica's log
+            for level, text in status.get("notes", ()):
+                (log.warning if level == "warning" else log.info)("%s", text)
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
                    datadir)

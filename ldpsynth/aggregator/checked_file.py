@@ -13,6 +13,10 @@ Layout (little-endian)::
 The header holds ``{"kind", "meta", "arrays": [{"name", "dtype", "shape", "offset"}]}``. Arrays
 are returned as read-only memory maps (``mmap=True``): a large id run costs page cache, not heap.
 Writes go to a temporary file that is fsynced, renamed over the target, and the directory fsynced.
+
+A file's :class:`Seal` (its size and the CRC-32 it ends with) is what a manifest binds it by: a
+reader given the seal refuses a file that is intact but not the one that was listed (another
+directory's file under the same name, an earlier file of the same kind).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import struct
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +41,20 @@ _CRC_CHUNK = 1 << 24
 
 class CheckedFileError(LdpsynthError):
     """A checked file is missing, truncated, damaged, or not the file that was expected."""
+
+
+class Seal(NamedTuple):
+    """A checked file's size in bytes and its CRC-32 (of every byte before the last four)."""
+
+    size: int
+    crc: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"size": self.size, "crc": self.crc}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Seal:
+        return cls(int(obj["size"]), int(obj["crc"]))
 
 
 def _aligned(offset: int) -> int:
@@ -62,8 +80,9 @@ def _layout(kind: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
 
 
 def write_checked(path: str | Path, kind: str, meta: Mapping[str, Any],
-                  arrays: Mapping[str, np.ndarray] | None = None) -> None:
-    """Write ``arrays`` with ``meta`` as a checked file of ``kind`` at ``path``, durably and atomically."""
+                  arrays: Mapping[str, np.ndarray] | None = None) -> Seal:
+    """Write ``arrays`` with ``meta`` as a checked file of ``kind`` at ``path``, durably and atomically;
+    return its seal."""
     path = Path(path)
     arrays = dict(arrays or {})
     header, offsets = _layout(kind, meta, arrays)
@@ -87,8 +106,10 @@ def write_checked(path: str | Path, kind: str, meta: Mapping[str, Any],
         fh.write(struct.pack("<I", crc))
         fh.flush()
         os.fsync(fh.fileno())
+        size = fh.tell()
     os.replace(tmp, path)
     fsync_directory(path.parent)
+    return Seal(size, crc)
 
 
 def _crc_of(path: Path, length: int) -> int:
@@ -104,11 +125,12 @@ def _crc_of(path: Path, length: int) -> int:
     return crc
 
 
-def read_checked(path: str | Path, kind: str, mmap: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def read_checked(path: str | Path, kind: str, mmap: bool = True,
+                 seal: Seal | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The ``meta`` and arrays of the checked file ``path`` of ``kind``, after verifying it whole.
 
     Raises :class:`CheckedFileError` (naming the file) if it is missing, unreadable, truncated,
-    fails its checksum or is of another kind.
+    fails its checksum, is of another kind, or (``seal`` given) is not the file that was sealed.
     """
     path = Path(path)
     try:
@@ -125,6 +147,10 @@ def read_checked(path: str | Path, kind: str, mmap: bool = True) -> tuple[dict[s
             (stored,) = struct.unpack("<I", fh.read(4))
         if _crc_of(path, size - 4) != stored:
             raise CheckedFileError(f"{path}: checksum mismatch (the file is damaged or was altered)")
+        if seal is not None and Seal(size, stored) != seal:
+            raise CheckedFileError(f"{path}: not the file the manifest lists (size {size}, CRC-32 {stored:08x}; "
+                                   f"listed: size {seal.size}, CRC-32 {seal.crc:08x}): a file of another "
+                                   "directory or time under this name")
     except FileNotFoundError:
         raise CheckedFileError(f"{path}: missing") from None
     except OSError as exc:

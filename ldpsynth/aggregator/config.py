@@ -132,6 +132,8 @@ class ServerConfig:
     stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
     of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
     writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
+    ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
+    loss in the data directory (``--accept-lost-records``).
     """
 
     data_dir: Path | None
@@ -150,10 +152,14 @@ class ServerConfig:
     max_group_rows: int = 1 << 20
     snapshot_ids: int = 1 << 20
     verbose: bool = False
+    accept_lost_records: bool = False
 
     def __post_init__(self) -> None:
         if self.cluster is None and self.data_dir is None:
             raise ConfigError("--data-dir: required unless the log is a NATS cluster (--nats)")
+        if self.cluster is not None and self.accept_lost_records:
+            raise ConfigError("--accept-lost-records: only with --data-dir (a cluster's log is repaired from its "
+                              "surviving replicas)")
         if not self.collections:
             raise ConfigError("--collection: at least one collection file")
         names = [c.schema.name for c in self.collections]

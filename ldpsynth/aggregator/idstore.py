@@ -15,6 +15,12 @@ of **runs**:
   at most twice its size), so a shard holds :math:`O(\\log n)` runs and each id is rewritten
   :math:`O(\\log n)` times; a merge streams both runs in chunks (bounded memory).
 
+Each run is bound to the log it indexes: its header names the layout, the shard and the
+collection, the log sequences whose ids it holds (``first``..``last``), its count and a SHA-256
+of its ids; the snapshot's manifest lists each run by that :class:`RunEntry` and the file's
+:class:`~ldpsynth.aggregator.checked_file.Seal`, so a run of another directory, shard or time
+put under a listed name is refused, never searched.
+
 Lookups search every run (memory-mapped: the heap does not grow with the data; the page cache
 keeps the hot pages) and the tail. Opening an index maps its run files after verifying their
 checksums (one sequential read, ~3 GB/s), instead of re-reading and sorting every stored id.
@@ -22,29 +28,65 @@ checksums (one sequential read, ~3 GB/s), instead of re-reading and sorting ever
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .checked_file import read_checked, write_checked
+from .checked_file import CheckedFileError, Seal, read_checked, write_checked
 from .idindex import IdIndex, SortedIds, run_contains
 
-RUN_KIND = "ldpsynth.id-run/1"
+RUN_KIND = "ldpsynth.id-run/2"
 #: Ids merged per step of a streaming merge (2 x 16 MiB of temporaries).
 MERGE_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class RunOwner:
+    """Whose ids a run holds: a layout's shard's collection."""
+
+    layout: str
+    shard: int
+    collection: str
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """How a manifest lists a run: file name and seal, and what the run says it holds."""
+
+    file: str
+    seal: Seal
+    count: int
+    digest: str
+    first: int
+    last: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "seal": self.seal.to_json(), "count": self.count, "digest": self.digest,
+                "first": self.first, "last": self.last}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> RunEntry:
+        return cls(str(obj["file"]), Seal.from_json(obj["seal"]), int(obj["count"]), str(obj["digest"]),
+                   int(obj["first"]), int(obj["last"]))
 
 
 @dataclass(frozen=True)
 class Run:
     """An immutable run file: ids sorted by ``hi``, ``lo`` alongside (memory maps)."""
 
-    file: str
+    entry: RunEntry
     hi: np.ndarray
     lo: np.ndarray
+
+    @property
+    def file(self) -> str:
+        return self.entry.file
 
     def __len__(self) -> int:
         return int(self.hi.size)
@@ -54,20 +96,50 @@ def run_file_name(collection_key: str) -> str:
     return f"ids-{collection_key}-{uuid.uuid4().hex[:16]}.run"
 
 
-def write_run(directory: Path, collection_key: str, hi: np.ndarray, lo: np.ndarray) -> Run:
-    """Write ``(hi, lo)`` (sorted by ``hi``) as a new run file in ``directory`` and map it."""
-    name = run_file_name(collection_key)
-    write_checked(directory / name, RUN_KIND, {"count": int(hi.size)}, {"hi": hi, "lo": lo})
-    return open_run(directory, name)
+def _digest(hi: np.ndarray, lo: np.ndarray, chunk: int = MERGE_CHUNK) -> str:
+    """SHA-256 of the run's ids: every ``hi``, then every ``lo`` (little-endian uint64)."""
+    digest = hashlib.sha256()
+    for half in (hi, lo):
+        for start in range(0, half.size, chunk):
+            digest.update(np.ascontiguousarray(half[start:start + chunk], "<u8").tobytes())
+    return digest.hexdigest()
 
 
-def open_run(directory: Path, name: str) -> Run:
-    """Map a run file after verifying it (:class:`~ldpsynth.aggregator.checked_file.CheckedFileError`)."""
-    _, arrays = read_checked(directory / name, RUN_KIND)
-    return Run(name, arrays["hi"], arrays["lo"])
+def _write(directory: Path, owner: RunOwner, key: str, first: int, last: int, hi: np.ndarray,
+           lo: np.ndarray) -> RunEntry:
+    name = run_file_name(key)
+    digest = _digest(hi, lo)
+    meta = {"layout": owner.layout, "shard": owner.shard, "collection": owner.collection, "first": first,
+            "last": last, "count": int(hi.size), "digest": digest}
+    seal = write_checked(directory / name, RUN_KIND, meta, {"hi": hi, "lo": lo})
+    return RunEntry(name, seal, int(hi.size), digest, first, last)
 
 
-def merge_runs(directory: Path, collection_key: str, first: Run, second: Run, chunk: int = MERGE_CHUNK) -> Run:
+def write_run(directory: Path, owner: RunOwner, key: str, first: int, last: int, hi: np.ndarray,
+              lo: np.ndarray) -> Run:
+    """Write ``(hi, lo)`` (sorted by ``hi``): the ids of ``owner`` in log sequences ``first..last``, as a
+    new run file in ``directory``, and map it."""
+    return open_run(directory, owner, _write(directory, owner, key, first, last, hi, lo))
+
+
+def open_run(directory: Path, owner: RunOwner, entry: RunEntry) -> Run:
+    """Map the run file ``entry`` lists after verifying it is that file and holds ``owner``'s ids
+    (:class:`~ldpsynth.aggregator.checked_file.CheckedFileError` otherwise)."""
+    path = directory / entry.file
+    meta, arrays = read_checked(path, RUN_KIND, seal=entry.seal)
+    found = (meta.get("layout"), meta.get("shard"), meta.get("collection"), meta.get("first"), meta.get("last"),
+             meta.get("count"), meta.get("digest"))
+    wanted = (owner.layout, owner.shard, owner.collection, entry.first, entry.last, entry.count, entry.digest)
+    if found != wanted:
+        raise CheckedFileError(f"{path}: ids of layout {found[0]}, shard {found[1]}, collection {found[2]!r}, "
+                               f"sequences {found[3]}..{found[4]}, not those the manifest lists")
+    if arrays["hi"].size != entry.count:
+        raise CheckedFileError(f"{path}: holds {arrays['hi'].size} ids, its header says {entry.count}")
+    return Run(entry, arrays["hi"], arrays["lo"])
+
+
+def merge_runs(directory: Path, owner: RunOwner, key: str, first: Run, second: Run,
+               chunk: int = MERGE_CHUNK) -> Run:
     """Merge two runs into a new run file, streaming ``chunk`` ids at a time.
 
     Each step takes, from both runs, the ids up to the smaller of the two chunk ends (so every
@@ -96,13 +168,13 @@ def merge_runs(directory: Path, collection_key: str, first: Run, second: Run, ch
             i, j = ia, jb
         hi_file.flush()
         lo_file.flush()
-        name = run_file_name(collection_key)
-        write_checked(directory / name, RUN_KIND, {"count": total}, {"hi": out_hi, "lo": out_lo})
+        entry = _write(directory, owner, key, min(first.entry.first, second.entry.first),
+                       max(first.entry.last, second.entry.last), out_hi, out_lo)
     finally:
         del out_hi, out_lo, hi_file, lo_file
         for suffix in (".hi", ".lo"):
             Path(f"{scratch}{suffix}").unlink(missing_ok=True)
-    return open_run(directory, name)
+    return open_run(directory, owner, entry)
 
 
 def merge_plan(runs: Sequence[Run]) -> tuple[int, int] | None:

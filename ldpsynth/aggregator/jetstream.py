@@ -160,6 +160,13 @@ def _layout_from(raw: bytes) -> tuple[Layout, str]:
         raise LayoutError(f"KV {META_BUCKET}/{LAYOUT_KEY}: not an ldpsynth layout") from None
 
 
+def _no_layout(expected_id: str | None) -> str:
+    if expected_id is None:
+        return "the log has no layout: it is not an ldpsynth log, or it is empty"
+    return (f"the log has no layout, but this data directory belongs to layout {expected_id}: the log was deleted or "
+            "replaced (restore it, or use a new data directory)")
+
+
 def _collection_key(name: str) -> str:
     return "collection." + name.encode("utf-8").hex()
 
@@ -214,29 +221,36 @@ class ReplicatedLog:
                     self._meta = await self._js.key_value(META_BUCKET)
         return self._meta
 
-    async def open_layout(self, shards: int | None, default_shards: int = 1, expected_id: str | None = None) -> Layout:
-        """The log's layout, created with ``shards`` (else ``default_shards``) shards if there is none yet.
+    async def open_layout(self, shards: int | None, default_shards: int = 1, expected_id: str | None = None,
+                          create: bool = True) -> Layout:
+        """The log's layout, created with ``shards`` (else ``default_shards``) shards if there is none yet
+        (and ``create``: ``verify`` never creates anything).
 
         Refused (:class:`LayoutError`) if ``shards`` is given and differs from the stored count, if
         ``expected_id`` is given and differs (another deployment's log), or if a stream of the
         layout is missing or belongs to another layout or shard.
         """
         try:
-            return await self._open_layout(shards, default_shards, expected_id)
+            return await self._open_layout(shards, default_shards, expected_id, create)
         except (nats.errors.Error, asyncio.TimeoutError) as exc:
             raise LogUnavailable(f"the log did not answer ({type(exc).__name__})") from None
 
-    async def _open_layout(self, shards: int | None, default_shards: int, expected_id: str | None) -> Layout:
-        meta = await self._meta_bucket()
+    async def _open_layout(self, shards: int | None, default_shards: int, expected_id: str | None,
+                           create: bool) -> Layout:
+        if create:
+            meta = await self._meta_bucket()
+        else:
+            try:
+                meta = await self._js.key_value(META_BUCKET)
+            except nats.js.errors.BucketNotFoundError:
+                raise LayoutError(_no_layout(expected_id)) from None
         deadline = time.monotonic() + _CREATION_WAIT
         while True:
             try:
                 entry = await meta.get(LAYOUT_KEY)
             except nats.js.errors.KeyNotFoundError:
-                if expected_id is not None:
-                    raise LayoutError(f"the log has no layout, but this data directory belongs to layout "
-                                      f"{expected_id}: the log was deleted or replaced (restore it, or use a new "
-                                      "data directory)") from None
+                if expected_id is not None or not create:
+                    raise LayoutError(_no_layout(expected_id)) from None
                 fresh = Layout(uuid.uuid4().hex[:12], shards or default_shards, self.settings.replicas)
                 try:
                     await meta.create(LAYOUT_KEY, fresh.to_json("creating"))
@@ -246,14 +260,15 @@ class ReplicatedLog:
             layout, state = _layout_from(entry.value or b"")
             if expected_id is not None and layout.id != expected_id:
                 raise LayoutError(f"the log holds layout {layout.id}, but this data directory belongs to layout "
-                                  f"{expected_id}: they are from different deployments")
+                                  f"{expected_id}: they are from different deployments; put back this directory's own "
+                                  "log")
             if shards is not None and shards != layout.shards:
                 raise LayoutError(f"the log holds {layout.shards} shards; it cannot be served with --shards {shards} "
                                   "(reports are routed to shards by id)")
             if layout.replicas != self.settings.replicas:
                 raise LayoutError(f"the log was created with {layout.replicas} replicas per stream, "
                                   f"not {self.settings.replicas}")
-            if state == "ready":
+            if state == "ready" or not create:
                 for shard in range(layout.shards):
                     await self._check_stream(layout, shard)
                 self.layout = layout
@@ -301,7 +316,7 @@ class ReplicatedLog:
         if any(found.get(k) != v for k, v in wanted.items()):
             raise LayoutError(f"log stream {name} carries layout {found.get('ldpsynth.layout')}, shard "
                               f"{found.get('ldpsynth.shard')} of {found.get('ldpsynth.shards')}: not shard {shard} "
-                              f"of layout {layout.id}")
+                              f"of layout {layout.id}: restore this deployment's log from a backup")
         if info.state.first_seq != 1 or info.state.num_deleted:
             raise LayoutError(f"log stream {name} has lost records (first sequence {info.state.first_seq}, "
                               f"{info.state.num_deleted} deleted): restore it from a backup or a surviving replica")
@@ -375,6 +390,17 @@ class ReplicatedLog:
         s = info.state
         return StreamState(int(s.first_seq), int(s.last_seq), int(s.messages), int(s.num_deleted or 0))
 
+    async def record(self, shard: int, sequence: int) -> bytes | None:
+        """The record at ``sequence`` of shard ``shard``'s stream (``None``: there is none)."""
+        layout = self._require_layout()
+        try:
+            message = await self._js.get_msg(layout.stream(shard), seq=sequence)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"shard {shard}: the log did not answer ({type(exc).__name__})") from None
+        return bytes(message.data or b"")
+
     async def read(self, shard: int, first: int, last: int) -> AsyncIterator[tuple[int, bytes]]:
         """Records ``first .. last`` (inclusive) of shard ``shard``'s stream, in order.
 
@@ -442,6 +468,16 @@ class ReplicatedLog:
         except (nats.errors.Error, asyncio.TimeoutError) as exc:
             raise LogUnavailable(f"snapshot store unavailable ({type(exc).__name__})") from None
         return SnapshotBucket(store)
+
+    async def existing_snapshots(self) -> SnapshotBucket | None:
+        """The layout's object store of shard snapshots if it exists (``verify`` creates nothing)."""
+        layout = self._require_layout()
+        try:
+            return SnapshotBucket(await self._js.object_store(layout.snapshot_bucket))
+        except nats.js.errors.BucketNotFoundError:
+            return None
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"snapshot store unavailable ({type(exc).__name__})") from None
 
 
 class SnapshotBucket:

@@ -124,6 +124,12 @@ def encode_reports(layout: str, shard: int, sequence: int, before: int, sections
                     "sections": specs}, body)
 
 
+def record_crc(data: bytes) -> int:
+    """The CRC-32 a record ends with (its identity in a snapshot's or an acknowledgement's position)."""
+    (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+    return int(crc)
+
+
 def reports_per_record(max_bytes: int, collections: int) -> int:
     """How many reports a record of ``collections`` sections can hold within ``max_bytes`` (at
     least one), counting every column at its widest (8-byte codes)."""

@@ -24,11 +24,21 @@ so a record that did land is applied, and its reports count as duplicates on the
 
 State and restart. The index (:mod:`~ldpsynth.aggregator.idstore`) and the statistics are
 snapshotted (:mod:`~ldpsynth.aggregator.snapshot`) every ``flush_ids`` new ids or
-``flush_seconds``, with the sequence they reflect. A (re)started worker opens its last snapshot
-(or downloads it from the object store) and replays only the records after it, so a restart
-reads at most ``flush_ids`` ids from the log, whatever the shard holds. A record that fails its
-checks (checksum, position, shard, the running report count) makes the shard *damaged*: it
-refuses every call (:class:`ShardDamaged`) until an operator restores the log.
+``flush_seconds``, bound to the log position they reflect. A (re)started worker first checks that
+the log still holds every acknowledged sequence (:func:`~ldpsynth.aggregator.store_check.check_position`:
+the shard's acknowledged file on one machine, and its snapshot), then opens its last snapshot (or
+downloads it from the object store) after checking every file against the manifest and the
+manifest against the log (:func:`~ldpsynth.aggregator.store_check.load_snapshot`): a snapshot
+that fails is rebuilt from the log, never used. It replays only the records after it, so a
+restart reads at most ``flush_ids`` ids from the log, whatever the shard holds. What it did is in
+:meth:`status` (``notes``), which the replica logs. A record that fails its checks (checksum,
+position, shard, the running report count), or a log that lost acknowledged records, makes the
+shard *damaged*: it refuses every call (:class:`ShardDamaged`) until an operator restores the log.
+
+On one machine the worker also keeps the shard's acknowledged file
+(:mod:`~ldpsynth.aggregator.acknowledged`) at the log sequence it has seen durable: after
+catching up at start, at most once a second while it commits (never on the acknowledgement
+path), and when it closes.
 
 Read path. Queries pin the shard's state (:meth:`pin`): the statistics and row count at the
 sequence the worker has applied, kept until unpinned (or ``pin_seconds``); every block of a query
@@ -54,17 +64,38 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.statistics import SufficientStatistics
 
+from .acknowledged import Acknowledged, write_acknowledged
 from .checked_file import CheckedFileError, read_checked
 from .group_commit import GroupCommitter
-from .idindex import repeats, sort_ids
-from .idstore import DiskIdIndex, merge_plan, merge_runs, open_run, remove_unreferenced, write_run
+from .idindex import IdIndex, repeats, sort_ids
+from .idstore import DiskIdIndex, RunOwner, merge_plan, merge_runs, remove_unreferenced, write_run
 from .jetstream import Layout, LogFenced, LogFull, LogSettings, LogUnavailable, ReplicatedLog, SnapshotBucket
-from .log_records import LogCorruption, Record, Section, card_digest, decode, encode_reports, reports_per_record
+from .log_records import (
+    LogCorruption,
+    Record,
+    Section,
+    card_digest,
+    decode,
+    encode_reports,
+    record_crc,
+    reports_per_record,
+)
 from .pairs import PairCounts
+from .refusals import (
+    StoreRefused,
+    damaged_log,
+    no_snapshot,
+    record_out_of_place,
+    record_under_another_card,
+    records_lost,
+    snapshot_rebuilt,
+    snapshot_restored,
+)
 from .segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
-from .snapshot import MANIFEST, MANIFEST_KIND, collection_key, read_snapshot, write_manifest, write_state
+from .snapshot import MANIFEST, MANIFEST_KIND, Position, collection_key, write_manifest, write_state
 from .stats import StatsAccumulator
 from .status import ShardFull, ShardUnavailable, WorkerStartFailed
+from .store_check import check_position, load_snapshot, log_position, published_manifest
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +107,8 @@ DEFAULT_MAX_GROUP_ROWS = 1 << 18
 DEFAULT_PIN_SECONDS = 600.0
 #: A start that failed with one of these may succeed later (space freed, a file system back): retried.
 _TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
+#: Seconds between two writes of the acknowledged file while commits go on.
+ACKNOWLEDGED_SECONDS = 1.0
 
 
 class ShardDamaged(ShardUnavailable):
@@ -100,6 +133,8 @@ class WorkerSpec:
     flush_seconds: float = DEFAULT_FLUSH_SECONDS
     max_group_rows: int = DEFAULT_MAX_GROUP_ROWS
     pin_seconds: float = DEFAULT_PIN_SECONDS
+    #: The shard's acknowledged file (one machine: ``DIR/acknowledged/shard-NNN``); ``None``: none kept.
+    acknowledged: str | None = None
 
 
 @dataclass
@@ -133,6 +168,15 @@ class ShardWorker:
         self._quota: dict[QuotaKey, int] = defaultdict(int)
         self._offset = 1  # the genesis record
         self._total = 0
+        self._crc = -1  # CRC-32 of the record at self._offset (known once started)
+        self._frozen_upto = 1  # ids of records up to here are in runs or frozen tails
+        self._ranges: dict[int, tuple[int, int]] = {}  # id(frozen tail) -> its records' sequences
+        self._ack: Acknowledged | None = None
+        self._ack_lock = asyncio.Lock()
+        self._ack_task: asyncio.Task[None] | None = None
+        self._ack_wake = asyncio.Event()  # set at close: write now
+        self._ack_at = 0.0
+        self.notes: list[tuple[str, str]] = []  # (level, what the start did), for the replica's log
         self._synced = False
         self._damage: str | None = None
         self._started: asyncio.Task[None] | None = None
@@ -175,26 +219,55 @@ class ShardWorker:
         if spec.publish_snapshots:
             self._bucket = await self._log.snapshots()
         try:
-            await self._restore()
+            restored = await self._restore()
             await self._catch_up()
-        except (LogCorruption, ShardDamaged) as exc:
+            if restored is not None:
+                self._note("info", no_snapshot(spec.shard, self.replayed) if restored == 0 else
+                           snapshot_restored(spec.shard, restored, self.replayed))
+            if self._crc < 0:
+                position = await log_position(self._log, spec.layout, spec.shard, self._offset)
+                assert position is not None
+                self._crc = position.record_crc
+            await self._write_acknowledged()
+        except LogCorruption as exc:
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", spec.shard, self._damage)
+        except (ShardDamaged, StoreRefused) as exc:
             self._damage = str(exc)
             log.error("shard %d is damaged and refuses service: %s", spec.shard, exc)
 
-    async def _restore(self) -> None:
+    def _note(self, level: str, text: str) -> None:
+        (log.warning if level == "warning" else log.info)("%s", text)
+        self.notes.append((level, text))
+
+    async def _restore(self) -> int | None:
+        """Check the log holds what was acknowledged, restore the snapshot if it is a view of this log.
+        Returns the snapshot's sequence (0: there is none; ``None``: it was refused, and said so)."""
         spec = self.spec
-        snapshot = None
-        try:
-            if self._bucket is not None and not (self.directory / MANIFEST).exists():
+        assert self._log is not None
+        downloaded = None
+        if self._bucket is not None and not (self.directory / MANIFEST).exists():
+            try:
                 await self._download_snapshot()
-            snapshot = read_snapshot(self.directory, spec.layout.id, spec.shard)
-            if snapshot is not None:
-                runs = {name: [open_run(self.directory, r) for r in c.runs] for name, c in snapshot.collections.items()}
+            except CheckedFileError as exc:
+                downloaded = str(exc)
+        acknowledged = None if spec.acknowledged is None else Path(spec.acknowledged)
+        position = await check_position(self._log, spec.layout, spec.shard, self.directory, acknowledged,
+                                        require_acknowledged=False, one_machine=acknowledged is not None,
+                                        snapshot_name=None if self._bucket is None else
+                                        published_manifest(spec.layout, spec.shard))
+        self._ack = position.acknowledged
+        loaded = None
+        try:
+            if downloaded is not None:
+                raise CheckedFileError(downloaded)
+            loaded = await load_snapshot(self.directory, spec.layout, spec.shard, self._log)
         except CheckedFileError as exc:
-            log.warning("shard %d: snapshot unusable (%s); rebuilding it from the log", spec.shard, exc)
-            snapshot = None
-        if snapshot is None:
-            return
+            self._note("warning", snapshot_rebuilt(spec.shard, str(exc)))
+            return None
+        if loaded is None:
+            return 0
+        snapshot, runs = loaded
         for name, c in snapshot.collections.items():
             coll = await self._collection(name)
             if coll.digest != c.card:
@@ -203,9 +276,11 @@ class ShardWorker:
             coll.stats = StatsAccumulator.restore(c.stats)
             coll.rows = c.rows
         self._quota.update(snapshot.quota)
-        self._offset = self._snapshot_offset = snapshot.offset
+        self._offset = self._snapshot_offset = self._frozen_upto = snapshot.offset
         self._total = snapshot.total
+        self._crc = snapshot.position.record_crc
         self._published = set(snapshot.files) if self._bucket is not None else set()
+        return snapshot.offset
 
     async def _download_snapshot(self) -> None:
         assert self._bucket is not None
@@ -214,7 +289,11 @@ class ShardWorker:
             return
         staging = self.directory / (MANIFEST + ".remote")
         meta, _ = read_checked(staging, MANIFEST_KIND)
-        files = [str(meta["state"])] + [r for c in meta["collections"].values() for r in c["runs"]]
+        try:
+            files = [str(meta["state"]["file"])] + [str(r["file"]) for c in meta["collections"].values()
+                                                    for r in c["runs"]]
+        except (KeyError, TypeError, AttributeError):
+            raise CheckedFileError(f"{staging}: malformed manifest") from None
         for name in files:
             if not (self.directory / name).exists():
                 await self._bucket.get(prefix + name, self.directory / name)
@@ -250,29 +329,27 @@ class ShardWorker:
             raise ShardDamaged(f"log of shard {self.spec.shard}: records were removed (first sequence {state.first}, "
                                f"{state.deleted} deleted)")
         if state.last < self._offset:
-            raise ShardDamaged(f"log of shard {self.spec.shard} ends at sequence {state.last}, but the shard's "
-                               f"snapshot reflects sequence {self._offset}: acknowledged records were lost")
+            raise ShardDamaged(records_lost(self.spec.shard, state.last, self._offset, "this worker applied it",
+                                            self.spec.acknowledged is not None))
         async for sequence, data in self._log.read(self.spec.shard, self._offset + 1, state.last):
             record = self._decode(data, sequence)
-            await self._apply(record)
+            await self._apply(record, record_crc(data))
             self.replayed += 1
         self._synced = True
 
     def _decode(self, data: bytes, sequence: int) -> Record:
         record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
         if record.kind != "reports" or record.before != self._total:
-            raise LogCorruption(f"log of shard {self.spec.shard}, sequence {sequence}: follows {record.before} "
-                                f"reports, but {self._total} precede it (a record is missing or out of place)")
+            raise LogCorruption(record_out_of_place(self.spec.shard, sequence, record.before, self._total))
         return record
 
-    async def _apply(self, record: Record) -> None:
+    async def _apply(self, record: Record, crc: int) -> None:
         # Resolve the collections first, then change the state without yielding: a concurrent
         # pin sees the state before or after the record, never half of it.
         colls = [await self._collection(section.collection) for section in record.sections]
         for coll, section in zip(colls, record.sections):
             if section.card != coll.digest:
-                raise LogCorruption(f"log of shard {self.spec.shard}, sequence {record.sequence}: collection "
-                                    f"{section.collection!r} under another card")
+                raise LogCorruption(record_under_another_card(self.spec.shard, record.sequence, section.collection))
         for coll, section in zip(colls, record.sections):
             coll.index.add(sort_ids(section.report_ids))
             coll.stats.add(section.public_keys, section.private_codes)
@@ -281,6 +358,7 @@ class ShardWorker:
                 self._quota[(section.collection, credential)] += count
         self._offset = record.sequence
         self._total += record.reports
+        self._crc = crc
 
     # ----- write path --------------------------------------------------------------------------
     async def commit(self, segments: Sequence[Segment]) -> CommitOutcome:
@@ -310,7 +388,11 @@ class ShardWorker:
         except (LogUnavailable, LogFenced) as exc:
             self._synced = False
             raise ShardUnavailable(str(exc)) from None
-        except (LogCorruption, ShardDamaged) as exc:
+        except LogCorruption as exc:
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
+            raise ShardDamaged(self._damage) from None
+        except ShardDamaged as exc:
             self._damage = str(exc)
             log.error("shard %d is damaged and refuses service: %s", self.spec.shard, exc)
             raise ShardDamaged(self._damage) from None
@@ -347,6 +429,7 @@ class ShardWorker:
         for chunk in self._records(sections):
             await self._append(chunk)
         self._maybe_persist()
+        self._maybe_acknowledge()
         return CommitOutcome(tuple(results), {key: self._quota[key] for key in charged})
 
     def _records(self, sections: list[Section]) -> list[list[Section]]:
@@ -382,7 +465,47 @@ class ShardWorker:
         data = encode_reports(self.spec.layout.id, self.spec.shard, sequence, self._total, sections, domains)
         await self._log.append(self.spec.shard, data, self._offset)
         record = Record("reports", self.spec.layout.id, self.spec.shard, sequence, self._total, tuple(sections))
-        await self._apply(record)
+        await self._apply(record, record_crc(data))
+
+    # ----- the acknowledged file ------------------------------------------------------------------
+    def _maybe_acknowledge(self) -> None:
+        """After a commit: make sure the acknowledged file reaches the applied sequence within
+        about :data:`ACKNOWLEDGED_SECONDS` (one writer task at a time, which catches up with
+        every commit made while it waited or wrote)."""
+        if self.spec.acknowledged is not None and (self._ack_task is None or self._ack_task.done()):
+            self._ack_task = asyncio.ensure_future(self._acknowledge_soon())
+
+    async def _acknowledge_soon(self) -> None:
+        while True:
+            delay = self._ack_at + ACKNOWLEDGED_SECONDS - time.monotonic()
+            if delay > 0 and not self._ack_wake.is_set():
+                try:
+                    await asyncio.wait_for(self._ack_wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if not await self._write_acknowledged() or (self._ack is not None and
+                                                        self._ack.sequence >= self._offset):
+                return
+
+    async def _write_acknowledged(self) -> bool:
+        """Write the sequence applied (confirmed durable by the log) to the acknowledged file;
+        ``False`` if the write failed."""
+        if self.spec.acknowledged is None:
+            return True
+        async with self._ack_lock:
+            self._ack_at = time.monotonic()
+            losses = self._ack.losses if self._ack is not None else ()
+            ack = Acknowledged(self.spec.layout.id, self.spec.shard, self._offset, self._total, self._crc, losses)
+            if self._ack is not None and self._ack.sequence >= ack.sequence:
+                return True
+            try:
+                await asyncio.to_thread(write_acknowledged, Path(self.spec.acknowledged), ack)
+            except OSError as exc:
+                log.warning("shard %d: %s not written (%s); the log keeps every record", self.spec.shard,
+                            self.spec.acknowledged, exc)
+                return False
+            self._ack = ack
+            return True
 
     # ----- snapshots ---------------------------------------------------------------------------
     def _maybe_persist(self) -> None:
@@ -404,36 +527,45 @@ class ShardWorker:
     async def _persist(self) -> None:
         """Tails -> run files, merge runs, state file, manifest (then upload; then clean up)."""
         self._last_flush = time.monotonic()
-        offset, total, quota = self._offset, self._total, dict(self._quota)
+        position, quota = Position(self._offset, self._total, self._crc), dict(self._quota)
+        offset = position.offset
         for coll in self._collections.values():
-            coll.index.freeze()
+            frozen = coll.index.freeze()
+            if frozen is not None:
+                self._ranges[id(frozen)] = (self._frozen_upto + 1, offset)
+        self._frozen_upto = offset
         state = {name: (c.rows, c.stats.snapshot()) for name, c in self._collections.items()}
+        layout, shard = self.spec.layout.id, self.spec.shard
         try:
             for name, coll in self._collections.items():
+                owner, key = RunOwner(layout, shard, name), collection_key(name)
                 for tail in list(coll.index.frozen):  # also tails a failed snapshot left frozen
                     hi, lo = tail.merged()
-                    run = await asyncio.to_thread(write_run, self.directory, collection_key(name), hi, lo)
+                    first, last = self._ranges[id(tail)]
+                    run = await asyncio.to_thread(write_run, self.directory, owner, key, first, last, hi, lo)
                     coll.index.flushed(tail, run)
+                    self._forget(tail)
                 while (plan := merge_plan(coll.index.runs)) is not None:
-                    first, second = coll.index.runs[plan[0]], coll.index.runs[plan[1]]
-                    merged = await asyncio.to_thread(merge_runs, self.directory, collection_key(name), first, second)
-                    coll.index.replace(first, second, merged)
-            state_file = await asyncio.to_thread(write_state, self.directory, self.spec.layout.id, self.spec.shard,
-                                                 offset, state, quota)
-            listed = {name: (c.digest, [r.file for r in c.index.runs]) for name, c in self._collections.items()
-                      if name in state}
-            await asyncio.to_thread(write_manifest, self.directory, self.spec.layout.id, self.spec.shard, offset,
-                                    total, state_file, listed)
+                    a, b = coll.index.runs[plan[0]], coll.index.runs[plan[1]]
+                    merged = await asyncio.to_thread(merge_runs, self.directory, owner, key, a, b)
+                    coll.index.replace(a, b, merged)
+            state_file = await asyncio.to_thread(write_state, self.directory, layout, shard, position, state, quota)
+            listed = {name: (c.digest, state[name][0], [r.entry for r in c.index.runs])
+                      for name, c in self._collections.items() if name in state}
+            await asyncio.to_thread(write_manifest, self.directory, layout, shard, position, state_file, listed)
         except OSError as exc:
             # A snapshot is a view the log can rebuild: a failed write only makes a restart replay more.
             # Tails that were not written stay frozen (searched) and are written by the next snapshot.
             log.warning("shard %d: snapshot not written (%s); the log keeps every record", self.spec.shard, exc)
             return
         self._snapshot_offset = offset
-        keep = {state_file, MANIFEST} | {r for _, runs in listed.values() for r in runs}
+        keep = {state_file[0], MANIFEST} | {r.file for _, _, runs in listed.values() for r in runs}
         await self._publish(keep)
         remove_unreferenced(self.directory, keep, prefix="ids-")
         remove_unreferenced(self.directory, keep, prefix="state-")
+
+    def _forget(self, tail: IdIndex) -> None:
+        self._ranges.pop(id(tail), None)
 
     async def _publish(self, keep: set[str]) -> None:
         if self._bucket is None:
@@ -514,8 +646,8 @@ class ShardWorker:
                 before += record.reports
                 parts += [s for s in record.sections if s.collection == collection]
         except LogCorruption as exc:
-            self._damage = str(exc)
-            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, exc)
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
             raise ShardDamaged(self._damage) from None
         except LogUnavailable as exc:
             raise ShardUnavailable(str(exc)) from None
@@ -554,7 +686,8 @@ class ShardWorker:
                 "snapshot_offset": self._snapshot_offset,
                 "rows": {name: c.rows for name, c in self._collections.items()},
                 "memory_ids": sum(c.index.memory_ids for c in self._collections.values()),
-                "runs": sum(len(c.index.runs) for c in self._collections.values()), "replayed": self.replayed}
+                "runs": sum(len(c.index.runs) for c in self._collections.values()), "replayed": self.replayed,
+                "notes": [list(note) for note in self.notes]}
 
     async def close(self) -> None:
         """Finish queued commits, write a snapshot, disconnect."""
@@ -562,6 +695,10 @@ class ShardWorker:
             await self._committer.close()
             if self._started is not None and self._started.done() and self._damage is None:
                 await self.flush()
+                self._ack_wake.set()
+                if self._ack_task is not None:
+                    await self._ack_task
+                await self._write_acknowledged()
         finally:
             if self._log is not None:
                 await self._log.close()

@@ -74,14 +74,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--snapshot-every", type=int, default=1 << 20, metavar="N",
                        help="new reports a shard worker keeps in memory before it writes a snapshot: the most a "
                             "restarted worker replays from the log (default %(default)s)")
+    serve.add_argument("--accept-lost-records", action="store_true",
+                       help="serve a log that lost acknowledged records (e.g. restored from an older backup), giving "
+                            "them up; the loss is recorded in --data-dir, and later starts and verify report it")
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     verify = add_command(
         commands, "verify", verify_command,
         help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
         description="Read every record of the log of a stopped one-machine aggregator (--data-dir) or of a cluster "
-                    "(--nats) and check it. Prints the rows per collection and the problems found as JSON; exit 0 "
-                    "when there are none, 1 otherwise (what an operator runs after a crash or suspected damage).")
+                    "(--nats) and check it; with --data-dir also make every check 'serve' makes at start, in the "
+                    "same words. Prints JSON: the rows per collection, the problems (what makes serve refuse, and "
+                    "damaged records), notes (what serve repairs by itself) and the losses accepted with "
+                    "--accept-lost-records. Exit 0 when there is no problem, 1 otherwise (also when the log cannot "
+                    "be opened), 2 for a wrong command line: bad flags, a --data-dir that does not exist or is in "
+                    "use by a running aggregator.")
     where = verify.add_mutually_exclusive_group(required=True)
     where.add_argument("--data-dir", type=Path, help="the data directory of a stopped one-machine aggregator")
     where.add_argument("--nats", metavar="URL[,URL...]", help="the NATS servers of a cluster's log")
@@ -138,6 +145,7 @@ def serve_command(args: argparse.Namespace) -> int:
         reflection=args.reflection,
         grace_seconds=args.grace,
         snapshot_ids=args.snapshot_every,
+        accept_lost_records=args.accept_lost_records,
     )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -178,7 +186,7 @@ async def _serve(config: ServerConfig) -> int:
 
 def verify_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator verify``."""
-    from ldpsynth.aggregator.jetstream import LogSettings, ReplicatedLog
+    from ldpsynth.aggregator.jetstream import LogSettings, LogUnavailable, ReplicatedLog
     from ldpsynth.aggregator.verify import Verification, verify_data_dir, verify_log
 
     async def run() -> Verification:
@@ -188,9 +196,12 @@ def verify_command(args: argparse.Namespace) -> int:
         ca, cert, key = (None if path is None else str(path)
                          for path in (args.nats_tls_ca, args.nats_tls_cert, args.nats_tls_key))
         settings = LogSettings(servers, args.log_replicas, ca, cert, key)
-        replicated = await ReplicatedLog.connect(settings, name="ldpsynth-verify")
         try:
-            return await verify_log(replicated)
+            replicated = await ReplicatedLog.connect(settings, name="ldpsynth-verify")
+        except LogUnavailable as exc:  # the log cannot be opened: a finding, reported like the others
+            return Verification(problems=[str(exc)])
+        try:
+            return await verify_log(replicated, published_snapshots=True)
         finally:
             await replicated.close()
 

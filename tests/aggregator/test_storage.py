@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import shutil
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -18,16 +19,25 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.acknowledged import read_acknowledged
 from ldpsynth.aggregator.checked_file import CheckedFileError, read_checked, write_checked
 from ldpsynth.aggregator.datadir import DataDir, DataDirError
 from ldpsynth.aggregator.idindex import SortedIds, sort_ids
-from ldpsynth.aggregator.idstore import DiskIdIndex, merge_runs, write_run
+from ldpsynth.aggregator.idstore import DiskIdIndex, RunOwner, merge_runs, write_run
 from ldpsynth.aggregator.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
-from ldpsynth.aggregator.log_records import LogCorruption, Section, decode, encode_genesis, encode_reports
+from ldpsynth.aggregator.log_records import (
+    LogCorruption,
+    Section,
+    card_digest,
+    decode,
+    encode_genesis,
+    encode_reports,
+)
 from ldpsynth.aggregator.nats_process import EmbeddedNats
 from ldpsynth.aggregator.segments import Segment, SegmentPack
-from ldpsynth.aggregator.shard_worker import ShardDamaged, ShardWorker, WorkerSpec
+from ldpsynth.aggregator.shard_worker import ACKNOWLEDGED_SECONDS, ShardDamaged, ShardWorker, WorkerSpec
 from ldpsynth.aggregator.snapshot import MANIFEST
+from ldpsynth.aggregator.stats import StatsAccumulator
 from ldpsynth.aggregator.status import ShardUnavailable
 from ldpsynth.aggregator.verify import verify_log
 from ldpsynth.shared.reports import new_report_ids
@@ -104,6 +114,9 @@ def _ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
+OWNER = RunOwner("layout1", 0, "ratings")
+
+
 def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     index, truth = DiskIdIndex(), set()
@@ -121,10 +134,10 @@ def test_disk_index_is_an_exact_set_through_flushes_and_merges(tmp_path: Path) -
         if step % 3 == 2:  # flush the tail to a run file
             tail = index.freeze()
             assert tail is not None
-            index.flushed(tail, write_run(tmp_path, "c", *tail.merged()))
+            index.flushed(tail, write_run(tmp_path, OWNER, "c", step, step, *tail.merged()))
         if len(index.runs) >= 2:
             first, second = index.runs[-2], index.runs[-1]
-            index.replace(first, second, merge_runs(tmp_path, "c", first, second, chunk=7))
+            index.replace(first, second, merge_runs(tmp_path, OWNER, "c", first, second, chunk=7))
         assert len(index) == len(truth)
     everything = np.frombuffer(b"".join(sorted(truth)), np.uint8).reshape(-1, 16)
     assert index.contains(sort_ids(everything)).all()
@@ -135,9 +148,10 @@ def test_merge_streams_in_chunks_and_keeps_every_id(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     a_hi, b_hi = (np.sort(rng.integers(0, 50, 1000).astype(np.uint64)),
                   np.sort(rng.integers(0, 50, 777).astype(np.uint64)))
-    a = write_run(tmp_path, "c", a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
-    b = write_run(tmp_path, "c", b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
-    merged = merge_runs(tmp_path, "c", a, b, chunk=13)
+    a = write_run(tmp_path, OWNER, "c", 2, 5, a_hi, rng.integers(0, 2**63, 1000).astype(np.uint64))
+    b = write_run(tmp_path, OWNER, "c", 6, 9, b_hi, rng.integers(0, 2**63, 777).astype(np.uint64))
+    merged = merge_runs(tmp_path, OWNER, "c", a, b, chunk=13)
+    assert (merged.entry.first, merged.entry.last, merged.entry.count) == (2, 9, 1777)
     assert np.all(np.diff(merged.hi.astype(np.int64)) >= 0)
     pairs = sorted(zip(np.r_[a.hi, b.hi].tolist(), np.r_[a.lo, b.lo].tolist()))
     assert sorted(zip(merged.hi.tolist(), merged.lo.tolist())) == pairs
@@ -249,7 +263,8 @@ def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
 
 
 @pytest.mark.parametrize("damage", ["flip a byte of a run", "truncate the state", "delete a run", "garbage manifest",
-                                    "another shard's snapshot"])
+                                    "another shard's snapshot", "a foreign run under a listed name",
+                                    "an earlier run under a listed name", "a snapshot of the old format"])
 def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     rng = np.random.default_rng(6)
     spec = log.spec(flush_ids=500)
@@ -258,6 +273,11 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
     async def fill(worker: ShardWorker) -> None:
         for start in range(0, 3000, 500):
             await worker.commit([segment(0, rng, ids[start:start + 500])])
+
+    earlier = Path(spec.directory).parent / "earlier"
+    if damage == "an earlier run under a listed name":  # a snapshot of the first 500 ids, kept aside
+        run(_status_after(spec, lambda w: w.commit([segment(0, rng, ids[:500])])))
+        shutil.copytree(spec.directory, earlier)  # (fill then finds these 500 stored: no record of them)
 
     before = run(_status_after(spec, fill))  # closes with a final snapshot
     directory = Path(spec.directory)
@@ -273,21 +293,52 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
         runs[0].unlink()
     elif damage == "garbage manifest":
         (directory / MANIFEST).write_bytes(b"\x00" * 64)
+    elif damage == "an earlier run under a listed name":
+        runs[0].write_bytes(sorted(earlier.glob("ids-*.run"))[0].read_bytes())
+    elif damage == "a snapshot of the old format":
+        # What main 5612345 wrote (no identity): here a consistent-looking snapshot at the log's end
+        # whose run holds only half of the ids. Only the log can tell; it is rebuilt from the log.
+        for path in directory.iterdir():
+            path.unlink()
+        _old_format_snapshot(directory, log.layout.id, before["offset"], ids[:1500])
     else:
         other = Log(directory.parent / "other")
         try:
             run(_status_after(other.spec(name="w"), lambda w: w.commit([segment(10, rng)])))
         finally:
             other.nats.stop()
-        for path in directory.iterdir():
-            path.unlink()
-        for path in (directory.parent / "other" / "w").iterdir():
-            (directory / path.name).write_bytes(path.read_bytes())
+        if damage == "a foreign run under a listed name":
+            runs[0].write_bytes(sorted((directory.parent / "other" / "w").glob("ids-*.run"))[0].read_bytes())
+        else:
+            for path in directory.iterdir():
+                path.unlink()
+            for path in (directory.parent / "other" / "w").iterdir():
+                (directory / path.name).write_bytes(path.read_bytes())
     with caplog.at_level("WARNING"):
         after = run(_status_after(spec, lambda w: _assert_dedup(w, ids)))
     assert "rebuilding it from the log" in caplog.text
     assert after["rows"] == before["rows"] == {"ratings": 3000}
     assert after["replayed"] == before["offset"] - 1  # every reports record
+
+
+def _old_format_snapshot(directory: Path, layout: str, offset: int, ids: np.ndarray) -> None:
+    """A snapshot in the format of main 5612345: the run says only its count, the manifest lists
+    the files by name."""
+    ordered = sort_ids(ids)
+    run_name = "ids-0123456789ab-0123456789abcdef.run"
+    write_checked(directory / run_name, "ldpsynth.id-run/1", {"count": len(ids)}, {"hi": ordered.hi, "lo": ordered.lo})
+    stats = StatsAccumulator(100, 5)
+    stats.add(np.zeros(3000, np.int64), np.zeros(3000, np.int64))
+    snap = stats.snapshot()
+    state_name = f"state-{offset}-01234567.bin"
+    write_checked(directory / state_name, "ldpsynth.shard-state/1",
+                  {"layout": layout, "shard": 0, "offset": offset,
+                   "collections": {"ratings": {"index": 0, "rows": 3000, "public": 100, "private": 5}},
+                   "quota": [["ratings", "dev", 3000]]},
+                  {"0.keys": snap.keys, "0.codes": snap.codes, "0.counts": snap.counts})
+    write_checked(directory / MANIFEST, "ldpsynth.shard-manifest/1",
+                  {"layout": layout, "shard": 0, "offset": offset, "total": 3000, "state": state_name,
+                   "collections": {"ratings": {"card": card_digest(RATINGS_CARD.dumps()), "runs": [run_name]}}})
 
 
 async def _assert_dedup(worker: ShardWorker, ids: np.ndarray) -> None:
@@ -462,3 +513,54 @@ def test_a_lost_last_record_is_missing_not_late(log: Log) -> None:
     with pytest.raises(ShardDamaged, match="sequence 4 is missing"):
         run(_status_after(log.spec(flush_ids=10**9)))
     assert time.monotonic() - started < 10
+
+
+def test_a_cluster_worker_and_verify_refuse_a_log_behind_the_published_snapshot(log: Log) -> None:
+    """In a cluster the snapshot in the object store remembers an acknowledged sequence: a worker
+    starting from it on a shorter log refuses, and ``verify --nats`` says so in the same words."""
+    rng = np.random.default_rng(12)
+    run(_status_after(log.spec(name="a", flush_ids=200, publish_snapshots=True), lambda w: _commits(w, rng, 6)))
+    log.nats.stop()
+    (blk,) = log.block_files()
+    Path(blk).write_bytes(Path(blk).read_bytes()[:Path(blk).stat().st_size // 2])
+    for index in Path(blk).parent.glob("index.db"):
+        index.unlink()
+    log.settings = LogSettings((log.nats.start(),))
+    with pytest.raises(ShardDamaged) as refused:  # a worker on another node: it downloads the snapshot
+        run(_status_after(log.spec(name="b", flush_ids=200, publish_snapshots=True)))
+    assert "acknowledged records were lost" in str(refused.value)
+    assert f"LDPSYNTH_{log.layout.id}_SNAP/0/MANIFEST" in str(refused.value)
+
+    async def check() -> Any:
+        replicated = await ReplicatedLog.connect(log.settings, "verify")
+        try:
+            return await verify_log(replicated, log.layout.id, published_snapshots=True)
+        finally:
+            await replicated.close()
+
+    verification = run(check())
+    assert str(refused.value) in verification.problems
+
+
+def test_the_acknowledged_file_follows_the_log_within_a_second(log: Log) -> None:
+    """The worker writes the shard's acknowledged file at start, within about a second of the last
+    commit (also when no commit follows), never past what the log confirmed, and at close."""
+    rng = np.random.default_rng(13)
+    path = log.directory / "acknowledged" / "shard-000"
+    spec = log.spec(acknowledged=str(path))
+
+    async def scenario() -> None:
+        worker = ShardWorker(spec)
+        await worker.start()
+        assert read_acknowledged(path, log.layout.id, 0).sequence == 1  # the genesis record
+        for _ in range(3):
+            await worker.commit([segment(50, rng)])
+        await asyncio.sleep(ACKNOWLEDGED_SECONDS + 0.5)  # no commit, no close
+        status = await worker.status()
+        ack = read_acknowledged(path, log.layout.id, 0)
+        assert (ack.sequence, ack.total) == (status["offset"], 150)
+        await worker.commit([segment(50, rng)])
+        await worker.close()
+        assert read_acknowledged(path, log.layout.id, 0).total == 200
+
+    run(scenario())
