@@ -2,7 +2,7 @@
 
 A benchmark runs itself with a flag (``--serve-discard``, ``--serve-bare``) whose handler calls
 :func:`serve_until_stopped`; the parent starts it as a
-:class:`~ldpsynth.aggregator.local_cluster.ServerProcess` and reads its listening line.
+:class:`~ldpsynth.simulation.local_cluster.ServerProcess` and reads its listening line.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ reports -> the replica acknowledges the batch once every part is confirmed.
     acknowledged reports/s over the wall time, p50/p99 latency of one report (submit to ack).
 
 After the server stopped, every record of its log is read back and checked
-(:func:`~ldpsynth.aggregator.verify.verify_data_dir`: checksums, positions, no report id twice,
+(:func:`~ldpsynth.aggregator.runtime.verify.verify_data_dir`: checksums, positions, no report id twice,
 quota charges) and the stored reports are counted.
 
 Prints Markdown tables and writes ``ingest.md`` and ``ingest.csv`` (with the machine: cores,
@@ -73,13 +73,13 @@ from arguments import require_positive  # benchmarks/arguments.py (scripts run f
 from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
-from ldpsynth.aggregator.local_cluster import ServerProcess
-from ldpsynth.aggregator.verify import Verification, verify_data_dir
+from ldpsynth.aggregator.runtime.verify import Verification, verify_data_dir
 from ldpsynth.client import AsyncClient, PrivacyLedger, batch_capacity, load_rows, prepare_reports
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema
+from ldpsynth.simulation.local_cluster import ServerProcess
 
 ROOT = Path(__file__).resolve().parent
 COLLECTION = "pairs"

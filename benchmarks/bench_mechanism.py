@@ -43,9 +43,9 @@ from machine import machine_info  # benchmarks/machine.py (scripts run from this
 
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import Debias, estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EPSILON = 1.0

@@ -26,11 +26,11 @@ import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
-from ldpsynth.shared.planning import plan
+from ldpsynth.shared.planning.planner import plan
+from ldpsynth.shared.planning.row_distribution import UniformRows
+from ldpsynth.shared.planning.schema_changes import schema_changes
 from ldpsynth.shared.queries import linear_batch
-from ldpsynth.shared.row_distribution import UniformRows
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.schema_changes import schema_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"

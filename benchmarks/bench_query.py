@@ -33,16 +33,16 @@ import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from ratio_table import goal_met, write_ratio_table  # benchmarks/ratio_table.py
 
-from ldpsynth.aggregator.local_cluster import ServerProcess
-from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
 from ldpsynth.client import AsyncClient
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.queries import linear_batch
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.simulation.datasets import FACEBOOK_VERTICES, DatasetNotFound, adjacency, facebook_edges
+from ldpsynth.simulation.local_cluster import ServerProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FACEBOOK_EDGES = 88_234

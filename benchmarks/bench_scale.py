@@ -1,7 +1,7 @@
 """Scale benchmark (issue 17 item 9): what one ingress replica, the replicated log and a shard
 worker restart cost on the multi-node aggregator, each beside a baseline measured in the same run.
 
-Runs a whole multi-node deployment on this machine (:class:`~ldpsynth.aggregator.local_cluster.LocalCluster`:
+Runs a whole multi-node deployment on this machine (:class:`~ldpsynth.simulation.local_cluster.LocalCluster`:
 a Ray head and ``--worker-nodes`` worker nodes, 3 NATS servers with R=3 streams, 2 ingress
 replicas, ``--shards`` shard workers; everything on 127.0.0.1) and measures:
 
@@ -34,18 +34,19 @@ replicas, ``--shards`` shard workers; everything on 127.0.0.1) and measures:
     (target ``A``) and through both (``A,B``: gRPC client-side round robin), alternating in one
     run; acknowledged reports/s over the client's wall time and CPU per report (the driven
     replicas; the whole system). Afterwards every record of the log is read back and checked
-    (:func:`~ldpsynth.aggregator.verify.verify_log`): each acknowledged report stored exactly once.
+    (:func:`~ldpsynth.aggregator.runtime.verify.verify_log`): each acknowledged report stored exactly once.
 
-(c) **Log append throughput**: :meth:`~ldpsynth.aggregator.jetstream.ReplicatedLog.append` of
-    pre-encoded records of ``--record-reports`` reports (:func:`~ldpsynth.aggregator.log_records.encode_reports`),
+(c) **Log append throughput**: :meth:`~ldpsynth.aggregator.storage.jetstream.ReplicatedLog.append` of
+    pre-encoded records of ``--record-reports`` reports
+    (:func:`~ldpsynth.aggregator.storage.log_records.encode_reports`),
     each writer appending its shard's records one after the other (a shard worker's pattern: one
     append in flight per shard), for 1 and 4 shards written concurrently; to a fresh 3-server
-    R=3 :class:`~ldpsynth.aggregator.nats_process.LocalNatsCluster` and, as the baseline, to one
+    R=3 :class:`~ldpsynth.aggregator.runtime.nats_process.LocalNatsCluster` and, as the baseline, to one
     embedded R=1 server (the one-machine log). File storage, ``sync_interval: always`` on both.
     Beside it, the CPU (utime + stime) of the log's server processes (all 3, or the 1) per record.
 
 (d) **Shard worker restart time** at ``--restart-sizes`` stored reports (default 10^5, 10^6,
-    10^7): a process fills one shard's worker (:class:`~ldpsynth.aggregator.shard_worker.ShardWorker`
+    10^7): a process fills one shard's worker (:class:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker`
     on an embedded NATS log, default snapshot interval, commits of 4 segments of 2^16 reports)
     up to the size and SIGKILLs itself (no ``close``: no final snapshot). Then, ``--restart-repeats``
     times, a new process times ``ShardWorker(spec).start()`` (restore the last snapshot, replay
@@ -96,20 +97,20 @@ from arguments import require_positive  # benchmarks/arguments.py (scripts run f
 from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
-from ldpsynth.aggregator.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
-from ldpsynth.aggregator.local_cluster import LocalCluster, ServerProcess
-from ldpsynth.aggregator.log_records import Section, card_digest, encode_reports
-from ldpsynth.aggregator.nats_process import EmbeddedNats, LocalNatsCluster
-from ldpsynth.aggregator.reaper import descendants
-from ldpsynth.aggregator.segments import Segment
-from ldpsynth.aggregator.shard_worker import DEFAULT_FLUSH_IDS, ShardWorker, WorkerSpec
-from ldpsynth.aggregator.verify import Verification, verify_log
+from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.runtime.reaper import descendants
+from ldpsynth.aggregator.runtime.verify import Verification, verify_log
+from ldpsynth.aggregator.storage.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
+from ldpsynth.aggregator.storage.log_records import Section, card_digest, encode_reports
+from ldpsynth.aggregator.storage.segments import Segment
+from ldpsynth.aggregator.storage.shard_worker import DEFAULT_FLUSH_IDS, ShardWorker, WorkerSpec
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, grpc_target
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.simulation.local_cluster import LocalCluster, LocalNatsCluster, ServerProcess
 
 ROOT = Path(__file__).resolve().parent
 SCRIPT = Path(__file__).resolve()

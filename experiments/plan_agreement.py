@@ -1,7 +1,7 @@
 """Predicted against empirical standard errors: ``ldpsynth plan`` checked by simulated releases.
 
 For a data set x, a schema and its queries, the plan whose prior is x itself predicts the exact
-standard error of every query over releases of exactly these rows (``shared/planning.py``, WYZ
+standard error of every query over releases of exactly these rows (``shared/planning/planner.py``, WYZ
 eq. 17). Here R releases of x are drawn with ``MechanismE.perturb`` (seeded), answered with
 ``shared.estimators.estimate`` (the code ``ldpsynth estimate`` and the aggregator run), and the
 empirical variance S² of each query's estimates is compared with the predicted σ²:
@@ -38,17 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.aggregator.central.pqd.table import read_table
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation import answers, datasets
+from ldpsynth.evaluation.pqd.table import read_table
+from ldpsynth.evaluation.records import write_records
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.planning import plan
+from ldpsynth.shared.planning.planner import plan
+from ldpsynth.shared.planning.row_distribution import SampleRows
 from ldpsynth.shared.queries import RowBlock
-from ldpsynth.shared.row_distribution import SampleRows
 from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.simulation import answers, datasets
 
 RESULTS = Path(__file__).resolve().parent / "results" / "plan_agreement"
 #: Two-sided level of the per-query agreement test.

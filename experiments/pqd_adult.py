@@ -8,11 +8,11 @@ read-only, never copied). Two synthetic sides, both rebuilt in every seed:
   buckets), the public attributes ``sex``, ``race``, ``marital-status`` travel in clear; the
   synthetic answer is the companion estimate (WYZ eq. 17; a post-processed quantile for MEDIAN) of
   the release whose private value is the one numeric attribute the query uses
-  (:mod:`ldpsynth.aggregator.central.pqd.release`). Queries on ``capital-loss``, or on two numeric
+  (:mod:`ldpsynth.evaluation.pqd.release`). Queries on ``capital-loss``, or on two numeric
   attributes, have no E release and are decided on the MWEM side only.
 * **MWEM** — a synthetic table sampled from MWEM (ε = 1, T = 30 rounds, 1- and 2-way marginals
   over sex, race, marital-status and binned age, hours-per-week, capital-gain, capital-loss;
-  :mod:`ldpsynth.aggregator.central.pqd.mwem`).
+  :mod:`ldpsynth.evaluation.pqd.mwem`).
 
 Queries: 12 COUNT, 19 SUM, 9 MEDIAN(age), conjunctive predicates of varying selectivity. The SUM
 queries come in two families by the downward local sensitivity :math:`DS_{q,D}` (DP-PQD Def. 2.4,
@@ -54,18 +54,18 @@ from pathlib import Path
 import numpy as np
 from pqd_adult_summary import write_plots, write_summary
 
-from ldpsynth.aggregator.central.pqd.deciders import DECIDERS, evaluate
-from ldpsynth.aggregator.central.pqd.mwem import Binning, mwem_synthetic_table
-from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
-from ldpsynth.aggregator.central.pqd.query import Query, parse_sql
-from ldpsynth.aggregator.central.pqd.release import release_table
-from ldpsynth.aggregator.central.pqd.sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound, truncation_thresholds
-from ldpsynth.aggregator.central.pqd.table import NumericDomain, Table, read_table
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
+from ldpsynth.evaluation.pqd.deciders import DECIDERS, evaluate
+from ldpsynth.evaluation.pqd.mwem import Binning, mwem_synthetic_table
+from ldpsynth.evaluation.pqd.problem import DecisionProblem
+from ldpsynth.evaluation.pqd.query import Query, parse_sql
+from ldpsynth.evaluation.pqd.release import release_table
+from ldpsynth.evaluation.pqd.sum import lm_sum_tau_min_bound, r2t_sum_tau_min_bound, truncation_thresholds
+from ldpsynth.evaluation.pqd.table import NumericDomain, Table, read_table
+from ldpsynth.evaluation.records import write_records
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.schema import CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path
 
 TAUS = (0.002, 0.008, 0.032, 0.128, 0.512)
 EPSILONS = (0.0625, 0.125, 0.25, 0.5, 1.0)

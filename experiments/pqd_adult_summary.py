@@ -31,7 +31,7 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats
 
-from ldpsynth.aggregator.central.records import write_records
+from ldpsynth.evaluation.records import write_records
 
 RELATIONS = ("q(D) = q(D_s)", "q(D) in I", "q(D) not in I", "all")
 LEVEL = 0.95

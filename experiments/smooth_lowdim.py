@@ -38,15 +38,15 @@ from pathlib import Path
 import numpy as np
 from smooth_arguments import smooth_parser  # experiments/smooth_arguments.py (sys.path[0])
 
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.central.smooth.release import UnitCube
-from ldpsynth.aggregator.central.smooth.synth import smooth_synthetic_database
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, dataset_path
+from ldpsynth.evaluation.records import write_records
+from ldpsynth.evaluation.smooth.release import UnitCube
+from ldpsynth.evaluation.smooth.synth import smooth_synthetic_database
 from ldpsynth.shared.continuous import cell_representatives, continuous_schema
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.queries import linear_batch
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path
 
 EPSILON = 1.0
 ADULT_SIZES = (1000, 3000, 10000, 32561)

@@ -7,12 +7,12 @@ continuous attributes; shipped with scikit-learn, no network). Each attribute is
 their width so that the table's 3-digit rounding cannot put a row outside.
 
 Protocol (JWHZW §4, App. A.5): ε = 1; Table 3 ε-DP, Table 4 (ε, δ = 1e-10)-DP; the practical
-variant (:mod:`ldpsynth.aggregator.central.smooth.practical`) with C = 10^4 PCA-ellipsoid
+variant (:mod:`ldpsynth.evaluation.smooth.practical`) with C = 10^4 PCA-ellipsoid
 candidates and R = ⌈0.5 n^{d/(2d+K)}⌉ (resp. ⌈0.5 n^{2d/(3d+2K)}⌉) basis functions, K = σ²;
 per round 10,000 random queries :math:`f(x) = \\sum_{j\\le10}\\alpha_j e^{-\\|x - x_j\\|^2/(2\\sigma^2)}`
-(:mod:`~ldpsynth.aggregator.central.smooth.queries`, ‖α‖₁ = 1) for σ ∈ {2, 4, 6, 8, 10}; one release
+(:mod:`~ldpsynth.evaluation.smooth.queries`, ‖α‖₁ = 1) for σ ∈ {2, 4, 6, 8, 10}; one release
 per (round, σ, setting); worst absolute and relative error over the queries, averaged over 20
-rounds; time per release. Four settings (:mod:`~ldpsynth.aggregator.central.smooth.budget`):
+rounds; time per release. Four settings (:mod:`~ldpsynth.evaluation.smooth.budget`):
 
 * ``adaptive`` (the default; ε-DP, resp. (ε, δ)-DP, verified): PSI only when its noise is below
   the public eigenvalue bound d (at n = 569, d = 30 it is not, so the ellipsoid is the noisy
@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 from smooth_arguments import smooth_parser  # experiments/smooth_arguments.py (sys.path[0])
 
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.central.smooth.practical import PracticalSettings, practical_smooth_synthetic_database
-from ldpsynth.aggregator.central.smooth.queries import KernelQueries
-from ldpsynth.aggregator.central.smooth.release import UnitCube
+from ldpsynth.evaluation.records import write_records
+from ldpsynth.evaluation.smooth.practical import PracticalSettings, practical_smooth_synthetic_database
+from ldpsynth.evaluation.smooth.queries import KernelQueries
+from ldpsynth.evaluation.smooth.release import UnitCube
 
 SIGMAS = (2.0, 4.0, 6.0, 8.0, 10.0)
 EPSILON, DELTA = 1.0, 1e-10

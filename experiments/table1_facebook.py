@@ -39,17 +39,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation.datasets import (
+from ldpsynth.evaluation.records import write_records
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators import answers_from_sums, cut_block_sums
+from ldpsynth.shared.queries import compile_queries, cut
+from ldpsynth.simulation.datasets import (
     FACEBOOK_VERTICES,
     DatasetNotFound,
     adjacency,
     facebook_edges,
     graph_schema,
 )
-from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.estimators import answers_from_sums, cut_block_sums
-from ldpsynth.shared.queries import compile_queries, cut
 
 SIZES = (577, 1154, 1731, 2308, 2885, 3462, 4039)
 PAPER = {577: 10.4, 1154: 11.7, 1731: 8.7, 2308: 5.3, 2885: 4.7, 3462: 5.3, 4039: 5.4}

@@ -51,8 +51,8 @@ from table1_facebook import (  # sibling script (sys.path[0])
     table1_parser,
 )
 
-from ldpsynth.aggregator.central.records import write_records
-from ldpsynth.aggregator.simulation.datasets import FACEBOOK_VERTICES
+from ldpsynth.evaluation.records import write_records
+from ldpsynth.simulation.datasets import FACEBOOK_VERTICES
 
 #: Table I's entry is the mean over this many runs (WYZ §VI-B-1).
 PAPER_RUNS = 10

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.offline import estimate_release
-from ldpsynth.shared.planning import plan
-from ldpsynth.shared.query_builders import condition, cut, dense, grouped, linear, marginal, predicate
+from ldpsynth.shared.planning.planner import plan
+from ldpsynth.shared.queries.builders import condition, cut, dense, grouped, linear, marginal, predicate
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.schema import Schema
 
@@ -59,9 +59,9 @@ __all__ = [
     "__version__",
     # ldpsynth.shared.schema, .mechanism, .card, .release: a collection, mechanism E, its card, a release
     "Schema", "MechanismE", "MechanismCard", "Release",
-    # ldpsynth.shared.query_builders: the queries
+    # ldpsynth.shared.queries.builders: the queries
     "linear", "condition", "predicate", "marginal", "grouped", "cut", "dense",
-    # ldpsynth.shared.offline, .planning: answers from a release; error bars before collecting
+    # ldpsynth.shared.estimators.offline, .planning: answers from a release; error bars before collecting
     "estimate_release", "plan",
     # ldpsynth.shared.errors
     "LdpsynthError", "ValidationError", "PrivacyBudgetExceeded",

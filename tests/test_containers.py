@@ -102,7 +102,7 @@ def test_the_aggregator_image_serves_as_its_user_and_stops_gracefully(images: No
         # Installed, not imported from the copied sources (-I: no working directory on sys.path; the
         # server's Ray workers do get it there, and find the same complete package).
         installed = run("docker", "exec", name, "python", "-I", "-c",
-                        "import ldpsynth.aggregator.server as m; print(m.__file__)").stdout.strip()
+                        "import ldpsynth.aggregator.ingress.server as m; print(m.__file__)").stdout.strip()
         assert installed.endswith("site-packages/ldpsynth/aggregator/server.py"), installed
         deadline = time.monotonic() + 180
         while (state := run("docker", "inspect", "-f", "{{.State.Health.Status}}", name).stdout.strip()) != "healthy":

@@ -29,12 +29,12 @@ import pytest
 import tomllib
 import yaml
 
-from ldpsynth.aggregator.config import ClusterConfig
-from ldpsynth.aggregator.nats_process import EMBEDDED_MAX_PAYLOAD, _free_port, nats_server_binary
-from ldpsynth.aggregator.simulation.datasets import ratings_schema
+from ldpsynth.aggregator.runtime.config import ClusterConfig
+from ldpsynth.aggregator.runtime.nats_process import EMBEDDED_MAX_PAYLOAD, _free_port, nats_server_binary
 from ldpsynth.cli.main import build_parser
 from ldpsynth.client import load_rows
 from ldpsynth.shared.schema import Schema
+from ldpsynth.simulation.datasets import ratings_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"

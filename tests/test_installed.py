@@ -91,7 +91,7 @@ def test_import_ldpsynth_shared_from_the_checkout_root(install: str, installed: 
 
 def test_the_wheel_is_used_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
     found = subprocess.run([str(installed / "python"), "-c",
-                            "import ldpsynth.aggregator.server as m; print(m.__file__)"],
+                            "import ldpsynth.aggregator.ingress.server as m; print(m.__file__)"],
                            cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
     assert "site-packages" in Path(found).parts and not Path(found).is_relative_to(ROOT)
 

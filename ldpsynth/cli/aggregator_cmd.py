@@ -30,7 +30,7 @@ from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
 if TYPE_CHECKING:
-    from ldpsynth.aggregator.config import ServerConfig
+    from ldpsynth.aggregator.runtime.config import ServerConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
-    from ldpsynth.aggregator.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
+    from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
     from ldpsynth.shared.protocol import Limits
 
     defaults = Limits()
@@ -153,8 +153,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: ServerConfig) -> int:
-    from ldpsynth.aggregator.backend import WorkersDidNotStart
-    from ldpsynth.aggregator.server import AggregatorServer
+    from ldpsynth.aggregator.ingress.server import AggregatorServer
+    from ldpsynth.aggregator.runtime.backend import WorkersDidNotStart
 
     server = AggregatorServer(config)
     stop = asyncio.Event()
@@ -186,8 +186,8 @@ async def _serve(config: ServerConfig) -> int:
 
 def verify_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator verify``."""
-    from ldpsynth.aggregator.jetstream import LogSettings, LogUnavailable, ReplicatedLog
-    from ldpsynth.aggregator.verify import Verification, verify_data_dir, verify_log
+    from ldpsynth.aggregator.runtime.verify import Verification, verify_data_dir, verify_log
+    from ldpsynth.aggregator.storage.jetstream import LogSettings, LogUnavailable, ReplicatedLog
 
     async def run() -> Verification:
         if args.data_dir is not None:

@@ -9,7 +9,7 @@
     ldpsynth compare --data ROWS.csv --label movie --value rating --queries Q.json [--mechanisms ...] ...
 
 The built-in experiments reproduce WYZ Figs. 2-4 on MovieLens-100k
-(:mod:`ldpsynth.aggregator.central.comparison.wyz_figures`). The second form compares on your own data: a CSV
+(:mod:`ldpsynth.evaluation.comparison.wyz_figures`). The second form compares on your own data: a CSV
 with an integer public ``--label`` column (codes 0..G-1; omit for none) and an integer private
 ``--value`` column (codes 0..k-1), and a JSON array of table queries (linear, predicate, marginal,
 grouped on ``label``; one normalisation) as ``ldpsynth estimate`` reads them; the same queries
@@ -17,7 +17,7 @@ every run. Writes ``<name>.md``, ``<name>.csv`` and ``<name>.png`` to ``--out`` 
 Markdown. E (local) is always included.
 
 ``fig2-sensitivity`` runs Fig. 2's protocol for a fixed grid of contestants
-(:mod:`ldpsynth.aggregator.central.comparison.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
+(:mod:`ldpsynth.evaluation.comparison.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
 sub-database per movie or the coarsest partition, ε split in parallel or sequentially, at
 T ∈ {10, 30} (``--rounds T``: that T only); ``--mechanisms`` does not apply to it.
 """
@@ -35,7 +35,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int
 
 if TYPE_CHECKING:
-    from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
+    from ldpsynth.evaluation.comparison.workloads import Histogram, Workload
 
 EXPERIMENTS = ("fig2", "fig3", "fig4", "fig2-sensitivity")
 DEFAULT_MECHANISMS = "laplace,mwem,mwem-subdb"
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _names(text: str) -> list[str]:
-    from ldpsynth.aggregator.central.comparison.wyz_figures import MECHANISM_NAMES
+    from ldpsynth.evaluation.comparison.wyz_figures import MECHANISM_NAMES
 
     names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "E"]
     bad = [n for n in names if n not in MECHANISM_NAMES]
@@ -80,10 +80,10 @@ def _names(text: str) -> list[str]:
 def _read_data(args: argparse.Namespace) -> tuple[Histogram, Workload]:
     import numpy as np
 
-    from ldpsynth.aggregator.central.comparison.local_e import LABEL, joint_schema
-    from ldpsynth.aggregator.central.comparison.workloads import Histogram, Workload
-    from ldpsynth.shared.query_compiler import compile_queries
-    from ldpsynth.shared.query_json import queries_from_json
+    from ldpsynth.evaluation.comparison.local_e import LABEL, joint_schema
+    from ldpsynth.evaluation.comparison.workloads import Histogram, Workload
+    from ldpsynth.shared.queries.compiler import compile_queries
+    from ldpsynth.shared.queries.json_form import queries_from_json
 
     if not args.value or not args.queries:
         raise ValidationError("--data", "given with --value and --queries", "missing")
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth compare``."""
     import numpy as np
 
-    from ldpsynth.aggregator.central.comparison import wyz_figures
-    from ldpsynth.aggregator.central.comparison.harness import compare, write_report
+    from ldpsynth.evaluation.comparison import wyz_figures
+    from ldpsynth.evaluation.comparison.harness import compare, write_report
 
     if args.experiment == "fig2-sensitivity" and args.mechanisms is not None:
         raise ValidationError("--mechanisms", "omitted with --experiment fig2-sensitivity (fixed contestants)",
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         paths = wyz_figures.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
                                  heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY)
     elif args.experiment == "fig2-sensitivity":
-        from ldpsynth.aggregator.central.comparison.subdb_sensitivity import ROUNDS, fig2_sensitivity
+        from ldpsynth.evaluation.comparison.subdb_sensitivity import ROUNDS, fig2_sensitivity
 
         paths = fig2_sensitivity(args.out, runs=runs, epsilon=args.epsilon, rng=rng,
                                  rounds=(args.rounds,) if args.rounds else ROUNDS,

@@ -7,9 +7,9 @@
 prints a JSON array with one object per (compiled) query: ``label``, ``estimate`` (eq. 17),
 ``proper_estimate`` and ``proper_kind`` (eq. 21), ``std_error``, ``ci_low``, ``ci_high``,
 ``level``, ``bound`` (RMS of eq. 20), ``bound_proper`` (eq. 22), ``n`` and ``epsilon``
-(delivered). The query JSON is documented in :mod:`ldpsynth.shared.query_json`; in Python, the
+(delivered). The query JSON is documented in :mod:`ldpsynth.shared.queries.json_form`; in Python, the
 same answers come from one call, :func:`ldpsynth.estimate_release`
-(:func:`ldpsynth.shared.offline.estimate_release`).
+(:func:`ldpsynth.shared.estimators.offline.estimate_release`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.jsonio import read_text
-from ldpsynth.shared.offline import estimate_release
 from ldpsynth.shared.release import Release
 
 

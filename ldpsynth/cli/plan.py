@@ -28,12 +28,12 @@ import numpy as np
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.planning import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
-from ldpsynth.shared.query_json import queries_from_json
-from ldpsynth.shared.query_model import NORMALIZATIONS
-from ldpsynth.shared.row_distribution import RowDistribution, SampleRows, UniformRows
+from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
+from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
+from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
+from ldpsynth.shared.queries.json_form import queries_from_json
+from ldpsynth.shared.queries.model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.schema_changes import COARSER, schema_changes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -61,8 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _synthetic_answer(args: argparse.Namespace, query) -> tuple[float, str]:
-    from ldpsynth.aggregator.central.pqd.release import load_release
-    from ldpsynth.aggregator.central.pqd.table import read_table
+    from ldpsynth.evaluation.pqd.release import load_release
+    from ldpsynth.evaluation.pqd.table import read_table
 
     if args.synthetic_answer is not None:
         if args.card is not None:
@@ -77,16 +77,16 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth pqd``."""
     import numpy as np
 
-    from ldpsynth.aggregator.central.pqd.deciders import (
+    from ldpsynth.evaluation.pqd.deciders import (
         DEFAULT_DECIDERS,
         evaluate,
         get_decider,
         require_private,
         run_decider,
     )
-    from ldpsynth.aggregator.central.pqd.problem import DecisionProblem
-    from ldpsynth.aggregator.central.pqd.query import parse_query
-    from ldpsynth.aggregator.central.pqd.table import parse_domain, read_table
+    from ldpsynth.evaluation.pqd.problem import DecisionProblem
+    from ldpsynth.evaluation.pqd.query import parse_query
+    from ldpsynth.evaluation.pqd.table import parse_domain, read_table
 
     query = parse_query(args.query)
     domain = parse_domain(args.domain) if args.domain else None

@@ -25,11 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.options import add_command, add_level_argument, add_target_argument, add_tls_arguments
+from ldpsynth.cli.token_env import add_token_argument
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
-
-from .options import add_command, add_level_argument, add_target_argument, add_tls_arguments
-from .token_env import add_token_argument
 
 if TYPE_CHECKING:
     from ldpsynth.client.query import QueryClient

@@ -98,7 +98,7 @@ def _named_by_flag(args: argparse.Namespace) -> Iterator[None]:
 
 
 def _population(args: argparse.Namespace) -> Any:
-    from ldpsynth.aggregator.simulation import datasets
+    from ldpsynth.simulation import datasets
 
     with _named_by_flag(args):
         if args.dataset == "movielens":
@@ -109,8 +109,8 @@ def _population(args: argparse.Namespace) -> Any:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from ldpsynth.aggregator.simulation.devices import Faults
-    from ldpsynth.aggregator.simulation.federation import SimulationSettings, default_processes
+    from ldpsynth.simulation.devices import Faults
+    from ldpsynth.simulation.federation import SimulationSettings, default_processes
 
     with _named_by_flag(args):
         return SimulationSettings(
@@ -216,8 +216,8 @@ def write_outputs(out: Path, data: dict[str, Any], level: float) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth simulate``."""
-    from ldpsynth.aggregator.simulation.answers import predicted
-    from ldpsynth.aggregator.simulation.federation import simulate
+    from ldpsynth.simulation.answers import predicted
+    from ldpsynth.simulation.federation import simulate
 
     settings = _settings(args)
     population = _population(args)

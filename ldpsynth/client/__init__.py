@@ -14,27 +14,26 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
         print(result.acknowledged, result.epsilon_total)
 
     from ldpsynth.client import QueryClient
-    from ldpsynth.shared.query_builders import marginal
+    from ldpsynth.shared.queries.builders import marginal
 
     with QueryClient("localhost:50051", token="...") as analyst:
         print(analyst.estimate("ratings", queries=[marginal("rating")]).records())
 """
 
+from ldpsynth.client.aio import DEFAULT_DEADLINE, AsyncClient
+from ldpsynth.client.device import PreparedReports, collection_fingerprint, prepare_reports
+from ldpsynth.client.errors import QueryError, SubmitError
+from ldpsynth.client.ledger import DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, PrivacyLedger, default_ledger_path
+from ldpsynth.client.query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUSES, QueryClient
+from ldpsynth.client.result import SubmitResult
+from ldpsynth.client.retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
+from ldpsynth.client.rows import EncodedRows, encode_columns, load_rows, read_csv
+from ldpsynth.client.submit import StreamResult, batch_capacity, report_bytes
+from ldpsynth.client.sync import Client
+from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES
 from ldpsynth.shared.errors import CardChanged, PrivacyBudgetExceeded, ValidationError
-from ldpsynth.shared.query_wire import AnswerTable
+from ldpsynth.shared.queries.wire import AnswerTable
 from ldpsynth.shared.release import Release
-
-from .aio import DEFAULT_DEADLINE, AsyncClient
-from .device import PreparedReports, collection_fingerprint, prepare_reports
-from .errors import QueryError, SubmitError
-from .ledger import DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, PrivacyLedger, default_ledger_path
-from .query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUSES, QueryClient
-from .result import SubmitResult
-from .retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
-from .rows import EncodedRows, encode_columns, load_rows, read_csv
-from .submit import StreamResult, batch_capacity, report_bytes
-from .sync import Client
-from .transport import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = [
     "AnswerTable",

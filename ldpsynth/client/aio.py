@@ -20,21 +20,20 @@ from typing import TypedDict
 
 import grpc
 
+from ldpsynth.client.device import PreparedReports, prepare_reports
+from ldpsynth.client.errors import SubmitError
+from ldpsynth.client.ledger import PrivacyLedger
+from ldpsynth.client.result import SubmitResult
+from ldpsynth.client.retry import RetryPolicy, is_retryable
+from ldpsynth.client.rows import Rows, load_rows
+from ldpsynth.client.submit import ReportStreamer, StreamResult, batch_capacity
+from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.validation import check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
-
-from .device import PreparedReports, prepare_reports
-from .errors import SubmitError
-from .ledger import PrivacyLedger
-from .result import SubmitResult
-from .retry import RetryPolicy, is_retryable
-from .rows import Rows, load_rows
-from .submit import ReportStreamer, StreamResult, batch_capacity
-from .transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 
 #: Default deadline of every call, in seconds.
 DEFAULT_DEADLINE = 30.0

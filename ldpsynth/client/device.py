@@ -16,12 +16,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from ldpsynth.client.ledger import PrivacyLedger
+from ldpsynth.client.rows import EncodedRows
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
-
-from .ledger import PrivacyLedger
-from .rows import EncodedRows
 
 
 @dataclass(frozen=True)

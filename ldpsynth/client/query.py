@@ -33,19 +33,24 @@ from typing import TypeVar
 import grpc
 import numpy as np
 
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.retry import RetryPolicy
+from ldpsynth.client.transport import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_BYTES,
+    bearer_metadata,
+    channel_credentials,
+    open_channel,
+)
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.query_json import QueryLike, queries_to_json
-from ldpsynth.shared.query_wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
+from ldpsynth.shared.queries.json_form import QueryLike, queries_to_json
+from ldpsynth.shared.queries.wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
-
-from .errors import QueryError
-from .retry import RetryPolicy
-from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
 
 #: Deadline of one query call when none is given (a large batch or export takes a while).
 DEFAULT_QUERY_DEADLINE = 600.0
@@ -139,8 +144,8 @@ class QueryClient:
         eq. 20/22 bounds, n, delivered ε) to ``queries`` and/or a ``(Q, |D|)`` array of ``linear``
         weight lists (normalised by ``normalization``), in that order.
 
-        ``queries`` mixes JSON objects (:mod:`ldpsynth.shared.query_json`) and query objects (the
-        builders of :mod:`ldpsynth.shared.query_builders`, sent as their JSON form).
+        ``queries`` mixes JSON objects (:mod:`ldpsynth.shared.queries.json_form`) and query objects (the
+        builders of :mod:`ldpsynth.shared.queries.builders`, sent as their JSON form).
 
         The batch is checked and cut before anything is sent: a query or weight row too large for
         the message limit (:meth:`message_limit`) raises

@@ -16,15 +16,14 @@ from dataclasses import dataclass
 
 import grpc
 
+from ldpsynth.client.errors import SubmitError
+from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
-
-from .errors import SubmitError
-from .retry import RetryPolicy, is_retryable
 
 #: Bound on the bytes a bytes field adds besides its payload: a one-byte tag and a length varint.
 _FIELD_HEADER = 1 + 5

@@ -10,14 +10,13 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ldpsynth.client.aio import AsyncClient, ClientOptions
+from ldpsynth.client.ledger import PrivacyLedger
+from ldpsynth.client.result import SubmitResult
+from ldpsynth.client.rows import Rows
+from ldpsynth.client.submit import StreamResult
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
-
-from .aio import AsyncClient, ClientOptions
-from .ledger import PrivacyLedger
-from .result import SubmitResult
-from .rows import Rows
-from .submit import StreamResult
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import grpc
 
+from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.validation import check_int
-
-from .retry import RetryPolicy
 
 #: Channel message limit when none is given: the protocol's default ``Limits.max_message_bytes``.
 DEFAULT_MAX_MESSAGE_BYTES = Limits().max_message_bytes

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from . import jsonio
-from .errors import ValidationError
-from .mechanism import MechanismE
-from .schema import Schema
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.schema import Schema
 
 CARD_FORMAT = "ldpsynth.mechanism-card/1"
 

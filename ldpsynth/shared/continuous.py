@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ValidationError
-from .schema import MAX_BITS, ContinuousAttribute, Schema
-from .validation import check_choice, check_epsilon, check_int
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.schema import MAX_BITS, ContinuousAttribute, Schema
+from ldpsynth.shared.validation import check_choice, check_epsilon, check_int
 
 REPRESENTATIVES = ("centre", "lower")
 #: Largest private domain whose cell representatives we materialise (|D| x d floats).
@@ -94,8 +94,8 @@ def function_weights(schema: Schema, function: Callable[[np.ndarray], np.ndarray
     """Weight tables :math:`W_q[v] = f_q(\\hat x_v)` for a batch of row functions, shape ``(Q, |D|)``.
 
     ``function`` maps ``(|D|, d)`` points (in the attributes' own units) to ``(|D|,)`` or ``(|D|, Q)``
-    values. Use with :func:`~ldpsynth.shared.packed_batches.linear_batch` (``normalization="mean"`` for
-    :math:`\\frac1n\\sum_i f(x_i)`) and :func:`~ldpsynth.shared.estimator_engine.estimate`.
+    values. Use with :func:`~ldpsynth.shared.queries.packed.linear_batch` (``normalization="mean"`` for
+    :math:`\\frac1n\\sum_i f(x_i)`) and :func:`~ldpsynth.shared.estimators.engine.estimate`.
     """
     points = cell_representatives(schema, representative)
     values = np.asarray(function(points), dtype=np.float64)

@@ -6,13 +6,32 @@ private value: the message may travel to a server log or back over the wire.
 
 from __future__ import annotations
 
+import enum
+from typing import ClassVar
+
+
+class Status(enum.Enum):
+    """How a request an error refuses ends (docs/contract.md §9 says what a caller does with each),
+    named as gRPC names its status codes; the one mapping to gRPC is
+    :mod:`ldpsynth.aggregator.ingress.status`."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    UNAVAILABLE = "UNAVAILABLE"
+
 
 class LdpsynthError(Exception):
-    """Base class of all ldpsynth errors."""
+    """Base class of all ldpsynth errors. ``refused_as``: how a request this error refuses ends
+    (``None``: not something a request can cause; a service answers INTERNAL and logs it)."""
+
+    refused_as: ClassVar[Status | None] = None
 
 
 class ValidationError(LdpsynthError, ValueError):
-    """Bad input: a field out of its legal range or of the wrong shape.
+    """Bad input: a field out of its legal range or of the wrong shape (INVALID_ARGUMENT).
 
     Attributes
     ----------
@@ -23,6 +42,8 @@ class ValidationError(LdpsynthError, ValueError):
     position:
         Row (or query) index where the problem was found, if any.
     """
+
+    refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
 
     def __init__(self, field: str, legal: str, problem: str = "", position: int | None = None):
         self.field = field

@@ -9,7 +9,7 @@ bad document is INVALID_ARGUMENT over gRPC and one line with exit 2 on the comma
 INTERNAL or a traceback.
 
 Limits (every format of the project, :mod:`~ldpsynth.shared.schema`, the mechanism card, the
-query batches of :mod:`~ldpsynth.shared.query_json` and the tokens file, nests at most 5 deep):
+query batches of :mod:`~ldpsynth.shared.queries.json_form` and the tokens file, nests at most 5 deep):
 
 * :data:`MAX_JSON_DEPTH` levels of arrays and objects;
 * integers of at most :data:`MAX_INT_DIGITS` digits: every such integer is a finite float64
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ValidationError
+from ldpsynth.shared.errors import ValidationError
 
 #: Deepest nesting of arrays and objects accepted (well under the interpreter's recursion limit).
 MAX_JSON_DEPTH = 64

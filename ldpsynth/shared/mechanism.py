@@ -29,8 +29,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ValidationError
-from .validation import check_codes, check_epsilon, check_int
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.validation import check_codes, check_epsilon, check_int
 
 #: The integer space of the rational probabilities has at most this many points.
 _SPACE = 1 << 62

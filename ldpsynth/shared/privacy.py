@@ -38,8 +38,8 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Protocol
 
-from .errors import LdpsynthError, ValidationError
-from .validation import check_epsilon, check_int
+from ldpsynth.shared.errors import LdpsynthError, ValidationError
+from ldpsynth.shared.validation import check_epsilon, check_int
 
 #: Significant digits of the value returned by :func:`max_privacy_loss` (as ``exact_log_ratio``).
 DEFAULT_DIGITS = 60

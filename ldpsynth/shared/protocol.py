@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .card import MechanismCard
-from .errors import ValidationError
-from .reports import REPORT_ID_BYTES, Reports
-from .schema import MAX_DOMAIN_SIZE, Schema
-from .validation import check_codes
-from .wire import collection_pb2 as pb
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
+from ldpsynth.shared.schema import MAX_DOMAIN_SIZE, Schema
+from ldpsynth.shared.validation import check_codes
+from ldpsynth.shared.wire import collection_pb2 as pb
 
 _LE_U64 = np.dtype("<u8")
 

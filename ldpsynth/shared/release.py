@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from .card import MechanismCard
-from .errors import ValidationError
-from .jsonio import read_text
-from .schema import ContinuousAttribute
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.jsonio import read_text
+from ldpsynth.shared.schema import ContinuousAttribute
 
 CARD_FILE = "card.json"
 CSV_FILE = "synthetic.csv"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ValidationError
-from .schema import Schema
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.schema import Schema
 
 REPORT_ID_BYTES = 16
 

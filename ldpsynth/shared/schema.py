@@ -35,9 +35,9 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from . import jsonio
-from .errors import SchemaError, ValidationError
-from .validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.errors import SchemaError, ValidationError
+from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
 #: Largest domain we encode (an attribute's, the public one): codes, and report codes on the wire, must
 #: fit an int64 with room to spare. (The private domain is bounded further by MAX_BATCH_WEIGHTS, and

@@ -17,7 +17,7 @@ from typing import TypeGuard, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ValidationError
+from ldpsynth.shared.errors import ValidationError
 
 T = TypeVar("T")
 

@@ -20,18 +20,18 @@ import numpy as np
 import pytest
 import ray
 
-from ldpsynth.aggregator.config import ServerConfig
-from ldpsynth.aggregator.jetstream import ReplicatedLog
-from ldpsynth.aggregator.local_cluster import ServerProcess
-from ldpsynth.aggregator.ray_cluster import RayRuntime
-from ldpsynth.aggregator.server import AggregatorServer
-from ldpsynth.aggregator.verify import Verification, verify_data_dir, verify_log
+from ldpsynth.aggregator.ingress.server import AggregatorServer
+from ldpsynth.aggregator.runtime.config import ServerConfig
+from ldpsynth.aggregator.runtime.ray_cluster import RayRuntime
+from ldpsynth.aggregator.runtime.verify import Verification, verify_data_dir, verify_log
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.simulation.local_cluster import ServerProcess
 
 T = TypeVar("T")
 START_TIMEOUT = 120.0

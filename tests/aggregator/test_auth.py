@@ -8,9 +8,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ldpsynth.aggregator.auth import ANONYMOUS, Authenticator, TokenTable
-from ldpsynth.aggregator.config import ConfigError
-from ldpsynth.aggregator.status import StatusError
+from ldpsynth.aggregator.ingress import status
+from ldpsynth.aggregator.ingress.auth import ANONYMOUS, Authenticator, TokenTable
+from ldpsynth.aggregator.runtime.config import ConfigError
+from ldpsynth.shared.errors import LdpsynthError
 
 SECRET = "s3cret-token-of-device-1"
 
@@ -31,9 +32,9 @@ def table(tmp_path: Path) -> TokenTable:
 
 
 def status_of(call: object) -> grpc.StatusCode:
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         call()  # type: ignore[operator]
-    return info.value.code
+    return status.status_of(info.value, '')[0]
 
 
 def test_token_lookup_and_authorization(table: TokenTable) -> None:
@@ -59,10 +60,10 @@ def test_token_lookup_and_authorization(table: TokenTable) -> None:
 ], ids=["missing", "wrong", "scheme", "empty", "twice", "longer"])
 def test_unauthenticated(table: TokenTable, metadata: list[tuple[str, str]]) -> None:
     auth = Authenticator(table, mutual_tls=False)
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         auth.authenticate(metadata, {})
-    assert info.value.code == grpc.StatusCode.UNAUTHENTICATED
-    assert SECRET not in info.value.details
+    assert status.status_of(info.value, '')[0] == grpc.StatusCode.UNAUTHENTICATED
+    assert SECRET not in status.status_of(info.value, '')[1]
 
 
 def test_without_tokens_mtls_and_anonymous() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsynth.aggregator.config import ConfigError, ServerConfig, load_collection
+from ldpsynth.aggregator.runtime.config import ConfigError, ServerConfig, load_collection
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.protocol import Limits
 

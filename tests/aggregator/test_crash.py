@@ -19,7 +19,7 @@ What is asserted, and why it is exact:
   over calls ``acknowledged`` is at most the stored rows, not equal to them.
 * At every kill, with the server down, the log already holds every report of every call that
   had returned before the kill (acknowledged before the kill), no report twice and none that was
-  never sent, and every record passes its checks (:mod:`~ldpsynth.aggregator.verify`: checksums,
+  never sent, and every record passes its checks (:mod:`~ldpsynth.aggregator.runtime.verify`: checksums,
   positions, quota charges that add up).
 * Last phase: an in-process server on the same directory and port; one shard worker is killed
   mid-ingest (Ray restarts it: snapshot + log replay) while the clients go on; then they stop. Its
@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 import ray
 
-from ldpsynth.aggregator.segments import RowChunk
+from ldpsynth.aggregator.storage.segments import RowChunk
 from ldpsynth.client import AsyncClient, RetryPolicy, StreamResult, SubmitError
 from ldpsynth.shared.reports import Reports
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsynth.aggregator.reaper import descendants, describe
+from ldpsynth.aggregator.runtime.reaper import descendants, describe
 
 from .conftest import ServerProcess
 

@@ -27,13 +27,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, Population, movielens_100k
 from ldpsynth.client import AsyncClient, PrivacyLedger
 from ldpsynth.client.device import prepare_reports
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
+from ldpsynth.simulation.datasets import DatasetNotFound, Population, movielens_100k
 
 from .conftest import ServerThread, verify_running
 

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ldpsynth.aggregator.jetstream import LogSettings
-from ldpsynth.aggregator.query_service import QUERY_SERVICE_NAME
-from ldpsynth.aggregator.server import SERVICE_NAME
+from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME
+from ldpsynth.aggregator.ingress.server import SERVICE_NAME
+from ldpsynth.aggregator.storage.jetstream import LogSettings
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 

@@ -13,15 +13,17 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.auth import ANONYMOUS, Credential
-from ldpsynth.aggregator.config import Catalog
-from ldpsynth.aggregator.ingest import Ingestor, route, split_by_shard
-from ldpsynth.aggregator.jetstream import LogSettings, ReplicatedLog
-from ldpsynth.aggregator.nats_process import EmbeddedNats
-from ldpsynth.aggregator.quota import QuotaBook, QuotaKey
-from ldpsynth.aggregator.segments import CommitOutcome, Segment
-from ldpsynth.aggregator.shard_worker import ShardWorker, WorkerSpec
-from ldpsynth.aggregator.status import ShardUnavailable, StatusError
+from ldpsynth.aggregator.errors import ShardUnavailable
+from ldpsynth.aggregator.ingress.auth import ANONYMOUS, Credential
+from ldpsynth.aggregator.ingress.ingest import Ingestor, route, split_by_shard
+from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.ingress.status import status_of
+from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
+from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
+from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -120,9 +122,9 @@ class Harness:
         return await self.ingestor.commit(await self.ingestor.admit(credential, message))
 
     def status(self, message: pb.ReportBatch, credential: Credential = ANONYMOUS) -> grpc.StatusCode:
-        with pytest.raises(StatusError) as info:
+        with pytest.raises(LdpsynthError) as info:
             self.run(self.submit(message, credential))
-        return info.value.code
+        return status_of(info.value, '')[0]
 
 
 @pytest.fixture
@@ -202,10 +204,10 @@ def test_bad_batch_rejected_whole(harness: Harness, rng: np.random.Generator, ca
     make, code, fragment = BAD_BATCHES[case]
     reports = make_reports(RATINGS, 3, rng)
     reports = Reports(reports.report_ids, np.array([0, 4, 1]), np.array([[0], [1], [2]]))
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         harness.run(harness.submit(make(reports)))
-    assert info.value.code == code
-    assert fragment in info.value.details
+    assert status_of(info.value, '')[0] == code
+    assert fragment in status_of(info.value, '')[1]
     assert harness.stored() == 20
     assert harness.quota.available(("ratings", "anonymous"), 10**6) == 10**6 - 20
 
@@ -213,10 +215,10 @@ def test_bad_batch_rejected_whole(harness: Harness, rng: np.random.Generator, ca
 def test_messages_never_echo_a_private_value(harness: Harness) -> None:
     reports = Reports(np.zeros((2, 16), np.uint8) + np.arange(2, dtype=np.uint8)[:, None],
                       np.array([3, 987654321]), np.array([[1], [2]]))
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         harness.run(harness.submit(batch(reports)))
-    assert "987654321" not in info.value.details
-    assert "legal range" in info.value.details
+    assert "987654321" not in status_of(info.value, '')[1]
+    assert "legal range" in status_of(info.value, '')[1]
 
 
 def test_permission_per_collection(harness: Harness, rng: np.random.Generator) -> None:
@@ -263,9 +265,9 @@ def test_concurrent_batches_of_one_credential_cannot_pass_the_limit(open_harness
 
     outcomes = h.run(many())
     acks = [o for o in outcomes if isinstance(o, pb.BatchAck)]
-    refused = [o for o in outcomes if isinstance(o, StatusError)]
+    refused = [o for o in outcomes if isinstance(o, LdpsynthError)]
     assert len(acks) == 5 and len(refused) == 3
-    assert all(e.code == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
+    assert all(status_of(e, '')[0] == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
     assert h.stored() == 250
 
 
@@ -391,9 +393,9 @@ def test_config_limits_published(tmp_path: Path) -> None:
     message = catalog.proto("ratings")
     assert message.limits.max_rows_per_client == 5
     assert message.mechanism_version == RATINGS_CARD.version
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         catalog.proto("graph")
-    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert status_of(info.value, '')[0] == grpc.StatusCode.FAILED_PRECONDITION
 
 
 def test_quota_charges_a_repeated_id_once(open_harness: Callable[..., Harness], rng: np.random.Generator) -> None:
@@ -418,9 +420,9 @@ def test_replicas_share_the_quota(open_harness: Callable[..., Harness], rng: np.
     async def through_other(reports: Reports) -> pb.BatchAck:
         return await other.commit(await other.admit(alice, batch(reports)))
 
-    with pytest.raises(StatusError) as info:
+    with pytest.raises(LdpsynthError) as info:
         h.run(through_other(make_reports(RATINGS, 31, rng)))
-    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert status_of(info.value, '')[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert h.run(through_other(make_reports(RATINGS, 30, rng))).accepted == 30
     assert h.status(batch(make_reports(RATINGS, 1, rng)), alice) == grpc.StatusCode.RESOURCE_EXHAUSTED
     h.run(other.close())

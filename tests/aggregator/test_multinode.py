@@ -28,12 +28,12 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ldpsynth.aggregator.jetstream import LogSettings, ReplicatedLog
-from ldpsynth.aggregator.local_cluster import LocalCluster
-from ldpsynth.aggregator.reaper import descendants
-from ldpsynth.aggregator.verify import Verification, verify_log
+from ldpsynth.aggregator.runtime.reaper import descendants
+from ldpsynth.aggregator.runtime.verify import Verification, verify_log
+from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.simulation.local_cluster import LocalCluster
 
 from .conftest import RATINGS, batch, make_reports, submit
 from .test_crash import CLIENTS, Ingest, ids_of

@@ -1,13 +1,13 @@
-"""Compact pair counts of a shard (aggregator/pairs.py): exact cut totals, compact types."""
+"""Compact pair counts of a shard (aggregator/storage/pairs.py): exact cut totals, compact types."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.pairs import PairCounts
+from ldpsynth.aggregator.storage.pairs import PairCounts
+from ldpsynth.shared.estimators.statistics import SufficientStatistics, aggregate_cells
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics, aggregate_cells
 
 
 def graph(vertices: int) -> Schema:

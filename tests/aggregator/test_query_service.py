@@ -17,17 +17,17 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator import query_service
+from ldpsynth.aggregator.ingress import query_service
 from ldpsynth.client.errors import QueryError
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.estimators import Answers, estimate
-from ldpsynth.shared.offline import estimate_release
+from ldpsynth.shared.estimators.offline import estimate_release
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.protocol import Limits
-from ldpsynth.shared.query_wire import AnswerTable, estimate_requests
+from ldpsynth.shared.queries.wire import AnswerTable, estimate_requests
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.reports import Reports
-from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc

@@ -10,15 +10,15 @@ import sys
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.config import ServerConfig
-from ldpsynth.aggregator.server import AggregatorServer
-from ldpsynth.aggregator.simulation.answers import answer, workload
-from ldpsynth.aggregator.simulation.datasets import Population, graph_schema, synthetic_ratings
-from ldpsynth.aggregator.simulation.devices import Faults, device_budget
-from ldpsynth.aggregator.simulation.federation import SimulationSettings, simulate
+from ldpsynth.aggregator.ingress.server import AggregatorServer
+from ldpsynth.aggregator.runtime.config import ServerConfig
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.simulation.answers import answer, workload
+from ldpsynth.simulation.datasets import Population, graph_schema, synthetic_ratings
+from ldpsynth.simulation.devices import Faults, device_budget
+from ldpsynth.simulation.federation import SimulationSettings, simulate
 
 
 def small_population() -> Population:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpsynth.aggregator.reaper import descendants, describe, start_time
+from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_time
 
 from .conftest import RATINGS
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldpsynth.aggregator.idindex import IdIndex, repeats, sort_ids
-from ldpsynth.aggregator.stats import DENSE_MAX_CELLS, StatsAccumulator
+from ldpsynth.aggregator.storage.idindex import IdIndex, repeats, sort_ids
+from ldpsynth.aggregator.storage.stats import DENSE_MAX_CELLS, StatsAccumulator
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 
 
 def brute_counts(keys: np.ndarray, codes: np.ndarray) -> dict[tuple[int, int], int]:
@@ -140,7 +140,7 @@ def test_id_index_many_runs() -> None:
 
 def test_sort_ids_matches_a_two_key_sort_with_ties_and_duplicates():
     """Ids sharing their first 64 bits and exact duplicates: the order is (hi, lo, arrival), as a lexsort."""
-    from ldpsynth.aggregator.idindex import sort_ids
+    from ldpsynth.aggregator.storage.idindex import sort_ids
 
     rng = np.random.default_rng(31)
     ids = rng.integers(0, 256, (5000, 16), dtype=np.uint8)

@@ -19,13 +19,16 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.acknowledged import read_acknowledged
-from ldpsynth.aggregator.checked_file import CheckedFileError, read_checked, write_checked
-from ldpsynth.aggregator.datadir import DataDir, DataDirError
-from ldpsynth.aggregator.idindex import SortedIds, sort_ids
-from ldpsynth.aggregator.idstore import DiskIdIndex, RunOwner, merge_runs, write_run
-from ldpsynth.aggregator.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
-from ldpsynth.aggregator.log_records import (
+from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable
+from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.runtime.verify import verify_log
+from ldpsynth.aggregator.storage.acknowledged import read_acknowledged
+from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked, write_checked
+from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError
+from ldpsynth.aggregator.storage.idindex import SortedIds, sort_ids
+from ldpsynth.aggregator.storage.idstore import DiskIdIndex, RunOwner, merge_runs, write_run
+from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.log_records import (
     LogCorruption,
     Section,
     card_digest,
@@ -33,13 +36,10 @@ from ldpsynth.aggregator.log_records import (
     encode_genesis,
     encode_reports,
 )
-from ldpsynth.aggregator.nats_process import EmbeddedNats
-from ldpsynth.aggregator.segments import Segment, SegmentPack
-from ldpsynth.aggregator.shard_worker import ACKNOWLEDGED_SECONDS, ShardDamaged, ShardWorker, WorkerSpec
-from ldpsynth.aggregator.snapshot import MANIFEST
-from ldpsynth.aggregator.stats import StatsAccumulator
-from ldpsynth.aggregator.status import ShardUnavailable
-from ldpsynth.aggregator.verify import verify_log
+from ldpsynth.aggregator.storage.segments import Segment, SegmentPack
+from ldpsynth.aggregator.storage.shard_worker import ACKNOWLEDGED_SECONDS, ShardWorker, WorkerSpec
+from ldpsynth.aggregator.storage.snapshot import MANIFEST
+from ldpsynth.aggregator.storage.stats import StatsAccumulator
 from ldpsynth.shared.reports import new_report_ids
 
 from .conftest import GRAPH_CARD, RATINGS_CARD

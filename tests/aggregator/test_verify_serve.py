@@ -27,9 +27,9 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.checked_file import read_checked, write_checked
-from ldpsynth.aggregator.idstore import RUN_KIND
-from ldpsynth.aggregator.snapshot import MANIFEST, MANIFEST_KIND, STATE_KIND
+from ldpsynth.aggregator.storage.checked_file import read_checked, write_checked
+from ldpsynth.aggregator.storage.idstore import RUN_KIND
+from ldpsynth.aggregator.storage.snapshot import MANIFEST, MANIFEST_KIND, STATE_KIND
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
@@ -205,7 +205,7 @@ def test_a_store_of_main_5612345_is_upgraded_from_its_log(
     assert status == 0 and report["ok"], report
     assert len([n for n in report["notes"] if "written by an earlier ldpsynth" in n]) == 2
     assert json.loads((copy / "layout.json").read_text())["format"] == "ldpsynth.data-dir/2"  # verify wrote nothing
-    with caplog.at_level(logging.WARNING, logger="ldpsynth.aggregator.backend"):
+    with caplog.at_level(logging.WARNING, logger="ldpsynth.aggregator.runtime.backend"):
         server = start_server(data_dir=copy, shards=2)
     assert [n for n in report["notes"]] == [r.getMessage() for r in caplog.records if "earlier ldpsynth" in
                                              r.getMessage()]
@@ -295,14 +295,14 @@ def test_an_index_not_of_this_log_is_never_used(history: dict[str, Any], case: s
     swap(copy, history)
     status, report = verify_report(copy, capsys)
     assert status == 0 and report["ok"], report  # serve repairs it: verify says how, with serve's words
-    with caplog.at_level(logging.INFO, logger="ldpsynth.aggregator.backend"):
+    with caplog.at_level(logging.INFO, logger="ldpsynth.aggregator.runtime.backend"):
         server = start_server(data_dir=copy, shards=2)
     acks, code, _ = submit(pb_grpc.CollectionServiceStub(server.channel()), [batch(r) for r in history["sent"]])
     assert code == grpc.StatusCode.OK
     assert sum(a.accepted for a in acks) == 0 and sum(a.duplicates for a in acks) == 6000
     assert stored_rows(server, "ratings") == 6000
     shard0 = [r.getMessage() for r in caplog.records
-              if r.name == "ldpsynth.aggregator.backend" and r.getMessage().startswith("shard 0:")]
+              if r.name == "ldpsynth.aggregator.runtime.backend" and r.getMessage().startswith("shard 0:")]
     assert any(said in message for message in shard0), shard0  # in the aggregator's own log
     if said == "rebuilding it from the log":
         assert [m for m in shard0 if said in m][0] in report["notes"]

@@ -15,8 +15,8 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import ANSWER_FIELDS, estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics
 
 SCHEMA = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
     {"name": "movie", "type": "integer", "min": 1, "max": 3, "public": True},

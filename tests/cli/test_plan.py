@@ -16,10 +16,10 @@ import pytest
 from ldpsynth.cli import main
 from ldpsynth.cli import plan as cli
 from ldpsynth.shared import queries as Q
-from ldpsynth.shared.planning import plan
-from ldpsynth.shared.row_distribution import SampleRows, UniformRows
+from ldpsynth.shared.planning.planner import plan
+from ldpsynth.shared.planning.row_distribution import SampleRows, UniformRows
+from ldpsynth.shared.planning.schema_changes import schema_changes
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.schema_changes import schema_changes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "plan"

@@ -23,10 +23,10 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_from_proto
-from ldpsynth.shared.query_wire import BatchReader, answer_pages
+from ldpsynth.shared.queries.wire import BatchReader, answer_pages
 from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, IntegerAttribute, Schema
-from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb

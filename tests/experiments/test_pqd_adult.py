@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.central.pqd.query import parse_sql
-from ldpsynth.aggregator.central.pqd.table import Table
+from ldpsynth.evaluation.pqd.query import parse_sql
+from ldpsynth.evaluation.pqd.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,7 +166,7 @@ def test_each_query_goes_to_the_e_release_of_its_attribute(adult, sql, release):
 
 def test_the_sum_families_are_the_documented_split(adult):
     """q13-q21 have DS > GS/10 and q31-q40 DS <= GS/10 on Adult (skipped without the data)."""
-    from ldpsynth.aggregator.simulation.datasets import DatasetNotFound
+    from ldpsynth.simulation.datasets import DatasetNotFound
 
     try:
         private = adult.load_adult()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound, facebook_edges
+from ldpsynth.simulation.datasets import DatasetNotFound, facebook_edges
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "table1_facebook.py"
@@ -56,9 +56,9 @@ def test_cut_estimates_are_unbiased_and_within_eq35(edges):
     """Seed 35, α ≈ 6e-5: 400 releases of the 150-vertex subgraph, one fixed half cut; the mean error is
     within 4 standard errors of 0 and the mean |error| is under the bound of eq. 35."""
     table1 = load_script()
-    from ldpsynth.aggregator.simulation.datasets import adjacency, graph_schema
     from ldpsynth.shared.card import MechanismCard
     from ldpsynth.shared.estimators import cut_block_sums
+    from ldpsynth.simulation.datasets import adjacency, graph_schema
 
     rng = np.random.default_rng(35)
     vertices = 150
@@ -102,7 +102,7 @@ def test_subgraph_rules_on_a_toy_graph(monkeypatch):
 def test_subgraph_rules_on_facebook(edges, monkeypatch):
     """The id-order rule is the one table1_facebook.py uses; every rule takes the whole graph at |V| = 4039."""
     check = load_check(monkeypatch)
-    from ldpsynth.aggregator.simulation.datasets import adjacency
+    from ldpsynth.simulation.datasets import adjacency
 
     orders = check.vertex_orders(edges)
     assert check.induced_edge_count(edges, orders["by id (ours)"], 1731) == adjacency(edges, 1731).sum() // 2 == 27_920

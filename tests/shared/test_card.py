@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldpsynth.aggregator.simulation.datasets import ratings_schema
 from ldpsynth.shared.card import CARD_FORMAT, MechanismCard
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.mechanism import MechanismE
@@ -25,6 +24,7 @@ from ldpsynth.shared.schema import (
     IntegerAttribute,
     Schema,
 )
+from ldpsynth.simulation.datasets import ratings_schema
 
 from .documents import DROP, replace_fields
 

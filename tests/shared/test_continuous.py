@@ -16,10 +16,10 @@ from ldpsynth.shared.continuous import (
 )
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.queries import linear_batch
 from ldpsynth.shared.schema import Schema, bits_for_rows
-from ldpsynth.shared.statistics import SufficientStatistics
 
 
 def test_bits_balance_the_two_error_terms() -> None:

@@ -18,15 +18,17 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ldpsynth.shared import estimator_engine, estimator_math, table_kernel
 from ldpsynth.shared import estimators as E
 from ldpsynth.shared import queries as Q
-from ldpsynth.shared import statistics as S
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators import engine as estimator_engine
+from ldpsynth.shared.estimators import formulas as estimator_math
+from ldpsynth.shared.estimators import statistics as S
+from ldpsynth.shared.estimators import table_kernel
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics
 
 
 @pytest.fixture(autouse=True, params=["numba kernel", "numpy passes"])

@@ -14,10 +14,10 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.offline import estimate_release
+from ldpsynth.shared.estimators.offline import estimate_release
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.release import CSV_FILE, PARQUET_FILE, Release
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.statistics import SufficientStatistics
 
 SCHEMA = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
     {"name": "movie", "type": "integer", "min": 1, "max": 3, "public": True},

@@ -13,7 +13,7 @@ from statistics import NormalDist
 
 import pytest
 
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound
+from ldpsynth.simulation.datasets import DatasetNotFound
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "plan_agreement.py"
 

@@ -1,4 +1,4 @@
-"""The planner's closed forms (shared/planning.py) against exact enumeration, the worst case against every
+"""The planner's closed forms (shared/planning/planner.py) against exact enumeration, the worst case against every
 data set, the inverse answers round trip, schema changes against the changed schemas, OUE/OLH by simulation."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import pytest
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.frequency_oracles import olh, olh_hash_range, oue
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.planning import (
+from ldpsynth.shared.planning.frequency_oracles import olh, olh_hash_range, oue
+from ldpsynth.shared.planning.planner import (
     CONSTANT,
     EPSILON_STEP,
     HOPELESS,
@@ -26,10 +27,9 @@ from ldpsynth.shared.planning import (
     e_coefficients_at,
     plan,
 )
-from ldpsynth.shared.row_distribution import SampleRows, UniformRows
+from ldpsynth.shared.planning.row_distribution import SampleRows, UniformRows
+from ldpsynth.shared.planning.schema_changes import made_coarser, made_public, schema_changes
 from ldpsynth.shared.schema import BinaryAttribute, CategoricalAttribute, ContinuousAttribute, IntegerAttribute, Schema
-from ldpsynth.shared.schema_changes import made_coarser, made_public, schema_changes
-from ldpsynth.shared.statistics import SufficientStatistics
 
 #: Two-sided level of each Monte Carlo check below.
 ALPHA = 1e-4
@@ -196,7 +196,7 @@ def test_ideal_coefficients_match_the_exact_mechanism():
 
 
 def test_cut_queries_match_the_binary_randomized_response_variance():
-    from ldpsynth.aggregator.simulation.datasets import graph_schema
+    from ldpsynth.simulation.datasets import graph_schema
 
     schema = graph_schema(0.8, 6, "g6")
     queries = [Q.cut([0, 1], [2, 3, 4]), Q.cut([5], [0, 1, 2, 3, 4], normalization="mean")]

@@ -10,7 +10,7 @@ import pytest
 
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.query_model import QUERY_KINDS
+from ldpsynth.shared.queries.model import QUERY_KINDS
 from ldpsynth.shared.schema import Schema
 
 RATINGS = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [

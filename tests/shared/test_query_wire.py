@@ -1,4 +1,4 @@
-"""Query batches in chunks and answers in pages (shared/query_wire.py), without a server."""
+"""Query batches in chunks and answers in pages (shared/queries/wire.py), without a server."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.simulation.datasets import ratings_schema
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
-from ldpsynth.shared.query_wire import (
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.queries.wire import (
     PAGE_ENVELOPE_BYTES,
     AnswerTable,
     BatchReader,
@@ -20,8 +20,8 @@ from ldpsynth.shared.query_wire import (
     answer_pages,
     estimate_requests,
 )
-from ldpsynth.shared.statistics import SufficientStatistics
 from ldpsynth.shared.wire import query_pb2 as qpb
+from ldpsynth.simulation.datasets import ratings_schema
 
 SCHEMA = ratings_schema(1.0, movies=6, name="r")
 QUERIES = [{"kind": "linear", "weights": [1, 2, 3, 4, 5]}, {"kind": "marginal", "attributes": ["rating"]},

@@ -461,7 +461,7 @@ def test_private_domain_limit_is_the_query_batch_limit():
     """Issue 16: a 10^9-value private domain was accepted, yet every query on it was refused (a JSON query
     holds at least |D| weights, at most 2^24; a packed one |D| weights, at most MAX_BATCH_WEIGHTS = 2^28 per
     batch). The schema refuses exactly the domains the query service could never answer."""
-    from ldpsynth.aggregator import query_service
+    from ldpsynth.aggregator.ingress import query_service
 
     assert query_service.MAX_BATCH_WEIGHTS is MAX_BATCH_WEIGHTS
     largest = Schema("s", 1.0, (IntegerAttribute("v", False, 0, MAX_BATCH_WEIGHTS - 1),))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
 
 
 def brute_table(keys: np.ndarray, codes: np.ndarray, public: int, k: int) -> np.ndarray:

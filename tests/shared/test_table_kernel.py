@@ -1,12 +1,12 @@
-"""The numba kernels of the table-block sums (shared/table_kernel.py) against the numpy passes."""
+"""The numba kernels of the table-block sums (shared/estimators/table_kernel.py) against the numpy passes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ldpsynth.shared import estimator_engine as E
-from ldpsynth.shared import table_kernel
+from ldpsynth.shared.estimators import engine as E
+from ldpsynth.shared.estimators import table_kernel
 
 pytestmark = pytest.mark.skipif(table_kernel.KERNEL is None, reason="numba is not installed (the [aggregator] extra)")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.simulation import datasets
-from ldpsynth.aggregator.simulation.datasets import DatasetNotFound
+from ldpsynth.simulation import datasets
+from ldpsynth.simulation.datasets import DatasetNotFound
 
 
 def test_synthetic_ratings_is_seeded_and_valid() -> None:

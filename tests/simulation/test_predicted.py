@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ldpsynth.aggregator.simulation.answers import answer, predicted, workload
-from ldpsynth.aggregator.simulation.datasets import synthetic_ratings
 from ldpsynth.cli.simulate import answer_rows, answers_table
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.simulation.answers import answer, predicted, workload
+from ldpsynth.simulation.datasets import synthetic_ratings
 
 
 def test_achieved_half_widths_average_to_the_predicted_ones():

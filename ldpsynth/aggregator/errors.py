@@ -1,0 +1,83 @@
+"""The aggregator's errors that end a request, free of any transport.
+
+Each says how the request ends (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
+lists the statuses and what a caller does with each); :mod:`ldpsynth.aggregator.ingress.status` is
+the one mapping to gRPC. Messages name the field and its legal range and never carry a private
+value, a token or a peer address: they travel back to the caller and into the server's log.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ldpsynth.shared.errors import LdpsynthError, Status
+
+__all__ = ["BadRequest", "WrongState", "LimitExceeded", "Unauthenticated", "PermissionDenied", "TryLater",
+           "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed", "PinExpired"]
+
+
+class BadRequest(LdpsynthError):
+    """The request's bytes are not a message of its type (INVALID_ARGUMENT)."""
+
+    refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
+
+
+class WrongState(LdpsynthError):
+    """Not a request this server can take now: an unknown or closed collection, another mechanism
+    version, a query that does not fit the collection's schema (FAILED_PRECONDITION)."""
+
+    refused_as: ClassVar[Status | None] = Status.FAILED_PRECONDITION
+
+
+class LimitExceeded(LdpsynthError):
+    """Over a limit: a batch's size, a credential's quota, the message size (RESOURCE_EXHAUSTED)."""
+
+    refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
+
+
+class Unauthenticated(LdpsynthError):
+    """No valid credential (UNAUTHENTICATED)."""
+
+    refused_as: ClassVar[Status | None] = Status.UNAUTHENTICATED
+
+
+class PermissionDenied(LdpsynthError):
+    """A valid credential without the role or the collection it asks for (PERMISSION_DENIED)."""
+
+    refused_as: ClassVar[Status | None] = Status.PERMISSION_DENIED
+
+
+class TryLater(LdpsynthError):
+    """The server cannot take the request now (stopping, workers restarted during a query); retry it
+    later, with the same report ids (UNAVAILABLE)."""
+
+    refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+
+
+class ShardUnavailable(LdpsynthError):
+    """A storage shard could not commit or answer (its worker died or is restarting, the log did not
+    answer): UNAVAILABLE. A batch it stopped is not acknowledged; retrying it with the same report ids
+    is safe whether or not the shard committed before failing (duplicates are ignored)."""
+
+    refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+
+
+class ShardFull(ShardUnavailable):
+    """The log's storage is full: nothing more can be stored until there is room (RESOURCE_EXHAUSTED)."""
+
+    refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
+
+
+class ShardDamaged(ShardUnavailable):
+    """A shard's log failed a check (a flipped record, a hole, a record of another layout): the
+    shard refuses service until an operator restores the log (UNAVAILABLE)."""
+
+
+class WorkerStartFailed(ShardUnavailable):
+    """A shard worker cannot start: it could not be created, its start raised, or it kept dying.
+    Waiting does not help; the message names the shard and the cause
+    (``shard 3: ModuleNotFoundError: No module named 'x'``)."""
+
+
+class PinExpired(TryLater):
+    """A query's pin of a shard's state was released (its worker restarted, or it timed out)."""

@@ -1,0 +1,222 @@
+"""The ingestion handler: validate -> authorize -> quota -> route by report id -> group commit -> ack.
+
+Independent of gRPC transport and of Ray (the shards are any :class:`ShardBackend`), so it is
+tested without a server. Per batch (docs/contract.md §6 "What the server does with a batch", §7):
+
+1. **Admission** (:meth:`Ingestor.admit`), in stream order: the collection must be served
+   (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED); the
+   ``mechanism_version`` must match (FAILED_PRECONDITION); the batch must have at most
+   ``max_batch_reports`` reports (RESOURCE_EXHAUSTED); every field is decoded and checked
+   against the schema (INVALID_ARGUMENT naming the field, position and legal range, never a
+   value); the credential's quota must hold the batch's new reports (RESOURCE_EXHAUSTED). A
+   rejected batch has touched nothing.
+2. **Commit** (:meth:`Ingestor.commit`): the reports are routed to shards by their id (first
+   8 bytes, little-endian, modulo the shard count: a retried report always meets its earlier
+   copy), each shard's part joins that shard's next group commit, and the ack is built once
+   *every* part is durable. If any shard fails, the batch is not acknowledged (UNAVAILABLE);
+   parts that did commit are found as duplicates when the client retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ldpsynth.aggregator.errors import LimitExceeded, ShardFull, ShardUnavailable, TryLater, WrongState
+from ldpsynth.aggregator.ingress.auth import Credential
+from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.storage.group_commit import GroupCommitter
+from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
+from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
+from ldpsynth.shared.protocol import reports_from_proto
+from ldpsynth.shared.reports import REPORT_ID_BYTES
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+#: Seconds a busy shard's group commit waits for more batches (one Ray call per group per shard).
+REPLICA_LINGER = 0.003
+
+
+class ShardBackend(Protocol):
+    """The shards, wherever they run. Methods raise :class:`ShardUnavailable` when a shard
+    cannot answer."""
+
+    @property
+    def num_shards(self) -> int: ...
+
+    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome: ...
+
+    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int: ...
+
+    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]: ...
+
+    async def quota_of(self, shard: int, collection: str, credential: str) -> int: ...
+
+
+def route(report_ids: np.ndarray, num_shards: int) -> np.ndarray:
+    """Shard of every report: its id's first 8 bytes as a little-endian uint64, modulo ``num_shards``."""
+    head = np.ascontiguousarray(report_ids[:, :8]).view("<u8").reshape(-1)
+    return (head % np.uint64(num_shards)).astype(np.int64)
+
+
+def split_by_shard(report_ids: np.ndarray, keys: np.ndarray, codes: np.ndarray, num_shards: int
+                   ) -> list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The reports of each shard that gets any (:func:`route`), in arrival order: ``(shard, (ids, keys, codes))``.
+
+    One stable sort by shard and one gather per column (the ids as 16-byte items), then views: half
+    the time of a boolean mask per shard and column (1.8 vs 3.6 ms for 65,536 reports, 2 shards)."""
+    shards = route(report_ids, num_shards)
+    order = np.argsort(shards, kind="stable")
+    sizes = np.bincount(shards, minlength=num_shards)
+    ids = np.ascontiguousarray(report_ids).view(f"V{REPORT_ID_BYTES}").reshape(-1)[order]
+    ids, keys, codes = ids.view(np.uint8).reshape(-1, REPORT_ID_BYTES), keys[order], codes[order]
+    ends = np.cumsum(sizes)
+    parts = []
+    for shard in np.flatnonzero(sizes).tolist():
+        rows = slice(int(ends[shard] - sizes[shard]), int(ends[shard]))
+        parts.append((shard, (ids[rows], keys[rows], codes[rows])))
+    return parts
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A batch that passed admission: its parts per shard and the quota it reserved."""
+
+    sequence: int
+    quota_key: QuotaKey
+    reserved: int
+    parts: tuple[tuple[int, Segment], ...]
+
+
+class Ingestor:
+    """Admits and commits report batches for the collections of a :class:`Catalog`."""
+
+    def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int,
+                 sole_replica: bool = True):
+        self._catalog = catalog
+        self._backend = backend
+        self._quota = quota
+        self._sole_replica = sole_replica
+        self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, REPLICA_LINGER)
+                            for s in range(backend.num_shards)]
+
+    def _commit_to(self, shard: int) -> Callable[[list[Segment]], Awaitable[CommitOutcome]]:
+        """The commit of ``shard``'s groups: through the backend as it is at call time."""
+        async def commit(segments: list[Segment]) -> CommitOutcome:
+            return await self._backend.commit(shard, segments)
+        return commit
+
+    @property
+    def committers(self) -> list[GroupCommitter]:
+        return self._committers
+
+    async def load_quota(self, shards: Iterable[int] | None = None) -> None:
+        """Read the quota counters of ``shards`` (default: all, at start) into the mirror."""
+        for shard in range(self._backend.num_shards) if shards is None else shards:
+            try:
+                counters = await self._backend.quota_usage(shard)
+            except ShardUnavailable as exc:
+                raise TryLater("a storage shard is unavailable; retry later") from exc
+            self._quota.observe(shard, counters)
+            self._quota.stale.discard(shard)
+
+    async def _refresh_quota(self, key: QuotaKey) -> None:
+        """Read ``key``'s counters from every shard (other replicas store reports too)."""
+        try:
+            counts = await asyncio.gather(*(self._backend.quota_of(shard, *key)
+                                            for shard in range(self._backend.num_shards)))
+        except ShardUnavailable as exc:
+            raise TryLater("a storage shard is unavailable; retry later") from exc
+        for shard, count in enumerate(counts):
+            self._quota.observe(shard, {key: count})
+
+    async def admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
+        """Check a batch and reserve its quota; raise (an error with its status) to reject it whole."""
+        credential.require_collection(batch.collection)
+        info = self._catalog.get(batch.collection)
+        if batch.mechanism_version != info.card.version:
+            raise WrongState(f"mechanism_version: expected {info.card.version!r} for collection "
+                             f"{batch.collection!r}, got {batch.mechanism_version[:64]!r}")
+        claimed = len(batch.report_ids) // REPORT_ID_BYTES
+        if claimed > info.limits.max_batch_reports:
+            raise LimitExceeded(f"report_ids: at most max_batch_reports = {info.limits.max_batch_reports} "
+                                f"reports per batch, got {claimed}")
+        reports = reports_from_proto(batch, info.schema)
+        parts = [(shard, Segment(batch.collection, credential.id, ids, keys, codes))
+                 for shard, (ids, keys, codes) in split_by_shard(reports.report_ids, reports.public_keys(info.schema),
+                                                                  reports.private_codes, self._backend.num_shards)]
+        quota_key = (batch.collection, credential.id)
+        reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
+        return Admitted(int(batch.sequence), quota_key, reserved, tuple(parts))
+
+    async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> int:
+        """Reserve the batch's new reports under ``limit``: its distinct ids (a repeated id is stored
+        once), less those already stored when that matters. The shard workers hold the exact
+        counters; the mirror is exact while this is the only replica, otherwise the credential's
+        counters are read from every worker before each batch (replicas admitting the same
+        credential at the same moment can together pass the limit by their batches in flight)."""
+        if not limit:
+            return 0
+        n = sum(int((~repeats(sort_ids(segment.report_ids))).sum()) for _, segment in parts)
+        if not self._sole_replica:
+            await self._refresh_quota(key)
+        elif self._quota.stale:  # a shard failed mid-commit: its counter may be ahead of the mirror
+            await self.load_quota(sorted(self._quota.stale))
+        new = n
+        if new > self._quota.available(key, limit):
+            try:
+                existing = await asyncio.gather(*(self._backend.count_existing(shard, seg.collection, seg.report_ids)
+                                                  for shard, seg in parts))
+            except ShardUnavailable as exc:
+                raise TryLater("a storage shard is unavailable; retry the batch") from exc
+            new = n - sum(existing)
+            if new > self._quota.available(key, limit):
+                raise LimitExceeded(f"max_rows_per_client: credential {key[1]!r} may store at most {limit} "
+                                    f"reports in collection {key[0]!r}; {self._quota.used(key)} are stored and this "
+                                    f"batch adds {new}")
+        self._quota.reserve(key, new)
+        return new
+
+    async def commit(self, admitted: Admitted) -> pb.BatchAck:
+        """Commit an admitted batch; the ack is built once every shard part is durable.
+
+        Shielded: if the caller is cancelled (client gone), the commit still completes and the
+        quota mirror is settled.
+        """
+        return await asyncio.shield(self._commit(admitted))
+
+    async def _commit(self, admitted: Admitted) -> pb.BatchAck:
+        outcomes = await asyncio.gather(*(self._committers[shard].enqueue(segment)
+                                          for shard, segment in admitted.parts),
+                                        return_exceptions=True)
+        accepted = duplicates = 0
+        failed: BaseException | None = None
+        for (shard, _), outcome in zip(admitted.parts, outcomes):
+            if isinstance(outcome, BaseException):
+                failed = outcome
+                self._quota.stale.add(shard)
+                continue
+            (acc, dup), counters = outcome
+            self._quota.observe(shard, counters)
+            accepted += acc
+            duplicates += dup
+        self._quota.release(admitted.quota_key, admitted.reserved)
+        if isinstance(failed, ShardFull):
+            log.error("the log's storage is full (%s): batches are refused until an operator adds space", failed)
+        elif isinstance(failed, ShardUnavailable):
+            log.warning("batch not acknowledged: %s", failed)
+        if failed is not None:
+            raise failed
+        return pb.BatchAck(sequence=admitted.sequence, accepted=accepted, duplicates=duplicates)
+
+    async def close(self) -> None:
+        """Let queued group commits finish."""
+        await asyncio.gather(*(c.close() for c in self._committers))
+

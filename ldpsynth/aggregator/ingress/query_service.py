@@ -1,0 +1,131 @@
+"""gRPC handlers of ``ldpsynth.v1.QueryService`` (proto/ldpsynth/v1/query.proto): ``Estimate`` and ``Export``.
+
+Like the collection service, the handlers receive raw bytes and parse them themselves, so
+malformed requests end as INVALID_ARGUMENT. Statuses: no "query" role or collection not allowed:
+PERMISSION_DENIED; unknown collection or no rows yet: FAILED_PRECONDITION; a bad query (unknown
+attribute, weight table of the wrong size, empty or overlapping cut sets, NaN weights, a level
+outside (0, 1)): INVALID_ARGUMENT naming ``queries[j]`` (the whole batch is refused, nothing is
+answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WEIGHTS` weights:
+RESOURCE_EXHAUSTED; a shard worker unreachable or damaged: UNAVAILABLE (storage full: RESOURCE_EXHAUSTED).
+Every batch is evaluated on one snapshot (:mod:`~ldpsynth.aggregator.query.engine`). An empty batch
+(``queries_json = "[]"``) answers OK with one page of no answers.
+
+Replies honour the server's message limit (``--max-message-bytes``, published as the
+collection's ``Limits.max_message_bytes``; gRPC enforces it on what the server sends too): answer
+pages (:func:`~ldpsynth.shared.queries.wire.answer_pages`) and export chunks
+(:func:`export_chunk_rows`) are sized from the wire bytes per answer / per row so that every
+message serializes to at most the limit. What cannot fit (an export head whose mechanism card
+alone is over the limit, one answer with an over-long label) is RESOURCE_EXHAUSTED naming the
+limit, before anything of the reply is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import numpy as np
+
+from ldpsynth.aggregator.errors import LimitExceeded
+from ldpsynth.aggregator.ingress.auth import QUERY, Credential
+from ldpsynth.aggregator.ingress.status import parse, rpc
+from ldpsynth.aggregator.query.engine import QueryEngine
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.queries.wire import FIELD_HEADER_BYTES, BatchReader, answer_pages
+from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
+from ldpsynth.shared.validation import check_probability
+from ldpsynth.shared.wire import query_pb2 as qpb
+
+log = logging.getLogger(__name__)
+
+QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
+#: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64;
+#: MAX_BATCH_WEIGHTS, shared with the schema's limit on |D|).
+MAX_BATCH_QUERIES = 1 << 22
+#: Most rows per ExportChunk (4 MiB of codes for a collection with three attributes); the message
+#: limit may make chunks smaller (:func:`export_chunk_rows`).
+EXPORT_CHUNK_ROWS = 1 << 17
+
+
+def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
+    """Rows per data ``ExportChunk`` of ``schema``: at most :data:`EXPORT_CHUNK_ROWS`, and as many
+    as fit ``max_message_bytes`` at 8 bytes per code (each public attribute and the private code)
+    plus :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
+    columns = len(schema.public_attributes) + 1
+    fit = (max_message_bytes - columns * FIELD_HEADER_BYTES) // (8 * columns)
+    if fit < 1:
+        raise LimitExceeded(f"one exported row of {schema.name!r} needs {columns * (8 + FIELD_HEADER_BYTES)} bytes, "
+                            f"over the server's message limit of {max_message_bytes} bytes (--max-message-bytes)")
+    return min(EXPORT_CHUNK_ROWS, fit)
+
+
+class QueryServicer:
+    """The handlers; ``authenticate`` maps a call's context to its :class:`Credential`."""
+
+    def __init__(self, engine: QueryEngine, authenticate: Callable[[grpc.aio.ServicerContext], Credential]):
+        self.engine = engine
+        self._authenticate = authenticate
+
+    def handlers(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(QUERY_SERVICE_NAME, {
+            "Estimate": grpc.stream_stream_rpc_method_handler(
+                self.estimate, response_serializer=qpb.EstimateResponse.SerializeToString),
+            "Export": grpc.unary_stream_rpc_method_handler(
+                self.export, response_serializer=qpb.ExportChunk.SerializeToString),
+        })
+
+    def _caller(self, context: grpc.aio.ServicerContext, collection: str) -> None:
+        credential = self._authenticate(context)
+        credential.require_role(QUERY)
+        credential.require_collection(collection)
+
+    @rpc("Estimate", "the query could not be answered")
+    async def estimate(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        await self._estimate(requests, context)
+
+    async def _estimate(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        reader: BatchReader | None = None
+        collection, level = "", 0.95
+        async for raw in requests:
+            request = parse(qpb.EstimateRequest, raw)
+            if reader is None:
+                collection = request.collection
+                self._caller(context, collection)
+                info = self.engine.catalog.get(collection)
+                if request.level:
+                    level = check_probability(request.level, "level")
+                reader = BatchReader(info.schema, max_queries=MAX_BATCH_QUERIES, max_weights=MAX_BATCH_WEIGHTS)
+            elif request.collection and request.collection != collection:
+                raise ValidationError("collection", f"{collection!r} in every chunk of one batch (or empty)",
+                                      "another collection")
+            reader.add(request)
+        if reader is None:
+            raise ValidationError("requests", "at least one EstimateRequest naming the collection", "none sent")
+        answers = await self.engine.estimate(collection, reader.batch(), level)
+        for page in answer_pages(answers, max_bytes=info.limits.max_message_bytes):
+            await context.write(page)
+
+    @rpc("Export", "the export could not be read")
+    async def export(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
+        request = parse(qpb.ExportRequest, raw)
+        self._caller(context, request.collection)
+        info = self.engine.catalog.get(request.collection)
+        limit = info.limits.max_message_bytes
+        head = qpb.ExportChunk(card_json=info.card.dumps(), rows=2**64 - 1)  # the largest row count
+        if head.ByteSize() > limit:
+            raise LimitExceeded(f"the first export chunk of {request.collection!r} (its mechanism card) is "
+                                f"{head.ByteSize()} bytes, over the server's message limit of {limit} bytes "
+                                "(--max-message-bytes)")
+        chunk_rows = export_chunk_rows(info.schema, limit)
+        rows = await self.engine.export_rows(request.collection)
+        head.rows = len(rows)
+        yield head
+        schema = info.schema
+        for start in range(0, len(rows), chunk_rows):
+            stop = min(start + chunk_rows, len(rows))
+            keys = rows.public_keys[start:stop]
+            digits = schema.public_digits(keys)
+            yield qpb.ExportChunk(
+                public_codes=[digits[a.name].astype("<u8").tobytes() for a in schema.public_attributes],
+                private_codes=np.asarray(rows.private_codes[start:stop]).astype("<u8").tobytes())

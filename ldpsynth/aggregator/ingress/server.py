@@ -1,0 +1,357 @@
+"""The aggregator's gRPC server, one *ingress replica*: a thin ``grpc.aio`` layer over the ingest
+handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime.backend.Backend`.
+
+* ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
+  request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
+  the INTERNAL a failing deserializer produces. Every error a request can cause says its status
+  (:mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.aggregator.ingress.status.rpc` maps it, and
+  only a bug yields INTERNAL.
+* ``SubmitReports`` reads batches in order, admits each (validation, authorization, quota),
+  lets up to ``max_inflight_batches`` of them commit concurrently, and writes one ``BatchAck``
+  per batch, in order, each after its batch is durable in the replicated log. A rejected batch
+  ends the stream with its status after the acks of the batches before it; nothing of it is stored.
+* ``ldpsynth.v1.QueryService`` (:mod:`~ldpsynth.aggregator.ingress.query_service`) answers query batches
+  and exports the release (role "query"), each on one snapshot of the shards.
+* Standard health service: SERVING once every shard worker is ready; NOT_SERVING while one is
+  unreachable or damaged (checked every :data:`HEALTH_INTERVAL` seconds) and as a graceful stop
+  begins. Reflection only when asked for; message size limits as server options.
+* Any number of replicas may serve the same collections (cluster mode): they keep no state, a
+  report retried through another replica is still stored once (the shard workers deduplicate).
+* Graceful stop: health NOT_SERVING, batches arriving from then on get UNAVAILABLE (clients
+  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, then the backend closes.
+
+Logs carry lifecycle events and rejected-batch statuses; never tokens, peer addresses or
+report values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
+from ldpsynth.aggregator.ingress.auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
+from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
+from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
+from ldpsynth.aggregator.ingress.quota import QuotaBook
+from ldpsynth.aggregator.ingress.status import parse, rpc
+from ldpsynth.aggregator.query.engine import QueryEngine
+from ldpsynth.aggregator.runtime.backend import Backend
+from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
+from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+if TYPE_CHECKING:
+    from ldpsynth.aggregator.runtime.ray_cluster import RayWorkers
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
+#: What a report stream's failure did not do: its batch is not acknowledged.
+NOT_ACKNOWLEDGED = "the batch was not acknowledged (retry it with the same report ids)"
+#: Seconds between two health checks of the shard workers.
+HEALTH_INTERVAL = 1.0
+_SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot read ({exc.strerror})") from None
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class AggregatorServer:
+    """One replica: backend, ingest, queries, gRPC server.
+
+    Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop; ``failed`` is
+    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died).
+    """
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.catalog = Catalog(config.collections, config.limits)
+        self.backend: Backend | None = None
+        self._ingestor: Ingestor | None = None
+        self._queries: QueryServicer | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._authenticator: Authenticator | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._serving = (False, False)  # (ingest, queries) as the health service says
+        self._storage_full = asyncio.Event()  # set while the log's storage is full
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self.failed = asyncio.Event()
+        self.failure = ""
+        self.address = ""
+
+    # ----- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> str:
+        """Open the backend, then listen; return ``HOST:PORT``."""
+        config = self.config
+        tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+        self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
+        credentials = self._server_credentials()
+        await self._set_health(False, False)
+        loop = asyncio.get_running_loop()
+        try:
+            self.backend = await Backend.open(config, self.catalog,
+                                              lambda reason: loop.call_soon_threadsafe(self._fail, reason))
+            workers = self.backend.workers
+            quota = QuotaBook(workers.num_shards)
+            self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
+                                      sole_replica=self.backend.owns_workers)
+            await self._ingestor.load_quota()
+            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
+            self._server = self._build_server()
+            port = self._bind(credentials)
+            await self._server.start()
+        except BaseException:
+            await self._release()
+            raise
+        self.address = _host_port(config.host, port)
+        await self._set_health(True, True)
+        self._monitor = asyncio.create_task(self._watch_workers())
+        log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
+                 workers.num_shards)
+        return self.address
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        self.failed.set()
+
+    async def _set_health(self, ingest: bool, queries: bool) -> None:
+        """The whole server ("") and CollectionService are SERVING when batches can be stored, the
+        QueryService when queries can be answered (a full log stops the first, not the second)."""
+        self._serving = (ingest, queries)
+        for service, serving in (("", ingest), (SERVICE_NAME, ingest), (QUERY_SERVICE_NAME, queries)):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING if serving
+                                   else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def _watch_workers(self) -> None:
+        """Health follows the shard workers (NOT_SERVING while one cannot answer or is damaged) and the
+        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`)."""
+        assert self.backend is not None
+        while not self._stopping:
+            await asyncio.sleep(HEALTH_INTERVAL)
+            self.backend.check_storage()
+            full = self.backend.storage_full
+            if full is not None:
+                self._storage_full.set()
+            else:
+                self._storage_full.clear()
+            try:
+                await self.backend.workers.status()
+                healthy, reason = True, ""
+            except (ShardUnavailable, ShardDamaged) as exc:
+                healthy, reason = False, str(exc)
+            if self._stopping:
+                return
+            serving = (healthy and full is None, healthy)
+            if serving != self._serving:
+                if serving == (True, True):
+                    log.info("every shard worker answers and the log has room: SERVING")
+                elif not healthy:
+                    log.warning("NOT_SERVING: %s", reason)
+                else:
+                    log.warning("ingest NOT_SERVING, queries SERVING: %s", full)
+                await self._set_health(*serving)
+
+    def _server_credentials(self) -> grpc.ServerCredentials | None:
+        tls = self.config.tls
+        if tls is None:
+            return None
+        pair = (_read_file(tls.key, "--tls-key"), _read_file(tls.cert, "--tls-cert"))
+        client_ca = _read_file(tls.client_ca, "--tls-client-ca") if tls.client_ca else None
+        tls.check()
+        return grpc.ssl_server_credentials([pair], root_certificates=client_ca,
+                                           require_client_auth=client_ca is not None)
+
+    def _build_server(self) -> grpc.aio.Server:
+        limit = self.config.limits.max_message_bytes
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                          ("grpc.max_send_message_length", limit),
+                                          ("grpc.so_reuseport", 0)])
+        handlers = {
+            "GetCollection": grpc.unary_unary_rpc_method_handler(
+                self._get_collection, response_serializer=pb.Collection.SerializeToString),
+            "SubmitReports": grpc.stream_stream_rpc_method_handler(
+                self._submit_reports, response_serializer=pb.BatchAck.SerializeToString),
+        }
+        assert self._queries is not None
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),
+                                         self._queries.handlers()))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        if self.config.reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, QUERY_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        return server
+
+    def _bind(self, credentials: grpc.ServerCredentials | None) -> int:
+        assert self._server is not None
+        target = _host_port(self.config.host, self.config.port)
+        try:
+            if credentials is None:
+                return self._server.add_insecure_port(target)
+            return self._server.add_secure_port(target, credentials)
+        except RuntimeError as exc:
+            raise ConfigError(f"--host/--port: cannot listen on {target} ({exc})") from None
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the backend."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        await self._health.enter_graceful_shutdown()
+        log.info("stopping (grace %.1f s)", self.config.grace_seconds if grace is None else grace)
+        if self._monitor is not None:
+            self._monitor.cancel()
+            await asyncio.gather(self._monitor, return_exceptions=True)
+        if self._server is not None:
+            await self._server.stop(self.config.grace_seconds if grace is None else grace)
+        await self._release()
+        self._stopped.set()
+        log.info("stopped")
+
+    async def abandon(self) -> None:
+        """Stop after a fatal failure (the Ray runtime is gone): no graceful stop of the workers, which
+        cannot be reached; close the port and the embedded log, release the data directory. The
+        caller exits (the reaper ends what is left of the runtime)."""
+        self._stopping = True
+        await self._set_health(False, False)
+        if self._server is not None:
+            await self._server.stop(0)
+        if self.backend is not None:
+            await self.backend.abandon()
+
+    async def _release(self) -> None:
+        if self._ingestor is not None:
+            await self._ingestor.close()
+        if self.backend is not None:
+            await self.backend.close()
+            self.backend = None
+
+    # ----- data access (tests, the simulator) -----------------------------------------------
+    @property
+    def workers(self) -> RayWorkers:
+        if self.backend is None:
+            raise RuntimeError("the server is not started")
+        return self.backend.workers
+
+    async def statistics(self, collection: str) -> SufficientStatistics:
+        """Sufficient statistics of ``collection`` over all shards, on one snapshot."""
+        self.catalog.get(collection)
+        workers = self.workers
+        pins = await workers.pin(collection)
+        try:
+            return SufficientStatistics.merge(await workers.pinned_stats(pins, collection))
+        finally:
+            await workers.unpin(pins)
+
+    async def stored(self, collection: str) -> int:
+        """Reports of ``collection`` stored (applied by the shard workers)."""
+        return sum(status["rows"].get(collection, 0) for status in await self.workers.status())
+
+    # ----- RPC handlers ----------------------------------------------------------------------
+    def _authenticate(self, context: grpc.aio.ServicerContext) -> Credential:
+        assert self._authenticator is not None
+        return self._authenticator.authenticate(context.invocation_metadata() or (), context.auth_context())
+
+    @rpc("GetCollection", "the collection could not be read")
+    async def _get_collection(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.Collection:
+        credential = self._authenticate(context)
+        credential.require_role(SUBMIT, QUERY)
+        request = parse(pb.GetCollectionRequest, raw)
+        credential.require_collection(request.collection)
+        return self.catalog.proto(request.collection)
+
+    @rpc("SubmitReports", NOT_ACKNOWLEDGED)
+    async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        credential = self._authenticate(context)
+        credential.require_role(SUBMIT)
+        failure = await self._stream(credential, requests, context)
+        if failure is not None:
+            raise failure
+
+    async def _stream(self, credential: Credential, requests: AsyncIterator[bytes],
+                      context: grpc.aio.ServicerContext) -> LdpsynthError | None:
+        """Admit batches in order, commit up to ``max_inflight_batches`` at once, ack in order.
+
+        Returns the error that ends the stream (``None``: the client closed it)."""
+        slots = asyncio.Semaphore(self.config.max_inflight_batches)
+        commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(credential, requests, commits, slots))
+        failure: LdpsynthError | None = None
+        try:
+            while (task := await commits.get()) is not None:
+                try:
+                    ack = await task
+                except LdpsynthError as exc:
+                    failure = exc
+                    break
+                slots.release()
+                await context.write(ack)
+        finally:
+            if not reader.done():
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            while not commits.empty():  # batches admitted after a failed one: never acknowledged
+                if (task := commits.get_nowait()) is not None:
+                    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return failure if failure is not None else reader.result()
+
+    def _refuse_if_full(self, full: str | None = None) -> None:
+        """RESOURCE_EXHAUSTED at once while the log's storage is full (nothing of the batch is stored)."""
+        full = full or (self.backend.storage_full if self.backend is not None else None)
+        if full is not None:
+            raise ShardFull(full)
+
+    async def _commit_unless_full(self, admitted: Admitted) -> pb.BatchAck:
+        """The batch's commit, unless the log's storage is found full first: its append would wait for
+        an answer that does not come. The commit goes on (a record that made it is a duplicate when
+        the batch is retried); the batch is not acknowledged."""
+        assert self._ingestor is not None
+        commit = asyncio.ensure_future(self._ingestor.commit(admitted))
+        full = asyncio.ensure_future(self._storage_full.wait())
+        try:
+            await asyncio.wait((commit, full), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            full.cancel()
+        if commit.done():
+            return commit.result()
+        commit.add_done_callback(lambda task: task.cancelled() or task.exception())
+        self._refuse_if_full("the log's storage is full")
+        raise AssertionError("unreachable: _refuse_if_full raised")
+
+    async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
+                    commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
+                    slots: asyncio.Semaphore) -> LdpsynthError | None:
+        assert self._ingestor is not None
+        try:
+            async for raw in requests:
+                if self._stopping:
+                    return TryLater("the server is shutting down; retry the batch")
+                await slots.acquire()
+                try:
+                    self._refuse_if_full()
+                    admitted = await self._ingestor.admit(credential, parse(pb.ReportBatch, raw))
+                except LdpsynthError as exc:
+                    return exc
+                commits.put_nowait(asyncio.create_task(self._commit_unless_full(admitted)))
+            return None
+        finally:
+            commits.put_nowait(None)

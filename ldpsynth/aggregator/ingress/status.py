@@ -1,0 +1,88 @@
+"""The one mapping from errors to gRPC statuses, used by every handler (docs/contract.md §9).
+
+An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`); here
+that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with
+its status and its message (which names the field and its legal range, never a private value, a
+token or a peer address), and anything without a status is a bug: logged, answered INTERNAL.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from ldpsynth.aggregator.errors import BadRequest, ShardFull, ShardUnavailable
+from ldpsynth.shared.errors import LdpsynthError
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: What an unexpected error (a bug, not the request) answers; the server's log holds the traceback.
+INTERNAL = (grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
+
+
+def status_of(exc: BaseException, doing: str) -> tuple[grpc.StatusCode, str]:
+    """``(code, details)`` of a call that ``exc`` ended. ``doing`` says what was not done (a shard's
+    failure is told with it: "the batch was not acknowledged (retry it with the same report ids): ...")."""
+    if isinstance(exc, ShardFull):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, (f"{doing}: the aggregator's log storage is full; retry later "
+                                                   "(an operator must add space)")
+    if isinstance(exc, ShardUnavailable):
+        return grpc.StatusCode.UNAVAILABLE, f"{doing}: {exc}; retry later"
+    if isinstance(exc, LdpsynthError) and exc.refused_as is not None:
+        return grpc.StatusCode[exc.refused_as.name], str(exc)
+    return INTERNAL
+
+
+def parse(message_type: type[M], raw: bytes) -> M:
+    """Parse request bytes; :class:`BadRequest` (INVALID_ARGUMENT) if they are not a ``message_type``."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError:
+        raise BadRequest(f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str, doing: str) -> None:
+    """End the call with ``exc``'s status (logged: INTERNAL with its traceback, shards as warnings)."""
+    code, details = status_of(exc, doing)
+    if code == grpc.StatusCode.INTERNAL:
+        log.error("%s failed", method, exc_info=exc)
+    elif isinstance(exc, ShardUnavailable):
+        log.warning("%s: %s", method, details)
+    else:
+        log.info("%s refused: %s", method, code.name)
+    await context.abort(code, details)
+
+
+def rpc(method: str, doing: str) -> Callable[[F], F]:
+    """Wrap a ``grpc.aio`` handler (a coroutine, or an async generator for a response stream) so that
+    any error ends the call with its status (:func:`status_of`)."""
+
+    def wrap(handler: F) -> F:
+        if inspect.isasyncgenfunction(handler):
+            @functools.wraps(handler)
+            async def stream(*args: Any) -> AsyncIterator[Any]:
+                try:
+                    async for item in handler(*args):
+                        yield item
+                except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
+                    await abort(args[-1], exc, method, doing)
+            return stream  # type: ignore[return-value]
+
+        @functools.wraps(handler)
+        async def call(*args: Any) -> Any:
+            try:
+                return await handler(*args)
+            except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
+                await abort(args[-1], exc, method, doing)
+        return call  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,175 @@
+"""The query engine: statistical queries over the live synthetic database, evaluated where the data is.
+
+A compiled batch (:class:`~ldpsynth.shared.queries.batch.QueryBatch`) is answered block by block with
+the companion estimators (WYZ eqs. 17-22; :mod:`ldpsynth.shared.estimators.formulas`), all on **one
+snapshot**: the engine first *pins* every shard (:meth:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker.pin`:
+the shard's statistics at the log sequence it has applied), evaluates every block against those
+pins, and unpins. Rows that arrive meanwhile are simply not in the answer, so a batch is never
+refused because of ingest.
+
+* **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
+  only through the counts per (public key, private code): the pinned statistics of every shard,
+  summed (the merged table is cached per collection, keyed by the pinned log sequences), and the
+  whole block is one matrix product over it.
+* **Cut blocks** (graph collections, WYZ eq. 33): every shard worker computes the pair totals
+  :math:`(m, y_1)` over its pinned statistics (:class:`~ldpsynth.aggregator.storage.pairs.PairCounts`);
+  the totals add up.
+* **Dense blocks** (one weight list per row, small n): the pinned rows of every shard, read from
+  the log and ordered by report id (the order of an export); each shard's rows are a Ray task
+  computing the block's :class:`~ldpsynth.shared.estimators.formulas.BlockSums`; the sums merge.
+
+A pin lost to a restarted worker makes the evaluation start again on new pins (at most
+:data:`ATTEMPTS` times, then UNAVAILABLE). Querying reads the perturbed rows only, so it spends
+no privacy budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ldpsynth.aggregator.errors import PinExpired, TryLater, WrongState
+from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.storage.idindex import sort_ids
+from ldpsynth.aggregator.storage.segments import RowChunk
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.engine import row_block_sums, table_block_sums
+from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
+
+#: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
+ATTEMPTS = 3
+
+Pins = Sequence[tuple[str, int, int]]
+
+
+class QueryShards(Protocol):
+    """What the engine needs from the shards (:class:`~ldpsynth.aggregator.runtime.ray_cluster.RayWorkers`)."""
+
+    async def pin(self, collection: str) -> list[tuple[str, int, int]]: ...
+
+    async def unpin(self, pins: Pins) -> None: ...
+
+    async def pinned_stats(self, pins: Pins, collection: str) -> list[SufficientStatistics]: ...
+
+    async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
+
+    async def cut_totals(self, pins: Pins, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
+                         targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]: ...
+
+    async def map_tasks(self, function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]: ...
+
+
+def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
+    """The shards' rows as one chunk ordered by report id (each part is already ordered)."""
+    ids = np.concatenate([p.report_ids for p in parts])
+    order = sort_ids(ids).order
+    return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
+                    np.concatenate([p.private_codes for p in parts])[order])
+
+
+def _dense_sums(weights: np.ndarray, codes: np.ndarray, mechanism: MechanismE) -> BlockSums:
+    """A Ray task: the sums of a dense block over one shard's rows (one worker thread per task)."""
+    return row_block_sums(weights, codes, mechanism, workers=1)
+
+
+class QueryEngine:
+    """Answers query batches of the collections of ``catalog`` from ``shards``."""
+
+    def __init__(self, catalog: Catalog, shards: QueryShards):
+        self.catalog = catalog
+        self.shards = shards
+        self._statistics: dict[str, tuple[tuple[int, ...], SufficientStatistics]] = {}
+
+    async def _pinned(self, collection: str, evaluate: Any) -> Any:
+        """``await evaluate(pins)`` on fresh pins of every shard (again if a pin was lost)."""
+        for _ in range(ATTEMPTS):
+            pins = await self.shards.pin(collection)
+            try:
+                return await evaluate(pins)
+            except PinExpired:
+                continue
+            finally:
+                await self.shards.unpin(pins)
+        raise TryLater(f"shard workers of {collection!r} restarted during the query {ATTEMPTS} times in a row; retry")
+
+    async def statistics(self, collection: str, pins: Pins) -> SufficientStatistics:
+        """The merged pinned statistics, cached until a shard's pinned log sequence changes."""
+        offsets = tuple(pin[1] for pin in pins)
+        cached = self._statistics.get(collection)
+        if cached is not None and cached[0] == offsets:
+            return cached[1]
+        parts = await self.shards.pinned_stats(pins, collection)
+        merged = await asyncio.to_thread(lambda: SufficientStatistics.merge(parts))
+        self._statistics[collection] = (offsets, merged)
+        return merged
+
+    async def export_rows(self, collection: str) -> RowChunk:
+        """Every stored report of ``collection`` (one snapshot), ordered by report id."""
+        self.catalog.get(collection)
+
+        async def evaluate(pins: Pins) -> RowChunk:
+            parts = await self.shards.rows(pins, collection)
+            return await asyncio.to_thread(merge_sorted_rows, parts)
+
+        return await self._pinned(collection, evaluate)
+
+    async def estimate(self, collection: str, batch: QueryBatch, level: float) -> Answers:
+        """Answer ``batch`` over the rows of ``collection`` (see the module docstring). An empty
+        batch has no answers (``n = 0``), asks no shard and is not refused for a collection without rows."""
+        info = self.catalog.get(collection)
+        if batch.schema != info.schema:
+            raise ValidationError("queries", f"queries compiled for the schema of collection {collection!r}",
+                                  "another schema")
+        mechanism = info.card.mechanism
+        if batch.size == 0:  # the empty batch "[]": no answers, and no shard is asked (n = 0: no row read)
+            none = np.zeros(0)
+            return Answers(batch=batch, estimate=none, proper_estimate=none, exact=np.zeros(0, bool), std_error=none,
+                           ci_low=none, ci_high=none, bound=none, bound_proper=none, level=level, n=0,
+                           epsilon=mechanism.epsilon)
+
+        async def evaluate(pins: Pins) -> Answers:
+            n = sum(pin[2] for pin in pins)
+            if n == 0:
+                raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
+            sums = [await self._block(collection, block, batch, mechanism, pins, n) for block in batch.blocks]
+            return await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
+
+        return await self._pinned(collection, evaluate)
+
+    async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+                     n: int) -> BlockSums:
+        if isinstance(block, TableBlock):
+            stats = await self.statistics(collection, pins)
+            return await asyncio.to_thread(table_block_sums, block, stats, batch.schema, mechanism)
+        if isinstance(block, CutBlock):
+            parts = await self.shards.cut_totals(pins, collection, block.source, block.target, block.edge,
+                                                 block.sources, block.targets)
+            m = np.sum([p[0] for p in parts], axis=0)
+            y1 = np.sum([p[1] for p in parts], axis=0)
+            return cut_block_sums(m, y1, mechanism)
+        return await self._dense(collection, block, batch, mechanism, pins, n)
+
+    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+                     n: int) -> BlockSums:
+        if block.weights.shape[1] != n:
+            raise ValidationError(f"queries[{batch.origins[block.positions[0]]}].table",
+                                  f"{n} weight lists, one per stored row (in report-id order, as exported)",
+                                  f"got {block.weights.shape[1]}")
+        parts = await self.shards.rows(pins, collection)
+        merged_order = sort_ids(np.concatenate([p.report_ids for p in parts])).order
+        position = np.empty(n, np.int64)
+        position[merged_order] = np.arange(n)          # global rank of every row, shard by shard
+        starts = np.cumsum([0] + [len(p) for p in parts])
+        tasks = [(block.weights[:, position[a:b]], part.private_codes, mechanism)
+                 for a, b, part in zip(starts[:-1], starts[1:], parts) if b > a]
+        sums = await self.shards.map_tasks(_dense_sums, tasks)
+        total = sums[0]
+        for other in sums[1:]:
+            total = total.merge(other)
+        return total

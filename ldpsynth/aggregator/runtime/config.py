@@ -1,0 +1,206 @@
+"""Server configuration and the catalog of collections it serves.
+
+A collection file (``--collection FILE``) is JSON: either a schema
+(``{"name", "epsilon", "attributes"}``, see :mod:`ldpsynth.shared.schema`) or a full mechanism
+card (format ``ldpsynth.mechanism-card/1``, verified on load). The server publishes the card,
+and the limits below, through ``GetCollection``.
+"""
+
+from __future__ import annotations
+
+import ssl
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ldpsynth.aggregator.errors import WrongState
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import LdpsynthError, ValidationError
+from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.validation import check_int, check_seconds
+from ldpsynth.shared.wire import collection_pb2 as pb
+
+#: gRPC keeps message sizes in a signed 32-bit int.
+MAX_MESSAGE_BYTES = 2**31 - 1
+
+
+class ConfigError(LdpsynthError):
+    """A configuration value or file is invalid; the message names it and its legal range."""
+
+
+@contextmanager
+def _flag_checks() -> Iterator[None]:
+    """Checks of flags (:mod:`ldpsynth.shared.validation`): their ValidationError is a ConfigError."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_collection(path: str | Path) -> MechanismCard:
+    """Read a collection file: a schema JSON or a mechanism card JSON."""
+    try:
+        obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        if isinstance(obj, dict) and "format" in obj:
+            return MechanismCard.from_json(obj)
+        return MechanismCard.for_schema(Schema.from_json(obj))
+    except ValidationError as exc:
+        raise ConfigError(f"--collection {path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: the server's certificate chain and key, and the CA that signs client
+    certificates (given: mutual TLS is required)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def check(self) -> None:
+        """Refuse, naming the flag, what OpenSSL cannot load: a ``--tls-cert`` without a PEM certificate,
+        a ``--tls-key`` that is not an unencrypted PEM private key or does not match the certificate,
+        a ``--tls-client-ca`` without a PEM certificate. gRPC would only fail to bind the port."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        for flag, path in (("--tls-cert", self.cert), ("--tls-client-ca", self.client_ca)):
+            if path is not None:
+                try:
+                    context.load_verify_locations(cafile=path)
+                except ssl.SSLError as exc:
+                    raise ConfigError(f"{flag} {path}: TLS: no PEM certificate in it ({exc.reason or exc})") from None
+        try:
+            context.load_cert_chain(self.cert, self.key, password=lambda: b"")  # no prompt for a passphrase
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(f"--tls-key {self.key}: TLS: not the private key of the certificate in "
+                                  f"--tls-cert {self.cert}") from None
+            raise ConfigError(f"--tls-key {self.key}: TLS: not an unencrypted PEM private key "
+                              f"({exc.reason or exc})") from None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where the replicated log lives when it is not embedded (``--nats``).
+
+    ``servers``: ``nats://HOST:PORT`` of the NATS cluster's servers; ``replicas``: copies of every
+    stream (3: the log survives the loss of any one server); ``tls_ca``/``tls_cert``/``tls_key``:
+    TLS to the servers (the servers' authorization token, if any, is read from the environment
+    variable ``LDPSYNTH_NATS_TOKEN`` of the replicas and of every Ray node); ``worker_dir``: the directory,
+    on every Ray node, under which shard workers keep their snapshots (node-local);
+    ``worker_resource``: a Ray custom resource the nodes meant for shard workers offer (the workers
+    then run only there, e.g. not on the head node).
+    """
+
+    servers: tuple[str, ...]
+    replicas: int = 3
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    worker_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "ldpsynth-workers")
+    worker_resource: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            raise ConfigError("--nats: at least one nats://HOST:PORT")
+        for url in self.servers:
+            if not url.startswith(("nats://", "tls://")) or ":" not in url.split("://", 1)[1]:
+                raise ConfigError(f"--nats: URLs of the form nats://HOST:PORT, got {url[:200]!r}")
+        with _flag_checks():
+            check_int(self.replicas, "--log-replicas", 1, 5, legal="an integer in [1, 5] (JetStream's limit)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("--nats-tls-cert and --nats-tls-key: give both or neither")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``ldpsynth aggregator serve`` is told (see docs/contract.md).
+
+    ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else the replica
+    is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
+    shard per CPU for a new one. ``ray_address`` None: join the Ray runtime of this process if
+    there is one, else start a local one. ``max_inflight_batches`` bounds the batches of one
+    stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
+    of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
+    writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
+    ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
+    loss in the data directory (``--accept-lost-records``).
+    """
+
+    data_dir: Path | None
+    collections: tuple[MechanismCard, ...]
+    host: str = "127.0.0.1"
+    port: int = 0
+    shards: int | None = None
+    ray_address: str | None = None
+    cluster: ClusterConfig | None = None
+    tls: TlsFiles | None = None
+    tokens_file: Path | None = None
+    limits: Limits = field(default_factory=Limits)
+    reflection: bool = False
+    grace_seconds: float = 5.0
+    max_inflight_batches: int = 4
+    max_group_rows: int = 1 << 20
+    snapshot_ids: int = 1 << 20
+    verbose: bool = False
+    accept_lost_records: bool = False
+
+    def __post_init__(self) -> None:
+        if self.cluster is None and self.data_dir is None:
+            raise ConfigError("--data-dir: required unless the log is a NATS cluster (--nats)")
+        if self.cluster is not None and self.accept_lost_records:
+            raise ConfigError("--accept-lost-records: only with --data-dir (a cluster's log is repaired from its "
+                              "surviving replicas)")
+        if not self.collections:
+            raise ConfigError("--collection: at least one collection file")
+        names = [c.schema.name for c in self.collections]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--collection: distinct collection names, got {sorted(names)}")
+        checks: Iterable[tuple[str, object, int, int]] = (
+            ("--port", self.port, 0, 65535),
+            ("--shards", 1 if self.shards is None else self.shards, 1, 4096),
+            ("--max-rows-per-client", self.limits.max_rows_per_client, 0, 2**63 - 1),
+            ("--max-batch-reports", self.limits.max_batch_reports, 1, 2**32 - 1),
+            ("--max-message-bytes", self.limits.max_message_bytes, 1024, MAX_MESSAGE_BYTES),
+            ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
+            ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
+            ("--snapshot-every", self.snapshot_ids, 1, 2**40),
+        )
+        with _flag_checks():
+            for name, value, low, high in checks:
+                check_int(value, name, low, high)
+            check_seconds(self.grace_seconds, "--grace", allow_zero=True)
+
+
+class Catalog:
+    """The collections a server serves, with the limits it publishes for them."""
+
+    def __init__(self, cards: Iterable[MechanismCard], limits: Limits):
+        self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
+        self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._infos)
+
+    def cards_json(self) -> dict[str, str]:
+        """Collection name -> card JSON (what the shards check their files against)."""
+        return {name: info.card.dumps() for name, info in self._infos.items()}
+
+    def get(self, name: str) -> CollectionInfo:
+        """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise WrongState(f"collection: {name[:128]!r} is not served here (unknown or closed)") from None
+
+    def proto(self, name: str) -> pb.Collection:
+        """``GetCollection``'s answer for ``name`` (built once)."""
+        self.get(name)
+        return self._protos[name]

@@ -1,0 +1,353 @@
+"""The Ray seam: the only module that imports Ray. The runtime, and the shard workers as Ray actors.
+
+Runtime (:class:`RayRuntime`). If this process is already connected to Ray (a test session's
+cluster) it is used as is. With an address it joins that cluster. Otherwise it starts its own
+runtime, *always local* (``address="local"``: never a cluster that ``ray start`` left on the host),
+bound to 127.0.0.1 only: Ray binds all interfaces and rewrites a loopback node address to the
+host's routable one unless cluster mode is off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), and a
+Ray runtime reachable from the network runs whatever code it is sent. That runtime's processes
+(GCS, raylet, agents) and the embedded NATS server are listed to a reaper
+(:mod:`~ldpsynth.aggregator.runtime.reaper`), which ends them if this process dies by SIGKILL; a thread
+watches the raylet and logs its death (the aggregator cannot go on without it). Ray's own log
+lines are kept out of the output unless ``verbose``.
+
+Workers (:class:`RayWorkers`). One :class:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker` per
+shard runs in a *named, detached* actor of the ``ldpsynth`` namespace
+(``ldpsynth-<layout>-shard-<k>``): every replica of the deployment finds the same workers by name
+(``get_if_exists``), they outlive the replica that created them, Ray spreads them over the nodes
+(``SPREAD``) and restarts one whose process or node died (``max_restarts=-1``), elsewhere if need
+be. Calls in flight when a worker dies fail, and every call has a deadline: both surface as
+:class:`~ldpsynth.aggregator.ingress.status.ShardUnavailable` (the replica answers UNAVAILABLE; devices
+retry). A worker restarted on another node starts from its snapshot in the object store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import ray
+import ray._private.ray_constants as ray_constants
+
+from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.runtime.config import ConfigError
+from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_reaper, start_time, stop_reaper
+from ldpsynth.aggregator.storage.segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
+from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
+from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "ldpsynth"
+T = TypeVar("T")
+#: Deadlines of worker calls (seconds): commits, quick status calls, and reads of whole shards.
+COMMIT_DEADLINE = 60.0
+STATUS_DEADLINE = 10.0
+READ_DEADLINE = 900.0
+_RAYLET_POLL = 0.5
+#: A worker that died this many times before it first answered will not start: the replica gives up.
+START_DEATHS = 3
+#: The last line of a Python traceback: ``ModuleNotFoundError: No module named 'x'``.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::.*)?$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+
+def worker_name(layout_id: str, shard: int) -> str:
+    return f"ldpsynth-{layout_id}-shard-{shard:03d}"
+
+
+def _creation_failure(exc: BaseException) -> str | None:
+    """The exception a worker's creation task raised, as its traceback's last line, if that is why
+    the actor died (Ray keeps such an actor dead: ``actor_init_failed``); else ``None``."""
+    if not getattr(exc, "actor_init_failed", False):
+        return None
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines()]
+    causes = [line for line in lines if _EXCEPTION_LINE.match(line) and not line.startswith("ray.")]
+    return causes[-1] if causes else next((line for line in lines if line), type(exc).__name__)
+
+
+def _restarts(actor: Any) -> int:
+    """How often Ray has restarted ``actor`` (from the GCS's actor table: Ray's only private call here,
+    as the public state API needs the dashboard, which the local runtime does not start)."""
+    record = ray._private.state.actors(actor_id=actor._actor_id.hex())
+    return int(record.get("NumRestarts") or 0)
+
+
+def keep_signal_handlers() -> None:
+    """Re-install this process's Python handlers of SIGTERM and SIGINT (call from the main thread
+    after the runtime started): ``ray.init`` installs a C++ failure handler over them that prints a
+    stack dump for a plain ``docker stop``. (A loop in another thread has no signal handlers to keep.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(sig)
+        if callable(handler) or handler in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(sig, handler)
+
+
+def end_actor(name: str, timeout: float = 30.0) -> None:
+    """End the named actor of the ``ldpsynth`` namespace, if there is one, and wait until its name is free."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return
+        ray.kill(actor, no_restart=True)
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the stale shard worker {name} did not end within {timeout:g} s")
+        time.sleep(0.1)
+
+
+class RayRuntime:
+    """This process's connection to Ray (see the module docstring)."""
+
+    def __init__(self, started_here: bool, connected_here: bool):
+        self.started_here = started_here
+        self.connected_here = connected_here
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._watch: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    @classmethod
+    def connect(cls, address: str | None, *, verbose: bool = False, num_cpus: int | None = None) -> RayRuntime:
+        """Use the current connection, join ``address``, or start a local loopback-only runtime."""
+        level = logging.INFO if verbose else logging.ERROR
+        logging.getLogger("ray").setLevel(level)
+        if ray.is_initialized():
+            return cls(started_here=False, connected_here=False)
+        try:
+            if address:
+                ray.init(address=address, namespace=NAMESPACE, log_to_driver=verbose, logging_level=level)
+                return cls(started_here=False, connected_here=True)
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by Ray's processes
+            ray_constants.ENABLE_RAY_CLUSTER = False                 # read by ray.init for the node address
+            ray.init(address="local", namespace=NAMESPACE, _node_ip_address="127.0.0.1",
+                     num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=verbose,
+                     logging_level=level)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"--ray-address {address or '(local)'}: cannot start or join Ray "
+                              f"({type(exc).__name__}: {exc})") from None
+        except OSError as exc:  # its session files: a full /tmp, or socket paths over AF_UNIX's 107 bytes
+            hint = "; set RAY_TMPDIR to a shorter directory" if "AF_UNIX" in str(exc) else ""
+            raise ConfigError(f"cannot start Ray's local runtime ({exc}){hint}") from None
+        return cls(started_here=True, connected_here=True)
+
+    def guard(self, on_raylet_death: Callable[[str], object]) -> None:
+        """For a runtime started here: start the reaper over this process's helper processes (Ray's
+        and the embedded NATS server) and a thread that reports the raylet's death."""
+        if not self.started_here:
+            return
+        targets = describe(descendants(os.getpid()))
+        self._reaper = start_reaper(targets)
+        raylets = [t for t in targets if t["name"] == "raylet"]
+        if raylets:
+            raylet = raylets[0]
+            self._watch = threading.Thread(target=self._watch_raylet, args=(raylet, on_raylet_death), daemon=True,
+                                           name="ldpsynth-raylet-watch")
+            self._watch.start()
+
+    def _watch_raylet(self, raylet: dict[str, object], on_death: Callable[[str], None]) -> None:
+        while not self._stopping.wait(_RAYLET_POLL):
+            if start_time(int(raylet["pid"])) != raylet["start"]:  # type: ignore[call-overload]
+                message = (f"the embedded Ray runtime's raylet (pid {raylet['pid']}) exited; "
+                           "the aggregator cannot serve without it")
+                log.error(message)
+                on_death(message)
+                return
+
+    def shutdown(self) -> None:
+        """Disconnect (and end the runtime if it was started here)."""
+        self._stopping.set()
+        if self.connected_here:
+            ray.shutdown()
+        stop_reaper(self._reaper)
+        self._reaper = None
+
+
+@ray.remote
+class _WorkerActor:
+    """The actor around one :class:`ShardWorker` (all methods go through :meth:`call`)."""
+
+    def __init__(self, spec: WorkerSpec, per_node: bool):
+        if per_node:  # a node-local directory: a worker restarted on another node never shares files
+            node = ray.get_runtime_context().get_node_id()[:16]
+            spec = replace(spec,
+                           directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
+        self._worker = ShardWorker(spec)
+
+    async def call(self, method: str, *args: Any) -> Any:
+        return await getattr(self._worker, method)(*args)
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@ray.remote(num_cpus=1)
+def _run_task(function: Callable[..., T], *args: Any) -> T:
+    """A query task over one partition of the rows (see :meth:`RayWorkers.map_tasks`)."""
+    return function(*args)
+
+
+class RayWorkers:
+    """The shard workers of one layout; implements the ingest and query backends."""
+
+    def __init__(self, actors: Sequence[Any], layout_id: str):
+        self._actors = list(actors)
+        self.layout_id = layout_id
+
+    @classmethod
+    def attach(cls, specs: Sequence[WorkerSpec], per_node: bool, resource: str | None = None) -> RayWorkers:
+        """Get (or create) the named, detached worker of every spec (blocking); ``resource``: run
+        them only on nodes offering that custom resource (each worker takes 1 unit)."""
+        # _WorkerActor is an ActorClass (made by @ray.remote), which has .options.
+        actors = [_WorkerActor.options(name=worker_name(s.layout.id, s.shard), namespace=NAMESPACE,  # type: ignore[attr-defined]
+                                       lifetime="detached", get_if_exists=True, max_restarts=-1,
+                                       max_task_retries=0, num_cpus=0, scheduling_strategy="SPREAD",
+                                       resources={resource: 1} if resource else None
+                                       ).remote(s, per_node) for s in specs]
+        return cls(actors, specs[0].layout.id)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._actors)
+
+    def actor(self, shard: int) -> Any:
+        """The actor of ``shard`` (fault injection, tests)."""
+        return self._actors[shard]
+
+    async def _call(self, shard: int, method: str, *args: Any, deadline: float = COMMIT_DEADLINE) -> Any:
+        try:
+            return await asyncio.wait_for(self._actors[shard].call.remote(method, *args), deadline)
+        except asyncio.TimeoutError:
+            raise ShardUnavailable(f"shard {shard}: no answer within {deadline:g} s") from None
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            cause = _creation_failure(exc)
+            if cause is not None:
+                raise WorkerStartFailed(f"shard {shard}: {cause}") from None
+            raise ShardUnavailable(f"shard {shard}: worker unavailable ({type(exc).__name__})") from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause
+            for kind in (ShardDamaged, ShardFull, WorkerStartFailed, ShardUnavailable, PinExpired):  # subclasses first
+                if isinstance(cause, kind):
+                    raise kind(str(cause)) from None
+            if isinstance(cause, LdpsynthError):  # the log or a file, not a bug: say what, in one line
+                raise ShardUnavailable(f"shard {shard}: {cause}") from None
+            raise
+
+    async def _all(self, method: str, *args: Any, deadline: float = STATUS_DEADLINE) -> list[Any]:
+        return list(await asyncio.gather(*(self._call(s, method, *args, deadline=deadline)
+                                           for s in range(self.num_shards))))
+
+    # ----- lifecycle and health ----------------------------------------------------------------
+    async def status(self, deadline: float = STATUS_DEADLINE) -> list[dict[str, Any]]:
+        """Every worker's status (raises if one cannot answer)."""
+        return await self._all("status", deadline=deadline)
+
+    async def wait_ready(self, deadline: float) -> list[dict[str, Any]]:
+        """Wait until every worker has restored its state (or ``deadline`` seconds pass).
+
+        Gives up at once, with :class:`WorkerStartFailed`, when a worker's creation raised (an
+        import error, a bad directory) or its process died :data:`START_DEATHS` times while starting:
+        waiting would not help, and the cause is otherwise only in Ray's worker logs."""
+        end = time.monotonic() + deadline
+        restarts = await asyncio.to_thread(lambda: [_restarts(actor) for actor in self._actors])
+        said = ""
+        while True:
+            wait = min(STATUS_DEADLINE, max(1.0, end - time.monotonic()))
+            try:
+                return list(await asyncio.gather(*(self._starting(s, wait) for s in range(self.num_shards))))
+            except (ShardDamaged, WorkerStartFailed):
+                raise  # waiting cannot repair a damaged log or a worker that cannot be created
+            except ShardUnavailable as exc:
+                if time.monotonic() >= end:
+                    raise
+                if str(exc) != said:  # what the replica waits for, in its own log (once per reason)
+                    said = str(exc)
+                    log.info("waiting for the shard workers: %s", exc)
+            now = await asyncio.to_thread(lambda: [_restarts(actor) for actor in self._actors])
+            for shard, (before, after) in enumerate(zip(restarts, now)):
+                if after - before >= START_DEATHS:
+                    raise WorkerStartFailed(f"shard {shard}: the worker process died {after - before} times while "
+                                            "starting (Ray's worker logs say why)")
+            await asyncio.sleep(0.5)
+
+    async def _starting(self, shard: int, deadline: float) -> dict[str, Any]:
+        """The status of a starting worker; an exception its start raised (not a damaged or
+        unreachable log, which have their own errors) means it cannot start: :class:`WorkerStartFailed`."""
+        try:
+            return await self._call(shard, "status", deadline=deadline)
+        except ray.exceptions.RayTaskError as exc:
+            raise WorkerStartFailed(f"shard {shard}: {type(exc.cause).__name__}: {exc.cause}") from None
+
+    async def flush(self) -> None:
+        await self._all("flush", deadline=READ_DEADLINE)
+
+    async def stop_workers(self) -> None:
+        """Close every worker (queued commits, a last snapshot) and end its actor (the owner of a
+        one-machine deployment only: in a cluster the workers outlive any replica)."""
+        try:
+            await self._all("close", deadline=READ_DEADLINE)
+        except (ShardUnavailable, ShardDamaged) as exc:
+            log.warning("a shard worker did not close cleanly (%s); its log stays complete", exc)
+        for actor in self._actors:
+            ray.kill(actor, no_restart=True)
+
+    # ----- ingest backend ----------------------------------------------------------------------
+    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
+        return await self._call(shard, "commit_pack", SegmentPack.of(segments))
+
+    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
+        return await self._call(shard, "count_existing", collection, report_ids)
+
+    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
+        return await self._call(shard, "quota_usage", deadline=STATUS_DEADLINE)
+
+    async def quota_of(self, shard: int, collection: str, credential: str) -> int:
+        return await self._call(shard, "quota_of", collection, credential, deadline=STATUS_DEADLINE)
+
+    # ----- query backend -----------------------------------------------------------------------
+    async def pin(self, collection: str) -> list[tuple[str, int, int]]:
+        """Pin ``collection`` in every shard: ``[(pin id, log sequence, rows)]`` per shard."""
+        return await self._all("pin", collection)
+
+    async def unpin(self, pins: Sequence[tuple[str, int, int]]) -> None:
+        await asyncio.gather(*(self._call(s, "unpin", pin[0], deadline=STATUS_DEADLINE)
+                               for s, pin in enumerate(pins)), return_exceptions=True)
+
+    async def pinned_stats(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[SufficientStatistics]:
+        return list(await asyncio.gather(*(self._call(s, "pinned_stats", pin[0], collection, deadline=READ_DEADLINE)
+                                           for s, pin in enumerate(pins))))
+
+    async def cut_totals(self, pins: Sequence[tuple[str, int, int]], collection: str, source: str, target: str,
+                         edge: str, sources: np.ndarray, targets: np.ndarray
+                         ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        masks = (ray.put(sources), ray.put(targets))  # shipped once, shared by the workers
+        return list(await asyncio.gather(*(
+            self._call(s, "cut_totals", pin[0], collection, source, target, edge, *masks, deadline=READ_DEADLINE)
+            for s, pin in enumerate(pins))))
+
+    async def rows(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[RowChunk]:
+        return list(await asyncio.gather(*(self._call(s, "rows", pin[0], collection, deadline=READ_DEADLINE)
+                                           for s, pin in enumerate(pins))))
+
+    async def map_tasks(self, function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
+        """``function(*args)`` for every ``args`` of ``arguments``, as parallel Ray tasks (one CPU each)."""
+        return list(await asyncio.gather(*(_run_task.remote(function, *args) for args in arguments)))
+
+    async def nodes(self) -> list[str]:
+        """The node each worker runs on (tests)."""
+        return list(await asyncio.gather(*(actor.node.remote() for actor in self._actors)))

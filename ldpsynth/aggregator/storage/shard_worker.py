@@ -1,0 +1,715 @@
+"""A shard worker: the single writer of one shard's log, with its deduplication index and statistics.
+
+Plain asyncio code (no Ray): :mod:`~ldpsynth.aggregator.runtime.ray_cluster` runs one per shard as a
+named, detached Ray actor, and the tests run it directly.
+
+Write path (:meth:`ShardWorker.commit`). Replicas hand the worker segments (a batch's reports
+for this shard); concurrent segments are committed in groups (:class:`GroupCommitter`). For a
+group the worker
+
+1. finds the new reports: ids neither in the index (every id in the log up to the sequence the
+   worker has applied) nor repeated within the group;
+2. appends one record of the new reports, with the quota charges, to the log at the next
+   sequence, conditional on the log ending where the worker believes it ends
+   (:meth:`~ldpsynth.aggregator.storage.jetstream.ReplicatedLog.append`): a worker that Ray restarted
+   elsewhere fences off a stale one, so the log never holds an id twice;
+3. once the log confirms the record durable (a quorum of its replicas fsynced it), adds the ids
+   to the index and the reports to the statistics, and answers each segment
+   ``(accepted, duplicates)`` and the credentials' quota counters.
+
+If the append's outcome is unknown (timeout, lost connection, fenced), the group fails
+(:class:`~ldpsynth.aggregator.ingress.status.ShardUnavailable`: the replica answers UNAVAILABLE and the
+device retries with the same ids) and the worker reads the log's tail before its next commit,
+so a record that did land is applied, and its reports count as duplicates on the retry.
+
+State and restart. The index (:mod:`~ldpsynth.aggregator.storage.idstore`) and the statistics are
+snapshotted (:mod:`~ldpsynth.aggregator.storage.snapshot`) every ``flush_ids`` new ids or
+``flush_seconds``, bound to the log position they reflect. A (re)started worker first checks that
+the log still holds every acknowledged sequence (:func:`~ldpsynth.aggregator.storage.store_check.check_position`:
+the shard's acknowledged file on one machine, and its snapshot), then opens its last snapshot (or
+downloads it from the object store) after checking every file against the manifest and the
+manifest against the log (:func:`~ldpsynth.aggregator.storage.store_check.load_snapshot`): a snapshot
+that fails is rebuilt from the log, never used. It replays only the records after it, so a
+restart reads at most ``flush_ids`` ids from the log, whatever the shard holds. What it did is in
+:meth:`status` (``notes``), which the replica logs. A record that fails its checks (checksum,
+position, shard, the running report count), or a log that lost acknowledged records, makes the
+shard *damaged*: it refuses every call (:class:`ShardDamaged`) until an operator restores the log.
+
+On one machine the worker also keeps the shard's acknowledged file
+(:mod:`~ldpsynth.aggregator.storage.acknowledged`) at the log sequence it has seen durable: after
+catching up at start, at most once a second while it commits (never on the acknowledgement
+path), and when it closes.
+
+Read path. Queries pin the shard's state (:meth:`pin`): the statistics and row count at the
+sequence the worker has applied, kept until unpinned (or ``pin_seconds``); every block of a query
+batch is evaluated against the same pins, so answers describe one set of rows while ingest goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
+from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
+from ldpsynth.aggregator.storage.group_commit import GroupCommitter
+from ldpsynth.aggregator.storage.idindex import IdIndex, repeats, sort_ids
+from ldpsynth.aggregator.storage.idstore import (
+    DiskIdIndex,
+    RunOwner,
+    merge_plan,
+    merge_runs,
+    remove_unreferenced,
+    write_run,
+)
+from ldpsynth.aggregator.storage.jetstream import (
+    Layout,
+    LogFenced,
+    LogFull,
+    LogSettings,
+    LogUnavailable,
+    ReplicatedLog,
+    SnapshotBucket,
+)
+from ldpsynth.aggregator.storage.log_records import (
+    LogCorruption,
+    Record,
+    Section,
+    card_digest,
+    decode,
+    encode_reports,
+    record_crc,
+    reports_per_record,
+)
+from ldpsynth.aggregator.storage.pairs import PairCounts
+from ldpsynth.aggregator.storage.refusals import (
+    StoreRefused,
+    damaged_log,
+    no_snapshot,
+    record_out_of_place,
+    record_under_another_card,
+    records_lost,
+    snapshot_rebuilt,
+    snapshot_restored,
+)
+from ldpsynth.aggregator.storage.segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
+from ldpsynth.aggregator.storage.snapshot import (
+    MANIFEST,
+    MANIFEST_KIND,
+    Position,
+    collection_key,
+    write_manifest,
+    write_state,
+)
+from ldpsynth.aggregator.storage.stats import StatsAccumulator
+from ldpsynth.aggregator.storage.store_check import check_position, load_snapshot, log_position, published_manifest
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+
+log = logging.getLogger(__name__)
+
+#: New ids a worker keeps in memory before it writes them to a run file (16 MiB of ids).
+DEFAULT_FLUSH_IDS = 1 << 20
+DEFAULT_FLUSH_SECONDS = 30.0
+#: Reports one group commit takes at most (a record is split further to fit the log's message size).
+DEFAULT_MAX_GROUP_ROWS = 1 << 18
+DEFAULT_PIN_SECONDS = 600.0
+#: A start that failed with one of these may succeed later (space freed, a file system back): retried.
+_TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
+#: Seconds between two writes of the acknowledged file while commits go on.
+ACKNOWLEDGED_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to start (picklable: Ray passes it to the actor)."""
+
+    layout: Layout
+    shard: int
+    log: LogSettings
+    directory: str
+    publish_snapshots: bool = False
+    flush_ids: int = DEFAULT_FLUSH_IDS
+    flush_seconds: float = DEFAULT_FLUSH_SECONDS
+    max_group_rows: int = DEFAULT_MAX_GROUP_ROWS
+    pin_seconds: float = DEFAULT_PIN_SECONDS
+    #: The shard's acknowledged file (one machine: ``DIR/acknowledged/shard-NNN``); ``None``: none kept.
+    acknowledged: str | None = None
+
+
+@dataclass
+class _Collection:
+    name: str
+    card_json: str
+    digest: str
+    public_size: int
+    private_size: int
+    index: DiskIdIndex
+    stats: StatsAccumulator
+    rows: int = 0
+
+
+@dataclass
+class _Pin:
+    offset: int
+    deadline: float
+    stats: dict[str, tuple[int, SufficientStatistics]] = field(default_factory=dict)
+
+
+class ShardWorker:
+    """One shard's writer and reader (see the module docstring). Call :meth:`start` first."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.directory = Path(spec.directory)
+        self._log: ReplicatedLog | None = None
+        self._bucket: SnapshotBucket | None = None
+        self._collections: dict[str, _Collection] = {}
+        self._quota: dict[QuotaKey, int] = defaultdict(int)
+        self._offset = 1  # the genesis record
+        self._total = 0
+        self._crc = -1  # CRC-32 of the record at self._offset (known once started)
+        self._frozen_upto = 1  # ids of records up to here are in runs or frozen tails
+        self._ranges: dict[int, tuple[int, int]] = {}  # id(frozen tail) -> its records' sequences
+        self._ack: Acknowledged | None = None
+        self._ack_lock = asyncio.Lock()
+        self._ack_task: asyncio.Task[None] | None = None
+        self._ack_wake = asyncio.Event()  # set at close: write now
+        self._ack_at = 0.0
+        self.notes: list[tuple[str, str]] = []  # (level, what the start did), for the replica's log
+        self._synced = False
+        self._damage: str | None = None
+        self._started: asyncio.Task[None] | None = None
+        self._committer = GroupCommitter(self._commit_group, spec.max_group_rows)
+        self._persisting: asyncio.Task[None] | None = None
+        self._last_flush = time.monotonic()
+        self._snapshot_offset = 1
+        self._published: set[str] = set()
+        self._pins: dict[str, _Pin] = {}
+        self._pairs: dict[tuple[str, int, str, str, str], PairCounts] = {}
+        self.replayed = 0  # records replayed by the last start (observability, tests)
+
+    # ----- start ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, restore the last snapshot and replay the log after it (once; later calls wait).
+
+        If the log cannot be reached (:class:`ShardUnavailable`), the next call tries again."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        started = self._started
+        try:
+            await asyncio.shield(started)
+        except (LogUnavailable, OSError) as exc:
+            if self._started is started:
+                self._started = None
+                if self._log is not None:
+                    await self._log.close()
+                    self._log = None
+            if isinstance(exc, OSError) and exc.errno not in _TRANSIENT_ERRNOS:  # waiting will not mend it
+                raise WorkerStartFailed(f"shard {self.spec.shard}: {type(exc).__name__}: {exc}") from None
+            raise ShardUnavailable(f"shard {self.spec.shard} is starting: {exc}") from None
+        if self._damage is not None:
+            raise ShardDamaged(self._damage)
+
+    async def _start(self) -> None:
+        spec = self.spec
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._log = await ReplicatedLog.connect(spec.log, name=f"ldpsynth-shard-{spec.shard}")
+        self._log.layout = spec.layout
+        if spec.publish_snapshots:
+            self._bucket = await self._log.snapshots()
+        try:
+            restored = await self._restore()
+            await self._catch_up()
+            if restored is not None:
+                self._note("info", no_snapshot(spec.shard, self.replayed) if restored == 0 else
+                           snapshot_restored(spec.shard, restored, self.replayed))
+            if self._crc < 0:
+                position = await log_position(self._log, spec.layout, spec.shard, self._offset)
+                assert position is not None
+                self._crc = position.record_crc
+            await self._write_acknowledged()
+        except LogCorruption as exc:
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", spec.shard, self._damage)
+        except (ShardDamaged, StoreRefused) as exc:
+            self._damage = str(exc)
+            log.error("shard %d is damaged and refuses service: %s", spec.shard, exc)
+
+    def _note(self, level: str, text: str) -> None:
+        (log.warning if level == "warning" else log.info)("%s", text)
+        self.notes.append((level, text))
+
+    async def _restore(self) -> int | None:
+        """Check the log holds what was acknowledged, restore the snapshot if it is a view of this log.
+        Returns the snapshot's sequence (0: there is none; ``None``: it was refused, and said so)."""
+        spec = self.spec
+        assert self._log is not None
+        downloaded = None
+        if self._bucket is not None and not (self.directory / MANIFEST).exists():
+            try:
+                await self._download_snapshot()
+            except CheckedFileError as exc:
+                downloaded = str(exc)
+        acknowledged = None if spec.acknowledged is None else Path(spec.acknowledged)
+        position = await check_position(self._log, spec.layout, spec.shard, self.directory, acknowledged,
+                                        require_acknowledged=False, one_machine=acknowledged is not None,
+                                        snapshot_name=None if self._bucket is None else
+                                        published_manifest(spec.layout, spec.shard))
+        self._ack = position.acknowledged
+        loaded = None
+        try:
+            if downloaded is not None:
+                raise CheckedFileError(downloaded)
+            loaded = await load_snapshot(self.directory, spec.layout, spec.shard, self._log)
+        except CheckedFileError as exc:
+            self._note("warning", snapshot_rebuilt(spec.shard, str(exc)))
+            return None
+        if loaded is None:
+            return 0
+        snapshot, runs = loaded
+        for name, c in snapshot.collections.items():
+            coll = await self._collection(name)
+            if coll.digest != c.card:
+                raise ShardDamaged(f"shard {spec.shard}: the snapshot holds collection {name!r} under another card")
+            coll.index = DiskIdIndex(runs[name])
+            coll.stats = StatsAccumulator.restore(c.stats)
+            coll.rows = c.rows
+        self._quota.update(snapshot.quota)
+        self._offset = self._snapshot_offset = self._frozen_upto = snapshot.offset
+        self._total = snapshot.total
+        self._crc = snapshot.position.record_crc
+        self._published = set(snapshot.files) if self._bucket is not None else set()
+        return snapshot.offset
+
+    async def _download_snapshot(self) -> None:
+        assert self._bucket is not None
+        prefix = f"{self.spec.shard}/"
+        if not await self._bucket.get(prefix + MANIFEST, self.directory / (MANIFEST + ".remote")):
+            return
+        staging = self.directory / (MANIFEST + ".remote")
+        meta, _ = read_checked(staging, MANIFEST_KIND)
+        try:
+            files = [str(meta["state"]["file"])] + [str(r["file"]) for c in meta["collections"].values()
+                                                    for r in c["runs"]]
+        except (KeyError, TypeError, AttributeError):
+            raise CheckedFileError(f"{staging}: malformed manifest") from None
+        for name in files:
+            if not (self.directory / name).exists():
+                await self._bucket.get(prefix + name, self.directory / name)
+        staging.replace(self.directory / MANIFEST)
+
+    async def _collection(self, name: str) -> _Collection:
+        """The state of collection ``name``, made empty (from its registered card) the first time.
+
+        While one caller waits for the card, another (a commit, a query's pin, quota admission)
+        may make the collection and store rows in it: the one made first is kept, so no caller
+        ever replaces rows and ids already applied with an empty state."""
+        coll = self._collections.get(name)
+        if coll is not None:
+            return coll
+        assert self._log is not None
+        card_json = await self._log.card(name)
+        if card_json is None:
+            raise ShardDamaged(f"shard {self.spec.shard}: collection {name!r} is not registered in the log")
+        coll = self._collections.get(name)
+        if coll is None:
+            schema = MechanismCard.from_json(card_json).schema
+            coll = _Collection(name, card_json, card_digest(card_json), schema.public_domain_size,
+                               schema.private_domain_size, DiskIdIndex(),
+                               StatsAccumulator(schema.public_domain_size, schema.private_domain_size))
+            self._collections[name] = coll
+        return coll
+
+    async def _catch_up(self) -> None:
+        """Apply every record after the applied sequence (start, and after an unknown append)."""
+        assert self._log is not None
+        state = await self._log.state(self.spec.shard)
+        if state.first != 1 or state.deleted:
+            raise ShardDamaged(f"log of shard {self.spec.shard}: records were removed (first sequence {state.first}, "
+                               f"{state.deleted} deleted)")
+        if state.last < self._offset:
+            raise ShardDamaged(records_lost(self.spec.shard, state.last, self._offset, "this worker applied it",
+                                            self.spec.acknowledged is not None))
+        async for sequence, data in self._log.read(self.spec.shard, self._offset + 1, state.last):
+            record = self._decode(data, sequence)
+            await self._apply(record, record_crc(data))
+            self.replayed += 1
+        self._synced = True
+
+    def _decode(self, data: bytes, sequence: int) -> Record:
+        record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
+        if record.kind != "reports" or record.before != self._total:
+            raise LogCorruption(record_out_of_place(self.spec.shard, sequence, record.before, self._total))
+        return record
+
+    async def _apply(self, record: Record, crc: int) -> None:
+        # Resolve the collections first, then change the state without yielding: a concurrent
+        # pin sees the state before or after the record, never half of it.
+        colls = [await self._collection(section.collection) for section in record.sections]
+        for coll, section in zip(colls, record.sections):
+            if section.card != coll.digest:
+                raise LogCorruption(record_under_another_card(self.spec.shard, record.sequence, section.collection))
+        for coll, section in zip(colls, record.sections):
+            coll.index.add(sort_ids(section.report_ids))
+            coll.stats.add(section.public_keys, section.private_codes)
+            coll.rows += len(section)
+            for credential, count in section.quota.items():
+                self._quota[(section.collection, credential)] += count
+        self._offset = record.sequence
+        self._total += record.reports
+        self._crc = crc
+
+    # ----- write path --------------------------------------------------------------------------
+    async def commit(self, segments: Sequence[Segment]) -> CommitOutcome:
+        """Store ``segments`` exactly once (with concurrent callers' segments, in groups)."""
+        await self.start()
+        outcomes = await asyncio.gather(*(self._committer.enqueue(s) for s in segments))
+        quota: dict[QuotaKey, int] = {}
+        for _, counters in outcomes:
+            quota.update(counters)
+        return CommitOutcome(tuple(result for result, _ in outcomes), quota)
+
+    async def commit_pack(self, pack: SegmentPack) -> CommitOutcome:
+        """:meth:`commit` of segments packed for one Ray call."""
+        return await self.commit(pack.segments())
+
+    async def _commit_group(self, segments: list[Segment]) -> CommitOutcome:
+        if self._damage is not None:
+            raise ShardDamaged(self._damage)
+        try:
+            if not self._synced:
+                await self._catch_up()
+            return await self._store(segments)
+        except LogFull as exc:
+            log.error("shard %d: the log's storage is full (%s): reports are refused until space is added",
+                      self.spec.shard, exc)
+            raise ShardFull(str(exc)) from None
+        except (LogUnavailable, LogFenced) as exc:
+            self._synced = False
+            raise ShardUnavailable(str(exc)) from None
+        except LogCorruption as exc:
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
+            raise ShardDamaged(self._damage) from None
+        except ShardDamaged as exc:
+            self._damage = str(exc)
+            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, exc)
+            raise ShardDamaged(self._damage) from None
+
+    async def _store(self, segments: list[Segment]) -> CommitOutcome:
+        results: list[tuple[int, int]] = [(0, 0)] * len(segments)
+        by_collection: dict[str, list[int]] = defaultdict(list)
+        for i, seg in enumerate(segments):
+            by_collection[seg.collection].append(i)
+        sections: list[Section] = []
+        charged: set[QuotaKey] = set()
+        for name, members in by_collection.items():
+            coll = await self._collection(name)
+            ids = np.concatenate([segments[i].report_ids for i in members])
+            ordered = sort_ids(ids)
+            new_sorted = ~repeats(ordered) & ~coll.index.contains(ordered)
+            new = np.empty_like(new_sorted)
+            new[ordered.order] = new_sorted
+            charges: dict[str, int] = defaultdict(int)
+            start = 0
+            for i in members:
+                n = len(segments[i])
+                accepted = int(new[start:start + n].sum())
+                results[i] = (accepted, n - accepted)
+                charges[segments[i].credential] += accepted
+                charged.add((name, segments[i].credential))
+                start += n
+            if new_sorted.any():
+                rows = ordered.order[new_sorted]  # stored in id order: no trace of arrival order
+                keys = np.concatenate([segments[i].public_keys for i in members])[rows]
+                codes = np.concatenate([segments[i].private_codes for i in members])[rows]
+                sections.append(Section(name, coll.digest, ids[rows], keys, codes,
+                                        {k: v for k, v in charges.items() if v}))
+        for chunk in self._records(sections):
+            await self._append(chunk)
+        self._maybe_persist()
+        self._maybe_acknowledge()
+        return CommitOutcome(tuple(results), {key: self._quota[key] for key in charged})
+
+    def _records(self, sections: list[Section]) -> list[list[Section]]:
+        """Sections split into records that fit the log's message size (each report once)."""
+        assert self._log is not None
+        limit = self._log.max_payload
+        per_record = reports_per_record(limit, len(sections))
+        records: list[list[Section]] = []
+        current: list[Section] = []
+        room = per_record
+        for section in sections:
+            start = 0
+            while start < len(section):
+                take = min(room, len(section) - start)
+                part = slice(start, start + take)
+                quota = dict(section.quota) if start == 0 else {}
+                current.append(Section(section.collection, section.card, section.report_ids[part],
+                                       section.public_keys[part], section.private_codes[part], quota))
+                start += take
+                room -= take
+                if room == 0:
+                    records.append(current)
+                    current, room = [], per_record
+        if current:
+            records.append(current)
+        return records
+
+    async def _append(self, sections: list[Section]) -> None:
+        assert self._log is not None
+        domains = {s.collection: (self._collections[s.collection].public_size,
+                                  self._collections[s.collection].private_size) for s in sections}
+        sequence = self._offset + 1
+        data = encode_reports(self.spec.layout.id, self.spec.shard, sequence, self._total, sections, domains)
+        await self._log.append(self.spec.shard, data, self._offset)
+        record = Record("reports", self.spec.layout.id, self.spec.shard, sequence, self._total, tuple(sections))
+        await self._apply(record, record_crc(data))
+
+    # ----- the acknowledged file ------------------------------------------------------------------
+    def _maybe_acknowledge(self) -> None:
+        """After a commit: make sure the acknowledged file reaches the applied sequence within
+        about :data:`ACKNOWLEDGED_SECONDS` (one writer task at a time, which catches up with
+        every commit made while it waited or wrote)."""
+        if self.spec.acknowledged is not None and (self._ack_task is None or self._ack_task.done()):
+            self._ack_task = asyncio.ensure_future(self._acknowledge_soon())
+
+    async def _acknowledge_soon(self) -> None:
+        while True:
+            delay = self._ack_at + ACKNOWLEDGED_SECONDS - time.monotonic()
+            if delay > 0 and not self._ack_wake.is_set():
+                try:
+                    await asyncio.wait_for(self._ack_wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if not await self._write_acknowledged() or (self._ack is not None and
+                                                        self._ack.sequence >= self._offset):
+                return
+
+    async def _write_acknowledged(self) -> bool:
+        """Write the sequence applied (confirmed durable by the log) to the acknowledged file;
+        ``False`` if the write failed."""
+        if self.spec.acknowledged is None:
+            return True
+        async with self._ack_lock:
+            self._ack_at = time.monotonic()
+            losses = self._ack.losses if self._ack is not None else ()
+            ack = Acknowledged(self.spec.layout.id, self.spec.shard, self._offset, self._total, self._crc, losses)
+            if self._ack is not None and self._ack.sequence >= ack.sequence:
+                return True
+            try:
+                await asyncio.to_thread(write_acknowledged, Path(self.spec.acknowledged), ack)
+            except OSError as exc:
+                log.warning("shard %d: %s not written (%s); the log keeps every record", self.spec.shard,
+                            self.spec.acknowledged, exc)
+                return False
+            self._ack = ack
+            return True
+
+    # ----- snapshots ---------------------------------------------------------------------------
+    def _maybe_persist(self) -> None:
+        memory = sum(c.index.memory_ids for c in self._collections.values())
+        due = memory >= self.spec.flush_ids or (
+            memory and time.monotonic() - self._last_flush >= self.spec.flush_seconds)
+        if due and (self._persisting is None or self._persisting.done()):
+            self._persisting = asyncio.ensure_future(self._persist())
+
+    async def flush(self) -> None:
+        """Write a snapshot of everything applied so far (and wait for it)."""
+        await self.start()
+        if self._persisting is not None:
+            await asyncio.shield(self._persisting)
+        if self._offset != self._snapshot_offset:
+            self._persisting = asyncio.ensure_future(self._persist())
+            await asyncio.shield(self._persisting)
+
+    async def _persist(self) -> None:
+        """Tails -> run files, merge runs, state file, manifest (then upload; then clean up)."""
+        self._last_flush = time.monotonic()
+        position, quota = Position(self._offset, self._total, self._crc), dict(self._quota)
+        offset = position.offset
+        for coll in self._collections.values():
+            frozen = coll.index.freeze()
+            if frozen is not None:
+                self._ranges[id(frozen)] = (self._frozen_upto + 1, offset)
+        self._frozen_upto = offset
+        state = {name: (c.rows, c.stats.snapshot()) for name, c in self._collections.items()}
+        layout, shard = self.spec.layout.id, self.spec.shard
+        try:
+            for name, coll in self._collections.items():
+                owner, key = RunOwner(layout, shard, name), collection_key(name)
+                for tail in list(coll.index.frozen):  # also tails a failed snapshot left frozen
+                    hi, lo = tail.merged()
+                    first, last = self._ranges[id(tail)]
+                    run = await asyncio.to_thread(write_run, self.directory, owner, key, first, last, hi, lo)
+                    coll.index.flushed(tail, run)
+                    self._forget(tail)
+                while (plan := merge_plan(coll.index.runs)) is not None:
+                    a, b = coll.index.runs[plan[0]], coll.index.runs[plan[1]]
+                    merged = await asyncio.to_thread(merge_runs, self.directory, owner, key, a, b)
+                    coll.index.replace(a, b, merged)
+            state_file = await asyncio.to_thread(write_state, self.directory, layout, shard, position, state, quota)
+            listed = {name: (c.digest, state[name][0], [r.entry for r in c.index.runs])
+                      for name, c in self._collections.items() if name in state}
+            await asyncio.to_thread(write_manifest, self.directory, layout, shard, position, state_file, listed)
+        except OSError as exc:
+            # A snapshot is a view the log can rebuild: a failed write only makes a restart replay more.
+            # Tails that were not written stay frozen (searched) and are written by the next snapshot.
+            log.warning("shard %d: snapshot not written (%s); the log keeps every record", self.spec.shard, exc)
+            return
+        self._snapshot_offset = offset
+        keep = {state_file[0], MANIFEST} | {r.file for _, _, runs in listed.values() for r in runs}
+        await self._publish(keep)
+        remove_unreferenced(self.directory, keep, prefix="ids-")
+        remove_unreferenced(self.directory, keep, prefix="state-")
+
+    def _forget(self, tail: IdIndex) -> None:
+        self._ranges.pop(id(tail), None)
+
+    async def _publish(self, keep: set[str]) -> None:
+        if self._bucket is None:
+            return
+        prefix = f"{self.spec.shard}/"
+        try:
+            for name in sorted(keep - self._published - {MANIFEST}):
+                await self._bucket.put(prefix + name, self.directory / name)
+            await self._bucket.put(prefix + MANIFEST, self.directory / MANIFEST)
+            await self._bucket.delete([prefix + name for name in self._published - keep])
+            self._published = set(keep)
+        except LogUnavailable as exc:
+            log.warning("shard %d: snapshot not uploaded (%s); a restart elsewhere replays more of the log",
+                        self.spec.shard, exc)
+
+    # ----- read path ---------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._damage is not None:
+            raise ShardDamaged(self._damage)
+
+    async def pin(self, collection: str) -> tuple[str, int, int]:
+        """Pin ``collection``'s statistics at the applied sequence: ``(pin id, sequence, rows)``."""
+        await self.start()
+        self._check()
+        now = time.monotonic()
+        for key in [k for k, p in self._pins.items() if p.deadline < now]:
+            del self._pins[key]
+        coll = await self._collection(collection)
+        pin_id = uuid.uuid4().hex
+        self._pins[pin_id] = _Pin(self._offset, now + self.spec.pin_seconds,
+                                  {collection: (coll.rows, coll.stats.snapshot())})
+        return pin_id, self._offset, coll.rows
+
+    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, SufficientStatistics]:
+        pin = self._pins.get(pin_id)
+        if pin is None or collection not in pin.stats:
+            raise PinExpired(f"shard {self.spec.shard}: the query's pin expired; evaluate it again")
+        rows, stats = pin.stats[collection]
+        return pin.offset, rows, stats
+
+    async def unpin(self, pin_id: str) -> None:
+        self._pins.pop(pin_id, None)
+
+    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStatistics:
+        """The pinned statistics of ``collection``."""
+        self._check()
+        return self._pinned(pin_id, collection)[2]
+
+    async def cut_totals(self, pin_id: str, collection: str, source: str, target: str, edge: str,
+                         sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Pair totals ``(m, y1)`` of cut queries over the pinned rows, and the rows they cover."""
+        self._check()
+        offset, rows, stats = self._pinned(pin_id, collection)
+        key = (collection, offset, source, target, edge)
+        pairs = self._pairs.get(key)
+        if pairs is None:
+            schema = MechanismCard.from_json(self._collections[collection].card_json).schema
+            pairs = await asyncio.to_thread(PairCounts.build, schema, stats, source, target, edge)
+            self._pairs = {k: v for k, v in self._pairs.items() if k[0] != collection}
+            self._pairs[key] = pairs
+        m, y1 = pairs.totals(sources, targets)
+        return m, y1, rows
+
+    async def rows(self, pin_id: str, collection: str) -> RowChunk:
+        """Every report of ``collection`` up to the pinned sequence, read from the log and verified,
+        ordered by report id (:func:`~ldpsynth.aggregator.storage.idindex.sort_ids`)."""
+        self._check()
+        offset, rows, _ = self._pinned(pin_id, collection)
+        assert self._log is not None
+        parts: list[Section] = []
+        before = 0
+        try:
+            async for sequence, data in self._log.read(self.spec.shard, 2, offset):
+                record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
+                if record.before != before:
+                    raise LogCorruption(f"log of shard {self.spec.shard}, sequence {sequence}: a record before it "
+                                        "is missing or out of place")
+                before += record.reports
+                parts += [s for s in record.sections if s.collection == collection]
+        except LogCorruption as exc:
+            self._damage = damaged_log(str(exc))
+            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
+            raise ShardDamaged(self._damage) from None
+        except LogUnavailable as exc:
+            raise ShardUnavailable(str(exc)) from None
+        if not parts:
+            return RowChunk.empty()
+        ids = np.concatenate([p.report_ids for p in parts])
+        if len(ids) != rows:
+            raise ShardDamaged(f"shard {self.spec.shard}: the log holds {len(ids)} reports of {collection!r} up to "
+                               f"sequence {offset}, its statistics {rows}")
+        order = sort_ids(ids).order
+        return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
+                        np.concatenate([p.private_codes for p in parts])[order])
+
+    async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
+        """How many distinct ids of ``report_ids`` are already stored (quota admission: duplicates are free)."""
+        await self.start()
+        self._check()
+        coll = await self._collection(collection)
+        ordered = sort_ids(report_ids)
+        return int((coll.index.contains(ordered) & ~repeats(ordered)).sum())
+
+    async def quota_of(self, collection: str, credential: str) -> int:
+        """Stored reports of ``credential`` in ``collection`` in this shard."""
+        await self.start()
+        return self._quota.get((collection, credential), 0)
+
+    async def quota_usage(self) -> dict[QuotaKey, int]:
+        """Stored reports per (collection, credential) in this shard."""
+        await self.start()
+        return dict(self._quota)
+
+    async def status(self) -> dict[str, Any]:
+        """Readiness and counters: ``offset``, ``rows`` per collection, ids in memory, runs, replayed records."""
+        await self.start()
+        return {"shard": self.spec.shard, "directory": str(self.directory), "offset": self._offset,
+                "snapshot_offset": self._snapshot_offset,
+                "rows": {name: c.rows for name, c in self._collections.items()},
+                "memory_ids": sum(c.index.memory_ids for c in self._collections.values()),
+                "runs": sum(len(c.index.runs) for c in self._collections.values()), "replayed": self.replayed,
+                "notes": [list(note) for note in self.notes]}
+
+    async def close(self) -> None:
+        """Finish queued commits, write a snapshot, disconnect."""
+        try:
+            await self._committer.close()
+            if self._started is not None and self._started.done() and self._damage is None:
+                await self.flush()
+                self._ack_wake.set()
+                if self._ack_task is not None:
+                    await self._ack_task
+                await self._write_acknowledged()
+        finally:
+            if self._log is not None:
+                await self._log.close()

@@ -1,0 +1,372 @@
+"""Companion estimators of mechanism E (WYZ §IV-A), the math: unbiased (eq. 17), proper (eq. 21), error bars.
+
+Notation: :math:`k = |D|`; E keeps the true value with probability :math:`p` and reports each
+particular other value with probability :math:`q` (eq. 16, the exact values of the mechanism
+card), :math:`p = 1/g(\\epsilon)`, :math:`q = e^{-\\epsilon}/g(\\epsilon)`,
+:math:`g(\\epsilon) = 1 + (k-1)e^{-\\epsilon}`, :math:`p + (k-1)q = 1`. Write
+
+.. math::  r = p - q = \\frac{1 - e^{-\\epsilon}}{g(\\epsilon)}, \\qquad s = 1 - r = kq .
+
+WYZ writes :math:`k = 2^l` (§II); nothing below needs a power of two.
+
+**Unbiased estimate (eqs. 17-18).** For any row function, :math:`E[\\varphi_i(Y_i)] = p\\varphi_i(x_i)
++ q\\sum_{v \\ne x_i}\\varphi_i(v) = r\\,\\varphi_i(x_i) + q\\sum_v \\varphi_i(v)`, so
+
+.. math::  \\hat q^u_\\varphi = \\frac{\\sum_i \\varphi_i(Y_i) - q \\sum_i \\sum_v \\varphi_i(v)}{r Z}
+
+is unbiased. It *is* eq. 17: :math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})` and
+:math:`q/r = e^{-\\epsilon}/(1 - e^{-\\epsilon})`, so :math:`\\hat q^u_\\varphi = \\frac{g(\\epsilon)}{1-e^{-\\epsilon}}
+q_\\varphi(Y) - \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} C_\\varphi` with
+:math:`C_\\varphi = \\frac1Z\\sum_i\\sum_v\\varphi_i(v)` (eq. 18, summed row by row, i.e. group by
+group, for heterogeneous queries; for a cut query it is eq. 34). With the counts
+:math:`N[g, v]` of :mod:`~ldpsynth.shared.estimators.statistics` and the unbiased histogram estimate
+:math:`\\hat h_g = (N_g - q\\,n_g)/r`, the estimate is the contraction
+:math:`\\hat q^u_\\varphi = \\frac1Z \\sum_{g,v} W[g,v]\\,\\hat h_g(v)`.
+
+**Standard error.** Given :math:`x_i = v`, :math:`Y_i = v` with probability :math:`r` and is
+otherwise uniform on :math:`D` (probability :math:`s`; indeed :math:`r + s/k = p`,
+:math:`s/k = q`), so :math:`\\varphi_g(Y_i)` is a two-component mixture with
+
+.. math::  \\sigma_g^2(v) = \\mathrm{Var}[\\varphi_g(Y) \\mid x = v] = s\\,\\tau_g^2 + r s\\,(W[g,v] - m_g)^2,
+           \\qquad m_g = \\tfrac1k \\textstyle\\sum_v W[g,v],\\ \\tau_g^2 = \\tfrac1k\\sum_v (W[g,v]-m_g)^2,
+
+and :math:`\\mathrm{Var}\\,\\hat q^u_\\varphi = \\sum_g\\sum_v h_g(v)\\sigma_g^2(v) / (rZ)^2` for the true
+per-group histograms :math:`h_g`. This is linear in :math:`h`, so plugging in :math:`\\hat h_g`
+gives an unbiased variance estimate; using :math:`\\sum_v \\hat h_g(v) = n_g` it simplifies to
+
+.. math::  \\hat V = \\frac{s}{(rZ)^2} \\sum_{g,v} (W[g,v] - m_g)^2 \\left(N[g,v] + \\frac{r\\,n_g}{k}\\right),
+
+a sum of non-negative terms: the plug-in estimate is never negative, so the clip at 0 is
+built in (no case needs it). The standard error is :math:`\\sqrt{\\hat V}` and the confidence
+interval the normal one, :math:`\\hat q^u \\pm z_{(1+\\mathrm{level})/2}\\sqrt{\\hat V}` (not
+intersected with the feasible range).
+
+**Queries constant on every row.** When every row function is constant (:math:`c_i = 0` for
+all i, :math:`n' = 0` below) the answer :math:`\\sum_i a_i / Z` does not depend on the private
+values: it is returned as is, with standard error 0 and a zero-width interval, instead of
+eq. 17, whose debiasing rounds (``_known_value``).
+
+**Proper estimate (eq. 21).** The nearest point of :math:`q_\\varphi(D^n)`. When every row's
+value set :math:`\\{\\varphi_i(v)\\}` is a full arithmetic progression
+:math:`\\{a_i, a_i + d, \\dots, b_i\\}` of integers with one common step :math:`d` (counts,
+predicate counts and marginals, cut queries, sums of integer scores), :math:`q_\\varphi(D^n)
+= \\{(\\sum_i a_i + jd)/Z : 0 \\le j \\le \\sum_i c_i / d\\}` exactly, and the answer is that
+lattice's nearest point (``proper_kind == "exact"``). Otherwise the estimate is clipped to
+the feasible range :math:`[\\sum_i a_i, \\sum_i b_i]/Z`, the convex hull of
+:math:`q_\\varphi(D^n)` (``"clipped"``); projecting onto a convex set holding the truth never
+increases the error, so eq. 20 still bounds it.
+
+**Bounds.** Each answer reports ``bound``, the square root of the worst-case mean squared
+error of eq. 20 (the RMS bound), and ``bound_proper`` = twice that (eq. 22, RMS). The proof of
+eq. 20 (Appendix A) bounds :math:`|\\varphi_i(Y_i) - E\\varphi_i(Y_i)| \\le b - a`, hence
+
+.. math::  E|\\hat q^u_\\varphi - q_\\varphi(x)|^2 \\le \\frac{n'(b - a)^2}{(r Z_{20})^2},
+           \\qquad Z_{20} = n'c \\ (\\texttt{range}),\\ 1\\ (\\texttt{sum}),\\ n\\ (\\texttt{mean}),
+
+over the :math:`n'` rows whose row function is not constant (a constant row contributes its exact
+value), with :math:`a = \\min a_i`, :math:`b = \\max b_i`, :math:`c = \\min c_i` over those rows.
+For ``range`` and :math:`n' = n` this is eq. 20 verbatim (:math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})`,
+using :math:`\\sum_i c_i \\ge nc`); for a cut query it is eq. 35,
+:math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}}\\sqrt{|S||T|}`. The minimax lower bound eq. 29 is
+:func:`minimax_lower_bound`.
+
+This module turns per-query sums over the rows (:class:`BlockSums`) into the answers
+(:func:`answers_from_sums`); :mod:`ldpsynth.shared.estimators.engine` computes those sums from a
+compiled batch and the sufficient statistics, and its :func:`~ldpsynth.shared.estimators.engine.estimate`
+runs both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.queries.batch import QueryBatch
+from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, normalization_name
+from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
+
+#: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
+ANSWER_CHUNK = 1 << 15
+#: Fields of one answer, in output order.
+ANSWER_FIELDS = ("label", "estimate", "proper_estimate", "proper_kind", "std_error", "ci_low", "ci_high", "level",
+                 "bound", "bound_proper", "n", "epsilon")
+
+
+@dataclass(frozen=True)
+class Debias:
+    """The constants of eq. 17 for mechanism E: :math:`p, q, r = p - q, s = 1 - r = kq`."""
+
+    p: float
+    q: float
+    k: int
+
+    @classmethod
+    def of(cls, mechanism: MechanismE) -> Debias:
+        return cls(mechanism.keep_probability, mechanism.lie_probability, mechanism.domain_size)
+
+    @property
+    def r(self) -> float:
+        return self.p - self.q
+
+    @property
+    def s(self) -> float:
+        return self.k * self.q
+
+
+# ----- per-query sums over one block ---------------------------------------------------------
+@dataclass
+class BlockSums:
+    """Per-query sums over the rows of a block (un-normalised), merged across blocks' row sets.
+
+    ``t_hat`` is :math:`\\sum_{g,v} W\\hat h` (eq. 17 times Z); ``v_hat`` is
+    :math:`\\sum_{g,v}(W - m_g)^2 (N + r n_g/k)` (the variance times :math:`(rZ)^2/s`); ``low``,
+    ``high``, ``spread`` are :math:`\\sum_i a_i, \\sum_i b_i, \\sum_i c_i`; ``a_min``, ``b_max``,
+    ``c_min`` and ``varying`` are :math:`a, b, c, n'` of eq. 20 over the non-constant rows, except
+    that when every row is constant (:math:`n' = 0`) ``a_min`` and ``b_max`` are the least and the
+    greatest of the rows' constants (equal: the query is one known number on every row);
+    ``step`` is the common lattice step :math:`d` (0: every row constant; NaN: no lattice).
+    """
+
+    t_hat: np.ndarray
+    v_hat: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    spread: np.ndarray
+    a_min: np.ndarray
+    b_max: np.ndarray
+    c_min: np.ndarray
+    varying: np.ndarray
+    step: np.ndarray
+
+    @classmethod
+    def empty(cls, size: int) -> BlockSums:
+        """The sums over no rows (the identity of :meth:`merge`); ``step`` NaN until computed."""
+        return cls(np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size), np.zeros(size),
+                   np.full(size, np.inf), np.full(size, -np.inf), np.full(size, np.inf), np.zeros(size),
+                   np.full(size, np.nan))
+
+    def rows(self, part: slice) -> BlockSums:
+        """The sums of the queries ``part`` (views, no copies)."""
+        return BlockSums(*(getattr(self, f.name)[part] for f in fields(self)))
+
+    def merge(self, other: BlockSums) -> BlockSums:
+        """The sums over the union of two disjoint row sets."""
+        a, b = self.step, other.step
+        with np.errstate(invalid="ignore"):
+            step = np.where((a == b) | (b == 0), a, np.where(a == 0, b, np.nan))
+        # a, b over the non-constant rows once either side has some; over the constants while neither has
+        mine, theirs = self.varying > 0, other.varying > 0
+        a_min = np.where(mine == theirs, np.minimum(self.a_min, other.a_min), np.where(mine, self.a_min, other.a_min))
+        b_max = np.where(mine == theirs, np.maximum(self.b_max, other.b_max), np.where(mine, self.b_max, other.b_max))
+        return BlockSums(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
+                      self.high + other.high, self.spread + other.spread, a_min, b_max,
+                      np.minimum(self.c_min, other.c_min), self.varying + other.varying, step)
+
+
+def cut_block_sums(m: npt.ArrayLike, y1: npt.ArrayLike, mechanism: MechanismE) -> BlockSums:
+    """Cut queries (eqs. 33-34) from their pair totals
+    (:func:`~ldpsynth.shared.estimators.engine.cut_pair_totals`).
+
+    With :math:`\\varphi(v) = [\\mathrm{edge}(v) = 1]`, :math:`\\sum_v \\varphi(v) = k/2`, so eq. 17 reads
+    :math:`(y_1 - q\\,(k/2)\\,m)/r` with :math:`y_1 = \\sum_{(i,j) \\in S \\times T} \\varphi(Y_{ij})`; for
+    :math:`k = 2` this is eq. 34, :math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}} y_1 -
+    \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} m` (m = |S||T| when every pair has one row). Here
+    :math:`(\\varphi(v) - m_g)^2 = 1/4` for every v, so the variance sum is :math:`m(1 + r)/4`.
+    """
+    debias = Debias.of(mechanism)
+    m, y1 = np.asarray(m, dtype=np.float64), np.asarray(y1, dtype=np.float64)
+    ones, zeros = np.ones(len(m)), np.zeros(len(m))
+    live = m > 0
+    return BlockSums(t_hat=(y1 - debias.q * (debias.k / 2) * m) / debias.r,    # eq. 34 (times Z)
+                     v_hat=m * (1.0 + debias.r) / 4.0, low=zeros, high=m, spread=m.copy(),
+                     a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
+                     c_min=np.where(live, 1.0, np.inf), varying=m.copy(), step=ones)
+
+
+# ----- answers -------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class AnswerColumns:
+    """Answers to a batch of queries, one entry per compiled query, as columns in batch order.
+
+    ``exact[j]`` says whether ``proper_estimate[j]`` is the exact nearest point of
+    :math:`q_\\varphi(D^n)` (eq. 21) or the estimate clipped to the feasible range. ``bound`` is
+    the RMS bound of eq. 20, ``bound_proper`` that of eq. 22. Compiled query ``j`` is labelled
+    ``q<j>`` unless a subclass knows better (:class:`Answers`: the batch's labels).
+    """
+
+    estimate: np.ndarray
+    proper_estimate: np.ndarray
+    exact: np.ndarray
+    std_error: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    bound: np.ndarray
+    bound_proper: np.ndarray
+    level: float
+    n: int
+    epsilon: float
+
+    def __len__(self) -> int:
+        return len(self.estimate)
+
+    def label(self, j: int) -> str:
+        """The label of answer ``j``."""
+        return f"q{j}"
+
+    def record(self, j: int) -> dict[str, Any]:
+        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS`."""
+        return {"label": self.label(j), "estimate": float(self.estimate[j]),
+                "proper_estimate": float(self.proper_estimate[j]),
+                "proper_kind": "exact" if self.exact[j] else "clipped", "std_error": float(self.std_error[j]),
+                "ci_low": float(self.ci_low[j]), "ci_high": float(self.ci_high[j]), "level": self.level,
+                "bound": float(self.bound[j]), "bound_proper": float(self.bound_proper[j]), "n": self.n,
+                "epsilon": self.epsilon}
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.record(j) for j in range(len(self))]
+
+
+@dataclass(frozen=True, eq=False)
+class Answers(AnswerColumns):
+    """The answers :func:`~ldpsynth.shared.estimators.engine.estimate` gives to a
+    :class:`~ldpsynth.shared.queries.batch.QueryBatch` (labelled by it)."""
+
+    batch: QueryBatch
+
+    def label(self, j: int) -> str:
+        return self.batch.label(j)
+
+
+def _normalizers(parts: BlockSums, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:
+    """:math:`Z`: eq. 10 (:math:`\\sum_i c_i`), 1 or n."""
+    z = np.where(norms == RANGE, parts.spread, np.where(norms == MEAN, float(n), 1.0))
+    bad = np.flatnonzero(z <= 0)
+    if bad.size:
+        raise ValidationError(f"queries[{origins[positions[bad[0]]]}].normalization",
+                              "'sum' or 'mean' for a query that is constant on every row",
+                              "the 'range' normaliser sum_i c_i (WYZ eq. 10) is 0 on this synthetic database")
+    return z
+
+
+def _proper(parts: BlockSums, est: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 21: nearest lattice point where :math:`q_\\varphi(D^n)` is a lattice, else clip to its range."""
+    proper = np.clip(est, parts.low / z, parts.high / z)
+    exact = np.isfinite(parts.step)
+    idx = np.flatnonzero(exact)
+    step = parts.step[idx]
+    unit = np.where(step > 0, step, 1.0)
+    j = np.clip(np.rint((parts.t_hat[idx] - parts.low[idx]) / unit), 0.0, (parts.high[idx] - parts.low[idx]) / unit)
+    proper[idx] = (parts.low[idx] + np.where(step > 0, j * step, 0.0)) / z[idx]
+    return proper, exact
+
+
+def _known_value(parts: BlockSums, z: np.ndarray, n: int) -> np.ndarray:
+    """The answer of a query whose row function is constant on every row (:math:`n' = 0`), where it
+    needs no estimate: :math:`q_\\varphi(x) = \\sum_i a_i / Z` whatever the data. When every row holds
+    the same constant :math:`c` (``a_min == b_max``) this is :math:`c\\,n/Z` with :math:`n/Z` = 1 or
+    n: :math:`c` itself for ``mean`` and :math:`c n` rounded once for ``sum``, the float nearest the
+    exact answer (``t_hat / z`` misses it by an ulp or more: the debiasing of eq. 17 rounds). Other
+    constant queries get ``low / z`` (their constants summed in floating point). Meaningful only
+    where ``varying == 0``."""
+    return np.where(parts.a_min == parts.b_max, parts.a_min * (n / z), parts.low / z)
+
+
+def rms_bound(varying: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, normalizer: str,
+              n: int, mechanism: MechanismE) -> np.ndarray:
+    """Square root of the worst-case squared error, eq. 20, for the normalisation ``normalizer``
+    (a name of :data:`~ldpsynth.shared.queries.model.NORMALIZATIONS` or a former name).
+
+    .. math::  \\sqrt{n'}\\,(b - a) / (r Z_{20}), \\quad Z_{20} = n'c\\ (\\texttt{range}),\\ 1\\ (\\texttt{sum}),
+               \\ n\\ (\\texttt{mean});
+
+    with ``range`` and :math:`n' = n` this is :math:`\\sqrt{(b-a)^2 g(\\epsilon)^2 / (c^2 (1 - e^{-\\epsilon})^2 n)}`,
+    eq. 20 itself. ``varying`` is :math:`n'`, the number of rows whose row function is not constant.
+    """
+    nv, a_, b_, c_ = (np.asarray(x, dtype=np.float64) for x in (varying, a, b, c))
+    r = Debias.of(mechanism).r
+    with np.errstate(invalid="ignore", divide="ignore"):  # rows with n' = 0 hold a = inf, b = -inf
+        z20 = {"range": nv * c_, "sum": np.ones_like(nv),
+               "mean": np.full_like(nv, float(n))}[normalization_name(normalizer, "normalizer")]
+        return np.where(nv > 0, np.sqrt(nv) * (b_ - a_) / (r * z20), 0.0)
+
+
+def minimax_lower_bound(n: int, epsilon: float, domain_size: int) -> float:
+    """Leading term of the minimax lower bound eq. 29 on the worst-case squared error (``range`` queries).
+
+    .. math::  \\frac{(1 - \\Phi(1))^2}{16\\,k\\,(1 + e^{\\epsilon}/(k - 1))^3}\\,\\frac1n
+
+    For :math:`k = 2^l` this is eq. 29's :math:`2^{l+4}` form. The proof (Lemma 4, Appendix C:
+    uniform :math:`X, Z` on :math:`D^n`, Hamming-distance queries, :math:`\\sigma^2 = \\rho = 2/k`)
+    uses :math:`k` only through these expressions, so it holds verbatim for any :math:`|D| = k \\ge 2`;
+    the :math:`o(1/n)` term is dropped, so this is the asymptotic value. It bounds every
+    ε-DP mechanism, E included, from below; compare it with ``bound**2``.
+    """
+    n = check_int(n, "n", 1)
+    eps = check_epsilon(epsilon)
+    k = check_int(domain_size, "domain_size", 2)
+    tail = 1.0 - NormalDist().cdf(1.0)
+    return tail**2 / (16.0 * k * (1.0 + math.exp(eps) / (k - 1)) ** 3) / n
+
+
+def _as_slice(positions: np.ndarray) -> np.ndarray | slice:
+    """``positions`` as a slice when they are consecutive (array-built batches): assignments through a
+    slice copy memory, through an index array they gather and scatter."""
+    if len(positions) and positions[-1] - positions[0] + 1 == len(positions) and \
+            (len(positions) == 1 or bool((np.diff(positions) == 1).all())):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
+
+
+def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mechanism: MechanismE, *,
+                      level: float = 0.95) -> Answers:
+    """The answers of ``batch`` from the :class:`BlockSums` of each of its blocks over ``n`` rows:
+    eq. 17 estimates, standard errors and normal intervals, eq. 21 proper estimates, eq. 20/22 bounds.
+
+    This is the last step of :func:`~ldpsynth.shared.estimators.engine.estimate`; a distributed
+    evaluator computes the sums where the data is (shards), merges them, and calls it once.
+    """
+    level = check_probability(level, "level")
+    n = check_int(n, "n", 1)
+    if len(sums) != len(batch.blocks):
+        raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")
+    debias = Debias.of(mechanism)
+    z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
+    columns = {name: np.empty(batch.size) for name in
+               ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
+    exact_all = np.zeros(batch.size, bool)
+    for block, block_sums in zip(batch.blocks, sums):
+        for start in range(0, len(block.positions), ANSWER_CHUNK):
+            part = slice(start, start + ANSWER_CHUNK)
+            parts, norms, positions = block_sums.rows(part), block.normalization[part], block.positions[part]
+            z = _normalizers(parts, norms, n, positions, batch.origins)
+            est = parts.t_hat / z                                              # eq. 17
+            se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
+            proper, exact = _proper(parts, est, z)                             # eq. 21
+            known = parts.varying == 0
+            if known.any():  # constant on every row: the value itself, no error
+                value = _known_value(parts, z, n)
+                est, proper = np.where(known, value, est), np.where(known, value, proper)
+                se, exact = np.where(known, 0.0, se), exact | known
+            bound = np.empty(len(z))
+            for code in np.unique(norms):
+                name = NORMALIZATIONS[code]
+                if (norms == code).all():     # one normalisation: no masking of every array
+                    bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
+                    continue
+                sel = norms == code
+                bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel],
+                                       name, n, mechanism)                     # eq. 20 (RMS)
+            pos = _as_slice(positions)
+            columns["estimate"][pos], columns["std_error"][pos], columns["proper_estimate"][pos] = est, se, proper
+            columns["ci_low"][pos], columns["ci_high"][pos] = est - z_level * se, est + z_level * se
+            columns["bound"][pos], columns["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
+            exact_all[pos] = exact
+    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **columns)

@@ -1,0 +1,87 @@
+"""Answers from a public release in one call, offline: the synthetic rows and the mechanism card
+in, every query's answer with its error bars out (WYZ eq. 17 estimate, eq. 21 proper estimate,
+standard error and normal interval, eq. 20/22 bounds), with no server and no privacy cost.
+
+The same numbers as ``ldpsynth estimate`` (which calls :func:`estimate_release`) and as the query
+service on the rows it exported. Needs numpy only.
+
+>>> from ldpsynth.shared.card import MechanismCard
+>>> from ldpsynth.shared.queries.builders import marginal
+>>> from ldpsynth.shared.schema import Schema
+>>> card = MechanismCard.for_schema(Schema.from_json({"name": "coin", "epsilon": 2.0, "attributes": [
+...     {"name": "heads", "type": "binary"}]}))
+>>> answers = estimate_release({"heads": [1, 1, 0, 1] * 50}, [marginal("heads")], card=card)
+>>> [(a["label"], round(a["estimate"], 2), a["n"]) for a in answers.records()]
+[('marginal#0[heads=0]', 34.35, 200), ('marginal#0[heads=1]', 165.65, 200)]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy.typing as npt
+
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.engine import estimate
+from ldpsynth.shared.estimators.formulas import Answers
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.jsonio import read_text
+from ldpsynth.shared.queries.compiler import compile_queries
+from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
+from ldpsynth.shared.release import CARD_FILE, Release
+from ldpsynth.shared.validation import check_probability
+
+#: What :func:`estimate_release` reads rows from: a :class:`Release`, a folder written by
+#: :meth:`Release.write` (or ``ldpsynth export``), a CSV or Parquet table file, or columns of values.
+ReleaseSource = Release | str | os.PathLike | Mapping[str, npt.ArrayLike]
+
+
+def _card(release: ReleaseSource, card: MechanismCard | str | os.PathLike | None) -> MechanismCard:
+    """The mechanism card of the release: its own (a :class:`Release`, a folder) or ``card``."""
+    if isinstance(release, Release):
+        if card is not None:
+            raise ValidationError("card", "no card with a Release (it carries its own)", "a card was given")
+        return release.card
+    if card is None:
+        if not isinstance(release, Mapping) and os.path.isdir(release):
+            return MechanismCard.from_json(read_text(os.path.join(release, CARD_FILE), "card"))
+        raise ValidationError("card", "the release's mechanism card (a MechanismCard or the path of its card.json) "
+                              "for rows not in a release folder", "missing")
+    return card if isinstance(card, MechanismCard) else MechanismCard.from_json(read_text(card, "card"))
+
+
+def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[QueryLike], *,
+                     card: MechanismCard | str | os.PathLike | None = None, level: float = 0.95) -> Answers:
+    """The answers to ``queries`` from the synthetic database of ``release``, at confidence ``level``.
+
+    ``release`` is a :class:`~ldpsynth.shared.release.Release` (e.g. from
+    :meth:`QueryClient.export <ldpsynth.client.query.QueryClient.export>`), a folder written by
+    ``ldpsynth export`` or :meth:`Release.write <ldpsynth.shared.release.Release.write>`, a CSV or
+    Parquet table of the rows, or a mapping of columns of values (the table's form:
+    :meth:`Release.from_values <ldpsynth.shared.release.Release.from_values>`); the last two need
+    ``card`` (a :class:`~ldpsynth.shared.card.MechanismCard` or the path of ``card.json``), which
+    a folder has. ``queries`` are JSON text or a list of JSON objects
+    (:mod:`ldpsynth.shared.queries.json_form`) and query objects (:mod:`ldpsynth.shared.queries.builders`),
+    mixed as wanted. The queries are checked against the card's schema before any row is read.
+
+    Returns :class:`~ldpsynth.shared.estimators.formulas.Answers`: columns (``estimate``,
+    ``proper_estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``bound``, ...) and
+    :meth:`~ldpsynth.shared.estimators.formulas.AnswerColumns.records`, one JSON-ready dict per
+    compiled query (a marginal gives one per cell) with the fields ``ldpsynth estimate`` prints.
+    Errors are :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``queries[j]...``,
+    ``synthetic.<attribute>``, ``card``, ``level``).
+    """
+    level = check_probability(level, "level")
+    mechanism_card = _card(release, card)
+    schema = mechanism_card.schema
+    batch = compile_queries(queries_from_json(queries), schema)
+    if isinstance(release, Mapping):
+        release = Release.from_values(mechanism_card, release)
+    elif not isinstance(release, Release):
+        release = Release.read(release, card=mechanism_card)
+    codes = release.private_codes()
+    stats = SufficientStatistics.from_schema(schema, release.public_keys() if schema.public_attributes else None,
+                                             codes)
+    return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)

@@ -1,0 +1,512 @@
+"""Planning a collection: the error of every query of mechanism E, known before a single device reports.
+
+Notation of :mod:`ldpsynth.shared.estimators.formulas`: :math:`k = |D|`; E keeps a row's private value with
+probability p and reports each particular other value with probability q (WYZ eq. 16, the exact
+probabilities of :class:`~ldpsynth.shared.mechanism.MechanismE`), :math:`r = p - q`,
+:math:`s = 1 - r = kq`. The rows of a data set fall into *groups* that share a row function (the
+public part of the row; for a dense query, the row's position): group g has :math:`n_g` rows,
+:math:`h_g(v)` of them with private value v, and the query's weight table :math:`W[g, \\cdot]` with
+mean :math:`m_g` over D, :math:`D_g(v) = (W[g, v] - m_g)^2` and :math:`c_g = \\max_v W[g,v] - \\min_v W[g,v]`.
+
+**Variance of the eq. 17 estimator (exact, WYZ eqs. 16-17).** Rows are perturbed independently;
+given :math:`x_i = v`, :math:`\\varphi_g(Y_i)` has variance :math:`\\sigma_g^2(v) = s\\tau_g^2 + rs\\,D_g(v)`,
+:math:`\\tau_g^2 = \\frac1k\\sum_v D_g(v)` (the mixture of :mod:`~ldpsynth.shared.estimators.formulas`), so with
+:math:`\\hat q^u = \\frac{1}{rZ}\\sum_i (\\varphi_i(Y_i) - q\\sum_v\\varphi_i(v))`
+
+.. math::  \\mathrm{Var}\\,\\hat q^u = \\frac{1}{(rZ)^2}\\sum_i \\sigma^2_{g_i}(x_i)
+           = \\frac{1}{Z^2}\\Big[A \\sum_g n_g \\sum_v D_g(v) + B \\sum_g \\sum_v h_g(v) D_g(v)\\Big],
+           \\qquad A = \\frac{q}{r^2},\\ B = \\frac{s}{r};
+
+at ε (before E's rounding to rationals) :math:`A = (e^\\epsilon + k - 1)/(e^\\epsilon - 1)^2` and
+:math:`B = k/(e^\\epsilon - 1)`, both decreasing in ε. It is the expectation of the plug-in estimate
+:math:`\\hat V` that ``ldpsynth estimate`` reports (that estimate is linear in the counts). The
+frequency oracles of :mod:`~ldpsynth.shared.planning.frequency_oracles` (OUE, OLH) have the same form with
+their own A and B.
+
+**Worst case over the data.** The normaliser Z does not depend on the private values (eq. 10's
+:math:`c_i` depends on the group only) and the rows are independent, so the variance is a sum of
+per-row terms, each largest when the row holds :math:`\\arg\\max_v D_g(v)` (:math:`B > 0`; for
+:math:`B < 0` the minimiser): :math:`\\sum_g n_g \\max_v D_g(v)` replaces the h-term. This maximum over
+every data set with the given public part is attained (one point mass per group), so no data set
+has a larger error and some has exactly this one.
+
+**Under a prior.** For a data set whose rows have the proportions :math:`\\pi(g, v)` of a
+:class:`~ldpsynth.shared.planning.row_distribution.RowDistribution`, :math:`h_g(v) = n\\,\\pi(g, v)`: the
+exact variance, no simulation.
+
+**The public part.** Both need how the n rows spread over the groups. It is the prior's; without
+one, public keys are taken uniform over the public domain. Queries that do not look at public
+attributes (linear, predicate, marginal) do not depend on it.
+
+**Normalisers, range, bounds.** :math:`Z = \\sum_i c_i = n\\sum_g f_g c_g` (eq. 10, :math:`f_g = n_g/n`),
+1 (sum) or n (mean). The half-width is :math:`z_{(1+\\mathrm{level})/2}\\sqrt{\\mathrm{Var}}`, that of the
+normal interval ``ldpsynth estimate`` reports. The *range* is the width :math:`\\sum_i c_i / Z` of the
+feasible answers :math:`q_\\varphi(D^n)`; a query whose half-width is at least its range is
+*hopeless* (its interval covers every possible answer). ``bound`` is the RMS bound of eq. 20 at
+this public part (:func:`~ldpsynth.shared.estimators.formulas.rms_bound`).
+
+**Inverse questions.** For the mean and eq. 10 normalisers every share above is fixed, so
+:math:`\\mathrm{Var} \\propto 1/n` and the rows needed for a half-width H are
+:math:`\\lceil n\\,\\mathrm{Var}(n)\\,z^2/H^2 \\rceil`. A sum's half-width grows like :math:`\\sqrt n`
+(no number of devices shrinks it), and a dense query's n is its table's: no answer (NaN). The ε
+needed at the planned n solves :math:`\\mathrm{Var}(\\epsilon) = (H/z)^2` by bisection (A and B fall
+with ε), rounded up to :data:`EPSILON_STEP` and checked with E's exact probabilities at that ε;
+``inf`` when even :data:`MAX_EPSILON` does not reach H.
+
+**The schema's share** (:mod:`~ldpsynth.shared.planning.schema_changes`): the same sums over the weight tables
+and row shares of a changed schema give E's error there, at the collection's ε; for a coarser
+attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_g\\max_v\\beta_g(v),
+-\\sum_g n_g\\min_v\\beta_g(v))/Z` and under the prior :math:`\\sum_{g,v} h_g(v)\\beta_g(v)/Z`, with
+:math:`\\beta_g(v)` the coarse weight minus the fine one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from statistics import NormalDist
+
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.formulas import Debias, rms_bound
+from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.planning.frequency_oracles import PureProtocol, olh, olh_hash_range, oue
+from ldpsynth.shared.planning.row_distribution import RowDistribution, UniformRows
+from ldpsynth.shared.planning.schema_changes import COARSER, SchemaChange
+from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.queries.compiler import compile_queries
+from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, SUM, Query
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
+
+#: Weights per chunk of queries (2 MiB of float64): the temporaries of one chunk stay in cache.
+CHUNK_WEIGHTS = 1 << 18
+#: The ε answered by the inverse question is a multiple of this, rounded up.
+EPSILON_STEP = 0.01
+#: Largest ε the inverse question tries (E's exact sampler delivers at most about 43).
+MAX_EPSILON = 40.0
+#: Status of a query in a plan.
+OK, HOPELESS, CONSTANT, UNDEFINED = "ok", "hopeless", "constant", "undefined"
+
+
+# ----- ε-free sums of a batch -----------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Moments:
+    """Per query, the ε-free sums of the module docstring per row of the data set (shares f_g, not counts).
+
+    ``spread`` :math:`\\sum_g f_g\\sum_v D_g(v)`; ``worst_high`` / ``worst_low`` :math:`\\sum_g f_g \\max_v`
+    / :math:`\\min_v D_g(v)`; ``prior`` :math:`\\sum_{g,v}\\pi(g,v)D_g(v)`; ``width`` :math:`\\sum_g f_g c_g`;
+    ``varying``, ``a``, ``b``, ``c``: eq. 20's :math:`n'/n, a, b, c` over the groups with :math:`c_g > 0`;
+    ``bias_high``, ``bias_low``, ``bias_prior``: the same sums of a coarser schema's weight change
+    :math:`\\beta` (zeros otherwise); ``fixed``: dense queries, whose n is their table's.
+    """
+
+    spread: np.ndarray
+    worst_high: np.ndarray
+    worst_low: np.ndarray
+    prior: np.ndarray
+    width: np.ndarray
+    varying: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    bias_high: np.ndarray
+    bias_low: np.ndarray
+    bias_prior: np.ndarray
+    fixed: np.ndarray
+
+    @classmethod
+    def empty(cls, size: int) -> Moments:
+        return cls(**{f.name: np.zeros(size) for f in fields(cls) if f.name != "fixed"}, fixed=np.zeros(size, bool))
+
+
+@dataclass(frozen=True, eq=False)
+class _Groups:
+    """A block as weight tables over groups of rows and those groups' shares of the rows.
+
+    ``tables(start, stop)`` gives the tables ``(q, G, |D|)`` of queries ``[start, stop)``; ``joint`` the
+    shares ``(G, |D|)``. With ``scale`` (cut queries) every query has the one table ``tables(0, 1)`` over
+    the rows of its own S x T, whose share is ``scale[j]``. ``fixed``: dense queries (n is their table's).
+    """
+
+    size: int
+    positions: np.ndarray
+    joint: np.ndarray
+    tables: Callable[[int, int], np.ndarray]
+    scale: np.ndarray | None = None
+    fixed: bool = False
+
+
+def _table_groups(block: TableBlock, rows: RowDistribution) -> _Groups:
+    """The listed values of the block's attribute that hold rows, and the other rows when some query's
+    ``default`` is not constant (a constant row function adds nothing to any sum)."""
+    listed, other = rows.by_group(block)
+    present = np.flatnonzero(listed.sum(axis=1) > 0)
+    with_default = other.sum() > 0 and bool(np.ptp(block.default, axis=1).any())
+    joint = np.concatenate([listed[present], other[None, :]]) if with_default else listed[present]
+    every = len(present) == len(listed)
+
+    def tables(start: int, stop: int) -> np.ndarray:
+        w = block.weights[start:stop] if every else block.weights[start:stop][:, present]
+        return np.concatenate([w, block.default[start:stop, None, :]], axis=1) if with_default else w
+
+    return _Groups(len(block.positions), block.positions, joint, tables)
+
+
+def _row_groups(block: RowBlock, rows: RowDistribution) -> _Groups:
+    """Dense queries: each stored row is its own group (:meth:`RowDistribution.stored_rows`)."""
+    count = block.weights.shape[1]
+    joint = rows.stored_rows(count)
+    return _Groups(len(block.positions), block.positions, joint, lambda start, stop: block.weights[start:stop],
+                   fixed=True)
+
+
+def _cut_groups(block: CutBlock, rows: RowDistribution, schema: Schema) -> _Groups:
+    """Cut queries: the edge bit's indicator on the rows of S x T (its D_g is 1/4 at every value, so the
+    private shares within S x T do not matter; the overall ones stand in for them)."""
+    k = schema.private_domain_size
+    edge = (schema.private_digits(np.arange(k))[block.edge] == 1).astype(np.float64)
+    return _Groups(len(block.positions), block.positions, rows.private()[None, :],
+                   lambda start, stop: edge[None, None, :], scale=rows.cut_share(block))
+
+
+def _groups(batch: QueryBatch, rows: RowDistribution) -> list[_Groups]:
+    out = []
+    for block in batch.blocks:
+        if isinstance(block, TableBlock):
+            out.append(_table_groups(block, rows))
+        elif isinstance(block, RowBlock):
+            out.append(_row_groups(block, rows))
+        else:
+            out.append(_cut_groups(block, rows, batch.schema))
+    return out
+
+
+def _fill(out: Moments, where: np.ndarray, w: np.ndarray, joint: np.ndarray, beta: np.ndarray | None,
+          fine_joint: np.ndarray, scale: np.ndarray | float) -> None:
+    """The sums of the tables ``w`` (q, G, k') over rows with shares ``joint``, times ``scale``; ``beta`` is
+    a coarser schema's weight change ``(q, G, k)`` over the original rows' shares ``fine_joint``.
+
+    Value-major copies (k', q, G): every reduction over the values is then a pass of elementwise
+    operations over contiguous (q, G) slabs, about ten times faster than reducing the short last axis."""
+    f = joint.sum(axis=1)
+    d = np.array(w.transpose(2, 0, 1), order="C")  # a copy: d is changed in place below
+    low, high = np.minimum.reduce(d, axis=0), np.maximum.reduce(d, axis=0)
+    d -= np.add.reduce(d, axis=0) / len(d)
+    np.square(d, out=d)
+    spread = high - low
+    live = (spread > 0) & (f > 0)
+    out.spread[where] = scale * (np.add.reduce(d, axis=0) @ f)
+    out.worst_high[where] = scale * (np.maximum.reduce(d, axis=0) @ f)
+    out.worst_low[where] = scale * (np.minimum.reduce(d, axis=0) @ f)
+    out.prior[where] = scale * np.einsum("vqg,vg->q", d, joint.T)
+    out.width[where] = scale * (spread @ f)
+    out.varying[where] = scale * (live @ f)
+    out.a[where] = np.where(live, low, np.inf).min(axis=1, initial=np.inf)
+    out.b[where] = np.where(live, high, -np.inf).max(axis=1, initial=-np.inf)
+    out.c[where] = np.where(live, spread, np.inf).min(axis=1, initial=np.inf)
+    if beta is not None:
+        f_fine = fine_joint.sum(axis=1)
+        bt = np.ascontiguousarray(beta.transpose(2, 0, 1))
+        out.bias_high[where] = scale * (np.maximum.reduce(bt, axis=0) @ f_fine)
+        out.bias_low[where] = scale * (np.minimum.reduce(bt, axis=0) @ f_fine)
+        out.bias_prior[where] = scale * np.einsum("vqg,vg->q", bt, fine_joint.T)
+
+
+def moments(batch: QueryBatch, rows: RowDistribution, change: SchemaChange | None = None) -> Moments:
+    """The :class:`Moments` of every compiled query of ``batch`` under ``rows`` (of ``change``'s schema if given)."""
+    out = Moments.empty(batch.size)
+    for groups in _groups(batch, rows):
+        joint = groups.joint if change is None else change.joint(groups.joint)
+        coarser = change is not None and change.kind == COARSER
+        count = 1 if groups.scale is not None else groups.size
+        chunk = max(1, CHUNK_WEIGHTS // max(1, groups.joint.size))
+        for start in range(0, count, chunk):
+            stop = min(start + chunk, count)
+            fine = groups.tables(start, stop)
+            w = fine if change is None else change.weights(fine)
+            beta = change.coarse_at_fine(w) - fine if coarser else None  # type: ignore[union-attr]
+            if groups.scale is None:
+                _fill(out, groups.positions[start:stop], w, joint, beta, groups.joint, 1.0)
+            else:  # one table for every cut query, over its own share of the rows
+                _fill(out, groups.positions, w, joint, beta, groups.joint, groups.scale)
+        out.fixed[groups.positions] = groups.fixed
+    return out
+
+
+# ----- variances -----------------------------------------------------------------------------
+def e_coefficients(mechanism: MechanismE) -> tuple[float, float]:
+    """:math:`A = q/r^2` and :math:`B = s/r` of E's eq. 17 estimator, from the mechanism's exact probabilities."""
+    d = Debias.of(mechanism)
+    return d.q / d.r**2, d.s / d.r
+
+
+def e_coefficients_at(epsilon: np.ndarray, domain_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """:math:`A = (e^\\epsilon + k - 1)/(e^\\epsilon - 1)^2`, :math:`B = k/(e^\\epsilon - 1)` at ideal
+    probabilities (vectorised over ε; the inverse question's search)."""
+    grown = np.expm1(epsilon)
+    return (grown + domain_size) / grown**2, domain_size / grown
+
+
+def normalisers(m: Moments, norms: np.ndarray, n: int) -> np.ndarray:
+    """Z per query at n rows: :math:`n\\sum_g f_g c_g` (eq. 10), 1 (sum) or n (mean)."""
+    return np.where(norms == RANGE, n * m.width, np.where(norms == MEAN, float(n), 1.0))
+
+
+def variances(m: Moments, a: float | np.ndarray, b: float | np.ndarray, n: int, z: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Worst-case and prior variance at n rows for coefficients A, B: :math:`n(A\\cdot\\mathrm{spread} + B x)/Z^2`."""
+    worst_term = np.where(np.asarray(b) >= 0, m.worst_high, m.worst_low)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worst = n * (a * m.spread + b * worst_term) / z**2
+        prior = n * (a * m.spread + b * m.prior) / z**2
+    return worst, prior
+
+
+# ----- the plan ------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Figures:
+    """Standard errors of one estimator per query: worst case over the private values, and under the
+    prior (None without one)."""
+
+    se_worst: np.ndarray
+    se_prior: np.ndarray | None
+
+    @classmethod
+    def of(cls, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Figures:
+        return cls(np.sqrt(worst), np.sqrt(prior) if with_prior else None)
+
+    @property
+    def headline(self) -> np.ndarray:
+        """The prior's figure when there is one, else the worst case."""
+        return self.se_worst if self.se_prior is None else self.se_prior
+
+
+@dataclass(frozen=True, eq=False)
+class Inverse:
+    """Answers to a target half-width: devices needed at the plan's ε, ε needed at the plan's devices.
+
+    ``devices_*`` are NaN for queries whose half-width does not fall with more devices (sums, dense);
+    ``epsilon_*`` are multiples of :data:`EPSILON_STEP`, ``inf`` beyond :data:`MAX_EPSILON`.
+    """
+
+    target_halfwidth: float
+    devices_worst: np.ndarray
+    devices_prior: np.ndarray | None
+    epsilon_worst: np.ndarray
+    epsilon_prior: np.ndarray | None
+
+
+@dataclass(frozen=True, eq=False)
+class Alternative:
+    """E's error on the same queries under a changed schema (at the collection's ε); the bias of a
+    coarser schema's answer (zeros for a public attribute)."""
+
+    change: SchemaChange
+    e: Figures
+    bias_worst: np.ndarray
+    bias_prior: np.ndarray | None
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The predicted error of every compiled query of ``batch``, in batch order (see the module docstring).
+
+    ``epsilon`` is the ε E delivers (its exact rational probabilities), ``z`` the normal quantile of
+    ``level``, ``composition`` what was assumed about the rows; per query: ``range`` (the width of the
+    feasible answers), E's standard errors ``e``, ``bound`` (eq. 20, RMS), OUE's and OLH's standard
+    errors (``olh_hash_range`` buckets), ``status`` (:data:`OK`, :data:`HOPELESS`: half-width >= range,
+    :data:`CONSTANT`: the answer is known, :data:`UNDEFINED`: eq. 10's Z is 0 for these rows); the
+    inverse answers for a target half-width and E's error under each schema change.
+    """
+
+    batch: QueryBatch
+    normalization: np.ndarray
+    devices: int
+    rows_per_device: int
+    epsilon: float
+    domain_size: int
+    level: float
+    z: float
+    composition: str
+    range: np.ndarray
+    e: Figures
+    bound: np.ndarray
+    oue: Figures
+    olh: Figures
+    olh_hash_range: int
+    status: np.ndarray
+    inverse: Inverse | None
+    alternatives: tuple[Alternative, ...]
+
+    def __len__(self) -> int:
+        return self.batch.size
+
+    def label(self, j: int) -> str:
+        """The label of compiled query ``j``."""
+        return self.batch.label(j)
+
+    @property
+    def n(self) -> int:
+        """Rows (reports) planned: devices times rows per device."""
+        return self.devices * self.rows_per_device
+
+    @property
+    def has_prior(self) -> bool:
+        return self.e.se_prior is not None
+
+    def halfwidth(self, se: np.ndarray) -> np.ndarray:
+        """Half-width of the normal interval at the plan's level."""
+        return self.z * se
+
+
+def _e_figures(m: Moments, mechanism: MechanismE | None, n: int, z: np.ndarray, with_prior: bool) -> Figures:
+    """E's standard errors; no mechanism (no private attribute left): no noise."""
+    if mechanism is None:
+        zero = np.zeros(len(z))
+        return Figures(zero, zero.copy() if with_prior else None)
+    a, b = e_coefficients(mechanism)
+    return Figures.of(*variances(m, a, b, n, z), with_prior)
+
+
+def _oracle_figures(m: Moments, protocol: PureProtocol, n: int, z: np.ndarray, with_prior: bool) -> Figures:
+    return Figures.of(*variances(m, protocol.a, protocol.b, n, z), with_prior)
+
+
+def _bounds(m: Moments, norms: np.ndarray, n: int, mechanism: MechanismE) -> np.ndarray:
+    """Eq. 20 (RMS) at the planned public part."""
+    bound = np.zeros(len(norms))
+    for code, name in enumerate(NORMALIZATIONS):
+        sel = norms == code
+        if sel.any():
+            bound[sel] = rms_bound(n * m.varying[sel], m.a[sel], m.b[sel], m.c[sel], name, n, mechanism)
+    return bound
+
+
+def _status(range_: np.ndarray, halfwidth: np.ndarray, z_norm: np.ndarray) -> np.ndarray:
+    status = np.full(len(range_), OK, dtype=object)
+    status[halfwidth >= range_] = HOPELESS
+    status[range_ == 0] = CONSTANT
+    status[~(z_norm > 0)] = UNDEFINED
+    return status
+
+
+def _devices_needed(variance: np.ndarray, m: Moments, norms: np.ndarray, n: int, rows_per_device: int,
+                    target_variance: float) -> np.ndarray:
+    """:math:`\\lceil\\lceil n\\mathrm{Var}(n)/(H/z)^2\\rceil / R\\rceil` where Var falls like 1/n; NaN elsewhere."""
+    scales = (norms != SUM) & ~m.fixed & np.isfinite(variance)
+    rows = np.maximum(1.0, np.ceil(n * variance / target_variance))
+    return np.where(scales, np.ceil(rows / rows_per_device), np.nan)
+
+
+def _epsilon_needed(m: Moments, which: np.ndarray, n: int, z_norm: np.ndarray, k: int, target_variance: float
+                    ) -> np.ndarray:
+    """The smallest multiple of :data:`EPSILON_STEP` up to :data:`MAX_EPSILON` at which the variance (h-term
+    ``which``) is at most the target, else inf: a binary search over that grid per query (the variance falls
+    with ε) with the ideal A(ε), B(ε), then checked with E's exact probabilities at each answer (and
+    raised a step where they differ in the last bits)."""
+    per_unit = round(1.0 / EPSILON_STEP)
+    grid = np.arange(1, round(MAX_EPSILON * per_unit) + 1)
+    a_grid, b_grid = e_coefficients_at(grid / per_unit, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        budget = target_variance * z_norm**2 / n         # A(ε) spread + B(ε) which <= budget
+    lo, hi = np.zeros(len(z_norm), np.int64), np.full(len(z_norm), len(grid) - 1)
+    reachable = (a_grid[-1] * m.spread + b_grid[-1] * which <= budget) & (z_norm > 0)
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        good = a_grid[mid] * m.spread + b_grid[mid] * which <= budget
+        hi, lo = np.where(good, mid, hi), np.where(good, lo, mid + 1)
+    steps = np.where(reachable, grid[lo], np.inf)
+    for value in np.unique(steps[reachable]):  # a few distinct answers: E's exact probabilities at each
+        sel = np.flatnonzero(steps == value)
+        while value <= grid[-1]:
+            a, b = e_coefficients(MechanismE(value / per_unit, k))
+            over = a * m.spread[sel] + b * which[sel] > budget[sel]
+            if not over.any():
+                break
+            sel = sel[over]
+            value += 1
+            steps[sel] = value if value <= grid[-1] else np.inf
+    return steps / per_unit
+
+
+def _inverse(target: float, m: Moments, norms: np.ndarray, n: int, rows_per_device: int, z_norm: np.ndarray,
+             z_level: float, k: int, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Inverse:
+    target = check_epsilon(target, "target_halfwidth")  # a finite number > 0
+    target_variance = (target / z_level) ** 2
+    return Inverse(
+        target,
+        _devices_needed(worst, m, norms, n, rows_per_device, target_variance),
+        _devices_needed(prior, m, norms, n, rows_per_device, target_variance) if with_prior else None,
+        _epsilon_needed(m, m.worst_high, n, z_norm, k, target_variance),  # E's B = s/r > 0: max_v D_g
+        _epsilon_needed(m, m.prior, n, z_norm, k, target_variance) if with_prior else None)
+
+
+def _check_dense_rows(batch: QueryBatch, n: int) -> None:
+    for block in batch.blocks:
+        if isinstance(block, RowBlock) and block.weights.shape[1] != n:
+            raise ValidationError("devices", f"devices x rows_per_device = {block.weights.shape[1]} (the rows of "
+                                  f"dense query {batch.origins[block.positions[0]]})", f"got {n} rows")
+
+
+def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *, rows_per_device: int = 1,
+         prior: RowDistribution | None = None, epsilon: float | None = None, level: float = 0.95,
+         target_halfwidth: float | None = None, changes: Sequence[SchemaChange] = ()) -> Plan:
+    """The predicted error of every query of ``queries`` on a collection of ``schema``, before any data.
+
+    ``devices`` x ``rows_per_device`` rows released by E at ``epsilon`` (default: the schema's).
+    Worst case over the private values of every row, with the public part of ``prior`` (default:
+    uniform over the public domain); with a ``prior``, also the error for rows in its proportions.
+    E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20 bound), OUE and OLH beside
+    it; the inverse answers for ``target_halfwidth``; E's error under each of ``changes``
+    (:func:`~ldpsynth.shared.planning.schema_changes.schema_changes`). Exact closed forms, vectorised over
+    the queries (module docstring).
+    """
+    devices = check_int(devices, "devices", 1)
+    rows_per_device = check_int(rows_per_device, "rows_per_device", 1)
+    level = check_probability(level, "level")
+    eps = schema.epsilon if epsilon is None else check_epsilon(epsilon)
+    batch = queries if isinstance(queries, QueryBatch) else compile_queries(list(queries), schema)
+    if batch.schema != schema:
+        raise ValidationError("queries", "a batch compiled for the planned schema", "compiled for another schema")
+    if prior is not None and prior.schema != schema:
+        raise ValidationError("prior", "rows of the planned schema", "a distribution over another schema")
+    n = devices * rows_per_device
+    _check_dense_rows(batch, n)
+    k = schema.private_domain_size
+    mechanism = MechanismE(eps, k)
+    rows = prior if prior is not None else UniformRows(schema)
+    with_prior = prior is not None
+    norms = np.empty(batch.size, np.int8)
+    for block in batch.blocks:
+        norms[block.positions] = block.normalization
+    m = moments(batch, rows)
+    z_norm = normalisers(m, norms, n)
+    z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
+    a, b = e_coefficients(mechanism)
+    worst, prior_var = variances(m, a, b, n, z_norm)
+    e = Figures.of(worst, prior_var, with_prior)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        range_ = n * m.width / z_norm
+    inverse = None if target_halfwidth is None else _inverse(
+        target_halfwidth, m, norms, n, rows_per_device, z_norm, z_level, k, worst, prior_var, with_prior)
+    alternatives = []
+    for change in changes:
+        cm = moments(batch, rows, change)
+        changed = MechanismE(eps, change.domain_size) if change.domain_size >= 2 else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bias_worst = n * np.maximum(cm.bias_high, -cm.bias_low) / z_norm + 0.0  # no -0.0
+            bias_prior = n * cm.bias_prior / z_norm
+        alternatives.append(Alternative(change, _e_figures(cm, changed, n, z_norm, with_prior), bias_worst,
+                                        bias_prior if with_prior else None))
+    return Plan(
+        batch=batch, normalization=norms, devices=devices,
+        rows_per_device=rows_per_device, epsilon=mechanism.epsilon, domain_size=k, level=level, z=z_level,
+        composition=f"public part and prior: {rows.description}" if with_prior else
+        "public part uniform over the public domain (no prior)",
+        range=range_, e=e, bound=_bounds(m, norms, n, mechanism),
+        oue=_oracle_figures(m, oue(eps), n, z_norm, with_prior),
+        olh=_oracle_figures(m, olh(eps), n, z_norm, with_prior),
+        olh_hash_range=olh_hash_range(eps), status=_status(range_, z_level * e.headline, z_norm),
+        inverse=inverse, alternatives=tuple(alternatives))

@@ -1,0 +1,207 @@
+"""The JSON form of the queries of :mod:`ldpsynth.shared.queries.model`: parsing (through the limits
+of :mod:`ldpsynth.shared.jsonio`) and serialisation.
+
+JSON form
+---------
+A query batch is a JSON array of objects. Every object has a ``"kind"`` and may have
+``"normalization"`` (``"range"``: divide by the sum of the row functions' ranges, WYZ eq. 10;
+``"sum"``: no division; ``"mean"``: divide by n; the default depends on the kind; ``"eq10"``, the
+former name of ``"range"``, is read as ``"range"``, and ``"range"`` is what is written) and
+``"label"`` (a string, default ``"<kind>#<index>"``). Unknown fields are errors.
+
+A *weight list* has one finite number per value of :math:`D`, in the mixed-radix order of the
+private attributes (first attribute most significant): with private attributes ``rating``
+(integer 1..5) and ``liked`` (binary), position ``2 * (rating - 1) + liked``.
+
+``linear`` (default ``"range"``): the same row function for every row::
+
+    {"kind": "linear", "weights": [0, 0, 0, 1, 1], "normalization": "mean"}
+
+``predicate`` (default ``"sum"``: a count; ``"mean"``: the fraction of rows): the indicator that
+every condition holds, times the optional numeric private attribute ``"value"``::
+
+    {"kind": "predicate", "where": [{"attribute": "rating", "op": ">=", "value": 4},
+                                    {"attribute": "genre", "op": "in", "value": ["drama", "comedy"]}]}
+
+  A condition is ``{"attribute": A, "op": OP, "value": V}`` over a private attribute ``A``.
+  ``==``, ``!=`` and ``in`` (``V`` a non-empty list) compare codes: ``V`` is encoded by the
+  attribute (for a continuous attribute: the bucket that holds ``V``). ``<``, ``<=``, ``>``,
+  ``>=`` and ``between`` (``V = [lo, hi]``, inclusive) compare the decoded value (the bucket
+  lower edge for a continuous attribute) and are not defined for categorical attributes.
+  An empty ``where`` selects every row.
+
+``marginal`` (default ``"sum"``): one predicate count per cell of the listed private attributes,
+in mixed-radix order, labelled ``"<label>[rating=1,genre=drama]"``::
+
+    {"kind": "marginal", "attributes": ["rating", "genre"]}
+
+``grouped`` (heterogeneous, default ``"range"``): a weight list per value of ONE public attribute;
+rows with any other value use ``"default"`` (optional, all zeros)::
+
+    {"kind": "grouped", "attribute": "movie",
+     "tables": [{"value": 1, "weights": [0, 0, 0, 1, 1]}, {"value": 2, "weights": [1, 0, 0, 0, 0]}],
+     "default": [0, 0, 0, 0, 0]}
+
+``cut`` (graph collections, WYZ §VI-B, default ``"sum"``): rows are vertex pairs
+``(source, target)`` (two public attributes over the same vertex domain) with a private binary
+edge bit; :math:`q_{S,T}(x) = \\sum_{(i,j) \\in S \\times T} x_{ij}` (eq. 33) for non-empty
+disjoint vertex sets ``S`` and ``T``. ``source``/``target`` default to the schema's two public
+attributes and ``edge`` to its only private attribute::
+
+    {"kind": "cut", "S": [0, 1, 2], "T": [3, 4], "source": "src", "target": "dst", "edge": "edge"}
+
+``dense`` (small ``n``, default ``"range"``): one weight list per row of the synthetic database,
+in its stored order (``table`` has exactly ``n`` rows)::
+
+    {"kind": "dense", "table": [[0, 1], [1, 0], [0, 2]]}
+
+Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` names the query
+(``queries[3].weights``) and whose ``legal`` states the legal range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ldpsynth.shared import jsonio
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.queries.model import QUERY_KINDS, Condition, Query, normalization_name, query_field
+from ldpsynth.shared.validation import check_choice
+
+__all__ = ["query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries"]
+
+#: One query as the public functions take it: a JSON object, or a query object (what the builders of
+#: :mod:`ldpsynth.shared.queries.builders` return).
+QueryLike = Query | Mapping[str, Any]
+_QUERY_TYPES: tuple[type[Query], ...] = tuple(QUERY_KINDS.values())
+
+
+def _own_fields(cls: type) -> tuple[list[str], list[str]]:
+    """The fields of a query class besides :class:`BaseQuery`'s, in order: (required, optional)."""
+    own = [f for f in dataclasses.fields(cls) if f.name not in ("normalization", "label")]
+    required = [f.name for f in own if f.default is dataclasses.MISSING]
+    return required, [f.name for f in own if f.name not in required]
+
+
+#: kind -> (required, optional) JSON fields besides kind/normalization/label, read from the query classes.
+_FIELDS = {kind: _own_fields(cls) for kind, cls in QUERY_KINDS.items()}
+#: kind -> its optional fields (left out when None).
+_OPTIONAL = {kind: tuple(optional) for kind, (_, optional) in _FIELDS.items()}
+
+
+def query_to_json(query: Query) -> dict[str, Any]:
+    """The JSON object of one query (the inverse of :func:`query_from_json`).
+
+    >>> from ldpsynth.shared.queries.builders import marginal
+    >>> query_to_json(marginal("rating", normalization="eq10"))
+    {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
+    """
+    kind = query.kind
+    out = _WRITERS[kind](query)
+    for key in _OPTIONAL[kind]:
+        if out[key] is None:  # an optional field not given is left out
+            del out[key]
+    out["normalization"] = query.normalization
+    if query.label is not None:
+        out["label"] = query.label
+    return out
+
+
+def _condition_to_json(condition: Condition) -> dict[str, Any]:
+    value = condition.value
+    return {"attribute": condition.attribute, "op": condition.op,
+            "value": list(value) if isinstance(value, tuple) else value}
+
+
+#: kind -> the JSON object of a query, its kind and own fields (the inverse of :func:`query_from_json`).
+_WRITERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "linear": lambda q: {"kind": q.kind, "weights": list(q.weights)},
+    "predicate": lambda q: {"kind": q.kind, "where": [_condition_to_json(c) for c in q.where], "value": q.value},
+    "marginal": lambda q: {"kind": q.kind, "attributes": list(q.attributes)},
+    "grouped": lambda q: {"kind": q.kind, "attribute": q.attribute,
+                          "tables": [{"value": v, "weights": list(w)} for v, w in q.tables],
+                          "default": None if q.default is None else list(q.default)},
+    "cut": lambda q: {"kind": q.kind, "S": list(q.S), "T": list(q.T), "source": q.source, "target": q.target,
+                      "edge": q.edge},
+    "dense": lambda q: {"kind": q.kind, "table": [list(row) for row in q.table]},
+}
+
+
+def _condition_from_json(obj: object, j: int) -> Condition:
+    if not isinstance(obj, Mapping) or set(obj) != {"attribute", "op", "value"}:
+        raise ValidationError(f"where[{j}]", "an object with exactly the fields attribute, op, value",
+                              f"got {obj!r}" if not isinstance(obj, Mapping) else f"fields {sorted(obj)}")
+    try:
+        return Condition(obj["attribute"], obj["op"], obj["value"])
+    except ValidationError as exc:
+        raise ValidationError(f"where[{j}].{exc.field}", exc.legal, exc.problem, exc.position) from None
+
+
+def _tables_from_json(obj: object) -> list[tuple[Any, Any]]:
+    if not isinstance(obj, list):
+        raise ValidationError("tables", "a list of {\"value\": ..., \"weights\": [...]} objects",
+                              f"got {type(obj).__name__}")
+    pairs = []
+    for j, item in enumerate(obj):
+        if not isinstance(item, Mapping) or set(item) != {"value", "weights"}:
+            raise ValidationError(f"tables[{j}]", "an object with exactly the fields value, weights",
+                                  f"got {item!r}" if not isinstance(item, Mapping) else f"fields {sorted(item)}")
+        pairs.append((item["value"], item["weights"]))
+    return pairs
+
+
+def query_from_json(obj: object) -> Query:
+    """Parse one JSON query object (see the module docstring); errors name the field."""
+    if not isinstance(obj, Mapping):
+        raise ValidationError("kind", "an object with a kind field", f"got {type(obj).__name__}")
+    kind = check_choice(obj.get("kind"), "kind", QUERY_KINDS)
+    required, optional = _FIELDS[kind]
+    allowed = {*required, *optional, "kind", "normalization", "label"}
+    extra = set(obj) - allowed
+    if extra:
+        raise ValidationError(sorted(extra)[0], f"the fields of a {kind} query: {', '.join(sorted(allowed))}",
+                              "unknown field")
+    missing = set(required) - set(obj)
+    if missing:
+        raise ValidationError(sorted(missing)[0], f"the fields {', '.join(sorted(required))}", "missing")
+    args = {key: obj[key] for key in [*required, *optional] if key in obj}
+    if kind == "predicate" and "where" in args:
+        where = args["where"]
+        if not isinstance(where, list):
+            raise ValidationError("where", "a list of conditions", f"got {type(where).__name__}")
+        args["where"] = tuple(_condition_from_json(c, j) for j, c in enumerate(where))
+    if kind == "grouped":
+        args["tables"] = _tables_from_json(args["tables"])
+    if "normalization" in obj:  # given, it must be a name (the query classes read None as the kind's default)
+        normalization_name(obj["normalization"])
+    common = {key: obj[key] for key in ("normalization", "label") if key in obj}
+    return QUERY_KINDS[kind](**args, **common)
+
+
+def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
+    """Parse a JSON array of queries (a string, bytes or already-decoded list or tuple, whose items
+    may also be query objects, taken as they are); errors name ``queries[first_index + i]`` (the
+    index in a batch sent in parts)."""
+    if isinstance(obj, (str, bytes)):
+        obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
+    if not isinstance(obj, (list, tuple)):
+        raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
+    out: list[Query] = []
+    for i, item in enumerate(obj):
+        with query_field(first_index + i):
+            out.append(item if isinstance(item, _QUERY_TYPES) else query_from_json(item))
+    return out
+
+
+def queries_to_json(queries: Iterable[QueryLike]) -> list[Any]:
+    """The JSON array of a list of queries: query objects through :func:`query_to_json`, JSON
+    objects as they are (whoever parses the array checks them)."""
+    return [query_to_json(q) if isinstance(q, _QUERY_TYPES) else q for q in queries]
+
+
+def dumps_queries(queries: Iterable[QueryLike]) -> str:
+    """``queries`` as JSON text."""
+    return json.dumps(queries_to_json(queries))

@@ -1,0 +1,58 @@
+"""The one mapping from errors to gRPC statuses (docs/contract.md §9), and every handler using it."""
+
+from __future__ import annotations
+
+import inspect
+
+import grpc
+import pytest
+
+from ldpsynth.aggregator import errors
+from ldpsynth.aggregator.ingress import query_service, server
+from ldpsynth.aggregator.ingress.status import INTERNAL, status_of
+from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
+from ldpsynth.shared.queries.wire import BatchTooLarge
+
+DOING = "the batch was not acknowledged (retry it with the same report ids)"
+
+
+@pytest.mark.parametrize("error, code", [
+    (ValidationError("rows", "an integer in [1, 5]", "got 7", position=3), grpc.StatusCode.INVALID_ARGUMENT),
+    (BatchTooLarge("at most 2^22 queries"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.BadRequest("request: not a valid ReportBatch"), grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.WrongState("collection: 'x' is not served here"), grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.LimitExceeded("max_rows_per_client: ..."), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unauthenticated("authorization: unknown token"), grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied("credential 'd' lacks the role query"), grpc.StatusCode.PERMISSION_DENIED),
+    (errors.TryLater("the server is shutting down; retry the batch"), grpc.StatusCode.UNAVAILABLE),
+    (errors.PinExpired("shard 0: pin expired"), grpc.StatusCode.UNAVAILABLE),
+])
+def test_each_error_ends_a_call_with_its_status_and_its_words(error: LdpsynthError, code: grpc.StatusCode) -> None:
+    assert status_of(error, DOING) == (code, str(error))
+    assert error.refused_as is not None and grpc.StatusCode[error.refused_as.name] == code
+
+
+def test_a_shard_failure_says_what_was_not_done() -> None:
+    assert status_of(errors.ShardUnavailable("shard 2: no answer within 60 s"), DOING) == (
+        grpc.StatusCode.UNAVAILABLE, f"{DOING}: shard 2: no answer within 60 s; retry later")
+    assert status_of(errors.WorkerStartFailed("shard 1: OSError"), DOING)[0] == grpc.StatusCode.UNAVAILABLE
+    code, details = status_of(errors.ShardFull("the log's storage is full (/data/log: 0 bytes free)"), DOING)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "/data" not in details  # no server path to callers
+    assert details == f"{DOING}: the aggregator's log storage is full; retry later (an operator must add space)"
+
+
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), KeyError("k"), LdpsynthError("no status: internal")])
+def test_anything_without_a_status_is_internal(error: Exception) -> None:
+    assert status_of(error, DOING) == INTERNAL
+
+
+def test_every_status_of_the_vocabulary_is_a_grpc_code() -> None:
+    assert {grpc.StatusCode[s.name] for s in Status} <= set(grpc.StatusCode)
+
+
+@pytest.mark.parametrize("handler", [server.AggregatorServer._get_collection, server.AggregatorServer._submit_reports,
+                                     query_service.QueryServicer.estimate, query_service.QueryServicer.export])
+def test_every_handler_goes_through_the_mapping(handler: object) -> None:
+    """Each grpc.aio handler is wrapped by ``rpc`` (its code is the wrapper's, which calls ``abort``)."""
+    assert inspect.unwrap(handler) is not handler  # type: ignore[arg-type]
+    assert "abort" in handler.__code__.co_names  # type: ignore[attr-defined]
