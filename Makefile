@@ -39,8 +39,8 @@ conformance: env
 
 # The TypeScript SDK (sdk/typescript/README.md): clean install from package-lock.json, generated
 # protobuf code up to date, the package builds with its declarations, then its tests (the
-# conformance vectors among them). Not yet part of `make test`.
-test-ts:
+# conformance vectors among them; a real aggregator from .venv for the Node client). Not yet part of `make test`.
+test-ts: env
 	cd sdk/typescript && npm ci --no-audit --no-fund && npm run check-generated && npm run build && npm test
 
 clean:

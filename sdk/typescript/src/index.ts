@@ -19,4 +19,5 @@ export {
   uint64Column, type Reports, type BatchAckFields, type Limits, type CollectionInfo,
 } from "./reports.js";
 export { collectionInfo, decodeCollection } from "./collection.js";
+export { batchCapacity, reportBytes } from "./batching.js";
 export * from "./gen/ldpsynth/v1/collection_pb.js";

@@ -14,3 +14,15 @@ test("the package exports the device API and not the sampler's byte-source hook"
     (err: NodeJS.ErrnoException) => err.code === "ERR_PACKAGE_PATH_NOT_EXPORTED");
   assert.ok(existsSync(new URL("../../dist/index.d.ts", import.meta.url)), "declarations are built");
 });
+
+test("the core bundles for browsers: nothing of Node in @ldpsynth/sdk (the ledger and client are ./node)", async () => {
+  const { build } = await import("esbuild");
+  const result = await build({ entryPoints: [new URL("../../src/index.ts", import.meta.url).pathname], bundle: true,
+    platform: "browser", format: "esm", write: false, metafile: true, logLevel: "silent" });
+  const inputs = Object.keys(result.metafile.inputs);
+  assert.ok(!inputs.some((p) => p.includes("src/node/") || p.startsWith("node:")), inputs.join(", "));
+  const node = await import("@ldpsynth/sdk/node");
+  for (const name of ["FileLedger", "Client", "prepareReports", "SubmitError", "PrivacyBudgetExceeded"]) {
+    assert.ok(name in node, name);
+  }
+});
