@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint env bench clean proto
+.PHONY: demo test lint env bench clean proto conformance test-ts
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,16 @@ bench: env
 
 proto: env
 	$(BIN)/python proto/generate.py
+
+# Rebuild the conformance vectors (conformance/README.md) from the Python reference.
+conformance: env
+	$(BIN)/python conformance/generate.py
+
+# The TypeScript SDK (sdk/typescript/README.md): clean install from package-lock.json, generated
+# protobuf code up to date, the package builds with its declarations, then its tests (the
+# conformance vectors among them; a real aggregator from .venv for the Node client). Not yet part of `make test`.
+test-ts: env
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm run check-generated && npm run build && npm test
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -178,13 +179,17 @@ class MechanismE:
         np.clip(index, 0, self.domain_size - 2, out=index)
         return np.where(u < p, x, self._lie(x, index))
 
-    def _uniform_below_total(self, count: int) -> np.ndarray:
-        """``count`` exact uniform draws from ``[0, N)`` using ``os.urandom`` (rejection sampling)."""
+    def _uniform_below_total(self, count: int, random_bytes: Callable[[int], bytes]) -> np.ndarray:
+        """``count`` exact uniform draws from ``[0, N)`` (rejection sampling of 64-bit words).
+
+        Words are read in rounds: one little-endian word per draw in order, then one per draw still
+        rejected, in order, until none is (docs/contract.md §5; conformance/sampler.json).
+        """
         out = np.empty(count, dtype=np.uint64)
         todo = np.arange(count)
         limit = self._accept_below
         while todo.size:
-            words = np.frombuffer(os.urandom(8 * todo.size), dtype=np.uint64)
+            words = np.frombuffer(random_bytes(8 * todo.size), dtype="<u8")
             ok = words < np.uint64(limit) if limit < (1 << 64) else np.ones(todo.size, bool)
             out[todo[ok]] = words[ok] % np.uint64(self.total_weight)
             todo = todo[~ok]
@@ -199,9 +204,18 @@ class MechanismE:
         value, so the privacy loss is exactly :math:`\\ln(A/L) \\le` :attr:`epsilon`.
         Out-of-domain codes are rejected before any randomness is drawn.
         """
+        return self._perturb_exact(codes, os.urandom)
+
+    def _perturb_exact(self, codes: npt.ArrayLike, random_bytes: Callable[[int], bytes]) -> np.ndarray:
+        """:meth:`perturb_secure` with its random bytes read from ``random_bytes(n)``.
+
+        Test hook of the conformance vectors only (tests/client/test_conformance.py feeds it the
+        byte stream of conformance/sampler.json): no device code calls it, and it changes no
+        state, so :meth:`perturb_secure` always reads ``os.urandom``.
+        """
         x = self.check_codes(codes)
         flat = x.reshape(-1)
-        r = self._uniform_below_total(flat.size)
+        r = self._uniform_below_total(flat.size, random_bytes)
         keep = r < np.uint64(self.keep_weight)
         index = np.where(keep, 0, (r - np.uint64(self.keep_weight)) // np.uint64(self.lie_weight)).astype(np.int64)
         return np.where(keep, flat, self._lie(flat, index)).reshape(x.shape)

@@ -1,0 +1,41 @@
+/** How many reports one ReportBatch may hold (docs/contract.md §6, "Size"), as the Python SDK cuts them. */
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ValidationError } from "./errors.js";
+import { ReportBatchSchema } from "./gen/ldpsynth/v1/collection_pb.js";
+import { REPORT_ID_BYTES } from "./random.js";
+import type { CollectionInfo } from "./reports.js";
+
+/** Bound on what a bytes field adds besides its payload: a one-byte tag and a length varint. */
+const FIELD_HEADER = 1 + 5;
+
+/** Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one). */
+export function reportBytes(publicAttributes: number): number {
+  return REPORT_ID_BYTES + 8 * (1 + publicAttributes);
+}
+
+/**
+ * Reports per batch: at most `batchSize`, the collection's `max_batch_reports`, and as many as fit in
+ * the smaller of its `max_message_bytes` and the channel's limit (a limit of 0 means "not set").
+ */
+export function batchCapacity(info: CollectionInfo, channelLimit: number, batchSize?: number): number {
+  const schema = info.card.schema;
+  const m = schema.publicAttributes.length;
+  const limits = [info.limits.maxMessageBytes, channelLimit].filter((x) => x > 0);
+  const limit = Math.min(...limits);
+  const envelope = toBinary(ReportBatchSchema, create(ReportBatchSchema, {
+    collection: schema.name, mechanismVersion: info.card.version, sequence: (1n << 64n) - 1n,
+  })).length + (2 + m) * FIELD_HEADER;
+  const fit = Math.floor((limit - envelope) / reportBytes(m));
+  if (fit < 1) {
+    throw new ValidationError("max_message_bytes", `at least ${envelope + reportBytes(m)} bytes (one report)`,
+      `got ${limit}`);
+  }
+  const caps = [fit, info.limits.maxBatchReports || fit];
+  if (batchSize !== undefined) {
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+      throw new ValidationError("batch_size", "an integer >= 1", "out of range");
+    }
+    caps.push(batchSize);
+  }
+  return Math.min(...caps);
+}

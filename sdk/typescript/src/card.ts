@@ -1,0 +1,97 @@
+/**
+ * The mechanism card (docs/contract.md §4), parsed and verified as the reference's
+ * `MechanismCard.from_json` does: the weights are recomputed from the schema's ε and |D| and every
+ * stored number must equal them, so a tampered or inconsistent card is refused, naming the first
+ * field that differs (`card.keep_weight`, `card.epsilon`, ...). On top of that, the privacy
+ * conditions are checked directly and exactly: 1 <= L < A, N = A + (|D| − 1)·L <= 2^62, and
+ * A <= L·e^ε (the loss of one report, ln(A/L), is at most the ε asked for).
+ */
+import { ValidationError } from "./errors.js";
+import { ratioAtMostExp } from "./exact-exp.js";
+import { isJsonObject, parseJson, type JsonValue } from "./json.js";
+import { Schema } from "./schema.js";
+import { SPACE, derive, weightCandidates, type Weights } from "./weights.js";
+
+export const CARD_FORMAT = "ldpsynth.mechanism-card/1";
+export const MECHANISM_VERSION = "E/1";
+
+/** Python's `==` between a JSON value and an expected number (an int compares exactly with a float). */
+function equalsNumber(value: JsonValue | undefined, expected: number | bigint): boolean {
+  if (typeof value === "boolean") value = value ? 1n : 0n;
+  if (typeof value !== "number" && typeof value !== "bigint") return false;
+  if (typeof value === typeof expected) return value === expected;
+  const asFloat = typeof value === "number" ? value : (expected as number);
+  const asInt = typeof value === "bigint" ? value : (expected as bigint);
+  return Number.isInteger(asFloat) && BigInt(asFloat) === asInt;
+}
+
+/** A verified card: what a device needs to perturb (the exact weights) and to charge (`epsilon`). */
+export class MechanismCard {
+  private constructor(
+    readonly schema: Schema,
+    /** The ε asked for (the schema's). */
+    readonly epsilonRequested: number,
+    /** The ε delivered, ln(A/L) rounded up: what the ledger charges per new report. */
+    readonly epsilon: number,
+    /** |D|. */
+    readonly domainSize: bigint,
+    /** A: the true code owns A of the N points. */
+    readonly keepWeight: bigint,
+    /** L: every other code owns L points. */
+    readonly lieWeight: bigint,
+    /** N = A + (|D| − 1)·L. */
+    readonly totalWeight: bigint,
+    /** A/N, for display only: never sample from it. */
+    readonly keepProbability: number,
+    readonly lieProbability: number,
+  ) {}
+
+  /** What every ReportBatch of the collection names. */
+  get version(): string {
+    return MECHANISM_VERSION;
+  }
+
+  /** Parse and verify a card (its JSON text, or an object as `parseJson` returns it). */
+  static parse(input: string | JsonValue): MechanismCard {
+    const obj = typeof input === "string" ? parseJson(input, "card", "a JSON mechanism card") : input;
+    if (!isJsonObject(obj) || obj["format"] !== CARD_FORMAT) {
+      throw new ValidationError("card.format", JSON.stringify(CARD_FORMAT), "not a mechanism card of this format");
+    }
+    if (obj["version"] !== MECHANISM_VERSION) {
+      throw new ValidationError("card.version", JSON.stringify(MECHANISM_VERSION), "another version");
+    }
+    if (obj["mechanism"] !== "E") throw new ValidationError("card.mechanism", '"E"', "another mechanism");
+    const schema = Schema.parse(obj["schema"]);
+    const domainSize = schema.privateDomainSize;
+    const candidates = weightCandidates(schema.epsilon, domainSize);
+    // The candidate the card was computed with (they differ only where libm's exp may round either way).
+    const stated = (key: string): string | undefined => (typeof obj[key] === "string" ? obj[key] as string : undefined);
+    const weights: Weights = candidates.find((w) => String(w.keepWeight) === stated("keep_weight")
+      && String(w.lieWeight) === stated("lie_weight")) ?? candidates[0]!;
+    const d = derive(weights, domainSize);
+    const expected: [string, (v: JsonValue | undefined) => boolean, string][] = [
+      ["domain_size", (v) => equalsNumber(v, domainSize), String(domainSize)],
+      ["keep_weight", (v) => v === String(weights.keepWeight), JSON.stringify(String(weights.keepWeight))],
+      ["lie_weight", (v) => v === String(weights.lieWeight), JSON.stringify(String(weights.lieWeight))],
+      ["total_weight", (v) => v === String(d.totalWeight), JSON.stringify(String(d.totalWeight))],
+      ["epsilon", (v) => equalsNumber(v, d.epsilon), String(d.epsilon)],
+      ["epsilon_requested", (v) => equalsNumber(v, schema.epsilon), String(schema.epsilon)],
+      ["keep_probability", (v) => equalsNumber(v, d.keepProbability), String(d.keepProbability)],
+      ["lie_probability", (v) => equalsNumber(v, d.lieProbability), String(d.lieProbability)],
+    ];
+    for (const [key, matches, value] of expected) {
+      if (!matches(obj[key])) {
+        throw new ValidationError(`card.${key}`, `${value} (E at the card's epsilon and domain)`, "inconsistent");
+      }
+    }
+    const { keepWeight: a, lieWeight: l } = weights;
+    // Defence in depth: the conditions the privacy guarantee rests on, checked on their own.
+    if (!(1n <= l && l < a && d.totalWeight <= SPACE && ratioAtMostExp(a, l, schema.epsilon)
+      && d.epsilon <= schema.epsilon)) {
+      throw new ValidationError("card.keep_weight", "1 <= L < A, A + (|D| - 1) L <= 2^62 and A <= L e^epsilon",
+        "violated");
+    }
+    return new MechanismCard(schema, schema.epsilon, d.epsilon, domainSize, a, l, d.totalWeight, d.keepProbability,
+      d.lieProbability);
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * @ldpsynth/sdk: the device side of ldpsynth (docs/contract.md). Validate and encode a row, perturb
+ * its private code with mechanism E exactly (the card's rational weights, `crypto.getRandomValues`
+ * only), give each report a random 128-bit id, and build the ReportBatch the aggregator takes.
+ */
+export { ValidationError, SchemaError } from "./errors.js";
+export { parseJson, MAX_JSON_DEPTH, MAX_INT_DIGITS, type JsonValue, type JsonObject } from "./json.js";
+export type { RawValue } from "./raw-values.js";
+export {
+  Schema, Attribute, CategoricalAttribute, BinaryAttribute, IntegerAttribute, ContinuousAttribute,
+  MAX_DOMAIN_SIZE, MAX_PRIVATE_DOMAIN_SIZE, MAX_BITS, MAX_CATEGORIES, type AttributeType, type DecodedValue,
+} from "./schema.js";
+export { MechanismCard, CARD_FORMAT, MECHANISM_VERSION } from "./card.js";
+export { encodeColumns, encodeRows, type Columns, type Row, type EncodedRows } from "./rows.js";
+export { perturb, acceptBelow, type SamplerWeights } from "./sampler.js";
+export { newReportIds, REPORT_ID_BYTES } from "./random.js";
+export {
+  newReports, validateReports, reportBatch, encodeReportBatch, encodeGetCollectionRequest, decodeBatchAck,
+  uint64Column, type Reports, type BatchAckFields, type Limits, type CollectionInfo,
+} from "./reports.js";
+export { collectionInfo, decodeCollection } from "./collection.js";
+export { batchCapacity, reportBytes } from "./batching.js";
+export * from "./gen/ldpsynth/v1/collection_pb.js";

@@ -1,0 +1,511 @@
+/**
+ * The device's privacy ledger in Node (docs/contract.md §5, §14), with the semantics of the Python
+ * SDK's `PrivacyLedger` (client/ledger.py):
+ *
+ * - Basic composition, exactly: a collection's spend is the sum of the card's delivered ε over its
+ *   new reports, kept as an exact rational. The budget per collection is fixed when the ledger is
+ *   opened (`budget`, or 10 × the collection's ε); a submission that would pass it is refused whole
+ *   (PrivacyBudgetExceeded) and nothing is recorded.
+ * - Memoization: a row (collection fingerprint, public codes, raw private code) is reported once;
+ *   seen again, its first report (same id, same perturbed code) is reused and costs nothing. The memo
+ *   is keyed by HMAC-SHA256 under a random 32-byte device secret, never by the raw row.
+ * - Spend before send: the spend and the memo are written durably (a whole new file, fsynced, renamed
+ *   over the old one, directory fsynced) before any report is returned to be sent.
+ * - Refused, never repaired or recreated: a ledger is created only where there is no ledger file and
+ *   no marker `<ledger>.created` (the ledger's id, an HMAC of a constant under its secret); a missing
+ *   ledger whose marker is left, an empty or unreadable file, another format, a damaged spend or memo,
+ *   a ledger that is not the one its marker names: LedgerError, never a fresh ledger at ε = 0.
+ *   `FileLedger.reset` starts over knowingly, moving the old files aside.
+ *
+ * The file is this SDK's own JSON format (not the Python SDK's SQLite file, which it refuses): a
+ * device must keep using one SDK's ledger for a collection. One process at a time writes it (a lock
+ * file `<ledger>.lock` holding the writer's pid; a lock whose process is gone is taken over).
+ */
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import {
+  closeSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync,
+} from "node:fs";
+import { homedir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import type { MechanismCard } from "../card.js";
+import { ValidationError } from "../errors.js";
+import * as frac from "../fraction.js";
+import type { Fraction } from "../fraction.js";
+import type { JsonValue } from "../json.js";
+import { checkEpsilon } from "../validation.js";
+
+export const LEDGER_ENV = "LDPSYNTH_TS_LEDGER";
+export const DEFAULT_BUDGET_MULTIPLE = 10;
+export const MARKER_SUFFIX = ".created";
+const LOCK_SUFFIX = ".lock";
+const FORMAT = "ldpsynth.ts-ledger/1";
+const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
+const SECRET_BYTES = 32;
+const MEMO_DOMAIN = Buffer.from("ldpsynth-memo/1");
+const ID_DOMAIN = Buffer.from("ldpsynth-ledger-id/1");
+const LOCK_WAIT_MS = 30_000;
+const SOUND = "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
+  + "FileLedger.reset; docs/contract.md §14)";
+
+/** The ledger is unreadable, damaged, replaced, or missing where one existed. `field` is `ledger`. */
+export class LedgerError extends ValidationError {
+  constructor(problem: string, legal: string = SOUND) {
+    super("ledger", legal, problem);
+    this.name = "LedgerError";
+  }
+}
+
+/** A submission would spend more ε on a collection than the device's budget allows. */
+export class PrivacyBudgetExceeded extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PrivacyBudgetExceeded";
+  }
+}
+
+/** `$LDPSYNTH_TS_LEDGER`, else `$XDG_DATA_HOME/ldpsynth/ledger.json` (`~/.local/share` by default). */
+export function defaultLedgerPath(): string {
+  const explicit = process.env[LEDGER_ENV];
+  if (explicit) return explicit;
+  return join(process.env["XDG_DATA_HOME"] || join(homedir(), ".local", "share"), "ldpsynth", "ledger.json");
+}
+
+interface Spend {
+  epsilon: Fraction;
+  reports: number;
+}
+
+/** A memoized report: its collection, its id and its perturbed code. */
+export interface MemoEntry {
+  readonly collection: string;
+  readonly reportId: Uint8Array;
+  readonly privateCode: bigint;
+}
+
+interface State {
+  secret: Buffer;
+  device: Record<string, JsonValue>;
+  spend: Map<string, Spend>;
+  memo: Map<string, MemoEntry>;
+}
+
+function refused(path: string, problem: string): LedgerError {
+  return new LedgerError(`${path}: ${problem}`);
+}
+
+function shown(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length <= 40 ? text : `${text.slice(0, 37)}...`;
+}
+
+function ledgerId(secret: Buffer): string {
+  return createHmac("sha256", secret).update(ID_DOMAIN).digest().subarray(0, 16).toString("hex");
+}
+
+function fsyncDirectory(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Write `text` to a fresh file next to `path` (owner-only, fsynced) and return its name. */
+function staged(path: string, text: string): string {
+  const name = join(dirname(path), `${basename(path)}.new-${randomBytes(8).toString("hex")}`);
+  const fd = openSync(name, "wx", 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  return name;
+}
+
+function serialise(state: State): string {
+  const spend: Record<string, JsonValue> = {};
+  for (const [collection, s] of state.spend) spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
+  const memo: Record<string, JsonValue> = {};
+  for (const [key, m] of state.memo) {
+    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode)];
+  }
+  return JSON.stringify({ format: FORMAT, memo_secret: state.secret.toString("hex"), device: state.device, spend, memo });
+}
+
+const SECRET_HEX = new RegExp(`^[0-9a-f]{${2 * SECRET_BYTES}}$`);
+const KEY_HEX = /^[0-9a-f]{64}$/;
+const ID_HEX = /^[0-9a-f]{32}$/;
+
+function isPlain(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function checkedSpend(path: string, collection: string, row: unknown): Spend {
+  const record = isPlain(row) ? row : {};
+  const epsilon = frac.parse(record["epsilon"]);
+  if (epsilon === undefined || epsilon.num < 0n) {
+    throw refused(path, `collection ${shown(collection)}: the epsilon spent is ${shown(record["epsilon"])}, `
+      + "not an exact number >= 0");
+  }
+  const reports = record["reports"];
+  if (typeof reports !== "number" || !Number.isSafeInteger(reports) || reports < 0) {
+    throw refused(path, `collection ${shown(collection)}: the reports count is ${shown(reports)}, not an integer >= 0`);
+  }
+  if ((epsilon.num === 0n) !== (reports === 0)) {
+    throw refused(path, `collection ${shown(collection)}: epsilon spent for ${reports} reports `
+      + "(every report costs epsilon > 0)");
+  }
+  return { epsilon, reports };
+}
+
+/** Parse and check a whole ledger file (see the module comment); LedgerError on any damage. */
+function readState(path: string): State {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (err) {
+    throw refused(path, (err as NodeJS.ErrnoException).code === "ENOENT"
+      ? "the ledger is missing (deleted or moved): a new one would let rows already reported be reported afresh"
+      : `cannot read it (${(err as Error).message})`);
+  }
+  if (bytes.length === 0) {
+    throw refused(path, "the ledger file is empty (0 bytes): an earlier ledger was truncated or replaced");
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(bytes.toString("utf-8"));
+  } catch {
+    throw refused(path, "the ledger file is not a ledger of this SDK (not JSON)");
+  }
+  if (!isPlain(doc) || doc["format"] !== FORMAT) throw refused(path, `it is not a ledger of format ${FORMAT}`);
+  const secretHex = doc["memo_secret"];
+  if (typeof secretHex !== "string" || !SECRET_HEX.test(secretHex)) {
+    throw refused(path, `its memo secret is ${shown(secretHex)}, not ${SECRET_BYTES} random bytes`);
+  }
+  const spendDoc = doc["spend"];
+  const memoDoc = doc["memo"];
+  const device = doc["device"];
+  if (!isPlain(spendDoc) || !isPlain(memoDoc) || !isPlain(device)) {
+    throw refused(path, "its tables are missing or malformed");
+  }
+  const spend = new Map<string, Spend>();
+  for (const [collection, row] of Object.entries(spendDoc)) spend.set(collection, checkedSpend(path, collection, row));
+  const memo = new Map<string, MemoEntry>();
+  const counts = new Map<string, number>();
+  for (const [key, row] of Object.entries(memoDoc)) {
+    if (!KEY_HEX.test(key) || !Array.isArray(row) || row.length !== 3 || typeof row[0] !== "string"
+      || typeof row[1] !== "string" || !ID_HEX.test(row[1]) || typeof row[2] !== "string" || !/^[0-9]+$/.test(row[2])) {
+      throw refused(path, "a memoized report is malformed");
+    }
+    memo.set(key, { collection: row[0], reportId: new Uint8Array(Buffer.from(row[1], "hex")), privateCode: BigInt(row[2]) });
+    counts.set(row[0], (counts.get(row[0]) ?? 0) + 1);
+  }
+  for (const collection of new Set([...spend.keys(), ...counts.keys()])) {
+    const reports = spend.get(collection)?.reports ?? 0;
+    const stored = counts.get(collection) ?? 0;
+    if (stored !== reports) {
+      throw refused(path, `collection ${shown(collection)}: ${reports} reports counted but ${stored} memoized `
+        + "(the ledger records both together)");
+    }
+  }
+  return { secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, spend, memo };
+}
+
+function writeMarker(path: string, id: string, reset?: JsonValue): void {
+  const content: Record<string, JsonValue> = {
+    format: MARKER_FORMAT, ledger: basename(path), ledger_id: id, written: new Date().toISOString(),
+  };
+  if (reset !== undefined) content["reset"] = reset;
+  const marker = `${path}${MARKER_SUFFIX}`;
+  renameSync(staged(marker, `${JSON.stringify(content)}\n`), marker);
+  fsyncDirectory(dirname(path));
+}
+
+function checkMarker(path: string, id: string): void {
+  const marker = `${path}${MARKER_SUFFIX}`;
+  let recorded: unknown;
+  try {
+    recorded = (JSON.parse(readFileSync(marker, "utf-8")) as Record<string, unknown>)["ledger_id"];
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      writeMarker(path, id); // a ledger whose creation stopped between the link and the marker
+      return;
+    }
+    throw refused(path, `its marker ${basename(marker)} is not a ledger marker`);
+  }
+  if (recorded !== id) {
+    throw refused(path, `it is not the ledger its marker ${basename(marker)} was written for: the ledger was replaced`);
+  }
+}
+
+function exists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Build a complete new ledger under a temporary name and link it into place (never over a file). */
+function createLedger(path: string, device: Record<string, JsonValue> = {}): Buffer {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const secret = randomBytes(SECRET_BYTES);
+  const built = staged(path, serialise({ secret, device, spend: new Map(), memo: new Map() }));
+  try {
+    linkSync(built, path);
+  } finally {
+    unlinkSync(built);
+  }
+  fsyncDirectory(dirname(path));
+  return secret;
+}
+
+function sleep(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return false; // transactions are synchronous: a lock of this pid is a leftover
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Hold `<ledger>.lock` while `body` runs (one writer at a time; a dead writer's lock is taken over). */
+function locked<T>(path: string, body: () => T): T {
+  const lock = `${path}${LOCK_SUFFIX}`;
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      const fd = openSync(lock, "wx", 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
+        throw refused(path, `cannot lock it (${(err as Error).message})`);
+      }
+      let holder = NaN;
+      try {
+        holder = Number(readFileSync(lock, "utf-8"));
+      } catch {
+        continue; // released meanwhile
+      }
+      if (Number.isSafeInteger(holder) && !processAlive(holder)) {
+        try {
+          unlinkSync(lock);
+        } catch {
+          // another process took it over first
+        }
+        continue;
+      }
+      if (Date.now() > deadline) throw refused(path, `locked by process ${holder} for over ${LOCK_WAIT_MS / 1000} s`);
+      sleep(20);
+    }
+  }
+  try {
+    return body();
+  } finally {
+    unlinkSync(lock);
+  }
+}
+
+/** One submission's view of the ledger inside its transaction (see {@link FileLedger.transaction}). */
+export class LedgerTransaction {
+  private recorded = 0;
+
+  constructor(private readonly state: State, private readonly collection: string, private readonly epsilon: Fraction,
+    private readonly budget: Fraction) {}
+
+  private get spend(): Spend {
+    return this.state.spend.get(this.collection) ?? { epsilon: frac.ZERO, reports: 0 };
+  }
+
+  /** ε spent on the collection so far, this transaction's records included. */
+  get spent(): number {
+    return frac.toFloat(this.spend.epsilon);
+  }
+
+  /** The memoized report of every key (hex) that has one. */
+  lookup(keys: readonly string[]): Map<string, MemoEntry> {
+    const found = new Map<string, MemoEntry>();
+    for (const key of keys) {
+      const entry = this.state.memo.get(key);
+      if (entry === undefined) continue;
+      if (entry.collection !== this.collection) {
+        throw new LedgerError(`a memo key of collection ${shown(this.collection)} is recorded under another collection`);
+      }
+      found.set(key, entry);
+    }
+    return found;
+  }
+
+  /** Charge ε for new reports and memoize them; throws, recording nothing, if that would pass the budget. */
+  record(keys: readonly string[], reportIds: Uint8Array, codes: readonly bigint[]): void {
+    const count = keys.length;
+    const current = this.spend;
+    const total = frac.add(current.epsilon, frac.times(this.epsilon, BigInt(count)));
+    if (frac.compare(total, this.budget) > 0) {
+      throw new PrivacyBudgetExceeded(`collection ${JSON.stringify(this.collection)}: ${count} new reports at epsilon `
+        + `${frac.toFloat(this.epsilon).toPrecision(6)} each would bring the epsilon spent to `
+        + `${frac.toFloat(total).toPrecision(6)}, over this device's budget of `
+        + `${frac.toFloat(this.budget).toPrecision(6)} (spent so far ${frac.toFloat(current.epsilon).toPrecision(6)}; `
+        + "basic composition)");
+    }
+    if (!count) return;
+    if (new Set(keys).size !== count || keys.some((key) => this.state.memo.has(key))) {
+      throw new LedgerError("a report recorded twice (memo keys must be new and distinct)");
+    }
+    keys.forEach((key, i) => {
+      this.state.memo.set(key, { collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
+        privateCode: codes[i]! });
+    });
+    this.state.spend.set(this.collection, { epsilon: total, reports: current.reports + count });
+    this.recorded += count;
+  }
+
+  /** Whether anything was recorded (the file is rewritten only then). */
+  get changed(): boolean {
+    return this.recorded > 0;
+  }
+}
+
+export interface LedgerOptions {
+  /** The ε a device may spend per collection (finite, > 0); default 10 × the collection's ε. */
+  readonly budget?: number;
+}
+
+/** A device's privacy ledger in one file next to its marker. */
+export class FileLedger {
+  readonly path: string;
+  /** The per-collection budget fixed when the ledger was opened (undefined: 10 × the collection's ε). */
+  readonly budget: number | undefined;
+  private readonly secret: Buffer;
+
+  /** Open the ledger at `path` (default {@link defaultLedgerPath}), creating it only where none ever was. */
+  constructor(path: string = defaultLedgerPath(), options: LedgerOptions = {}) {
+    this.budget = options.budget === undefined ? undefined : checkEpsilon(options.budget, "budget");
+    this.path = path;
+    if (!exists(path)) {
+      const marker = `${path}${MARKER_SUFFIX}`;
+      if (exists(marker)) {
+        throw refused(path, `the ledger is missing but its marker ${basename(marker)} shows that one was created here: `
+          + "a new ledger would let rows already reported be reported afresh");
+      }
+      try {
+        createLedger(path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
+          throw refused(path, `cannot create it (${(err as Error).message})`);
+        }
+      }
+    }
+    const state = readState(path);
+    this.secret = state.secret;
+    checkMarker(path, ledgerId(state.secret));
+  }
+
+  /**
+   * Start this device over, knowingly: the ledger and its marker are renamed `<ledger>.reset-<UTC time>`
+   * (never deleted) and a new ledger records what was moved. ε restarts at 0: only the server's
+   * per-credential quota bounds what the device adds afterwards. Returns the record.
+   */
+  static reset(path: string = defaultLedgerPath()): Record<string, JsonValue> {
+    const now = new Date();
+    const aside = `${path}.reset-${now.toISOString().replace(/[-:.]/g, "")}`;
+    const moved: Record<string, JsonValue> = {};
+    const record: Record<string, JsonValue> = { at: now.toISOString(), moved };
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    return locked(path, () => {
+      for (const [from, to] of [[path, aside], [`${path}${MARKER_SUFFIX}`, `${aside}${MARKER_SUFFIX}`]] as const) {
+        if (!exists(from)) continue;
+        linkSync(from, to); // never over an existing file; a crash leaves both names, not neither
+        unlinkSync(from);
+        moved[basename(from)] = basename(to);
+      }
+      const secret = createLedger(path, { reset: record });
+      writeMarker(path, ledgerId(secret), record);
+      return record;
+    });
+  }
+
+  private budgetFor(epsilon: number): Fraction {
+    return this.budget !== undefined ? frac.fromFloat(this.budget)
+      : frac.times(frac.fromFloat(checkEpsilon(epsilon, "epsilon")), BigInt(DEFAULT_BUDGET_MULTIPLE));
+  }
+
+  /** The budget of a collection released at `epsilon`. */
+  budgetForEpsilon(epsilon: number): number {
+    return frac.toFloat(this.budgetFor(epsilon));
+  }
+
+  /** ε this device has spent on `collection` (the file is read and checked again). */
+  spent(collection: string): number {
+    return frac.toFloat(readState(this.path).spend.get(collection)?.epsilon ?? frac.ZERO);
+  }
+
+  /** Distinct reports this device has released to `collection`. */
+  reports(collection: string): number {
+    return readState(this.path).spend.get(collection)?.reports ?? 0;
+  }
+
+  /**
+   * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
+   * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
+   */
+  memoKeys(fingerprint: Uint8Array, publicCodes: readonly (readonly bigint[])[], privateCodes: readonly bigint[]): string[] {
+    const width = 8 * (publicCodes.length + 1);
+    const row = Buffer.alloc(width);
+    return privateCodes.map((code, i) => {
+      publicCodes.forEach((column, j) => row.writeBigUInt64LE(column[i]!, 8 * j));
+      row.writeBigUInt64LE(code, width - 8);
+      return createHmac("sha256", this.secret).update(MEMO_DOMAIN).update(fingerprint).update(row).digest("hex");
+    });
+  }
+
+  /**
+   * Run `body` as one transaction on `collection` released at `epsilon`: the file is locked, read and
+   * checked again; what `body` records is written durably before this returns. If `body` throws
+   * (e.g. PrivacyBudgetExceeded) nothing is written.
+   */
+  transaction<T>(collection: string, epsilon: number, body: (tx: LedgerTransaction) => T): T {
+    const eps = frac.fromFloat(checkEpsilon(epsilon, "epsilon"));
+    const budget = this.budgetFor(epsilon);
+    return locked(this.path, () => {
+      const state = readState(this.path);
+      if (!state.secret.equals(this.secret)) throw refused(this.path, "it is not the ledger opened (its secret changed)");
+      const tx = new LedgerTransaction(state, collection, eps, budget);
+      const result = body(tx);
+      if (tx.changed) {
+        renameSync(staged(this.path, serialise(state)), this.path);
+        fsyncDirectory(dirname(this.path));
+      }
+      return result;
+    });
+  }
+}
+
+/** SHA-256 of what a report means: the schema, the version, |D| and E's exact weights. */
+export function collectionFingerprint(card: MechanismCard): Uint8Array {
+  const identity = canonical({
+    schema: card.schema.toJson(), version: card.version, domain_size: card.domainSize,
+    keep_weight: String(card.keepWeight), lie_weight: String(card.lieWeight),
+  });
+  return new Uint8Array(createHash("sha256").update(identity).digest());
+}
+
+/** JSON with sorted keys and bigints as integers (a stable text of a JSON value). */
+function canonical(value: JsonValue): string {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}

@@ -1,0 +1,386 @@
+/**
+ * The collection schema (docs/contract.md §2) and its attributes' codes (§3): parsed and checked as
+ * the reference does (`ldpsynth.shared.schema.Schema.from_json`), every error a SchemaError naming the
+ * same field. Sizes and codes are bigints: a public domain may have 2^62 values.
+ */
+import { SchemaError, ValidationError, asSchemaError } from "./errors.js";
+import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
+import { categoryText, exactInteger, realValue, type RawValue } from "./raw-values.js";
+import { checkBool, checkEpsilon, checkInt, checkReal } from "./validation.js";
+import { ulp } from "./float64.js";
+
+/** Largest domain of one attribute, and of the public attributes together. */
+export const MAX_DOMAIN_SIZE = 1n << 62n;
+/** Largest private domain |D| (a query holds one weight per value of D, a query batch at most 2^28). */
+export const MAX_PRIVATE_DOMAIN_SIZE = 1n << 28n;
+export const MAX_BITS = 24;
+export const MAX_CATEGORIES = 1 << 20;
+const INT64_MIN = -(1n << 63n);
+const INT64_MAX = (1n << 63n) - 1n;
+
+export type AttributeType = "categorical" | "binary" | "integer" | "continuous";
+/** A decoded value: the category, 0/1, the integer, or a continuous bucket's lower edge. */
+export type DecodedValue = string | bigint | number;
+
+/** One column of a collection; its values are encoded as codes 0 .. size - 1. */
+export abstract class Attribute {
+  constructor(readonly name: string, readonly isPublic: boolean) {}
+  abstract readonly type: AttributeType;
+  /** Number of distinct codes. */
+  abstract get size(): bigint;
+  /** The legal range of a raw value, as error messages state it. */
+  abstract get legalRange(): string;
+  /** The code of a raw value, or undefined when the value is illegal. */
+  abstract codeOf(value: RawValue): bigint | undefined;
+  /** The raw value of a code (a continuous bucket's lower edge). */
+  abstract decode(code: bigint): DecodedValue;
+
+  /** The code of `value`; an illegal value throws naming this attribute and `position`, never the value. */
+  encode(value: RawValue, position?: number): bigint {
+    const code = this.codeOf(value);
+    if (code === undefined) throw new ValidationError(this.name, this.legalRange, "illegal value", position);
+    return code;
+  }
+
+  checkCode(code: bigint, field: string = this.name): bigint {
+    if (typeof code !== "bigint" || code < 0n || code >= this.size) {
+      throw new ValidationError(field, `integer codes in [0, ${this.size - 1n}]`, "out of range");
+    }
+    return code;
+  }
+}
+
+export class CategoricalAttribute extends Attribute {
+  readonly type = "categorical";
+  private readonly index: Map<string, number>;
+
+  constructor(name: string, isPublic: boolean, readonly values: readonly string[]) {
+    super(name, isPublic);
+    if (values.length < 2 || values.length > MAX_CATEGORIES) {
+      throw new SchemaError(`attributes[${name}].values`, `2 to ${MAX_CATEGORIES} distinct strings`,
+        `got ${values.length}`);
+    }
+    this.index = new Map(values.map((v, i) => [v, i]));
+    if (this.index.size !== values.length) {
+      throw new SchemaError(`attributes[${name}].values`, "distinct strings", "duplicates");
+    }
+  }
+
+  get size(): bigint {
+    return BigInt(this.values.length);
+  }
+
+  get legalRange(): string {
+    const shown = this.values.slice(0, 8).map((v) => JSON.stringify(v)).join(", ");
+    return `one of {${shown}${this.values.length > 8 ? ", ..." : ""}} (${this.values.length} values)`;
+  }
+
+  codeOf(value: RawValue): bigint | undefined {
+    const text = categoryText(value);
+    const i = text === undefined ? undefined : this.index.get(text);
+    return i === undefined ? undefined : BigInt(i);
+  }
+
+  decode(code: bigint): string {
+    return this.values[Number(this.checkCode(code))]!;
+  }
+}
+
+const TRUE = new Set(["1", "true", "True", "TRUE", "yes"]);
+const FALSE = new Set(["0", "false", "False", "FALSE", "no"]);
+
+export class BinaryAttribute extends Attribute {
+  readonly type = "binary";
+
+  get size(): bigint {
+    return 2n;
+  }
+
+  get legalRange(): string {
+    return "0 or 1";
+  }
+
+  codeOf(value: RawValue): bigint | undefined {
+    if (typeof value === "boolean") return value ? 1n : 0n;
+    if (typeof value === "number" || typeof value === "bigint") {
+      return value == 0 ? 0n : value == 1 ? 1n : undefined; // eslint-disable-line eqeqeq -- 0, -0, 0n alike
+    }
+    if (typeof value === "string") {
+      const t = value.trim();
+      return TRUE.has(t) ? 1n : FALSE.has(t) ? 0n : undefined;
+    }
+    return undefined;
+  }
+
+  decode(code: bigint): bigint {
+    return this.checkCode(code);
+  }
+}
+
+export class IntegerAttribute extends Attribute {
+  readonly type = "integer";
+
+  constructor(name: string, isPublic: boolean, readonly min: bigint, readonly max: bigint) {
+    super(name, isPublic);
+    if (!(min < max) || max - min + 1n > MAX_DOMAIN_SIZE) {
+      throw new SchemaError(`attributes[${name}]`, `integers with min < max and at most ${MAX_DOMAIN_SIZE} values`,
+        `got min=${min}, max=${max}`);
+    }
+  }
+
+  get size(): bigint {
+    return this.max - this.min + 1n;
+  }
+
+  get legalRange(): string {
+    return `an integer in [${this.min}, ${this.max}]`;
+  }
+
+  codeOf(value: RawValue): bigint | undefined {
+    const v = exactInteger(value);
+    return v === undefined || v < this.min || v > this.max ? undefined : v - this.min;
+  }
+
+  decode(code: bigint): bigint {
+    return this.checkCode(code) + this.min;
+  }
+}
+
+export class ContinuousAttribute extends Attribute {
+  readonly type = "continuous";
+  /** Bucket width (hi - lo) / 2^bits, in float64. */
+  readonly width: number;
+  private readonly buckets: number;
+
+  constructor(name: string, isPublic: boolean, readonly lo: number, readonly hi: number, readonly bits: number) {
+    super(name, isPublic);
+    if (!(lo < hi) || !Number.isFinite(hi - lo)) {
+      throw new SchemaError(`attributes[${name}]`, "lo < hi with a finite hi - lo", "got lo >= hi or an infinite width");
+    }
+    if (!Number.isInteger(bits) || bits < 1 || bits > MAX_BITS) {
+      throw new SchemaError(`attributes[${name}].bits`, `an integer in [1, ${MAX_BITS}]`, "out of range");
+    }
+    this.buckets = 2 ** bits;
+    this.width = (hi - lo) / this.buckets;
+    const scale = Math.max(Math.abs(lo), Math.abs(hi), hi - lo);
+    if (!(this.width > 8 * ulp(scale))) {
+      throw new SchemaError(`attributes[${name}].bits`, `an integer in [1, ${MAX_BITS}] with (hi - lo)/2^bits above 8 `
+        + "float ulps of max(|lo|, |hi|)", `got ${bits}`);
+    }
+  }
+
+  get size(): bigint {
+    return BigInt(this.buckets);
+  }
+
+  get legalRange(): string {
+    return `a number in [${this.lo}, ${this.hi}]`;
+  }
+
+  private lowerEdge(code: number): number {
+    return this.lo + code * this.width;
+  }
+
+  codeOf(value: RawValue): bigint | undefined {
+    const x = realValue(value);
+    if (!Number.isFinite(x) || x < this.lo || x > this.hi) return undefined;
+    const last = this.buckets - 1;
+    let code = Math.min(Math.max(Math.floor(((x - this.lo) / (this.hi - this.lo)) * this.buckets), 0), last);
+    // The division can land one bucket off at an edge: the edge rule decides (docs/contract.md §3).
+    if (this.lowerEdge(code) > x) code -= 1;
+    const up = Math.min(code + 1, last);
+    if (up > code && this.lowerEdge(up) <= x) code += 1;
+    return BigInt(code);
+  }
+
+  decode(code: bigint): number {
+    return this.lowerEdge(Number(this.checkCode(code)));
+  }
+}
+
+/** Place values of a mixed-radix number, first digit most significant. */
+function placeValues(sizes: readonly bigint[]): bigint[] {
+  const out = sizes.map(() => 1n);
+  for (let j = sizes.length - 2; j >= 0; j--) out[j] = out[j + 1]! * sizes[j + 1]!;
+  return out;
+}
+
+const IDENTIFIER = /^[\p{XID_Start}_]\p{XID_Continue}*$/u;
+const KNOWN_FIELDS: Record<AttributeType, readonly string[]> = {
+  categorical: ["values"], binary: [], integer: ["min", "max"], continuous: ["lo", "hi", "bits"],
+};
+
+function attributeFromJson(obj: JsonValue, position: number): Attribute {
+  const where = `attributes[${position}]`;
+  if (!isJsonObject(obj)) {
+    throw new SchemaError(where, "an object with name, type and its type's fields", "not an object");
+  }
+  const name = obj["name"];
+  if (typeof name !== "string" || !IDENTIFIER.test(name)) {
+    throw new SchemaError(`${where}.name`, "a non-empty identifier (letters, digits, _)", "not an identifier");
+  }
+  const isPublic = asSchemaError(() => checkBool("public" in obj ? obj["public"] : false, `attributes[${name}].public`));
+  const kind = obj["type"];
+  if (typeof kind !== "string" || !Object.hasOwn(KNOWN_FIELDS, kind)) {
+    throw new SchemaError(`attributes[${name}].type`, "one of categorical, binary, integer, continuous", "unknown type");
+  }
+  const known = KNOWN_FIELDS[kind as AttributeType];
+  const extra = Object.keys(obj).filter((k) => !["name", "type", "public", ...known].includes(k)).sort();
+  if (extra.length) {
+    throw new SchemaError(`attributes[${name}]`, `fields name, type, public, ${[...known].sort().join(", ")}`,
+      `unknown fields ${JSON.stringify(extra)}`);
+  }
+  const missing = known.filter((k) => !(k in obj) && !(kind === "continuous" && k === "bits"));
+  if (missing.length) {
+    throw new SchemaError(`attributes[${name}]`, `the fields ${JSON.stringify([...known].sort())}`,
+      `missing ${JSON.stringify(missing.sort())}`);
+  }
+  switch (kind as AttributeType) {
+    case "categorical": {
+      const values = obj["values"];
+      if (!Array.isArray(values) || !values.every((v) => typeof v === "string")) {
+        throw new SchemaError(`attributes[${name}].values`, "a list of strings", "wrong type");
+      }
+      return new CategoricalAttribute(name, isPublic, values as string[]);
+    }
+    case "binary":
+      return new BinaryAttribute(name, isPublic);
+    case "integer": {
+      const legal = "an integer in [-2^63, 2^63 - 1]";
+      const [min, max] = asSchemaError(() => [
+        checkInt(obj["min"], `attributes[${name}].min`, INT64_MIN, INT64_MAX, legal),
+        checkInt(obj["max"], `attributes[${name}].max`, INT64_MIN, INT64_MAX, legal)]);
+      return new IntegerAttribute(name, isPublic, min, max);
+    }
+    case "continuous": {
+      const [lo, hi] = asSchemaError(() => [
+        checkReal(obj["lo"], `attributes[${name}].lo`, "a finite number"),
+        checkReal(obj["hi"], `attributes[${name}].hi`, "a finite number")]);
+      if (!(lo < hi) || !Number.isFinite(hi - lo)) {
+        throw new SchemaError(`attributes[${name}]`, "lo < hi with a finite hi - lo", "got lo >= hi or an infinite width");
+      }
+      const bits = asSchemaError(() => checkInt("bits" in obj ? obj["bits"] : 4n, `attributes[${name}].bits`, 1n,
+        BigInt(MAX_BITS)));
+      return new ContinuousAttribute(name, isPublic, lo, hi, Number(bits));
+    }
+  }
+}
+
+/** A collection: its name, the ε asked for per row, its attributes in schema order. */
+export class Schema {
+  readonly privateAttributes: readonly Attribute[];
+  readonly publicAttributes: readonly Attribute[];
+  /** |D|, the product of the private attributes' sizes. */
+  readonly privateDomainSize: bigint;
+  /** Number of public keys (1 without public attributes). */
+  readonly publicDomainSize: bigint;
+  /** Mixed-radix place values of the private attributes (first most significant). */
+  readonly privatePlaceValues: readonly bigint[];
+  readonly publicPlaceValues: readonly bigint[];
+  private readonly byName: Map<string, Attribute>;
+
+  constructor(readonly name: string, readonly epsilon: number, readonly attributes: readonly Attribute[]) {
+    if (typeof name !== "string" || name.length === 0 || [...name].length > 128) {
+      throw new SchemaError("name", "a non-empty string of at most 128 characters", "missing, empty or too long");
+    }
+    asSchemaError(() => checkEpsilon(epsilon, "epsilon"));
+    this.byName = new Map(attributes.map((a) => [a.name, a]));
+    if (this.byName.size !== attributes.length) {
+      throw new SchemaError("attributes", "distinct attribute names", "duplicate names");
+    }
+    this.privateAttributes = attributes.filter((a) => !a.isPublic);
+    this.publicAttributes = attributes.filter((a) => a.isPublic);
+    if (this.privateAttributes.length === 0) {
+      throw new SchemaError("attributes", "at least one private attribute", "all attributes are public");
+    }
+    this.privateDomainSize = this.privateAttributes.reduce((n, a) => n * a.size, 1n);
+    this.publicDomainSize = this.publicAttributes.reduce((n, a) => n * a.size, 1n);
+    if (this.privateDomainSize > MAX_PRIVATE_DOMAIN_SIZE) {
+      throw new SchemaError("attributes", `a private domain of at most ${MAX_PRIVATE_DOMAIN_SIZE} values (2^28: every `
+        + "query holds a weight per value of D and a query batch at most that many weights)",
+        `got |D| = ${this.privateDomainSize}`);
+    }
+    if (this.publicDomainSize > MAX_DOMAIN_SIZE) {
+      throw new SchemaError("attributes", "a public domain of at most 2^62 values", "too large");
+    }
+    this.privatePlaceValues = placeValues(this.privateAttributes.map((a) => a.size));
+    this.publicPlaceValues = placeValues(this.publicAttributes.map((a) => a.size));
+  }
+
+  /**
+   * Parse and check a schema: JSON text (read within the JSON limits), or an object as
+   * {@link parseJson} returns it (integer fields as bigints).
+   */
+  static parse(input: string | JsonValue | undefined): Schema {
+    const obj = typeof input === "string"
+      ? asSchemaError(() => parseJson(input, "schema", "a JSON object"))
+      : input;
+    if (!isJsonObject(obj)) throw new SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object");
+    const extra = Object.keys(obj).filter((k) => !["name", "epsilon", "attributes"].includes(k)).sort();
+    if (extra.length) {
+      throw new SchemaError("schema", "fields name, epsilon, attributes", `unknown fields ${JSON.stringify(extra)}`);
+    }
+    const attrs = obj["attributes"];
+    if (!Array.isArray(attrs) || attrs.length === 0) {
+      throw new SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty");
+    }
+    if (!("epsilon" in obj)) throw new SchemaError("epsilon", "a finite number > 0", "missing");
+    const epsilon = asSchemaError(() => checkEpsilon(obj["epsilon"], "epsilon"));
+    const attributes = attrs.map((a, i) => attributeFromJson(a, i));
+    return new Schema(obj["name"] as string, epsilon, attributes);
+  }
+
+  attribute(name: string): Attribute {
+    const attr = this.byName.get(name);
+    if (attr === undefined) throw new ValidationError("attribute", "an attribute of the schema", "unknown attribute");
+    return attr;
+  }
+
+  /** The private code (index into D) of per-attribute private codes, in the private attributes' order. */
+  privateCodeOf(digits: readonly bigint[]): bigint {
+    return combine(this.privateAttributes, this.privatePlaceValues, digits);
+  }
+
+  /** The aggregator's public key of per-attribute public codes (0 without public attributes). */
+  publicKeyOf(digits: readonly bigint[]): bigint {
+    return combine(this.publicAttributes, this.publicPlaceValues, digits);
+  }
+
+  /** Per-attribute private codes of a private code (the inverse of {@link privateCodeOf}). */
+  privateDigits(code: bigint): bigint[] {
+    if (typeof code !== "bigint" || code < 0n || code >= this.privateDomainSize) {
+      throw new ValidationError("private_code", `integer codes in [0, ${this.privateDomainSize - 1n}]`, "out of range");
+    }
+    return this.privateAttributes.map((a, j) => (code / this.privatePlaceValues[j]!) % a.size);
+  }
+
+  /** The raw values of a private code: attribute name → value (continuous: the bucket's lower edge). */
+  decodePrivate(code: bigint): Map<string, DecodedValue> {
+    const digits = this.privateDigits(code);
+    return new Map(this.privateAttributes.map((a, j) => [a.name, a.decode(digits[j]!)]));
+  }
+
+  /** The schema as JSON-ready data (integers as bigints). */
+  toJson(): JsonObject {
+    const attrs = this.attributes.map((a): JsonObject => {
+      const out: JsonObject = { name: a.name, type: a.type };
+      if (a instanceof CategoricalAttribute) out["values"] = [...a.values];
+      if (a instanceof IntegerAttribute) Object.assign(out, { min: a.min, max: a.max });
+      if (a instanceof ContinuousAttribute) Object.assign(out, { lo: a.lo, hi: a.hi, bits: BigInt(a.bits) });
+      out["public"] = a.isPublic;
+      return out;
+    });
+    return { name: this.name, epsilon: this.epsilon, attributes: attrs };
+  }
+}
+
+function combine(group: readonly Attribute[], places: readonly bigint[], digits: readonly bigint[]): bigint {
+  if (digits.length !== group.length) {
+    throw new ValidationError("codes", `one code per attribute (${group.length})`, `got ${digits.length}`);
+  }
+  let total = 0n;
+  group.forEach((attr, j) => {
+    total += attr.checkCode(digits[j]!) * places[j]!;
+  });
+  return total;
+}

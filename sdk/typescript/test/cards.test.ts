@@ -1,0 +1,82 @@
+/** conformance/cards.json: cards verify, every field recomputes exactly, bad cards name their field. */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { MechanismCard } from "../src/card.js";
+import { ValidationError } from "../src/errors.js";
+import { faithfulExp } from "../src/exact-exp.js";
+import { floatBits, floatFromBits } from "../src/float64.js";
+import type { JsonObject } from "../src/json.js";
+import { acceptBelow } from "../src/sampler.js";
+import { Schema } from "../src/schema.js";
+import { derive, weightCandidates } from "../src/weights.js";
+import { big, cases, str, vectors } from "./vectors.js";
+
+const doc = vectors("cards.json");
+
+function float(v: unknown): number {
+  const f = v as JsonObject;
+  const x = floatFromBits(str(f["bits"]));
+  assert.equal(floatBits(f["value"] as number), f["bits"], "the JSON number and the bits agree");
+  return x;
+}
+
+for (const c of cases(doc, "cases")) {
+  test(`card: ${str(c["id"])}`, () => {
+    const card = MechanismCard.parse(str(c["card_json"]));
+    const eps = float(c["epsilon_requested"]);
+    const d = big(c["domain_size"]);
+    assert.equal(card.epsilonRequested, eps);
+    assert.equal(card.domainSize, d);
+    assert.equal(String(card.keepWeight), c["keep_weight"]);
+    assert.equal(String(card.lieWeight), c["lie_weight"]);
+    assert.equal(String(card.totalWeight), c["total_weight"]);
+    assert.equal(floatBits(card.epsilon), (c["epsilon"] as JsonObject)["bits"]);
+    assert.equal(floatBits(card.keepProbability), (c["keep_probability"] as JsonObject)["bits"]);
+    assert.equal(floatBits(card.lieProbability), (c["lie_probability"] as JsonObject)["bits"]);
+    assert.equal(String(acceptBelow(card.totalWeight)), c["accept_below"]);
+    // Recomputed from (ε, |D|) alone: the card's weights are among the candidates, and the derived
+    // numbers follow from the weights alone.
+    const candidates = weightCandidates(eps, d);
+    const match = candidates.find((w) => String(w.keepWeight) === c["keep_weight"]
+      && String(w.lieWeight) === c["lie_weight"]);
+    assert.ok(match, "the card's weights are recomputed");
+    const derived = derive(match, d);
+    assert.equal(floatBits(derived.epsilon), (c["epsilon"] as JsonObject)["bits"]);
+    // The exp the reference used is one of the two faithful roundings; it is the nearest one
+    // exactly when the vector says so.
+    const used = float(c["exp_used"]);
+    const [down, up] = faithfulExp(Math.min(eps, 45));
+    assert.ok(used === down || used === up);
+  });
+}
+
+for (const c of cases(doc, "refused")) {
+  test(`card refused: eps=${(c["epsilon_requested"] as JsonObject)["hex"] as string}`, () => {
+    const schema = Schema.parse(c["schema"]);
+    assert.throws(() => weightCandidates(schema.epsilon, schema.privateDomainSize),
+      (err: unknown) => err instanceof ValidationError && err.field === c["field"]);
+  });
+}
+
+for (const c of cases(doc, "bad_cards")) {
+  test(`bad card: ${str(c["id"])}`, () => {
+    assert.throws(() => MechanismCard.parse(str(c["card_json"])),
+      (err: unknown) => err instanceof ValidationError && err.field === c["field"]);
+  });
+}
+
+for (const c of cases(doc, "accepted_variants")) {
+  test(`card variant accepted: ${str(c["id"])}`, () => {
+    assert.equal(MechanismCard.parse(str(c["card_json"])).domainSize, 24n);
+  });
+}
+
+test("the vectors include cards where the platform's exp is not the nearest float", () => {
+  const notNearest = cases(doc, "cases").filter((c) => (c["exp_used"] as JsonObject)["correctly_rounded"] === false);
+  assert.ok(notNearest.length >= 1);
+  for (const c of notNearest) {
+    const eps = float(c["epsilon_requested"]);
+    // Both faithful roundings give weights here, and they differ: accepting only the nearest would refuse the card.
+    assert.equal(weightCandidates(eps, big(c["domain_size"])).length, 2, str(c["id"]));
+  }
+});

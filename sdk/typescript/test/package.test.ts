@@ -1,0 +1,28 @@
+/** The package as a consumer imports it (its "exports" map, dist/ with declarations). */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { test } from "node:test";
+
+test("the package exports the device API and not the sampler's byte-source hook", async () => {
+  const sdk = await import("@ldpsynth/sdk");
+  for (const name of ["Schema", "MechanismCard", "encodeColumns", "encodeRows", "perturb", "newReports",
+    "encodeReportBatch", "decodeCollection", "ValidationError"]) {
+    assert.ok(name in sdk, name);
+  }
+  assert.ok(!("perturbWithSource" in sdk));
+  await assert.rejects(import("@ldpsynth/sdk/dist/sampler.js" as string),
+    (err: NodeJS.ErrnoException) => err.code === "ERR_PACKAGE_PATH_NOT_EXPORTED");
+  assert.ok(existsSync(new URL("../../dist/index.d.ts", import.meta.url)), "declarations are built");
+});
+
+test("the core bundles for browsers: nothing of Node in @ldpsynth/sdk (the ledger and client are ./node)", async () => {
+  const { build } = await import("esbuild");
+  const result = await build({ entryPoints: [new URL("../../src/index.ts", import.meta.url).pathname], bundle: true,
+    platform: "browser", format: "esm", write: false, metafile: true, logLevel: "silent" });
+  const inputs = Object.keys(result.metafile.inputs);
+  assert.ok(!inputs.some((p) => p.includes("src/node/") || p.startsWith("node:")), inputs.join(", "));
+  const node = await import("@ldpsynth/sdk/node");
+  for (const name of ["FileLedger", "Client", "prepareReports", "SubmitError", "PrivacyBudgetExceeded"]) {
+    assert.ok(name in node, name);
+  }
+});
