@@ -76,8 +76,8 @@ MAX_EPSILON0 = 50.0
 MAX_REPORTS = 10**12
 #: Relative width of a block of blanket (or clone) counts evaluated at its smallest count.
 BLOCK_WIDTH = 1e-4
-#: Counts spanning at most this many values are evaluated one by one (no blocks).
-EXACT_SPAN = 2048
+#: Counts whose window spans at most this many values are summed value by value (no blocks).
+EXACT_SPAN = 256
 #: Relative margin added to every computed δ before it is compared with the target.
 SAFETY = 1e-6
 #: Relative precision of a numerical ε (the returned value is the bracket's safe end).
@@ -126,23 +126,29 @@ class _Blocks:
 
 
 def _blocks(trials: int, prob: float, tail: float) -> _Blocks:
-    """Cut X ~ Bin(trials, prob) into blocks: one per value when the window spans fewer than
-    :data:`EXACT_SPAN` values; else blocks of relative width :data:`BLOCK_WIDTH` within four
-    standard deviations of the mean, and one block for each tail beyond (weight below 4e-5)."""
+    """Cut X ~ Bin(trials, prob) into blocks: one per value when its window spans at most
+    :data:`EXACT_SPAN` values; else blocks of relative width :data:`BLOCK_WIDTH` (one value per
+    block below 1/BLOCK_WIDTH) from four standard deviations below the mean on, and one block for
+    the lower tail (probability below 4e-5). The last block also holds the upper tail."""
     if trials == 0 or prob >= 1.0:
         return _Blocks(np.array([float(trials)]), np.array([1.0]), 0.0)
     lo_a, hi_a = _window(np.array([float(trials)]), prob, tail)
     lo, hi = float(lo_a[0]), float(hi_a[0])
-    if hi - lo < EXACT_SPAN:
-        edges = np.arange(lo, hi + 2.0)
-    else:
-        mean = trials * prob
-        sd = math.sqrt(mean * (1.0 - prob))
-        core_lo, core_hi = max(lo, mean - 4.0 * sd, 1.0), min(hi, mean + 4.0 * sd)
-        steps = math.ceil(math.log(core_hi / core_lo) / math.log1p(BLOCK_WIDTH)) + 1
-        cuts = np.unique(np.floor(core_lo * np.exp(math.log1p(BLOCK_WIDTH) * np.arange(steps + 1))))
-        cuts = np.concatenate((cuts[cuts < core_hi], [math.floor(core_hi)]))
-        edges = np.concatenate(([lo], cuts[(cuts > lo) & (cuts <= hi)], [hi + 1.0]))
+    if hi - lo <= EXACT_SPAN:
+        return _weighted(np.arange(lo, hi + 2.0), trials, prob)
+    mean = trials * prob
+    sd = math.sqrt(mean * (1.0 - prob))
+    core_lo, core_hi = max(lo, math.floor(mean - 4.0 * sd), 1.0), min(hi, math.floor(mean + 4.0 * sd))
+    if core_hi <= core_lo:
+        core_lo = core_hi = max(lo, 1.0)
+    steps = math.ceil(math.log(core_hi / core_lo) / math.log1p(BLOCK_WIDTH)) + 1
+    cuts = np.unique(np.floor(core_lo * np.exp(math.log1p(BLOCK_WIDTH) * np.arange(steps + 1))))
+    cuts = np.unique(np.concatenate((cuts[cuts < core_hi], np.arange(core_lo, min(core_hi, 1.0 / BLOCK_WIDTH)))))
+    return _weighted(np.concatenate(([lo], cuts[(cuts > lo) & (cuts <= hi)], [hi + 1.0])), trials, prob)
+
+
+def _weighted(edges: np.ndarray, trials: int, prob: float) -> _Blocks:
+    """Blocks [edges[j], edges[j + 1]) of Bin(trials, prob), the last one with the upper tail."""
     cdf = stats.binom.cdf(edges - 1.0, trials, prob)
     weight = np.diff(cdf)
     weight[-1] += float(stats.binom.sf(edges[-1] - 1.0, trials, prob))
