@@ -11,8 +11,9 @@ bounds are. Nothing is random; the numbers are deterministic functions of their 
 Bounds (``bound=``), each valid for every data set of the other devices:
 
 ``"blanket"`` (default)
-    The privacy-blanket decomposition of BBGN19 (§3, their analysis of k-RR), evaluated exactly
-    instead of through their Hoeffding/Bennett tail bounds. k-RR at ε0 is "with probability
+    The privacy-blanket decomposition of BBGN19 (their analysis of k-RR; ``docs/references.md``
+    says which of its numbers were checked), evaluated exactly instead of through their
+    Hoeffding/Bennett tail bounds. k-RR at ε0 is "with probability
     :math:`\\gamma = k/(p + k - 1)` a uniform value, else the true value", so a device's report is
     independent of its value with probability γ. Reveal to the adversary which of the other
     ``n - 1`` devices drew from the blanket (their number is :math:`M \\sim \\mathrm{Bin}(n-1, \\gamma)`):
@@ -46,7 +47,7 @@ the divergence of the counts :math:`(N_a, N_b)` alone when every other device ho
 view, so the formula is a *lower* bound; the real view also shows how many reports equal ``c``,
 which carries a little more information: at n = 10^4, ε0 = 8, k = 8,410, δ = 1e-9 the exact
 divergence of that pair gives ε = 1.6039467 > 1.6039411 from Thm 4.8 (with exact rational
-arithmetic the same holds at n = 4, k = 4; ``docs/shuffle-accountant.md``). It is therefore
+arithmetic the same holds at n = 4, k = 4; ``docs/shuffle-accountant.md`` §4). It is therefore
 :func:`central_epsilon_lower_bound` here, not an accepted ``bound``.
 
 **Numerics.** Binomial tails come from ``scipy.stats.binom``; every truncated tail of a count is
