@@ -93,7 +93,7 @@ class SubsetSelection(FrequencyOracle):
         return self.domain_size
 
     def _row_width(self) -> int:
-        return self.domain_size
+        return self.report_bytes          # a row's bitmap; its d steps are vectorized over the chunk's rows
 
     def _sample(self, codes: np.ndarray, coins: CoinFlips) -> np.ndarray:
         n, k, d = codes.size, self.domain_size, self.subset_size
