@@ -10,6 +10,8 @@ import numpy as np
 #: Rows summed at once by :func:`column_counts`: a byte lane of a uint64 then counts at most 255 ones.
 _LANE_ROWS = 255
 _LOW_BITS = np.uint64(0x0101010101010101)
+#: Words of bitmaps per chunk of :func:`column_counts` (512 KiB: each of its eight passes stays in cache).
+_CHUNK_WORDS = 1 << 16
 
 
 def pack_rows(bits: np.ndarray) -> np.ndarray:
@@ -22,8 +24,9 @@ def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
     """How many rows of the bitmaps ``(n, B)`` (:func:`pack_rows`) have each of the first ``size`` bits set.
 
     SWAR over 64-bit words: for each of the 8 bit positions of a byte, ``(word >> b) & 0x0101...``
-    holds one 0/1 per byte lane, and 255 such words add without carrying from lane to lane. Eight
-    passes over the packed bytes, no unpacked copy.
+    holds one 0/1 per byte lane, and up to 255 such words add without carrying from lane to lane. A
+    chunk of 255 M rows is viewed as 255 rows of M row-words each (rows i, i + M, ... share a lane),
+    so every sum runs along contiguous memory. Eight passes over the packed bytes, no unpacked copy.
     """
     n, width = bitmaps.shape
     words = -(-width // 8)
@@ -34,11 +37,15 @@ def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
         padded[:, :width] = bitmaps
         w = padded.view(np.uint64)
     counts = np.zeros((words * 8, 8), np.int64)   # [byte index, bit within the byte]
-    for start in range(0, n, _LANE_ROWS):
-        block = w[start:start + _LANE_ROWS]
+    group = max(1, _CHUNK_WORDS // (_LANE_ROWS * words))
+    step = _LANE_ROWS * group
+    whole = n - n % step
+    parts = [w[start:start + step].reshape(_LANE_ROWS, group * words) for start in range(0, whole, step)]
+    parts += [w[start:min(start + _LANE_ROWS, n)] for start in range(whole, n, _LANE_ROWS)]
+    for part in parts:
         for bit in range(8):
-            lanes = ((block >> np.uint64(bit)) & _LOW_BITS).sum(axis=0, dtype=np.uint64)
-            counts[:, bit] += lanes.view(np.uint8)
+            lanes = ((part >> np.uint64(bit)) & _LOW_BITS).sum(axis=0, dtype=np.uint64)
+            counts[:, bit] += lanes.view(np.uint8).reshape(-1, words * 8).sum(axis=0, dtype=np.int64)
     return counts.reshape(-1)[:size]
 
 

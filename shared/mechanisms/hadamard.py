@@ -91,8 +91,8 @@ class HadamardResponse(FrequencyOracle):
 
     def check_reports(self, reports: npt.ArrayLike) -> np.ndarray:
         arr = self._check_reports_array(reports, np.int64, ())
-        bad = (arr < 2) | (arr >= 2 * self.size)
-        if bad.any():
+        if arr.size and (arr.min() < 2 or arr.max() >= 2 * self.size):      # no temporary unless a report is bad
+            bad = (arr < 2) | (arr >= 2 * self.size)
             raise ValidationError("reports", f"HR reports: indices 2j + b in [2, {2 * self.size - 1}]",
                                   "out of range", int(np.flatnonzero(bad)[0]))
         return arr

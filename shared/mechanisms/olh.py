@@ -241,11 +241,10 @@ class OLH(FrequencyOracle):
     def check_reports(self, reports: npt.ArrayLike) -> np.ndarray:
         arr = self._check_reports_array(reports, np.uint64, ())
         width = 2 * self.field_bits + self.hash_bits
-        if arr.size and width < 64:
+        if arr.size and width < 64 and int(arr.max()) >> width:
             bad = arr >> np.uint64(width) != 0
-            if bad.any():
-                raise ValidationError("reports", f"OLH reports: integers below 2^{width}", "out of range",
-                                      int(np.flatnonzero(bad)[0]))
+            raise ValidationError("reports", f"OLH reports: integers below 2^{width}", "out of range",
+                                  int(np.flatnonzero(bad)[0]))
         return arr
 
     def _tally(self, reports: np.ndarray) -> np.ndarray:
