@@ -90,15 +90,19 @@ class HadamardResponse(FrequencyOracle):
         return (rows << 1) | bit
 
     def check_reports(self, reports: npt.ArrayLike) -> np.ndarray:
-        arr = self._check_reports_array(reports, np.int64, ())
-        if arr.size and (arr.min() < 2 or arr.max() >= 2 * self.size):      # no temporary unless a report is bad
-            bad = (arr < 2) | (arr >= 2 * self.size)
-            raise ValidationError("reports", f"HR reports: indices 2j + b in [2, {2 * self.size - 1}]",
-                                  "out of range", int(np.flatnonzero(bad)[0]))
-        return arr
+        """A 1-d array of integers; :meth:`_tally` checks that each is an index ``2j + b`` in ``[2, 2K)``
+        (in its count: no extra pass)."""
+        return self._check_reports_array(reports, np.int64, ())
 
     def _tally(self, reports: np.ndarray) -> np.ndarray:
-        counts = np.bincount(reports, minlength=2 * self.size)
+        try:
+            counts = np.bincount(reports, minlength=2 * self.size)
+        except ValueError:                              # a negative index
+            counts = np.zeros(0, np.int64)
+        if len(counts) != 2 * self.size or counts[0] or counts[1]:
+            bad = (reports < 2) | (reports >= 2 * self.size)
+            raise ValidationError("reports", f"HR reports: indices 2j + b in [2, {2 * self.size - 1}]",
+                                  "out of range", int(np.flatnonzero(bad)[0]))
         return counts[0::2] - counts[1::2]
 
     def _support(self, tally: np.ndarray, n: int) -> np.ndarray:

@@ -110,7 +110,7 @@ def ratio_weights(epsilon: float, a_count: int, l_count: int) -> tuple[int, int]
 
 def check_weights(weights: npt.ArrayLike, domain_size: int) -> np.ndarray:
     """``weights`` as a float64 ``(queries, domain_size)`` array (a 1-d array is one query); finite."""
-    w = np.asarray(weights, dtype=np.float64) if not isinstance(weights, np.ndarray) else weights
+    w = np.asarray(weights)
     if w.ndim == 1:
         w = w[None, :]
     if w.ndim != 2 or w.shape[1] != domain_size:
