@@ -6,11 +6,11 @@ Four tables, all measured in the same run and written to ``oracles.md`` / ``orac
    seeded exact sampler; ``perturb_secure``, the device's; decoding = statistics + support counts +
    unbiased counts) beside the peers' clients and servers on the same mechanism (pure-ldp ``UE``,
    ``LH``, ``HadamardMech`` with one coefficient, ``HadamardResponse``; multi-freq-ldpy ``UE``,
-   ``LH``, ``SS``). The peers loop over reports in Python: each is timed on n1 and 4 n1 reports (n1
-   sized to about 0.3 s) and the line through both points gives its time at 10^6 (a fixed cost, such
-   as a transform, kept as such; where timing noise makes the line slope down, the larger run is
-   scaled). Ours run at 10^6 except the bitmap oracles (OUE, SS) at
-   large k, which run on 2^28/k reports and are scaled linearly (their cost is n k bits). Goals: decoding
+   ``LH``, ``SS``). The peers loop over reports in Python: each operation is timed on one report (its
+   fixed cost, e.g. a transform or a loop over the domain) and on n reports, n grown until the time above
+   the fixed cost reaches 0.25 s (or a run 4 s), and extrapolated to 10^6 as fixed + 10^6 x per-report.
+   Ours run at 10^6 except the bitmap oracles (OUE, SS) at large k, which run on 2^28/k reports and are
+   scaled linearly (their cost is n k bits). Goals: decoding
    >= 30x faster than the faster peer; HR's decoding within 2x of a bare ``np.bincount`` of the reports
    into 2K bins plus one bare Walsh-Hadamard transform of size K.
 2. **Bytes per report** of each oracle's compact report (and of E's code).
@@ -61,7 +61,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 EPSILON = 1.0
 N = 10**6
 BITMAP_CELLS = 1 << 28
-PEER_SECONDS = 0.3
+PEER_SECONDS = 0.25
 DECODE_GOAL = 30.0
 HR_GOAL = 2.0
 ORACLES: list[type[FrequencyOracle]] = [OUE, OLH, HadamardResponse, SubsetSelection]
@@ -143,32 +143,49 @@ def peers_of(name: str, k: int, eps: float) -> list[Peer]:
                  lambda reports: SS_Aggregator_MI(reports, k, eps))]
 
 
+def extrapolate(run: Callable[[int], float], variable_seconds: float, cap_seconds: float) -> tuple[float, int]:
+    """Seconds at N of an operation costing ``fixed + n * per_report``: ``fixed`` is its least time on one
+    report (of three), ``per_report`` comes from one run on n reports, n grown (from 4) until the part above
+    ``fixed`` reaches ``variable_seconds`` or a run takes ``cap_seconds``. Returns it and that n."""
+    fixed = min(run(1) for _ in range(3))
+    n = 4
+    while True:
+        t = run(n)
+        above = t - fixed
+        if above >= variable_seconds or t >= cap_seconds:
+            return fixed + max(above, 0.0) / n * N, n
+        n = int(n * min(16.0, max(2.0, 1.2 * variable_seconds / above if above > 0 else 16.0)))
+
+
 def peer_seconds(peer: Peer, k: int, quick: bool) -> tuple[float, float, int]:
-    """Seconds per 10^6 reports to perturb and to decode, from two sizes (module docstring), and n1."""
+    """Seconds per 10^6 reports to perturb and to decode (:func:`extrapolate`), and the largest n run."""
     rng = np.random.default_rng(k)
     np.random.seed(k)
     random.seed(k)
     peer.decode(peer.perturb(rng.integers(0, k, 2).tolist()))      # warm-up: numba compiles on the first call
-    probe = 4
-    t_probe, reports = timed(peer.perturb, rng.integers(0, k, probe).tolist())
-    t_probe += timed(peer.decode, reports)[0]
-    budget = 0.05 if quick else PEER_SECONDS
-    n1 = int(min(max(budget / max(t_probe / probe, 1e-7), 8), 20_000 if not quick else 500))
-    points = []
-    for n in (n1, 4 * n1):
+    variable, cap = (0.02, 0.5) if quick else (PEER_SECONDS, 4.0)
+    reports: list = []
+
+    def perturb(n: int) -> float:
         codes = rng.integers(0, k, n).tolist()
-        t_perturb, reports = timed(peer.perturb, codes)
-        t_decode, _ = timed(peer.decode, reports)
-        points.append((n, t_perturb, t_decode))
-    (a, p1, d1), (b, p2, d2) = points
+        start = time.perf_counter()
+        made = peer.perturb(codes)
+        seconds = time.perf_counter() - start
+        if len(made) > len(reports):
+            reports[:] = made
+        return seconds
 
-    def at_n(t1: float, t2: float) -> float:
-        slope = (t2 - t1) / (b - a)
-        if slope <= 0 or t1 < slope * a:      # timing noise hides the line: scale the larger run
-            return t2 * N / b
-        return t1 - slope * a + slope * N
+    def decode(n: int) -> float:
+        while len(reports) < n:                                   # more reports, untimed
+            reports.extend(peer.perturb(rng.integers(0, k, n - len(reports)).tolist()))
+        part = reports[:n]
+        start = time.perf_counter()
+        peer.decode(part)
+        return time.perf_counter() - start
 
-    return at_n(p1, p2), at_n(d1, d2), n1
+    perturb_seconds, n_perturb = extrapolate(perturb, variable, cap)
+    decode_seconds, n_decode = extrapolate(decode, variable, cap)
+    return perturb_seconds, decode_seconds, max(n_perturb, n_decode)
 
 
 def bare_walsh_hadamard(values: np.ndarray) -> np.ndarray:
@@ -205,7 +222,7 @@ def speed_rows(quick: bool) -> list[dict[str, object]]:
             repeats = 1 if quick else 2
             t_perturb, reports = timed(oracle.perturb, codes, rng, repeats=repeats)
             t_secure, _ = timed(oracle.perturb_secure, codes)
-            t_decode, _ = timed(decode_ours, oracle, reports, repeats=repeats)
+            t_decode, _ = timed(decode_ours, oracle, reports, repeats=1 if quick else 5)
             scale = N / n
             print(f"[bench] {cls.name} k={k}: ours at n={n:,}", file=sys.stderr, flush=True)
             peer_results = []
@@ -218,7 +235,7 @@ def speed_rows(quick: bool) -> list[dict[str, object]]:
             row: dict[str, object] = {
                 "oracle": cls.name, "k": k, "n measured": n, "perturb (s / 10^6)": t_perturb * scale,
                 "perturb_secure (s / 10^6)": t_secure * scale, "decode (s / 10^6)": t_decode * scale,
-                "peers": "; ".join(f"{label}: perturb {p:.3g} s, decode {d:.3g} s (n1 = {m:,})"
+                "peers": "; ".join(f"{label}: perturb {p:.3g} s, decode {d:.3g} s (n <= {m:,})"
                                    for label, p, d, m in peer_results),
                 "decode speed-up vs faster peer": fastest / (t_decode * scale),
             }
@@ -458,12 +475,14 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"- epsilon = {EPSILON:g} for the speed table; run time {time.perf_counter() - start:.0f} s",
               "- quick run: sizes reduced, goals not checked" if args.quick else "", ""]
     lines += ["## 1. Speed (seconds per 10^6 reports)", "",
-              "Peers: timed on n1 and 4 n1 reports, extrapolated along the line through both points. Ours: "
+              "Peers: timed on 1 and on n reports (n grown until the part above the 1-report time is 0.25 s), "
+              "extrapolated as that fixed time plus 10^6 times the per-report time. Ours: "
               "measured at `n measured` reports and scaled linearly.", ""] + table(speed)
     lines += ["", "## 2. Bytes per report", ""] + table(sizes)
     lines += ["", f"## 3. Error on MovieLens-100K, (movie, rating) private, |D| = 8,410 ({movielens_note})", "",
               "RMSE of the unbiased estimates against the true counts; `predicted`: the square root of the mean "
-              "closed-form variance (`PureProtocol.linear_variance`) over the same queries.", ""]
+              "closed-form variance (`PureProtocol.linear_variance`) over the same queries; `seconds`: perturbing the "
+              "ratings (seeded) and decoding them to support counts.", ""]
     lines += table(movielens)
     lines += ["", "## 4. Choices (k = 4,096; 1,000 uniform rows per group)", "",
               "`variance / closed form`: the variance of the estimated count of a set of values (the first half of "

@@ -18,13 +18,15 @@ takes (0, 0) for :math:`K/4 - 1` non-zero j and (1, 1) for :math:`K/4`:
 factor :math:`K/(K-1)` in :math:`p^*-q^*`: at k = 2 it is binary randomized response instead of half
 of it; the price is the small constant covariances :math:`\\kappa_1, \\kappa_2`.)
 
-**Why this variant** (measured in ``benchmarks/results/oracles.md``): Acharya, Sun and Zhang's
-Hadamard response (ASZ19; its high-privacy form) reports one index of a :math:`K' = 2^{\\lceil \\log_2(k+1)\\rceil}`
-Hadamard matrix with the same :math:`p^* = e^\\epsilon/(1+e^\\epsilon)`, :math:`q^* = 1/2`, so the same
-point variance; but its supports (the rows' +1 sets) make the indicators of u and v correlated
-whenever :math:`(u+1) \\oplus (v+1) = x+1`, adding up to :math:`(p^* - 1/2)` times a XOR-convolution
-term to a linear query's variance, and its transform is of size :math:`K' = 2K` when k is a power of
-two. Both report :math:`\\lceil\\log_2 k\\rceil + 1` bits.
+**Why this variant** (``benchmarks/results/oracles.md``, §4, k = 4,096, ε = 1). Acharya, Sun and
+Zhang's Hadamard response (ASZ19, its high-privacy form as in pure-ldp's port of the authors' code)
+reports one index of a :math:`K' = 2^{\\lceil \\log_2(k+1)\\rceil}` Hadamard matrix with the same
+:math:`p^* = e^\\epsilon/(1+e^\\epsilon)` and :math:`q^* = 1/2`, so the same point variance; but its
+supports (the +1 sets of rows x+1) make the indicators of u and v correlated whenever
+:math:`(u+1) \\oplus (v+1) = x+1`, and its rows include ones that vanish on most of the domain: the
+variance of a count over half the values came out 2.6 times ours, and its transform has size
+:math:`K' = 2K` when k is a power of two. Both report :math:`\\lceil\\log_2 k\\rceil + 1` bits. The
+Hadamard mechanism here has a closed-form variance (within sampling error in the same simulation).
 
 **Decoding.** The tally is :math:`D(j) = \\#\\{i: j_i = j, b_i = 0\\} - \\#\\{i : j_i = j, b_i = 1\\}`
 (one ``bincount`` over the 2K report indices), and
