@@ -130,7 +130,15 @@ def _loss_exceeds(mechanism: ExactRandomizedResponse, epsilon: float) -> bool:
         return False  # loss 0 < ε
     if min(a, l) == 0:
         return True  # infinite loss
-    big, small = max(a, l), min(a, l)
+    return log_ratio_exceeds(max(a, l), min(a, l), epsilon)
+
+
+def log_ratio_exceeds(big: int, small: int, epsilon: float) -> bool:
+    """Exactly whether :math:`\\ln(\\mathrm{big}/\\mathrm{small}) > \\epsilon` for integers
+    ``big >= small >= 1`` and the exact value of the float ``epsilon`` (module docstring: the
+    interval of :func:`_log_ratio_interval` is narrowed until it lies on one side)."""
+    if big == small:
+        return epsilon < 0
     bound = Fraction(epsilon)  # exact: Fraction(float) is the float's exact binary value
     digits = _START_DIGITS
     while digits <= _MAX_DIGITS:

@@ -1,0 +1,96 @@
+"""Bit-level kernels shared by the oracles: packed bitmaps, the Walsh-Hadamard transform, GF(2)-linear maps.
+
+All exact integer arithmetic (int64 / uint64), vectorized over rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Rows summed at once by :func:`column_counts`: a byte lane of a uint64 then counts at most 255 ones.
+_LANE_ROWS = 255
+_LOW_BITS = np.uint64(0x0101010101010101)
+#: Words of bitmaps per chunk of :func:`column_counts` (512 KiB: each of its eight passes stays in cache).
+_CHUNK_WORDS = 1 << 16
+
+
+def pack_rows(bits: np.ndarray) -> np.ndarray:
+    """Boolean rows ``(n, k)`` as bitmaps ``(n, ceil(k/8))`` uint8: value v is bit ``v % 8`` of byte
+    ``v // 8`` (little bit order)."""
+    return np.packbits(bits, axis=1, bitorder="little")
+
+
+def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
+    """How many rows of the bitmaps ``(n, B)`` (:func:`pack_rows`) have each of the first ``size`` bits set.
+
+    SWAR over 64-bit words: for each of the 8 bit positions of a byte, ``(word >> b) & 0x0101...``
+    holds one 0/1 per byte lane, and up to 255 such words add without carrying from lane to lane. A
+    chunk of 255 M rows is viewed as 255 rows of M row-words each (rows i, i + M, ... share a lane),
+    so every sum runs along contiguous memory. Eight passes over the packed bytes, no unpacked copy.
+    """
+    n, width = bitmaps.shape
+    words = -(-width // 8)
+    if width % 8 == 0 and bitmaps.flags.c_contiguous:
+        w = bitmaps.view(np.uint64)
+    else:
+        padded = np.zeros((n, words * 8), np.uint8)
+        padded[:, :width] = bitmaps
+        w = padded.view(np.uint64)
+    counts = np.zeros((words * 8, 8), np.int64)   # [byte index, bit within the byte]
+    group = max(1, _CHUNK_WORDS // (_LANE_ROWS * words))
+    step = _LANE_ROWS * group
+    whole = n - n % step
+    parts = [w[start:start + step].reshape(_LANE_ROWS, group * words) for start in range(0, whole, step)]
+    parts += [w[start:min(start + _LANE_ROWS, n)] for start in range(whole, n, _LANE_ROWS)]
+    for part in parts:
+        for bit in range(8):
+            lanes = ((part >> np.uint64(bit)) & _LOW_BITS).sum(axis=0, dtype=np.uint64)
+            counts[:, bit] += lanes.view(np.uint8).reshape(-1, words * 8).sum(axis=0, dtype=np.int64)
+    return counts.reshape(-1)[:size]
+
+
+def row_popcounts(bitmaps: np.ndarray) -> np.ndarray:
+    """The number of set bits of each bitmap row, int64."""
+    return np.bitwise_count(bitmaps).sum(axis=1, dtype=np.int64)
+
+
+def parity(words: np.ndarray) -> np.ndarray:
+    """The parity (0/1, uint64) of the set bits of each uint64."""
+    return np.bitwise_count(words).astype(np.uint64) & np.uint64(1)
+
+
+def walsh_hadamard(values: np.ndarray) -> np.ndarray:
+    """The Walsh-Hadamard transform :math:`\\hat f(v) = \\sum_u f(u) (-1)^{|u \\wedge v|}` of an int64
+    vector of length :math:`2^t` (a new array; :math:`t` passes of butterflies, exact)."""
+    out = np.array(values, dtype=np.int64)
+    size, half = out.size, 1
+    while half < size:
+        pairs = out.reshape(-1, 2, half)
+        low = pairs[:, 0, :].copy()
+        pairs[:, 0, :] += pairs[:, 1, :]
+        np.subtract(low, pairs[:, 1, :], out=pairs[:, 1, :])
+        half *= 2
+    return out
+
+
+class LinearMap:
+    """A GF(2)-linear map of t-bit words to t-bit words, applied to uint64 arrays by byte tables.
+
+    ``columns[m]`` is the image of the word with only bit m set; the map of x is the XOR of the
+    columns of x's set bits, looked up a byte at a time.
+    """
+
+    def __init__(self, columns: list[int]):
+        self.bits = len(columns)
+        self._tables = []
+        for start in range(0, self.bits, 8):
+            table = np.zeros(256, np.uint64)
+            for m, column in enumerate(columns[start:start + 8]):
+                table[np.bitwise_and(np.arange(256), 1 << m) != 0] ^= np.uint64(column)
+            self._tables.append(table)
+
+    def __call__(self, words: np.ndarray) -> np.ndarray:
+        out = np.zeros(words.shape, np.uint64)
+        for i, table in enumerate(self._tables):
+            out ^= table[((words >> np.uint64(8 * i)) & np.uint64(255)).astype(np.intp)]
+        return out

@@ -1,0 +1,217 @@
+"""Pure protocols (WBLJ17 Def. 3): exact support probabilities, unbiased counts, linear-query variances.
+
+A frequency oracle turns a user's value :math:`x \\in D = \\{0, \\dots, k-1\\}` into a report
+:math:`y` whose *support* :math:`\\mathrm{Supp}(y) \\subseteq D` is a set of values. It is *pure*
+(WBLJ17 Definition 3) when
+
+.. math::  P[x \\in \\mathrm{Supp}(Y) \\mid x] = p^*, \\qquad P[v \\in \\mathrm{Supp}(Y) \\mid x] = q^*
+           \\quad (v \\ne x),
+
+the same for every x and v. With :math:`S(v) = \\sum_i 1[v \\in \\mathrm{Supp}(Y_i)]` the support count
+over n reports, :math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` is an unbiased estimate of the count
+:math:`c(v)` (WBLJ17 §3), and :math:`\\sum_v w(v) \\hat c(v)` of a linear query
+:math:`\\sum_v w(v) c(v)`. Mechanism E (k-ary randomized response) is pure with
+:math:`\\mathrm{Supp}(y) = \\{y\\}`; so are OUE, OLH, Hadamard response and subset selection
+(:mod:`~ldpsynth.shared.mechanisms`).
+
+**Variance of a linear query.** Write :math:`T_i = \\sum_v w(v) 1[v \\in \\mathrm{Supp}(Y_i)]`;
+then :math:`\\mathrm{Var} \\sum_v w(v) \\hat c(v) = \\sum_i \\mathrm{Var}(T_i \\mid x_i) / (p^* - q^*)^2`.
+Every oracle here is also *exchangeable* in pairs: the joint inclusion probabilities
+
+.. math::  \\pi_1 = P[x \\in \\mathrm{Supp}, v \\in \\mathrm{Supp} \\mid x], \\qquad
+           \\pi_2 = P[u \\in \\mathrm{Supp}, v \\in \\mathrm{Supp} \\mid x] \\quad (u \\ne v;\\ u, v \\ne x)
+
+do not depend on x, u, v (each module derives its own). With :math:`\\kappa_1 = \\pi_1 - p^* q^*` and
+:math:`\\kappa_2 = \\pi_2 - q^{*2}` the covariances of two support indicators, and
+:math:`S_1 = \\sum_v w(v)`, :math:`S_2 = \\sum_v w(v)^2`, expanding
+:math:`\\mathrm{Var}\\,T = \\sum_v w_v^2 \\mathrm{Var}\\,1_v + \\sum_{u \\ne v} w_u w_v \\mathrm{Cov}(1_u, 1_v)` gives
+
+.. math::  \\mathrm{Var}(T \\mid x) = (q^*(1-q^*) - \\kappa_2) S_2 + \\kappa_2 S_1^2
+           + (p^*(1-p^*) - q^*(1-q^*) - 2\\kappa_1 + 2\\kappa_2)\\, w(x)^2 + 2(\\kappa_1 - \\kappa_2) S_1 w(x),
+
+a quadratic in :math:`w(x)`. Summed over the rows, :math:`\\sum_i w(x_i)^j = \\sum_v h(v) w(v)^j =: H_j`
+for the histogram h of the true values, so
+
+.. math::  \\mathrm{Var} = \\frac{n((q^*(1-q^*) - \\kappa_2) S_2 + \\kappa_2 S_1^2)
+           + (p^*(1-p^*) - q^*(1-q^*) - 2\\kappa_1 + 2\\kappa_2) H_2 + 2(\\kappa_1 - \\kappa_2) S_1 H_1}{(p^* - q^*)^2}.
+
+For a point query (:math:`w = e_v`) this is WBLJ17 eq. 2,
+:math:`(n q^*(1-q^*) + h(v)(p^*(1-p^*) - q^*(1-q^*)))/(p^*-q^*)^2`; with
+:math:`\\kappa_1 = \\kappa_2 = 0` (independent supports: OUE, OLH) it is eq. 2 summed with weights
+:math:`w(v)^2`. The variance is linear in h, so :math:`\\hat c` in place of h (and the known n) is an
+unbiased estimate of it (:meth:`PureProtocol.linear_variance_estimate`); like any unbiased estimate
+of a positive quantity it can come out negative, with small probability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ValidationError
+from ..mechanism import MechanismE, exact_log_ratio, float_at_least
+from ..privacy import log_ratio_exceeds
+from ..validation import check_epsilon
+
+#: Integer space of the rational probabilities that are not dyadic (as mechanism E's).
+SPACE = 1 << 62
+#: Denominator of the dyadic probabilities (one 64-bit word).
+DYADIC = 1 << 64
+_MARGIN = 2.0**-50
+
+
+def delivered_epsilon(big: int, small: int) -> float:
+    """:math:`\\ln(\\mathrm{big}/\\mathrm{small})` rounded up to the next float (the ε an exact ratio delivers)."""
+    return float_at_least(exact_log_ratio(big, small))
+
+
+def dyadic_split(epsilon: float) -> tuple[int, int]:
+    """``(big, small)``, ``big + small = 2^64``, with :math:`\\mathrm{big}/\\mathrm{small} \\le e^\\epsilon`
+    exactly and ``small`` the least such integer: the coin :math:`\\mathrm{big}/2^{64}` of a binary
+    randomized response, and OUE's :math:`q^* = \\mathrm{small}/2^{64} \\ge 1/(e^\\epsilon + 1)`.
+
+    Raises :class:`~ldpsynth.shared.errors.ValidationError` when ε is below the resolution
+    (:math:`\\mathrm{big} > \\mathrm{small}` needs :math:`\\epsilon \\gtrsim 2^{-62}`); above
+    :math:`\\epsilon = \\ln(2^{64} - 1)` the ratio is capped at :math:`2^{64} - 1`.
+    """
+    eps = check_epsilon(epsilon)
+    small = max(1, math.ceil(DYADIC / (1.0 + math.exp(min(eps, 45.0)))))
+    while small > 1 and not log_ratio_exceeds(DYADIC - small + 1, small - 1, eps):
+        small -= 1                                       # float rounding left room below
+    while log_ratio_exceeds(DYADIC - small, small, eps):
+        small += 1
+    if small >= DYADIC // 2:
+        raise ValidationError("epsilon", "a finite number >= 2^-60 (the resolution of a 64-bit coin)",
+                              f"got {epsilon!r}")
+    return DYADIC - small, small
+
+
+def ratio_weights(epsilon: float, a_count: int, l_count: int) -> tuple[int, int]:
+    """Integers ``(A, L)``, :math:`A/L \\le e^\\epsilon` exactly, ``a_count*A + l_count*L <= 2^62``, L as large
+    as that allows: the weights of an output law where ``a_count`` outputs have weight A and
+    ``l_count`` weight L (mechanism E's :func:`~ldpsynth.shared.mechanism.rational_weights` is
+    ``a_count = 1``, ``l_count = k - 1``). The delivered ε falls short by about
+    :math:`2^{-50} + 1/L` relative."""
+    eps = check_epsilon(epsilon)
+    growth = math.exp(min(eps, 45.0))
+    lie = max(1, int(SPACE // (a_count * growth + l_count)))
+    keep = min(int(lie * growth * (1.0 - _MARGIN)), (SPACE - l_count * lie) // a_count)
+    while keep > lie and log_ratio_exceeds(keep, lie, eps):
+        keep -= 1
+    if keep <= lie:
+        raise ValidationError("epsilon", f"a finite number >= {4.0 * (_MARGIN + (a_count + l_count) / SPACE):.2g} "
+                              "(the resolution of the exact sampler)", f"got {epsilon!r}")
+    return keep, lie
+
+
+def check_weights(weights: npt.ArrayLike, domain_size: int) -> np.ndarray:
+    """``weights`` as a float64 ``(queries, domain_size)`` array (a 1-d array is one query); finite."""
+    w = np.asarray(weights)
+    if w.ndim == 1:
+        w = w[None, :]
+    if w.ndim != 2 or w.shape[1] != domain_size:
+        raise ValidationError("weights", f"a (queries, {domain_size}) array of finite numbers",
+                              f"got shape {tuple(np.shape(w))}")
+    if w.dtype.kind not in "iuf":
+        raise ValidationError("weights", "finite real numbers", f"got dtype {w.dtype}")
+    w = w.astype(np.float64, copy=False)
+    if not np.isfinite(w).all():
+        raise ValidationError("weights", "finite real numbers", "not finite",
+                              int(np.flatnonzero(~np.isfinite(w.ravel()))[0]))
+    return w
+
+
+def check_histogram(histogram: npt.ArrayLike, domain_size: int) -> np.ndarray:
+    """A histogram of true values: ``domain_size`` non-negative integer counts, as int64."""
+    h = np.asarray(histogram)
+    if h.shape != (domain_size,) or h.dtype.kind not in "iu":
+        raise ValidationError("histogram", f"{domain_size} non-negative integer counts",
+                              f"got shape {h.shape}, dtype {h.dtype}")
+    if h.size and h.min() < 0:
+        raise ValidationError("histogram", f"{domain_size} non-negative integer counts", "negative count",
+                              int(np.flatnonzero(h < 0)[0]))
+    return h.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True)
+class PureProtocol:
+    """The exact support probabilities of a pure, pair-exchangeable oracle (module docstring).
+
+    Attributes
+    ----------
+    name:
+        The oracle's short name ("OUE", "OLH", ...).
+    domain_size:
+        k.
+    p, q:
+        :math:`p^*` and :math:`q^*`.
+    pair_true, pair_other:
+        :math:`\\pi_1` and :math:`\\pi_2`, the probabilities that the support holds x and one other
+        value, and two given other values (:math:`\\pi_2` is :math:`q^{*2}` when k = 2, where no
+        two other values exist).
+    """
+
+    name: str
+    domain_size: int
+    p: Fraction
+    q: Fraction
+    pair_true: Fraction
+    pair_other: Fraction
+
+    @classmethod
+    def for_mechanism_e(cls, mechanism: MechanismE) -> PureProtocol:
+        """Mechanism E (WYZ eq. 16): :math:`\\mathrm{Supp}(y) = \\{y\\}`, :math:`p^* = A/N`,
+        :math:`q^* = L/N`, and a support never holds two values (:math:`\\pi_1 = \\pi_2 = 0`)."""
+        return cls("E", mechanism.domain_size, mechanism.keep_fraction, mechanism.lie_fraction,
+                   Fraction(0), Fraction(0) if mechanism.domain_size > 2 else mechanism.lie_fraction**2)
+
+    @property
+    def signal(self) -> Fraction:
+        """:math:`p^* - q^*`."""
+        return self.p - self.q
+
+    def _coefficients(self) -> tuple[float, float, float, float]:
+        """The variance's coefficients of :math:`n S_2`, :math:`n S_1^2`, :math:`H_2`, :math:`S_1 H_1`,
+        divided by :math:`(p^* - q^*)^2` (exact, then rounded once)."""
+        p, q = self.p, self.q
+        k1, k2 = self.pair_true - p * q, self.pair_other - q * q
+        r2 = self.signal**2
+        return (float((q * (1 - q) - k2) / r2), float(k2 / r2),
+                float((p * (1 - p) - q * (1 - q) - 2 * k1 + 2 * k2) / r2), float(2 * (k1 - k2) / r2))
+
+    def point_variance_factor(self) -> float:
+        """:math:`q^*(1-q^*)/(p^*-q^*)^2`: the variance of a count per report when the value is rare
+        (WBLJ17 eq. 4); it ranks oracles and chooses their parameters."""
+        return float(self.q * (1 - self.q) / self.signal**2)
+
+    def count_estimates(self, support_counts: npt.ArrayLike, n: int) -> np.ndarray:
+        """:math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` for every v (WBLJ17 §3), float64."""
+        s = np.asarray(support_counts, dtype=np.float64)
+        return (s - n * float(self.q)) / float(self.signal)
+
+    def _variance(self, w: np.ndarray, first: np.ndarray, second: np.ndarray, n: float) -> np.ndarray:
+        a2, a1, b2, b1 = self._coefficients()
+        s1 = w.sum(axis=1)
+        s2 = np.einsum("qv,qv->q", w, w)
+        return n * (a2 * s2 + a1 * s1 * s1) + b2 * second + b1 * s1 * first
+
+    def linear_variance(self, weights: npt.ArrayLike, histogram: npt.ArrayLike) -> np.ndarray:
+        """The exact variance of :math:`\\sum_v w(v)\\hat c(v)` for each row w of ``weights``
+        ``(queries, k)`` when the true values have ``histogram`` h (module docstring), shape (queries,)."""
+        w = check_weights(weights, self.domain_size)
+        h = check_histogram(histogram, self.domain_size).astype(np.float64)
+        return self._variance(w, w @ h, (w * w) @ h, float(h.sum()))
+
+    def linear_variance_estimate(self, weights: npt.ArrayLike, estimates: npt.ArrayLike, n: int) -> np.ndarray:
+        """The unbiased plug-in estimate of :meth:`linear_variance`: the count estimates
+        :math:`\\hat c` in place of h, and the number of reports n."""
+        w = check_weights(weights, self.domain_size)
+        c = np.asarray(estimates, dtype=np.float64)
+        if c.shape != (self.domain_size,):
+            raise ValidationError("estimates", f"{self.domain_size} count estimates", f"got shape {c.shape}")
+        return self._variance(w, w @ c, (w * w) @ c, float(n))
+
