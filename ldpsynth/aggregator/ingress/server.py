@@ -264,7 +264,7 @@ class AggregatorServer:
 
     async def stored(self, collection: str) -> int:
         """Reports of ``collection`` stored (applied by the shard workers)."""
-        return sum(status["rows"].get(collection, 0) for status in await self.workers.status())
+        return sum(status.rows.get(collection, 0) for status in await self.workers.status())
 
     # ----- RPC handlers ----------------------------------------------------------------------
     def _authenticate(self, context: grpc.aio.ServicerContext) -> Credential:

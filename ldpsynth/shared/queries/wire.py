@@ -23,6 +23,7 @@ import numpy as np
 
 from ldpsynth.shared.errors import Status, ValidationError
 from ldpsynth.shared.estimators.formulas import AnswerColumns, Answers
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import queries_from_json
@@ -32,13 +33,21 @@ from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import query_pb2 as pb
 
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "PAGE_ENVELOPE_BYTES",
+    "EstimateRequests",
+    "estimate_requests",
+    "BatchReader",
+    "BatchTooLarge",
+    "answer_pages",
+    "AnswerTable",
+]
+
 #: Default byte budget of one request chunk (well under the server's message limit).
 DEFAULT_CHUNK_BYTES = 4 << 20
 #: Most answers in one response page (about 5 MiB of fields); the message limit may make pages smaller.
 DEFAULT_PAGE_ANSWERS = 1 << 16
-#: Bound on the bytes a length-delimited field (bytes, string, sub-message) adds besides its
-#: payload: a one-byte tag and a length varint (at most 5 bytes below 2^35).
-FIELD_HEADER_BYTES = 1 + 5
 _F64 = np.dtype("<f8")
 _COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
 _U64 = np.dtype("<u8")
