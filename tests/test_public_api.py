@@ -3,6 +3,7 @@ client names, which need grpc, are imported on first use)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -66,3 +67,49 @@ def test_every_public_name_resolves_and_is_listed_by_dir() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'estimate_everything'"):
         ldpsynth.estimate_everything   # noqa: B018
+
+
+def tier_modules() -> list[str]:
+    """The modules of the public tiers: the shared core and its packages, the client SDK, the
+    aggregator's errors (the generated wire code aside)."""
+    package = ROOT / "ldpsynth"
+    paths = [*(package / "shared").rglob("*.py"), *(package / "client").rglob("*.py"),
+             package / "aggregator" / "errors.py"]
+    names = []
+    for path in sorted(paths):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if "__pycache__" in parts or parts[:3] == ["ldpsynth", "shared", "wire"]:
+            continue
+        if parts[-1] == "__init__":
+            if not path.read_text(encoding="utf-8").strip():
+                continue
+            parts = parts[:-1]
+        names.append(".".join(parts))
+    return names
+
+
+@pytest.mark.parametrize("name", tier_modules())
+def test_every_public_module_names_its_public_part(name: str) -> None:
+    """``__all__`` in every module of the public tiers, each name defined; the rest is internal."""
+    module = importlib.import_module(name)
+    assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
+    assert module.__all__ and len(set(module.__all__)) == len(module.__all__)
+    for public in module.__all__:
+        assert hasattr(module, public), f"{name}.__all__ names {public!r}, which it does not define"
+
+
+def test_the_client_facade_exports_what_users_call_only() -> None:
+    """``ldpsynth.client`` lists what a device or an analyst calls (it listed 32 names, internals
+    included); the parts stay importable from their modules."""
+    from ldpsynth import client
+
+    assert set(client.__all__) == {"AnswerTable", "AsyncClient", "CardChanged", "Client", "DEFAULT_BUDGET_MULTIPLE",
+                                   "LEDGER_ENV", "PrivacyBudgetExceeded", "PrivacyLedger", "QueryClient",
+                                   "QueryError", "Release", "RetryPolicy", "SubmitError", "SubmitResult",
+                                   "ValidationError", "default_ledger_path"}
+    assert set(ldpsynth.__all__) - {"__version__"} <= {n for m in ("ldpsynth.client", "ldpsynth.shared.schema",
+                                                                  "ldpsynth.shared.mechanism", "ldpsynth.shared.card",
+                                                                  "ldpsynth.shared.release", "ldpsynth.shared.queries",
+                                                                  "ldpsynth.shared.estimators.offline",
+                                                                  "ldpsynth.shared.planning", "ldpsynth.shared.errors")
+                                                       for n in importlib.import_module(m).__all__}

@@ -20,52 +20,34 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
         print(analyst.estimate("ratings", queries=[marginal("rating")]).records())
 """
 
-from ldpsynth.client.aio import DEFAULT_DEADLINE, AsyncClient
-from ldpsynth.client.device import PreparedReports, collection_fingerprint, prepare_reports
+from ldpsynth.client.aio import AsyncClient
 from ldpsynth.client.errors import QueryError, SubmitError
 from ldpsynth.client.ledger import DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, PrivacyLedger, default_ledger_path
-from ldpsynth.client.query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUSES, QueryClient
+from ldpsynth.client.query import QueryClient
 from ldpsynth.client.result import SubmitResult
-from ldpsynth.client.retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
-from ldpsynth.client.rows import EncodedRows, encode_columns, load_rows, read_csv
-from ldpsynth.client.submit import StreamResult, batch_capacity, report_bytes
+from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.sync import Client
-from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES
 from ldpsynth.shared.errors import CardChanged, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.queries.wire import AnswerTable
 from ldpsynth.shared.release import Release
 
+#: What a device or an analyst calls. The parts (encoding rows, preparing and batching reports, the
+#: retry rules) live in their modules (``ldpsynth.client.rows``, ``.device``, ``.submit``, ``.retry``).
 __all__ = [
     "AnswerTable",
     "AsyncClient",
     "CardChanged",
     "Client",
     "DEFAULT_BUDGET_MULTIPLE",
-    "DEFAULT_DEADLINE",
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "DEFAULT_QUERY_DEADLINE",
-    "EncodedRows",
     "LEDGER_ENV",
-    "PreparedReports",
     "PrivacyBudgetExceeded",
     "PrivacyLedger",
-    "QUERY_RETRYABLE_STATUSES",
     "QueryClient",
     "QueryError",
-    "RETRYABLE_STATUSES",
     "Release",
     "RetryPolicy",
-    "StreamResult",
     "SubmitError",
     "SubmitResult",
     "ValidationError",
-    "batch_capacity",
-    "collection_fingerprint",
     "default_ledger_path",
-    "encode_columns",
-    "is_retryable",
-    "load_rows",
-    "prepare_reports",
-    "read_csv",
-    "report_bytes",
 ]

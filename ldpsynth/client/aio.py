@@ -35,6 +35,11 @@ from ldpsynth.shared.validation import check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
+__all__ = [
+    "ClientOptions",
+    "AsyncClient",
+]
+
 #: Default deadline of every call, in seconds.
 DEFAULT_DEADLINE = 30.0
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from ldpsynth.shared.errors import LdpsynthError
 
+__all__ = [
+    "SubmitError",
+    "QueryError",
+]
+
 
 class SubmitError(LdpsynthError):
     """A gRPC call failed for good: a final status, or a retryable one after the last attempt.

@@ -1,68 +1,6 @@
 """The on-device privacy ledger: ε spent per collection, the budget, and the memoized reports.
 
-Privacy semantics (docs/contract.md §5, §14):
-
-* **Basic composition.** Every row is released by mechanism E at the collection's delivered ε
-  (the card's ``epsilon``, WYZ eq. 16: the likelihood ratio of any two inputs is at most
-  :math:`e^{\\epsilon}`). A device that reports :math:`r` distinct rows to a collection has spent
-  :math:`r\\,\\epsilon`. The ledger keeps that sum exactly (as a rational: every float is one), so
-  rounding can never under-count it.
-* **Budget.** A submission whose new rows would take the sum over the device's per-collection
-  budget is refused whole with :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`: nothing
-  is recorded and nothing is sent. The budget is fixed when the ledger is created and stored in
-  it: ``budget`` (an ε, the same for every collection) or, by default,
-  :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε, i.e. ten distinct rows per device and
-  collection. A later ``budget`` may be lower (a stricter cap for that session), never higher.
-* **The ε a collection is released at is pinned** at the device's first report to it: a card
-  re-issued under the same name at another ε is refused
-  (:class:`~ldpsynth.shared.errors.CardChanged`), since the same rows would get fresh reports (the
-  memo is bound to the card) that could be averaged with the old ones, and a budget that follows
-  the card would let them through. A card re-issued at the same ε (another schema) gets fresh
-  reports, each charged again against the same budget.
-* Starting over with a higher budget or a re-issued card is explicit: :meth:`PrivacyLedger.reset`.
-* **Memoization** (RAPPOR's *permanent randomized response*). The perturbed report of a row is
-  drawn once per (collection, public attributes, private value) and then reused: re-reporting
-  the same row sends the same perturbed code with the same report id (so the server
-  deduplicates it) and costs no ε, so repeated reports cannot be averaged to strip the noise.
-  The memo is keyed by HMAC-SHA256 under a random 256-bit per-device secret stored in the
-  ledger, not by the raw row: the table alone (an export, a log) reveals no private value. (A
-  holder of the whole file has the secret too and can test guesses; the file is created
-  readable by its owner only.)
-* **Spend before send.** The spend and the memo of a submission are written in one SQLite
-  transaction (WAL, ``synchronous=FULL``) that commits *before* any report leaves the device,
-  so a crash at any moment can only over-count ε, never under-count it; re-running the
-  submission resends the memoized reports at no cost.
-
-Damage and resets (a ledger that reads as empty would restart ε at 0 and let every row be
-reported afresh, i.e. exactly the averaging memoization exists to stop):
-
-* **Refused, never repaired.** Opening checks the whole file: the SQLite header, the format
-  (``user_version``), the three tables as this module creates them, a 32-byte memo secret, every
-  spend (an exact rational ``p`` or ``p/q`` >= 0, not ``nan``/``inf``/text), every reports count
-  (an integer >= 0, equal to the collection's memoized reports, and > 0 exactly when the ε
-  spent is); that takes about 0.7 s per million memoized reports. Every later read of a spend
-  (each submission, :meth:`PrivacyLedger.spent`, :meth:`PrivacyLedger.reports`) checks that
-  spend again, and every memo lookup the shape of the rows it finds. Any failure raises
-  :class:`~ldpsynth.shared.errors.LedgerError` naming the file and what is wrong.
-* **Evidence of an earlier ledger.** A new ledger is built whole under a temporary name and
-  linked into place (never over an existing file), then a *marker* ``<ledger>.created`` is
-  written next to it, recording the ledger's id (an HMAC of a constant under the memo secret,
-  so a ledger with another secret does not match). The ledger is created only where there is no
-  file, no marker and no SQLite ``-wal``/``-shm`` leftover; a missing ledger with any of them, a
-  zero-length or non-SQLite file, or a ledger that is not the one its marker names is refused.
-  A ledger without a marker (written before markers existed, or a crash between the link and
-  the marker) is adopted: the marker is written at its first open.
-* **Starting over is explicit.** :meth:`PrivacyLedger.reset` (``ldpsynth client reset-ledger``)
-  moves the ledger, its ``-wal``/``-shm`` and its marker aside to ``<ledger>.reset-<UTC time>``
-  names and creates a new ledger whose device table and marker record the reset. What bounds a
-  device that starts over is the server's per-credential quota (``max_rows_per_client``), not
-  the device (docs/contract.md, "What a device must keep").
-* **Format 1** ledgers (written before budgets and ε were stored) are upgraded at their first
-  open, in one transaction: the budget given then (else the default) is stored, and each
-  collection's ε is pinned at its spend per report.
-* **In memory** (:meth:`PrivacyLedger.for_simulation`): simulations and tests only; it forgets
-  every report when the object goes, so it protects nothing across runs, and a path of
-  ``":memory:"`` is refused.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.client.ledger``.
 """
 
 from __future__ import annotations
@@ -87,6 +25,16 @@ from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceed
 from ldpsynth.shared.files import fsync_directory
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.validation import check_epsilon
+
+__all__ = [
+    "LEDGER_ENV",
+    "DEFAULT_BUDGET_MULTIPLE",
+    "default_ledger_path",
+    "Budget",
+    "marker_path",
+    "LedgerTransaction",
+    "PrivacyLedger",
+]
 
 #: Environment variable naming the default ledger file.
 LEDGER_ENV = "LDPSYNTH_LEDGER"

@@ -52,6 +52,11 @@ from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
+__all__ = [
+    "QUERY_RETRYABLE_STATUSES",
+    "QueryClient",
+]
+
 #: Deadline of one query call when none is given (a large batch or export takes a while).
 DEFAULT_QUERY_DEADLINE = 600.0
 #: Statuses after which a query call is made again: the server is unavailable (starting, shutting

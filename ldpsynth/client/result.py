@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+__all__ = [
+    "SubmitResult",
+]
+
 
 @dataclass(frozen=True)
 class SubmitResult:

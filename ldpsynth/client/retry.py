@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int, check_real, check_seconds
 
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "is_retryable",
+    "RetryPolicy",
+]
+
 #: Statuses worth another attempt: the server is (re)starting or shutting down, the connection
 #: dropped (CANCELLED), the deadline passed, or a transient conflict.
 RETRYABLE_STATUSES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED"})

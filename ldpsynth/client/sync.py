@@ -18,6 +18,10 @@ from ldpsynth.client.submit import StreamResult
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 
+__all__ = [
+    "Client",
+]
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 

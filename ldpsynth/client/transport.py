@@ -20,6 +20,16 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.validation import check_int
 
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "channel_credentials",
+    "bearer_metadata",
+    "split_targets",
+    "grpc_target",
+    "open_channel",
+]
+
 #: Channel message limit when none is given: the protocol's default ``Limits.max_message_bytes``.
 DEFAULT_MAX_MESSAGE_BYTES = Limits().max_message_bytes
 #: Largest message limit gRPC accepts (a signed 32-bit length).

@@ -19,6 +19,11 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema
 
+__all__ = [
+    "CARD_FORMAT",
+    "MechanismCard",
+]
+
 CARD_FORMAT = "ldpsynth.mechanism-card/1"
 
 

@@ -9,6 +9,16 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
+__all__ = [
+    "Status",
+    "LdpsynthError",
+    "ValidationError",
+    "SchemaError",
+    "LedgerError",
+    "PrivacyBudgetExceeded",
+    "CardChanged",
+]
+
 
 class Status(enum.Enum):
     """How a request an error refuses ends (docs/contract.md §9 says what a caller does with each),

@@ -33,6 +33,14 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_codes, check_epsilon, check_int
 
+__all__ = [
+    "MAX_SAMPLER_DOMAIN_SIZE",
+    "exact_log_ratio",
+    "float_at_least",
+    "rational_weights",
+    "MechanismE",
+]
+
 #: The integer space of the rational probabilities has at most this many points.
 _SPACE = 1 << 62
 #: Relative safety margin below e^ε when choosing A (covers the error of float exp).

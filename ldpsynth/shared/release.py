@@ -30,6 +30,13 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.schema import ContinuousAttribute
 
+__all__ = [
+    "CARD_FILE",
+    "CSV_FILE",
+    "PARQUET_FILE",
+    "Release",
+]
+
 CARD_FILE = "card.json"
 CSV_FILE = "synthetic.csv"
 PARQUET_FILE = "synthetic.parquet"

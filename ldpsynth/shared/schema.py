@@ -39,6 +39,19 @@ from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
+__all__ = [
+    "MAX_DOMAIN_SIZE",
+    "MAX_BATCH_WEIGHTS",
+    "MAX_BITS",
+    "bits_for_rows",
+    "Attribute",
+    "CategoricalAttribute",
+    "BinaryAttribute",
+    "IntegerAttribute",
+    "ContinuousAttribute",
+    "Schema",
+]
+
 #: Largest domain we encode (an attribute's, the public one): codes, and report codes on the wire, must
 #: fit an int64 with room to spare. (The private domain is bounded further by MAX_BATCH_WEIGHTS, and
 #: mechanism E's exact sampler by ``mechanism.MAX_SAMPLER_DOMAIN_SIZE``.)

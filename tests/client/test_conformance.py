@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpsynth.client import encode_columns
+from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE

@@ -33,6 +33,10 @@ from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
 from ldpsynth.shared.release import CARD_FILE, Release
 from ldpsynth.shared.validation import check_probability
 
+__all__ = [
+    "estimate_release",
+]
+
 #: What :func:`estimate_release` reads rows from: a :class:`Release`, a folder written by
 #: :meth:`Release.write` (or ``ldpsynth export``), a CSV or Parquet table file, or columns of values.
 ReleaseSource = Release | str | os.PathLike | Mapping[str, npt.ArrayLike]
