@@ -398,3 +398,27 @@ def of_card(card: Any, scope: str, labels: Sequence[str], counts: np.ndarray, *,
     m = card.mechanism
     return compute(scope, m.epsilon, m.domain_size, card.schema.shuffle, labels, counts,
                    rows_per_device=rows_per_device, central=central)
+
+
+def local_epsilon_for(central_epsilon: float, domain_size: int, reports: int, delta: float,
+                      rows_per_device: int = 1) -> float:
+    """The largest local ε0 whose central ε at ``reports`` reports of a group (``rows_per_device`` m per
+    device) is at most ``central_epsilon``: the accountant's ``local_epsilon_for`` at n = reports for m = 1;
+    for m > 1 a bisection on ``composed_epsilon`` at n = ⌊reports/m⌋ (relative precision 1e-4, rounded
+    down; at least central_epsilon/m, which basic composition of the local guarantee certifies)."""
+    from ldpsynth.shared import amplification
+
+    m = check_int(rows_per_device, "rows_per_device", 1, 10**6)
+    n = check_int(reports, "reports", m) // m
+    if m == 1:
+        return amplification.local_epsilon_for(central_epsilon, domain_size, n, delta, bound=BOUND)
+    lo, hi = central_epsilon / m, amplification.MAX_EPSILON0
+    if amplification.composed_epsilon(hi, domain_size, n, delta, m, bound=BOUND) <= central_epsilon:
+        return hi
+    while hi - lo > 1e-4 * hi:
+        mid = (lo + hi) / 2.0
+        if amplification.composed_epsilon(mid, domain_size, n, delta, m, bound=BOUND) <= central_epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
