@@ -122,10 +122,11 @@ class Guarantees:
         return self.rows_per_device * self.local_epsilon
 
     def _weakest(self) -> int | None:
-        if not self.shuffled or self.epsilon is None or not len(self.epsilon):
+        """The group with the largest ε among those holding reports (an empty group protects no one)."""
+        if not self.shuffled or self.epsilon is None or self.counts is None or not (self.counts > 0).any():
             return None
-        assert self.counts is not None
-        top = np.flatnonzero(self.epsilon == self.epsilon.max())
+        eps = np.where(self.counts > 0, self.epsilon, -np.inf)
+        top = np.flatnonzero(eps == eps.max())
         return int(top[np.argmin(self.counts[top])])
 
     @property
@@ -141,7 +142,9 @@ class Guarantees:
         """The largest δ over the groups (every group satisfies (central_epsilon, central_delta))."""
         if not self.shuffled:
             return None
-        return float(self.delta.max()) if self.delta is not None and len(self.delta) else 0.0
+        if self.delta is None or self.counts is None or not (self.counts > 0).any():
+            return 0.0
+        return float(self.delta[self.counts > 0].max())
 
     @property
     def weakest_group(self) -> str | None:
