@@ -6,6 +6,8 @@ group and an export below it (FAILED_PRECONDITION naming the group, its count an
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import grpc
 import numpy as np
@@ -137,3 +139,30 @@ def test_export_below_the_minimum_is_refused_then_states_per_key_guarantees(shuf
     assert again.guarantees.to_json() == g.to_json()
     summary = release.summary()
     assert summary["central_epsilon"] == g.central_epsilon and summary["weakest_group"] == "movie=3"
+
+
+def test_cli_query_and_estimate_print_both_guarantees(shuffled_server, tmp_path):
+    server, stored = shuffled_server
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(GROUPED_LARGE))
+    run = [sys.executable, "-m", "ldpsynth.cli"]
+    served = subprocess.run([*run, "query", "--target", server.address, "--collection", "shuffled", "--queries",
+                             str(queries), "--guarantees"], capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr
+    printed = json.loads(served.stdout)
+    central = printed["guarantees"]["central"]
+    assert central["epsilon"] == central_epsilon(EPS0, 5, 2500, DELTA) and central["weakest_group"] == "movie=1"
+    assert [g["reports"] for g in central["groups"]] == [3000, 2500]
+    assert printed["answers"][0]["central_epsilon"] == central["epsilon"]
+    assert printed["guarantees"]["local"]["epsilon"] == EPS0
+    Release(CARD, {"movie": stored.public_codes[:, 0], "rating": stored.private_codes}).write(tmp_path / "rel")
+    offline = subprocess.run([*run, "estimate", "--synthetic", str(tmp_path / "rel" / "synthetic.csv"), "--card",
+                              str(tmp_path / "rel" / "card.json"), "--queries", str(queries), "--guarantees"],
+                             capture_output=True, text=True, timeout=300)
+    assert offline.returncode == 0, offline.stderr
+    assert json.loads(offline.stdout)["guarantees"] == printed["guarantees"]
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(GROUPED_SMALL))
+    refused = subprocess.run([*run, "query", "--target", server.address, "--collection", "shuffled", "--queries",
+                              str(small)], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "FAILED_PRECONDITION" in refused.stderr and "movie=3" in refused.stderr
