@@ -16,7 +16,7 @@ import { CollectionService } from "../src/gen/ldpsynth/v1/collection_pb.js";
 import { Client } from "../src/node/client.js";
 import { prepareReports } from "../src/node/device.js";
 import { FileLedger } from "../src/node/ledger.js";
-import { RetryPolicy } from "../src/node/retry.js";
+import { RetryPolicy } from "../src/retry.js";
 import { streamReports, SubmitError } from "../src/node/streamer.js";
 import type { Reports } from "../src/reports.js";
 import { encodeRows, type Row } from "../src/rows.js";

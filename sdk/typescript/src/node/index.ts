@@ -9,4 +9,4 @@ export {
 export { prepareReports, type PreparedReports } from "./device.js";
 export { Client, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type ClientOptions, type SubmitResult } from "./client.js";
 export { SubmitError, type StreamResult } from "./streamer.js";
-export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "./retry.js";
+export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";

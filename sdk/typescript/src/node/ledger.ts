@@ -28,11 +28,15 @@ import {
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
+import type { MemoEntry } from "../device-core.js";
 import { ValidationError } from "../errors.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
+import { collectionIdentity } from "../fingerprint.js";
 import { checkEpsilon } from "../validation.js";
+
+export type { MemoEntry };
 
 export const LEDGER_ENV = "LDPSYNTH_TS_LEDGER";
 export const DEFAULT_BUDGET_MULTIPLE = 10;
@@ -73,13 +77,6 @@ export function defaultLedgerPath(): string {
 interface Spend {
   epsilon: Fraction;
   reports: number;
-}
-
-/** A memoized report: its collection, its id and its perturbed code. */
-export interface MemoEntry {
-  readonly collection: string;
-  readonly reportId: Uint8Array;
-  readonly privateCode: bigint;
 }
 
 interface State {
@@ -493,19 +490,5 @@ export class FileLedger {
 
 /** SHA-256 of what a report means: the schema, the version, |D| and E's exact weights. */
 export function collectionFingerprint(card: MechanismCard): Uint8Array {
-  const identity = canonical({
-    schema: card.schema.toJson(), version: card.version, domain_size: card.domainSize,
-    keep_weight: String(card.keepWeight), lie_weight: String(card.lieWeight),
-  });
-  return new Uint8Array(createHash("sha256").update(identity).digest());
-}
-
-/** JSON with sorted keys and bigints as integers (a stable text of a JSON value). */
-function canonical(value: JsonValue): string {
-  if (typeof value === "bigint") return value.toString();
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
+  return new Uint8Array(createHash("sha256").update(collectionIdentity(card)).digest());
 }
