@@ -3,7 +3,7 @@
  * device path through it, and the gRPC client. The platform-neutral core is `@ldpsynth/sdk`.
  */
 export {
-  FileLedger, LedgerError, PrivacyBudgetExceeded, LedgerTransaction, collectionFingerprint, defaultLedgerPath,
+  FileLedger, LedgerError, PrivacyBudgetExceeded, CardChanged, Budget, LedgerTransaction, collectionFingerprint, defaultLedgerPath,
   DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, MARKER_SUFFIX, type LedgerOptions, type MemoEntry,
 } from "./ledger.js";
 export { prepareReports, type PreparedReports } from "./device.js";
