@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -302,3 +303,27 @@ def test_a_taken_web_port_is_a_config_error(start_server: StartServer) -> None:
     taken = int(first.server.web_address.rsplit(":", 1)[1])
     with pytest.raises(ConfigError, match="--web-port: cannot listen"):
         start_server(shards=1, web_port=taken)
+
+
+def test_the_web_port_serves_tls_with_the_replicas_certificate_http1_and_h2(start_server: StartServer, certs: Path,
+                                                                            rng: np.random.Generator) -> None:
+    server = start_server(shards=1, web_port=0, tls=TlsFiles(certs / "server.pem", certs / "server.key"))
+    host, port = server.server.web_address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    body = batch(make_reports(RATINGS, 6, rng)).SerializeToString()
+    conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=60)
+    try:
+        conn.request("POST", SERVICE + "SubmitBatch", body=body,
+                     headers={"content-type": "application/proto", "connect-protocol-version": "1"})
+        answer = conn.getresponse()
+        assert answer.status == 200 and pb.BatchAck.FromString(answer.read()).accepted == 6
+    finally:
+        conn.close()
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    with socket.create_connection((host, int(port)), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.selected_alpn_protocol() == "h2"
+    # Plain HTTP to the TLS port gets no answer of the service.
+    with pytest.raises((http.client.HTTPException, ConnectionError)):
+        request(server, "GET", "/healthz")
+    assert stored_rows(server, "ratings") == 6
