@@ -160,6 +160,7 @@ def test_every_bad_batch_has_the_streams_status_and_stores_nothing(web: ServerTh
     ({"connect_protocol_version": "2"}, b"", 400, "invalid_argument", "connect-protocol-version"),
     ({"content_encoding": "gzip"}, b"", 501, "unimplemented", "content-encoding: identity only"),
     ({"connect_timeout_ms": "soon"}, b"", 400, "invalid_argument", "connect-timeout-ms"),
+    ({"connect_timeout_ms": "0"}, b"", 504, "deadline_exceeded", "deadline passed; the batch was not acknowledged"),
     ({}, bytes(5000), 429, "resource_exhausted", "max_message_bytes = 4096"),
 ])
 def test_bad_requests(start_server: StartServer, headers: dict[str, str], body: bytes, status: int, code: str,

@@ -376,11 +376,12 @@ class AggregatorServer:
         full = asyncio.ensure_future(self._storage_full.wait())
         try:
             await asyncio.wait((commit, full), return_when=asyncio.FIRST_COMPLETED)
-        finally:
+        finally:  # also when the caller is cancelled (its deadline passed, it went away): the commit goes on
             full.cancel()
+            if not commit.done():
+                commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         if commit.done():
             return commit.result()
-        commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         self._refuse_if_full("the log's storage is full")
         raise AssertionError("unreachable: _refuse_if_full raised")
 
