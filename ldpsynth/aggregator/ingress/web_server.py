@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a connection may stay open without a request.
 KEEP_ALIVE_SECONDS = 30
+#: Seconds a read from a connection may wait (a client that stops sending mid-request is dropped).
+READ_TIMEOUT_SECONDS = 60
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -65,6 +67,7 @@ class WebServer:
         config.accesslog = None
         config.errorlog = log
         config.keep_alive_timeout = KEEP_ALIVE_SECONDS
+        config.read_timeout = READ_TIMEOUT_SECONDS
         config.include_server_header = False
         if self._tls is not None:
             config.certfile, config.keyfile = str(self._tls.cert), str(self._tls.key)
