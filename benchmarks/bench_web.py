@@ -5,7 +5,8 @@ stream, and the unary ``SubmitBatch`` over gRPC).
 Starts a real ``ldpsynth aggregator serve`` (its own process, port 0, ``--web-port 0``, a temporary
 data directory, one shard, the durable one-machine default) and, for each batch size, sends the same
 number of fresh reports (new random ids: every report is committed) through each path from this
-process, one call or stream at a time: the batches are serialized before the clock starts. Measured:
+process, one call or stream at a time (then many small clients at once, each on its own connection,
+as browsers are: 4 reports per call): the batches are serialized before the clock starts. Measured:
 wall time per report, and the **replica process's CPU time per report** (user + system of the
 ``aggregator serve`` process from ``/proc``; the shard worker and the log run in other processes and
 do the same work for every path), which is the ingress's own cost. The stream overlaps up to four
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -100,6 +102,16 @@ def web_calls(address: str, grpc_web: bool) -> Callable[[list[pb.ReportBatch]], 
     return send
 
 
+def concurrently(clients: int, make: Callable[[], Callable[[list[pb.ReportBatch]], list[pb.BatchAck]]],
+                 work: list[list[pb.ReportBatch]]) -> Callable[[list[pb.ReportBatch]], list[pb.BatchAck]]:
+    """A path that sends ``work[i]`` from client ``i`` (its own connection), all clients at once."""
+    def send(_: list[pb.ReportBatch]) -> list[pb.BatchAck]:
+        paths = [make() for _ in range(clients)]
+        with ThreadPoolExecutor(clients) as pool:
+            return [ack for acks in pool.map(lambda i: paths[i](work[i]), range(clients)) for ack in acks]
+    return send
+
+
 def measure(pid: int, path: Callable[[list[pb.ReportBatch]], list[pb.BatchAck]],
             messages: list[pb.ReportBatch]) -> tuple[float, float, int]:
     """Wall seconds, replica CPU seconds, reports acknowledged as new."""
@@ -143,6 +155,25 @@ def main(argv: list[str] | None = None) -> int:
                                  "replica_cpu_us_per_report": 1e6 * cpu / total})
                     print(f"{name:38s} batch {size:6d}: {total / wall:12,.0f} reports/s, "
                           f"{1e6 * cpu / total:8.2f} us CPU/report", flush=True)
+            # Many small clients at once, as browsers are: each its own connection, a few reports per call.
+            clients, calls, size = (8, 4, 4) if args.quick else (32, 25, 4)
+
+            def grpc_client() -> Callable[[list[pb.ReportBatch]], list[pb.BatchAck]]:
+                own = pb_grpc.CollectionServiceStub(grpc.insecure_channel(server.address))
+                return lambda m: grpc_unary(own, m)
+
+            concurrent_paths = {"gRPC SubmitBatch (unary)": grpc_client,
+                                "web Connect SubmitBatch, HTTP/1.1": lambda: web_calls(server.web_address, False)}
+            for name, make in concurrent_paths.items():
+                work = [batches(rng, calls * size, size) for _ in range(clients)]
+                total = clients * calls * size
+                wall, cpu, accepted = measure(server.proc.pid, concurrently(clients, make, work), [])
+                ok &= accepted == total
+                rows.append({"path": f"{name}, {clients} clients at once", "batch_reports": size, "reports": total,
+                             "seconds": wall, "reports_per_s": total / wall, "wall_us_per_report": 1e6 * wall / total,
+                             "replica_cpu_us_per_report": 1e6 * cpu / total})
+                print(f"{name}, {clients} clients: {total / wall:12,.0f} reports/s, "
+                      f"{1e6 * cpu / total:8.2f} us CPU/report", flush=True)
             channel.close()
         finally:
             ok &= server.terminate() == 0
@@ -162,7 +193,8 @@ def write(out: Path, info: dict[str, str], rows: list[dict[str, float | int | st
     out.mkdir(parents=True, exist_ok=True)
     header = ", ".join(f"{k} {v}" for k, v in info.items())
     text = ["# Web port benchmark", "", f"`python benchmarks/bench_web.py {' '.join(sys.argv[1:])}`", "", header, "",
-            "One client in this process, one call or stream at a time, fresh reports (every one committed); the "
+            "One client in this process, one call or stream at a time, then (last rows) many clients at once, each "
+            "on its own connection; fresh reports (every one committed); the "
             "replica's own CPU from /proc (the shard worker and the log are other processes and do the same work "
             "for every path).", "", *table(rows), ""]
     (out / "web.md").write_text("\n".join(text), encoding="utf-8")

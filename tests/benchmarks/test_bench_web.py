@@ -27,7 +27,7 @@ def test_quick_run_writes_a_well_formed_table(tmp_path: Path) -> None:
         rows = list(csv.DictReader(handle))
     paths = ["gRPC SubmitReports stream", "gRPC SubmitBatch (unary)", "web Connect SubmitBatch, HTTP/1.1",
              "web gRPC-Web SubmitBatch, HTTP/1.1"]
-    assert [r["path"] for r in rows] == paths * 2
+    assert [r["path"] for r in rows] == paths * 2 + [f"{paths[1]}, 8 clients at once", f"{paths[2]}, 8 clients at once"]
     for r in rows:
         seconds, rate = float(r["seconds"]), float(r["reports_per_s"])
         assert math.isfinite(seconds) and seconds > 0 and math.isclose(rate, int(r["reports"]) / seconds, rel_tol=1e-6)
