@@ -73,8 +73,14 @@ class WebServer:
             config.certfile, config.keyfile = str(self._tls.cert), str(self._tls.key)
         app = cast(ASGIFramework, self._app)  # a plain ASGI 3 callable; Hypercorn types its events precisely
         self._task = asyncio.create_task(serve(app, config, shutdown_trigger=self._shutdown.wait, mode="asgi"))
+        self._task.add_done_callback(self._ended)
         await asyncio.sleep(0)
         return self.port
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """Log a server that ended by itself (not by :meth:`stop`): the web port no longer answers."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the web port stopped serving", exc_info=task.exception())
 
     async def stop(self, grace: float) -> None:
         """Close the port; let calls in flight finish within ``grace`` seconds."""
