@@ -110,7 +110,8 @@ _START_TIMEOUT = 300.0
 
 
 class ServerProcess:
-    """A server subprocess that prints ``{"event": "listening", "address": ...}`` when it is ready
+    """A server subprocess that prints ``{"event": "listening", "address": ...}`` (and ``web_address`` when it
+    has a web port) when it is ready
     (``aggregator serve``, or a benchmark's bare server): waits for that line; its stdout lines are
     kept (``stdout``), its stderr goes to ``log_path``."""
 
@@ -122,7 +123,7 @@ class ServerProcess:
         threading.Thread(target=self._pump, daemon=True).start()
         self.stdout: list[str] = []
         try:
-            self.address = self._wait_listening()
+            self.address, self.web_address = self._wait_listening()
         except BaseException:
             self.kill()
             raise
@@ -135,7 +136,8 @@ class ServerProcess:
                 self._lines.put(line)
         self._lines.put(b"")
 
-    def _wait_listening(self) -> str:
+    def _wait_listening(self) -> tuple[str, str]:
+        """The listening line's gRPC address and web address (``""`` without a web port)."""
         while True:
             try:
                 line = self._lines.get(timeout=_START_TIMEOUT).decode()
@@ -147,7 +149,7 @@ class ServerProcess:
             self.stdout.append(line)
             event = json.loads(line)
             if event.get("event") == "listening":
-                return str(event["address"])
+                return str(event["address"]), str(event.get("web_address", ""))
 
     @classmethod
     def aggregator(cls, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> ServerProcess:

@@ -44,6 +44,11 @@ class CollectionServiceStub:
                 request_serializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
                 response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
                 _registered_method=True)
+        self.SubmitBatch = channel.unary_unary(
+                '/ldpsynth.v1.CollectionService/SubmitBatch',
+                request_serializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
+                response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
+                _registered_method=True)
 
 
 class CollectionServiceServicer:
@@ -67,6 +72,17 @@ class CollectionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitBatch(self, request, context):
+        """One batch in one unary call, for clients that cannot stream a request (browsers, over the
+        Connect protocol or gRPC-Web on a replica's web port; also served over gRPC). The same
+        admission, commit, BatchAck and statuses as a batch of SubmitReports: the ack is sent after
+        every report of the batch is durably committed; a bad batch fails with its status and nothing
+        of it is stored; a retry with the same report ids stores nothing twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CollectionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +93,11 @@ def add_CollectionServiceServicer_to_server(servicer, server):
             ),
             'SubmitReports': grpc.stream_stream_rpc_method_handler(
                     servicer.SubmitReports,
+                    request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.FromString,
+                    response_serializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.SerializeToString,
+            ),
+            'SubmitBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitBatch,
                     request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.FromString,
                     response_serializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.SerializeToString,
             ),
@@ -133,6 +154,33 @@ class CollectionService:
             request_iterator,
             target,
             '/ldpsynth.v1.CollectionService/SubmitReports',
+            ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
+            ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpsynth.v1.CollectionService/SubmitBatch',
             ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
             ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
             options,

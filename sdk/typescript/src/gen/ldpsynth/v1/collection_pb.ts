@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/collection.proto.
  */
 export const file_ldpsynth_v1_collection: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIoIBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cyKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0ypgEKEUNvbGxlY3Rpb25TZXJ2aWNlEksKDUdldENvbGxlY3Rpb24SIS5sZHBzeW50aC52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBoXLmxkcHN5bnRoLnYxLkNvbGxlY3Rpb24SRAoNU3VibWl0UmVwb3J0cxIYLmxkcHN5bnRoLnYxLlJlcG9ydEJhdGNoGhUubGRwc3ludGgudjEuQmF0Y2hBY2soATABYgZwcm90bzM");
+  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIoIBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cyKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0y5gEKEUNvbGxlY3Rpb25TZXJ2aWNlEksKDUdldENvbGxlY3Rpb24SIS5sZHBzeW50aC52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBoXLmxkcHN5bnRoLnYxLkNvbGxlY3Rpb24SRAoNU3VibWl0UmVwb3J0cxIYLmxkcHN5bnRoLnYxLlJlcG9ydEJhdGNoGhUubGRwc3ludGgudjEuQmF0Y2hBY2soATABEj4KC1N1Ym1pdEJhdGNoEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFja2IGcHJvdG8z");
 
 /**
  * @generated from message ldpsynth.v1.GetCollectionRequest
@@ -222,6 +222,20 @@ export const CollectionService: GenService<{
    */
   submitReports: {
     methodKind: "bidi_streaming";
+    input: typeof ReportBatchSchema;
+    output: typeof BatchAckSchema;
+  },
+  /**
+   * One batch in one unary call, for clients that cannot stream a request (browsers, over the
+   * Connect protocol or gRPC-Web on a replica's web port; also served over gRPC). The same
+   * admission, commit, BatchAck and statuses as a batch of SubmitReports: the ack is sent after
+   * every report of the batch is durably committed; a bad batch fails with its status and nothing
+   * of it is stored; a retry with the same report ids stores nothing twice.
+   *
+   * @generated from rpc ldpsynth.v1.CollectionService.SubmitBatch
+   */
+  submitBatch: {
+    methodKind: "unary";
     input: typeof ReportBatchSchema;
     output: typeof BatchAckSchema;
   },
