@@ -16,26 +16,26 @@ class SubmitResult:
 
     Attributes
     ----------
-    collection:
+    collection : str
         The collection's name.
-    rows:
+    rows : int
         Rows given.
-    sent:
+    sent : int
         Distinct reports streamed (identical rows share one memoized report).
-    acknowledged:
+    acknowledged : int
         Reports the server newly committed.
-    duplicates:
+    duplicates : int
         Reports the server already held: memoized reports it had stored before, or retried batches.
         ``acknowledged + duplicates == sent`` once the submission succeeded.
-    batches:
+    batches : int
         ``ReportBatch`` messages the reports were cut into.
-    retries:
+    retries : int
         ``SubmitReports`` attempts after the first.
-    memoized:
+    memoized : int
         Rows that reused a memoized report (docs/contract.md §5) and so cost no ε.
-    epsilon_spent:
+    epsilon_spent : float
         ε this submission charged to the device's ledger (new reports × the collection's ε).
-    epsilon_total:
+    epsilon_total : float
         ε the device has spent on the collection, this submission included.
     """
 
@@ -51,5 +51,11 @@ class SubmitResult:
     epsilon_total: float
 
     def to_json(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict."""
+        """The fields as a JSON-ready dict.
+
+        Returns
+        -------
+        dict
+            Field name -> value.
+        """
         return asdict(self)

@@ -35,8 +35,11 @@ class Status(enum.Enum):
 
 
 class LdpsynthError(Exception):
-    """Base class of all ldpsynth errors. ``refused_as``: how a request this error refuses ends
-    (``None``: not something a request can cause; a service answers INTERNAL and logs it)."""
+    """Base class of all ldpsynth errors.
+
+    ``refused_as``: how a request this error refuses ends (``None``: not something a request can
+    cause; a service answers INTERNAL and logs it).
+    """
 
     refused_as: ClassVar[Status | None] = None
 
@@ -44,13 +47,17 @@ class LdpsynthError(Exception):
 class ValidationError(LdpsynthError, ValueError):
     """Bad input: a field out of its legal range or of the wrong shape (INVALID_ARGUMENT).
 
-    Attributes
+    Each parameter is kept as the attribute of the same name; the message joins them.
+
+    Parameters
     ----------
-    field:
+    field : str
         Name of the offending field (an attribute, a parameter, a query field).
-    legal:
+    legal : str
         Human-readable legal range, e.g. ``"an integer in [1, 5]"``.
-    position:
+    problem : str, default ""
+        What is wrong (never the offending private value), e.g. ``"got 7"``, ``"missing"``.
+    position : int or None, default None
         Row (or query) index where the problem was found, if any.
     """
 
@@ -87,6 +94,8 @@ class PrivacyBudgetExceeded(LdpsynthError):
 
 
 class CardChanged(PrivacyBudgetExceeded):
-    """A collection was re-issued at another ε than the one this device's reports to it were made
-    at: fresh reports of the same rows could be averaged with the old ones, so the device refuses
-    until it is started over knowingly (``ldpsynth client reset-ledger``)."""
+    """A collection was re-issued at another ε than the one this device's reports to it were made at.
+
+    Fresh reports of the same rows could be averaged with the old ones, so the device refuses
+    until it is started over knowingly (``ldpsynth client reset-ledger``).
+    """

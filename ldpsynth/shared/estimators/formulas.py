@@ -170,7 +170,25 @@ class AnswerColumns:
         return f"q{j}"
 
     def record(self, j: int, *, _summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees')."""
+        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees').
+
+        Parameters
+        ----------
+        j : int
+            The answer's index in batch order.
+
+        Returns
+        -------
+        dict
+            Field name -> value: ``label``, ``estimate``, ``proper_estimate``, ``proper_kind``,
+            ``std_error``, ``ci_low``, ``ci_high``, ``level``, ``bound``, ``bound_proper``, ``n``,
+            ``epsilon`` and the guarantees' fields.
+
+        Raises
+        ------
+        IndexError
+            ``j`` outside the answers.
+        """
         if _summary is None:
             _summary = self.guarantees.summary() if self.guarantees is not None else {}
         return {"label": self.label(j), "estimate": float(self.estimate[j]),
@@ -181,6 +199,12 @@ class AnswerColumns:
                 "epsilon": self.epsilon, **_summary}
 
     def records(self) -> list[dict[str, Any]]:
+        """Every answer as a JSON-ready dict (:meth:`record`), in batch order.
+
+        Returns
+        -------
+        list of dict
+        """
         summary = self.guarantees.summary() if self.guarantees is not None else {}
         return [self.record(j, _summary=summary) for j in range(len(self))]
 

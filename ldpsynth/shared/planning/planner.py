@@ -444,13 +444,50 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
          target_halfwidth: float | None = None, changes: Sequence[SchemaChange] = ()) -> Plan:
     """The predicted error of every query of ``queries`` on a collection of ``schema``, before any data.
 
-    ``devices`` x ``rows_per_device`` rows released by E at ``epsilon`` (default: the schema's).
-    Worst case over the private values of every row, with the public part of ``prior`` (default:
-    uniform over the public domain); with a ``prior``, also the error for rows in its proportions.
-    E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20 bound), OUE and OLH beside
-    it; the inverse answers for ``target_halfwidth``; E's error under each of ``changes``
-    (:func:`~ldpsynth.shared.planning.schema_changes.schema_changes`). Exact closed forms, vectorised over
-    the queries (module docstring).
+    ``devices`` x ``rows_per_device`` rows released by E at ``epsilon``. Worst case over the private
+    values of every row, with the public part of ``prior``; with a ``prior``, also the error for
+    rows in its proportions. E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20
+    bound), OUE and OLH beside it; the inverse answers for ``target_halfwidth``; E's error under
+    each of ``changes``. Exact closed forms, vectorised over the queries (module docstring).
+
+    Parameters
+    ----------
+    schema : Schema
+        The planned collection's schema.
+    queries : QueryBatch or sequence of Query
+        Query objects (:mod:`ldpsynth.shared.queries.builders`), or a batch already compiled for
+        ``schema``.
+    devices : int
+        Devices reporting: an integer >= 1.
+    rows_per_device : int, default 1
+        Rows each device reports: an integer >= 1 (``devices x rows_per_device`` must equal the
+        rows of a dense query).
+    prior : RowDistribution or None, default None
+        The rows' distribution over ``schema`` (:mod:`ldpsynth.shared.planning.row_distribution`);
+        ``None``: public part uniform over the public domain, worst case only.
+    epsilon : float or None, default None
+        The ε to plan for: a finite number > 0; ``None``: the schema's.
+    level : float, default 0.95
+        Confidence level of the half-widths: a number in (0, 1).
+    target_halfwidth : float or None, default None
+        A half-width to reach: a finite number > 0; the plan then says the devices and the ε each
+        query needs for it. ``None``: no inverse question.
+    changes : sequence of SchemaChange, default ()
+        Schema changes to compare
+        (:func:`~ldpsynth.shared.planning.schema_changes.schema_changes`).
+
+    Returns
+    -------
+    Plan
+        Per query: the feasible range, E's figures, the eq. 20 bound, OUE's and OLH's figures, a
+        status; the inverse answers and the alternatives (:class:`Plan`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``devices``, ``rows_per_device``, ``level``, ``epsilon``, ``target_halfwidth``,
+        ``prior`` (a distribution over another schema), ``queries`` (a batch compiled for another
+        schema) or ``queries[j]...`` (a query that does not compile for ``schema``).
     """
     devices = check_int(devices, "devices", 1)
     rows_per_device = check_int(rows_per_device, "rows_per_device", 1)
