@@ -103,7 +103,7 @@ def test_the_aggregator_image_serves_as_its_user_and_stops_gracefully(images: No
         # server's Ray workers do get it there, and find the same complete package).
         installed = run("docker", "exec", name, "python", "-I", "-c",
                         "import ldpsynth.aggregator.ingress.server as m; print(m.__file__)").stdout.strip()
-        assert installed.endswith("site-packages/ldpsynth/aggregator/server.py"), installed
+        assert installed.endswith("site-packages/ldpsynth/aggregator/ingress/server.py"), installed
         deadline = time.monotonic() + 180
         while (state := run("docker", "inspect", "-f", "{{.State.Health.Status}}", name).stdout.strip()) != "healthy":
             assert state in ("starting", "") and time.monotonic() < deadline, run("docker", "logs", name).stderr
