@@ -13,6 +13,13 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
         result = client.submit("ratings", {"movie": ["m1"], "rating": [4]}, ledger=ledger)
         print(result.acknowledged, result.epsilon_total)
 
+Through a shuffler (docs/contract.md §15; the ``[shuffle]`` extra), each report sealed to the
+aggregator's key and sent to the shuffler; the collection still comes from the aggregator::
+
+    with PrivacyLedger("ledger.sqlite") as ledger, \\
+            Client("localhost:50051", token="...", shuffler="shuffler:50061") as client:
+        client.submit("ratings", {"movie": ["m1"], "rating": [4]}, ledger=ledger)
+
     from ldpsynth.client import QueryClient
     from ldpsynth.shared.queries.builders import marginal
 
@@ -28,12 +35,13 @@ from ldpsynth.client.query import DEFAULT_QUERY_DEADLINE, QUERY_RETRYABLE_STATUS
 from ldpsynth.client.result import SubmitResult
 from ldpsynth.client.retry import RETRYABLE_STATUSES, RetryPolicy, is_retryable
 from ldpsynth.client.rows import EncodedRows, encode_columns, load_rows, read_csv
-from ldpsynth.client.submit import StreamResult, batch_capacity, report_bytes
+from ldpsynth.client.submit import StreamResult, batch_capacity, report_bytes, sealed_batch_capacity
 from ldpsynth.client.sync import Client
-from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES
+from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, Shuffler
 from ldpsynth.shared.errors import CardChanged, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.queries.wire import AnswerTable
 from ldpsynth.shared.release import Release
+from ldpsynth.shared.sealing import SealingKey, SealingUnavailable, seal_reports, sealed_report_bytes
 
 __all__ = [
     "AnswerTable",
@@ -55,6 +63,9 @@ __all__ = [
     "RETRYABLE_STATUSES",
     "Release",
     "RetryPolicy",
+    "SealingKey",
+    "SealingUnavailable",
+    "Shuffler",
     "StreamResult",
     "SubmitError",
     "SubmitResult",
@@ -68,4 +79,7 @@ __all__ = [
     "prepare_reports",
     "read_csv",
     "report_bytes",
+    "seal_reports",
+    "sealed_batch_capacity",
+    "sealed_report_bytes",
 ]

@@ -18,7 +18,7 @@ class SubmitError(LdpsynthError):
     Attributes
     ----------
     method:
-        The RPC, ``"GetCollection"`` or ``"SubmitReports"``.
+        The RPC, ``"GetCollection"``, ``"SubmitReports"`` or (through a shuffler) ``"SubmitSealed"``.
     status:
         The gRPC status name, e.g. ``"INVALID_ARGUMENT"``.
     details:
@@ -42,7 +42,7 @@ class SubmitError(LdpsynthError):
         self.duplicates = duplicates
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         progress = ""
-        if method == "SubmitReports":
+        if method in ("SubmitReports", "SubmitSealed"):
             progress = (f"; {acknowledged + duplicates} of {sent} reports acknowledged before the error "
                         f"({acknowledged} new, {duplicates} duplicates)")
         super().__init__(f"{method} failed with {status}{tries}: {self.details or 'no details'}{progress}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -51,6 +52,27 @@ def channel_credentials(root_certificates: str | os.PathLike | None = None,
         private_key=None if private_key is None else _read_pem(private_key, "private_key"),
         certificate_chain=None if certificate_chain is None else _read_pem(certificate_chain, "certificate_chain"),
     )
+
+
+@dataclass(frozen=True)
+class Shuffler:
+    """Where a device sends its sealed reports (docs/contract.md §15), with the credentials the shuffler
+    (another party than the aggregator) asks for: ``target`` ``HOST:PORT`` (or several), ``token`` its
+    bearer token, ``root_certificates`` the CA of its TLS certificate, ``certificate_chain`` and
+    ``private_key`` a device certificate for mutual TLS; no TLS file: an insecure channel (loopback)."""
+
+    target: str
+    token: str | None = None
+    root_certificates: str | os.PathLike | None = None
+    certificate_chain: str | os.PathLike | None = None
+    private_key: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        split_targets(self.target)
+        bearer_metadata(self.token)
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        return channel_credentials(self.root_certificates, self.certificate_chain, self.private_key)
 
 
 def bearer_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

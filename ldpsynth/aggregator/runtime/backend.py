@@ -40,9 +40,12 @@ from ldpsynth.aggregator.storage.datadir import DataDir
 from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import LogCorruption
 from ldpsynth.aggregator.storage.refusals import damaged_log, layout_edited
+from ldpsynth.aggregator.storage.sealing_key import FILE_NAME as SEALING_KEY_FILE
+from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, load_or_create, read_key_file
 from ldpsynth.aggregator.storage.shard_worker import WorkerSpec
 from ldpsynth.aggregator.storage.store_check import check_data_dir
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.sealing import OpeningKey
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,9 @@ class Backend:
     owns_workers: bool
     embedded: EmbeddedNats | None
     datadir: DataDir | None
+    #: The key sealed reports are opened with (``None``: this deployment takes none): one machine's
+    #: ``DIR/sealing-key``, a cluster's ``--shuffle-key``; its id is registered in the log.
+    opening_key: OpeningKey | None = None
     #: Why the log cannot store anything now (its storage is full), or ``None``: see :meth:`check_storage`.
     storage_full: str | None = None
 
@@ -131,6 +137,7 @@ class Backend:
                     log.warning("%s", line)
                 if upgrade:  # the acknowledged files are written: from now on a missing one is refused
                     datadir.record_layout(layout.id, layout.shards)
+            opening_key = await _open_sealing_key(config, datadir, replicated)
             for name, card_json in catalog.cards_json().items():
                 await replicated.register_card(name, card_json)
             if cluster is not None:  # before the workers: they would race to create it
@@ -168,7 +175,7 @@ class Backend:
                 (log.warning if level == "warning" else log.info)("%s", text)
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
-                   datadir)
+                   datadir, opening_key)
 
     def check_storage(self) -> None:
         """Follow the embedded log's storage (call every second or so): full as soon as its
@@ -214,6 +221,38 @@ class Backend:
         if self.datadir is not None:
             parts["datadir"] = self.datadir
         await _release(parts)
+
+
+async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
+                            replicated: ReplicatedLog) -> OpeningKey | None:
+    """The deployment's sealing key, checked against the id the log registered (and registered if it
+    has none): one machine's ``DIR/sealing-key`` (created at the first start), a cluster's
+    ``--shuffle-key`` file, or none (a cluster without the flag, whose log names no key)."""
+    registered = await _when_available(replicated.sealing_key_id)
+    try:
+        if datadir is not None:
+            path = datadir.path / SEALING_KEY_FILE
+            if registered is not None and not path.exists():
+                raise BackendError(f"{path}: missing, but the log is served with sealing key {registered}: restore the "
+                                   "file from a backup of the data directory (a new key would leave every report "
+                                   "sealed to that one undecryptable)")
+            key, created = load_or_create(datadir.path, may_create=True)
+            if registered is not None and key.key_id.hex() != registered:
+                raise BackendError(f"{path}: holds sealing key {key.key_id.hex()}, but the log is served with sealing "
+                                   f"key {registered}: the file was replaced; restore this data directory's own key "
+                                   "file from a backup (reports sealed to that key open only with it)")
+            if created:
+                log.info("created the sealing key %s in %s", key.key_id.hex(), path)
+        elif config.shuffle_key is not None:
+            key = read_key_file(config.shuffle_key, "--shuffle-key")
+        else:
+            key = None
+    except SealingKeyError as exc:
+        raise BackendError(str(exc)) from None
+    await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
+    if key is not None:
+        log.info("sealed reports are opened with key %s", key.key_id.hex())
+    return key
 
 
 async def _when_available(call: Callable[[], Awaitable[T]]) -> T:
