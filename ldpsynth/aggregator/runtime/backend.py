@@ -249,7 +249,10 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
             key = None
     except SealingKeyError as exc:
         raise BackendError(str(exc)) from None
-    await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
+    try:
+        await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
+    except LayoutError as exc:
+        raise BackendError(str(exc)) from None
     if key is not None:
         log.info("sealed reports are opened with key %s", key.key_id.hex())
     return key
