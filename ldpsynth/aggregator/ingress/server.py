@@ -133,8 +133,9 @@ class AggregatorServer:
         self.address = _host_port(config.host, port)
         await self._set_health(True, True)
         self._monitor = asyncio.create_task(self._watch_workers())
-        log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
-                 workers.num_shards)
+        key = self.backend.opening_key
+        log.info("serving %s on %s: layout %s, %d shards, %s", self.catalog.names, self.address, self.backend.layout.id,
+                 workers.num_shards, "no sealed reports" if key is None else f"sealing key {key.key_id.hex()}")
         return self.address
 
     def _fail(self, reason: str) -> None:

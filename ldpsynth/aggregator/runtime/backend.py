@@ -241,8 +241,8 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
                 raise BackendError(f"{path}: holds sealing key {key.key_id.hex()}, but the log is served with sealing "
                                    f"key {registered}: the file was replaced; restore this data directory's own key "
                                    "file from a backup (reports sealed to that key open only with it)")
-            if created:
-                log.info("created the sealing key %s in %s", key.key_id.hex(), path)
+            if created:  # said once serving (the server's "serving ..." line names the key)
+                log.debug("created the sealing key %s in %s", key.key_id.hex(), path)
         elif config.shuffle_key is not None:
             key = read_key_file(config.shuffle_key, "--shuffle-key")
         else:
@@ -253,8 +253,6 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
         await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
     except LayoutError as exc:
         raise BackendError(str(exc)) from None
-    if key is not None:
-        log.info("sealed reports are opened with key %s", key.key_id.hex())
     return key
 
 
