@@ -37,7 +37,17 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2 as spb
 
-from .conftest import GRAPH, RATINGS, RATINGS_CARD, VERSION, ServerThread, make_reports, stored_ids, stored_rows
+from .conftest import (
+    GRAPH,
+    RATINGS,
+    RATINGS_CARD,
+    VERSION,
+    ServerThread,
+    make_reports,
+    stored_ids,
+    stored_rows,
+    verify,
+)
 
 StartServer = Callable[..., ServerThread]
 DEVICE, MIXER, MIXER_RATINGS, ANALYST = "device-token-1", "mixer-token-1", "mixer-ratings-token", "analyst-token"
@@ -424,3 +434,5 @@ def test_a_damaged_foreign_or_missing_key_file_is_refused_never_replaced(
     assert expected in message
     if damage not in ("missing", "other-key"):
         assert path.exists() and (path.read_bytes() != original or damage == "group-readable")
+    report = verify(data)  # verify makes serve's check, in serve's words
+    assert not report.ok and message in report.problems, (message, report.problems)

@@ -40,8 +40,7 @@ from ldpsynth.aggregator.storage.datadir import DataDir
 from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import LogCorruption
 from ldpsynth.aggregator.storage.refusals import damaged_log, layout_edited
-from ldpsynth.aggregator.storage.sealing_key import FILE_NAME as SEALING_KEY_FILE
-from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, load_or_create, read_key_file
+from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, data_dir_key, read_key_file
 from ldpsynth.aggregator.storage.shard_worker import WorkerSpec
 from ldpsynth.aggregator.storage.store_check import check_data_dir
 from ldpsynth.shared.errors import LdpsynthError
@@ -231,18 +230,9 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
     registered = await _when_available(replicated.sealing_key_id)
     try:
         if datadir is not None:
-            path = datadir.path / SEALING_KEY_FILE
-            if registered is not None and not path.exists():
-                raise BackendError(f"{path}: missing, but the log is served with sealing key {registered}: restore the "
-                                   "file from a backup of the data directory (a new key would leave every report "
-                                   "sealed to that one undecryptable)")
-            key, created = load_or_create(datadir.path, may_create=True)
-            if registered is not None and key.key_id.hex() != registered:
-                raise BackendError(f"{path}: holds sealing key {key.key_id.hex()}, but the log is served with sealing "
-                                   f"key {registered}: the file was replaced; restore this data directory's own key "
-                                   "file from a backup (reports sealed to that key open only with it)")
+            key, created = data_dir_key(datadir.path, registered, create=True)
             if created:  # said once serving (the server's "serving ..." line names the key)
-                log.debug("created the sealing key %s in %s", key.key_id.hex(), path)
+                log.debug("created the sealing key %s in %s", key.key_id.hex() if key else "", datadir.path)
         elif config.shuffle_key is not None:
             key = read_key_file(config.shuffle_key, "--shuffle-key")
         else:

@@ -74,15 +74,29 @@ def read_key_file(path: str | Path, what: str) -> OpeningKey:
     return key
 
 
-def load_or_create(directory: Path, may_create: bool) -> tuple[OpeningKey, bool]:
-    """The key of ``directory/sealing-key``; created when missing and ``may_create``. Returns
-    ``(key, created)``; a missing file that may not be created is :class:`SealingKeyError`."""
+def data_dir_key(directory: Path, registered: str | None, create: bool) -> tuple[OpeningKey | None, bool]:
+    """The key of a one-machine data directory, checked as ``serve`` checks it at start (``verify``
+    makes the same check in the same words): ``registered`` is the key id the log names (``None``:
+    none yet). A missing file is created when ``create`` and no key is registered (else ``(None,
+    False)`` for ``verify``); a missing or replaced file while the log names a key is
+    :class:`SealingKeyError`. Returns ``(key, created)``."""
     path = directory / FILE_NAME
-    if not path.exists() and may_create:
+    if not path.exists() and not path.is_symlink():
+        if registered is not None:
+            raise SealingKeyError(f"{path}: missing, but the log is served with sealing key {registered}: restore the "
+                                  "file from a backup of the data directory (a new key would leave every report "
+                                  "sealed to that one undecryptable)")
+        if not create:
+            return None, False
         key = OpeningKey.generate()
         try:
             write_key_file(path, key)
         except OSError as exc:
             raise SealingKeyError(f"--data-dir {directory}: cannot write {FILE_NAME} ({exc.strerror})") from None
         return key, True
-    return read_key_file(path, "--data-dir"), False
+    key = read_key_file(path, "--data-dir")
+    if registered is not None and key.key_id.hex() != registered:
+        raise SealingKeyError(f"{path}: holds sealing key {key.key_id.hex()}, but the log is served with sealing key "
+                              f"{registered}: the file was replaced; restore this data directory's own key file from "
+                              "a backup (reports sealed to that key open only with it)")
+    return key, False
