@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -288,9 +287,3 @@ def split_sealed(data: bytes, width: int, field: str = "reports") -> np.ndarray:
                               f"got {len(data)} bytes")
     return np.frombuffer(data, np.uint8).reshape(len(data) // width, width)
 
-
-def sealed_of(rows: Sequence[bytes]) -> np.ndarray:
-    """Sealed reports given one ``bytes`` each (all of one length) as an ``(n, L)`` array."""
-    if not rows:
-        return np.zeros((0, 0), np.uint8)
-    return np.frombuffer(b"".join(rows), np.uint8).reshape(len(rows), -1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import stat
 import threading
@@ -298,7 +299,8 @@ def test_over_the_limits_is_resource_exhausted(start_server: StartServer, tmp_pa
 
 
 def test_undecryptable_and_invalid_reports_are_dropped_and_counted_the_rest_stored(
-        server: ServerThread, rng: np.random.Generator) -> None:
+        server: ServerThread, rng: np.random.Generator, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="ldpsynth")
     key = collection_of(server).sealing
     width = sealed_report_bytes(RATINGS, VERSION)
     valid = make_reports(RATINGS, 5, rng)
@@ -330,6 +332,12 @@ def test_undecryptable_and_invalid_reports_are_dropped_and_counted_the_rest_stor
                                                    reports=garbage.tobytes()))
     assert code == grpc.StatusCode.OK and (ack.accepted, ack.undecryptable) == (0, 2)
     assert stored_rows(server, "ratings") == 7
+    # The replica's log: the counts and the shuffler's credential, no token, address or report bytes.
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "did not open" in said and "'mixer'" in said
+    host, port = server.address.rsplit(":", 1)
+    assert MIXER not in said and f":{port}" not in said and "ipv4:" not in said
+    assert not any(row[:8].tobytes().hex() in said or repr(row[:8].tobytes())[2:-1] in said for row in rows)
 
 
 def _seal_plain(key: SealingKey, plaintexts: np.ndarray, collection: str = "ratings") -> np.ndarray:
