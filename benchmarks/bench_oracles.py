@@ -53,9 +53,9 @@ from pure_ldp.frequency_oracles.hadamard_response import HadamardResponseClient,
 from pure_ldp.frequency_oracles.local_hashing import LHClient, LHServer
 from pure_ldp.frequency_oracles.unary_encoding import UEClient, UEServer
 
-from ldpsynth.aggregator.simulation.datasets import MOVIELENS_FILE, DatasetNotFound, dataset_path
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms import OLH, OUE, FrequencyOracle, HadamardResponse, PureProtocol, SubsetSelection
+from ldpsynth.simulation.datasets import MOVIELENS_FILE, DatasetNotFound, dataset_path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EPSILON = 1.0

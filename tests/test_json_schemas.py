@@ -43,6 +43,7 @@ from ldpsynth.shared.schema import (
     ContinuousAttribute,
     IntegerAttribute,
     Schema,
+    ShuffleSpec,
 )
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -125,7 +126,9 @@ EDGES = Schema("x" * 128, 1e-3, (
     CategoricalAttribute("word", False, tuple(f"w{i}" for i in range(1000))),
     IntegerAttribute("_delta", False, -3, -1),
 ))
-SCHEMAS = [SURVEY, GRAPH, EDGES, Schema.load(ROOT / "docker" / "collections" / "ratings.json")]
+SHUFFLED = Schema("shuffled", 1.0, (IntegerAttribute("movie", True, 1, 4), IntegerAttribute("rating", False, 1, 5)),
+                  ShuffleSpec(1e-9, 10_000, 2, "independent"))
+SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, Schema.load(ROOT / "docker" / "collections" / "ratings.json")]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.name[:8])
@@ -258,6 +261,14 @@ def cond(op: str, value: Any, attribute: Any = "rating") -> list[dict[str, Any]]
 
 W = [0, 0, 0, 1, 1]
 BAD: list[tuple[str, str, Any]] = [
+    (COLLECTION, "shuffle delta 0", collection(shuffle={"delta": 0, "min_batch": 10})),
+    (COLLECTION, "shuffle delta 1", collection(shuffle={"delta": 1, "min_batch": 10})),
+    (COLLECTION, "shuffle without min_batch", collection(shuffle={"delta": 1e-9})),
+    (COLLECTION, "shuffle min_batch 0", collection(shuffle={"delta": 1e-9, "min_batch": 0})),
+    (COLLECTION, "shuffle rows_per_device 0",
+     collection(shuffle={"delta": 1e-9, "min_batch": 1, "rows_per_device": 0})),
+    (COLLECTION, "shuffle unknown shuffler", collection(shuffle={"delta": 1e-9, "min_batch": 1, "shuffler": "me"})),
+    (COLLECTION, "shuffle unknown field", collection(shuffle={"delta": 1e-9, "min_batch": 1, "threshold": 5})),
     (COLLECTION, "not an object", ["ratings"]),
     (COLLECTION, "a string", "ratings"),
     (COLLECTION, "no name", collection(drop=("name",))),

@@ -16,6 +16,12 @@ grouped on ``label``; one normalisation) as ``ldpsynth estimate`` reads them; th
 every run. Writes ``<name>.md``, ``<name>.csv`` and ``<name>.png`` to ``--out`` and prints the
 Markdown. E (local) is always included.
 
+E's ε is a *local* promise (ε-LDP per row), the central mechanisms' a *central* one: not the same
+promise. ``e-shuffled`` (labels public) and ``e-shuffled-private-label`` set E behind a shuffler
+beside them at the same central ε: ε0 = ``local_epsilon_for(ε, |D|, n, --delta)`` (n: the smallest
+label group, or every row when the label is randomised too), then E at ε0; their guarantee reads
+(ε, δ)-DP, the Laplace and MWEM rows' pure ε-DP (:mod:`ldpsynth.evaluation.comparison.shuffled_e`).
+
 ``fig2-sensitivity`` runs Fig. 2's protocol for a fixed grid of contestants
 (:mod:`ldpsynth.evaluation.comparison.subdb_sensitivity`): E, plain MWEM and sub-database MWEM with one
 sub-database per movie or the coarsest partition, ε split in parallel or sequentially, at
@@ -55,10 +61,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--queries", type=Path, metavar="Q.json", help="--data: JSON array of table queries")
     parser.add_argument("--mechanisms",
                         help="comma-separated central mechanisms (laplace, laplace-histogram, mwem, mwem-subdb, dpfw, "
-                             f"dpfw-practical, dpam); E is always included (default: {DEFAULT_MECHANISMS}; not with "
-                             "fig2-sensitivity, whose contestants are fixed)")
+                             "dpfw-practical, dpam) and E behind a shuffler at the same central ε (e-shuffled: labels "
+                             f"public; e-shuffled-private-label); E is always included (default: "
+                             f"{DEFAULT_MECHANISMS}; not with fig2-sensitivity, whose contestants are fixed)")
     parser.add_argument("--runs", type=int, help="repetitions (default: 20 for fig2/fig3/fig4, 10 for --data)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="ε of every mechanism (default 1)")
+    parser.add_argument("--delta", type=float, default=1e-9,
+                        help="δ of E behind a shuffler (e-shuffled, e-shuffled-private-label: E at the local ε0 whose "
+                             "central guarantee is (--epsilon, --delta)-DP; default %(default)g)")
     parser.add_argument("--rounds", type=int,
                         help="MWEM rounds T (default 10; fig2-sensitivity: both 10 and 30 unless given)")
     parser.add_argument("--seed", type=int, default=2016, help="seeds workloads and releases (default 2016)")
@@ -137,14 +147,16 @@ def run(args: argparse.Namespace) -> int:
     runs = default_runs if args.runs is None else check_int(args.runs, "--runs", 1)
     if args.data:
         data, workload = _read_data(args)
-        trials = compare(data, lambda _: workload, wyz_figures.mechanisms(names, args.epsilon, rounds=rounds),
+        trials = compare(data, lambda _: workload,
+                         wyz_figures.mechanisms(names, args.epsilon, rounds=rounds, delta=args.delta),
                          runs=runs, rng=rng, setting=args.data.name, x=1.0, epsilon=args.epsilon)
         paths = write_report(args.out, "compare", trials, title=f"E vs central mechanisms on {args.data.name}",
                              x_label="data set", notes=f"{data.n:,} rows, {workload.size} queries, ε = "
                                                        f"{args.epsilon:g}, {runs} runs.")
     elif args.experiment == "fig2":
         paths = wyz_figures.fig2(args.out, runs=runs, epsilon=args.epsilon, names=names, rng=rng, rounds=rounds,
-                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY)
+                                 heterogeneity=QUICK_HETEROGENEITY if args.quick else wyz_figures.HETEROGENEITY,
+                                 delta=args.delta)
     elif args.experiment == "fig2-sensitivity":
         from ldpsynth.evaluation.comparison.subdb_sensitivity import ROUNDS, fig2_sensitivity
 

@@ -7,8 +7,12 @@
 prints a JSON array with one object per (compiled) query: ``label``, ``estimate`` (eq. 17),
 ``proper_estimate`` and ``proper_kind`` (eq. 21), ``std_error``, ``ci_low``, ``ci_high``,
 ``level``, ``bound`` (RMS of eq. 20), ``bound_proper`` (eq. 22), ``n`` and ``epsilon``
-(delivered). The query JSON is documented in :mod:`ldpsynth.shared.queries.json_form`; in Python, the
-same answers come from one call, :func:`ldpsynth.estimate_release`
+(delivered); a shuffled collection's release adds ``local_epsilon``, ``rows_per_device``,
+``central_epsilon`` and ``central_delta`` (the weakest group of rows the queries read), and
+``--guarantees`` prints ``{"answers": [...], "guarantees": {...}}`` with every group's count and
+central (ε, δ) (:mod:`ldpsynth.shared.guarantees`). The query JSON is documented in
+:mod:`ldpsynth.shared.queries.json_form`; in Python, the same answers come from one call,
+:func:`ldpsynth.estimate_release`
 (:func:`ldpsynth.shared.estimators.offline.estimate_release`).
 """
 
@@ -19,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from ldpsynth.cli.options import add_command, add_level_argument
+from ldpsynth.cli.options import add_command, add_guarantees_argument, add_level_argument, answers_json
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.jsonio import read_text
@@ -39,13 +43,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--card", required=True, type=Path, help="the mechanism card (JSON) of the release")
     parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects")
     add_level_argument(parser)
+    add_guarantees_argument(parser)
+    parser.add_argument("--rows-per-device", type=int, metavar="M",
+                        help="a shuffled release: the most rows one device sent, for the central guarantee "
+                             "(default: the card's shuffle.rows_per_device)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth estimate``: print the answers as a JSON array."""
     card = MechanismCard.from_json(read_text(args.card, "--card"))
     release = Release.read(args.synthetic, card=card, field="--synthetic")
-    answers = estimate_release(release, read_text(args.queries, "--queries"), level=args.level)
-    json.dump(answers.records(), sys.stdout, indent=2)
+    answers = estimate_release(release, read_text(args.queries, "--queries"), level=args.level,
+                               rows_per_device=args.rows_per_device)
+    json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

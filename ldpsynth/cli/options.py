@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
+from typing import Any
 
 TARGET_METAVAR = "HOST:PORT[,HOST:PORT...]"
 REPLICAS_HELP = "the aggregator, or several of its replicas (round robin, failover)"
@@ -47,3 +48,22 @@ def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                        help: str = "confidence level in (0, 1) (default 0.95)") -> None:
     """Add ``--level``, the confidence level of the intervals (default 0.95)."""
     parser.add_argument("--level", type=float, default=0.95, help=help)
+
+
+def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:
+    """``--guarantees``: print the answers with the full statement of their guarantees."""
+    parser.add_argument("--guarantees", action="store_true",
+                        help="print {\"answers\": [...], \"guarantees\": {...}}: the local epsilon0 and, for a "
+                             "shuffled collection, the central (epsilon, delta) of every group of rows the queries "
+                             "read, with its count (every answer carries local_epsilon, central_epsilon and "
+                             "central_delta in any case)")
+
+
+def answers_json(answers: Any, with_guarantees: bool) -> Any:
+    """What ``estimate`` and ``query`` print: the records, or with ``--guarantees`` an object with both."""
+    records = answers.records()
+    if not with_guarantees:
+        return records
+    stated = answers.guarantees.to_json() if answers.guarantees is not None else \
+        {"scope": "answers", "local": {"epsilon": answers.epsilon, "delta": 0.0, "per": "report"}, "central": None}
+    return {"answers": records, "guarantees": stated}

@@ -5,6 +5,7 @@
     ldpsynth plan --collection C.json --devices N --queries Q.json [--rows-per-device R]
                   [--prior rows.csv | --prior-uniform] [--epsilon E] [--level 0.95]
                   [--target-halfwidth H] [--merge ATTR=A+B,C+D ...] [--json]
+                  [--shuffler [--delta D] [--min-batch B] [--target-central-epsilon E]]
 
 prints, per (compiled) query, the predicted standard error and interval half-width of the eq. 17
 estimator, worst case over the private values and (with a prior) under the prior, the eq. 20 bound
@@ -13,6 +14,13 @@ the ε a target half-width needs; and what making each private attribute public 
 Exact closed forms (:mod:`ldpsynth.shared.planning`), no simulation. ``--json`` prints the same
 numbers as one JSON object (null where a figure does not apply, e.g. the devices a count needs, or
 where an ε beyond 40 would be needed).
+
+``--shuffler``: the collection behind a shuffler (design §9; docs/planning.md): per public-key group
+of the planned rows, the central ε and δ at the planned ε0 (and whether the group is below the
+minimum batch), the ε0 to choose for a target central ε (default: the plan's ε), and every query's
+error at that ε0 beside plain LDP at the same central ε. In ``--json``: ``"shuffle"`` with
+``central_epsilon`` and ``central_delta`` (the weakest group's) and ``groups``, and per query
+``shuffled_*`` and ``plain_ldp_*`` figures. Needs the accountant (scipy: the ``[aggregator]`` extra).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import numpy as np
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan
+from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan, plan_shuffle
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
 from ldpsynth.shared.queries.json_form import queries_from_json
@@ -59,6 +67,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="merged values of a private attribute for its 'coarser' alternative (repeatable; "
                              "default: a continuous attribute loses a bit, others merge adjacent pairs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    shuffle = parser.add_argument_group("behind a shuffler")
+    shuffle.add_argument("--shuffler", action="store_true",
+                         help="also plan the collection behind a shuffler: central (ε, δ) per public-key group, "
+                              "the ε0 for a target central ε, and the error at it beside plain LDP")
+    shuffle.add_argument("--delta", type=float, help="δ of the central guarantee (default: the collection's "
+                                                     "shuffle.delta, else 1e-9)")
+    shuffle.add_argument("--min-batch", type=int, help="minimum batch (default: the collection's shuffle.min_batch, "
+                                                       "else 1)")
+    shuffle.add_argument("--target-central-epsilon", type=float, metavar="E",
+                         help="the central ε to reach (default: the planned ε, the same promise made centrally)")
 
 
 def _read_text(path: Path, flag: str) -> str:
@@ -98,8 +116,15 @@ def make_plan(args: argparse.Namespace) -> Plan:
     schema = Schema.from_json(_read_text(args.collection, "--collection"))
     queries = queries_from_json(_read_text(args.queries, "--queries"))
     changes = schema_changes(schema, parse_merges(args.merge))
-    return plan(schema, queries, args.devices, rows_per_device=args.rows_per_device, prior=_prior(args, schema),
-                epsilon=args.epsilon, level=args.level, target_halfwidth=args.target_halfwidth, changes=changes)
+    prior = _prior(args, schema)
+    p = plan(schema, queries, args.devices, rows_per_device=args.rows_per_device, prior=prior,
+             epsilon=args.epsilon, level=args.level, target_halfwidth=args.target_halfwidth, changes=changes)
+    if getattr(args, "shuffler", False):
+        p = plan_shuffle(p, schema, p.batch, prior=prior, delta=args.delta, min_batch=args.min_batch,
+                         target_central_epsilon=args.target_central_epsilon)
+    elif any(getattr(args, name, None) is not None for name in ("delta", "min_batch", "target_central_epsilon")):
+        raise ValidationError("--shuffler", "given with --delta, --min-batch or --target-central-epsilon", "missing")
+    return p
 
 
 # ----- output --------------------------------------------------------------------------------
@@ -139,11 +164,38 @@ def to_json(p: Plan) -> dict[str, Any]:
                     entry["bias_prior"] = _number(alt.bias_prior[j])
             alternatives[alt.change.description] = entry
         item["alternatives"] = alternatives
+        if p.shuffle is not None:
+            if p.shuffle.shuffled is not None:
+                item.update(_figures(p.shuffle.shuffled, p, j, "shuffled_"))
+            item.update(_figures(p.shuffle.plain, p, j, "plain_ldp_"))
         queries.append(item)
-    return {"collection": p.batch.schema.name, "domain_size": p.domain_size, "epsilon": p.epsilon, "devices": p.devices,
-            "rows_per_device": p.rows_per_device, "rows": p.n, "level": p.level, "z": p.z,
-            "composition": p.composition, "olh_hash_range": p.olh_hash_range,
-            "target_halfwidth": None if p.inverse is None else p.inverse.target_halfwidth, "queries": queries}
+    out = {"collection": p.batch.schema.name, "domain_size": p.domain_size, "epsilon": p.epsilon, "devices": p.devices,
+           "rows_per_device": p.rows_per_device, "rows": p.n, "level": p.level, "z": p.z,
+           "composition": p.composition, "olh_hash_range": p.olh_hash_range,
+           "target_halfwidth": None if p.inverse is None else p.inverse.target_halfwidth, "queries": queries}
+    if p.shuffle is not None:
+        out["shuffle"] = _shuffle_json(p)
+    return out
+
+
+def _shuffle_json(p: Plan) -> dict[str, Any]:
+    """The ``"shuffle"`` object of ``--json``: fields named central_epsilon and central_delta."""
+    s = p.shuffle
+    assert s is not None
+    g = s.at_planned
+    groups = []
+    if g.shuffled:
+        groups = [{"group": label, "reports": int(c), "central_epsilon": float(e), "central_delta": float(d),
+                   "below_min_batch": bool(b)}
+                  for label, c, e, d, b in zip(g.labels, g.counts.tolist(), g.epsilon.tolist(), g.delta.tolist(),
+                                               s.below_min_batch.tolist())]
+    return {"local_epsilon": p.epsilon, "rows_per_device": p.rows_per_device, "delta": s.delta,
+            "min_batch": s.min_batch, "shuffler": s.shuffler, "against": s.against,
+            "central_epsilon": g.central_epsilon, "central_delta": g.central_delta, "weakest_group": g.weakest_group,
+            "groups": groups, "any_group_below_min_batch": bool(s.below_min_batch.any()),
+            "target_central_epsilon": s.target, "epsilon0_for_target": s.epsilon0,
+            "central_epsilon_at_epsilon0": s.central_at_epsilon0,
+            "central_delta_at_epsilon0": None if s.epsilon0 is None else s.delta}
 
 
 def _fmt(x: float) -> str:
@@ -258,7 +310,31 @@ def render(p: Plan) -> str:
                      "a dense query's rows are fixed)\n")
     if p.alternatives:
         text += "\nThe schema's share of the error (same ε): " + _alternatives_table(p)
+    if p.shuffle is not None:
+        text += _shuffle_text(p)
     return text
+
+
+def _shuffle_text(p: Plan) -> str:
+    s = p.shuffle
+    assert s is not None
+    g = s.at_planned
+    text = (f"\nBehind a shuffler (δ = {s.delta:g}, minimum batch {s.min_batch:,}, {p.rows_per_device} row(s) per "
+            f"device; central guarantee against {s.against}; ε0 = {p.epsilon:.6g} holds against everyone):\n\n")
+    rows = [[label, f"{int(c):,}", _fmt(e), f"{d:g}", "below: refused" if b else "ok"]
+            for label, c, e, d, b in zip(g.labels, g.counts.tolist(), g.epsilon.tolist(), g.delta.tolist(),
+                                         s.below_min_batch.tolist())] if g.shuffled else []
+    text += _table(["public-key group", "planned reports", f"central ε at ε0 = {p.epsilon:.4g}", "central δ",
+                    "minimum batch"], rows)
+    if s.epsilon0 is None:
+        return text + f"\nNo group has a report: no ε0 reaches central ε = {s.target:g}.\n"
+    text += (f"\nTarget central ε = {s.target:g} (δ = {s.delta:g}): choose ε0 = {s.epsilon0:.6g} (central ε there "
+             f"{_fmt(s.central_at_epsilon0 or 0.0)} at the weakest group). ±{p.level:.0%} half-width:\n\n")
+    which = "prior" if p.has_prior else "worst"
+    assert s.shuffled is not None
+    rows = [[p.label(j), _fmt(p.z * s.shuffled.headline[j]), _fmt(p.z * s.plain.headline[j])] for j in range(len(p))]
+    return text + _table(["query", f"E behind the shuffler, ε0 = {s.epsilon0:.4g} ({which})",
+                          f"plain LDP, ε = {s.target:g} ({which})"], rows)
 
 
 def run(args: argparse.Namespace) -> int:

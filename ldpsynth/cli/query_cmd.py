@@ -6,8 +6,10 @@
     ldpsynth export --target HOST:PORT --collection NAME --out DIR [--token T]
 
 ``query`` prints a JSON array with the fields of ``ldpsynth estimate`` (one object per compiled
-query); ``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
-pyarrow is installed) and prints a JSON summary. ``ldpsynth estimate`` on an export returns the
+query; a shuffled collection's answers carry both guarantees, ``--guarantees`` prints them per group);
+``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
+pyarrow is installed; a shuffled collection's ``DIR/guarantees.json``) and prints a JSON summary
+(with the central ε and δ of the weakest public-key group). ``ldpsynth estimate`` on an export returns the
 numbers ``ldpsynth query`` gets from the server. Only the ``[client]`` extra is needed.
 
 ``query`` sends the file's queries in chunks of whole queries, each within the server's message
@@ -25,7 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpsynth.cli.options import add_command, add_level_argument, add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import (
+    add_command,
+    add_guarantees_argument,
+    add_level_argument,
+    add_target_argument,
+    add_tls_arguments,
+    answers_json,
+)
 from ldpsynth.cli.token_env import add_token_argument
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
@@ -55,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "print the answers with error bars (WYZ eqs. 17-22). Costs no privacy budget.")
     query.add_argument("--queries", required=True, type=Path, metavar="Q.json", help="JSON array of query objects")
     add_level_argument(query)
+    add_guarantees_argument(query)
     export = _command(
         subparsers, "export", _export, help="download the public release (synthetic database + mechanism card)",
         description="Write the collection's synthetic database (CSV, and Parquet when pyarrow is installed) and "
@@ -93,7 +103,7 @@ def _query(args: argparse.Namespace) -> int:
     except QueryError as exc:
         print(f"ldpsynth query: error: {exc}", file=sys.stderr)
         return 1
-    json.dump(answers.records(), sys.stdout, indent=2)
+    json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

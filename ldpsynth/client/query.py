@@ -44,7 +44,7 @@ from ldpsynth.client.transport import (
 )
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.queries.json_form import QueryLike, queries_to_json
-from ldpsynth.shared.queries.wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests
+from ldpsynth.shared.queries.wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests, guarantees_from_proto
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -184,7 +184,8 @@ class QueryClient:
                  for a, c in zip(schema.public_attributes, public)}
         digits = schema.private_digits(np.concatenate(private) if private else np.zeros(0, np.int64))
         codes.update({a.name: digits[a.name] for a in schema.private_attributes})
-        release = Release(card, {a.name: codes[a.name] for a in schema.attributes})
+        guarantees = guarantees_from_proto(head.guarantees) if head.HasField("guarantees") else None
+        release = Release(card, {a.name: codes[a.name] for a in schema.attributes}, guarantees)
         if len(release) != head.rows:
             raise QueryError("Export", "DATA_LOSS", f"expected {head.rows} rows, received {len(release)}")
         return release

@@ -4,6 +4,11 @@ A card holds the schema, the ε asked for and the ε delivered, :math:`|D|`, and
 keep/lie probabilities as integer weights over one space (``keep_weight / total_weight`` and
 ``lie_weight / total_weight``) plus their float values. Anyone holding an export of the
 synthetic database and its card can reproduce every answer offline.
+
+A shuffled collection's card also has a top-level ``"shuffle"`` block (:func:`shuffle_block`): the
+schema's :class:`~ldpsynth.shared.schema.ShuffleSpec` and whom each guarantee protects against.
+The central ε itself depends on the counts of a release or an answer, which are stated with them
+(:mod:`ldpsynth.shared.guarantees`); the card says how it is computed.
 """
 
 from __future__ import annotations
@@ -17,9 +22,20 @@ from typing import Any, cast
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.schema import Schema, ShuffleSpec
 
 CARD_FORMAT = "ldpsynth.mechanism-card/1"
+#: Whom the local guarantee protects against (every card of a shuffled collection says it).
+LOCAL_AGAINST = "everyone: the aggregator's operator, the shuffler and analysts"
+
+
+def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
+    """The card's ``"shuffle"`` block: the spec, both guarantees and whom they protect against."""
+    return {**spec.to_json(),
+            "local": {"epsilon": epsilon0, "delta": 0.0, "per": "report", "against": LOCAL_AGAINST},
+            "central": {"delta": spec.delta, "against": spec.against,
+                        "epsilon": "per release and per answer, from the counts of reports of each public-key "
+                                   "group (ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md)"}}
 
 
 @dataclass(frozen=True)
@@ -40,7 +56,7 @@ class MechanismCard:
 
     def to_json(self) -> dict[str, Any]:
         m = self.mechanism
-        return {
+        out = {
             "format": CARD_FORMAT,
             "mechanism": "E",
             "version": m.VERSION,
@@ -55,6 +71,9 @@ class MechanismCard:
             "lie_weight": str(m.lie_weight),
             "total_weight": str(m.total_weight),
         }
+        if self.schema.shuffle is not None:
+            out["shuffle"] = shuffle_block(self.schema.shuffle, m.epsilon)
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True)
@@ -87,6 +106,22 @@ class MechanismCard:
         for key, value in expected.items():
             if obj.get(key) != value:
                 raise ValidationError(f"card.{key}", f"{value!r} (E at the card's epsilon and domain)", "inconsistent")
+        spec = schema.shuffle
+        if spec is None:
+            if "shuffle" in obj:
+                raise ValidationError("card.shuffle", "absent (the card's schema has no shuffle block)", "present")
+            return card
+        block = obj.get("shuffle")
+        if not isinstance(block, Mapping):
+            raise ValidationError("card.shuffle", "the shuffle block of the schema's shuffle spec",
+                                  "missing" if block is None else f"got {type(block).__name__}")
+        for key, value in shuffle_block(spec, m.epsilon).items():  # field by field, as the numbers above
+            if block.get(key) != value:
+                raise ValidationError(f"card.shuffle.{key}", f"{value!r} (from the schema's shuffle block)",
+                                      "inconsistent")
+        if set(block) != set(shuffle_block(spec, m.epsilon)):
+            raise ValidationError("card.shuffle", f"the fields {sorted(shuffle_block(spec, m.epsilon))}",
+                                  f"unknown fields {sorted(set(block) - set(shuffle_block(spec, m.epsilon)))}")
         return card
 
     @classmethod

@@ -8,6 +8,9 @@ perturbed rows, in report-id order), as the aggregator exports it (``ldpsynth ex
     DIR/synthetic.csv      header = attribute names; public values in clear, private values decoded
                            (continuous attributes as bucket lower edges)
     DIR/synthetic.parquet  the same table, when pyarrow is installed
+    DIR/guarantees.json    a shuffled collection's release: its guarantees, the local ε0 and the central
+                           (ε, δ) per public-key group with the counts they come from
+                           (:meth:`Guarantees.to_json <ldpsynth.shared.guarantees.Guarantees.to_json>`)
 
 :meth:`Release.from_values` makes one from columns in that form. Everything in it is already
 differentially private (each row went through mechanism E on its device): publishing it costs no
@@ -17,6 +20,7 @@ further budget. Needs numpy only (and pyarrow for the Parquet file).
 from __future__ import annotations
 
 import csv
+import json
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -25,14 +29,17 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.guarantees import Guarantees
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.schema import ContinuousAttribute
 
 CARD_FILE = "card.json"
 CSV_FILE = "synthetic.csv"
 PARQUET_FILE = "synthetic.parquet"
+GUARANTEES_FILE = "guarantees.json"
 #: Relative tolerance (in bucket widths) for a continuous value to count as a bucket lower edge.
 EDGE_TOLERANCE = 1e-6
 
@@ -91,10 +98,12 @@ def _parquet_columns(path: Path, names: Collection[str], field: str) -> dict[str
 
 @dataclass(frozen=True, eq=False)
 class Release:
-    """``codes[name]``: the codes of attribute ``name`` of every row (int64, row order = report id)."""
+    """``codes[name]``: the codes of attribute ``name`` of every row (int64, row order = report id);
+    ``guarantees``: what the aggregator stated for the release (a shuffled collection's export)."""
 
     card: MechanismCard
     codes: dict[str, np.ndarray]
+    guarantees: Guarantees | None = None
 
     def __len__(self) -> int:
         return len(next(iter(self.codes.values()))) if self.codes else 0
@@ -152,17 +161,22 @@ class Release:
         """
         path = Path(path)
         table = path
+        guarantees = None
         if path.is_dir():
             parquet_only = (path / PARQUET_FILE).exists() and not (path / CSV_FILE).exists()
             table = path / (PARQUET_FILE if parquet_only else CSV_FILE)
             if card is None:
                 card = MechanismCard.from_json(read_text(path / CARD_FILE, field))
+            if (path / GUARANTEES_FILE).exists():
+                stated = jsonio.loads(read_text(path / GUARANTEES_FILE, field), GUARANTEES_FILE, "a JSON object")
+                guarantees = Guarantees.from_json(stated, card.schema.shuffle)
         elif card is None:
             raise ValidationError("card", "the release's mechanism card, to read a table file without its folder",
                                   "missing")
         names = {a.name for a in card.schema.attributes}
         read = _parquet_columns if table.suffix == ".parquet" else _csv_columns
-        return cls.from_values(card, read(table, names, field))
+        release = cls.from_values(card, read(table, names, field))
+        return release if guarantees is None else cls(release.card, release.codes, guarantees)
 
     def write(self, out: str | Path, *, parquet: bool | None = None) -> list[Path]:
         """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file.
@@ -182,6 +196,9 @@ class Release:
         folder.mkdir(parents=True, exist_ok=True)
         written = [folder / CARD_FILE, folder / CSV_FILE]
         self.card.save(written[0])
+        if self.guarantees is not None:
+            written.append(folder / GUARANTEES_FILE)
+            written[-1].write_text(json.dumps(self.guarantees.to_json(), indent=2) + "\n", encoding="utf-8")
         columns = self.values()
         names = list(columns)
         with open(written[1], "w", newline="", encoding="utf-8") as handle:
@@ -203,5 +220,10 @@ class Release:
 
     def summary(self) -> dict[str, object]:
         """What ``ldpsynth export`` prints."""
-        return {"collection": self.card.schema.name, "rows": len(self), "epsilon": self.card.mechanism.epsilon,
-                "mechanism_version": self.card.version}
+        out: dict[str, object] = {"collection": self.card.schema.name, "rows": len(self),
+                                  "epsilon": self.card.mechanism.epsilon, "mechanism_version": self.card.version}
+        if self.guarantees is not None and self.guarantees.shuffle is not None:
+            out.update(self.guarantees.summary())
+            out["weakest_group"] = self.guarantees.weakest_group
+            out["groups"] = len(self.guarantees.labels)
+        return out

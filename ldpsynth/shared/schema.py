@@ -54,6 +54,12 @@ MAX_BATCH_WEIGHTS = 1 << 28
 MAX_BITS = 24
 #: Largest number of listed values of a categorical attribute.
 MAX_CATEGORIES = 1 << 20
+#: Largest minimum batch of a shuffled collection (the accountant's largest number of reports).
+MAX_MIN_BATCH = 10**12
+#: Most reports one device may send to a shuffled collection (the accountant composes at most this many).
+MAX_ROWS_PER_DEVICE = 10**6
+#: Who runs the shuffler of a shuffled collection (``ShuffleSpec.shuffler``).
+SHUFFLERS = ("aggregator-operator", "independent")
 
 
 def bits_for_rows(n: int) -> int:
@@ -414,12 +420,83 @@ def _attribute_from_json(obj: Any, position: int) -> Attribute:
 
 
 @dataclass(frozen=True)
+class ShuffleSpec:
+    """A shuffled collection's central guarantee: the schema's optional ``"shuffle"`` block.
+
+    Reports reach the aggregator through a shuffler (design §9); then mechanism E at the local ε0 is
+    (ε, δ)-DP centrally, ε computed from the number of reports by ``ldpsynth.shared.amplification``
+    (docs/shuffle-accountant.md; docs/contract.md §2 says how the fields are used).
+
+    ``delta``
+        δ of the central guarantee, in (0, 1) (well below 1/n is the usual choice).
+    ``min_batch``
+        The fewest reports from which anything is released, in [1, 10^12]: a query whose rows
+        (per public-key group, where the query groups by public attributes) or an export whose
+        public-key groups hold fewer reports is refused (FAILED_PRECONDITION), since the shuffle of
+        a small group amplifies little.
+    ``rows_per_device``
+        The most reports one device sends to the collection, in [1, 10^6] (default 1); the central
+        guarantee composes over them (``composed_epsilon``). The device's ledger charges ε0 per
+        report, so a device's budget divided by ε0 bounds it too.
+    ``shuffler``
+        ``"aggregator-operator"`` (default: the central guarantee holds against analysts only) or
+        ``"independent"`` (the shuffler is run by a party that does not collude with the
+        aggregator's operator: it holds against the operator too).
+    """
+
+    delta: float
+    min_batch: int
+    rows_per_device: int = 1
+    shuffler: str = SHUFFLERS[0]
+
+    def __post_init__(self) -> None:
+        with _schema_field():
+            object.__setattr__(self, "delta", check_real(self.delta, "shuffle.delta", low=0.0, high=1.0,
+                                                         low_open=True, high_open=True))
+            object.__setattr__(self, "min_batch", check_int(self.min_batch, "shuffle.min_batch", 1, MAX_MIN_BATCH))
+            object.__setattr__(self, "rows_per_device", check_int(self.rows_per_device, "shuffle.rows_per_device",
+                                                                  1, MAX_ROWS_PER_DEVICE))
+            object.__setattr__(self, "shuffler", check_choice(self.shuffler, "shuffle.shuffler", SHUFFLERS))
+
+    @property
+    def independent(self) -> bool:
+        """Whether the shuffler is run by a party other than the aggregator's operator."""
+        return self.shuffler == "independent"
+
+    @property
+    def against(self) -> str:
+        """Whom the central guarantee protects against."""
+        if self.independent:
+            return "analysts and the aggregator's operator (the shuffler is run by an independent party)"
+        return "analysts (the aggregator's operator runs the shuffler too: against it only the local epsilon0 holds)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"delta": self.delta, "min_batch": self.min_batch, "rows_per_device": self.rows_per_device,
+                "shuffler": self.shuffler}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ShuffleSpec:
+        legal = "an object with delta, min_batch and optionally rows_per_device, shuffler"
+        if not isinstance(obj, Mapping):
+            raise SchemaError("shuffle", legal, f"got {type(obj).__name__}")
+        extra = set(obj) - {"delta", "min_batch", "rows_per_device", "shuffler"}
+        if extra:
+            raise SchemaError("shuffle", legal, f"unknown fields {sorted(extra)}")
+        missing = {"delta", "min_batch"} - set(obj)
+        if missing:
+            raise SchemaError(f"shuffle.{sorted(missing)[0]}", legal, "missing")
+        return cls(obj["delta"], obj["min_batch"], obj.get("rows_per_device", 1), obj.get("shuffler", SHUFFLERS[0]))
+
+
+@dataclass(frozen=True)
 class Schema:
-    """A collection: its name, the ε each row is released with, and its attributes."""
+    """A collection: its name, the ε each row is released with, its attributes, and (a shuffled
+    collection) its :class:`ShuffleSpec`."""
 
     name: str
     epsilon: float
     attributes: tuple[Attribute, ...]
+    shuffle: ShuffleSpec | None = None
     _by_name: dict[str, Attribute] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -441,6 +518,8 @@ class Schema:
                               f"got |D| = {self.private_domain_size}")
         if self.public_domain_size > MAX_DOMAIN_SIZE:
             raise SchemaError("attributes", "a public domain of at most 2^62 values", "too large")
+        if self.shuffle is not None and not isinstance(self.shuffle, ShuffleSpec):
+            raise SchemaError("shuffle", "a ShuffleSpec or None", f"got {type(self.shuffle).__name__}")
 
     # ----- views -------------------------------------------------------------------------
     @property
@@ -531,7 +610,11 @@ class Schema:
 
     # ----- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "attributes": [a.to_json() for a in self.attributes]}
+        out: dict[str, Any] = {"name": self.name, "epsilon": self.epsilon,
+                               "attributes": [a.to_json() for a in self.attributes]}
+        if self.shuffle is not None:
+            out["shuffle"] = self.shuffle.to_json()
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
@@ -543,9 +626,9 @@ class Schema:
                 obj = jsonio.loads(obj, "schema", "a JSON object")
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
-        extra = set(obj) - {"name", "epsilon", "attributes"}
+        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle"}
         if extra:
-            raise SchemaError("schema", "fields name, epsilon, attributes", f"unknown fields {sorted(extra)}")
+            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle", f"unknown fields {sorted(extra)}")
         attrs = obj.get("attributes")
         if not isinstance(attrs, list) or not attrs:
             raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
@@ -553,7 +636,9 @@ class Schema:
             raise SchemaError("epsilon", "a finite number > 0", "missing")
         with _schema_field():
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
-        return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)))
+        shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
+        return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)),
+                   shuffle)
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:

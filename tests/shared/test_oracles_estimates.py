@@ -76,7 +76,7 @@ def test_estimates_are_unbiased_with_the_closed_form_variance(cls, eps):
 
 def test_mechanism_e_is_the_pure_protocol_of_its_weights():
     """E as a pure protocol: the closed form equals WYZ's per-row variance s tau^2 + r s (w(x) - m)^2 over r^2
-    (shared/estimator_math.py) for a histogram and random weights."""
+    (shared/estimators/formulas.py) for a histogram and random weights."""
     m = MechanismE(1.5, 7)
     proto = PureProtocol.for_mechanism_e(m)
     rng = np.random.default_rng(4)

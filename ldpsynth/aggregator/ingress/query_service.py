@@ -32,7 +32,7 @@ from ldpsynth.aggregator.ingress.auth import QUERY, Credential
 from ldpsynth.aggregator.ingress.status import parse, rpc
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.queries.wire import FIELD_HEADER_BYTES, BatchReader, answer_pages
+from ldpsynth.shared.queries.wire import FIELD_HEADER_BYTES, BatchReader, answer_pages, guarantees_to_proto
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
 from ldpsynth.shared.validation import check_probability
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -119,7 +119,14 @@ class QueryServicer:
                                 "(--max-message-bytes)")
         chunk_rows = export_chunk_rows(info.schema, limit)
         rows = await self.engine.export_rows(request.collection)
+        guarantees = await self.engine.release_guarantees(request.collection, rows)  # refused below min_batch
         head.rows = len(rows)
+        if guarantees is not None:
+            head.guarantees.CopyFrom(guarantees_to_proto(guarantees))
+            if head.ByteSize() > limit:
+                raise LimitExceeded(f"the first export chunk of {request.collection!r} (its mechanism card and the "
+                                    f"guarantees of {len(guarantees.labels)} public-key groups) is {head.ByteSize()} "
+                                    f"bytes, over the server's message limit of {limit} bytes (--max-message-bytes)")
         yield head
         schema = info.schema
         for start in range(0, len(rows), chunk_rows):

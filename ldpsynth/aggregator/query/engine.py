@@ -21,12 +21,21 @@ refused because of ingest.
 A pin lost to a restarted worker makes the evaluation start again on new pins (at most
 :data:`ATTEMPTS` times, then UNAVAILABLE). Querying reads the perturbed rows only, so it spends
 no privacy budget.
+
+**A shuffled collection** (its schema's shuffle block): on the same pins, the groups of rows the
+batch reads and their counts (:func:`~ldpsynth.shared.guarantees.batch_groups`); a group below the
+minimum batch refuses the batch (``WrongState``, FAILED_PRECONDITION, naming the group, its count
+and the minimum) before anything is evaluated; the answers carry both guarantees, the central one
+from those counts (the accountant, in a worker thread, cached per count). An export
+(:meth:`QueryEngine.export_rows` then :meth:`QueryEngine.release_guarantees`) is refused the same way
+per public key, and states its guarantees per public key.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,6 +48,16 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import row_block_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.guarantees import (
+    ANSWERS,
+    RELEASE,
+    BelowMinimumBatch,
+    Guarantees,
+    batch_groups,
+    check_min_batch,
+    of_card,
+    release_groups,
+)
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 
@@ -71,6 +90,14 @@ def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
     order = sort_ids(ids).order
     return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
                     np.concatenate([p.private_codes for p in parts])[order])
+
+
+def _check(spec: Any, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
+    """The minimum batch, as this service's ``WrongState`` (FAILED_PRECONDITION)."""
+    try:
+        check_min_batch(spec, labels, counts, what)
+    except BelowMinimumBatch as exc:
+        raise WrongState(str(exc)) from None
 
 
 def _dense_sums(weights: np.ndarray, codes: np.ndarray, mechanism: MechanismE) -> BlockSums:
@@ -137,10 +164,33 @@ class QueryEngine:
             n = sum(pin[2] for pin in pins)
             if n == 0:
                 raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
+            groups = None
+            if info.schema.shuffle is not None:  # the groups the batch reads, on the same pins; refused below min_batch
+                stats = await self.statistics(collection, pins)
+                groups = await asyncio.to_thread(batch_groups, batch, stats.present_keys, stats.group_sizes)
+                _check(info.schema.shuffle, *groups, "the queries were")
             sums = [await self._block(collection, block, batch, mechanism, pins, n) for block in batch.blocks]
-            return await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
+            answers = await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
+            if groups is None:
+                return answers
+            guarantees = await asyncio.to_thread(of_card, info.card, ANSWERS, *groups)
+            return replace(answers, guarantees=guarantees)
 
         return await self._pinned(collection, evaluate)
+
+    async def release_guarantees(self, collection: str, rows: RowChunk) -> Guarantees | None:
+        """The guarantees of an export of ``rows`` (None: not shuffled), per public key; ``WrongState``
+        when a public key holds fewer reports than the minimum batch."""
+        info = self.catalog.get(collection)
+        if info.schema.shuffle is None:
+            return None
+        keys, sizes = np.unique(np.asarray(rows.public_keys), return_counts=True)
+        if not len(keys):
+            sizes = np.zeros(1, np.int64)
+            keys = np.zeros(1, np.int64)
+        labels, counts = release_groups(info.schema, keys, sizes)
+        _check(info.schema.shuffle, labels, counts, "the export was")
+        return await asyncio.to_thread(of_card, info.card, RELEASE, labels, counts)
 
     async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
                      n: int) -> BlockSums:

@@ -42,7 +42,8 @@ K = 5
 HETEROGENEITY = (1, 2, 4, 8, 16, 32, 64, 128)
 QUERY_SET_SIZES = tuple(64 * 4**i for i in range(8))       # 64 ... 1,048,576
 DATABASE_SIZES = (15_000, 30_000, 60_000, 100_000, 150_000, 230_000)
-MECHANISM_NAMES = ("laplace", "laplace-histogram", "mwem", "mwem-subdb", "dpfw", "dpfw-practical", "dpam")
+MECHANISM_NAMES = ("laplace", "laplace-histogram", "mwem", "mwem-subdb", "dpfw", "dpfw-practical", "dpam",
+                   "e-shuffled", "e-shuffled-private-label")
 
 
 def ratings(top_movies: int | None = MOVIES) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +77,11 @@ def linear_workload(size: int) -> Callable[[np.random.Generator], Workload]:
     return lambda rng: Workload(row_functions(rng, (size, K)), "range")
 
 
-def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dict[str, Mechanism]:
-    """The named central mechanisms at ``epsilon`` (imported lazily: DPFW/DPAM are optional modules)."""
+def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10, delta: float = 1e-9
+               ) -> dict[str, Mechanism]:
+    """The named central mechanisms at ``epsilon`` (imported lazily: DPFW/DPAM are optional modules); ``delta``
+    is the δ of E behind a shuffler (``e-shuffled``, ``e-shuffled-private-label``: E at the local ε0 a
+    shuffler amplifies to central (``epsilon``, ``delta``), :mod:`~ldpsynth.evaluation.comparison.shuffled_e`)."""
     out: dict[str, Mechanism] = {}
     for name in names:
         if name == "laplace":
@@ -101,6 +105,9 @@ def mechanisms(names: Sequence[str], epsilon: float, *, rounds: int = 10) -> dic
         elif name == "dpam":
             from ldpsynth.evaluation.comparison.dpam import DPAM
             out[name] = DPAM(epsilon)
+        elif name in ("e-shuffled", "e-shuffled-private-label"):
+            from ldpsynth.evaluation.comparison.shuffled_e import ShuffledE
+            out[name] = ShuffledE(epsilon, delta, private_label=name.endswith("private-label"))
         else:
             raise ValidationError("mechanisms", f"names from {list(MECHANISM_NAMES)}", f"got {name!r}")
     return out
@@ -134,18 +141,26 @@ def eq20_squared_bound(n: int, epsilon: float) -> float:
 
 
 def fig2(out: Path, *, runs: int, epsilon: float, names: Sequence[str], rng: np.random.Generator,
-         heterogeneity: Sequence[int] = HETEROGENEITY, queries: int = 200, rounds: int = 10) -> list[Path]:
-    """WYZ Fig. 2 (see the module docstring)."""
+         heterogeneity: Sequence[int] = HETEROGENEITY, queries: int = 200, rounds: int = 10,
+         delta: float = 1e-9) -> list[Path]:
+    """WYZ Fig. 2 (see the module docstring); ``delta``: that of E behind a shuffler, when named."""
     labels, values = ratings()
     data = Histogram.from_rows(labels, values, MOVIES, K)
     trials = []
     for h in heterogeneity:
-        trials += compare(data, heterogeneous_workload(h, queries), mechanisms(names, epsilon, rounds=rounds),
+        trials += compare(data, heterogeneous_workload(h, queries),
+                          mechanisms(names, epsilon, rounds=rounds, delta=delta),
                           runs=runs, rng=rng, setting=f"h={h}", x=h, epsilon=epsilon)
     notes = (f"MovieLens-100k, the {MOVIES} most-rated movies ({data.n:,} ratings; rating 1..5 private, movie "
              f"public); {queries} random statistical queries per run (WYZ §VI-A-1 row functions, normalised by "
              f"WYZ eq. 10); ε = "
              f"{epsilon:g}; {runs} runs; MWEM T = {rounds}. Worst case over the queries, averaged over runs.")
+    shuffled = [n for n in names if n.startswith("e-shuffled")]
+    if shuffled:
+        notes += (f" Not the same promise: E is {epsilon:g}-LDP per row (local, against everyone); the central "
+                  f"mechanisms are central ε = {epsilon:g} (pure ε-DP or (ε, δ)-DP, see Guarantees); "
+                  f"{', '.join(shuffled)} are E behind a shuffler at the local ε0 whose central guarantee is "
+                  f"({epsilon:g}, {delta:g})-DP, the central mechanisms' ε (ε0 in Guarantees).")
     return write_report(out, "fig2", trials, title="WYZ Fig. 2: worst-case |error| vs heterogeneity h",
                         x_label="heterogeneity h (distinct row functions per query)", log_x=True, notes=notes)
 

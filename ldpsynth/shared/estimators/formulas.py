@@ -80,9 +80,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +92,9 @@ from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.queries.batch import QueryBatch
 from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, normalization_name
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
+
+if TYPE_CHECKING:
+    from ldpsynth.shared.guarantees import Guarantees
 
 #: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
 ANSWER_CHUNK = 1 << 15
@@ -199,7 +202,11 @@ class AnswerColumns:
     ``exact[j]`` says whether ``proper_estimate[j]`` is the exact nearest point of
     :math:`q_\\varphi(D^n)` (eq. 21) or the estimate clipped to the feasible range. ``bound`` is
     the RMS bound of eq. 20, ``bound_proper`` that of eq. 22. Compiled query ``j`` is labelled
-    ``q<j>`` unless a subclass knows better (:class:`Answers`: the batch's labels).
+    ``q<j>`` unless a subclass knows better (:class:`Answers`: the batch's labels). ``guarantees``
+    (:class:`~ldpsynth.shared.guarantees.Guarantees`, when stated): the local ε0 and, for a shuffled
+    collection, the central (ε, δ) of the batch with the group counts it comes from; every record
+    then carries ``local_epsilon``, ``rows_per_device`` and, shuffled, ``central_epsilon`` and
+    ``central_delta`` (the batch's weakest group).
     """
 
     estimate: np.ndarray
@@ -213,6 +220,7 @@ class AnswerColumns:
     level: float
     n: int
     epsilon: float
+    guarantees: Guarantees | None = field(default=None, kw_only=True)
 
     def __len__(self) -> int:
         return len(self.estimate)
@@ -221,17 +229,20 @@ class AnswerColumns:
         """The label of answer ``j``."""
         return f"q{j}"
 
-    def record(self, j: int) -> dict[str, Any]:
-        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS`."""
+    def record(self, j: int, *, _summary: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees')."""
+        if _summary is None:
+            _summary = self.guarantees.summary() if self.guarantees is not None else {}
         return {"label": self.label(j), "estimate": float(self.estimate[j]),
                 "proper_estimate": float(self.proper_estimate[j]),
                 "proper_kind": "exact" if self.exact[j] else "clipped", "std_error": float(self.std_error[j]),
                 "ci_low": float(self.ci_low[j]), "ci_high": float(self.ci_high[j]), "level": self.level,
                 "bound": float(self.bound[j]), "bound_proper": float(self.bound_proper[j]), "n": self.n,
-                "epsilon": self.epsilon}
+                "epsilon": self.epsilon, **_summary}
 
     def records(self) -> list[dict[str, Any]]:
-        return [self.record(j) for j in range(len(self))]
+        summary = self.guarantees.summary() if self.guarantees is not None else {}
+        return [self.record(j, _summary=summary) for j in range(len(self))]
 
 
 @dataclass(frozen=True, eq=False)
@@ -339,7 +350,7 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
         raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")
     debias = Debias.of(mechanism)
     z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
-    columns = {name: np.empty(batch.size) for name in
+    columns: dict[str, Any] = {name: np.empty(batch.size) for name in
                ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
     exact_all = np.zeros(batch.size, bool)
     for block, block_sums in zip(batch.blocks, sums):
@@ -369,4 +380,5 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
             columns["ci_low"][pos], columns["ci_high"][pos] = est - z_level * se, est + z_level * se
             columns["bound"][pos], columns["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
             exact_all[pos] = exact
-    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, **columns)
+    return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, guarantees=None,
+                   **columns)

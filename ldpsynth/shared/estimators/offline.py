@@ -3,7 +3,8 @@ in, every query's answer with its error bars out (WYZ eq. 17 estimate, eq. 21 pr
 standard error and normal interval, eq. 20/22 bounds), with no server and no privacy cost.
 
 The same numbers as ``ldpsynth estimate`` (which calls :func:`estimate_release`) and as the query
-service on the rows it exported. Needs numpy only.
+service on the rows it exported. Needs numpy only, except that the central guarantee of a shuffled
+release is computed by the accountant (scipy; without it the answers say it was not computed).
 
 >>> from ldpsynth.shared.card import MechanismCard
 >>> from ldpsynth.shared.queries.builders import marginal
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy.typing as npt
 
@@ -27,6 +29,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import estimate
 from ldpsynth.shared.estimators.formulas import Answers
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
@@ -53,7 +56,8 @@ def _card(release: ReleaseSource, card: MechanismCard | str | os.PathLike | None
 
 
 def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[QueryLike], *,
-                     card: MechanismCard | str | os.PathLike | None = None, level: float = 0.95) -> Answers:
+                     card: MechanismCard | str | os.PathLike | None = None, level: float = 0.95,
+                     rows_per_device: int | None = None) -> Answers:
     """The answers to ``queries`` from the synthetic database of ``release``, at confidence ``level``.
 
     ``release`` is a :class:`~ldpsynth.shared.release.Release` (e.g. from
@@ -72,6 +76,12 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     compiled query (a marginal gives one per cell) with the fields ``ldpsynth estimate`` prints.
     Errors are :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``queries[j]...``,
     ``synthetic.<attribute>``, ``card``, ``level``).
+
+    A shuffled collection's release (its card's schema has a shuffle block): the answers' ``guarantees``
+    state the local ε0 and the central (ε, δ) of the groups of rows the batch reads, from their counts
+    (:mod:`ldpsynth.shared.guarantees`; ``rows_per_device`` overrides the card's); a group below the
+    minimum batch refuses the batch (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`), as the
+    query service does.
     """
     level = check_probability(level, "level")
     mechanism_card = _card(release, card)
@@ -84,4 +94,10 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     codes = release.private_codes()
     stats = SufficientStatistics.from_schema(schema, release.public_keys() if schema.public_attributes else None,
                                              codes)
-    return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
+    if schema.shuffle is None:
+        return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
+    labels, counts = batch_groups(batch, stats.present_keys, stats.group_sizes)
+    check_min_batch(schema.shuffle, labels, counts, "the queries were")
+    answers = estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
+    guarantees = of_card(mechanism_card, ANSWERS, labels, counts, rows_per_device=rows_per_device)
+    return replace(answers, guarantees=guarantees)

@@ -53,6 +53,13 @@ needed at the planned n solves :math:`\\mathrm{Var}(\\epsilon) = (H/z)^2` by bis
 with ε), rounded up to :data:`EPSILON_STEP` and checked with E's exact probabilities at that ε;
 ``inf`` when even :data:`MAX_EPSILON` does not reach H.
 
+**Behind a shuffler** (:func:`plan_shuffle`, ``ldpsynth plan --shuffler``): the planned rows of each
+public-key group (the prior's shares, else uniform over the public domain) give the group's central
+(ε, δ) at the planned ε0 (:mod:`ldpsynth.shared.guarantees`, the shuffle accountant); for a target
+central ε, the ε0 that reaches it at the weakest group (``local_epsilon_for``) and every query's
+error at that ε0 beside plain LDP at the target (E at local ε = target, which is also central
+ε-DP): the same closed forms at the two ε.
+
 **The schema's share** (:mod:`~ldpsynth.shared.planning.schema_changes`): the same sums over the weight tables
 and row shares of a changed schema give E's error there, at the collection's ε; for a coarser
 attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_g\\max_v\\beta_g(v),
@@ -63,8 +70,9 @@ attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -310,6 +318,30 @@ class Alternative:
 
 
 @dataclass(frozen=True, eq=False)
+class ShufflePlan:
+    """The planned collection behind a shuffler (module docstring, :func:`plan_shuffle`).
+
+    ``at_planned``: the guarantees of a release at the plan's ε0, per public-key group of the planned
+    rows (``group_reports``, floor of n times the group's share); ``below_min_batch`` marks groups a
+    release would be refused for. ``target`` is the central ε asked for; ``epsilon0`` the ε0 that
+    reaches it at the weakest non-empty group (None when no group has a report); ``shuffled`` E's
+    errors at ``epsilon0``, ``plain`` E's at local ε = ``target`` (plain LDP, the same central promise).
+    """
+
+    delta: float
+    min_batch: int
+    shuffler: str
+    against: str
+    at_planned: Any
+    below_min_batch: np.ndarray
+    target: float
+    epsilon0: float | None
+    central_at_epsilon0: float | None
+    shuffled: Figures | None
+    plain: Figures
+
+
+@dataclass(frozen=True, eq=False)
 class Plan:
     """The predicted error of every compiled query of ``batch``, in batch order (see the module docstring).
 
@@ -339,6 +371,7 @@ class Plan:
     status: np.ndarray
     inverse: Inverse | None
     alternatives: tuple[Alternative, ...]
+    shuffle: ShufflePlan | None = None
 
     def __len__(self) -> int:
         return self.batch.size
@@ -510,3 +543,54 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
         olh=_oracle_figures(m, olh(eps), n, z_norm, with_prior),
         olh_hash_range=olh_hash_range(eps), status=_status(range_, z_level * e.headline, z_norm),
         inverse=inverse, alternatives=tuple(alternatives))
+
+
+def planned_groups(schema: Schema, rows: RowDistribution, n: int) -> tuple[list[str], np.ndarray]:
+    """The public-key groups of ``n`` planned rows and their planned counts (floor of n x share): the
+    prior's keys, or every key of the public domain at n / (its size) (one line for them all)."""
+    from ldpsynth.shared.guarantees import key_names
+    from ldpsynth.shared.planning.row_distribution import SampleRows
+
+    if isinstance(rows, SampleRows) and schema.public_attributes:
+        shares = rows.stats.group_sizes / float(rows.stats.n)
+        return key_names(schema, rows.stats.present_keys), np.floor(n * shares).astype(np.int64)
+    size = schema.public_domain_size
+    label = "all rows" if size == 1 else f"each of the {size:,} public keys (uniform)"
+    return [label], np.array([n // size], np.int64)
+
+
+def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDistribution | None = None,
+                 delta: float | None = None, min_batch: int | None = None, shuffler: str | None = None,
+                 target_central_epsilon: float | None = None) -> Plan:
+    """``p`` with its :class:`ShufflePlan`: the collection behind a shuffler (module docstring).
+
+    ``delta``, ``min_batch`` and ``shuffler`` default to the schema's shuffle block (δ = 1e-9, a minimum
+    batch of 1 and "aggregator-operator" without one); the target central ε defaults to the plan's ε
+    (the same promise, made centrally). Needs the accountant (scipy).
+    """
+    from ldpsynth.shared import guarantees
+    from ldpsynth.shared.schema import ShuffleSpec
+
+    base = schema.shuffle
+    spec = ShuffleSpec(delta if delta is not None else (base.delta if base else 1e-9),
+                       min_batch if min_batch is not None else (base.min_batch if base else 1),
+                       p.rows_per_device, shuffler if shuffler is not None else
+                       (base.shuffler if base else "aggregator-operator"))
+    target = p.epsilon if target_central_epsilon is None else check_epsilon(target_central_epsilon,
+                                                                            "target_central_epsilon")
+    rows = prior if prior is not None else UniformRows(schema)
+    labels, counts = planned_groups(schema, rows, p.n)
+    k = p.domain_size
+    at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, labels, counts)
+    live = counts[counts >= p.rows_per_device]
+    epsilon0 = central = shuffled = None
+    if live.size:
+        weakest = int(live.min())
+        epsilon0 = min(MAX_EPSILON, guarantees.local_epsilon_for(target, k, weakest, spec.delta, p.rows_per_device))
+        central = guarantees.central_at(epsilon0, k, weakest // p.rows_per_device, spec.delta, p.rows_per_device)
+        shuffled = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior,
+                        epsilon=epsilon0, level=p.level).e
+    plain = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
+                 level=p.level).e
+    return replace(p, shuffle=ShufflePlan(spec.delta, spec.min_batch, spec.shuffler, spec.against, at_planned,
+                                          counts < spec.min_batch, target, epsilon0, central, shuffled, plain))

@@ -23,12 +23,13 @@ import numpy as np
 
 from ldpsynth.shared.errors import Status, ValidationError
 from ldpsynth.shared.estimators.formulas import AnswerColumns, Answers
+from ldpsynth.shared.guarantees import Guarantees
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import normalization_name
 from ldpsynth.shared.queries.packed import grouped_batch, linear_batch
-from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.schema import Schema, ShuffleSpec
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import query_pb2 as pb
 
@@ -252,6 +253,52 @@ def _at(first: int, build: Any) -> Any:
         raise ValidationError(f"queries[{index}].{exc.field}", exc.legal, exc.problem) from None
 
 
+# ----- guarantees <-> message ------------------------------------------------------------------
+def guarantees_to_proto(g: Guarantees) -> pb.Guarantees:
+    """The :class:`~ldpsynth.shared.guarantees.Guarantees` as a message (per-group columns packed)."""
+    msg = pb.Guarantees(scope=g.scope, local_epsilon=g.local_epsilon, rows_per_device=g.rows_per_device,
+                        domain_size=g.domain_size, note=g.note)
+    if g.shuffle is not None:
+        msg.shuffled = True
+        msg.target_delta, msg.min_batch, msg.shuffler = g.shuffle.delta, g.shuffle.min_batch, g.shuffle.shuffler
+        msg.group_labels.extend(g.labels)
+        if g.counts is not None:
+            msg.group_reports = np.ascontiguousarray(g.counts, _U64).tobytes()
+    if g.shuffled:
+        assert g.epsilon is not None and g.delta is not None and g.evaluated is not None
+        msg.computed = True
+        msg.group_epsilon = np.ascontiguousarray(g.epsilon, _F64).tobytes()
+        msg.group_delta = np.ascontiguousarray(g.delta, _F64).tobytes()
+        msg.group_evaluated_at = np.ascontiguousarray(g.evaluated, _U64).tobytes()
+    return msg
+
+
+def guarantees_from_proto(msg: pb.Guarantees) -> Guarantees:
+    """The inverse of :func:`guarantees_to_proto` (columns checked to have one entry per group)."""
+    spec = None
+    if msg.shuffled:
+        try:
+            spec = ShuffleSpec(msg.target_delta, msg.min_batch, msg.rows_per_device or 1, msg.shuffler)
+        except ValidationError as exc:
+            raise ValidationError(f"guarantees.{exc.field}", exc.legal, exc.problem) from None
+    groups = len(msg.group_labels)
+
+    def column(raw: bytes, dtype: np.dtype, name: str) -> np.ndarray:
+        if len(raw) != 8 * groups:
+            raise ValidationError(f"guarantees.{name}", f"{groups} values of 8 bytes", f"got {len(raw)} bytes")
+        return np.frombuffer(raw, dtype).astype(np.int64 if dtype == _U64 else np.float64)
+
+    kwargs: dict[str, Any] = {}
+    if msg.shuffled:
+        kwargs.update(labels=tuple(msg.group_labels), counts=column(msg.group_reports, _U64, "group_reports"))
+    if msg.computed:
+        kwargs.update(epsilon=column(msg.group_epsilon, _F64, "group_epsilon"),
+                      delta=column(msg.group_delta, _F64, "group_delta"),
+                      evaluated=column(msg.group_evaluated_at, _U64, "group_evaluated_at"))
+    return Guarantees(msg.scope, msg.local_epsilon, int(msg.domain_size), int(msg.rows_per_device or 1), spec,
+                      note=msg.note, **kwargs)
+
+
 # ----- answers -> pages -> answers -----------------------------------------------------------
 def _page_bounds(cost: np.ndarray, budget: int, page: int) -> list[tuple[int, int]]:
     """Consecutive ``(start, stop)`` ranges of answers, each as long as it can be with at most
@@ -284,6 +331,13 @@ def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_A
     if labels is not None:
         cost += np.fromiter((len(label.encode()) for label in labels), np.int64, total) + FIELD_HEADER_BYTES
     budget = max_bytes - PAGE_ENVELOPE_BYTES
+    stated = guarantees_to_proto(answers.guarantees) if answers.guarantees is not None else None
+    extra = stated.ByteSize() + FIELD_HEADER_BYTES if stated is not None else 0
+    if stated is not None and extra > budget - (int(cost[0]) if total else 0):
+        raise BatchTooLarge(f"answers whose guarantees ({extra} bytes: {len(stated.group_labels)} groups) fit one "
+                            f"page of at most {max_bytes} bytes with its first answer; query fewer groups at once")
+    if total:
+        cost[0] += extra  # the first page carries the guarantees
     over = np.flatnonzero(cost > budget)
     if over.size:
         j = int(over[0])
@@ -296,7 +350,7 @@ def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_A
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),
             proper_exact=answers.exact[cut].astype(np.uint8).tobytes(), level=answers.level, n=answers.n,
-            epsilon=answers.epsilon, total=total, **columns)
+            epsilon=answers.epsilon, total=total, guarantees=stated if start == 0 else None, **columns)
 
 
 @dataclass(frozen=True, eq=False)
@@ -343,5 +397,7 @@ class AnswerTable(AnswerColumns):
             raise ValidationError("answers", f"{total} answers", f"got {expected}")
         arrays = {name: np.concatenate(parts) for name, parts in columns.items()}
         last = pages[-1]
+        first = pages[0]
+        guarantees = guarantees_from_proto(first.guarantees) if first.HasField("guarantees") else None
         return cls(given_labels=tuple(labels) if labelled else None, level=last.level, n=int(last.n),
-                   epsilon=last.epsilon, **arrays)
+                   epsilon=last.epsilon, guarantees=guarantees, **arrays)

@@ -43,7 +43,7 @@ class EstimateRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., level: _Optional[float] = ..., queries_json: _Optional[str] = ..., linear: _Optional[_Union[LinearQueries, _Mapping]] = ..., grouped: _Optional[_Union[GroupedQueries, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("offset", "labels", "estimate", "proper_estimate", "proper_exact", "std_error", "ci_low", "ci_high", "bound", "bound_proper", "level", "n", "epsilon", "total")
+    __slots__ = ("offset", "labels", "estimate", "proper_estimate", "proper_exact", "std_error", "ci_low", "ci_high", "bound", "bound_proper", "level", "n", "epsilon", "total", "guarantees")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class EstimateResponse(_message.Message):
     N_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GUARANTEES_FIELD_NUMBER: _ClassVar[int]
     offset: int
     labels: _containers.RepeatedScalarFieldContainer[str]
     estimate: bytes
@@ -72,7 +73,42 @@ class EstimateResponse(_message.Message):
     n: int
     epsilon: float
     total: int
-    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ...) -> None: ...
+    guarantees: Guarantees
+    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ...) -> None: ...
+
+class Guarantees(_message.Message):
+    __slots__ = ("scope", "local_epsilon", "rows_per_device", "domain_size", "shuffled", "target_delta", "min_batch", "shuffler", "group_labels", "group_reports", "group_epsilon", "group_delta", "group_evaluated_at", "computed", "note")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    ROWS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHUFFLED_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DELTA_FIELD_NUMBER: _ClassVar[int]
+    MIN_BATCH_FIELD_NUMBER: _ClassVar[int]
+    SHUFFLER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_LABELS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    GROUP_DELTA_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EVALUATED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPUTED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    local_epsilon: float
+    rows_per_device: int
+    domain_size: int
+    shuffled: bool
+    target_delta: float
+    min_batch: int
+    shuffler: str
+    group_labels: _containers.RepeatedScalarFieldContainer[str]
+    group_reports: bytes
+    group_epsilon: bytes
+    group_delta: bytes
+    group_evaluated_at: bytes
+    computed: bool
+    note: str
+    def __init__(self, scope: _Optional[str] = ..., local_epsilon: _Optional[float] = ..., rows_per_device: _Optional[int] = ..., domain_size: _Optional[int] = ..., shuffled: _Optional[bool] = ..., target_delta: _Optional[float] = ..., min_batch: _Optional[int] = ..., shuffler: _Optional[str] = ..., group_labels: _Optional[_Iterable[str]] = ..., group_reports: _Optional[bytes] = ..., group_epsilon: _Optional[bytes] = ..., group_delta: _Optional[bytes] = ..., group_evaluated_at: _Optional[bytes] = ..., computed: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("collection",)
@@ -81,13 +117,15 @@ class ExportRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ...) -> None: ...
 
 class ExportChunk(_message.Message):
-    __slots__ = ("card_json", "rows", "public_codes", "private_codes")
+    __slots__ = ("card_json", "rows", "guarantees", "public_codes", "private_codes")
     CARD_JSON_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    GUARANTEES_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_CODES_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_CODES_FIELD_NUMBER: _ClassVar[int]
     card_json: str
     rows: int
+    guarantees: Guarantees
     public_codes: _containers.RepeatedScalarFieldContainer[bytes]
     private_codes: bytes
-    def __init__(self, card_json: _Optional[str] = ..., rows: _Optional[int] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., private_codes: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, card_json: _Optional[str] = ..., rows: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., private_codes: _Optional[bytes] = ...) -> None: ...

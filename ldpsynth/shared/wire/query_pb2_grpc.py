@@ -55,7 +55,9 @@ class QueryServiceServicer:
         bad query rejects the batch with INVALID_ARGUMENT naming it (queries[j]...), nothing is
         answered. Then it streams the answers in pages, in batch order.
         Needs the "query" role. Unknown collection: FAILED_PRECONDITION; a batch over the server's
-        limits: RESOURCE_EXHAUSTED; no rows stored yet: FAILED_PRECONDITION.
+        limits: RESOURCE_EXHAUSTED; no rows stored yet: FAILED_PRECONDITION; a shuffled collection
+        whose rows the batch reads hold, in some group, fewer reports than its minimum batch:
+        FAILED_PRECONDITION naming the group, the count and the minimum.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -64,6 +66,7 @@ class QueryServiceServicer:
     def Export(self, request, context):
         """The public release of a collection: its mechanism card, then the synthetic database in
         chunks of rows (columnar codes, rows ordered by report id: the order dense queries use).
+        A shuffled collection with a public-key group below its minimum batch: FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

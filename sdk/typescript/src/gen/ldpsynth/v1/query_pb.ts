@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/query.proto.
  */
 export const file_ldpsynth_v1_query: GenFile = /*@__PURE__*/
-  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIoYCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBCIjCg1FeHBvcnRSZXF1ZXN0EhIKCmNvbGxlY3Rpb24YASABKAkiWwoLRXhwb3J0Q2h1bmsSEQoJY2FyZF9qc29uGAEgASgJEgwKBHJvd3MYAiABKAQSFAoMcHVibGljX2NvZGVzGAMgAygMEhUKDXByaXZhdGVfY29kZXMYBCABKAwynQEKDFF1ZXJ5U2VydmljZRJLCghFc3RpbWF0ZRIcLmxkcHN5bnRoLnYxLkVzdGltYXRlUmVxdWVzdBodLmxkcHN5bnRoLnYxLkVzdGltYXRlUmVzcG9uc2UoATABEkAKBkV4cG9ydBIaLmxkcHN5bnRoLnYxLkV4cG9ydFJlcXVlc3QaGC5sZHBzeW50aC52MS5FeHBvcnRDaHVuazABYgZwcm90bzM");
+  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIrMCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcyLCAgoKR3VhcmFudGVlcxINCgVzY29wZRgBIAEoCRIVCg1sb2NhbF9lcHNpbG9uGAIgASgBEhcKD3Jvd3NfcGVyX2RldmljZRgDIAEoDRITCgtkb21haW5fc2l6ZRgEIAEoBBIQCghzaHVmZmxlZBgFIAEoCBIUCgx0YXJnZXRfZGVsdGEYBiABKAESEQoJbWluX2JhdGNoGAcgASgEEhAKCHNodWZmbGVyGAggASgJEhQKDGdyb3VwX2xhYmVscxgJIAMoCRIVCg1ncm91cF9yZXBvcnRzGAogASgMEhUKDWdyb3VwX2Vwc2lsb24YCyABKAwSEwoLZ3JvdXBfZGVsdGEYDCABKAwSGgoSZ3JvdXBfZXZhbHVhdGVkX2F0GA0gASgMEhAKCGNvbXB1dGVkGA4gASgIEgwKBG5vdGUYDyABKAkiIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIogBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
 
 /**
  * Q linear queries: the same weight list over D for every row.
@@ -240,6 +240,14 @@ export type EstimateResponse = Message<"ldpsynth.v1.EstimateResponse"> & {
    * @generated from field: uint64 total = 14;
    */
   total: bigint;
+
+  /**
+   * First page only: both guarantees of the batch's answers (a shuffled collection: the central
+   * (epsilon, delta) of the groups of rows the batch reads, with their counts).
+   *
+   * @generated from field: ldpsynth.v1.Guarantees guarantees = 15;
+   */
+  guarantees?: Guarantees | undefined;
 };
 
 /**
@@ -248,6 +256,108 @@ export type EstimateResponse = Message<"ldpsynth.v1.EstimateResponse"> & {
  */
 export const EstimateResponseSchema: GenMessage<EstimateResponse> = /*@__PURE__*/
   messageDesc(file_ldpsynth_v1_query, 3);
+
+/**
+ * The guarantees of a batch of answers or of a release (docs/contract.md §2, shuffled collections;
+ * ldpsynth.shared.guarantees). Per-group columns are packed little-endian arrays, one entry per group.
+ *
+ * @generated from message ldpsynth.v1.Guarantees
+ */
+export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
+  /**
+   * "answers" or "release".
+   *
+   * @generated from field: string scope = 1;
+   */
+  scope: string;
+
+  /**
+   * Local: epsilon0 per report (delta 0), against everyone. A device spends rows_per_device x epsilon0.
+   *
+   * @generated from field: double local_epsilon = 2;
+   */
+  localEpsilon: number;
+
+  /**
+   * @generated from field: uint32 rows_per_device = 3;
+   */
+  rowsPerDevice: number;
+
+  /**
+   * @generated from field: uint64 domain_size = 4;
+   */
+  domainSize: bigint;
+
+  /**
+   * The collection's shuffle block (absent fields: not shuffled, no central guarantee).
+   *
+   * @generated from field: bool shuffled = 5;
+   */
+  shuffled: boolean;
+
+  /**
+   * @generated from field: double target_delta = 6;
+   */
+  targetDelta: number;
+
+  /**
+   * @generated from field: uint64 min_batch = 7;
+   */
+  minBatch: bigint;
+
+  /**
+   * "aggregator-operator" or "independent"
+   *
+   * @generated from field: string shuffler = 8;
+   */
+  shuffler: string;
+
+  /**
+   * Central, per group: its label, its reports (uint64), its (epsilon, delta) (float64) and the n per
+   * round the accountant was evaluated at (uint64; 0: too small to amplify, the local guarantee).
+   * Empty with a note when the central guarantee was not computed.
+   *
+   * @generated from field: repeated string group_labels = 9;
+   */
+  groupLabels: string[];
+
+  /**
+   * @generated from field: bytes group_reports = 10;
+   */
+  groupReports: Uint8Array;
+
+  /**
+   * @generated from field: bytes group_epsilon = 11;
+   */
+  groupEpsilon: Uint8Array;
+
+  /**
+   * @generated from field: bytes group_delta = 12;
+   */
+  groupDelta: Uint8Array;
+
+  /**
+   * @generated from field: bytes group_evaluated_at = 13;
+   */
+  groupEvaluatedAt: Uint8Array;
+
+  /**
+   * @generated from field: bool computed = 14;
+   */
+  computed: boolean;
+
+  /**
+   * @generated from field: string note = 15;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message ldpsynth.v1.Guarantees.
+ * Use `create(GuaranteesSchema)` to create a new message.
+ */
+export const GuaranteesSchema: GenMessage<Guarantees> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_query, 4);
 
 /**
  * @generated from message ldpsynth.v1.ExportRequest
@@ -264,7 +374,7 @@ export type ExportRequest = Message<"ldpsynth.v1.ExportRequest"> & {
  * Use `create(ExportRequestSchema)` to create a new message.
  */
 export const ExportRequestSchema: GenMessage<ExportRequest> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 4);
+  messageDesc(file_ldpsynth_v1_query, 5);
 
 /**
  * @generated from message ldpsynth.v1.ExportChunk
@@ -281,6 +391,13 @@ export type ExportChunk = Message<"ldpsynth.v1.ExportChunk"> & {
    * @generated from field: uint64 rows = 2;
    */
   rows: bigint;
+
+  /**
+   * First chunk only, a shuffled collection: the release's guarantees (per public key).
+   *
+   * @generated from field: ldpsynth.v1.Guarantees guarantees = 5;
+   */
+  guarantees?: Guarantees | undefined;
 
   /**
    * Rows of this chunk: one column per public attribute (schema order), n x 8 bytes
@@ -301,7 +418,7 @@ export type ExportChunk = Message<"ldpsynth.v1.ExportChunk"> & {
  * Use `create(ExportChunkSchema)` to create a new message.
  */
 export const ExportChunkSchema: GenMessage<ExportChunk> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 5);
+  messageDesc(file_ldpsynth_v1_query, 6);
 
 /**
  * @generated from service ldpsynth.v1.QueryService
@@ -313,7 +430,9 @@ export const QueryService: GenService<{
    * bad query rejects the batch with INVALID_ARGUMENT naming it (queries[j]...), nothing is
    * answered. Then it streams the answers in pages, in batch order.
    * Needs the "query" role. Unknown collection: FAILED_PRECONDITION; a batch over the server's
-   * limits: RESOURCE_EXHAUSTED; no rows stored yet: FAILED_PRECONDITION.
+   * limits: RESOURCE_EXHAUSTED; no rows stored yet: FAILED_PRECONDITION; a shuffled collection
+   * whose rows the batch reads hold, in some group, fewer reports than its minimum batch:
+   * FAILED_PRECONDITION naming the group, the count and the minimum.
    *
    * @generated from rpc ldpsynth.v1.QueryService.Estimate
    */
@@ -325,6 +444,7 @@ export const QueryService: GenService<{
   /**
    * The public release of a collection: its mechanism card, then the synthetic database in
    * chunks of rows (columnar codes, rows ordered by report id: the order dense queries use).
+   * A shuffled collection with a public-key group below its minimum batch: FAILED_PRECONDITION.
    *
    * @generated from rpc ldpsynth.v1.QueryService.Export
    */
