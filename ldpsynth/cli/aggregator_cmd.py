@@ -70,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="cluster (--nats): the key file sealed reports from a shuffler are opened with, the same "
                             "on every replica (made by 'ldpsynth aggregator sealing-key --out FILE'; mode 600). One "
                             "machine keeps its own as DIR/sealing-key, created at its first start")
+    serve.add_argument("--open-processes", type=int, default=0, metavar="N",
+                       help="worker processes that open sealed reports from shufflers, one core each (default 0: "
+                            "one thread of the replica)")
     serve.add_argument("--max-rows-per-client", type=int,
                        help="reports one credential may store per collection (default 0: unlimited)")
     serve.add_argument("--max-batch-reports", type=int, help="reports per batch (default: the protocol's Limits)")
@@ -159,6 +162,7 @@ def serve_command(args: argparse.Namespace) -> int:
         snapshot_ids=args.snapshot_every,
         accept_lost_records=args.accept_lost_records,
         shuffle_key=args.shuffle_key,
+        open_processes=args.open_processes,
     )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -204,3 +204,27 @@ def test_without_a_key_sealed_batches_are_refused(harness: Harness) -> None:
     assert status_of(info.value, "")[0] == grpc.StatusCode.FAILED_PRECONDITION
     assert "takes no sealed reports" in str(info.value)
     shuffled.close()
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_opening_on_a_thread_or_in_worker_processes_gives_the_same_counts_and_reports(
+        tmp_path: Path, processes: int) -> None:
+    harness = Harness(tmp_path)
+    key = OpeningKey.generate()
+    shuffled = ShuffledIngest(harness.catalog, harness.ingestor, key, processes=processes)
+    rng = np.random.default_rng(9)
+    reports = make_reports(RATINGS, 600, rng)
+    sealed = seal_reports(key.public, "ratings", VERSION, reports).copy()
+    sealed[::7, -3] ^= 1  # 86 reports tampered, spread over every process's part
+    batch = pb.SealedBatch(collection="ratings", key_id=key.key_id, sequence=3, reports=sealed.tobytes())
+    mixer = Credential("mixer", frozenset({"shuffler"}), None)
+    try:
+        admission = harness.run(shuffled.admit(mixer, batch))
+        assert (admission.reports, admission.undecryptable, admission.invalid) == (600, 86, 0)
+        kept = np.ones(600, bool)
+        kept[::7] = False
+        admitted = np.concatenate([segment.report_ids for _, segment in admission.admitted.parts])
+        assert {bytes(i) for i in admitted} == {bytes(i) for i in reports.report_ids[kept]}
+    finally:
+        shuffled.close()
+        harness.close()

@@ -23,7 +23,7 @@ def test_quick_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     with open(tmp_path / "sealing.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["part"] for r in rows] == ["a"] * 11 + ["b"] * 4
+    assert [r["part"] for r in rows] == ["a"] * 13 + ["b"] * 6
     timed = [r for r in rows if r["seconds"]]
     assert all(math.isfinite(float(r["seconds"])) and float(r["seconds"]) > 0 for r in timed)
     sizes = {r["measurement"]: float(r["bytes_per_report"]) for r in rows if r["bytes_per_report"]}

@@ -122,7 +122,8 @@ class AggregatorServer:
                                       sole_replica=self.backend.owns_workers)
             await self._ingestor.load_quota()
             self.catalog.publish_sealing(None if self.backend.opening_key is None else self.backend.opening_key.public)
-            self._shuffled = ShuffledIngest(self.catalog, self._ingestor, self.backend.opening_key)
+            self._shuffled = ShuffledIngest(self.catalog, self._ingestor, self.backend.opening_key,
+                                            config.open_processes)
             self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
             self._server = self._build_server()
             port = self._bind(credentials)

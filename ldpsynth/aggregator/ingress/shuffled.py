@@ -10,7 +10,8 @@ docs/contract.md §15). Per batch:
    ``key_id`` names that key (FAILED_PRECONDITION: the shuffler, or the device, has a stale key),
    ``⌊len(reports) / sealed_report_bytes⌋ ≤ max_batch_reports`` (RESOURCE_EXHAUSTED), and
    ``reports`` is a non-zero multiple of the collection's ``sealed_report_bytes`` (INVALID_ARGUMENT).
-2. **Each report**: opened (HPKE, on one thread of its own: the event loop stays free), then decoded
+2. **Each report**: opened (HPKE, on one thread of its own, or spread over ``--open-processes``
+   worker processes: the event loop stays free), then decoded
    and checked as a device batch is (the mechanism version, every code in its range), all at once with
    numpy. A report that does not open (tampered, sealed to another key or for another collection,
    garbage) is counted ``undecryptable``, one that opens to something invalid ``invalid``; both are
@@ -28,8 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+
+import numpy as np
 
 from ldpsynth.aggregator.errors import LimitExceeded, WrongState
 from ldpsynth.aggregator.ingress.auth import Credential
@@ -63,14 +67,55 @@ class ShuffledAdmission:
                               undecryptable=self.undecryptable, invalid=self.invalid)
 
 
-class ShuffledIngest:
-    """Opens and admits shuffled batches for the collections of a :class:`Catalog` with ``key``."""
+#: Fewest reports a batch gives each opening process (below that, fewer processes share it).
+MIN_REPORTS_PER_PROCESS = 256
+#: The key of an opening process (set once by :func:`_start_opener`, in that process only).
+_PROCESS_KEY: OpeningKey | None = None
 
-    def __init__(self, catalog: Catalog, ingestor: Ingestor, key: OpeningKey | None):
+
+def _start_opener(private_key: bytes) -> None:
+    global _PROCESS_KEY
+    _PROCESS_KEY = OpeningKey(private_key)
+
+
+def _open_in_process(sealed: bytes, width: int, collection: str, plaintext_length: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    assert _PROCESS_KEY is not None
+    return _PROCESS_KEY.open_all(np.frombuffer(sealed, np.uint8).reshape(-1, width), collection, plaintext_length)
+
+
+class ShuffledIngest:
+    """Opens and admits shuffled batches for the collections of a :class:`Catalog` with ``key``.
+
+    Opening runs on one thread of the replica (``processes`` 0), or is spread over ``processes``
+    worker processes (spawned at the first batch, each holding the key; a batch is cut into contiguous
+    parts, opened at once and put back in order): the HPKE library holds the GIL, so more threads
+    would not open faster, more processes do on more cores."""
+
+    def __init__(self, catalog: Catalog, ingestor: Ingestor, key: OpeningKey | None, processes: int = 0):
         self._catalog = catalog
         self._ingestor = ingestor
         self._key = key
-        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldpsynth-open")
+        self._processes = processes
+        self._opener: Executor
+        if processes and key is not None:
+            self._opener = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
+                                               initializer=_start_opener, initargs=(key.private_bytes(),))
+        else:
+            self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldpsynth-open")
+
+    async def _open(self, key: OpeningKey, sealed: np.ndarray, collection: str,
+                    plaintext_length: int) -> tuple[np.ndarray, np.ndarray]:
+        loop = asyncio.get_running_loop()
+        if not isinstance(self._opener, ProcessPoolExecutor):
+            return await loop.run_in_executor(self._opener, key.open_all, sealed, collection, plaintext_length)
+        parts = max(1, min(self._processes, len(sealed) // MIN_REPORTS_PER_PROCESS))
+        bounds = np.linspace(0, len(sealed), parts + 1).astype(int)
+        width = sealed.shape[1]
+        done = await asyncio.gather(*(loop.run_in_executor(self._opener, _open_in_process, sealed[a:b].tobytes(),
+                                                           width, collection, plaintext_length)
+                                      for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())))
+        return (np.concatenate([plain for plain, _ in done]), np.concatenate([opened for _, opened in done]))
 
     async def admit(self, credential: Credential, batch: pb.SealedBatch) -> ShuffledAdmission:
         """Check the batch, open and validate its reports, admit the valid ones; raise (an error with
@@ -92,9 +137,7 @@ class ShuffledIngest:
             raise LimitExceeded(f"reports: at most max_batch_reports = {info.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         sealed = split_sealed(batch.reports, width)
-        loop = asyncio.get_running_loop()
-        plaintexts, opened = await loop.run_in_executor(
-            self._opener, key.open_all, sealed, batch.collection, plaintext_bytes(schema, version))
+        plaintexts, opened = await self._open(key, sealed, batch.collection, plaintext_bytes(schema, version))
         decoded = decode_plaintexts(plaintexts, schema, version)
         undecryptable, invalid = len(sealed) - int(opened.sum()), decoded.invalid
         if undecryptable or invalid:

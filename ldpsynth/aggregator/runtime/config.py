@@ -133,7 +133,8 @@ class ServerConfig:
     ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
     loss in the data directory (``--accept-lost-records``). ``shuffle_key`` (cluster): the file of the
     key sealed reports are opened with, the same on every replica (``--shuffle-key``; one machine
-    keeps its own in the data directory).
+    keeps its own in the data directory). ``open_processes``: worker processes that open sealed
+    reports (0: one thread of the replica).
     """
 
     data_dir: Path | None
@@ -154,6 +155,7 @@ class ServerConfig:
     verbose: bool = False
     accept_lost_records: bool = False
     shuffle_key: Path | None = None
+    open_processes: int = 0
 
     def __post_init__(self) -> None:
         if self.shuffle_key is not None and self.cluster is None:
@@ -178,6 +180,7 @@ class ServerConfig:
             ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
             ("--snapshot-every", self.snapshot_ids, 1, 2**40),
+            ("--open-processes", self.open_processes, 0, 256),
         )
         with _flag_checks():
             for name, value, low, high in checks:
