@@ -193,10 +193,7 @@ class AsyncClient:
         (before anything is charged: never sent in clear instead)."""
         if self.shuffler is None:
             return batch_capacity(info, self._max_message_bytes, batch_size)
-        if info.sealing is None:
-            raise ValidationError("shuffler", "a collection that publishes a sealing key (Collection.sealing)",
-                                  f"collection {info.schema.name!r} takes no sealed reports; submit without a "
-                                  "shuffler to send in clear")
+        info.sealing_key()  # refuses a collection without a usable key
         return sealed_batch_capacity(info, self._max_message_bytes, batch_size)
 
     async def _deliver(self, info: CollectionInfo, reports: Reports, capacity: int) -> StreamResult:
@@ -204,8 +201,7 @@ class AsyncClient:
             streamer = ReportStreamer(self._stub, info, reports, capacity=capacity, deadline=self.deadline,
                                       metadata=self._metadata, retry=self.retry, rng=self._rng)
             return await streamer.run()
-        key = info.sealing
-        assert key is not None  # _capacity checked it
+        key = info.sealing_key()
         sealed = await asyncio.to_thread(seal_reports, key, info.schema.name, info.card.version, reports)
         sender = SealedSender(self._shuffler_stub, info.schema.name, key.key_id, sealed, capacity=capacity,
                               deadline=self.deadline, metadata=self._shuffler_metadata, retry=self.retry,

@@ -82,6 +82,20 @@ class CollectionInfo:
     card: MechanismCard
     limits: Limits
     sealing: SealingKey | None = None
+    #: Why a published ``Collection.sealing`` is not usable here (another suite, a key id that does not
+    #: match): only a device that seals refuses the collection for it (:meth:`sealing_key`).
+    sealing_refused: str = ""
+
+    def sealing_key(self) -> SealingKey:
+        """The key to seal reports for this collection with; ValidationError when it publishes none
+        or one this SDK cannot use (a device sending in clear never asks)."""
+        if self.sealing_refused:
+            raise ValidationError("sealing", "a sealing key of the suite this SDK seals with", self.sealing_refused)
+        if self.sealing is None:
+            raise ValidationError("shuffler", "a collection that publishes a sealing key (Collection.sealing)",
+                                  f"collection {self.schema.name!r} takes no sealed reports; submit without a "
+                                  "shuffler to send in clear")
+        return self.sealing
 
     @property
     def schema(self) -> Schema:
@@ -101,8 +115,13 @@ class CollectionInfo:
         if card.schema.name != msg.name or card.version != msg.mechanism_version:
             raise ValidationError("collection", "a card whose schema name and version match the message",
                                   "inconsistent collection message")
-        sealing = sealing_from_proto(msg.sealing, card) if msg.HasField("sealing") else None
-        return cls(card, Limits.from_proto(msg.limits), sealing)
+        sealing, refused = None, ""
+        if msg.HasField("sealing"):
+            try:
+                sealing = sealing_from_proto(msg.sealing, card)
+            except ValidationError as exc:  # refused by a device that seals, not by one that sends in clear
+                refused = str(exc)
+        return cls(card, Limits.from_proto(msg.limits), sealing, refused)
 
 
 def _column(data: bytes, n: int, field: str) -> np.ndarray:

@@ -179,6 +179,12 @@ def test_the_collection_publishes_its_key_and_a_device_checks_it(key: OpeningKey
         setattr(bad, field, value)
         with pytest.raises(ValidationError, match="sealing"):
             sealing_from_proto(bad, card)
+        # A device sending in clear still reads the collection; one that seals refuses it, saying why.
+        message.sealing.CopyFrom(bad)
+        read = CollectionInfo.from_proto(message)
+        assert read.sealing is None and "sealing" in read.sealing_refused
+        with pytest.raises(ValidationError, match="sealing"):
+            read.sealing_key()
 
 
 @settings(max_examples=30, deadline=None)
