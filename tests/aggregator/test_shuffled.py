@@ -167,6 +167,8 @@ class StandInShuffler:
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 @pytest.fixture
