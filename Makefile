@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint env bench clean proto conformance test-ts
+.PHONY: demo demo-web test lint env bench clean proto conformance test-ts sdk-browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,24 @@ env: $(VENV)/.installed
 demo: env
 	$(BIN)/ldpsynth simulate
 
+# The survey in a browser: the SDK's browser bundle, then the pages and a replica with a web port on
+# 127.0.0.1 (open the printed survey and analyst URLs; Ctrl-C stops).
+demo-web: env sdk-browser
+	$(BIN)/ldpsynth simulate --web
+
+sdk-browser:
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm run build:browser
+
 # The linters first (ruff: lint + import order; mypy on the package ldpsynth/), then every test
-# (pytest also runs the package's docstring examples: --doctest-modules in pyproject.toml).
+# (pytest also runs the package's docstring examples: --doctest-modules in pyproject.toml), then the
+# TypeScript SDK's (test-ts: Node, and headless Chromium against real replicas).
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/mypy ldpsynth
 
 test: lint
 	$(BIN)/python -m pytest
+	$(MAKE) test-ts
 
 bench: env
 	$(BIN)/python benchmarks/bench_mechanism.py
@@ -40,7 +50,8 @@ conformance: env
 
 # The TypeScript SDK (sdk/typescript/README.md): clean install from package-lock.json, generated
 # protobuf code up to date, the package builds with its declarations, then its tests (the
-# conformance vectors among them; a real aggregator from .venv for the Node client). Not yet part of `make test`.
+# conformance vectors among them; real replicas from .venv for the Node and web clients; Debian's
+# chromium for the browser tests and the demo, skipped saying why where it is missing outside CI).
 test-ts: env
 	cd sdk/typescript && npm ci --no-audit --no-fund && npm run check-generated && npm run build && npm test
 

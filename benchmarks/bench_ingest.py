@@ -74,8 +74,11 @@ from bare_grpc import serve_until_stopped  # benchmarks/bare_grpc.py
 from machine import machine_info  # benchmarks/machine.py
 
 from ldpsynth.aggregator.runtime.verify import Verification, verify_data_dir
-from ldpsynth.client import AsyncClient, PrivacyLedger, batch_capacity, load_rows, prepare_reports
+from ldpsynth.client import AsyncClient, PrivacyLedger
+from ldpsynth.client.device import prepare_reports
 from ldpsynth.client.retry import RetryPolicy
+from ldpsynth.client.rows import load_rows
+from ldpsynth.client.submit import batch_capacity
 from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, open_channel
 from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
 from ldpsynth.shared.schema import Schema

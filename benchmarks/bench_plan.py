@@ -5,7 +5,7 @@
   inverse questions) and every schema change. Baseline: the least any planner must do, one bare numpy
   pass computing each query's centred squares and their sum and maximum over D. Goal: "2^20 queries
   plan in seconds" (we read it as < 5 s with everything).
-* **The README's example** (``docs/plan/ratings.json``, ``docs/plan/queries.json``, prior uniform,
+* **The user guide's example** (``docs/plan/ratings.json``, ``docs/plan/queries.json``, prior uniform,
   a target half-width): the wall time of the ``ldpsynth plan`` command, beside the start-up of a
   Python interpreter that imports numpy. Goal: under a second.
 
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         {"operation": "plan, prior + target half-width + 2 schema changes", "size": label, "seconds": full,
          "baseline_seconds": bare, "goal": f"< {GOAL_BATCH_SECONDS:g} s",
          "met": goal_met(full, GOAL_BATCH_SECONDS, check)},
-        {"operation": "ldpsynth plan, README example (wall, incl. start-up)", "size": "3 queries (7 compiled)",
+        {"operation": "ldpsynth plan, user guide example (wall, incl. start-up)", "size": "3 queries (7 compiled)",
          "seconds": cli, "baseline_seconds": floor, "goal": f"< {GOAL_COMMAND_SECONDS:g} s",
          "met": goal_met(cli, GOAL_COMMAND_SECONDS, check)},
     ]

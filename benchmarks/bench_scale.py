@@ -74,6 +74,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -627,7 +628,7 @@ async def _worker_run(job: dict[str, Any]) -> None:
     await worker.start()
     seconds = time.perf_counter() - started
     status = await worker.status()
-    stored = sum(status["rows"].values())
+    stored = sum(status.rows.values())
     rng = np.random.default_rng()
     next_report = 0.0
     while stored < job["fill_to"]:
@@ -643,7 +644,8 @@ async def _worker_run(job: dict[str, Any]) -> None:
         if stored >= next_report:
             print(json.dumps({"event": "progress", "stored": stored}), flush=True)
             next_report = stored + job["fill_to"] / 10
-    print(json.dumps({"event": "done", "start_seconds": seconds, "status": status, "stored": stored}), flush=True)
+    print(json.dumps({"event": "done", "start_seconds": seconds, "status": dataclasses.asdict(status),
+                      "stored": stored}), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -1,4 +1,4 @@
-"""Cost of sealed reports (docs/contract.md §15): sealing on the device, opening on the replica, bytes.
+"""Cost of sealed reports (docs/contract.md §16): sealing on the device, opening on the replica, bytes.
 
 Part a (no server), each timed beside its bare baseline in the same run (alternating repeats, the
 minimum kept):

@@ -615,7 +615,7 @@ def device_vectors() -> list[dict[str, Any]]:
     return out
 
 
-# ----- sealed reports (docs/contract.md §15) ---------------------------------------------------------
+# ----- sealed reports (docs/contract.md §16) ---------------------------------------------------------
 
 
 def _hpke_suite() -> Any:
@@ -662,7 +662,7 @@ def sealed_vectors() -> dict[str, Any]:
     card = MechanismCard.for_schema(demo)
     ids = [bytes(range(16)), bytes([0xff] * 16), bytes(16)]
     cases = [
-        _sealed_case("worked-example-contract-15", rng, key, "demo", "E/1", ids[0], 3, [1]),
+        _sealed_case("worked-example-contract-16", rng, key, "demo", "E/1", ids[0], 3, [1]),
         _sealed_case("no-public-attribute", rng, key, "b", "E/1", ids[1], 1, []),
         _sealed_case("two-public-columns", rng, key, "mix", "E/1", ids[2], 335, [1, 4]),
         _sealed_case("largest-codes", rng, key, "wide", "E/1", ids[1], 2**28 - 1, [2**62 - 1]),

@@ -32,7 +32,7 @@ import yaml
 from ldpsynth.aggregator.runtime.config import ClusterConfig
 from ldpsynth.aggregator.runtime.nats_process import EMBEDDED_MAX_PAYLOAD, _free_port, nats_server_binary
 from ldpsynth.cli.main import build_parser
-from ldpsynth.client import load_rows
+from ldpsynth.client.rows import load_rows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.simulation.datasets import ratings_schema
 

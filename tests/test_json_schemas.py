@@ -3,7 +3,7 @@
 * Every document the Python code writes validates: collection schemas and mechanism cards of
   schemas with every attribute type (fixed ones and hypothesis-drawn ones), ``GetCollection``'s
   JSON, query batches from the builders (every kind, every condition operator), the JSON examples
-  of README.md and docs/contract.md, and docker/collections/*.json.
+  of docs/user-guide.md and docs/contract.md, and docker/collections/*.json.
 * The JSON Schemas and the Python readers agree: a set of bad documents is refused by both, a set
   of edge-case good documents is accepted by both. The readers' known leniencies
   (docs/contract.md §13) are ``xfail(strict=True)``: fixing one makes its case pass, and the
@@ -220,7 +220,7 @@ def test_docker_collections_validate() -> None:
         assert python_accepts(kind_of(doc), doc)
 
 
-@pytest.mark.parametrize("path", [ROOT / "README.md", CONTRACT], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [ROOT / "docs" / "user-guide.md", CONTRACT], ids=lambda p: p.name)
 def test_documented_json_examples_validate(path: Path) -> None:
     blocks = json_blocks(path)
     assert len(blocks) >= 2

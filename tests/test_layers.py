@@ -6,13 +6,15 @@ Statically (every import of every module, in functions too, read with ``ast``), 
 * ``ldpsynth.client``: the device SDK; shared only;
 * ``ldpsynth.aggregator``: ``errors``; ``storage`` (the log, the shard workers, the index, the data
   directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
-  (gRPC: servers, handlers, auth, quotas, the status mapping), each importing only those before it;
+  (gRPC and the web port: servers, handlers, auth, quotas, the status mapping), each importing only
+  those before it;
 * ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
 
 Third-party seams: gRPC only where calls are served or made (ingress, client, cli, simulation and
-the generated wire code), Ray only in ``aggregator.runtime.ray_cluster`` and the local clusters,
+the generated wire code), the web port's HTTP server (Hypercorn) only in ``aggregator.ingress``, Ray
+only in ``aggregator.runtime.ray_cluster`` and the local clusters,
 and the evaluation's packages (sqlglot, matplotlib, scikit-learn) only in ``ldpsynth.evaluation``.
 A fresh interpreter importing every serving module loads none of the evaluation code.
 """
@@ -48,6 +50,7 @@ GRPC = ("grpc", "grpc_health", "grpc_reflection")
 GRPC_ALLOWED = ("ldpsynth.aggregator.ingress", "ldpsynth.client", "ldpsynth.cli", "ldpsynth.simulation",
                 "ldpsynth.shared.wire")
 RAY_ALLOWED = ("ldpsynth.aggregator.runtime.ray_cluster", "ldpsynth.simulation.local_cluster")
+WEB_SERVERS = ("hypercorn",)
 EVALUATION_PACKAGES = ("sqlglot", "matplotlib", "sklearn")
 #: The ``ldpsynth`` subcommands that are evaluation tools (they import ldpsynth.evaluation in their handlers).
 EVALUATION_COMMANDS = ("ldpsynth.cli.compare", "ldpsynth.cli.pqd")
@@ -95,6 +98,8 @@ def violations(module: str, names: set[str]) -> list[str]:
         out.append(f"{module} imports gRPC")
     if "ray" in tops and not within(module, RAY_ALLOWED):
         out.append(f"{module} imports Ray")
+    if tops & set(WEB_SERVERS) and not within(module, ["ldpsynth.aggregator.ingress"]):
+        out.append(f"{module} imports a web server")
     if tops & set(EVALUATION_PACKAGES) and not within(module, ["ldpsynth.evaluation"]):
         out.append(f"{module} imports an evaluation package {sorted(tops & set(EVALUATION_PACKAGES))}")
     return out
@@ -125,6 +130,7 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     ("ldpsynth.aggregator.query.x", "import grpc", "imports gRPC"),
     ("ldpsynth.shared.x", "from ..client import aio", "imports ldpsynth.client"),
     ("ldpsynth.client.x", "import ray", "imports Ray"),
+    ("ldpsynth.aggregator.runtime.x", "from hypercorn.asyncio import serve", "imports a web server"),
     ("ldpsynth.simulation.x", "import sqlglot", "imports an evaluation package"),
     ("ldpsynth.aggregator.ingress.x", "from ldpsynth.evaluation import pqd", "imports ldpsynth.evaluation"),
 ])

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from ldpsynth.shared.errors import LdpsynthError, Status
 
-__all__ = ["BadRequest", "WrongState", "LimitExceeded", "Unauthenticated", "PermissionDenied", "TryLater",
+__all__ = ["BadRequest", "NotServed", "WrongState", "LimitExceeded", "Unauthenticated", "PermissionDenied", "TryLater",
            "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed", "PinExpired"]
 
 
@@ -20,6 +20,12 @@ class BadRequest(LdpsynthError):
     """The request's bytes are not a message of its type (INVALID_ARGUMENT)."""
 
     refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
+
+
+class NotServed(LdpsynthError):
+    """A call this port does not serve: a method it does not have, a compressed request body (UNIMPLEMENTED)."""
+
+    refused_as: ClassVar[Status | None] = Status.UNIMPLEMENTED
 
 
 class WrongState(LdpsynthError):

@@ -1,8 +1,8 @@
 """``ldpsynth aggregator serve``: run the aggregator (docs/contract.md, "Server process").
 
 Prints one JSON line ``{"event": "listening", "address": "HOST:PORT"}`` on stdout once it
-serves (the real port with ``--port 0``); logs go to stderr. SIGTERM/SIGINT stop it gracefully
-(health NOT_SERVING, then ``stop(grace)``) and it exits 0.
+serves (the real port with ``--port 0``; with ``--web-port``, also ``"web_address"``); logs go to
+stderr. SIGTERM/SIGINT stop it gracefully (health NOT_SERVING, then ``stop(grace)``) and it exits 0.
 
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
@@ -86,6 +86,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "them up; the loss is recorded in --data-dir, and later starts and verify report it")
     serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
+    serve.add_argument("--web-port", type=int,
+                       help="also serve the collection service to browsers on this TCP port, on --host: the Connect "
+                            "protocol and gRPC-Web, HTTP/1.1 and HTTP/2, unary SubmitBatch and GetCollection "
+                            "(default: off; 0 picks a free port, printed as web_address)")
+    serve.add_argument("--web-origins", metavar="ORIGIN[,ORIGIN...]", default="",
+                       help="web pages allowed to call the web port from a browser (CORS), e.g. "
+                            "https://survey.example.org; * allows any (default: none)")
     verify = add_command(
         commands, "verify", verify_command,
         help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
@@ -161,6 +168,8 @@ def serve_command(args: argparse.Namespace) -> int:
         grace_seconds=args.grace,
         snapshot_ids=args.snapshot_every,
         accept_lost_records=args.accept_lost_records,
+        web_port=args.web_port,
+        web_origins=tuple(o.strip().lower() for o in args.web_origins.split(",") if o.strip()),
         shuffle_key=args.shuffle_key,
         open_processes=args.open_processes,
     )
@@ -190,7 +199,10 @@ async def _serve(config: ServerConfig) -> int:
     except WorkersDidNotStart as exc:  # the replica could not run: one line, exit 1
         print(f"ldpsynth aggregator: error: {exc}", file=sys.stderr, flush=True)
         return 1
-    print(json.dumps({"event": "listening", "address": server.address}), flush=True)
+    listening = {"event": "listening", "address": server.address}
+    if server.web_address:
+        listening["web_address"] = server.web_address
+    print(json.dumps(listening), flush=True)
     failed = asyncio.ensure_future(server.failed.wait())
     await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
     if server.failed.is_set():

@@ -7,7 +7,7 @@ streams the reports and prints a JSON summary (``sent``, ``acknowledged``, ``dup
 ``[client]`` extra.
 
 With ``--shuffler HOST:PORT`` the reports go through a shuffler instead, each sealed to the key the
-collection publishes (docs/contract.md §15; the ``[shuffle]`` extra); the summary then says
+collection publishes (docs/contract.md §16; the ``[shuffle]`` extra); the summary then says
 ``"shuffled": true`` and ``acknowledged`` counts what the shuffler acknowledged.
 
 ``reset-ledger`` starts the device's privacy ledger over, knowingly
@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shuffle = submit.add_argument_group(
         "through a shuffler", "Send the reports sealed, each to the aggregator's public key (HPKE), to a shuffler "
         "run by another party, which mixes them with other devices' before the aggregator sees them "
-        "(docs/contract.md §15; needs the [shuffle] extra). The collection and its key still come from --target.")
+        "(docs/contract.md §16; needs the [shuffle] extra). The collection and its key still come from --target.")
     shuffle.add_argument("--shuffler", metavar=TARGET_METAVAR, help="the shuffler's address (or several)")
     shuffle.add_argument("--shuffler-token", default=os.environ.get(SHUFFLER_TOKEN_ENV) or None, metavar="T",
                          help=f"bearer token for the shuffler (default: ${SHUFFLER_TOKEN_ENV}; unset or empty: none)")

@@ -11,6 +11,8 @@ temporary data directory, or ``--data-dir``) on a free loopback port; the device
 submit their rows through the client SDK from worker processes; then it prints the delivery summary
 and, when it hosts the aggregator, the debiased answers of a few queries with confidence intervals
 against the truth.
+``--web`` serves the survey demo in a browser instead (:mod:`ldpsynth.simulation.web_demo`).
+
 Exit status 0 when every device delivered and (hosted) the store holds exactly one report per
 distinct row; 1 otherwise; 2 for bad arguments.
 """
@@ -83,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--out", type=Path, help="also write summary.json, answers.csv and answers.md here")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--verbose", action="store_true", help="hosted aggregator: also print Ray's own log lines")
+    web = parser.add_argument_group("survey in a browser")
+    web.add_argument("--web", action="store_true",
+                     help="instead of simulated devices: serve a survey page (people rate items in a browser, which "
+                          "perturbs and submits them to a replica's web port) and the analyst's live answers with 95%% "
+                          "intervals, on 127.0.0.1, until SIGINT/SIGTERM (make demo-web builds the SDK bundle first)")
+    web.add_argument("--page-port", type=int, default=0, help="--web: port of the pages (default 0: a free one)")
 
 
 @contextmanager
@@ -214,8 +222,33 @@ def write_outputs(out: Path, data: dict[str, Any], level: float) -> None:
         writer.writerows(data["answers"])
 
 
+def web_command(args: argparse.Namespace) -> int:
+    """``ldpsynth simulate --web``: the survey demo until SIGINT/SIGTERM; prints one JSON line with its URLs."""
+    import signal
+    import threading
+
+    from ldpsynth.shared.validation import check_int
+    from ldpsynth.simulation.web_demo import WebDemo
+
+    check_int(args.page_port, "--page-port", 0, 65535)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    demo = WebDemo(port=args.page_port)
+    try:
+        urls = demo.start()
+        print(json.dumps({"event": "demo", **urls}), flush=True)
+        print(f"survey: {urls['survey']}\nanalyst: {urls['analyst']}\n(Ctrl-C stops)", file=sys.stderr, flush=True)
+        stop.wait()
+    finally:
+        code = demo.stop()
+    return 0 if code == 0 else 1
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth simulate``."""
+    if args.web:
+        return web_command(args)
     from ldpsynth.simulation.answers import predicted
     from ldpsynth.simulation.federation import simulate
 

@@ -10,7 +10,7 @@ memoize or perturb with :meth:`MechanismE.perturb_secure` and charge ε, durably
 (:mod:`.device`, :mod:`.ledger`) → stream in batches until every batch is acknowledged after
 durable commit (:mod:`.submit`). Only perturbed codes, public codes and random ids are sent.
 
-With a shuffler (``shuffler=``, docs/contract.md §15) the collection still comes from the
+With a shuffler (``shuffler=``, docs/contract.md §16) the collection still comes from the
 aggregator (its card and its sealing key, over the aggregator's TLS), but the reports go to the
 shuffler, each sealed on its own to the aggregator's key (:func:`~ldpsynth.shared.sealing.seal_reports`,
 the ``[shuffle]`` extra): the shuffler sees who sends, not what; the aggregator what, not who.
@@ -50,6 +50,11 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
 
+__all__ = [
+    "ClientOptions",
+    "AsyncClient",
+]
+
 #: Default deadline of every call, in seconds.
 DEFAULT_DEADLINE = 30.0
 
@@ -75,31 +80,44 @@ class AsyncClient:
 
     Parameters
     ----------
-    target:
-        ``HOST:PORT`` of the aggregator, or of several ingress replicas (``a:50051,b:50051``):
-        calls are balanced round-robin over those that are up (:func:`~ldpsynth.client.transport.grpc_target`),
-        and a retried batch may reach another replica (it is still stored once).
-    token:
-        Bearer token sent as ``authorization: Bearer <token>`` on every call.
-    root_certificates:
+    target : str
+        ``HOST:PORT`` of the aggregator, or of several ingress replicas (``a:50051,b:50051``; IPv6
+        as ``[::1]:50051``): calls are balanced round-robin over those that are up
+        (:func:`~ldpsynth.client.transport.grpc_target`), and a retried batch may reach another
+        replica (it is still stored once). Several must resolve, all over IPv4 or all over IPv6.
+    token : str or None, default None
+        Bearer token sent as ``authorization: Bearer <token>`` on every call: a non-empty string of
+        printable ASCII characters without spaces. ``None``: no token.
+    root_certificates : str, os.PathLike or None, default None
         PEM file of the CA that signed the server's certificate; turns TLS on.
-    certificate_chain, private_key:
+    certificate_chain, private_key : str, os.PathLike or None, default None
         PEM files of the device's certificate and key, for mutual TLS (together; turn TLS on).
         Without any TLS option the channel is insecure (loopback demos only).
-    deadline:
-        Seconds each call may take: ``GetCollection``, and each ``SubmitReports`` attempt.
-    retry:
-        Retry policy (default :class:`RetryPolicy()`).
-    max_message_bytes:
-        The channel's send/receive message limit; batches are cut to fit it and the collection's
-        ``max_message_bytes``, whichever is smaller.
-    rng:
-        Draws the backoff jitter only (no privacy role); default a fresh ``random.Random()``.
-    shuffler:
-        Send the reports through this shuffler (``HOST:PORT``, or a :class:`Shuffler` with its own token
-        and TLS files) instead of to the aggregator: each report sealed on its own to the key the
-        collection publishes (``Collection.sealing``; needs the ``[shuffle]`` extra). A collection that
-        publishes no key is refused, never sent in clear. ``target`` is still asked for the collection.
+    deadline : float, default 30.0
+        Seconds each call may take (``GetCollection``, and each ``SubmitReports`` or ``SubmitSealed``
+        attempt): a finite number of seconds > 0.
+    retry : RetryPolicy or None, default None
+        Retry policy; ``None``: :class:`RetryPolicy()`.
+    max_message_bytes : int, default 67108864 (64 MiB)
+        The channel's send/receive message limit, an integer in [1024, 2^31 - 1]; batches are cut
+        to fit it and the collection's ``max_message_bytes``, whichever is smaller.
+    rng : random.Random or None, default None
+        Draws the backoff jitter only (no privacy role); ``None``: a fresh ``random.Random()``.
+    shuffler : str or Shuffler or None, default None
+        Send the reports through this shuffler (``HOST:PORT``, or a :class:`Shuffler` with its own
+        token and TLS files) instead of to the aggregator: each report sealed on its own to the key
+        the collection publishes (``Collection.sealing``, docs/contract.md §16; needs the
+        ``[shuffle]`` extra). A collection that publishes no usable key is refused, never sent in
+        clear. ``target`` is still asked for the collection.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``deadline``, ``token``, ``target``, ``max_message_bytes``, ``root_certificates``,
+        ``certificate_chain`` or ``private_key`` (a file that cannot be read, or one of the pair
+        without the other).
+    SealingUnavailable
+        With a ``shuffler``, when the ``[shuffle]`` extra (the HPKE library) is not installed.
     """
 
     def __init__(self, target: str, *, token: str | None = None,
@@ -132,9 +150,25 @@ class AsyncClient:
     async def get_collection(self, name: str) -> CollectionInfo:
         """The collection's verified mechanism card (with its schema) and limits.
 
-        Retries retryable failures; raises :class:`SubmitError` (e.g. FAILED_PRECONDITION for an
-        unknown collection) or :class:`~ldpsynth.shared.errors.ValidationError` for a card that
-        does not verify.
+        Retryable failures are retried (:attr:`retry`).
+
+        Parameters
+        ----------
+        name : str
+            The collection's name, non-empty.
+
+        Returns
+        -------
+        CollectionInfo
+            Its ``card`` (:class:`~ldpsynth.shared.card.MechanismCard`), ``schema`` and ``limits``.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``collection`` (an empty name, or an answer for another collection) or the card's
+            field (``card.*``, a :class:`~ldpsynth.shared.errors.SchemaError`) when it does not verify.
+        SubmitError
+            The call failed for good, e.g. FAILED_PRECONDITION for an unknown collection.
         """
         if not isinstance(name, str) or not name:
             raise ValidationError("collection", "a non-empty collection name", "empty")
@@ -160,12 +194,38 @@ class AsyncClient:
                      batch_size: int | None = None) -> SubmitResult:
         """Validate, memoize-or-perturb, charge, and deliver a device's rows.
 
-        ``rows`` are columns (attribute name → raw values) or a CSV path. Raises
-        :class:`~ldpsynth.shared.errors.ValidationError` for a bad row and
-        :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` when the ledger refuses (in both
-        cases nothing is recorded and nothing is sent), and :class:`SubmitError` when delivery
-        fails for good: the ε stays charged, and submitting the same rows again resends the
-        same memoized reports at no further cost.
+        Parameters
+        ----------
+        collection : str or CollectionInfo
+            The collection's name (its info is fetched first, :meth:`get_collection`), or its info.
+        rows : mapping of str to sequence, str or os.PathLike
+            Columns (attribute name → raw values, one column of equal length per attribute of the
+            schema), or the path of a CSV file with a header of attribute names.
+        ledger : PrivacyLedger
+            The device's ledger: charged ε, durably, before anything is sent.
+        batch_size : int or None, default None
+            Most reports per batch, an integer >= 1; ``None``: as many as the limits allow.
+
+        Returns
+        -------
+        SubmitResult
+
+        Raises
+        ------
+        ValidationError
+            A bad row (naming the attribute and the row, or ``rows``, ``header``, ``row`` for a
+            CSV file), ``batch_size``, ``max_message_bytes`` (one report does not fit), or as
+            :meth:`get_collection`; nothing is recorded and nothing is sent.
+        PrivacyBudgetExceeded
+            The ledger refuses: the new reports would exceed the device's budget, or
+            (:class:`~ldpsynth.shared.errors.CardChanged`) the collection was re-issued at another
+            ε; nothing is recorded and nothing is sent.
+        LedgerError
+            The ledger cannot be read or written (:class:`~ldpsynth.shared.errors.LedgerError`).
+        SubmitError
+            Fetching the collection or delivering the reports failed for good: the ε stays
+            charged, and submitting the same rows again resends the same memoized reports at no
+            further cost.
         """
         info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
         capacity = self._capacity(info, batch_size)
@@ -184,6 +244,29 @@ class AsyncClient:
 
         For simulations and benchmarks that perturb with a seeded generator
         (:meth:`MechanismE.perturb`) and account for ε themselves; a device uses :meth:`submit`.
+
+        Parameters
+        ----------
+        info : CollectionInfo
+            The collection (:meth:`get_collection`).
+        reports : Reports
+            The perturbed reports (:class:`~ldpsynth.shared.reports.Reports`), checked against
+            ``info``'s schema: 16-byte ids, codes in their ranges.
+        batch_size : int or None, default None
+            Most reports per batch, an integer >= 1; ``None``: as many as the limits allow.
+
+        Returns
+        -------
+        StreamResult
+            Reports sent, acknowledged and duplicates, batches and retries.
+
+        Raises
+        ------
+        ValidationError
+            Naming the field of ``reports`` out of its range or shape, ``batch_size`` or
+            ``max_message_bytes`` (one report does not fit).
+        SubmitError
+            Delivery failed for good.
         """
         reports.validate(info.schema)
         return await self._deliver(info, reports, self._capacity(info, batch_size))

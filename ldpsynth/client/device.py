@@ -22,6 +22,12 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
 
+__all__ = [
+    "PreparedReports",
+    "collection_fingerprint",
+    "prepare_reports",
+]
+
 
 @dataclass(frozen=True)
 class PreparedReports:

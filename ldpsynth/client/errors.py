@@ -11,21 +11,29 @@ from __future__ import annotations
 
 from ldpsynth.shared.errors import LdpsynthError
 
+__all__ = [
+    "SubmitError",
+    "QueryError",
+]
+
 
 class SubmitError(LdpsynthError):
     """A gRPC call failed for good: a final status, or a retryable one after the last attempt.
 
-    Attributes
+    Each parameter is kept as the attribute of the same name (``details`` with its runs of
+    whitespace made single spaces).
+
+    Parameters
     ----------
-    method:
+    method : str
         The RPC, ``"GetCollection"``, ``"SubmitReports"`` or (through a shuffler) ``"SubmitSealed"``.
-    status:
+    status : str
         The gRPC status name, e.g. ``"INVALID_ARGUMENT"``.
-    details:
+    details : str
         The server's message (the contract forbids it to echo a private value).
-    attempts:
+    attempts : int
         Calls made, the failing one included.
-    sent, acknowledged, duplicates:
+    sent, acknowledged, duplicates : int, default 0
         Reports of the submission; reports newly committed by the server before the failure
         (they stay committed, docs/contract.md); reports it already held. A later submission of
         the same rows resends the memoized reports with the same ids, so nothing is stored twice.
@@ -49,10 +57,19 @@ class SubmitError(LdpsynthError):
 
 
 class QueryError(LdpsynthError):
-    """A query-service call (``Estimate`` or ``Export``) failed with a gRPC status.
+    """A query-service call (``Estimate``, ``Export`` or ``GetCollection``) failed with a gRPC status.
 
-    ``status`` is the status name (e.g. ``"INVALID_ARGUMENT"``), ``details`` the server's message
-    (for a bad query it names ``queries[j]`` and the legal range).
+    Each parameter is kept as the attribute of the same name (``details`` with its runs of
+    whitespace made single spaces).
+
+    Parameters
+    ----------
+    method : str
+        The RPC, e.g. ``"Estimate"``.
+    status : str
+        The gRPC status name, e.g. ``"INVALID_ARGUMENT"`` (``"DATA_LOSS"`` for an incomplete export).
+    details : str
+        The server's message (for a bad query it names ``queries[j]`` and the legal range).
     """
 
     def __init__(self, method: str, status: str, details: str):

@@ -1,68 +1,6 @@
 """The on-device privacy ledger: ε spent per collection, the budget, and the memoized reports.
 
-Privacy semantics (docs/contract.md §5, §14):
-
-* **Basic composition.** Every row is released by mechanism E at the collection's delivered ε
-  (the card's ``epsilon``, WYZ eq. 16: the likelihood ratio of any two inputs is at most
-  :math:`e^{\\epsilon}`). A device that reports :math:`r` distinct rows to a collection has spent
-  :math:`r\\,\\epsilon`. The ledger keeps that sum exactly (as a rational: every float is one), so
-  rounding can never under-count it.
-* **Budget.** A submission whose new rows would take the sum over the device's per-collection
-  budget is refused whole with :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`: nothing
-  is recorded and nothing is sent. The budget is fixed when the ledger is created and stored in
-  it: ``budget`` (an ε, the same for every collection) or, by default,
-  :data:`DEFAULT_BUDGET_MULTIPLE` times the collection's ε, i.e. ten distinct rows per device and
-  collection. A later ``budget`` may be lower (a stricter cap for that session), never higher.
-* **The ε a collection is released at is pinned** at the device's first report to it: a card
-  re-issued under the same name at another ε is refused
-  (:class:`~ldpsynth.shared.errors.CardChanged`), since the same rows would get fresh reports (the
-  memo is bound to the card) that could be averaged with the old ones, and a budget that follows
-  the card would let them through. A card re-issued at the same ε (another schema) gets fresh
-  reports, each charged again against the same budget.
-* Starting over with a higher budget or a re-issued card is explicit: :meth:`PrivacyLedger.reset`.
-* **Memoization** (RAPPOR's *permanent randomized response*). The perturbed report of a row is
-  drawn once per (collection, public attributes, private value) and then reused: re-reporting
-  the same row sends the same perturbed code with the same report id (so the server
-  deduplicates it) and costs no ε, so repeated reports cannot be averaged to strip the noise.
-  The memo is keyed by HMAC-SHA256 under a random 256-bit per-device secret stored in the
-  ledger, not by the raw row: the table alone (an export, a log) reveals no private value. (A
-  holder of the whole file has the secret too and can test guesses; the file is created
-  readable by its owner only.)
-* **Spend before send.** The spend and the memo of a submission are written in one SQLite
-  transaction (WAL, ``synchronous=FULL``) that commits *before* any report leaves the device,
-  so a crash at any moment can only over-count ε, never under-count it; re-running the
-  submission resends the memoized reports at no cost.
-
-Damage and resets (a ledger that reads as empty would restart ε at 0 and let every row be
-reported afresh, i.e. exactly the averaging memoization exists to stop):
-
-* **Refused, never repaired.** Opening checks the whole file: the SQLite header, the format
-  (``user_version``), the three tables as this module creates them, a 32-byte memo secret, every
-  spend (an exact rational ``p`` or ``p/q`` >= 0, not ``nan``/``inf``/text), every reports count
-  (an integer >= 0, equal to the collection's memoized reports, and > 0 exactly when the ε
-  spent is); that takes about 0.7 s per million memoized reports. Every later read of a spend
-  (each submission, :meth:`PrivacyLedger.spent`, :meth:`PrivacyLedger.reports`) checks that
-  spend again, and every memo lookup the shape of the rows it finds. Any failure raises
-  :class:`~ldpsynth.shared.errors.LedgerError` naming the file and what is wrong.
-* **Evidence of an earlier ledger.** A new ledger is built whole under a temporary name and
-  linked into place (never over an existing file), then a *marker* ``<ledger>.created`` is
-  written next to it, recording the ledger's id (an HMAC of a constant under the memo secret,
-  so a ledger with another secret does not match). The ledger is created only where there is no
-  file, no marker and no SQLite ``-wal``/``-shm`` leftover; a missing ledger with any of them, a
-  zero-length or non-SQLite file, or a ledger that is not the one its marker names is refused.
-  A ledger without a marker (written before markers existed, or a crash between the link and
-  the marker) is adopted: the marker is written at its first open.
-* **Starting over is explicit.** :meth:`PrivacyLedger.reset` (``ldpsynth client reset-ledger``)
-  moves the ledger, its ``-wal``/``-shm`` and its marker aside to ``<ledger>.reset-<UTC time>``
-  names and creates a new ledger whose device table and marker record the reset. What bounds a
-  device that starts over is the server's per-credential quota (``max_rows_per_client``), not
-  the device (docs/contract.md, "What a device must keep").
-* **Format 1** ledgers (written before budgets and ε were stored) are upgraded at their first
-  open, in one transaction: the budget given then (else the default) is stored, and each
-  collection's ε is pinned at its spend per report.
-* **In memory** (:meth:`PrivacyLedger.for_simulation`): simulations and tests only; it forgets
-  every report when the object goes, so it protects nothing across runs, and a path of
-  ``":memory:"`` is refused.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.client.ledger``.
 """
 
 from __future__ import annotations
@@ -87,6 +25,16 @@ from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceed
 from ldpsynth.shared.files import fsync_directory
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.validation import check_epsilon
+
+__all__ = [
+    "LEDGER_ENV",
+    "DEFAULT_BUDGET_MULTIPLE",
+    "default_ledger_path",
+    "Budget",
+    "marker_path",
+    "LedgerTransaction",
+    "PrivacyLedger",
+]
 
 #: Environment variable naming the default ledger file.
 LEDGER_ENV = "LDPSYNTH_LEDGER"
@@ -129,7 +77,13 @@ _SOUND = ("an intact ledger this SDK created, next to its marker (to start this 
 
 
 def default_ledger_path() -> Path:
-    """``$LDPSYNTH_LEDGER``, else ``$XDG_DATA_HOME/ldpsynth/ledger.sqlite`` (``~/.local/share`` by default)."""
+    """``$LDPSYNTH_LEDGER``, else ``$XDG_DATA_HOME/ldpsynth/ledger.sqlite`` (``~/.local/share`` by default).
+
+    Returns
+    -------
+    pathlib.Path
+        The default ledger file (``~`` expanded in ``$LDPSYNTH_LEDGER``); it need not exist.
+    """
     explicit = os.environ.get(LEDGER_ENV)
     if explicit:
         return Path(explicit).expanduser()
@@ -486,21 +440,30 @@ class LedgerTransaction:
 class PrivacyLedger:
     """A device's privacy ledger in one SQLite file (WAL, ``synchronous=FULL``) and its marker.
 
+    One ledger may be shared by threads and processes: every submission runs in one
+    ``BEGIN IMMEDIATE`` transaction.
+
     Parameters
     ----------
-    path:
+    path : str, os.PathLike or None, default None
         The ledger file; ``None`` for :func:`default_ledger_path`. A path with no ledger, no marker
         and no ``-wal``/``-shm`` gets a new ledger; an existing ledger is checked whole (module
-        docstring) and refused with :class:`~ldpsynth.shared.errors.LedgerError` if anything is
-        wrong, as is a path whose ledger is gone but whose marker or ``-wal``/``-shm`` is left
-        (:meth:`reset` starts over). ``":memory:"`` is refused: see :meth:`for_simulation`.
-    budget:
+        docstring) and refused if anything is wrong, as is a path whose ledger is gone but whose
+        marker or ``-wal``/``-shm`` is left (:meth:`reset` starts over). ``":memory:"`` is
+        refused: see :meth:`for_simulation`.
+    budget : float or None, default None
         The ε a device may spend per collection (a finite number > 0). A new ledger stores it
         (``None``: :data:`DEFAULT_BUDGET_MULTIPLE` times each collection's ε); with an existing
         ledger it may only lower the stored budget for this session (``None``: the stored one).
 
-    One ledger may be shared by threads and processes: every submission runs in one
-    ``BEGIN IMMEDIATE`` transaction.
+    Raises
+    ------
+    LedgerError
+        The ledger cannot be opened or created, is damaged or replaced, or is missing where its
+        marker or ``-wal``/``-shm`` show one existed (:class:`~ldpsynth.shared.errors.LedgerError`).
+    ValidationError
+        Naming ``ledger`` (``":memory:"``, or a file system without SQLite's WAL mode) or
+        ``budget`` (not a finite number > 0, or above the budget the ledger was created with).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, budget: float | None = None,
@@ -539,8 +502,26 @@ class PrivacyLedger:
 
     @classmethod
     def for_simulation(cls, *, budget: float | None = None) -> PrivacyLedger:
-        """A ledger in memory, for simulations and tests only: it forgets every report when this
-        object goes, so it protects nothing across runs (a real device keeps a file)."""
+        """A ledger in memory, for simulations and tests only.
+
+        It forgets every report when this object goes, so it protects nothing across runs (a real
+        device keeps a file).
+
+        Parameters
+        ----------
+        budget : float or None, default None
+            The ε per collection, a finite number > 0; ``None``: :data:`DEFAULT_BUDGET_MULTIPLE`
+            times each collection's ε.
+
+        Returns
+        -------
+        PrivacyLedger
+
+        Raises
+        ------
+        ValidationError
+            Naming ``budget``: not a finite number > 0.
+        """
         return cls(budget=budget, _in_memory=True)
 
     def _higher_budget(self, stored: Fraction) -> ValidationError:
@@ -561,7 +542,27 @@ class PrivacyLedger:
         The device's ε spent restarts at 0 and rows it has already reported get fresh,
         independent reports that can be averaged with the old ones: after a reset only the
         server's per-credential quota (``max_rows_per_client``) bounds what this device adds.
-        Returns the record.
+
+        Parameters
+        ----------
+        path : str, os.PathLike or None, default None
+            The ledger file (it need not exist); ``None`` for :func:`default_ledger_path`.
+        budget : float or None, default None
+            The new ledger's ε per collection, a finite number > 0; ``None``:
+            :data:`DEFAULT_BUDGET_MULTIPLE` times each collection's ε.
+
+        Returns
+        -------
+        dict
+            The record: ``at`` (the UTC time), ``moved`` (old name -> new name of each file moved
+            aside) and ``budget`` (the new budget, described).
+
+        Raises
+        ------
+        ValidationError
+            Naming ``path`` (``":memory:"``) or ``budget`` (not a finite number > 0).
+        LedgerError
+            A file cannot be moved aside or the new ledger cannot be created.
         """
         if path is not None and os.fspath(path) == IN_MEMORY:
             raise ValidationError("path", "a ledger file", "an in-memory ledger has nothing to reset")
@@ -596,7 +597,24 @@ class PrivacyLedger:
                     self._conn.execute("ROLLBACK")
 
     def budget_for(self, epsilon: float) -> float:
-        """The budget of a collection released at ``epsilon`` (this session's, if it set a lower one)."""
+        """The budget of a collection released at ``epsilon`` (this session's, if it set a lower one).
+
+        Parameters
+        ----------
+        epsilon : float
+            The collection's ε, a finite number > 0.
+
+        Returns
+        -------
+        float
+            The ε the device may spend on the collection.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``epsilon`` (not a finite number > 0) or ``budget`` (this session's budget is
+            above the stored one for this collection).
+        """
         return float(self._budget(Fraction(check_epsilon(epsilon, "epsilon"))))
 
     def _budget(self, epsilon: Fraction) -> Fraction:
@@ -633,11 +651,43 @@ class PrivacyLedger:
         return _checked_spend(self.path, collection, *row) if row else (Fraction(0), 0)
 
     def spent(self, collection: str) -> float:
-        """ε this device has spent on ``collection``."""
+        """ε this device has spent on ``collection``.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        float
+            The ε spent (0 for a collection never reported to).
+
+        Raises
+        ------
+        LedgerError
+            The ledger cannot be read, or its record of the collection is not one it writes.
+        """
         return float(self._read_spend(collection)[0])
 
     def reports(self, collection: str) -> int:
-        """Distinct reports this device has released to ``collection``."""
+        """Distinct reports this device has released to ``collection``.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        int
+            The number of reports (0 for a collection never reported to).
+
+        Raises
+        ------
+        LedgerError
+            The ledger cannot be read, or its record of the collection is not one it writes.
+        """
         return self._read_spend(collection)[1]
 
     def memo_keys(self, collection_fingerprint: bytes, public_codes: np.ndarray,
@@ -646,6 +696,26 @@ class PrivacyLedger:
 
         The message is a domain tag, the collection's fingerprint (it binds the name, the schema
         and the mechanism) and the row's public and raw private codes as little-endian uint64.
+
+        Parameters
+        ----------
+        collection_fingerprint : bytes
+            SHA-256 of the collection's schema and mechanism
+            (:func:`~ldpsynth.client.device.collection_fingerprint`).
+        public_codes : numpy.ndarray
+            Integer codes ``>= 0``, shape ``(n,)`` or ``(n, m)``: each row's public codes.
+        private_codes : numpy.ndarray
+            Integer codes ``>= 0``, shape ``(n,)``: each row's raw (unperturbed) private code.
+
+        Returns
+        -------
+        list of bytes
+            One 32-byte key per row.
+
+        Raises
+        ------
+        ValueError
+            ``public_codes`` and ``private_codes`` have different numbers of rows.
         """
         rows = np.ascontiguousarray(np.column_stack([public_codes, private_codes]), dtype="<u8")
         width = rows.shape[1] * 8
@@ -659,7 +729,31 @@ class PrivacyLedger:
         """One durable write transaction for a submission to ``collection`` released at ``epsilon``.
 
         Commits (fsync) when the block ends; rolls back if it raises, e.g. on
-        :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`.
+        :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded`. The first transaction for a
+        collection pins its ε.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+        epsilon : float
+            The ε its reports are released at, a finite number > 0.
+
+        Yields
+        ------
+        LedgerTransaction
+            Looks up memoized reports and records new ones (``record`` raises
+            :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` over the budget).
+
+        Raises
+        ------
+        ValidationError
+            Naming ``epsilon`` (not a finite number > 0) or ``budget`` (as :meth:`budget_for`).
+        CardChanged
+            The collection's ε differs from the one pinned at its first report
+            (:class:`~ldpsynth.shared.errors.CardChanged`, a ``PrivacyBudgetExceeded``).
+        LedgerError
+            The ledger cannot be read or written, or a record in it is not one it writes.
         """
         eps = Fraction(check_epsilon(epsilon, "epsilon"))
         with self._write():

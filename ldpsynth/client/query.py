@@ -52,6 +52,11 @@ from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
 
+__all__ = [
+    "QUERY_RETRYABLE_STATUSES",
+    "QueryClient",
+]
+
 #: Deadline of one query call when none is given (a large batch or export takes a while).
 DEFAULT_QUERY_DEADLINE = 600.0
 #: Statuses after which a query call is made again: the server is unavailable (starting, shutting
@@ -68,21 +73,33 @@ class QueryClient:
 
     Parameters
     ----------
-    target, token, root_certificates, certificate_chain, private_key:
-        As :class:`~ldpsynth.client.aio.AsyncClient`.
-    deadline:
-        Seconds each attempt of a call may take.
-    max_message_bytes:
-        The channel's send and receive limit. Requests are cut to the smaller of it and the
-        server's limit; replies are sized by the server to its limit, so a smaller value here
-        can make a reply fail with RESOURCE_EXHAUSTED.
-    chunk_bytes:
-        Preferred size of one request message (a single JSON query may be larger, up to the limit).
-    retry:
-        Attempts and backoff for retryable statuses (:data:`QUERY_RETRYABLE_STATUSES`); default
+    target : str
+        ``HOST:PORT`` of the aggregator, or several (as :class:`~ldpsynth.client.aio.AsyncClient`).
+    token : str or None, default None
+        Bearer token (as :class:`~ldpsynth.client.aio.AsyncClient`).
+    root_certificates, certificate_chain, private_key : str, os.PathLike or None, default None
+        PEM files for TLS and mutual TLS (as :class:`~ldpsynth.client.aio.AsyncClient`).
+    deadline : float, default 600.0
+        Seconds each attempt of a call may take: a finite number of seconds > 0.
+    max_message_bytes : int, default 67108864 (64 MiB)
+        The channel's send and receive limit, an integer in [1024, 2^31 - 1]. Requests are cut to
+        the smaller of it and the server's limit; replies are sized by the server to its limit, so
+        a smaller value here can make a reply fail with RESOURCE_EXHAUSTED.
+    chunk_bytes : int, default 4194304 (4 MiB)
+        Preferred size of one request message, an integer >= 1024 (a single JSON query may be
+        larger, up to the limit).
+    retry : RetryPolicy or None, default None
+        Attempts and backoff for retryable statuses (:data:`QUERY_RETRYABLE_STATUSES`); ``None``:
         :class:`RetryPolicy()` (8 attempts, 0.1 s doubling to at most 10 s, equal jitter).
-    rng:
-        Draws the backoff jitter only; default a fresh ``random.Random()``.
+    rng : random.Random or None, default None
+        Draws the backoff jitter only; ``None``: a fresh ``random.Random()``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``max_message_bytes``, ``token``, ``deadline``, ``chunk_bytes``, ``target``,
+        ``root_certificates``, ``certificate_chain`` or ``private_key`` (as
+        :class:`~ldpsynth.client.aio.AsyncClient`).
     """
 
     def __init__(self, target: str, *, token: str | None = None, root_certificates: str | os.PathLike | None = None,
@@ -110,6 +127,7 @@ class QueryClient:
         self.close()
 
     def close(self) -> None:
+        """Close the channel."""
         self._channel.close()
 
     def _call(self, method: str, attempt: Callable[[], _T]) -> _T:
@@ -128,8 +146,27 @@ class QueryClient:
             time.sleep(self.retry.backoff(failures, self._rng))
 
     def message_limit(self, collection: str) -> int:
-        """Largest request message for ``collection``: the smaller of this channel's limit and the
-        server's ``Limits.max_message_bytes`` (from ``GetCollection``, asked once per collection)."""
+        """Largest request message for ``collection``: the smaller of this channel's and the server's limit.
+
+        The server's is its ``Limits.max_message_bytes``, from ``GetCollection``, asked once per
+        collection.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        int
+            The limit in bytes.
+
+        Raises
+        ------
+        QueryError
+            ``GetCollection`` failed (after the retries, for a retryable status), e.g.
+            FAILED_PRECONDITION for an unknown collection.
+        """
         if collection not in self._server_limits:
             request = pb.GetCollectionRequest(collection=collection)
             message = self._call("GetCollection", lambda: self._collections.GetCollection(
@@ -140,18 +177,41 @@ class QueryClient:
 
     def estimate(self, collection: str, *, queries: Sequence[QueryLike] | None = None,
                  linear: np.ndarray | None = None, normalization: str = "range", level: float = 0.95) -> AnswerTable:
-        """Answers (eq. 17 estimate, eq. 21 proper estimate, standard error, interval at ``level``,
-        eq. 20/22 bounds, n, delivered ε) to ``queries`` and/or a ``(Q, |D|)`` array of ``linear``
-        weight lists (normalised by ``normalization``), in that order.
+        """Answers to ``queries`` and/or a ``(Q, |D|)`` array of ``linear`` weight lists, in that order.
 
-        ``queries`` mixes JSON objects (:mod:`ldpsynth.shared.queries.json_form`) and query objects (the
-        builders of :mod:`ldpsynth.shared.queries.builders`, sent as their JSON form).
+        Each answer: eq. 17 estimate, eq. 21 proper estimate, standard error, interval at
+        ``level``, eq. 20/22 bounds, n, delivered ε. The batch is checked and cut before anything
+        is sent; the server checks the queries against the schema. No queries at all answers an
+        empty table (``n = 0``).
 
-        The batch is checked and cut before anything is sent: a query or weight row too large for
-        the message limit (:meth:`message_limit`) raises
-        :class:`~ldpsynth.shared.errors.ValidationError` naming it (``queries[j]``, ``linear``) and
-        the limit. No queries at all answers an empty table (``n = 0``). A failed call raises
-        :class:`QueryError` (after the retries, for a retryable status).
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+        queries : sequence of query objects and JSON objects, or None, default None
+            JSON objects (:mod:`ldpsynth.shared.queries.json_form`) and query objects (the builders
+            of :mod:`ldpsynth.shared.queries.builders`, sent as their JSON form), mixed as wanted.
+        linear : numpy.ndarray or None, default None
+            A ``(Q, |D|)`` array of weight lists, ``Q >= 1``, sent packed.
+        normalization : {"range", "sum", "mean"}, default "range"
+            The normaliser of the ``linear`` queries (checked by the server).
+        level : float, default 0.95
+            Confidence level of the intervals, a number in (0, 1) (checked by the server).
+
+        Returns
+        -------
+        AnswerTable
+
+        Raises
+        ------
+        ValidationError
+            Naming ``queries[j]`` or ``linear`` (too large for the message limit,
+            :meth:`message_limit`; ``linear`` not of shape ``(Q >= 1, |D|)``) or ``collection``
+            (a name too long for the limit); nothing is sent.
+        QueryError
+            A call failed (after the retries, for a retryable status): INVALID_ARGUMENT for a query,
+            ``level`` or ``normalization`` out of its legal range, FAILED_PRECONDITION for an
+            unknown collection, ...
         """
         limit = self.message_limit(collection)
         requests = estimate_requests(collection, level=level, queries=queries_to_json(queries or ()), linear=linear,
@@ -162,8 +222,27 @@ class QueryClient:
         return AnswerTable.from_pages(pages)
 
     def export(self, collection: str) -> Release:
-        """The public release of ``collection``: its mechanism card and every stored row (a retried
-        call downloads it again from the start)."""
+        """The public release of ``collection``: its mechanism card and every stored row.
+
+        A retried call downloads it again from the start.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        QueryError
+            ``Export`` failed (after the retries, for a retryable status), or DATA_LOSS: the stream
+            ended early or held another number of rows than announced.
+        ValidationError
+            The card received does not verify (``card.*``), or a code is out of the domain.
+        """
         return self._call("Export", lambda: self._download(collection))
 
     def _download(self, collection: str) -> Release:

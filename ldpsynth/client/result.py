@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+__all__ = [
+    "SubmitResult",
+]
+
 
 @dataclass(frozen=True)
 class SubmitResult:
@@ -12,31 +16,31 @@ class SubmitResult:
 
     Attributes
     ----------
-    collection:
+    collection : str
         The collection's name.
-    rows:
+    rows : int
         Rows given.
-    sent:
+    sent : int
         Distinct reports streamed (identical rows share one memoized report).
-    acknowledged:
+    acknowledged : int
         Reports the server newly committed; through a shuffler (``shuffled``), the reports the shuffler
         acknowledged (it took charge of them: they cannot be lost).
-    duplicates:
+    duplicates : int
         Reports the server already held: memoized reports it had stored before, or retried batches.
         ``acknowledged + duplicates == sent`` once the submission succeeded. Always 0 through a
         shuffler, which cannot open the reports to tell (the replicas still store each id once).
-    batches:
+    batches : int
         ``ReportBatch`` messages the reports were cut into.
-    retries:
+    retries : int
         ``SubmitReports`` attempts after the first.
-    memoized:
+    memoized : int
         Rows that reused a memoized report (docs/contract.md §5) and so cost no ε.
-    epsilon_spent:
+    epsilon_spent : float
         ε this submission charged to the device's ledger (new reports × the collection's ε).
-    epsilon_total:
+    epsilon_total : float
         ε the device has spent on the collection, this submission included.
-    shuffled:
-        Whether the reports went sealed through a shuffler (docs/contract.md §15) rather than in clear
+    shuffled : bool
+        Whether the reports went sealed through a shuffler (docs/contract.md §16) rather than in clear
         to the aggregator.
     """
 
@@ -53,5 +57,11 @@ class SubmitResult:
     shuffled: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict."""
+        """The fields as a JSON-ready dict.
+
+        Returns
+        -------
+        dict
+            Field name -> value.
+        """
         return asdict(self)

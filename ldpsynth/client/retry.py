@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int, check_real, check_seconds
 
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "is_retryable",
+    "RetryPolicy",
+]
+
 #: Statuses worth another attempt: the server is (re)starting or shutting down, the connection
 #: dropped (CANCELLED), the deadline passed, or a transient conflict.
 RETRYABLE_STATUSES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED"})
@@ -38,14 +44,20 @@ class RetryPolicy:
 
     Attributes
     ----------
-    max_attempts:
-        Attempts in a row that make no progress before the call fails for good (1: no retry).
-        A ``SubmitReports`` attempt that gets a new batch acknowledged resets the count, so a long
-        upload over a flaky link keeps going as long as it advances.
-    initial_backoff, max_backoff:
-        Seconds; ``initial_backoff <= max_backoff``.
-    multiplier:
-        Growth of the backoff per failed attempt, ``>= 1``.
+    max_attempts : int, default 8
+        Attempts in a row that make no progress before the call fails for good (1: no retry), an
+        integer in [1, 1000]. A ``SubmitReports`` attempt that gets a new batch acknowledged
+        resets the count, so a long upload over a flaky link keeps going as long as it advances.
+    initial_backoff, max_backoff : float, default 0.1 and 10.0
+        Seconds: finite numbers of seconds > 0 with ``initial_backoff <= max_backoff``.
+    multiplier : float, default 2.0
+        Growth of the backoff per failed attempt, a finite number ``>= 1``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``max_attempts``, ``initial_backoff``, ``max_backoff`` or ``multiplier``: out of its
+        legal range.
     """
 
     max_attempts: int = 8
@@ -63,7 +75,20 @@ class RetryPolicy:
         check_real(self.multiplier, "multiplier", low=1.0)
 
     def backoff(self, failures: int, rng: random.Random) -> float:
-        """Seconds to wait after ``failures`` (>= 1) failed attempts in a row; ``rng`` draws the jitter."""
+        """Seconds to wait after ``failures`` failed attempts in a row.
+
+        Parameters
+        ----------
+        failures : int
+            Failed attempts in a row, an integer >= 1 (not checked).
+        rng : random.Random
+            Draws the jitter.
+
+        Returns
+        -------
+        float
+            A uniform time in :math:`[c_k/2, c_k]` with ``k = failures`` (class docstring).
+        """
         growth = self.multiplier ** min(failures - 1, self._steps_to_ceiling())
         cap = min(self.max_backoff, self.initial_backoff * growth)
         return cap / 2 + rng.uniform(0.0, cap / 2)

@@ -23,6 +23,14 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
 
+__all__ = [
+    "Rows",
+    "EncodedRows",
+    "read_csv",
+    "encode_columns",
+    "load_rows",
+]
+
 #: Raw rows as columns: attribute name → one raw value per row.
 Columns = Mapping[str, Sequence[Any] | np.ndarray]
 #: What :func:`load_rows` accepts: columns, or the path of a CSV file.

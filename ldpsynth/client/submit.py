@@ -7,7 +7,7 @@ acknowledgements as they come; when it fails with a retryable status the next at
 backoff, resends exactly the batches still unacknowledged, with the same report ids, so the
 server stores every report once whatever happened to the connection.
 
-Through a shuffler (:class:`SealedSender`, docs/contract.md §15) the same machinery sends sealed
+Through a shuffler (:class:`SealedSender`, docs/contract.md §16) the same machinery sends sealed
 reports, one unary ``ShufflerService.SubmitSealed`` call per batch: a retry resends the same sealed
 bytes, whose report ids the replicas deduplicate once the shuffler has forwarded them.
 """
@@ -24,16 +24,21 @@ import numpy as np
 from ldpsynth.client.errors import SubmitError
 from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import CollectionInfo, reports_to_proto
-from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, CollectionInfo, report_bytes, reports_to_proto, rows_that_fit
+from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import KEY_ID_BYTES, sealed_report_bytes
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
 
-#: Bound on the bytes a bytes field adds besides its payload: a one-byte tag and a length varint.
-_FIELD_HEADER = 1 + 5
+__all__ = [
+    "StreamResult",
+    "batch_capacity",
+    "sealed_batch_capacity",
+    "ReportStreamer",
+    "SealedSender",
+]
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,6 @@ class StreamResult:
     retries: int
 
 
-def report_bytes(public_attributes: int) -> int:
-    """Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one)."""
-    return REPORT_ID_BYTES + 8 * (1 + public_attributes)
-
-
 def batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | None = None) -> int:
     """Reports per batch: at most ``batch_size``, the collection's ``max_batch_reports``, and as
     many as fit in the smaller of its ``max_message_bytes`` and the channel's limit.
@@ -76,11 +76,12 @@ def batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | N
     public = len(schema.public_attributes)
     limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
     envelope = pb.ReportBatch(collection=schema.name, mechanism_version=info.card.version,
-                              sequence=2**64 - 1).ByteSize() + (2 + public) * _FIELD_HEADER
-    fit = (limit - envelope) // report_bytes(public)
+                              sequence=2**64 - 1).ByteSize()
+    columns = 2 + public  # the ids, the private codes and one column per public attribute
+    fit = rows_that_fit(limit, envelope, report_bytes(public), columns)
     if fit < 1:
-        raise ValidationError("max_message_bytes", f"at least {envelope + report_bytes(public)} bytes (one report)",
-                              f"got {limit}")
+        needed = envelope + columns * FIELD_HEADER_BYTES + report_bytes(public)
+        raise ValidationError("max_message_bytes", f"at least {needed} bytes (one report)", f"got {limit}")
     caps = [fit, info.limits.max_batch_reports or fit]
     if batch_size is not None:
         caps.append(check_int(batch_size, "batch_size", 1))
@@ -230,16 +231,16 @@ class ReportStreamer(_Delivery):
 
 def sealed_batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | None = None) -> int:
     """Sealed reports per ``SealedBatch``: at most ``batch_size``, the collection's ``max_batch_reports``,
-    and as many as fit in the smaller of its ``max_message_bytes`` and the channel's limit."""
+    and as many as fit in the smaller of its ``max_message_bytes`` and the channel's limit (one
+    column: the sealed reports back to back)."""
     schema = info.schema
     width = sealed_report_bytes(schema, info.card.version)
     limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
-    envelope = pb.SealedBatch(collection=schema.name, key_id=b"\xff" * KEY_ID_BYTES,
-                              sequence=2**64 - 1).ByteSize() + _FIELD_HEADER
-    fit = (limit - envelope) // width
+    envelope = pb.SealedBatch(collection=schema.name, key_id=b"\xff" * KEY_ID_BYTES, sequence=2**64 - 1).ByteSize()
+    fit = rows_that_fit(limit, envelope, width, 1)
     if fit < 1:
-        raise ValidationError("max_message_bytes", f"at least {envelope + width} bytes (one sealed report)",
-                              f"got {limit}")
+        raise ValidationError("max_message_bytes", f"at least {envelope + FIELD_HEADER_BYTES + width} bytes (one "
+                              "sealed report)", f"got {limit}")
     caps = [fit, info.limits.max_batch_reports or fit]
     if batch_size is not None:
         caps.append(check_int(batch_size, "batch_size", 1))

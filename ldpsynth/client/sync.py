@@ -18,6 +18,10 @@ from ldpsynth.client.submit import StreamResult
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 
+__all__ = [
+    "Client",
+]
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
@@ -25,7 +29,22 @@ _T = TypeVar("_T")
 
 
 class Client:
-    """Blocking client; the parameters are those of :class:`AsyncClient`. Use it as a context manager."""
+    """Blocking client, with the methods of :class:`AsyncClient`. Use it as a context manager.
+
+    Parameters
+    ----------
+    target : str
+        ``HOST:PORT`` of the aggregator, or several (as :class:`AsyncClient`).
+    **options : Unpack[ClientOptions]
+        The keyword arguments of :class:`AsyncClient`: ``token``, ``root_certificates``,
+        ``certificate_chain``, ``private_key``, ``deadline``, ``retry``, ``max_message_bytes``,
+        ``rng``, with their legal ranges.
+
+    Raises
+    ------
+    ValidationError
+        As :class:`AsyncClient`.
+    """
 
     def __init__(self, target: str, **options: Unpack[ClientOptions]):
         self._loop = asyncio.new_event_loop()
@@ -43,16 +62,71 @@ class Client:
         return self._loop.run_until_complete(coroutine)
 
     def get_collection(self, name: str) -> CollectionInfo:
-        """See :meth:`AsyncClient.get_collection`."""
+        """The collection's verified mechanism card (with its schema) and limits (:meth:`AsyncClient.get_collection`).
+
+        Parameters
+        ----------
+        name : str
+            The collection's name, non-empty.
+
+        Returns
+        -------
+        CollectionInfo
+
+        Raises
+        ------
+        ValidationError, SubmitError
+            As :meth:`AsyncClient.get_collection`.
+        """
         return self._run(self._client.get_collection(name))
 
     def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
                batch_size: int | None = None) -> SubmitResult:
-        """See :meth:`AsyncClient.submit`."""
+        """Validate, memoize-or-perturb, charge, and deliver a device's rows (:meth:`AsyncClient.submit`).
+
+        Parameters
+        ----------
+        collection : str or CollectionInfo
+            The collection's name, or its info (:meth:`get_collection`).
+        rows : mapping of str to sequence, str or os.PathLike
+            Columns (attribute name → raw values), or the path of a CSV file.
+        ledger : PrivacyLedger
+            The device's ledger.
+        batch_size : int or None, default None
+            Most reports per batch, an integer >= 1; ``None``: as many as the limits allow.
+
+        Returns
+        -------
+        SubmitResult
+
+        Raises
+        ------
+        ValidationError, PrivacyBudgetExceeded, LedgerError, SubmitError
+            As :meth:`AsyncClient.submit`.
+        """
         return self._run(self._client.submit(collection, rows, ledger=ledger, batch_size=batch_size))
 
     def submit_reports(self, info: CollectionInfo, reports: Reports, *, batch_size: int | None = None) -> StreamResult:
-        """See :meth:`AsyncClient.submit_reports`."""
+        """Deliver reports that are already perturbed, with no ledger (:meth:`AsyncClient.submit_reports`).
+
+        Parameters
+        ----------
+        info : CollectionInfo
+            The collection (:meth:`get_collection`).
+        reports : Reports
+            The perturbed reports, checked against ``info``'s schema.
+        batch_size : int or None, default None
+            Most reports per batch, an integer >= 1; ``None``: as many as the limits allow.
+
+        Returns
+        -------
+        StreamResult
+
+        Raises
+        ------
+        ValidationError, SubmitError
+            As :meth:`AsyncClient.submit_reports`.
+        """
         return self._run(self._client.submit_reports(info, reports, batch_size=batch_size))
 
     def close(self) -> None:

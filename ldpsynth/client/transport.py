@@ -21,6 +21,17 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.validation import check_int
 
+__all__ = [
+    "Shuffler",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "channel_credentials",
+    "bearer_metadata",
+    "split_targets",
+    "grpc_target",
+    "open_channel",
+]
+
 #: Channel message limit when none is given: the protocol's default ``Limits.max_message_bytes``.
 DEFAULT_MAX_MESSAGE_BYTES = Limits().max_message_bytes
 #: Largest message limit gRPC accepts (a signed 32-bit length).
@@ -56,10 +67,29 @@ def channel_credentials(root_certificates: str | os.PathLike | None = None,
 
 @dataclass(frozen=True)
 class Shuffler:
-    """Where a device sends its sealed reports (docs/contract.md §15), with the credentials the shuffler
-    (another party than the aggregator) asks for: ``target`` ``HOST:PORT`` (or several), ``token`` its
-    bearer token, ``root_certificates`` the CA of its TLS certificate, ``certificate_chain`` and
-    ``private_key`` a device certificate for mutual TLS; no TLS file: an insecure channel (loopback)."""
+    """Where a device sends its sealed reports (docs/contract.md §16), with the shuffler's own credentials.
+
+    The shuffler is another party than the aggregator, with its own address, tokens and TLS
+    certificate. Without a TLS file the channel is insecure (loopback demos only).
+
+    Attributes
+    ----------
+    target : str
+        ``HOST:PORT`` of the shuffler, or several, comma-separated (round robin, as for the aggregator).
+    token : str or None, default None
+        Bearer token the shuffler asks for (printable ASCII, no spaces); ``None``: none sent.
+    root_certificates : str or os.PathLike or None, default None
+        PEM file of the CA that signed the shuffler's certificate; turns TLS on.
+    certificate_chain : str or os.PathLike or None, default None
+        PEM file of the device's certificate, for mutual TLS (with ``private_key``).
+    private_key : str or os.PathLike or None, default None
+        PEM file of that certificate's key (with ``certificate_chain``).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``target`` or ``token`` when malformed.
+    """
 
     target: str
     token: str | None = None
@@ -72,6 +102,18 @@ class Shuffler:
         bearer_metadata(self.token)
 
     def credentials(self) -> grpc.ChannelCredentials | None:
+        """The channel credentials of the shuffler's TLS files.
+
+        Returns
+        -------
+        grpc.ChannelCredentials or None
+            TLS credentials, or ``None`` (an insecure channel) when no TLS file is given.
+
+        Raises
+        ------
+        ValidationError
+            A file that cannot be read, or one of the mutual-TLS pair without the other.
+        """
         return channel_credentials(self.root_certificates, self.certificate_chain, self.private_key)
 
 

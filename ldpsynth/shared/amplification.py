@@ -1,59 +1,6 @@
 """The shuffle accountant: the central (ε, δ) of mechanism E (k-ary randomized response) behind a shuffler.
 
-Each of ``n`` devices sends one report of k-RR at local ε0 over a domain of size ``k`` (WYZ eq. 16:
-the true value with probability :math:`p\\alpha`, each other value with probability :math:`\\alpha`,
-where :math:`p = e^{\\epsilon_0}` and :math:`\\alpha = 1/(p + k - 1)`); a shuffler forwards the
-multiset of reports. Neighbouring data sets differ in one device's value (replace-one, ``n``
-fixed). Every function here returns an **upper** bound on the central ε (never below the truth),
-except :func:`central_epsilon_lower_bound`, a **lower** bound used to show how tight the upper
-bounds are. Nothing is random; the numbers are deterministic functions of their arguments.
-
-Bounds (``bound=``), each valid for every data set of the other devices:
-
-``"blanket"`` (default)
-    The privacy-blanket decomposition of BBGN19 (their analysis of k-RR; ``docs/references.md``
-    says which of its numbers were checked), evaluated exactly instead of through their
-    Hoeffding/Bennett tail bounds. k-RR at ε0 is "with probability
-    :math:`\\gamma = k/(p + k - 1)` a uniform value, else the true value", so a device's report is
-    independent of its value with probability γ. Reveal to the adversary which of the other
-    ``n - 1`` devices drew from the blanket (their number is :math:`M \\sim \\mathrm{Bin}(n-1, \\gamma)`):
-    the shuffled view is a post-processing of that, and given :math:`M = m` only the numbers
-    :math:`(N_a, N_b)` of reports equal to the two candidate values ``a, b`` of the differing device
-    matter (the other outputs are uniform on the rest of the domain under both data sets). Their
-    likelihood ratio is
-
-    .. math::  \\frac{P}{Q}(N_a, N_b \\mid m) = \\frac{(p - 1) N_a + m + 1}{(p - 1) N_b + m + 1},
-
-    so :math:`\\delta(\\epsilon) \\le \\sum_m \\Pr[M = m]\\, D_m(\\epsilon)` with :math:`D_m` the
-    hockey-stick divergence of these counts (:func:`_victim_among_others`, the formula of
-    WPLWLYWY24 Thm 4.8 with ``m + 1`` users each of blanket rate ``1/k``). :math:`D_m` does not
-    increase with ``m`` (one more blanket report is a post-processing), which lets us group the
-    values of ``m`` into blocks evaluated at their smallest ``m``: an upper bound, within a
-    relative :data:`BLOCK_WIDTH` of the unblocked value. The bound is essentially tight: it agrees
-    with the exact divergence of a real neighbouring pair to a few parts in 10^6 (tests).
-``"fmt21-numerical"``
-    FMT21 Lemma 3.3 and its numerical evaluation (FMT21 App. E): any ε0-LDP randomizer is dominated
-    by a victim with binary RR at ε0 among :math:`C \\sim \\mathrm{Bin}(n - 1, e^{-\\epsilon_0})`
-    clones. It ignores ``k`` and is much weaker for a large domain; a cross-check.
-``"fmt21-closed-form"``
-    FMT21 Thm 3.1 in the form of the authors' reference implementation (see
-    :func:`_fmt21_closed_form`); valid only for :math:`\\epsilon_0 \\le \\ln(n / (16 \\ln(4/\\delta)))`,
-    else it certifies nothing and ε0 is returned.
-
-**Why not the variation-ratio bound (WPLWLYWY24 Thm 4.8) as an upper bound.** For k-RR it computes
-the divergence of the counts :math:`(N_a, N_b)` alone when every other device holds a third value
-``c`` (WPLWLYWY24 Thm 5.1), and its upper-bound proof (Lemma 4.5) merges the differing device's
-"neither a nor b" outputs with everyone else's. That count pair is a post-processing of the real
-view, so the formula is a *lower* bound; the real view also shows how many reports equal ``c``,
-which carries a little more information: at n = 10^4, ε0 = 8, k = 8,410, δ = 1e-9 the exact
-divergence of that pair gives ε = 1.6039467 > 1.6039411 from Thm 4.8 (with exact rational
-arithmetic the same holds at n = 4, k = 4; ``docs/shuffle-accountant.md`` §4). It is therefore
-:func:`central_epsilon_lower_bound` here, not an accepted ``bound``.
-
-**Numerics.** Binomial tails come from ``scipy.stats.binom``; every truncated tail of a count is
-added back at its largest possible contribution; a numerical ε is the upper end of a bracket whose
-δ (raised by a relative :data:`SAFETY`) is checked to be at most the target. Needs scipy (the
-``aggregator``/``evaluation`` extras): the client never imports this module.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.amplification``.
 """
 
 from __future__ import annotations
@@ -68,6 +15,17 @@ from scipy import stats
 
 from .errors import ValidationError
 from .validation import check_choice, check_int, check_probability, check_real
+
+__all__ = [
+    "BOUNDS",
+    "central_epsilon",
+    "central_epsilon_lower_bound",
+    "local_epsilon_for",
+    "reports_needed",
+    "GroupGuarantee",
+    "group_guarantees",
+    "composed_epsilon",
+]
 
 #: The upper bounds :func:`central_epsilon` accepts; the first is the default.
 BOUNDS = ("blanket", "fmt21-numerical", "fmt21-closed-form")

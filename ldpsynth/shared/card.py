@@ -24,6 +24,11 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.schema import Schema, ShuffleSpec
 
+__all__ = [
+    "CARD_FORMAT",
+    "MechanismCard",
+]
+
 CARD_FORMAT = "ldpsynth.mechanism-card/1"
 #: Whom the local guarantee protects against (every card of a shuffled collection says it).
 LOCAL_AGAINST = "everyone: the aggregator's operator, the shuffler and analysts"
@@ -40,14 +45,39 @@ def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class MechanismCard:
-    """Schema + mechanism E, serialisable to JSON and back without loss."""
+    """Schema + mechanism E, serialisable to JSON and back without loss.
+
+    Attributes
+    ----------
+    schema : Schema
+        The collection's schema.
+    mechanism : MechanismE
+        Mechanism E over the schema's private domain at its ε (:meth:`for_schema` builds it; the
+        constructor does not check that the two agree, :meth:`from_json` does).
+    """
 
     schema: Schema
     mechanism: MechanismE
 
     @classmethod
     def for_schema(cls, schema: Schema) -> MechanismCard:
-        """The card of the mechanism E that releases ``schema``'s private domain at its ε."""
+        """The card of the mechanism E that releases ``schema``'s private domain at its ε.
+
+        Parameters
+        ----------
+        schema : Schema
+            The collection's schema.
+
+        Returns
+        -------
+        MechanismCard
+
+        Raises
+        ------
+        ValidationError
+            Naming ``epsilon``: the schema's ε is below the exact sampler's resolution for its
+            :math:`|D|` (:class:`~ldpsynth.shared.mechanism.MechanismE`).
+        """
         return cls(schema, MechanismE(schema.epsilon, schema.private_domain_size))
 
     @property
@@ -55,6 +85,15 @@ class MechanismCard:
         return self.mechanism.VERSION
 
     def to_json(self) -> dict[str, Any]:
+        """The card as its JSON object (what :meth:`from_json` reads and verifies).
+
+        Returns
+        -------
+        dict
+            ``format``, ``mechanism``, ``version``, ``reference``, ``schema``, the ε asked for and
+            delivered, ``domain_size``, the keep/lie probabilities, the integer weights (as decimal
+            strings) and, for a shuffled collection, the ``shuffle`` block.
+        """
         m = self.mechanism
         out = {
             "format": CARD_FORMAT,
@@ -76,15 +115,51 @@ class MechanismCard:
         return out
 
     def dumps(self) -> str:
+        """The card as indented JSON text with sorted keys (the ``card.json`` of a release).
+
+        Returns
+        -------
+        str
+        """
         return json.dumps(self.to_json(), indent=2, sort_keys=True)
 
     def save(self, path: str | Path) -> None:
+        """Write :meth:`dumps` and a newline to the file ``path`` (UTF-8), replacing it.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write; its folder must exist.
+
+        Raises
+        ------
+        OSError
+            The file cannot be written.
+        """
         Path(path).write_text(self.dumps() + "\n", encoding="utf-8")
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any] | str) -> MechanismCard:
-        """Parse and *verify* a card: the stored probabilities must be exactly those of E at the
-        stored ε and |D|, so a tampered or inconsistent card is rejected."""
+        """Parse and *verify* a card, so that a tampered or inconsistent card is rejected.
+
+        The stored probabilities must be exactly those of E at the stored ε and |D|.
+
+        Parameters
+        ----------
+        obj : mapping or str
+            A card's JSON object (as :meth:`to_json` makes it), or its JSON text.
+
+        Returns
+        -------
+        MechanismCard
+
+        Raises
+        ------
+        ValidationError
+            Naming ``card`` (text that is not JSON), ``card.format``, ``card.version``,
+            ``card.mechanism``, the stored number that does not match (``card.<key>``) or
+            ``card.shuffle...``; a :class:`~ldpsynth.shared.errors.SchemaError` for the schema in it.
+        """
         if isinstance(obj, str):
             obj = jsonio.loads(obj, "card", "a JSON mechanism card")
         if not isinstance(obj, Mapping) or obj.get("format") != CARD_FORMAT:
@@ -126,4 +201,20 @@ class MechanismCard:
 
     @classmethod
     def load(cls, path: str | Path) -> MechanismCard:
+        """The card in the JSON file at ``path`` (:meth:`from_json`).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            A readable UTF-8 JSON file, e.g. a release's ``card.json``.
+
+        Returns
+        -------
+        MechanismCard
+
+        Raises
+        ------
+        ValidationError
+            Naming ``card``: the file cannot be read or is not UTF-8; else as :meth:`from_json`.
+        """
         return cls.from_json(jsonio.read_text(path, "card"))

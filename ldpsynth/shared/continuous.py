@@ -32,6 +32,14 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import MAX_BITS, ContinuousAttribute, Schema
 from ldpsynth.shared.validation import check_choice, check_epsilon, check_int
 
+__all__ = [
+    "bits_for_dimension",
+    "continuous_schema",
+    "cell_representatives",
+    "function_weights",
+    "discretisation_bound",
+]
+
 REPRESENTATIVES = ("centre", "lower")
 #: Largest private domain whose cell representatives we materialise (|D| x d floats).
 MAX_CELLS = 1 << 22

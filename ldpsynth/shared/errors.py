@@ -9,6 +9,16 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
+__all__ = [
+    "Status",
+    "LdpsynthError",
+    "ValidationError",
+    "SchemaError",
+    "LedgerError",
+    "PrivacyBudgetExceeded",
+    "CardChanged",
+]
+
 
 class Status(enum.Enum):
     """How a request an error refuses ends (docs/contract.md §9 says what a caller does with each),
@@ -21,11 +31,15 @@ class Status(enum.Enum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     UNAVAILABLE = "UNAVAILABLE"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
 
 
 class LdpsynthError(Exception):
-    """Base class of all ldpsynth errors. ``refused_as``: how a request this error refuses ends
-    (``None``: not something a request can cause; a service answers INTERNAL and logs it)."""
+    """Base class of all ldpsynth errors.
+
+    ``refused_as``: how a request this error refuses ends (``None``: not something a request can
+    cause; a service answers INTERNAL and logs it).
+    """
 
     refused_as: ClassVar[Status | None] = None
 
@@ -33,13 +47,17 @@ class LdpsynthError(Exception):
 class ValidationError(LdpsynthError, ValueError):
     """Bad input: a field out of its legal range or of the wrong shape (INVALID_ARGUMENT).
 
-    Attributes
+    Each parameter is kept as the attribute of the same name; the message joins them.
+
+    Parameters
     ----------
-    field:
+    field : str
         Name of the offending field (an attribute, a parameter, a query field).
-    legal:
+    legal : str
         Human-readable legal range, e.g. ``"an integer in [1, 5]"``.
-    position:
+    problem : str, default ""
+        What is wrong (never the offending private value), e.g. ``"got 7"``, ``"missing"``.
+    position : int or None, default None
         Row (or query) index where the problem was found, if any.
     """
 
@@ -76,6 +94,8 @@ class PrivacyBudgetExceeded(LdpsynthError):
 
 
 class CardChanged(PrivacyBudgetExceeded):
-    """A collection was re-issued at another ε than the one this device's reports to it were made
-    at: fresh reports of the same rows could be averaged with the old ones, so the device refuses
-    until it is started over knowingly (``ldpsynth client reset-ledger``)."""
+    """A collection was re-issued at another ε than the one this device's reports to it were made at.
+
+    Fresh reports of the same rows could be averaged with the old ones, so the device refuses
+    until it is started over knowingly (``ldpsynth client reset-ledger``).
+    """

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = [
+    "fsync_directory",
+]
+
 
 def fsync_directory(path: str | os.PathLike) -> None:
     """Make the directory entries of ``path`` durable (after a create, link, rename or unlink in

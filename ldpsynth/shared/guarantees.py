@@ -1,48 +1,6 @@
 """Both guarantees of a release or a batch of answers, with the counts they come from.
 
-**Local.** Every report went through mechanism E on its device at the card's delivered ε0: ε0-LDP
-per report, against everyone (the aggregator's operator and the shuffler included), always. A
-device that sends m reports spends m·ε0 (basic composition; its ledger charges it).
-
-**Central** (a shuffled collection, :class:`~ldpsynth.shared.schema.ShuffleSpec`). The aggregator
-sees the reports shuffled: a multiset with their public attributes in clear. A report therefore
-hides only among the reports of its *group*, and the central (ε, δ) of a group of N reports comes
-from the shuffle accountant (:mod:`ldpsynth.shared.amplification`, blanket bound):
-
-* **Which groups.** A release (an export) shows every report's whole public key: its groups are
-  the public keys (:func:`release_groups`). A batch of answers depends on the reports only through
-  the histograms of the classes of rows its queries tell apart (:func:`batch_groups`): one class
-  for queries that look at no public attribute; per listed value of the attribute a grouped query
-  groups by (and one class for its unlisted values when their weights are not constant); classes
-  whose row functions are constant are not read at all; a cut or dense query reads every public
-  key on its own. Several blocks of a batch: the common refinement of their classes.
-* **Several reports per device** (``rows_per_device`` m, from the collection's shuffle block or
-  given with a release). Assumption: a device sends at most m reports to the collection, each an
-  independent draw of E (a memoized repeat of a report is a copy: the ledger's permanent response,
-  design §4). A device's reports are split over rounds, each of its reports in a round with a
-  disjoint share of the others' reports of its group: a round then holds at least ⌊N/m⌋
-  reports of the group, the union of the rounds is the group's multiset (a post-processing), and
-  the device's guarantee is the m-fold composition of the per-round guarantee at n = ⌊N/m⌋
-  (``composed_epsilon``, KOV15; docs/shuffle-accountant.md §5). m = 1: ``central_epsilon`` at N.
-  A device whose reports lie in several groups gets the composition over rounds of at least
-  ⌊N_g/m⌋ reports each: at most the weakest of its groups' ε. Hence ``central_epsilon`` (the
-  weakest group) holds for every device.
-* **Groups too small to amplify** get the local guarantee, (m·ε0, 0).
-* **Many groups, few accountant calls.** The bound does not increase with n, and a smaller n is
-  always safe. The distinct per-round counts are sorted; the smallest (the weakest group) is
-  evaluated exactly, every other at the largest point at or below it of the ladder
-  ⌊:data:`LADDER_RATIO`^j⌋ (a quarter octave: ε is overstated by at most about 9 %, since ε falls
-  like 1/√n). Thousands of groups of 10^4..10^6 reports cost at most 28 evaluations, and the values
-  are cached per process (:data:`CACHE_SIZE`). ``evaluated[g]`` is the n each value was computed at.
-
-Against whom: analysts always; the aggregator's operator only when the shuffler is run by an
-independent party (``shuffler = "independent"``). What the guarantee of one batch of answers does
-not cover: several batches over the same reports compose (this module does not account for that),
-and everything any analyst can obtain (every answer, the export) is a post-processing of the
-shuffled multiset with its public keys, whose guarantee is the release's (:func:`release_groups`).
-
-Needs numpy only to import; computing a central ε imports the accountant (scipy, the
-``[aggregator]``/``[evaluation]`` extras) when called.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.guarantees``.
 """
 
 from __future__ import annotations
@@ -58,6 +16,21 @@ import numpy as np
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 from ldpsynth.shared.schema import Schema, ShuffleSpec
 from ldpsynth.shared.validation import check_int
+
+__all__ = [
+    "BelowMinimumBatch",
+    "Guarantees",
+    "key_names",
+    "release_groups",
+    "batch_groups",
+    "check_min_batch",
+    "ladder",
+    "central_at",
+    "accountant_available",
+    "compute",
+    "of_card",
+    "local_epsilon_for",
+]
 
 #: Ratio of the ladder of counts at which groups other than the weakest are evaluated (module docstring).
 LADDER_RATIO = 2.0**0.25

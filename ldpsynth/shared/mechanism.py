@@ -33,6 +33,14 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_codes, check_epsilon, check_int
 
+__all__ = [
+    "MAX_SAMPLER_DOMAIN_SIZE",
+    "exact_log_ratio",
+    "float_at_least",
+    "rational_weights",
+    "MechanismE",
+]
+
 #: The integer space of the rational probabilities has at most this many points.
 _SPACE = 1 << 62
 #: Relative safety margin below e^ε when choosing A (covers the error of float exp).
@@ -100,18 +108,24 @@ class MechanismE:
 
     Parameters
     ----------
-    epsilon:
-        The ε asked for: a finite number > 0.
-    domain_size:
-        :math:`|D| \\ge 2`.
+    epsilon : float
+        The ε asked for: a finite number > 0 that the exact sampler resolves for ``domain_size``
+        (every ε >= :math:`4 (2^{-50} + (|D| + 1)/2^{62})` is).
+    domain_size : int
+        :math:`|D|`: an integer in [2, 2^40] (:data:`MAX_SAMPLER_DOMAIN_SIZE`).
 
     Attributes
     ----------
-    epsilon:
+    epsilon : float
         The ε actually delivered, :math:`\\ln(A/L)` rounded up; ``<= epsilon_requested``.
-    keep_probability, lie_probability:
+    keep_probability, lie_probability : float
         :math:`A/N` and :math:`L/N` as floats (:math:`1/g(\\epsilon)` and :math:`e^{-\\epsilon}/g(\\epsilon)`
         at the delivered ε); the exact values are :attr:`keep_fraction` / :attr:`lie_fraction`.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``epsilon`` or ``domain_size``: out of its legal range.
     """
 
     VERSION = "E/1"
@@ -139,7 +153,24 @@ class MechanismE:
         return Fraction(self.lie_weight, self.total_weight)
 
     def output_probabilities(self, true_code: int) -> np.ndarray:
-        """The pmf of eq. 16 for one input (length ``domain_size``); for tests and small domains."""
+        """The pmf of eq. 16 for one input (length ``domain_size``); for tests and small domains.
+
+        Parameters
+        ----------
+        true_code : int
+            The input's code, in ``[0, |D|)`` (not validated: it indexes the array).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 probabilities of every output code: ``keep_probability`` at ``true_code``,
+            ``lie_probability`` elsewhere.
+
+        Raises
+        ------
+        IndexError
+            ``true_code`` outside ``[-|D|, |D|)``.
+        """
         probs = np.full(self.domain_size, self.lie_probability)
         probs[true_code] = self.keep_probability
         return probs
@@ -157,7 +188,26 @@ class MechanismE:
 
     # ----- sampling -----------------------------------------------------------------------------
     def check_codes(self, codes: npt.ArrayLike, field_name: str = "codes") -> np.ndarray:
-        """Return ``codes`` as int64, raising if any lies outside ``[0, |D|)``."""
+        """Return ``codes`` as int64, raising if any lies outside ``[0, |D|)``.
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``, of any shape.
+        field_name : str, default "codes"
+            The field an error names.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``codes`` as int64.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``field_name``: codes that are not integers or lie outside ``[0, |D|)`` (the
+            first bad position).
+        """
         return check_codes(codes, field_name, self.domain_size)
 
     def _lie(self, codes: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -171,6 +221,23 @@ class MechanismE:
         :math:`\\lfloor (U - p)/q \\rfloor`-th other value, which is uniform over the other
         :math:`|D|-1` values (eq. 16 with :math:`p = A/N`, :math:`q = L/N` in float64).
         Not for devices: see :meth:`perturb_secure`.
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``, of any shape.
+        rng : numpy.random.Generator
+            Draws the uniforms (seed it for a reproducible run).
+
+        Returns
+        -------
+        numpy.ndarray
+            The perturbed int64 codes, of the shape of ``codes``.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``codes``: not integers, or outside ``[0, |D|)``.
         """
         x = self.check_codes(codes)
         u = rng.random(x.shape)
@@ -203,6 +270,21 @@ class MechanismE:
         The output pmf is exactly :math:`A/N` for the true value and :math:`L/N` for each other
         value, so the privacy loss is exactly :math:`\\ln(A/L) \\le` :attr:`epsilon`.
         Out-of-domain codes are rejected before any randomness is drawn.
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``, of any shape.
+
+        Returns
+        -------
+        numpy.ndarray
+            The perturbed int64 codes, of the shape of ``codes``.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``codes``: not integers, or outside ``[0, |D|)``.
         """
         return self._perturb_exact(codes, os.urandom)
 

@@ -1,35 +1,6 @@
 """The privacy-boundary checker: does a mechanism E really deliver ε-DP? (OpenDP style.)
 
-The check works on the mechanism's exact integer weights, never on its floats nor on the ε it
-advertises. With :math:`N = A + (k-1) L`, mechanism E releases (WYZ eq. 16)
-
-.. math::  \\Pr[Y = y \\mid x] = \\begin{cases} A/N & y = x \\\\ L/N & y \\ne x \\end{cases}
-           \\qquad (A/N = 1/g(\\epsilon),\\ L/N = e^{-\\epsilon}/g(\\epsilon)).
-
-For an output :math:`y` and two inputs :math:`x, x'` the ratio
-:math:`\\Pr[Y=y \\mid x] / \\Pr[Y=y \\mid x']` is :math:`1` (both differ from :math:`y`, or
-:math:`x = x'`), :math:`A/L` (:math:`x = y \\ne x'`) or :math:`L/A` (:math:`x \\ne y = x'`). The
-worst-case privacy loss over all pairs of inputs and all outputs is therefore
-
-.. math::  \\mathcal{L} = \\max_{x, x', y} \\ln \\frac{\\Pr[Y=y \\mid x]}{\\Pr[Y=y \\mid x']}
-           = \\left| \\ln \\frac{A}{L} \\right|,
-
-and E is ε-DP (WYZ Lemma 1, here in its local, one-row form) exactly when
-:math:`\\mathcal{L} \\le \\epsilon`, i.e. :math:`A \\le L e^{\\epsilon}`. The normaliser :math:`N` cancels.
-
-**Exactness.** For :math:`A \\ne L`, :math:`\\ln(A/L)` is irrational and every float ε is rational, so
-:math:`\\mathcal{L} = \\epsilon` is impossible (Lindemann–Weierstrass) and the comparison always has a
-definite answer. :func:`satisfies_epsilon_dp` decides it rigorously: it evaluates
-:math:`\\ln A - \\ln L` in ``Decimal`` (correctly rounded, so within one unit of the last digit per
-logarithm), turns the rounding into an interval with exact ``Fraction`` arithmetic, and doubles
-the precision until the interval lies on one side of ``Decimal(epsilon)`` (the float's exact
-value). So the check passes at the delivered ε of :class:`~ldpsynth.shared.mechanism.MechanismE`
-(the smallest float :math:`\\ge \\mathcal{L}`) and fails at the next float below it.
-
-This certifies the *exact* sampler :meth:`~ldpsynth.shared.mechanism.MechanismE.perturb_secure`
-(draws uniform on :math:`\\{0, \\dots, N-1\\}`). The float64 simulation sampler
-:meth:`~ldpsynth.shared.mechanism.MechanismE.perturb` has the same probabilities only up to float
-rounding and is not for devices.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.privacy``.
 """
 
 from __future__ import annotations
@@ -40,6 +11,15 @@ from typing import Protocol
 
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
 from ldpsynth.shared.validation import check_epsilon, check_int
+
+__all__ = [
+    "ExactRandomizedResponse",
+    "PrivacyGuaranteeError",
+    "max_privacy_loss",
+    "log_ratio_exceeds",
+    "satisfies_epsilon_dp",
+    "assert_epsilon_dp",
+]
 
 #: Significant digits of the value returned by :func:`max_privacy_loss` (as ``exact_log_ratio``).
 DEFAULT_DIGITS = 60

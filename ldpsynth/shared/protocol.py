@@ -27,7 +27,34 @@ from ldpsynth.shared.sealing import (
 from ldpsynth.shared.validation import check_codes
 from ldpsynth.shared.wire import collection_pb2 as pb
 
+__all__ = [
+    "FIELD_HEADER_BYTES",
+    "report_bytes",
+    "rows_that_fit",
+    "Limits",
+    "CollectionInfo",
+    "reports_to_proto",
+    "reports_from_proto",
+    "sealing_to_proto",
+    "sealing_from_proto",
+]
+
 _LE_U64 = np.dtype("<u8")
+#: Bound on the bytes a length-delimited field (bytes, string, sub-message) adds to a message besides
+#: its payload: a one-byte tag and a length varint (at most 5 bytes below 2^35).
+FIELD_HEADER_BYTES = 1 + 5
+
+
+def report_bytes(public_attributes: int) -> int:
+    """Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one)."""
+    return REPORT_ID_BYTES + 8 * (1 + public_attributes)
+
+
+def rows_that_fit(limit: int, envelope: int, row_bytes: int, columns: int) -> int:
+    """Rows of ``row_bytes`` each that fit a message of at most ``limit`` bytes besides its ``envelope``
+    (the other fields) and the headers of its ``columns`` length-delimited columns: the one message-size
+    rule of device batches, export chunks and answer pages."""
+    return (limit - envelope - columns * FIELD_HEADER_BYTES) // row_bytes
 
 
 @dataclass(frozen=True)

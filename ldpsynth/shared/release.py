@@ -36,6 +36,13 @@ from ldpsynth.shared.guarantees import Guarantees
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.schema import ContinuousAttribute
 
+__all__ = [
+    "CARD_FILE",
+    "CSV_FILE",
+    "PARQUET_FILE",
+    "Release",
+]
+
 CARD_FILE = "card.json"
 CSV_FILE = "synthetic.csv"
 PARQUET_FILE = "synthetic.parquet"
@@ -98,8 +105,19 @@ def _parquet_columns(path: Path, names: Collection[str], field: str) -> dict[str
 
 @dataclass(frozen=True, eq=False)
 class Release:
-    """``codes[name]``: the codes of attribute ``name`` of every row (int64, row order = report id);
-    ``guarantees``: what the aggregator stated for the release (a shuffled collection's export)."""
+    """A collection's public release: its mechanism card and the synthetic rows, as codes.
+
+    Attributes
+    ----------
+    card : MechanismCard
+        The collection's mechanism card.
+    codes : dict of str to numpy.ndarray
+        ``codes[name]``: the codes of attribute ``name`` of every row (int64, in ``[0, size)`` of
+        the attribute, row order = report id), one column of equal length per attribute. Not
+        checked here: :meth:`from_values` and :meth:`read` check what they read.
+    guarantees : Guarantees or None, default None
+        What the aggregator stated for the release (a shuffled collection's export).
+    """
 
     card: MechanismCard
     codes: dict[str, np.ndarray]
@@ -109,25 +127,79 @@ class Release:
         return len(next(iter(self.codes.values()))) if self.codes else 0
 
     def public_keys(self) -> np.ndarray:
-        """Public key of every row (mixed radix of the public attributes' codes)."""
+        """Public key of every row (mixed radix of the public attributes' codes).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 public keys (zeros when the schema has no public attribute).
+
+        Raises
+        ------
+        ValidationError
+            Naming a public attribute whose codes are missing, out of its range or of another length.
+        """
         return self.card.schema.public_keys_of(self.codes, len(self))
 
     def private_codes(self) -> np.ndarray:
-        """Perturbed code over D of every row (mixed radix of the private attributes' codes)."""
+        """Perturbed code over D of every row (mixed radix of the private attributes' codes).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 codes in ``[0, |D|)``.
+
+        Raises
+        ------
+        ValidationError
+            Naming a private attribute whose codes are missing, out of its range or of another length.
+        """
         return self.card.schema.private_codes_of(self.codes)
 
     def values(self) -> dict[str, np.ndarray]:
-        """Decoded columns (what the CSV holds)."""
+        """Decoded columns (what the CSV holds).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Attribute name -> values (continuous attributes as bucket lower edges).
+
+        Raises
+        ------
+        ValidationError
+            Naming an attribute whose codes are out of its range.
+        KeyError
+            ``codes`` has no column for an attribute of the schema.
+        """
         return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}
 
     @classmethod
     def from_values(cls, card: MechanismCard, columns: Mapping[str, npt.ArrayLike]) -> Release:
-        """The release of ``card`` whose rows have the decoded values ``columns[name]`` (the inverse
-        of :meth:`values`: public values in clear, private values as perturbed, continuous
-        attributes as bucket lower edges); columns of other names are ignored.
+        """The release of ``card`` whose rows have the decoded values ``columns[name]``.
 
-        A :class:`ValidationError` names a missing column (``synthetic.<name>``), a value that is
-        not a bucket lower edge (``synthetic.<name>``) or an illegal value (``<name>``), and the row.
+        The inverse of :meth:`values`.
+
+        Parameters
+        ----------
+        card : MechanismCard
+            The collection's mechanism card.
+        columns : mapping of str to array_like
+            Attribute name -> one-dimensional column of values, all of one length: public values in
+            clear, private values as perturbed, continuous attributes as bucket lower edges
+            (``lo + j * width``). Columns of other names are ignored.
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        ValidationError
+            Naming a missing column or one of another shape (``synthetic.<name>``), a value that is
+            not a bucket lower edge (``synthetic.<name>``) or an illegal value (``<name>``), and the row.
+
+        Examples
+        --------
 
         >>> from ldpsynth.shared.schema import Schema
         >>> schema = Schema.from_json({"name": "ratings", "epsilon": 1.0, "attributes": [
@@ -154,10 +226,31 @@ class Release:
 
     @classmethod
     def read(cls, path: str | os.PathLike, *, card: MechanismCard | None = None, field: str = "release") -> Release:
-        """The release in the folder ``path`` (as :meth:`write` leaves it: ``card.json`` and
-        ``synthetic.csv``, or ``synthetic.parquet`` without the CSV), or in the table file ``path``
-        (CSV, or Parquet by its ``.parquet`` suffix) with its ``card``. A given ``card`` replaces the
-        folder's. Errors name ``field`` for a file that cannot be read (:meth:`from_values` for the rows).
+        """The release in a folder as :meth:`write` leaves it, or in one table file with its card.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A folder with ``card.json`` and ``synthetic.csv`` (or ``synthetic.parquet`` without the
+            CSV, and ``guarantees.json`` for a shuffled collection), or a table file: CSV, or
+            Parquet by its ``.parquet`` suffix.
+        card : MechanismCard or None, default None
+            The release's card: required for a table file; for a folder it replaces ``card.json``.
+        field : str, default "release"
+            The field an error names for a file that cannot be read.
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        ValidationError
+            Naming ``field`` (a file that cannot be read, a Parquet file without pyarrow), ``card``
+            (a table file without a card; ``card.*`` for a ``card.json`` that does not verify),
+            ``synthetic`` (a CSV file without a header or with a row of another length),
+            ``guarantees.json`` or ``guarantees`` (a malformed ``guarantees.json``), or a row as
+            :meth:`from_values`.
         """
         path = Path(path)
         table = path
@@ -181,8 +274,29 @@ class Release:
     def write(self, out: str | Path, *, parquet: bool | None = None) -> list[Path]:
         """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file.
 
-        ``out`` is a folder, created if missing; a :class:`ValidationError` names it when it cannot
-        be (e.g. ``out`` is a file) or a file in it cannot be written."""
+        Also ``guarantees.json`` when the release has guarantees; files already there are replaced.
+
+        Parameters
+        ----------
+        out : str or pathlib.Path
+            The folder, created (with its parents) if missing.
+        parquet : bool or None, default None
+            Write ``synthetic.parquet`` too: ``None`` when pyarrow is importable, ``True`` always,
+            ``False`` never.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The files written.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``out``: the folder cannot be created (e.g. ``out`` is a file) or a file in it
+            cannot be written.
+        ImportError
+            ``parquet=True`` without pyarrow installed.
+        """
         folder = Path(out)
         legal = "a folder that can be created and written"
         try:
@@ -219,7 +333,14 @@ class Release:
         return written
 
     def summary(self) -> dict[str, object]:
-        """What ``ldpsynth export`` prints."""
+        """What ``ldpsynth export`` prints.
+
+        Returns
+        -------
+        dict
+            ``collection``, ``rows``, ``epsilon``, ``mechanism_version`` and, for a shuffled
+            collection's release, its guarantees' summary, ``weakest_group`` and ``groups``.
+        """
         out: dict[str, object] = {"collection": self.card.schema.name, "rows": len(self),
                                   "epsilon": self.card.mechanism.epsilon, "mechanism_version": self.card.version}
         if self.guarantees is not None and self.guarantees.shuffle is not None:

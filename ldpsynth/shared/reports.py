@@ -16,6 +16,12 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
 
+__all__ = [
+    "REPORT_ID_BYTES",
+    "new_report_ids",
+    "Reports",
+]
+
 REPORT_ID_BYTES = 16
 
 

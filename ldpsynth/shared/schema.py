@@ -39,6 +39,19 @@ from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
+__all__ = [
+    "MAX_DOMAIN_SIZE",
+    "MAX_BATCH_WEIGHTS",
+    "MAX_BITS",
+    "bits_for_rows",
+    "Attribute",
+    "CategoricalAttribute",
+    "BinaryAttribute",
+    "IntegerAttribute",
+    "ContinuousAttribute",
+    "Schema",
+]
+
 #: Largest domain we encode (an attribute's, the public one): codes, and report codes on the wire, must
 #: fit an int64 with room to spare. (The private domain is bounded further by MAX_BATCH_WEIGHTS, and
 #: mechanism E's exact sampler by ``mechanism.MAX_SAMPLER_DOMAIN_SIZE``.)
@@ -490,8 +503,27 @@ class ShuffleSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """A collection: its name, the ε each row is released with, its attributes, and (a shuffled
-    collection) its :class:`ShuffleSpec`."""
+    """A collection: its name, ε, attributes and (a shuffled collection) its :class:`ShuffleSpec`.
+
+    Parameters
+    ----------
+    name : str
+        The collection's name: a non-empty string of at most 128 characters.
+    epsilon : float
+        The ε each row is released with (mechanism E, WYZ eq. 16): a finite number > 0.
+    attributes : sequence of Attribute
+        The columns, with distinct names and at least one private attribute; the private domain
+        :math:`|D|` (the product of the private attributes' sizes) at most 2^28
+        (:data:`MAX_BATCH_WEIGHTS`), the public domain at most 2^62 values.
+    shuffle : ShuffleSpec or None, default None
+        A shuffled collection's central guarantee; ``None``: the collection is not shuffled.
+
+    Raises
+    ------
+    SchemaError
+        A :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``name``, ``epsilon``,
+        ``attributes``, ``shuffle``) that is out of its legal range.
+    """
 
     name: str
     epsilon: float
@@ -541,6 +573,22 @@ class Schema:
         return math.prod(a.size for a in self.public_attributes)
 
     def attribute(self, name: str) -> Attribute:
+        """The attribute called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            One of the schema's attribute names.
+
+        Returns
+        -------
+        Attribute
+
+        Raises
+        ------
+        ValidationError
+            Naming ``attribute``: no attribute of that name.
+        """
         try:
             return self._by_name[name]
         except KeyError:
@@ -564,32 +612,143 @@ class Schema:
         return np.zeros(0, np.int64) if total is None else total
 
     def encode_private(self, columns: Mapping[str, npt.ArrayLike], *, offset: int = 0) -> np.ndarray:
-        """Raw private columns -> codes in ``[0, |D|)`` (mixed radix, first attribute most significant)."""
+        """Raw private columns -> codes in ``[0, |D|)`` (mixed radix, first attribute most significant).
+
+        Parameters
+        ----------
+        columns : mapping of str to array_like
+            Attribute name -> raw values, one column of equal length per private attribute
+            (other columns are ignored); each value in its attribute's legal range.
+        offset : int, default 0
+            Added to the row position an error names (the index of the first row, for chunked input).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 codes over D, one per row.
+
+        Raises
+        ------
+        ValidationError
+            Naming the attribute: a missing column, an illegal value (at its position) or a column
+            of another length.
+        """
         return self._combine(self.private_attributes, columns, encoded=False, offset=offset)
 
     def encode_public(self, columns: Mapping[str, npt.ArrayLike], *, offset: int = 0) -> np.ndarray:
-        """Raw public columns -> public keys in ``[0, public_domain_size)``; zeros when there are none."""
+        """Raw public columns -> public keys in ``[0, public_domain_size)``; zeros when there are none.
+
+        Parameters
+        ----------
+        columns : mapping of str to array_like
+            Attribute name -> raw values, one column of equal length per public attribute (other
+            columns are ignored; with no public attribute only the first column's length is used).
+        offset : int, default 0
+            Added to the row position an error names (the index of the first row, for chunked input).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 public keys, one per row.
+
+        Raises
+        ------
+        ValidationError
+            Naming the attribute: a missing column, an illegal value (at its position) or a column
+            of another length.
+        """
         if not self.public_attributes:
             n = np.shape(next(iter(columns.values())))[0] if columns else 0
             return np.zeros(n, np.int64)
         return self._combine(self.public_attributes, columns, encoded=False, offset=offset)
 
     def private_codes_of(self, digits: Mapping[str, npt.ArrayLike]) -> np.ndarray:
-        """Per-attribute private codes (checked) -> codes over D: the inverse of :meth:`private_digits`."""
+        """Per-attribute private codes (checked) -> codes over D: the inverse of :meth:`private_digits`.
+
+        Parameters
+        ----------
+        digits : mapping of str to array_like
+            Private attribute name -> integer codes in ``[0, size)`` of that attribute, one column
+            of equal length per private attribute.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 codes in ``[0, |D|)``.
+
+        Raises
+        ------
+        ValidationError
+            Naming the attribute: a missing column, a code out of its range (at its position) or a
+            column of another length.
+        """
         return self._combine(self.private_attributes, digits, encoded=True, offset=0)
 
     def public_keys_of(self, digits: Mapping[str, npt.ArrayLike], rows: int) -> np.ndarray:
-        """Per-attribute public codes (checked) -> public keys (zeros when there is no public attribute)."""
+        """Per-attribute public codes (checked) -> public keys (zeros when there is no public attribute).
+
+        Parameters
+        ----------
+        digits : mapping of str to array_like
+            Public attribute name -> integer codes in ``[0, size)`` of that attribute, one column
+            of equal length per public attribute.
+        rows : int
+            The number of rows: the length of the zeros returned when the schema has no public
+            attribute (not used otherwise).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 public keys in ``[0, public_domain_size)``.
+
+        Raises
+        ------
+        ValidationError
+            Naming the attribute: a missing column, a code out of its range (at its position) or a
+            column of another length.
+        """
         if not self.public_attributes:
             return np.zeros(rows, np.int64)
         return self._combine(self.public_attributes, digits, encoded=True, offset=0)
 
     def private_digits(self, codes: npt.ArrayLike) -> dict[str, np.ndarray]:
-        """Split private codes into per-attribute codes (inverse of the mixed radix)."""
+        """Split private codes into per-attribute codes (inverse of the mixed radix).
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Private attribute name -> int64 codes of that attribute.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``private_code``: codes that are not integers or lie outside ``[0, |D|)``.
+        """
         return self._split(self.private_attributes, self.check_private_codes(codes))
 
     def public_digits(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
-        """Split public keys into per-attribute codes."""
+        """Split public keys into per-attribute codes.
+
+        Parameters
+        ----------
+        keys : array_like
+            Integer public keys in ``[0, public_domain_size)``.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Public attribute name -> int64 codes of that attribute (empty with no public attribute).
+
+        Raises
+        ------
+        ValidationError
+            Naming ``public_key``: keys that are not integers or lie outside ``[0, public_domain_size)``.
+        """
         return self._split(self.public_attributes, check_codes(keys, "public_key", self.public_domain_size))
 
     @staticmethod
@@ -598,18 +757,78 @@ class Schema:
         return {a.name: (codes // w) % a.size for a, w in zip(group, weights)}
 
     def decode_private(self, codes: npt.ArrayLike) -> dict[str, np.ndarray]:
-        """Private codes -> raw columns (continuous attributes: bucket lower edges)."""
+        """Private codes -> raw columns (continuous attributes: bucket lower edges).
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Private attribute name -> its values (categorical: the listed strings; binary: 0/1;
+            integer: the integers; continuous: bucket lower edges).
+
+        Raises
+        ------
+        ValidationError
+            Naming ``private_code``: codes that are not integers or lie outside ``[0, |D|)``.
+        """
         return {name: self._by_name[name].decode(d) for name, d in self.private_digits(codes).items()}
 
     def decode_public(self, keys: npt.ArrayLike) -> dict[str, np.ndarray]:
+        """Public keys -> raw columns.
+
+        Parameters
+        ----------
+        keys : array_like
+            Integer public keys in ``[0, public_domain_size)``.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Public attribute name -> its values (as :meth:`decode_private`).
+
+        Raises
+        ------
+        ValidationError
+            Naming ``public_key``: keys that are not integers or lie outside ``[0, public_domain_size)``.
+        """
         return {name: self._by_name[name].decode(d) for name, d in self.public_digits(keys).items()}
 
     def check_private_codes(self, codes: npt.ArrayLike, field_name: str = "private_code") -> np.ndarray:
-        """Check that perturbed codes lie in ``[0, |D|)`` (the server's validation of a report)."""
+        """Check that perturbed codes lie in ``[0, |D|)`` (the server's validation of a report).
+
+        Parameters
+        ----------
+        codes : array_like
+            Integer codes in ``[0, |D|)``.
+        field_name : str, default "private_code"
+            The field an error names.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``codes`` as int64.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``field_name``: codes that are not integers or lie outside ``[0, |D|)`` (the
+            first bad position).
+        """
         return check_codes(codes, field_name, self.private_domain_size)
 
     # ----- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        """The schema as its JSON object (what :meth:`from_json` reads).
+
+        Returns
+        -------
+        dict
+            ``name``, ``epsilon``, ``attributes`` and, for a shuffled collection, ``shuffle``.
+        """
         out: dict[str, Any] = {"name": self.name, "epsilon": self.epsilon,
                                "attributes": [a.to_json() for a in self.attributes]}
         if self.shuffle is not None:
@@ -617,10 +836,35 @@ class Schema:
         return out
 
     def dumps(self) -> str:
+        """The schema as compact JSON text with sorted keys.
+
+        Returns
+        -------
+        str
+        """
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any] | str) -> Schema:
+        """The schema of a JSON object (docs/contract.md §2), or of its JSON text.
+
+        Parameters
+        ----------
+        obj : mapping or str
+            An object with the fields ``name``, ``epsilon``, ``attributes`` (a non-empty list of
+            attribute objects) and optionally ``shuffle``, and no others; or its JSON text.
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        SchemaError
+            A :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``schema``,
+            ``name``, ``epsilon``, ``attributes``, ``attributes[i]...``, ``shuffle...``) that is
+            missing, unknown, malformed or out of its legal range.
+        """
         if isinstance(obj, str):
             with _schema_field():
                 obj = jsonio.loads(obj, "schema", "a JSON object")
@@ -642,4 +886,21 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
+        """The schema in the JSON file at ``path`` (:meth:`from_json`).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            A readable UTF-8 JSON file.
+
+        Returns
+        -------
+        Schema
+
+        Raises
+        ------
+        ValidationError
+            Naming ``schema``: the file cannot be read or is not UTF-8; a
+            :class:`~ldpsynth.shared.errors.SchemaError` for its content (as :meth:`from_json`).
+        """
         return cls.from_json(jsonio.read_text(path, "schema"))

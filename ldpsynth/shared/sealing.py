@@ -1,6 +1,6 @@
 """Sealed reports: one report encrypted to the aggregator's public key with HPKE, for a shuffler to mix.
 
-The shuffle model (encode, shuffle, analyze; Bittau et al., SOSP 2017; docs/contract.md §15): a
+The shuffle model (encode, shuffle, analyze; Bittau et al., SOSP 2017; docs/contract.md §16): a
 device seals each report on its own, so that a shuffler, which sees who sends what but cannot read
 it, can mix the reports of many devices; the replicas open them once shuffled, and store them as
 any report. Both sides of that agreement are here, with no network and no key storage:
@@ -49,6 +49,33 @@ from ldpsynth.shared.schema import Schema
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+__all__ = [
+    "KEM_ID",
+    "KDF_ID",
+    "AEAD_ID",
+    "SUITE_NAME",
+    "SUITE_ID",
+    "ENC_BYTES",
+    "PUBLIC_KEY_BYTES",
+    "PRIVATE_KEY_BYTES",
+    "TAG_BYTES",
+    "KEY_ID_BYTES",
+    "INFO_PREFIX",
+    "SealingUnavailable",
+    "require_hpke",
+    "key_id",
+    "info",
+    "plaintext_bytes",
+    "sealed_report_bytes",
+    "SealingKey",
+    "OpeningKey",
+    "encode_plaintexts",
+    "Decoded",
+    "decode_plaintexts",
+    "seal_reports",
+    "split_sealed",
+]
 
 #: RFC 9180 identifiers of the suite (§7.1-7.3).
 KEM_ID = 0x0020  # DHKEM(X25519, HKDF-SHA256)

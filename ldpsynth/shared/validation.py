@@ -19,6 +19,20 @@ import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
 
+__all__ = [
+    "is_real",
+    "is_finite_real",
+    "real_range",
+    "check_real",
+    "check_epsilon",
+    "check_probability",
+    "check_seconds",
+    "check_int",
+    "check_bool",
+    "check_choice",
+    "check_codes",
+]
+
 T = TypeVar("T")
 
 

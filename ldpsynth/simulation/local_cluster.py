@@ -26,6 +26,7 @@ from typing import Any
 import ray
 
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats, _free_port
+from ldpsynth.aggregator.storage.segments import WorkerStatus
 
 
 class LocalRayCluster:
@@ -109,7 +110,8 @@ _START_TIMEOUT = 300.0
 
 
 class ServerProcess:
-    """A server subprocess that prints ``{"event": "listening", "address": ...}`` when it is ready
+    """A server subprocess that prints ``{"event": "listening", "address": ...}`` (and ``web_address`` when it
+    has a web port) when it is ready
     (``aggregator serve``, or a benchmark's bare server): waits for that line; its stdout lines are
     kept (``stdout``), its stderr goes to ``log_path``."""
 
@@ -121,7 +123,7 @@ class ServerProcess:
         threading.Thread(target=self._pump, daemon=True).start()
         self.stdout: list[str] = []
         try:
-            self.address = self._wait_listening()
+            self.address, self.web_address = self._wait_listening()
         except BaseException:
             self.kill()
             raise
@@ -134,7 +136,8 @@ class ServerProcess:
                 self._lines.put(line)
         self._lines.put(b"")
 
-    def _wait_listening(self) -> str:
+    def _wait_listening(self) -> tuple[str, str]:
+        """The listening line's gRPC address and web address (``""`` without a web port)."""
         while True:
             try:
                 line = self._lines.get(timeout=_START_TIMEOUT).decode()
@@ -146,7 +149,7 @@ class ServerProcess:
             self.stdout.append(line)
             event = json.loads(line)
             if event.get("event") == "listening":
-                return str(event["address"])
+                return str(event["address"]), str(event.get("web_address", ""))
 
     @classmethod
     def aggregator(cls, args: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> ServerProcess:
@@ -251,7 +254,13 @@ class LocalCluster:
         out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-3000:])
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        for line in reversed(out.stdout.strip().splitlines()):  # Ray may print its own lines after ours
+            if line.startswith(("{", "[")):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+        raise RuntimeError(f"the driver printed no JSON line: {out.stdout[-2000:]!r}")
 
     def worker_nodes_of_shards(self) -> dict[int, str | None]:
         """The Ray node id of every shard worker (``None`` while one is restarting)."""
@@ -265,12 +274,14 @@ class LocalCluster:
             "        return None\n"
             "print(json.dumps({n[-3:]: node(n) for n in names}))").items()}
 
-    def worker_status(self, shard: int) -> dict[str, Any]:
+    def worker_status(self, shard: int) -> WorkerStatus:
         """A shard worker's :meth:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker.status`."""
-        return self.driver(
+        found = self.driver(
+            "import dataclasses\n"
             "name = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
             f"if a['name'].endswith('-shard-{shard:03d}')][0]\n"
-            "print(json.dumps(ray.get(ray.get_actor(name).call.remote('status'))))")
+            "print(json.dumps(dataclasses.asdict(ray.get(ray.get_actor(name).status.remote()))))")
+        return WorkerStatus(**{**found, "notes": tuple(tuple(note) for note in found["notes"])})
 
     def stop(self) -> None:
         for replica in self.replicas:

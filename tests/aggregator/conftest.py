@@ -9,6 +9,7 @@ it. Every server runs its embedded NATS log (127.0.0.1) in its data directory.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -196,3 +197,23 @@ def collection_files(tmp_path: Path) -> list[Path]:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261122)
+
+
+def run_openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate (CN=device-cert)."""
+    d = tmp_path_factory.mktemp("certs")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run_openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, cn in (("server", "localhost"), ("client", "device-cert")):
+        run_openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+        run_openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+    return d

@@ -41,7 +41,8 @@ import pytest
 import ray
 
 from ldpsynth.aggregator.storage.segments import RowChunk
-from ldpsynth.client import AsyncClient, RetryPolicy, StreamResult, SubmitError
+from ldpsynth.client import AsyncClient, RetryPolicy, SubmitError
+from ldpsynth.client.submit import StreamResult
 from ldpsynth.shared.reports import Reports
 
 from .conftest import RATINGS, ServerProcess, ServerThread, make_reports, verify, verify_running

@@ -81,7 +81,7 @@ class LocalShards:
         return await self.workers[shard].quota_of(collection, credential)
 
     async def rows_of(self, shard: int, collection: str = "ratings") -> int:
-        return (await self.workers[shard].status())["rows"].get(collection, 0)
+        return (await self.workers[shard].status()).rows.get(collection, 0)
 
     async def stored(self, collection: str = "ratings") -> int:
         return sum([await self.rows_of(k, collection) for k in range(self.num_shards)])

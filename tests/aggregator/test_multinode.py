@@ -229,7 +229,7 @@ def test_worker_restarted_on_another_node_starts_from_its_snapshot(deployment: L
     for _ in range(10):
         assert submit(entry, [batch(make_reports(RATINGS, 4000, rng))])[1] == grpc.StatusCode.OK
     status = deployment.worker_status(0)
-    assert status["snapshot_offset"] > 1  # snapshots were written (every SNAPSHOT_EVERY ids)
+    assert status.snapshot_offset > 1  # snapshots were written (every SNAPSHOT_EVERY ids)
     holder = deployment.worker_nodes_of_shards()[0]
     deployment.kill_node(next(n for n in deployment.nodes if n.node_id == holder))
     deployment.add_node()
@@ -243,11 +243,11 @@ def test_worker_restarted_on_another_node_starts_from_its_snapshot(deployment: L
         assert time.monotonic() < deadline, "the worker did not come back on another node"
         time.sleep(0.5)
     restarted = deployment.worker_status(0)
-    assert restarted["rows"] == status["rows"]
-    assert holder[:16] not in restarted["directory"]
+    assert restarted.rows == status.rows
+    assert holder[:16] not in restarted.directory
     # It downloaded its snapshot: it replayed only the records after it, not the shard's whole log.
-    assert restarted["replayed"] <= restarted["offset"] - status["snapshot_offset"]
-    assert restarted["replayed"] < status["offset"] - 1
+    assert restarted.replayed <= restarted.offset - status.snapshot_offset
+    assert restarted.replayed < status.offset - 1
 
 
 def _logs(deployment: LocalCluster) -> str:  # shown when ingest stalls

@@ -97,26 +97,6 @@ def test_config_errors_exit_2(start_process: StartProcess, collection_files: lis
     assert "--tls-key" in capsys.readouterr().err
 
 
-def run_openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate (CN=device-cert)."""
-    d = tmp_path_factory.mktemp("certs")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run_openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test-ca",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", cwd=d)
-    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name, cn in (("server", "localhost"), ("client", "device-cert")):
-        run_openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
-        run_openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                    "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    return d
-
-
 def tls_channel(address: str, certs: Path, client_cert: bool = False) -> grpc.Channel:
     key = (certs / "client.key").read_bytes() if client_cert else None
     chain = (certs / "client.pem").read_bytes() if client_cert else None

@@ -88,7 +88,7 @@ def test_every_acknowledged_report_stored_once(start_server: StartServer, rng: n
     stats = server.run(server.server.statistics("ratings"))
     assert np.array_equal(stats.dense(), counts_of(everything))
     status = server.run(server.server.workers.status())
-    assert len(status) == 2 and all(s["rows"]["ratings"] > 0 for s in status)
+    assert len(status) == 2 and all(s.rows["ratings"] > 0 for s in status)
 
     # A new server on the same data directory recovers it all.
     server.stop()

@@ -1,5 +1,5 @@
 """Sealed reports through a shuffler, end to end: devices seal with the SDK, a test stand-in for the
-shuffler mixes and forwards them, the replica opens, validates and stores them (docs/contract.md §15).
+shuffler mixes and forwards them, the replica opens, validates and stores them (docs/contract.md §16).
 
 The stand-in (:class:`StandInShuffler`) is a test harness, not the product shuffler: a few lines of
 ``grpc.aio`` that pool what devices send, permute it, forward it to ``SubmitShuffled`` in batches, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 
 import grpc
 import pytest
@@ -51,8 +52,26 @@ def test_every_status_of_the_vocabulary_is_a_grpc_code() -> None:
 
 
 @pytest.mark.parametrize("handler", [server.AggregatorServer._get_collection, server.AggregatorServer._submit_reports,
+                                     server.AggregatorServer._submit_batch,
                                      query_service.QueryServicer.estimate, query_service.QueryServicer.export])
 def test_every_handler_goes_through_the_mapping(handler: object) -> None:
     """Each grpc.aio handler is wrapped by ``rpc`` (its code is the wrapper's, which calls ``abort``)."""
     assert inspect.unwrap(handler) is not handler  # type: ignore[arg-type]
     assert "abort" in handler.__code__.co_names  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("code", list(grpc.StatusCode)[1:])
+def test_the_web_port_names_every_code_as_connect_and_grpc_web_do(code: grpc.StatusCode) -> None:
+    """The Connect name is gRPC's in lower case (``canceled``), gRPC-Web sends the number; each has its HTTP status."""
+    from ldpsynth.aggregator.ingress.web_protocol import CONNECT_HTTP_STATUS, connect_code, failure
+    assert connect_code(code) == ("canceled" if code == grpc.StatusCode.CANCELLED else code.name.lower())
+    status, headers, body = failure("connect", code, "why")
+    assert status == CONNECT_HTTP_STATUS[code] and json.loads(body) == {"code": connect_code(code), "message": "why"}
+    status, headers, body = failure("grpc-web", code, "100% sure: é\n")
+    assert status == 200 and body == b""
+    assert dict(headers)[b"grpc-status"] == str(code.value[0]).encode()
+    assert dict(headers)[b"grpc-message"] == b"100%25 sure: %C3%A9%0A"
+
+
+def test_unimplemented_is_a_status_of_the_vocabulary() -> None:
+    assert status_of(errors.NotServed("SubmitReports: not on this port"), DOING)[0] == grpc.StatusCode.UNIMPLEMENTED

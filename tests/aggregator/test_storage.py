@@ -254,12 +254,12 @@ def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
 
     for batches, stored in ((8, 2000), (80, 22000)):
         status = run(_status_after(spec, lambda w, b=batches: fill(w, b)))
-        assert sum(status["rows"].values()) == stored
+        assert sum(status.rows.values()) == stored
         # Kill-like restart: no close (no final snapshot), a new worker on the same directory.
         restarted = run(_status_after(spec))
-        assert restarted["rows"] == status["rows"]
-        assert restarted["replayed"] <= 1000 // 250  # records after the last snapshot, never the whole log
-        assert restarted["memory_ids"] <= 1000
+        assert restarted.rows == status.rows
+        assert restarted.replayed <= 1000 // 250  # records after the last snapshot, never the whole log
+        assert restarted.memory_ids <= 1000
 
 
 @pytest.mark.parametrize("damage", ["flip a byte of a run", "truncate the state", "delete a run", "garbage manifest",
@@ -300,7 +300,7 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
         # whose run holds only half of the ids. Only the log can tell; it is rebuilt from the log.
         for path in directory.iterdir():
             path.unlink()
-        _old_format_snapshot(directory, log.layout.id, before["offset"], ids[:1500])
+        _old_format_snapshot(directory, log.layout.id, before.offset, ids[:1500])
     else:
         other = Log(directory.parent / "other")
         try:
@@ -317,8 +317,8 @@ def test_damaged_snapshot_is_rebuilt_from_the_log(log: Log, damage: str, caplog:
     with caplog.at_level("WARNING"):
         after = run(_status_after(spec, lambda w: _assert_dedup(w, ids)))
     assert "rebuilding it from the log" in caplog.text
-    assert after["rows"] == before["rows"] == {"ratings": 3000}
-    assert after["replayed"] == before["offset"] - 1  # every reports record
+    assert after.rows == before.rows == {"ratings": 3000}
+    assert after.replayed == before.offset - 1  # every reports record
 
 
 def _old_format_snapshot(directory: Path, layout: str, offset: int, ids: np.ndarray) -> None:
@@ -480,7 +480,7 @@ def test_records_are_as_large_as_the_message_limit_allows(log: Log) -> None:
         return status
 
     status = run(scenario())
-    assert status["offset"] == 2 and status["rows"] == {"ratings": 100_000}  # genesis + one record
+    assert status.offset == 2 and status.rows == {"ratings": 100_000}  # genesis + one record
 
 
 def test_a_segment_pack_holds_its_segments_exactly() -> None:
@@ -558,7 +558,7 @@ def test_the_acknowledged_file_follows_the_log_within_a_second(log: Log) -> None
         await asyncio.sleep(ACKNOWLEDGED_SECONDS + 0.5)  # no commit, no close
         status = await worker.status()
         ack = read_acknowledged(path, log.layout.id, 0)
-        assert (ack.sequence, ack.total) == (status["offset"], 150)
+        assert (ack.sequence, ack.total) == (status.offset, 150)
         await worker.commit([segment(50, rng)])
         await worker.close()
         assert read_acknowledged(path, log.layout.id, 0).total == 200

@@ -133,8 +133,8 @@ def test_parse_merges():
 
 
 def readme_examples() -> list[tuple[str, str]]:
-    """The ``ldpsynth plan`` commands of the README's "Before you collect" section and the output shown."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The ``ldpsynth plan`` commands of the user guide's "Before you collect" section and the output shown."""
+    text = (ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8")
     section = text.split("## Before you collect", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w*)\n(.*?)```", section, flags=re.S)
     pairs = []
@@ -144,7 +144,7 @@ def readme_examples() -> list[tuple[str, str]]:
     return pairs
 
 
-def test_the_readme_shows_the_real_output_of_its_worked_example():
+def test_the_user_guide_shows_the_real_output_of_its_worked_example():
     pairs = readme_examples()
     assert len(pairs) == 2
     for command, shown in pairs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ldpsynth.cli.main import main
@@ -24,3 +26,13 @@ def test_bad_settings_name_the_option(argv: list[str], flag: str, legal: str, ca
     assert main(["simulate", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"ldpsynth simulate: error: {flag}: ") and legal in err and err.count("\n") == 1, err
+
+
+def test_the_web_demo_says_how_to_build_the_sdk_bundle_it_needs(tmp_path: Path) -> None:
+    from ldpsynth.shared.errors import ValidationError
+    from ldpsynth.simulation.web_demo import SURVEY, WebDemo, _queries
+
+    with pytest.raises(ValidationError, match=r"--web: missing; legal range: the SDK's browser bundle .*make demo-web"):
+        WebDemo(sdk_dir=tmp_path)
+    # Per drink: its number of ratings, then one count per rating; the survey's drink is public, the rating private.
+    assert len(_queries()) == 4 * 6 and [a.name for a in SURVEY.public_attributes] == ["item"]

@@ -13,8 +13,9 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.client import AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError, encode_columns
+from ldpsynth.client import AsyncClient, Client, PrivacyLedger, RetryPolicy, SubmitError
 from ldpsynth.client.aio import ClientOptions
+from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.protocol import CollectionInfo, Limits

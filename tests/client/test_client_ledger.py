@@ -18,15 +18,10 @@ import numpy as np
 import pytest
 
 from ldpsynth.cli import main as cli_main
-from ldpsynth.client import (
-    DEFAULT_BUDGET_MULTIPLE,
-    PrivacyLedger,
-    collection_fingerprint,
-    default_ledger_path,
-    encode_columns,
-    prepare_reports,
-)
+from ldpsynth.client import DEFAULT_BUDGET_MULTIPLE, PrivacyLedger, default_ledger_path
+from ldpsynth.client.device import collection_fingerprint, prepare_reports
 from ldpsynth.client.ledger import marker_path
+from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
 
 from .client_fakes import FakeCollectionService, ServerThread, ratings_info, ratings_rows

@@ -8,9 +8,11 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.client import RETRYABLE_STATUSES, RetryPolicy, batch_capacity, is_retryable, report_bytes
+from ldpsynth.client import RetryPolicy
+from ldpsynth.client.retry import RETRYABLE_STATUSES, is_retryable
+from ldpsynth.client.submit import batch_capacity
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import Limits, reports_to_proto
+from ldpsynth.shared.protocol import Limits, report_bytes, reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 
 from .client_fakes import ratings_info

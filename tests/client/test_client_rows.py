@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldpsynth.client import encode_columns, load_rows, read_csv
+from ldpsynth.client.rows import encode_columns, load_rows, read_csv
 from ldpsynth.shared.errors import ValidationError
 
 from .client_fakes import ratings_schema

@@ -1,4 +1,4 @@
-"""The device's path through a shuffler (docs/contract.md §15), against fakes on real sockets: the
+"""The device's path through a shuffler (docs/contract.md §16), against fakes on real sockets: the
 collection (with its sealing key) from the aggregator, each report sealed on its own and sent to the
 shuffler, retried with the same sealed bytes, the ledger and memoization as without a shuffler."""
 
@@ -130,9 +130,10 @@ def test_cli_submit_through_a_shuffler(servers, tmp_path, capsys, monkeypatch) -
 
 def test_without_the_shuffle_extra_a_shuffler_is_refused_naming_it() -> None:
     code = ("import sys\nsys.modules['cryptography'] = None\nimport ldpsynth.client as c\n"
+            "from ldpsynth.shared.sealing import SealingUnavailable\n"
             "print('cryptography' in sys.modules and sys.modules['cryptography'] is not None)\n"
             "try:\n    c.Client('127.0.0.1:1', shuffler='127.0.0.1:2')\n"
-            "except c.SealingUnavailable as e:\n    print(e)\n")
+            "except SealingUnavailable as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     hint = "sealed reports need the `cryptography` package (pip install 'ldpsynth[shuffle]')"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpsynth.client import encode_columns
+from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
@@ -248,7 +248,7 @@ def test_device_path(case: dict[str, Any]) -> None:
     assert msg.SerializeToString().hex() == batch["hex"]
 
 
-# ----- sealed reports (sealed.json, docs/contract.md §15) --------------------------------------------
+# ----- sealed reports (sealed.json, docs/contract.md §16) --------------------------------------------
 
 SEALED = load("sealed.json")
 

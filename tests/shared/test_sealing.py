@@ -1,4 +1,4 @@
-"""The sealed-report envelope (ldpsynth.shared.sealing, docs/contract.md §15): layout, key ids, round
+"""The sealed-report envelope (ldpsynth.shared.sealing, docs/contract.md §16): layout, key ids, round
 trips, and what does not open: tampered bytes, another key, another collection, garbage. Cross-checked
 against a second HPKE implementation (pyhpke) and RFC 9180's own vector for this suite."""
 

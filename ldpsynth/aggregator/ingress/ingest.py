@@ -70,8 +70,8 @@ def split_by_shard(report_ids: np.ndarray, keys: np.ndarray, codes: np.ndarray, 
                    ) -> list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """The reports of each shard that gets any (:func:`route`), in arrival order: ``(shard, (ids, keys, codes))``.
 
-    One stable sort by shard and one gather per column (the ids as 16-byte items), then views: half
-    the time of a boolean mask per shard and column (1.8 vs 3.6 ms for 65,536 reports, 2 shards)."""
+    One stable sort by shard and one gather per column (the ids as 16-byte items), then views (no
+    boolean mask per shard and column)."""
     shards = route(report_ids, num_shards)
     order = np.argsort(shards, kind="stable")
     sizes = np.bincount(shards, minlength=num_shards)

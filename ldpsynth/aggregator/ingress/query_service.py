@@ -32,7 +32,8 @@ from ldpsynth.aggregator.ingress.auth import QUERY, Credential
 from ldpsynth.aggregator.ingress.status import parse, rpc
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.queries.wire import FIELD_HEADER_BYTES, BatchReader, answer_pages, guarantees_to_proto
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, rows_that_fit
+from ldpsynth.shared.queries.wire import BatchReader, answer_pages, guarantees_to_proto
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
 from ldpsynth.shared.validation import check_probability
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -53,7 +54,7 @@ def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
     as fit ``max_message_bytes`` at 8 bytes per code (each public attribute and the private code)
     plus :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
     columns = len(schema.public_attributes) + 1
-    fit = (max_message_bytes - columns * FIELD_HEADER_BYTES) // (8 * columns)
+    fit = rows_that_fit(max_message_bytes, 0, 8 * columns, columns)
     if fit < 1:
         raise LimitExceeded(f"one exported row of {schema.name!r} needs {columns * (8 + FIELD_HEADER_BYTES)} bytes, "
                             f"over the server's message limit of {max_message_bytes} bytes (--max-message-bytes)")

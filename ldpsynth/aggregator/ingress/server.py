@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,11 +42,14 @@ from grpc_reflection.v1alpha import reflection
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
 from ldpsynth.aggregator.ingress.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
+from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
-from ldpsynth.aggregator.ingress.status import parse, rpc
+from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
+from ldpsynth.aggregator.ingress.web import WebApp
+from ldpsynth.aggregator.ingress.web_server import WebServer
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
@@ -60,8 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
-#: What a report stream's failure did not do: its batch is not acknowledged.
-NOT_ACKNOWLEDGED = "the batch was not acknowledged (retry it with the same report ids)"
 #: Seconds between two health checks of the shard workers.
 HEALTH_INTERVAL = 1.0
 _SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
@@ -93,6 +94,7 @@ class AggregatorServer:
         self._shuffled: ShuffledIngest | None = None
         self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
+        self._web: WebServer | None = None
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
         self._monitor: asyncio.Task[None] | None = None
@@ -103,6 +105,7 @@ class AggregatorServer:
         self.failed = asyncio.Event()
         self.failure = ""
         self.address = ""
+        self.web_address = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
     async def start(self) -> str:
@@ -128,7 +131,13 @@ class AggregatorServer:
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
+            if config.web_port is not None:
+                self._web = WebServer(WebApp(self, Cors(config.web_origins), config.limits.max_message_bytes),
+                                      config.host, config.web_port, config.tls)
+                self.web_address = _host_port(config.host, await self._web.start())
         except BaseException:
+            if self._server is not None:
+                await self._server.stop(0)
             await self._release()
             raise
         self.address = _host_port(config.host, port)
@@ -137,6 +146,9 @@ class AggregatorServer:
         key = self.backend.opening_key
         log.info("serving %s on %s: layout %s, %d shards, %s", self.catalog.names, self.address, self.backend.layout.id,
                  workers.num_shards, "no sealed reports" if key is None else f"sealing key {key.key_id.hex()}")
+        if self._web is not None:
+            log.info("web port (Connect, gRPC-Web) on %s, origins allowed: %s", self.web_address,
+                     ", ".join(config.web_origins) or "none")
         return self.address
 
     def _fail(self, reason: str) -> None:
@@ -200,6 +212,8 @@ class AggregatorServer:
                 self._get_collection, response_serializer=pb.Collection.SerializeToString),
             "SubmitReports": grpc.stream_stream_rpc_method_handler(
                 self._submit_reports, response_serializer=pb.BatchAck.SerializeToString),
+            "SubmitBatch": grpc.unary_unary_rpc_method_handler(
+                self._submit_batch, response_serializer=pb.BatchAck.SerializeToString),
             "SubmitShuffled": grpc.unary_unary_rpc_method_handler(
                 self._submit_shuffled, response_serializer=pb.ShuffledAck.SerializeToString),
         }
@@ -233,8 +247,8 @@ class AggregatorServer:
         if self._monitor is not None:
             self._monitor.cancel()
             await asyncio.gather(self._monitor, return_exceptions=True)
-        if self._server is not None:
-            await self._server.stop(self.config.grace_seconds if grace is None else grace)
+        grace = self.config.grace_seconds if grace is None else grace
+        await asyncio.gather(*(server.stop(grace) for server in (self._server, self._web) if server is not None))
         await self._release()
         self._stopped.set()
         log.info("stopped")
@@ -245,8 +259,7 @@ class AggregatorServer:
         caller exits (the reaper ends what is left of the runtime)."""
         self._stopping = True
         await self._set_health(False, False)
-        if self._server is not None:
-            await self._server.stop(0)
+        await asyncio.gather(*(server.stop(0) for server in (self._server, self._web) if server is not None))
         if self.backend is not None:
             await self.backend.abandon()
 
@@ -278,20 +291,54 @@ class AggregatorServer:
 
     async def stored(self, collection: str) -> int:
         """Reports of ``collection`` stored (applied by the shard workers)."""
-        return sum(status["rows"].get(collection, 0) for status in await self.workers.status())
+        return sum(status.rows.get(collection, 0) for status in await self.workers.status())
 
-    # ----- RPC handlers ----------------------------------------------------------------------
     def _authenticate(self, context: grpc.aio.ServicerContext) -> Credential:
         assert self._authenticator is not None
         return self._authenticator.authenticate(context.invocation_metadata() or (), context.auth_context())
 
-    @rpc("GetCollection", "the collection could not be read")
-    async def _get_collection(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.Collection:
-        credential = self._authenticate(context)
+    def authenticate_headers(self, headers: Sequence[tuple[str, str]]) -> Credential:
+        """The credential of a web call's HTTP headers (no TLS peer identity on the web port)."""
+        assert self._authenticator is not None
+        return self._authenticator.authenticate(headers, {})
+
+    @property
+    def serving(self) -> bool:
+        """Whether batches can be stored now (the health of ``ldpsynth.v1.CollectionService``)."""
+        return self._serving[0] and not self._stopping
+
+    # ----- the collection service, whatever the transport (gRPC here, the web port in web.py) --------
+    def collection(self, credential: Credential, request: pb.GetCollectionRequest) -> pb.Collection:
+        """GetCollection: the collection the request names, if the credential may read it."""
         credential.require_role(SUBMIT, QUERY, SHUFFLER)
-        request = parse(pb.GetCollectionRequest, raw)
         credential.require_collection(request.collection)
         return self.catalog.proto(request.collection)
+
+    async def submit_batch(self, credential: Credential, batch: pb.ReportBatch) -> pb.BatchAck:
+        """SubmitBatch: one batch, admitted and committed exactly as a batch of SubmitReports; its ack
+        once every report of it is durable. Raises the error (with its status) that refuses it."""
+        credential.require_role(SUBMIT)
+        return await self._commit_unless_full(await self._admit(credential, batch))
+
+    async def _admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
+        """A batch's admission: refused while stopping (UNAVAILABLE) or while the log is full, then
+        :meth:`Ingestor.admit` (validation, authorization, quota)."""
+        assert self._ingestor is not None
+        if self._stopping:
+            raise TryLater("the server is shutting down; retry the batch")
+        self._refuse_if_full()
+        return await self._ingestor.admit(credential, batch)
+
+    # ----- gRPC handlers ---------------------------------------------------------------------------
+    @rpc("GetCollection", COLLECTION_NOT_READ)
+    async def _get_collection(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.Collection:
+        credential = self._authenticate(context)
+        return self.collection(credential, parse(pb.GetCollectionRequest, raw))
+
+    @rpc("SubmitBatch", NOT_ACKNOWLEDGED)
+    async def _submit_batch(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.BatchAck:
+        credential = self._authenticate(context)
+        return await self.submit_batch(credential, parse(pb.ReportBatch, raw))
 
     @rpc("SubmitReports", NOT_ACKNOWLEDGED)
     async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
@@ -359,26 +406,23 @@ class AggregatorServer:
         full = asyncio.ensure_future(self._storage_full.wait())
         try:
             await asyncio.wait((commit, full), return_when=asyncio.FIRST_COMPLETED)
-        finally:
+        finally:  # also when the caller is cancelled (its deadline passed, it went away): the commit goes on
             full.cancel()
+            if not commit.done():
+                commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         if commit.done():
             return commit.result()
-        commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         self._refuse_if_full("the log's storage is full")
         raise AssertionError("unreachable: _refuse_if_full raised")
 
     async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
                     commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
                     slots: asyncio.Semaphore) -> LdpsynthError | None:
-        assert self._ingestor is not None
         try:
             async for raw in requests:
-                if self._stopping:
-                    return TryLater("the server is shutting down; retry the batch")
                 await slots.acquire()
                 try:
-                    self._refuse_if_full()
-                    admitted = await self._ingestor.admit(credential, parse(pb.ReportBatch, raw))
+                    admitted = await self._admit(credential, parse(pb.ReportBatch, raw))
                 except LdpsynthError as exc:
                     return exc
                 commits.put_nowait(asyncio.create_task(self._commit_unless_full(admitted)))

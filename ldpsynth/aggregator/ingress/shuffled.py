@@ -2,7 +2,7 @@
 
 Independent of gRPC (tested without a server). A shuffler forwards a :class:`~pb.SealedBatch` of one
 collection, its reports sealed on their own to the aggregator's key (:mod:`ldpsynth.shared.sealing`,
-docs/contract.md §15). Per batch:
+docs/contract.md §16). Per batch:
 
 1. **The batch as a whole**, each failure refusing it with nothing opened and nothing stored: the
    credential may use the collection (PERMISSION_DENIED; its role ``shuffler`` is checked by the

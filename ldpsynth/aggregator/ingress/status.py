@@ -1,4 +1,5 @@
-"""The one mapping from errors to gRPC statuses, used by every handler (docs/contract.md §9).
+"""The one mapping from errors to statuses, used by every handler (docs/contract.md §9), gRPC's and the
+web port's (whose Connect and gRPC-Web codes are gRPC's, :mod:`~ldpsynth.aggregator.ingress.web_protocol`).
 
 An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`); here
 that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: What a failed call did not do (the ``doing`` of :func:`status_of`), by the collection service's calls.
+NOT_ACKNOWLEDGED = "the batch was not acknowledged (retry it with the same report ids)"
+COLLECTION_NOT_READ = "the collection could not be read"
 #: What an unexpected error (a bug, not the request) answers; the server's log holds the traceback.
 INTERNAL = (grpc.StatusCode.INTERNAL, "internal server error (see the server log)")
 
@@ -50,8 +54,9 @@ def parse(message_type: type[M], raw: bytes) -> M:
         raise BadRequest(f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None
 
 
-async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str, doing: str) -> None:
-    """End the call with ``exc``'s status (logged: INTERNAL with its traceback, shards as warnings)."""
+def refusal(exc: BaseException, method: str, doing: str) -> tuple[grpc.StatusCode, str]:
+    """:func:`status_of`, logged (INTERNAL with its traceback, shards as warnings): how every call that
+    ``exc`` ended answers, over gRPC (:func:`abort`) and on the web port (:mod:`~ldpsynth.aggregator.ingress.web`)."""
     code, details = status_of(exc, doing)
     if code == grpc.StatusCode.INTERNAL:
         log.error("%s failed", method, exc_info=exc)
@@ -59,7 +64,12 @@ async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: s
         log.warning("%s: %s", method, details)
     else:
         log.info("%s refused: %s", method, code.name)
-    await context.abort(code, details)
+    return code, details
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str, doing: str) -> None:
+    """End the call with ``exc``'s status (:func:`refusal`)."""
+    await context.abort(*refusal(exc, method, doing))
 
 
 def rpc(method: str, doing: str) -> Callable[[F], F]:

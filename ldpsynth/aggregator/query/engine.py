@@ -43,7 +43,7 @@ import numpy as np
 from ldpsynth.aggregator.errors import PinExpired, TryLater, WrongState
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import sort_ids
-from ldpsynth.aggregator.storage.segments import RowChunk
+from ldpsynth.aggregator.storage.segments import Pin, RowChunk
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import row_block_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
@@ -64,13 +64,13 @@ from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableB
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
 ATTEMPTS = 3
 
-Pins = Sequence[tuple[str, int, int]]
+Pins = Sequence[Pin]
 
 
 class QueryShards(Protocol):
     """What the engine needs from the shards (:class:`~ldpsynth.aggregator.runtime.ray_cluster.RayWorkers`)."""
 
-    async def pin(self, collection: str) -> list[tuple[str, int, int]]: ...
+    async def pin(self, collection: str) -> list[Pin]: ...
 
     async def unpin(self, pins: Pins) -> None: ...
 
@@ -127,7 +127,7 @@ class QueryEngine:
 
     async def statistics(self, collection: str, pins: Pins) -> SufficientStatistics:
         """The merged pinned statistics, cached until a shard's pinned log sequence changes."""
-        offsets = tuple(pin[1] for pin in pins)
+        offsets = tuple(pin.sequence for pin in pins)
         cached = self._statistics.get(collection)
         if cached is not None and cached[0] == offsets:
             return cached[1]
@@ -161,7 +161,7 @@ class QueryEngine:
                            epsilon=mechanism.epsilon)
 
         async def evaluate(pins: Pins) -> Answers:
-            n = sum(pin[2] for pin in pins)
+            n = sum(pin.rows for pin in pins)
             if n == 0:
                 raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
             groups = None

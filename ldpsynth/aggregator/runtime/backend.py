@@ -170,7 +170,7 @@ class Backend:
         except ShardUnavailable as exc:
             raise WorkersDidNotStart(f"the shard workers did not start: {exc}") from None
         for status in statuses:  # what each worker did with its snapshot, in this replica's log
-            for level, text in status.get("notes", ()):
+            for level, text in status.notes:
                 (log.warning if level == "warning" else log.info)("%s", text)
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]

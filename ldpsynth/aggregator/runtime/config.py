@@ -8,6 +8,7 @@ and the limits below, through ``GetCollection``.
 
 from __future__ import annotations
 
+import re
 import ssl
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -25,6 +26,8 @@ from ldpsynth.shared.sealing import SealingKey
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 
+#: A web page's origin as browsers send it: scheme, host (a name, IPv4 or [IPv6]) and an optional port.
+_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(:[0-9]{1,5})?")
 #: gRPC keeps message sizes in a signed 32-bit int.
 MAX_MESSAGE_BYTES = 2**31 - 1
 
@@ -154,6 +157,8 @@ class ServerConfig:
     snapshot_ids: int = 1 << 20
     verbose: bool = False
     accept_lost_records: bool = False
+    web_port: int | None = None
+    web_origins: tuple[str, ...] = ()
     shuffle_key: Path | None = None
     open_processes: int = 0
 
@@ -186,6 +191,24 @@ class ServerConfig:
             for name, value, low, high in checks:
                 check_int(value, name, low, high)
             check_seconds(self.grace_seconds, "--grace", allow_zero=True)
+            if self.web_port is not None:
+                check_int(self.web_port, "--web-port", 0, 65535)
+        self._check_web()
+
+    def _check_web(self) -> None:
+        """``--web-origins`` only with ``--web-port``, each an origin; a web port needs a way to authenticate
+        a browser: tokens, or none at all (a browser presents no client certificate of ours)."""
+        if self.web_port is None:
+            if self.web_origins:
+                raise ConfigError("--web-origins: only with --web-port")
+            return
+        for origin in self.web_origins:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ConfigError(f"--web-origins: {origin[:80]!r} is not an origin; legal range: scheme://host[:port] "
+                                  "with scheme http or https and no path (e.g. https://survey.example.org), or *")
+        if self.tls is not None and self.tls.client_ca is not None and self.tokens_file is None:
+            raise ConfigError("--web-port: with --tls-client-ca and no --tokens, calls are authenticated by client "
+                              "certificates, which the web port does not take; give --tokens")
 
 
 class Catalog:

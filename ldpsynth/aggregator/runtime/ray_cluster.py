@@ -38,12 +38,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 import ray
-import ray._private.ray_constants as ray_constants
 
-from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.runtime.config import ConfigError
 from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_reaper, start_time, stop_reaper
-from ldpsynth.aggregator.storage.segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
+from ldpsynth.aggregator.storage.segments import (
+    CommitOutcome,
+    Pin,
+    QuotaKey,
+    RowChunk,
+    Segment,
+    SegmentPack,
+    WorkerStatus,
+)
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
@@ -79,10 +86,20 @@ def _creation_failure(exc: BaseException) -> str | None:
     return causes[-1] if causes else next((line for line in lines if line), type(exc).__name__)
 
 
+def _private_ray() -> Any:
+    """Ray's private modules, the only place this module reaches them (ray is pinned to the release CI
+    tests, pyproject.toml): ``ray_constants`` (cluster mode off, so a loopback node address is kept)
+    and ``state`` (an actor's restarts from the GCS's actor table, which no public API gives without
+    the dashboard the local runtime does not start)."""
+    import ray._private.ray_constants
+    import ray._private.state
+
+    return ray._private
+
+
 def _restarts(actor: Any) -> int:
-    """How often Ray has restarted ``actor`` (from the GCS's actor table: Ray's only private call here,
-    as the public state API needs the dashboard, which the local runtime does not start)."""
-    record = ray._private.state.actors(actor_id=actor._actor_id.hex())
+    """How often Ray has restarted ``actor``."""
+    record = _private_ray().state.actors(actor_id=actor._actor_id.hex())
     return int(record.get("NumRestarts") or 0)
 
 
@@ -134,7 +151,7 @@ class RayRuntime:
                 ray.init(address=address, namespace=NAMESPACE, log_to_driver=verbose, logging_level=level)
                 return cls(started_here=False, connected_here=True)
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by Ray's processes
-            ray_constants.ENABLE_RAY_CLUSTER = False                 # read by ray.init for the node address
+            _private_ray().ray_constants.ENABLE_RAY_CLUSTER = False  # read by ray.init for the node address
             ray.init(address="local", namespace=NAMESPACE, _node_ip_address="127.0.0.1",
                      num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=verbose,
                      logging_level=level)
@@ -180,7 +197,8 @@ class RayRuntime:
 
 @ray.remote
 class _WorkerActor:
-    """The actor around one :class:`ShardWorker` (all methods go through :meth:`call`)."""
+    """The actor around one :class:`ShardWorker`: each method forwards to the worker's method of
+    that name (only these are callable remotely; the worker's other attributes are not)."""
 
     def __init__(self, spec: WorkerSpec, per_node: bool):
         if per_node:  # a node-local directory: a worker restarted on another node never shares files
@@ -189,8 +207,42 @@ class _WorkerActor:
                            directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
         self._worker = ShardWorker(spec)
 
-    async def call(self, method: str, *args: Any) -> Any:
-        return await getattr(self._worker, method)(*args)
+    async def status(self) -> WorkerStatus:
+        return await self._worker.status()
+
+    async def flush(self) -> None:
+        await self._worker.flush()
+
+    async def close(self) -> None:
+        await self._worker.close()
+
+    async def commit_pack(self, pack: SegmentPack) -> CommitOutcome:
+        return await self._worker.commit_pack(pack)
+
+    async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
+        return await self._worker.count_existing(collection, report_ids)
+
+    async def quota_usage(self) -> dict[QuotaKey, int]:
+        return await self._worker.quota_usage()
+
+    async def quota_of(self, collection: str, credential: str) -> int:
+        return await self._worker.quota_of(collection, credential)
+
+    async def pin(self, collection: str) -> Pin:
+        return await self._worker.pin(collection)
+
+    async def unpin(self, pin_id: str) -> None:
+        await self._worker.unpin(pin_id)
+
+    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStatistics:
+        return await self._worker.pinned_stats(pin_id, collection)
+
+    async def cut_totals(self, pin_id: str, collection: str, source: str, target: str, edge: str,
+                         sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        return await self._worker.cut_totals(pin_id, collection, source, target, edge, sources, targets)
+
+    async def rows(self, pin_id: str, collection: str) -> RowChunk:
+        return await self._worker.rows(pin_id, collection)
 
     def node(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -229,9 +281,15 @@ class RayWorkers:
         """The actor of ``shard`` (fault injection, tests)."""
         return self._actors[shard]
 
-    async def _call(self, shard: int, method: str, *args: Any, deadline: float = COMMIT_DEADLINE) -> Any:
+    async def _call(self, shard: int, call: Callable[[Any], Any], deadline: float = COMMIT_DEADLINE) -> Any:
+        """``call(actor)`` (an actor method's ``.remote(...)``) on ``shard``'s worker, within ``deadline``.
+
+        An error the worker raised comes back as itself (its type and fields), if it says how a
+        request ends; another ldpsynth error (the log or a file, not a bug) as :class:`ShardUnavailable`
+        naming it; a dead, restarting or silent worker as :class:`ShardUnavailable` (or
+        :class:`WorkerStartFailed` when its creation raised)."""
         try:
-            return await asyncio.wait_for(self._actors[shard].call.remote(method, *args), deadline)
+            return await asyncio.wait_for(call(self._actors[shard]), deadline)
         except asyncio.TimeoutError:
             raise ShardUnavailable(f"shard {shard}: no answer within {deadline:g} s") from None
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
@@ -241,23 +299,21 @@ class RayWorkers:
             raise ShardUnavailable(f"shard {shard}: worker unavailable ({type(exc).__name__})") from None
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause
-            for kind in (ShardDamaged, ShardFull, WorkerStartFailed, ShardUnavailable, PinExpired):  # subclasses first
-                if isinstance(cause, kind):
-                    raise kind(str(cause)) from None
+            if isinstance(cause, LdpsynthError) and cause.refused_as is not None:
+                raise cause from None
             if isinstance(cause, LdpsynthError):  # the log or a file, not a bug: say what, in one line
                 raise ShardUnavailable(f"shard {shard}: {cause}") from None
             raise
 
-    async def _all(self, method: str, *args: Any, deadline: float = STATUS_DEADLINE) -> list[Any]:
-        return list(await asyncio.gather(*(self._call(s, method, *args, deadline=deadline)
-                                           for s in range(self.num_shards))))
+    async def _all(self, call: Callable[[Any], Any], deadline: float = STATUS_DEADLINE) -> list[Any]:
+        return list(await asyncio.gather(*(self._call(s, call, deadline=deadline) for s in range(self.num_shards))))
 
     # ----- lifecycle and health ----------------------------------------------------------------
-    async def status(self, deadline: float = STATUS_DEADLINE) -> list[dict[str, Any]]:
+    async def status(self, deadline: float = STATUS_DEADLINE) -> list[WorkerStatus]:
         """Every worker's status (raises if one cannot answer)."""
-        return await self._all("status", deadline=deadline)
+        return await self._all(lambda actor: actor.status.remote(), deadline=deadline)
 
-    async def wait_ready(self, deadline: float) -> list[dict[str, Any]]:
+    async def wait_ready(self, deadline: float) -> list[WorkerStatus]:
         """Wait until every worker has restored its state (or ``deadline`` seconds pass).
 
         Gives up at once, with :class:`WorkerStartFailed`, when a worker's creation raised (an
@@ -285,22 +341,22 @@ class RayWorkers:
                                             "starting (Ray's worker logs say why)")
             await asyncio.sleep(0.5)
 
-    async def _starting(self, shard: int, deadline: float) -> dict[str, Any]:
+    async def _starting(self, shard: int, deadline: float) -> WorkerStatus:
         """The status of a starting worker; an exception its start raised (not a damaged or
         unreachable log, which have their own errors) means it cannot start: :class:`WorkerStartFailed`."""
         try:
-            return await self._call(shard, "status", deadline=deadline)
+            return await self._call(shard, lambda actor: actor.status.remote(), deadline=deadline)
         except ray.exceptions.RayTaskError as exc:
             raise WorkerStartFailed(f"shard {shard}: {type(exc.cause).__name__}: {exc.cause}") from None
 
     async def flush(self) -> None:
-        await self._all("flush", deadline=READ_DEADLINE)
+        await self._all(lambda actor: actor.flush.remote(), deadline=READ_DEADLINE)
 
     async def stop_workers(self) -> None:
         """Close every worker (queued commits, a last snapshot) and end its actor (the owner of a
         one-machine deployment only: in a cluster the workers outlive any replica)."""
         try:
-            await self._all("close", deadline=READ_DEADLINE)
+            await self._all(lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
         except (ShardUnavailable, ShardDamaged) as exc:
             log.warning("a shard worker did not close cleanly (%s); its log stays complete", exc)
         for actor in self._actors:
@@ -308,41 +364,49 @@ class RayWorkers:
 
     # ----- ingest backend ----------------------------------------------------------------------
     async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
-        return await self._call(shard, "commit_pack", SegmentPack.of(segments))
+        pack = SegmentPack.of(segments)
+        return await self._call(shard, lambda actor: actor.commit_pack.remote(pack))
 
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
-        return await self._call(shard, "count_existing", collection, report_ids)
+        return await self._call(shard, lambda actor: actor.count_existing.remote(collection, report_ids))
 
     async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
-        return await self._call(shard, "quota_usage", deadline=STATUS_DEADLINE)
+        return await self._call(shard, lambda actor: actor.quota_usage.remote(), deadline=STATUS_DEADLINE)
 
     async def quota_of(self, shard: int, collection: str, credential: str) -> int:
-        return await self._call(shard, "quota_of", collection, credential, deadline=STATUS_DEADLINE)
+        return await self._call(shard, lambda actor: actor.quota_of.remote(collection, credential),
+                                deadline=STATUS_DEADLINE)
 
     # ----- query backend -----------------------------------------------------------------------
-    async def pin(self, collection: str) -> list[tuple[str, int, int]]:
-        """Pin ``collection`` in every shard: ``[(pin id, log sequence, rows)]`` per shard."""
-        return await self._all("pin", collection)
+    async def pin(self, collection: str) -> list[Pin]:
+        """Pin ``collection`` in every shard (one :class:`Pin` per shard, in shard order)."""
+        return await self._all(lambda actor: actor.pin.remote(collection))
 
-    async def unpin(self, pins: Sequence[tuple[str, int, int]]) -> None:
-        await asyncio.gather(*(self._call(s, "unpin", pin[0], deadline=STATUS_DEADLINE)
-                               for s, pin in enumerate(pins)), return_exceptions=True)
-
-    async def pinned_stats(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[SufficientStatistics]:
-        return list(await asyncio.gather(*(self._call(s, "pinned_stats", pin[0], collection, deadline=READ_DEADLINE)
+    async def _pinned(self, pins: Sequence[Pin], call: Callable[[Any, Pin], Any],
+                      deadline: float = READ_DEADLINE) -> list[Any]:
+        """``call(actor, pin)`` on every shard's worker with the shard's pin."""
+        def with_pin(pin: Pin) -> Callable[[Any], Any]:
+            return lambda actor: call(actor, pin)
+        return list(await asyncio.gather(*(self._call(s, with_pin(pin), deadline=deadline)
                                            for s, pin in enumerate(pins))))
 
-    async def cut_totals(self, pins: Sequence[tuple[str, int, int]], collection: str, source: str, target: str,
-                         edge: str, sources: np.ndarray, targets: np.ndarray
-                         ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    async def unpin(self, pins: Sequence[Pin]) -> None:
+        try:
+            await self._pinned(pins, lambda actor, pin: actor.unpin.remote(pin.id), deadline=STATUS_DEADLINE)
+        except ShardUnavailable:
+            pass  # a pin of a worker that is gone is gone with it; the others expire in time
+
+    async def pinned_stats(self, pins: Sequence[Pin], collection: str) -> list[SufficientStatistics]:
+        return await self._pinned(pins, lambda actor, pin: actor.pinned_stats.remote(pin.id, collection))
+
+    async def cut_totals(self, pins: Sequence[Pin], collection: str, source: str, target: str, edge: str,
+                         sources: np.ndarray, targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
         masks = (ray.put(sources), ray.put(targets))  # shipped once, shared by the workers
-        return list(await asyncio.gather(*(
-            self._call(s, "cut_totals", pin[0], collection, source, target, edge, *masks, deadline=READ_DEADLINE)
-            for s, pin in enumerate(pins))))
+        return await self._pinned(pins, lambda actor, pin: actor.cut_totals.remote(pin.id, collection, source,
+                                                                                    target, edge, *masks))
 
-    async def rows(self, pins: Sequence[tuple[str, int, int]], collection: str) -> list[RowChunk]:
-        return list(await asyncio.gather(*(self._call(s, "rows", pin[0], collection, deadline=READ_DEADLINE)
-                                           for s, pin in enumerate(pins))))
+    async def rows(self, pins: Sequence[Pin], collection: str) -> list[RowChunk]:
+        return await self._pinned(pins, lambda actor, pin: actor.rows.remote(pin.id, collection))
 
     async def map_tasks(self, function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
         """``function(*args)`` for every ``args`` of ``arguments``, as parallel Ray tasks (one CPU each)."""

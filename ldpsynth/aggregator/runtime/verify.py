@@ -179,7 +179,7 @@ async def verify_data_dir(path: str, keep_rows: bool = False) -> Verification:
                 return result
             if recorded is not None and recorded[1] != layout.shards:
                 result.problems.append(layout_edited(str(datadir.path / "layout.json"), recorded[1], layout.shards))
-            try:  # the sealing key, as serve checks it (contract §15)
+            try:  # the sealing key, as serve checks it (contract §16)
                 if data_dir_key(datadir.path, await replicated.sealing_key_id(), create=False)[0] is None:
                     result.notes.append(f"{datadir.path / SEALING_KEY_FILE}: none yet; serve creates it at its next "
                                         "start")

@@ -2,8 +2,8 @@
 
 Exactly-once delivery (docs/contract.md §7) needs "is this report id already stored?" for every
 incoming report. A B-tree on random 128-bit keys on disk rewrites nearly every leaf page at
-each group commit once the table outgrows the batch (measured: 200-400 k rows/s per shard and
-falling with size), so the shard stores reports append-only in columnar segments and keeps the
+each group commit once the table outgrows the batch (its rate falls with size), so the shard stores
+reports append-only in columnar segments and keeps the
 set of stored ids here: 16 bytes per stored report, rebuilt from the segments when the shard
 opens, updated only after a commit is durable. Being rebuilt from disk, it can never disagree
 with what is stored.

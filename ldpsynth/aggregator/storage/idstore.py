@@ -2,8 +2,8 @@
 
 Exactly-once delivery needs "is this report id already stored?" for every incoming report. The
 ids are random 128-bit numbers, so a B-tree on disk rewrites nearly every leaf page at each
-commit once it outgrows memory, and a RocksDB binding measured here answered about 18 µs per
-lookup (one Python call per key), 100x slower than a vectorised search. The index is therefore
+commit once it outgrows memory, and a key-value store binding answers one Python call per key, far
+slower than a vectorised search. The index is therefore
 the in-memory :class:`~ldpsynth.aggregator.storage.idindex.IdIndex` made durable as a log-structured set
 of **runs**:
 
@@ -23,7 +23,7 @@ put under a listed name is refused, never searched.
 
 Lookups search every run (memory-mapped: the heap does not grow with the data; the page cache
 keeps the hot pages) and the tail. Opening an index maps its run files after verifying their
-checksums (one sequential read, ~3 GB/s), instead of re-reading and sorting every stored id.
+checksums (one sequential read), instead of re-reading and sorting every stored id.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ from ldpsynth.shared.errors import LdpsynthError
 
 META_BUCKET = "LDPSYNTH"
 LAYOUT_KEY = "layout"
-#: KV key of the id of the aggregator's sealing key (docs/contract.md §15): one key for every replica.
+#: KV key of the id of the aggregator's sealing key (docs/contract.md §16): one key for every replica.
 SEALING_KEY = "sealing-key"
 LAYOUT_FORMAT = "ldpsynth.layout/1"
 #: JetStream's error code for a failed ``Nats-Expected-Last-Sequence`` check.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +11,37 @@ from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.schema import Schema
 
 QuotaKey = tuple[str, str]  # (collection, credential id)
+
+
+class Pin(NamedTuple):
+    """A query's hold on one shard's state: the statistics of a collection as of one log sequence."""
+
+    #: The worker's name for the pin (what :meth:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker.unpin` takes).
+    id: str
+    #: The log sequence the pinned state reflects.
+    sequence: int
+    #: The collection's reports in the pinned state.
+    rows: int
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """What a shard worker reports (once it has restored its state)."""
+
+    shard: int
+    directory: str
+    #: The next log sequence to apply, and the one the last snapshot reflects.
+    offset: int
+    snapshot_offset: int
+    #: Stored reports per collection.
+    rows: dict[str, int]
+    #: Ids not yet in a run file, and run files, over all collections.
+    memory_ids: int
+    runs: int
+    #: Log records replayed by the last start.
+    replayed: int
+    #: What the worker did with its snapshot at start, ``(level, text)`` (the replica logs them).
+    notes: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,6 @@
 """A shard worker: the single writer of one shard's log, with its deduplication index and statistics.
 
-Plain asyncio code (no Ray): :mod:`~ldpsynth.aggregator.runtime.ray_cluster` runs one per shard as a
-named, detached Ray actor, and the tests run it directly.
-
-Write path (:meth:`ShardWorker.commit`). Replicas hand the worker segments (a batch's reports
-for this shard); concurrent segments are committed in groups (:class:`GroupCommitter`). For a
-group the worker
-
-1. finds the new reports: ids neither in the index (every id in the log up to the sequence the
-   worker has applied) nor repeated within the group;
-2. appends one record of the new reports, with the quota charges, to the log at the next
-   sequence, conditional on the log ending where the worker believes it ends
-   (:meth:`~ldpsynth.aggregator.storage.jetstream.ReplicatedLog.append`): a worker that Ray restarted
-   elsewhere fences off a stale one, so the log never holds an id twice;
-3. once the log confirms the record durable (a quorum of its replicas fsynced it), adds the ids
-   to the index and the reports to the statistics, and answers each segment
-   ``(accepted, duplicates)`` and the credentials' quota counters.
-
-If the append's outcome is unknown (timeout, lost connection, fenced), the group fails
-(:class:`~ldpsynth.aggregator.ingress.status.ShardUnavailable`: the replica answers UNAVAILABLE and the
-device retries with the same ids) and the worker reads the log's tail before its next commit,
-so a record that did land is applied, and its reports count as duplicates on the retry.
-
-State and restart. The index (:mod:`~ldpsynth.aggregator.storage.idstore`) and the statistics are
-snapshotted (:mod:`~ldpsynth.aggregator.storage.snapshot`) every ``flush_ids`` new ids or
-``flush_seconds``, bound to the log position they reflect. A (re)started worker first checks that
-the log still holds every acknowledged sequence (:func:`~ldpsynth.aggregator.storage.store_check.check_position`:
-the shard's acknowledged file on one machine, and its snapshot), then opens its last snapshot (or
-downloads it from the object store) after checking every file against the manifest and the
-manifest against the log (:func:`~ldpsynth.aggregator.storage.store_check.load_snapshot`): a snapshot
-that fails is rebuilt from the log, never used. It replays only the records after it, so a
-restart reads at most ``flush_ids`` ids from the log, whatever the shard holds. What it did is in
-:meth:`status` (``notes``), which the replica logs. A record that fails its checks (checksum,
-position, shard, the running report count), or a log that lost acknowledged records, makes the
-shard *damaged*: it refuses every call (:class:`ShardDamaged`) until an operator restores the log.
-
-On one machine the worker also keeps the shard's acknowledged file
-(:mod:`~ldpsynth.aggregator.storage.acknowledged`) at the log sequence it has seen durable: after
-catching up at start, at most once a second while it commits (never on the acknowledgement
-path), and when it closes.
-
-Read path. Queries pin the shard's state (:meth:`pin`): the statistics and row count at the
-sequence the worker has applied, kept until unpinned (or ``pin_seconds``); every block of a query
-batch is evaluated against the same pins, so answers describe one set of rows while ingest goes on.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.aggregator.storage.shard_worker``.
 """
 
 from __future__ import annotations
@@ -56,7 +14,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -103,7 +60,15 @@ from ldpsynth.aggregator.storage.refusals import (
     snapshot_rebuilt,
     snapshot_restored,
 )
-from ldpsynth.aggregator.storage.segments import CommitOutcome, QuotaKey, RowChunk, Segment, SegmentPack
+from ldpsynth.aggregator.storage.segments import (
+    CommitOutcome,
+    Pin,
+    QuotaKey,
+    RowChunk,
+    Segment,
+    SegmentPack,
+    WorkerStatus,
+)
 from ldpsynth.aggregator.storage.snapshot import (
     MANIFEST,
     MANIFEST_KIND,
@@ -597,8 +562,8 @@ class ShardWorker:
         if self._damage is not None:
             raise ShardDamaged(self._damage)
 
-    async def pin(self, collection: str) -> tuple[str, int, int]:
-        """Pin ``collection``'s statistics at the applied sequence: ``(pin id, sequence, rows)``."""
+    async def pin(self, collection: str) -> Pin:
+        """Pin ``collection``'s statistics at the applied sequence."""
         await self.start()
         self._check()
         now = time.monotonic()
@@ -608,7 +573,7 @@ class ShardWorker:
         pin_id = uuid.uuid4().hex
         self._pins[pin_id] = _Pin(self._offset, now + self.spec.pin_seconds,
                                   {collection: (coll.rows, coll.stats.snapshot())})
-        return pin_id, self._offset, coll.rows
+        return Pin(pin_id, self._offset, coll.rows)
 
     def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, SufficientStatistics]:
         pin = self._pins.get(pin_id)
@@ -690,15 +655,14 @@ class ShardWorker:
         await self.start()
         return dict(self._quota)
 
-    async def status(self) -> dict[str, Any]:
-        """Readiness and counters: ``offset``, ``rows`` per collection, ids in memory, runs, replayed records."""
+    async def status(self) -> WorkerStatus:
+        """Readiness and counters (answered once the state is restored)."""
         await self.start()
-        return {"shard": self.spec.shard, "directory": str(self.directory), "offset": self._offset,
-                "snapshot_offset": self._snapshot_offset,
-                "rows": {name: c.rows for name, c in self._collections.items()},
-                "memory_ids": sum(c.index.memory_ids for c in self._collections.values()),
-                "runs": sum(len(c.index.runs) for c in self._collections.values()), "replayed": self.replayed,
-                "notes": [list(note) for note in self.notes]}
+        return WorkerStatus(self.spec.shard, str(self.directory), self._offset, self._snapshot_offset,
+                            {name: c.rows for name, c in self._collections.items()},
+                            sum(c.index.memory_ids for c in self._collections.values()),
+                            sum(len(c.index.runs) for c in self._collections.values()), self.replayed,
+                            tuple(self.notes))
 
     async def close(self) -> None:
         """Finish queued commits, write a snapshot, disconnect."""

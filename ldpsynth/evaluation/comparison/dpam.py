@@ -1,39 +1,6 @@
 """DPAM: randomised smoothing + accelerated complementary-composite stochastic mirror descent (DPSCO §5, Alg. 2).
 
-Problem (DPSCO §5). With the centred distribution-scale queries
-:math:`a_j` (:class:`~.dpfw.DistributionQueries`), :math:`K = \\mathrm{conv}(Q \\cup -Q)` and
-:math:`\\hat F(p) = \\max_{a \\in K}\\langle a, p - \\hat p\\rangle` (the worst query error of p), DPAM
-minimises the Gaussian smoothing :math:`\\hat F_\\sigma(p) = E_Z \\hat F(p + Z)` plus the negative entropy
-:math:`\\mu h(p)` over the simplex, with the stochastic oracle (DPSCO eq. 9)
-
-.. math::  G(p, Z) = \\arg\\max_{a \\in \\{\\pm a_j\\}} \\langle a, p - \\hat p + Z\\rangle,
-           \\quad Z \\sim N(0, \\sigma^2 I_d),
-
-the only data access: a Gaussian mechanism on :math:`\\hat p` with ℓ2-sensitivity :math:`\\sqrt2/n`
-(replace-one), :math:`(\\alpha, \\alpha/(n^2\\sigma^2))`-RDP per call. T calls compose to
-:math:`\\rho = T/(n^2\\sigma^2)`-zCDP, i.e. :math:`(\\epsilon, \\delta)`-DP with
-:math:`\\epsilon = \\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}`; solved for σ (the positive root of the quadratic
-in DPSCO App. C.2, proof of Thm 5):
-
-.. math::  \\sigma = \\sqrt T\\,\\big(\\sqrt{\\ln(1/\\delta) + \\epsilon} + \\sqrt{\\ln(1/\\delta)}\\big)/(n\\epsilon).
-
-Algorithm (DPSCO §5.2, Alg. 2; entropy geometry, the prox step in closed form by DPSCO Lemma 6; the step
-schedule below is derived here), with
-:math:`L = \\sqrt{2\\ln(2d)}/\\sigma`, :math:`w_t = t/(4L)`, :math:`W_t = t(t+1)/(8L)`,
-:math:`x_0 = z_0 = ` uniform:
-
-.. code-block:: text
-
-    y_t = (W_{t-1} x_{t-1} + w_t z_{t-1}) / W_t
-    G_t = argmax_{±a_j} <±a_j, y_t - p̂ + Z_t>
-    log z_t = ((1 + μ W_{t-1}) log z_{t-1} - w_t G_t) / (1 + μ W_t)   (then normalised: log-sum-exp)
-    x_t = (W_{t-1} x_{t-1} + w_t z_t) / W_t
-    output x_T
-
-Defaults (derived here, not in DPSCO): :math:`T^* = 4\\sqrt{2\\ln d}\\,n\\epsilon/(GW(K)\\sqrt{\\ln(1/\\delta)})`
-capped at ``max_iterations``, :math:`\\mu^* = \\sqrt{32/(T\\ln d)}`; the Gaussian width
-:math:`GW(K) = E\\max_j |\\langle a_j, Z\\rangle|` is estimated by Monte Carlo over ``width_samples``
-draws of Z (the queries only: no data). Guarantee: (ε, δ)-DP under replace-one rows.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.comparison.dpam``.
 """
 
 from __future__ import annotations

@@ -1,57 +1,6 @@
 """DPFW: differentially private Frank–Wolfe on the entropy-regularised dual (DPSCO §4, Alg. 1).
 
-Problem (DPSCO §3–4; the symbols are ours, the text we worked from lost its formulas). Queries on the
-distribution scale :math:`a_j(p) = \\langle a_j, p\\rangle` over the joint domain (:math:`d = Gk` cells), symmetrised
-:math:`A = [Q; -Q] \\in \\mathbb{R}^{2m \\times d}`. With :math:`h(p) = \\sum_i p_i \\ln p_i` and μ > 0 the
-regularised dual is
-
-.. math::  g(\\lambda) = -\\langle \\lambda, A\\hat p\\rangle - \\mu\\,\\mathrm{logsumexp}(-A^T\\lambda/\\mu),
-           \\qquad p_\\lambda = \\mathrm{softmax}(-A^T\\lambda/\\mu),
-           \\qquad \\nabla g(\\lambda) = A(p_\\lambda - \\hat p),
-
-maximised over :math:`\\lambda \\in \\Delta_{2m}` by Frank–Wolfe: the linear maximisation over the
-simplex picks a vertex :math:`e_j`, privately by report-noisy-max on the gradient (DPSCO eq. 4):
-
-.. code-block:: text
-
-    s = A^T λ_0 = 0 (λ_0 uniform, p_{λ_0} uniform)
-    for t = 0..T-1:
-        p_t = softmax(-s/μ);  grad = A p_t - A p̂
-        j_t = argmax_j grad_j + Z_{t,j}                  Z ~ Lap(2Δ/ε0)  (advanced / basic composition)
-                                                            or Gumbel(2Δ/ε0) = EM(ε0)  (zCDP variant)
-        s = (1 - η_t) s + η_t a_{j_t}
-    output softmax(-s_τ/μ)
-
-Only the gradient touches the data; each coordinate moves by at most
-:math:`\\Delta = \\max_j (\\max_x a_j(x) - \\min_x a_j(x))/n` between replace-one neighbours, and the
-scores are not monotone, so RNM needs :math:`\\mathrm{Lap}(2\\Delta/\\epsilon_0)` for ε0-DP per step
-(DR14 Claim 3.9 allows Δ/ε0 only for monotone scores). Step size and output are data-independent (post-processing):
-
-* ``mode="paper"``: constant step :math:`\\eta = \\sqrt{2\\mu/T}` (clipped to 1) and a uniformly random
-  iterate :math:`\\tau \\sim U\\{1..T\\}` (DPSCO §4.1: "chooses its output uniformly");
-* ``mode="practical"``: :math:`\\eta_t = 2/(t+2)` and the last iterate (our practical mode, not in DPSCO).
-
-Accounting (``accounting``): ``"advanced"`` — T adaptive ε0-DP steps composed by Dwork–Rothblum–Vadhan
-(DPSCO Thm 1, proved in App. B.2 with DRV10 Thm III.3),
-ε0 the exact inverse (:func:`~..primitives.composition.advanced_composition_step`);
-``"zcdp"`` — Gumbel noise (the exponential mechanism, :math:`\\epsilon_0^2/8`-zCDP per step),
-:math:`\\rho = T\\epsilon_0^2/8` with :math:`\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)} = \\epsilon`; ``"basic"`` —
-:math:`\\epsilon_0 = \\epsilon/T`, pure ε-DP (δ = 0).
-
-Defaults (derived here; DPSCO's own optimised constants were not available to us), with
-:math:`\\kappa = 2\\max_j \\mathrm{range}(a_j)`:
-
-.. math::  C = \\frac{8\\sqrt{2\\kappa(1+\\ln 2m)}\\,(\\ln 1/\\delta)^{1/4}}{\\sqrt{n\\epsilon}},\\quad
-           \\mu^* = \\Big(\\frac{C}{4\\ln d}\\Big)^{4/5},\\quad
-           T^* = \\frac{n\\epsilon}{\\kappa\\sqrt{\\mu\\ln(1/\\delta)}\\,(1+\\ln 2m)},\\quad
-           \\eta^* = \\sqrt{2\\mu/T},
-
-with T capped at ``max_iterations``. For pure ε-DP (basic composition) ``ln(1/δ)`` in these
-formulas is replaced by the default δ = 1e-6 only to pick μ and T.
-
-Queries are centred (:math:`a_j - (\\max a_j + \\min a_j)/2`), which changes no gradient
-(:math:`\\sum p = \\sum \\hat p = 1`) and no answer error, and halves :math:`\\|a_j\\|_\\infty`.
-Cost :math:`O(md)` per iteration; only :math:`s \\in \\mathbb{R}^d` is kept (not λ).
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.comparison.dpfw``.
 """
 
 from __future__ import annotations

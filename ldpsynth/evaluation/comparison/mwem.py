@@ -1,42 +1,6 @@
 """MWEM (HLM12) on the joint domain and WYZ's sub-database adaptation (WYZ §VI-A-1).
 
-The algorithm is :func:`~..primitives.mwem.run_mwem` (HLM12, on histograms with queries in
-[0, 1] on the count scale, :math:`\\epsilon_t = \\epsilon/(2T)`, ε-DP by basic composition over 2T
-steps), with the weights in log space (:class:`~..primitives.mwem.DenseQueryHistograms`) and the
-selection of :mod:`..primitives.selection` (Gumbel-max EM, or report-noisy-max).
-
-A workload's statistical query :math:`W_j` (any real weights) becomes an MWEM query by an exact
-affine map: :math:`q_j = (W_j - a_j)/c_j` with :math:`a_j` its minimum and :math:`c_j > 0` its range
-over the cells; since :math:`\\sum A = \\sum B = n`, :math:`\\langle W_j, A\\rangle = c_j q_j(A) + a_j n`
-and the error is shift-invariant (derived here: ΣA = ΣB = n). A query constant on
-every cell (:math:`c_j = 0`) is answered exactly and carries score 0.
-
-Two mechanisms:
-
-* :class:`MWEM` — plain MWEM on the joint domain ``(label, value)`` (:math:`d = Gk`); a
-  heterogeneous query is a linear query there whose range :math:`c_j` spans all labels
-  (our alternative to the partitioning of WYZ §VI-A-1). ε-DP under replace-one rows.
-* :class:`SubDatabaseMWEM` — WYZ's adaptation (WYZ §VI-A-1): the labels
-  are split into sub-databases on whose parts every query's row function is constant — by
-  default the **coarsest partition** (:func:`coarsest_partition`), or one sub-database per
-  label (:func:`label_partition`; WYZ §VI-A-1: "same row functions for ratings of the same
-  movie"); on each part every query is linear on the private values, MWEM runs there, and the
-  answers are recombined: :math:`q_j = Z_j^{-1} \\sum_S \\langle \\varphi_{j,S}, A_S\\rangle`.
-  WYZ do not say how ε is shared among the parts; two ε-DP choices (replace-one private
-  values, public labels):
-
-  - ``split="parallel"`` (default): every part gets the **full ε**; parallel composition,
-    valid because the parts hold disjoint rows (every row has one public label, every label
-    is in exactly one part, and a row cannot change part because its label is public);
-  - ``split="sequential"``: each of the :math:`P` non-empty parts gets :math:`\\epsilon/P`;
-    basic composition, :math:`P \\cdot \\epsilon/P = \\epsilon` (disjointness not needed;
-    :math:`P` is public since the group sizes :math:`n_g` are).
-
-  All parts run in one vectorised pass.
-
-Memory: the queries are never copied into a shifted/scaled matrix; :math:`q_j(A)` is computed
-from the workload's weights in chunks and mapped affinely (plain MWEM on :math:`2^{20}` queries
-over 5 values holds the 42 MB weight array and a few :math:`O(m)` vectors).
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.comparison.mwem``.
 """
 
 from __future__ import annotations

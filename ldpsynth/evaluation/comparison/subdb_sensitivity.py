@@ -65,7 +65,7 @@ def contestants(epsilon: float, rounds: Sequence[int] = ROUNDS) -> dict[str, Mec
     out: dict[str, Mechanism] = {E_NAME: LocalE(epsilon)}
     for t in rounds:
         out[mwem_name(t)] = MWEM(epsilon, rounds=t)
-        for partition in PARTITIONS[::-1]:                       # one per movie first, as in the README table
+        for partition in PARTITIONS[::-1]:                       # one per movie first, as in the experiments' table
             for split in SPLITS:
                 out[subdb_name(t, partition, split)] = SubDatabaseMWEM(epsilon, rounds=t, partition=partition,
                                                                        split=split)

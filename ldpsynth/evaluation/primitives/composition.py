@@ -1,38 +1,6 @@
 """Composition and accounting of the central mechanisms: pure maps from parameters to privacy parameters.
 
-None of these functions sees data.
-
-* **Basic composition**: ``k`` adaptive ε0-DP steps are ``k ε0``-DP (DR14 Thm 3.16).
-* **Advanced composition** (DRV10 Thm III.3): ``k`` adaptive ε0-DP steps are
-  :math:`(\\epsilon, \\delta)`-DP with
-
-  .. math::  \\epsilon = \\epsilon_0 \\sqrt{2 k \\ln(1/\\delta)} + k \\epsilon_0 (e^{\\epsilon_0} - 1).
-
-  :func:`advanced_composition_step` inverts it exactly (the largest ε0 whose composition is at
-  most ε); the closed form :math:`\\epsilon_0 = \\epsilon / (2\\sqrt{2k\\ln(1/\\delta)})` is
-  a valid but ~2x smaller choice (:func:`advanced_composition_step_closed_form`).
-  :func:`composed_epsilon` is the smaller of basic and advanced composition.
-* **zCDP** (BS16): the Gaussian mechanism with ℓ2-sensitivity Δ2 and noise
-  :math:`N(0, \\sigma^2)` is :math:`\\rho = \\Delta_2^2 / (2\\sigma^2)`-zCDP, i.e.
-  :math:`(\\alpha, \\alpha\\rho)`-RDP for every α > 1; the exponential mechanism with parameter ε0
-  is :math:`\\epsilon_0^2/8`-zCDP (bounded range, CR21); ρ's add. Conversion (BS16 Prop. 1.3):
-  ρ-zCDP ⇒ :math:`(\\rho + 2\\sqrt{\\rho\\ln(1/\\delta)}, \\delta)`-DP (:func:`zcdp_to_approx_dp`,
-  inverse :func:`approx_dp_to_zcdp`). The tight conversion of CKS20 (Prop. 12) is
-  :func:`cdp_delta` / :func:`cdp_epsilon` / :func:`cdp_rho`.
-* **Gaussian differential privacy** (DRS22 Cor. 2.13 and Cor. 3.3): the Gaussian mechanism with
-  :math:`\\ell_2`-sensitivity :math:`\\Delta_2` and noise :math:`N(0, \\sigma^2 I)` is
-  :math:`\\mu`-GDP with :math:`\\mu = \\Delta_2/\\sigma`; adaptive compositions of
-  :math:`\\mu_i`-GDP steps are :math:`\\sqrt{\\sum_i \\mu_i^2}`-GDP; and :math:`\\mu`-GDP is
-  :math:`(\\epsilon, \\delta(\\epsilon))`-DP for every :math:`\\epsilon \\ge 0` with
-
-  .. math::  \\delta(\\epsilon) = \\Phi\\Big(-\\frac{\\epsilon}{\\mu} + \\frac{\\mu}{2}\\Big)
-             - e^{\\epsilon}\\,\\Phi\\Big(-\\frac{\\epsilon}{\\mu} - \\frac{\\mu}{2}\\Big),
-
-  the exact privacy profile of the Gaussian mechanism (BW18 Thm 8), tighter than the zCDP
-  conversion with :math:`\\rho = \\mu^2/2` (:func:`zcdp_epsilon`). The smooth-query mechanism
-  (JWHZW) accounts its Gaussian releases this way.
-* **Budgets**: :func:`within_budget` compares a composed cost with a budget up to
-  :data:`BUDGET_SLACK` (floating-point round-off of shares that sum to the budget).
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.primitives.composition``.
 """
 
 from __future__ import annotations

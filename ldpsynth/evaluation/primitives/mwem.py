@@ -1,37 +1,6 @@
 """MWEM (HLM12): the one implementation of the algorithm, for P histograms at once.
 
-On a histogram :math:`B` over ``d`` cells with :math:`\\sum B = n` (public) and linear queries
-:math:`q_j \\in [0,1]^d` on the count scale (:math:`q(B) = \\langle q, B\\rangle`, sensitivity 1),
-``T`` rounds, budget ε, :math:`\\epsilon_t = \\epsilon/(2T)` (HLM12; the R replays of every
-measurement are the ``repetitions`` of Hardt's code):
-
-.. code-block:: text
-
-    A_0 = (n/d) 1
-    for t = 1..T:
-        j_t ~ EM:  P(j) ∝ exp(ε_t |q_j(A_{t-1}) - q_j(B)| / 2)            (selection, ε_t-DP)
-              or RNM: argmax_j |q_j(A_{t-1}) - q_j(B)| + Lap(2/ε_t)         (ε_t-DP, non-monotone scores)
-        m_t = q_{j_t}(B) + Lap(1/ε_t)                                         (measurement, ε_t-DP)
-        repeat R times, for every (j, m_j) measured so far:                   (multiplicative weights)
-            A(x) <- A(x) exp(q_j(x) (m_j - q_j(A)) / (2n));  A <- n A / sum(A)
-        A_t = A
-    output A_T (last iterate, as Hardt's code) or (1/T) sum_t A_t (HLM12's theorem)
-
-By basic composition over 2T steps of ε_t it is ε-DP (under the neighbouring relation for which
-every :math:`q_j(B)` has sensitivity 1). :func:`run_mwem` is this loop; what it needs from the
-histograms and their queries is a :class:`SyntheticHistograms`:
-
-* :class:`DenseQueryHistograms` — any real query weights :math:`W_j`, mapped affinely into
-  [0, 1], with the weights kept in log space (the update adds
-  :math:`q_j(x)(m_j - q_j(A))/(2n)` to :math:`\\log A(x)`, then renormalises with a log-sum-exp, so
-  no measurement can overflow or zero a cell); used by the comparison mechanisms
-  (:mod:`..comparison.mwem`, domains of a few hundred cells);
-* ``MarginalHistogram`` of :mod:`..pqd.mwem` — counting queries of 1- and 2-way marginals on a
-  product domain of ~5·10^5 cells, updated in place on the measured marginal cell (a log-sum-exp
-  over every cell per update would make DP-PQD's generator ~100 times slower).
-
-Selection: :data:`SELECTIONS` (Gumbel-max EM or report-noisy-max, :mod:`.selection`), or any
-:data:`Selection` such as :func:`inverse_cdf_selection`.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.primitives.mwem``.
 """
 
 from __future__ import annotations

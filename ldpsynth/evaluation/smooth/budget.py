@@ -1,50 +1,6 @@
 """How the practical smooth-query variant (JWHZW §3.4, App. A.5) spends its budget: three allocations.
 
-The practical variant releases up to three things computed from the data: PSI's eigenpairs
-(JWHZW Algorithm 2), the ellipsoid's centre (the paper leaves it unspecified) and the basis
-answers (Algorithm 1 steps 8-9, restricted to R functions). JWHZW states neither the split of ε
-nor the centre. A plan fixes what is released, with which noise, and what the whole guarantees;
-it depends only on public quantities (n, d, R, k, L, ε, δ and the settings), never on the data.
-
-``"adaptive"`` (default with ``noise="safe"``): spend the budget where it pays at the given n and d.
-
-1. **PSI only if it can resolve something.** Calibrate PSI at its share (``psi_share``) and compare
-   its noise with a bound on the eigenvalues it estimates: in Algorithm 2 step 5,
-   :math:`W = A X + G`, column ``s`` carries :math:`A\\mathbf x_s` (norm :math:`\\le \\lambda_1`) against
-   noise of RMS norm :meth:`~.private_pca.PsiConfig.noise_column_norm`. Every data set in
-   :math:`[-1,1]^d` has :math:`\\lambda_1 \\le \\mathrm{tr}\\,A = \\sum_j \\mathrm{Var}(x_j) \\le d`, so the bound
-   ``eigenvalue_bound`` defaults to ``d`` (a caller may pass a smaller *public* bound). If the noise
-   norm is at least the bound, every iteration's noise is as large as the largest signal *any*
-   such data set can give (PSI cannot lock onto an eigenvector): it is skipped, the ellipsoid has no
-   private axes and is its centre alone (one candidate; the LP is trivial, so no basis answers are
-   released either), and the guarantee's statement says so.
-   At WDBC (n = 569, d = 30) PSI's noise norm is 161 (Gaussian, (1, 1e-10)) or 4,032 (Laplace,
-   ε = 1) at half the budget, 114 or 2,016 at the whole budget, against the bound 30: skipped.
-2. **One release for the centre and the basis answers.** The centre is the coordinates' means and
-   those are the degree-1 basis answers (:math:`T_1(x_j) = x_j`), so both come from one release of
-   the means of the multi-indices :math:`e_1, \\dots, e_d` (when the centre is the noisy mean)
-   followed by the R lowest-degree :math:`\\mathbf r \\ne 0` not among them (when the LP has more
-   than one candidate), :func:`moment_indices`, with everything PSI does not spend: the
-   :math:`\\ell_\\infty` K-norm mechanism for ε-DP (2.3x less noise per coordinate than Laplace at
-   d = 30), a Gaussian for (ε, δ) (:mod:`~.moments`).
-3. **No snapping**: the candidates stay where they were drawn.
-
-``"fixed-split"`` (the allocation before this module; default with ``noise="paper"``): PSI gets
-``psi_share`` (1/2) of the budget, of which ``centre_share`` (1/4) goes to the centre (Laplace,
-:math:`\\Delta_1 = 2d/n`, or Gaussian, :math:`\\Delta_2 = 2\\sqrt d/n`), the basis answers the rest
-(:mod:`~.noise`); candidates are snapped to Algorithm 1's N-grid (our reading of
-JWHZW's "a subset of the N^d grids"). PSI's share is therefore 3ε/8: at WDBC its
-scales are 33.9 (safe Gaussian), 694 (safe Laplace), 89.25 and 6,738 (the paper's Gaussian and
-Laplace scales of Theorem 3.6 at ε = 3/8).
-
-``"non-private"`` (replication, **not differentially private**): the exact mean as centre, the
-top-k eigenpairs of the exact covariance as the ellipsoid's axes, no snapping, and the whole ε on
-the basis answers. It shows which ingredients reproduce JWHZW's Tables 3 and 4.
-
-Accounting: pure ε-DP parts compose by adding their ε; Gaussian parts are μ-GDP and compose by
-adding :math:`\\mu^2` (Dong, Roth, Su 2022, Cor. 3.3), shares being shares of :math:`\\mu^2`.
-:func:`compose_pure` and :func:`compose_gdp` recompute the total from each part's own cost and
-raise :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` if it exceeds the claim.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.smooth.budget``.
 """
 
 from __future__ import annotations

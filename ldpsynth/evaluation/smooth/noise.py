@@ -1,35 +1,6 @@
 """Noise on the basis answers of the smooth-query mechanism, in two settings, with their guarantees.
 
-JWHZW Alg. 1 step 9 (ε-DP) and §3.2 ((ε, δ)-DP).
-
-The mechanism releases noisy versions of the ``k`` basis answers
-:math:`b_{\\mathbf r} = \\frac1n\\sum_{x\\in D}\\phi_{\\mathbf r}(x)`, :math:`\\mathbf r = 0` first
-(:math:`\\phi_0 \\equiv 1`, so :math:`b_0 = 1` on every data set). Neighbours are replace-one
-(:attr:`~..primitives.guarantee.Neighbours.REPLACE_ONE_ROW`). Since :math:`|\\phi_{\\mathbf r}| \\le 1`
-on :math:`[-1,1]^d`, replacing one row moves each :math:`b_{\\mathbf r}` (:math:`\\mathbf r \\ne 0`)
-by at most :math:`2/n`, so
-
-.. math::  \\Delta_1 \\le 2(k-1)/n, \\qquad \\Delta_2 \\le 2\\sqrt{k-1}/n .
-
-Settings:
-
-``"safe"`` (default; calibrated to these sensitivities)
-    ε-DP: :math:`\\hat b_0 = 1`, :math:`\\hat b_{\\mathbf r} = b_{\\mathbf r} + \\mathrm{Lap}(2(k-1)/(n\\epsilon))`.
-    Guarantee: ε-DP (Laplace mechanism).
-    (ε, δ)-DP: :math:`\\hat b_0 = 1`, :math:`\\hat b_{\\mathbf r} = b_{\\mathbf r} + N(0, \\sigma^2)` with
-    :math:`\\sigma = \\Delta_2/\\mu` and :math:`\\mu` the largest GDP parameter whose exact privacy profile
-    (Balle & Wang 2018, Thm 8) gives :math:`\\delta(\\epsilon) \\le \\delta`. Guarantee: (ε, δ)-DP. This
-    is a Gaussian mechanism (our recommendation), with the exact Gaussian analysis instead of the
-    looser zCDP conversion.
-
-``"paper"`` (as published, for replication)
-    ε-DP: :math:`\\mathrm{Lap}(k/(n\\epsilon))` on every :math:`b_{\\mathbf r}` (Algorithm 1 step 9, :math:`k = t^d`).
-    Guarantee we can prove: :math:`\\epsilon' = \\Delta_1/\\text{scale} = 2\\epsilon(k-1)/k`-DP (< 2ε; the
-    paper claims ε, which needs :math:`\\Delta_1 \\le k/n`, false in general: see the tests' witness pair).
-    (ε, δ)-DP: :math:`\\mathrm{Lap}(\\sqrt{k\\ln(1/\\delta)}/(n\\epsilon))` on every :math:`b_{\\mathbf r}` (§3.2).
-    Guarantee we can prove: each of the :math:`k-1` informative answers is
-    :math:`\\epsilon_0 = (2/n)/\\text{scale}`-DP; the smaller of basic and advanced composition
-    (Dwork–Rothblum–Vadhan) gives :math:`\\epsilon' \\approx 2\\sqrt2\\,\\epsilon` at the same δ.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.smooth.noise``.
 """
 
 from __future__ import annotations

@@ -1,44 +1,7 @@
 """The practical variant of the smooth-query mechanism (JWHZW §3.4 + App. A.5): private-PCA candidates,
 R basis functions.
 
-Algorithm 1's LP has :math:`N^d` variables and :math:`t^d` constraints, hopeless for WDBC's
-:math:`d = 30`. The practical variant (JWHZW §3.4) restricts both:
-
-1. :math:`(X, \\hat\\lambda)` = Private Subspace Iteration (:mod:`~.private_pca`, JWHZW Algorithm 2)
-   with budget :math:`\\epsilon_1` (the adaptive allocation skips it when its noise exceeds every
-   possible eigenvalue; the non-private replication takes the exact eigenpairs);
-2. the ellipsoid
-   :math:`E = \\{c + \\sum_{s\\le k}\\alpha_s\\sqrt{\\hat\\lambda_s}\\,\\mathbf x_s : \\|\\alpha\\|_2\\le 1\\}`;
-   the paper leaves the centre :math:`c` unspecified: ``centre="dp-mean"`` (default) releases the
-   mean with noise (how: the allocation's), ``"zero"`` uses the public centre 0;
-3. ``C`` points uniform in :math:`E` (:math:`\\alpha = U^{1/k} g/\\|g\\|`, :math:`g\\sim N(0, I_k)`), clipped to
-   :math:`[-1,1]^d`, snapped to the :math:`N`-grid of Algorithm 1 (fixed-split allocation only) and
-   deduplicated (``candidate_source="uniform"``: C grid points uniform over :math:`N^d` instead, the
-   App. A.5 ablation, no PSI);
-4. the R basis functions of lowest total degree (:func:`~.chebyshev.lowest_degree_indices`),
-   R from :func:`~.params.practical_basis_size` unless given;
-5. noisy basis answers on the raw rows with budget :math:`\\epsilon_2` (:mod:`~.noise`, or the
-   adaptive allocation's means release);
-6. the L1 LP over the candidates (skipped when the candidate is the centre alone); 7. ``m`` (or
-   ``n``) output rows sampled from :math:`\\mathbf u^*`.
-
-Budget (not stated in the paper): ``allocation`` (:mod:`~.budget`). ``"adaptive"`` (default
-with ``noise="safe"``) runs PSI only when its noise is below a public bound on the eigenvalues
-(else the ellipsoid is its centre alone and the guarantee's statement says PSI was skipped),
-releases the centre and the basis answers as one vector of means (:mod:`~.moments`) and does
-not snap; ``"fixed-split"`` (default with ``noise="paper"``) is the earlier allocation: ``psi_share`` =
-1/2 of the budget for steps 1-2, of which ``centre_share`` = 1/4 for the centre, the rest for the basis
-answers, candidates snapped; ``"non-private"`` is the replication with the exact mean and covariance.
-Pure ε-DP composes by adding ε's; the safe (ε, δ) setting runs every step as a Gaussian mechanism and
-composes exactly in GDP (:math:`\\mu^2` adds; shares are shares of :math:`\\mu^2`), so the whole release is
-(ε, δ)-DP.
-
-Settings: ``noise="safe"`` (default): PSI with multiplier 1 and eigenvalues from one more noisy
-iteration, noise calibrated to the true sensitivities: guarantee (ε, 0) or (ε, δ).
-``noise="paper"``: PSI as published (Theorem 3.6 scales, multiplier :math:`\\|X\\|_{\\max}`,
-eigenvalues :math:`\\sqrt{\\mathbf x^\\top A^2\\mathbf x}` from the exact covariance, JWHZW Cor. 3.5) and the
-paper-style basis noise: **not differentially private** as published (the eigenvalues are not
-private), which the returned guarantee states (ε = inf).
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.smooth.practical``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """Private Subspace Iteration (PSI), JWHZW Alg. 2 (after Hardt13), with its accounting.
 
-Input: :math:`D \\in ([-1,1]^d)^n`. With the covariance (Alg. 2 step 1; the paper writes
-:math:`\\frac1n DD^\\top - \\bar D^\\top\\bar D`)
-
-.. math::  A = \\frac1n \\sum_i \\mathbf z_i \\mathbf z_i^\\top - \\bar{\\mathbf z}\\bar{\\mathbf z}^\\top,
-
-PSI starts from :math:`X^{(0)} = \\mathrm{GS}(G^{(0)})`, :math:`G^{(0)} \\sim N(0,1)^{d\\times k}` and
-iterates (steps 3-7) :math:`W^{(l)} = A X^{(l-1)} + c_l\\,G^{(l)}`, :math:`X^{(l)} = \\mathrm{GS}(W^{(l)})`
-for :math:`l = 1..L`, with :math:`G^{(l)}` i.i.d. Gaussian :math:`N(0,\\sigma^2)` or Laplace
-:math:`\\mathrm{Lap}(\\sigma)` entries of shape :math:`d \\times k` (Thm 3.6; step 4's ":math:`n\\times k`" is a
-typo) and multiplier :math:`c_l = \\|X^{(l-1)}\\|_{\\max}` (paper) or :math:`c_l = 1` (safe).
-
-**Sensitivity** (derived here): for replace-one neighbours,
-:math:`\\|A(D) - A(D')\\|_2 \\le \\Delta_A = 5d/n + 4d/n^2` (the paper's Lemma A.4 states
-:math:`5d/n`). Since every :math:`X^{(l-1)}` has orthonormal columns,
-:math:`\\|(A-A')X\\|_F \\le \\sqrt k\\,\\Delta_A` and, entrywise, :math:`\\|(A-A')X\\|_1 \\le
-\\sum_j \\sqrt d\\,\\|(A-A')\\mathbf x_j\\|_2 \\le k\\sqrt d\\,\\Delta_A`. A multiplier :math:`c_l < 1`
-shrinks the noise *without* shrinking this sensitivity; since a unit column has an entry of
-size at least :math:`1/\\sqrt d`, :math:`c_l \\ge 1/\\sqrt d`, so the paper's multiplier costs at most
-a factor :math:`\\sqrt d` in the noise-to-sensitivity ratio, which :meth:`PsiConfig.cost` charges.
-
-**Eigenvalues.** The paper (Cor. 3.5) uses :math:`\\hat\\lambda_s = \\sqrt{\\mathbf x_s^\\top A^2 \\mathbf x_s}`,
-computed from the exact covariance: *not differentially private* (``eigenvalues="rayleigh"``).
-The safe default (``"noisy"``) runs one more noisy iteration and takes
-:math:`\\hat\\lambda_s = \\|W^{(L+1)}_{:,s}\\|_2` (post-processing of a noisy release; budgeted for
-:math:`L+1` iterations), clipped to :math:`[0, d]` (:math:`\\mathrm{tr}\\,A \\le d` is public).
-
-**Accounting** (:meth:`PsiConfig.cost`): Gaussian noise is
-:math:`\\mu = \\sqrt{I k}\\,\\Delta_A/(\\sigma c_{\\min})`-GDP, Laplace noise
-:math:`\\epsilon = I k\\sqrt d\\,\\Delta_A/(\\sigma c_{\\min})`-DP, over :math:`I` noisy iterations
-(:math:`L + 1` or :math:`L`), with :math:`c_{\\min} = 1` (safe) or :math:`1/\\sqrt d` (paper).
-The paper's own scales are :math:`\\sigma = 5d\\sqrt{4kL\\ln(1/\\delta)}/(n\\epsilon)` (Gaussian) and
-:math:`\\sigma = 50 d^{3/2} k L/(n\\epsilon)` (Laplace), Theorem 3.6.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.evaluation.smooth.private_pca``.
 """
 
 from __future__ import annotations

@@ -39,6 +39,17 @@ from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableB
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_int, check_probability
 
+__all__ = [
+    "CHUNK_WEIGHTS",
+    "PARALLEL_WEIGHTS",
+    "DENSE_PAIRS",
+    "group_counts",
+    "row_block_sums",
+    "cut_pair_totals",
+    "table_block_sums",
+    "estimate",
+]
+
 #: Weights per chunk of a batch (2 MiB of float64): one chunk's working set stays in cache.
 CHUNK_WEIGHTS = 1 << 18
 #: Batches with at least this many weights are split over threads.

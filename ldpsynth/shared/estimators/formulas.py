@@ -1,79 +1,6 @@
 """Companion estimators of mechanism E (WYZ §IV-A), the math: unbiased (eq. 17), proper (eq. 21), error bars.
 
-Notation: :math:`k = |D|`; E keeps the true value with probability :math:`p` and reports each
-particular other value with probability :math:`q` (eq. 16, the exact values of the mechanism
-card), :math:`p = 1/g(\\epsilon)`, :math:`q = e^{-\\epsilon}/g(\\epsilon)`,
-:math:`g(\\epsilon) = 1 + (k-1)e^{-\\epsilon}`, :math:`p + (k-1)q = 1`. Write
-
-.. math::  r = p - q = \\frac{1 - e^{-\\epsilon}}{g(\\epsilon)}, \\qquad s = 1 - r = kq .
-
-WYZ writes :math:`k = 2^l` (§II); nothing below needs a power of two.
-
-**Unbiased estimate (eqs. 17-18).** For any row function, :math:`E[\\varphi_i(Y_i)] = p\\varphi_i(x_i)
-+ q\\sum_{v \\ne x_i}\\varphi_i(v) = r\\,\\varphi_i(x_i) + q\\sum_v \\varphi_i(v)`, so
-
-.. math::  \\hat q^u_\\varphi = \\frac{\\sum_i \\varphi_i(Y_i) - q \\sum_i \\sum_v \\varphi_i(v)}{r Z}
-
-is unbiased. It *is* eq. 17: :math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})` and
-:math:`q/r = e^{-\\epsilon}/(1 - e^{-\\epsilon})`, so :math:`\\hat q^u_\\varphi = \\frac{g(\\epsilon)}{1-e^{-\\epsilon}}
-q_\\varphi(Y) - \\frac{e^{-\\epsilon}}{1 - e^{-\\epsilon}} C_\\varphi` with
-:math:`C_\\varphi = \\frac1Z\\sum_i\\sum_v\\varphi_i(v)` (eq. 18, summed row by row, i.e. group by
-group, for heterogeneous queries; for a cut query it is eq. 34). With the counts
-:math:`N[g, v]` of :mod:`~ldpsynth.shared.estimators.statistics` and the unbiased histogram estimate
-:math:`\\hat h_g = (N_g - q\\,n_g)/r`, the estimate is the contraction
-:math:`\\hat q^u_\\varphi = \\frac1Z \\sum_{g,v} W[g,v]\\,\\hat h_g(v)`.
-
-**Standard error.** Given :math:`x_i = v`, :math:`Y_i = v` with probability :math:`r` and is
-otherwise uniform on :math:`D` (probability :math:`s`; indeed :math:`r + s/k = p`,
-:math:`s/k = q`), so :math:`\\varphi_g(Y_i)` is a two-component mixture with
-
-.. math::  \\sigma_g^2(v) = \\mathrm{Var}[\\varphi_g(Y) \\mid x = v] = s\\,\\tau_g^2 + r s\\,(W[g,v] - m_g)^2,
-           \\qquad m_g = \\tfrac1k \\textstyle\\sum_v W[g,v],\\ \\tau_g^2 = \\tfrac1k\\sum_v (W[g,v]-m_g)^2,
-
-and :math:`\\mathrm{Var}\\,\\hat q^u_\\varphi = \\sum_g\\sum_v h_g(v)\\sigma_g^2(v) / (rZ)^2` for the true
-per-group histograms :math:`h_g`. This is linear in :math:`h`, so plugging in :math:`\\hat h_g`
-gives an unbiased variance estimate; using :math:`\\sum_v \\hat h_g(v) = n_g` it simplifies to
-
-.. math::  \\hat V = \\frac{s}{(rZ)^2} \\sum_{g,v} (W[g,v] - m_g)^2 \\left(N[g,v] + \\frac{r\\,n_g}{k}\\right),
-
-a sum of non-negative terms: the plug-in estimate is never negative, so the clip at 0 is
-built in (no case needs it). The standard error is :math:`\\sqrt{\\hat V}` and the confidence
-interval the normal one, :math:`\\hat q^u \\pm z_{(1+\\mathrm{level})/2}\\sqrt{\\hat V}` (not
-intersected with the feasible range).
-
-**Queries constant on every row.** When every row function is constant (:math:`c_i = 0` for
-all i, :math:`n' = 0` below) the answer :math:`\\sum_i a_i / Z` does not depend on the private
-values: it is returned as is, with standard error 0 and a zero-width interval, instead of
-eq. 17, whose debiasing rounds (``_known_value``).
-
-**Proper estimate (eq. 21).** The nearest point of :math:`q_\\varphi(D^n)`. When every row's
-value set :math:`\\{\\varphi_i(v)\\}` is a full arithmetic progression
-:math:`\\{a_i, a_i + d, \\dots, b_i\\}` of integers with one common step :math:`d` (counts,
-predicate counts and marginals, cut queries, sums of integer scores), :math:`q_\\varphi(D^n)
-= \\{(\\sum_i a_i + jd)/Z : 0 \\le j \\le \\sum_i c_i / d\\}` exactly, and the answer is that
-lattice's nearest point (``proper_kind == "exact"``). Otherwise the estimate is clipped to
-the feasible range :math:`[\\sum_i a_i, \\sum_i b_i]/Z`, the convex hull of
-:math:`q_\\varphi(D^n)` (``"clipped"``); projecting onto a convex set holding the truth never
-increases the error, so eq. 20 still bounds it.
-
-**Bounds.** Each answer reports ``bound``, the square root of the worst-case mean squared
-error of eq. 20 (the RMS bound), and ``bound_proper`` = twice that (eq. 22, RMS). The proof of
-eq. 20 (Appendix A) bounds :math:`|\\varphi_i(Y_i) - E\\varphi_i(Y_i)| \\le b - a`, hence
-
-.. math::  E|\\hat q^u_\\varphi - q_\\varphi(x)|^2 \\le \\frac{n'(b - a)^2}{(r Z_{20})^2},
-           \\qquad Z_{20} = n'c \\ (\\texttt{range}),\\ 1\\ (\\texttt{sum}),\\ n\\ (\\texttt{mean}),
-
-over the :math:`n'` rows whose row function is not constant (a constant row contributes its exact
-value), with :math:`a = \\min a_i`, :math:`b = \\max b_i`, :math:`c = \\min c_i` over those rows.
-For ``range`` and :math:`n' = n` this is eq. 20 verbatim (:math:`1/r = g(\\epsilon)/(1 - e^{-\\epsilon})`,
-using :math:`\\sum_i c_i \\ge nc`); for a cut query it is eq. 35,
-:math:`\\frac{1+e^{-\\epsilon}}{1-e^{-\\epsilon}}\\sqrt{|S||T|}`. The minimax lower bound eq. 29 is
-:func:`minimax_lower_bound`.
-
-This module turns per-query sums over the rows (:class:`BlockSums`) into the answers
-(:func:`answers_from_sums`); :mod:`ldpsynth.shared.estimators.engine` computes those sums from a
-compiled batch and the sufficient statistics, and its :func:`~ldpsynth.shared.estimators.engine.estimate`
-runs both.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.estimators.formulas``.
 """
 
 from __future__ import annotations
@@ -95,6 +22,19 @@ from ldpsynth.shared.validation import check_epsilon, check_int, check_probabili
 
 if TYPE_CHECKING:
     from ldpsynth.shared.guarantees import Guarantees
+
+__all__ = [
+    "ANSWER_CHUNK",
+    "ANSWER_FIELDS",
+    "Debias",
+    "BlockSums",
+    "cut_block_sums",
+    "AnswerColumns",
+    "Answers",
+    "rms_bound",
+    "minimax_lower_bound",
+    "answers_from_sums",
+]
 
 #: Queries per step of :func:`answers_from_sums`: its temporaries stay in cache and are reused.
 ANSWER_CHUNK = 1 << 15
@@ -230,7 +170,25 @@ class AnswerColumns:
         return f"q{j}"
 
     def record(self, j: int, *, _summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees')."""
+        """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees').
+
+        Parameters
+        ----------
+        j : int
+            The answer's index in batch order.
+
+        Returns
+        -------
+        dict
+            Field name -> value: ``label``, ``estimate``, ``proper_estimate``, ``proper_kind``,
+            ``std_error``, ``ci_low``, ``ci_high``, ``level``, ``bound``, ``bound_proper``, ``n``,
+            ``epsilon`` and the guarantees' fields.
+
+        Raises
+        ------
+        IndexError
+            ``j`` outside the answers.
+        """
         if _summary is None:
             _summary = self.guarantees.summary() if self.guarantees is not None else {}
         return {"label": self.label(j), "estimate": float(self.estimate[j]),
@@ -241,6 +199,12 @@ class AnswerColumns:
                 "epsilon": self.epsilon, **_summary}
 
     def records(self) -> list[dict[str, Any]]:
+        """Every answer as a JSON-ready dict (:meth:`record`), in batch order.
+
+        Returns
+        -------
+        list of dict
+        """
         summary = self.guarantees.summary() if self.guarantees is not None else {}
         return [self.record(j, _summary=summary) for j in range(len(self))]
 

@@ -36,6 +36,10 @@ from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
 from ldpsynth.shared.release import CARD_FILE, Release
 from ldpsynth.shared.validation import check_probability
 
+__all__ = [
+    "estimate_release",
+]
+
 #: What :func:`estimate_release` reads rows from: a :class:`Release`, a folder written by
 #: :meth:`Release.write` (or ``ldpsynth export``), a CSV or Parquet table file, or columns of values.
 ReleaseSource = Release | str | os.PathLike | Mapping[str, npt.ArrayLike]
@@ -60,28 +64,52 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
                      rows_per_device: int | None = None) -> Answers:
     """The answers to ``queries`` from the synthetic database of ``release``, at confidence ``level``.
 
-    ``release`` is a :class:`~ldpsynth.shared.release.Release` (e.g. from
-    :meth:`QueryClient.export <ldpsynth.client.query.QueryClient.export>`), a folder written by
-    ``ldpsynth export`` or :meth:`Release.write <ldpsynth.shared.release.Release.write>`, a CSV or
-    Parquet table of the rows, or a mapping of columns of values (the table's form:
-    :meth:`Release.from_values <ldpsynth.shared.release.Release.from_values>`); the last two need
-    ``card`` (a :class:`~ldpsynth.shared.card.MechanismCard` or the path of ``card.json``), which
-    a folder has. ``queries`` are JSON text or a list of JSON objects
-    (:mod:`ldpsynth.shared.queries.json_form`) and query objects (:mod:`ldpsynth.shared.queries.builders`),
-    mixed as wanted. The queries are checked against the card's schema before any row is read.
+    WYZ eq. 17 estimate, eq. 21 proper estimate, standard error and normal interval, eq. 20/22
+    bounds. The queries are checked against the card's schema before any row is read. A shuffled
+    collection's release (its card's schema has a shuffle block): the answers' ``guarantees``
+    state the local ε0 and the central (ε, δ) of the groups of rows the batch reads, from their
+    counts (:mod:`ldpsynth.shared.guarantees`), and a group below the minimum batch refuses the
+    batch, as the query service does.
 
-    Returns :class:`~ldpsynth.shared.estimators.formulas.Answers`: columns (``estimate``,
-    ``proper_estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``bound``, ...) and
-    :meth:`~ldpsynth.shared.estimators.formulas.AnswerColumns.records`, one JSON-ready dict per
-    compiled query (a marginal gives one per cell) with the fields ``ldpsynth estimate`` prints.
-    Errors are :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``queries[j]...``,
-    ``synthetic.<attribute>``, ``card``, ``level``).
+    Parameters
+    ----------
+    release : Release, str, os.PathLike or mapping of str to array_like
+        A :class:`~ldpsynth.shared.release.Release` (e.g. from
+        :meth:`QueryClient.export <ldpsynth.client.query.QueryClient.export>`), a folder written by
+        ``ldpsynth export`` or :meth:`Release.write <ldpsynth.shared.release.Release.write>`, a CSV
+        or Parquet table of the rows, or a mapping of columns of values (the table's form:
+        :meth:`Release.from_values <ldpsynth.shared.release.Release.from_values>`).
+    queries : str, bytes or sequence of query objects and JSON objects
+        JSON text, or a list of JSON objects (:mod:`ldpsynth.shared.queries.json_form`) and query
+        objects (:mod:`ldpsynth.shared.queries.builders`), mixed as wanted.
+    card : MechanismCard, str, os.PathLike or None, default None
+        The release's mechanism card or the path of its ``card.json``: required for a table file
+        or columns, refused with a :class:`~ldpsynth.shared.release.Release` (it has its own);
+        for a folder it replaces the folder's.
+    level : float, default 0.95
+        Confidence level of the intervals: a number in (0, 1).
+    rows_per_device : int or None, default None
+        A shuffled collection: the most reports per device the central guarantee composes over,
+        an integer in [1, 10^6]; ``None``: the card's. Not used for a collection that is not shuffled.
 
-    A shuffled collection's release (its card's schema has a shuffle block): the answers' ``guarantees``
-    state the local ε0 and the central (ε, δ) of the groups of rows the batch reads, from their counts
-    (:mod:`ldpsynth.shared.guarantees`; ``rows_per_device`` overrides the card's); a group below the
-    minimum batch refuses the batch (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`), as the
-    query service does.
+    Returns
+    -------
+    Answers
+        :class:`~ldpsynth.shared.estimators.formulas.Answers`: columns (``estimate``,
+        ``proper_estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``bound``, ...) and
+        :meth:`~ldpsynth.shared.estimators.formulas.AnswerColumns.records`, one JSON-ready dict per
+        compiled query (a marginal gives one per cell) with the fields ``ldpsynth estimate`` prints.
+
+    Raises
+    ------
+    ValidationError
+        Naming the field: ``level``, ``card`` (missing, given with a Release, or ``card.*`` not
+        verifying), ``queries`` or ``queries[j]...``, ``release`` (a file that cannot be read),
+        ``synthetic.<attribute>`` or ``<attribute>`` (a row), ``rows_per_device``.
+    BelowMinimumBatch
+        A shuffled collection's group read by the queries holds fewer reports than its minimum
+        batch (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`, an
+        :class:`~ldpsynth.shared.errors.LdpsynthError`).
     """
     level = check_probability(level, "level")
     mechanism_card = _card(release, card)

@@ -34,6 +34,11 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_codes, check_int
 
+__all__ = [
+    "aggregate_cells",
+    "SufficientStatistics",
+]
+
 #: Largest dense ``public_domain_size * |D|`` table built directly by ``np.bincount``.
 DENSE_CELLS = 1 << 24
 #: Largest matrix :meth:`SufficientStatistics.dense` builds unless told otherwise (512 MiB of int64).

@@ -20,9 +20,8 @@ Two kernels compute these sums. :data:`KERNEL` takes any k and any subset of the
 groups; its inner loop runs over a group's k values, so it is scalar. :func:`small_domain_kernel`
 returns, for 2 <= k <= :data:`SMALL_DOMAIN` and all groups of the table, a kernel compiled for that k
 whose loop over the groups is vectorised (SIMD lanes = groups: LLVM loads k consecutive vectors of
-weights and de-interleaves them): on one thread 1.4-2x faster at k = 2..7 (0.63 vs 1.07 ns per
-weight at k = 5); it brings the 2^20 grouped batch of ``benchmarks/bench_mechanism.py`` from 3.4x to
-2.2-2.4x the bare matrix-vector product.
+weights and de-interleaves them), faster than the scalar loop for small k (``benchmarks/bench_mechanism.py``,
+its grouped-batch rows in benchmarks/results/).
 
 numba is an optional dependency (the ``[aggregator]`` extra): without it :data:`KERNEL` is
 None, :func:`small_domain_kernel` returns None and the estimators use the numpy path, which
@@ -36,6 +35,10 @@ from collections.abc import Callable
 from typing import TypeVar, cast
 
 import numpy as np
+
+__all__ = [
+    "small_domain_kernel",
+]
 
 try:
     import numba

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = [
+    "pack_rows",
+    "column_counts",
+    "row_popcounts",
+    "parity",
+    "walsh_hadamard",
+    "LinearMap",
+]
+
 #: Rows summed at once by :func:`column_counts`: a byte lane of a uint64 then counts at most 255 ones.
 _LANE_ROWS = 255
 _LOW_BITS = np.uint64(0x0101010101010101)

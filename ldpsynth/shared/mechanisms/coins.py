@@ -28,6 +28,15 @@ import numpy as np
 from ..errors import ValidationError
 from ..validation import check_int
 
+__all__ = [
+    "Shape",
+    "CoinFlips",
+    "Coins",
+    "secure_words",
+    "secure_coins",
+    "seeded_coins",
+]
+
 #: A source of uniform words: ``count`` -> a uint64 array of ``count`` independent uniform words.
 WordSource = Callable[[int], np.ndarray]
 Shape = int | tuple[int, ...]

@@ -28,6 +28,13 @@ from ..validation import check_epsilon, check_int
 from .coins import Shape
 from .oracle import FrequencyOracle
 
+__all__ = [
+    "OutputDistribution",
+    "output_distribution",
+    "worst_case_ratio",
+    "satisfies_epsilon_dp",
+]
+
 #: Largest number of outcome combinations enumerated per input.
 MAX_PATHS = 1 << 21
 #: Largest domain enumerated.

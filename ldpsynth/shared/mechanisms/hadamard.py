@@ -1,39 +1,6 @@
 """Hadamard response by the Hadamard mechanism: one coefficient of the value's Hadamard row, randomized.
 
-With :math:`K = 2^t \\ge k`, the user with value x draws a row index j uniformly from
-:math:`\\{1, \\dots, K-1\\}` and reports ``(j, b)``, b the bit :math:`\\langle j, x\\rangle = |j \\wedge x| \\bmod 2`
-(the sign of the Hadamard entry :math:`H_{jx} = (-1)^{\\langle j, x\\rangle}`) kept with probability
-:math:`p = \\mathrm{big}/2^{64}` and flipped otherwise, :math:`p/(1-p) \\le e^\\epsilon`
-(:func:`~ldpsynth.shared.mechanisms.pure.dyadic_split`). This is the Hadamard mechanism with one
-coefficient (pure-ldp's ``HadamardMechanism``, t = 1; the binary case of OLH with the linear hash
-:math:`v \\mapsto \\langle j, v\\rangle`). Support of ``(j, b)``: :math:`\\{v : \\langle j, v\\rangle = b\\}`.
-The delivered ε is :math:`\\ln(\\mathrm{big}/\\mathrm{small})` rounded up (some j separates any two inputs).
-
-**Pure protocol.** For :math:`v \\ne x`, :math:`d = v \\oplus x \\ne 0` and
-:math:`P[\\langle j, d\\rangle = 0] = c = (K/2 - 1)/(K - 1)` over the non-zero j, so
-:math:`p^* = p`, :math:`q^* = cp + (1-c)(1-p)`, :math:`\\pi_1 = pc`; two distinct non-zero
-:math:`d_1, d_2` are independent over GF(2), so :math:`(\\langle j, d_1\\rangle, \\langle j, d_2\\rangle)`
-takes (0, 0) for :math:`K/4 - 1` non-zero j and (1, 1) for :math:`K/4`:
-:math:`\\pi_2 = (p(K/4 - 1) + (1-p)K/4)/(K-1)`. (Excluding j = 0, whose row is constant, gains the
-factor :math:`K/(K-1)` in :math:`p^*-q^*`: at k = 2 it is binary randomized response instead of half
-of it; the price is the small constant covariances :math:`\\kappa_1, \\kappa_2`.)
-
-**Why this variant** (``benchmarks/results/oracles.md``, §4, k = 4,096, ε = 1). Acharya, Sun and
-Zhang's Hadamard response (ASZ19, its high-privacy form as in pure-ldp's port of the authors' code)
-reports one index of a :math:`K' = 2^{\\lceil \\log_2(k+1)\\rceil}` Hadamard matrix with the same
-:math:`p^* = e^\\epsilon/(1+e^\\epsilon)` and :math:`q^* = 1/2`, so the same point variance; but its
-supports (the +1 sets of rows x+1) make the indicators of u and v correlated whenever
-:math:`(u+1) \\oplus (v+1) = x+1`, and its rows include ones that vanish on most of the domain: the
-variance of a count over half the values came out 2.6 times ours, and its transform has size
-:math:`K' = 2K` when k is a power of two. Both report :math:`\\lceil\\log_2 k\\rceil + 1` bits. The
-Hadamard mechanism here has a closed-form variance (within sampling error in the same simulation).
-
-**Decoding.** The tally is :math:`D(j) = \\#\\{i: j_i = j, b_i = 0\\} - \\#\\{i : j_i = j, b_i = 1\\}`
-(one ``bincount`` over the 2K report indices), and
-:math:`S(v) = \\sum_i 1[\\langle j_i, v\\rangle = b_i] = (n + \\sum_j D(j)(-1)^{\\langle j, v\\rangle})/2`:
-one Walsh-Hadamard transform of size K, :math:`O(n + K\\log K)`.
-
-**Reports.** One int64 index ``2 j + b`` in :math:`[2, 2K)`: :math:`t + 1` bits.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.mechanisms.hadamard``.
 """
 
 from __future__ import annotations
@@ -48,6 +15,10 @@ from .bits import parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
+
+__all__ = [
+    "HadamardResponse",
+]
 
 
 class HadamardResponse(FrequencyOracle):

@@ -1,69 +1,6 @@
 """Optimized local hashing (OLH, WBLJ17 §4.4) with a GF(2)-linear, 3-wise independent hash family.
 
-The user with value x draws a hash function H from a public family, hashes x into g buckets and
-reports ``(H, z)``, z the k-ary randomized response of :math:`H(x)` over the g buckets (keep with
-probability :math:`p = A/N`, else a uniform other bucket). The support of ``(H, z)`` is
-:math:`\\{v : H(v) = z\\}`.
-
-**The hash family.** With :math:`t = \\lceil \\log_2 k \\rceil`, values are elements of the field
-:math:`GF(2^t)` (bits = coefficients in the polynomial basis), :math:`g = 2^s`, and for a seed
-:math:`(\\alpha, \\beta) \\in GF(2^t)^2` drawn uniformly
-
-.. math::  H_{\\alpha,\\beta}(v) = \\bigl(\\mathrm{Tr}(\\theta_j(\\alpha v + (\\beta v)^2))\\bigr)_{j < s},
-           \\qquad \\theta_j = x^j,
-
-Tr the field trace to GF(2). H is GF(2)-linear in v (squaring is additive in characteristic 2), so
-:math:`H(u) \\oplus H(x) = H(u \\oplus x)`. For distinct non-zero :math:`d_1, d_2` the map
-:math:`(\\alpha, \\beta) \\mapsto (\\alpha d_1 + \\beta^2 d_1^2, \\alpha d_2 + \\beta^2 d_2^2)` is a bijection
-of :math:`GF(2^t)^2` (determinant :math:`d_1 d_2 (d_1 + d_2) \\ne 0`, and :math:`\\beta \\mapsto \\beta^2`
-is one), and the trace projections of a uniform element are uniform on :math:`GF(2)^s`; hence
-:math:`H(d_1)` and :math:`(H(d_1), H(d_2))` are uniform. In the notation of
-:mod:`~ldpsynth.shared.mechanisms.pure`: the collision probability of two values is exactly
-:math:`1/g` (so :math:`q^* = 1/g` as WBLJ17 §4.4 assumes of a random hash), and any three values
-hash independently, so :math:`\\pi_1 = p^*/g` and :math:`\\pi_2 = 1/g^2` (support indicators
-uncorrelated): the variance of a linear query is the OUE form with OLH's :math:`p^*, q^*`.
-
-**Why this family** (``benchmarks/results/oracles.md``, §4, k = 4,096). WBLJ17's OLH hashes with a
-fresh random function per user, so decoding must evaluate every report's hash on every value,
-:math:`O(nk)` (pure-ldp and multi-freq-ldpy: xxhash per (report, value)). Two faster designs were
-measured against this one: a *linear hash over a prime field*, :math:`v \\mapsto \\langle a, v\\rangle`
-on the base-g digits (g prime, collision probability exactly 1/g, decodable by a DFT over
-:math:`GF(g)^t`), whose values on a line collide together: three collinear values are correlated and
-the variance of a count over half the values came out 9 to 17 times the closed form at g = 53 (ε = 4);
-and a *fixed pool* of 1,024 random hash functions (pure-ldp's FastLH; decoding :math:`O(Pk)`), whose
-per-pair collision rates differ from 1/g: with :math:`10^6` reports of one value the counts of the
-others are off by up to 44 (ε = 1) and 60 (ε = 4) standard deviations. This family has both the exact
-collision probability and uncorrelated supports (its simulated variances are within sampling error of
-the closed form), and decodes in :math:`O(ng + 2^t t)`.
-
-**Decoding in** :math:`O(n g + 2^t t)`. Write :math:`\\mathrm{Tr}(c\\,u\\,v) = |v \\wedge L_c(u)| \\bmod 2`
-with :math:`L_c` a fixed GF(2)-linear map (a byte table) and
-:math:`\\rho_j = L_{\\theta_j}(\\alpha) \\oplus L_{\\sqrt{\\theta_j}}(\\beta)`; then
-:math:`H_j(v) = |v \\wedge \\rho_j| \\bmod 2` (the device computes its hash so too) and, for
-:math:`b \\in GF(2)^s`, :math:`\\langle b, H(v)\\rangle = |v \\wedge \\gamma_b| \\bmod 2` with
-:math:`\\gamma_b = \\bigoplus_j b_j \\rho_j`. Since
-:math:`1[H(v) = z] = g^{-1}\\sum_b (-1)^{\\langle b, H(v) \\oplus z \\rangle}`,
-
-.. math::  S(v) = \\frac1g \\sum_\\gamma F(\\gamma) (-1)^{|\\gamma \\wedge v|}, \\qquad
-           F(\\gamma) = \\sum_i \\sum_b (-1)^{\\langle b, z_i \\rangle} 1[\\gamma_{i,b} = \\gamma]:
-
-the tally is F (:math:`2^t` integers, added into by each report's g signed indices; shards merge by
-adding), and the support counts are one Walsh-Hadamard transform of it, exact in integers.
-
-**Exact rationals.** The seed is :math:`2t` uniform bits; the randomized response keeps with
-probability :math:`A/N`, :math:`N = A + (g-1)L`, :math:`A/L \\le e^\\epsilon`
-(:func:`~ldpsynth.shared.mechanisms.pure.ratio_weights`), and the delivered ε is
-:math:`\\ln(A/L)` rounded up (two inputs with different hashes swap a weight A and a weight L).
-
-**g.** :math:`g = 2^s` with s minimizing OLH's variance per report,
-:math:`(e^\\epsilon + g - 1)^2/((g-1)(e^\\epsilon-1)^2)` (WBLJ17 eq. 4 with :math:`p^*, q^*` above;
-its real minimizer is WBLJ17's :math:`g = e^\\epsilon + 1`, eq. 11); rounding g to a power of two costs
-at most 3% of that variance. :math:`s \\le \\min(t, 10)`: decoding costs n g, and beyond
-:math:`\\epsilon \\approx 6.9` (where g would pass 1024) direct encoding is the oracle to use unless
-:math:`k > 3e^\\epsilon + 2` (WBLJ17 §5).
-
-**Reports.** One uint64 per report: ``(seed << s) | z``, ``seed = (alpha << t) | beta``;
-:math:`2t + s` bits.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.mechanisms.olh``.
 """
 
 from __future__ import annotations
@@ -79,6 +16,12 @@ from .bits import LinearMap, parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import PureProtocol, delivered_epsilon, ratio_weights
+
+__all__ = [
+    "irreducible_polynomial",
+    "BinaryField",
+    "OLH",
+]
 
 #: Largest number of hash bits s (g <= 1024): decoding costs n g.
 MAX_HASH_BITS = 10

@@ -26,6 +26,11 @@ from ..validation import check_codes, check_epsilon, check_int
 from .coins import CoinFlips, secure_coins, seeded_coins
 from .pure import PureProtocol, check_weights
 
+__all__ = [
+    "FrequencyOracle",
+    "OracleStatistics",
+]
+
 #: Cells (rows times the per-row width of the sampler's work) sampled per chunk.
 CHUNK_CELLS = 1 << 22
 

@@ -34,6 +34,10 @@ from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
 
+__all__ = [
+    "OUE",
+]
+
 #: The true bit's probability, exactly 1/2 (WBLJ17 §4.3).
 TRUE_BIT = (1, 2)
 

@@ -1,46 +1,6 @@
 """Pure protocols (WBLJ17 Def. 3): exact support probabilities, unbiased counts, linear-query variances.
 
-A frequency oracle turns a user's value :math:`x \\in D = \\{0, \\dots, k-1\\}` into a report
-:math:`y` whose *support* :math:`\\mathrm{Supp}(y) \\subseteq D` is a set of values. It is *pure*
-(WBLJ17 Definition 3) when
-
-.. math::  P[x \\in \\mathrm{Supp}(Y) \\mid x] = p^*, \\qquad P[v \\in \\mathrm{Supp}(Y) \\mid x] = q^*
-           \\quad (v \\ne x),
-
-the same for every x and v. With :math:`S(v) = \\sum_i 1[v \\in \\mathrm{Supp}(Y_i)]` the support count
-over n reports, :math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` is an unbiased estimate of the count
-:math:`c(v)` (WBLJ17 §3), and :math:`\\sum_v w(v) \\hat c(v)` of a linear query
-:math:`\\sum_v w(v) c(v)`. Mechanism E (k-ary randomized response) is pure with
-:math:`\\mathrm{Supp}(y) = \\{y\\}`; so are OUE, OLH, Hadamard response and subset selection
-(:mod:`~ldpsynth.shared.mechanisms`).
-
-**Variance of a linear query.** Write :math:`T_i = \\sum_v w(v) 1[v \\in \\mathrm{Supp}(Y_i)]`;
-then :math:`\\mathrm{Var} \\sum_v w(v) \\hat c(v) = \\sum_i \\mathrm{Var}(T_i \\mid x_i) / (p^* - q^*)^2`.
-Every oracle here is also *exchangeable* in pairs: the joint inclusion probabilities
-
-.. math::  \\pi_1 = P[x \\in \\mathrm{Supp}, v \\in \\mathrm{Supp} \\mid x], \\qquad
-           \\pi_2 = P[u \\in \\mathrm{Supp}, v \\in \\mathrm{Supp} \\mid x] \\quad (u \\ne v;\\ u, v \\ne x)
-
-do not depend on x, u, v (each module derives its own). With :math:`\\kappa_1 = \\pi_1 - p^* q^*` and
-:math:`\\kappa_2 = \\pi_2 - q^{*2}` the covariances of two support indicators, and
-:math:`S_1 = \\sum_v w(v)`, :math:`S_2 = \\sum_v w(v)^2`, expanding
-:math:`\\mathrm{Var}\\,T = \\sum_v w_v^2 \\mathrm{Var}\\,1_v + \\sum_{u \\ne v} w_u w_v \\mathrm{Cov}(1_u, 1_v)` gives
-
-.. math::  \\mathrm{Var}(T \\mid x) = (q^*(1-q^*) - \\kappa_2) S_2 + \\kappa_2 S_1^2
-           + (p^*(1-p^*) - q^*(1-q^*) - 2\\kappa_1 + 2\\kappa_2)\\, w(x)^2 + 2(\\kappa_1 - \\kappa_2) S_1 w(x),
-
-a quadratic in :math:`w(x)`. Summed over the rows, :math:`\\sum_i w(x_i)^j = \\sum_v h(v) w(v)^j =: H_j`
-for the histogram h of the true values, so
-
-.. math::  \\mathrm{Var} = \\frac{n((q^*(1-q^*) - \\kappa_2) S_2 + \\kappa_2 S_1^2)
-           + (p^*(1-p^*) - q^*(1-q^*) - 2\\kappa_1 + 2\\kappa_2) H_2 + 2(\\kappa_1 - \\kappa_2) S_1 H_1}{(p^* - q^*)^2}.
-
-For a point query (:math:`w = e_v`) this is WBLJ17 eq. 2,
-:math:`(n q^*(1-q^*) + h(v)(p^*(1-p^*) - q^*(1-q^*)))/(p^*-q^*)^2`; with
-:math:`\\kappa_1 = \\kappa_2 = 0` (independent supports: OUE, OLH) it is eq. 2 summed with weights
-:math:`w(v)^2`. The variance is linear in h, so :math:`\\hat c` in place of h (and the known n) is an
-unbiased estimate of it (:meth:`PureProtocol.linear_variance_estimate`); like any unbiased estimate
-of a positive quantity it can come out negative, with small probability.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.mechanisms.pure``.
 """
 
 from __future__ import annotations
@@ -56,6 +16,16 @@ from ..errors import ValidationError
 from ..mechanism import MechanismE, exact_log_ratio, float_at_least
 from ..privacy import log_ratio_exceeds
 from ..validation import check_epsilon
+
+__all__ = [
+    "DYADIC",
+    "delivered_epsilon",
+    "dyadic_split",
+    "ratio_weights",
+    "check_weights",
+    "check_histogram",
+    "PureProtocol",
+]
 
 #: Integer space of the rational probabilities that are not dyadic (as mechanism E's).
 SPACE = 1 << 62

@@ -1,35 +1,6 @@
 """Subset selection (SS; YB18, WHWNXYLQ16): report a d-subset of the domain.
 
-The user with value x reports a subset Y of D of size d with
-:math:`P[Y \\mid x] \\propto e^\\epsilon` if :math:`x \\in Y` and :math:`\\propto 1` otherwise. Equivalently:
-with probability :math:`P_+ = d e^\\epsilon/(d e^\\epsilon + k - d)` (the total weight of the
-:math:`\\binom{k-1}{d-1}` subsets holding x against the :math:`\\binom{k-1}{d}` others, whose ratio is
-:math:`d/(k-d)`), Y is x and a uniform (d-1)-subset of the other values, else a uniform d-subset of them.
-The support of Y is Y.
-
-**d.** The variance per report is smallest near :math:`d = k/(e^\\epsilon + 1)` (YB18;
-WHWNXYLQ16); we take whichever of :math:`\\lfloor k/(e^\\epsilon + 1)\\rfloor` and
-:math:`\\lceil k/(e^\\epsilon + 1)\\rceil` (within [1, k-1]) has the smaller exact
-:math:`q^*(1-q^*)/(p^*-q^*)^2` (the smaller d on a tie). multi-freq-ldpy rounds to the nearest
-integer instead; the two differ only where the variance of the other is lower.
-
-**Exact rationals.** :math:`P_+ = dA/(dA + (k-d)L)` with :math:`A/L \\le e^\\epsilon`,
-:math:`dA + (k-d)L \\le 2^{62}` (:func:`~ldpsynth.shared.mechanisms.pure.ratio_weights`); a subset
-holding x but not x' has probability :math:`P_+/\\binom{k-1}{d-1}` under x and
-:math:`(1-P_+)/\\binom{k-1}{d}` under x', ratio exactly :math:`A/L`: the delivered ε is
-:math:`\\ln(A/L)` rounded up. The uniform subset is Floyd's algorithm over the k-1 other values:
-for :math:`j = k-1-m, \\dots, k-2` draw :math:`u` uniform on :math:`[0, j]` and add u, or j if u is
-taken; every m-subset comes out with probability :math:`1/\\binom{k-1}{m}`, and the last m-1 steps
-alone are Floyd for m-1, so one pass serves both cases (the first step is skipped where x is in).
-
-**Pure protocol.** :math:`p^* = P_+`,
-:math:`q^* = (P_+(d-1) + (1-P_+)d)/(k-1)`, :math:`\\pi_1 = P_+(d-1)/(k-1)`,
-:math:`\\pi_2 = (P_+(d-1)(d-2) + (1-P_+)d(d-1))/((k-1)(k-2))` (two given others in a uniform
-m-subset of k-1: :math:`m(m-1)/((k-1)(k-2))`).
-
-**Reports.** A bitmap of ``ceil(k/8)`` bytes, as OUE's (a sorted list of d codes is shorter only
-when :math:`d \\lceil\\log_2 k\\rceil < k`, i.e. :math:`e^\\epsilon + 1 \\gtrsim \\log_2 k`); the tally is
-the count of each bit, :math:`S(v)` itself. Sampling costs d steps over the rows.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.mechanisms.subset``.
 """
 
 from __future__ import annotations
@@ -45,6 +16,11 @@ from .bits import column_counts, row_popcounts
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import PureProtocol, delivered_epsilon, ratio_weights
+
+__all__ = [
+    "subset_protocol",
+    "SubsetSelection",
+]
 
 
 def subset_protocol(domain_size: int, size: int, keep_weight: int, lie_weight: int) -> PureProtocol:

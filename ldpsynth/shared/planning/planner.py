@@ -1,70 +1,6 @@
 """Planning a collection: the error of every query of mechanism E, known before a single device reports.
 
-Notation of :mod:`ldpsynth.shared.estimators.formulas`: :math:`k = |D|`; E keeps a row's private value with
-probability p and reports each particular other value with probability q (WYZ eq. 16, the exact
-probabilities of :class:`~ldpsynth.shared.mechanism.MechanismE`), :math:`r = p - q`,
-:math:`s = 1 - r = kq`. The rows of a data set fall into *groups* that share a row function (the
-public part of the row; for a dense query, the row's position): group g has :math:`n_g` rows,
-:math:`h_g(v)` of them with private value v, and the query's weight table :math:`W[g, \\cdot]` with
-mean :math:`m_g` over D, :math:`D_g(v) = (W[g, v] - m_g)^2` and :math:`c_g = \\max_v W[g,v] - \\min_v W[g,v]`.
-
-**Variance of the eq. 17 estimator (exact, WYZ eqs. 16-17).** Rows are perturbed independently;
-given :math:`x_i = v`, :math:`\\varphi_g(Y_i)` has variance :math:`\\sigma_g^2(v) = s\\tau_g^2 + rs\\,D_g(v)`,
-:math:`\\tau_g^2 = \\frac1k\\sum_v D_g(v)` (the mixture of :mod:`~ldpsynth.shared.estimators.formulas`), so with
-:math:`\\hat q^u = \\frac{1}{rZ}\\sum_i (\\varphi_i(Y_i) - q\\sum_v\\varphi_i(v))`
-
-.. math::  \\mathrm{Var}\\,\\hat q^u = \\frac{1}{(rZ)^2}\\sum_i \\sigma^2_{g_i}(x_i)
-           = \\frac{1}{Z^2}\\Big[A \\sum_g n_g \\sum_v D_g(v) + B \\sum_g \\sum_v h_g(v) D_g(v)\\Big],
-           \\qquad A = \\frac{q}{r^2},\\ B = \\frac{s}{r};
-
-at ε (before E's rounding to rationals) :math:`A = (e^\\epsilon + k - 1)/(e^\\epsilon - 1)^2` and
-:math:`B = k/(e^\\epsilon - 1)`, both decreasing in ε. It is the expectation of the plug-in estimate
-:math:`\\hat V` that ``ldpsynth estimate`` reports (that estimate is linear in the counts). The
-frequency oracles of :mod:`~ldpsynth.shared.planning.frequency_oracles` (OUE, OLH) have the same form with
-their own A and B.
-
-**Worst case over the data.** The normaliser Z does not depend on the private values (eq. 10's
-:math:`c_i` depends on the group only) and the rows are independent, so the variance is a sum of
-per-row terms, each largest when the row holds :math:`\\arg\\max_v D_g(v)` (:math:`B > 0`; for
-:math:`B < 0` the minimiser): :math:`\\sum_g n_g \\max_v D_g(v)` replaces the h-term. This maximum over
-every data set with the given public part is attained (one point mass per group), so no data set
-has a larger error and some has exactly this one.
-
-**Under a prior.** For a data set whose rows have the proportions :math:`\\pi(g, v)` of a
-:class:`~ldpsynth.shared.planning.row_distribution.RowDistribution`, :math:`h_g(v) = n\\,\\pi(g, v)`: the
-exact variance, no simulation.
-
-**The public part.** Both need how the n rows spread over the groups. It is the prior's; without
-one, public keys are taken uniform over the public domain. Queries that do not look at public
-attributes (linear, predicate, marginal) do not depend on it.
-
-**Normalisers, range, bounds.** :math:`Z = \\sum_i c_i = n\\sum_g f_g c_g` (eq. 10, :math:`f_g = n_g/n`),
-1 (sum) or n (mean). The half-width is :math:`z_{(1+\\mathrm{level})/2}\\sqrt{\\mathrm{Var}}`, that of the
-normal interval ``ldpsynth estimate`` reports. The *range* is the width :math:`\\sum_i c_i / Z` of the
-feasible answers :math:`q_\\varphi(D^n)`; a query whose half-width is at least its range is
-*hopeless* (its interval covers every possible answer). ``bound`` is the RMS bound of eq. 20 at
-this public part (:func:`~ldpsynth.shared.estimators.formulas.rms_bound`).
-
-**Inverse questions.** For the mean and eq. 10 normalisers every share above is fixed, so
-:math:`\\mathrm{Var} \\propto 1/n` and the rows needed for a half-width H are
-:math:`\\lceil n\\,\\mathrm{Var}(n)\\,z^2/H^2 \\rceil`. A sum's half-width grows like :math:`\\sqrt n`
-(no number of devices shrinks it), and a dense query's n is its table's: no answer (NaN). The ε
-needed at the planned n solves :math:`\\mathrm{Var}(\\epsilon) = (H/z)^2` by bisection (A and B fall
-with ε), rounded up to :data:`EPSILON_STEP` and checked with E's exact probabilities at that ε;
-``inf`` when even :data:`MAX_EPSILON` does not reach H.
-
-**Behind a shuffler** (:func:`plan_shuffle`, ``ldpsynth plan --shuffler``): the planned rows of each
-public-key group (the prior's shares, else uniform over the public domain) give the group's central
-(ε, δ) at the planned ε0 (:mod:`ldpsynth.shared.guarantees`, the shuffle accountant); for a target
-central ε, the ε0 that reaches it at the weakest group (``local_epsilon_for``) and every query's
-error at that ε0 beside plain LDP at the target (E at local ε = target, which is also central
-ε-DP): the same closed forms at the two ε.
-
-**The schema's share** (:mod:`~ldpsynth.shared.planning.schema_changes`): the same sums over the weight tables
-and row shares of a changed schema give E's error there, at the collection's ε; for a coarser
-attribute also the bias of the coarse answer (worst case :math:`\\max(\\sum_g n_g\\max_v\\beta_g(v),
--\\sum_g n_g\\min_v\\beta_g(v))/Z` and under the prior :math:`\\sum_{g,v} h_g(v)\\beta_g(v)/Z`, with
-:math:`\\beta_g(v)` the coarse weight minus the fine one).
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.planning.planner``.
 """
 
 from __future__ import annotations
@@ -87,6 +23,26 @@ from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, SUM, Query
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
+
+__all__ = [
+    "EPSILON_STEP",
+    "MAX_EPSILON",
+    "OK",
+    "HOPELESS",
+    "CONSTANT",
+    "UNDEFINED",
+    "Moments",
+    "moments",
+    "e_coefficients",
+    "e_coefficients_at",
+    "normalisers",
+    "variances",
+    "Figures",
+    "Inverse",
+    "Alternative",
+    "Plan",
+    "plan",
+]
 
 #: Weights per chunk of queries (2 MiB of float64): the temporaries of one chunk stay in cache.
 CHUNK_WEIGHTS = 1 << 18
@@ -488,13 +444,50 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
          target_halfwidth: float | None = None, changes: Sequence[SchemaChange] = ()) -> Plan:
     """The predicted error of every query of ``queries`` on a collection of ``schema``, before any data.
 
-    ``devices`` x ``rows_per_device`` rows released by E at ``epsilon`` (default: the schema's).
-    Worst case over the private values of every row, with the public part of ``prior`` (default:
-    uniform over the public domain); with a ``prior``, also the error for rows in its proportions.
-    E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20 bound), OUE and OLH beside
-    it; the inverse answers for ``target_halfwidth``; E's error under each of ``changes``
-    (:func:`~ldpsynth.shared.planning.schema_changes.schema_changes`). Exact closed forms, vectorised over
-    the queries (module docstring).
+    ``devices`` x ``rows_per_device`` rows released by E at ``epsilon``. Worst case over the private
+    values of every row, with the public part of ``prior``; with a ``prior``, also the error for
+    rows in its proportions. E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20
+    bound), OUE and OLH beside it; the inverse answers for ``target_halfwidth``; E's error under
+    each of ``changes``. Exact closed forms, vectorised over the queries (module docstring).
+
+    Parameters
+    ----------
+    schema : Schema
+        The planned collection's schema.
+    queries : QueryBatch or sequence of Query
+        Query objects (:mod:`ldpsynth.shared.queries.builders`), or a batch already compiled for
+        ``schema``.
+    devices : int
+        Devices reporting: an integer >= 1.
+    rows_per_device : int, default 1
+        Rows each device reports: an integer >= 1 (``devices x rows_per_device`` must equal the
+        rows of a dense query).
+    prior : RowDistribution or None, default None
+        The rows' distribution over ``schema`` (:mod:`ldpsynth.shared.planning.row_distribution`);
+        ``None``: public part uniform over the public domain, worst case only.
+    epsilon : float or None, default None
+        The ε to plan for: a finite number > 0; ``None``: the schema's.
+    level : float, default 0.95
+        Confidence level of the half-widths: a number in (0, 1).
+    target_halfwidth : float or None, default None
+        A half-width to reach: a finite number > 0; the plan then says the devices and the ε each
+        query needs for it. ``None``: no inverse question.
+    changes : sequence of SchemaChange, default ()
+        Schema changes to compare
+        (:func:`~ldpsynth.shared.planning.schema_changes.schema_changes`).
+
+    Returns
+    -------
+    Plan
+        Per query: the feasible range, E's figures, the eq. 20 bound, OUE's and OLH's figures, a
+        status; the inverse answers and the alternatives (:class:`Plan`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``devices``, ``rows_per_device``, ``level``, ``epsilon``, ``target_halfwidth``,
+        ``prior`` (a distribution over another schema), ``queries`` (a batch compiled for another
+        schema) or ``queries[j]...`` (a query that does not compile for ``schema``).
     """
     devices = check_int(devices, "devices", 1)
     rows_per_device = check_int(rows_per_device, "rows_per_device", 1)

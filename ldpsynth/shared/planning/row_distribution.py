@@ -26,6 +26,12 @@ from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.queries.batch import CutBlock, TableBlock
 from ldpsynth.shared.schema import Schema
 
+__all__ = [
+    "RowDistribution",
+    "UniformRows",
+    "SampleRows",
+]
+
 
 class RowDistribution(ABC):
     """Joint shares of (public group, private value) of one row of ``schema``'s collection."""

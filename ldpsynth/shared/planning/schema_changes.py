@@ -29,6 +29,14 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.schema import Attribute, BinaryAttribute, ContinuousAttribute, Schema
 
+__all__ = [
+    "COARSER",
+    "SchemaChange",
+    "made_public",
+    "made_coarser",
+    "schema_changes",
+]
+
 PUBLIC, COARSER = "public", "coarser"
 #: Cells listed in a description; larger merges are summarised.
 _SHOWN_CELLS = 8

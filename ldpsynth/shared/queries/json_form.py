@@ -1,62 +1,7 @@
 """The JSON form of the queries of :mod:`ldpsynth.shared.queries.model`: parsing (through the limits
 of :mod:`ldpsynth.shared.jsonio`) and serialisation.
 
-JSON form
----------
-A query batch is a JSON array of objects. Every object has a ``"kind"`` and may have
-``"normalization"`` (``"range"``: divide by the sum of the row functions' ranges, WYZ eq. 10;
-``"sum"``: no division; ``"mean"``: divide by n; the default depends on the kind; ``"eq10"``, the
-former name of ``"range"``, is read as ``"range"``, and ``"range"`` is what is written) and
-``"label"`` (a string, default ``"<kind>#<index>"``). Unknown fields are errors.
-
-A *weight list* has one finite number per value of :math:`D`, in the mixed-radix order of the
-private attributes (first attribute most significant): with private attributes ``rating``
-(integer 1..5) and ``liked`` (binary), position ``2 * (rating - 1) + liked``.
-
-``linear`` (default ``"range"``): the same row function for every row::
-
-    {"kind": "linear", "weights": [0, 0, 0, 1, 1], "normalization": "mean"}
-
-``predicate`` (default ``"sum"``: a count; ``"mean"``: the fraction of rows): the indicator that
-every condition holds, times the optional numeric private attribute ``"value"``::
-
-    {"kind": "predicate", "where": [{"attribute": "rating", "op": ">=", "value": 4},
-                                    {"attribute": "genre", "op": "in", "value": ["drama", "comedy"]}]}
-
-  A condition is ``{"attribute": A, "op": OP, "value": V}`` over a private attribute ``A``.
-  ``==``, ``!=`` and ``in`` (``V`` a non-empty list) compare codes: ``V`` is encoded by the
-  attribute (for a continuous attribute: the bucket that holds ``V``). ``<``, ``<=``, ``>``,
-  ``>=`` and ``between`` (``V = [lo, hi]``, inclusive) compare the decoded value (the bucket
-  lower edge for a continuous attribute) and are not defined for categorical attributes.
-  An empty ``where`` selects every row.
-
-``marginal`` (default ``"sum"``): one predicate count per cell of the listed private attributes,
-in mixed-radix order, labelled ``"<label>[rating=1,genre=drama]"``::
-
-    {"kind": "marginal", "attributes": ["rating", "genre"]}
-
-``grouped`` (heterogeneous, default ``"range"``): a weight list per value of ONE public attribute;
-rows with any other value use ``"default"`` (optional, all zeros)::
-
-    {"kind": "grouped", "attribute": "movie",
-     "tables": [{"value": 1, "weights": [0, 0, 0, 1, 1]}, {"value": 2, "weights": [1, 0, 0, 0, 0]}],
-     "default": [0, 0, 0, 0, 0]}
-
-``cut`` (graph collections, WYZ §VI-B, default ``"sum"``): rows are vertex pairs
-``(source, target)`` (two public attributes over the same vertex domain) with a private binary
-edge bit; :math:`q_{S,T}(x) = \\sum_{(i,j) \\in S \\times T} x_{ij}` (eq. 33) for non-empty
-disjoint vertex sets ``S`` and ``T``. ``source``/``target`` default to the schema's two public
-attributes and ``edge`` to its only private attribute::
-
-    {"kind": "cut", "S": [0, 1, 2], "T": [3, 4], "source": "src", "target": "dst", "edge": "edge"}
-
-``dense`` (small ``n``, default ``"range"``): one weight list per row of the synthetic database,
-in its stored order (``table`` has exactly ``n`` rows)::
-
-    {"kind": "dense", "table": [[0, 1], [1, 0], [0, 2]]}
-
-Errors are :class:`~ldpsynth.shared.errors.ValidationError` whose ``field`` names the query
-(``queries[3].weights``) and whose ``legal`` states the legal range.
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.queries.json_form``.
 """
 
 from __future__ import annotations

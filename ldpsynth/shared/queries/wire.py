@@ -24,6 +24,7 @@ import numpy as np
 from ldpsynth.shared.errors import Status, ValidationError
 from ldpsynth.shared.estimators.formulas import AnswerColumns, Answers
 from ldpsynth.shared.guarantees import Guarantees
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import queries_from_json
@@ -33,13 +34,21 @@ from ldpsynth.shared.schema import Schema, ShuffleSpec
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import query_pb2 as pb
 
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "PAGE_ENVELOPE_BYTES",
+    "EstimateRequests",
+    "estimate_requests",
+    "BatchReader",
+    "BatchTooLarge",
+    "answer_pages",
+    "AnswerTable",
+]
+
 #: Default byte budget of one request chunk (well under the server's message limit).
 DEFAULT_CHUNK_BYTES = 4 << 20
 #: Most answers in one response page (about 5 MiB of fields); the message limit may make pages smaller.
 DEFAULT_PAGE_ANSWERS = 1 << 16
-#: Bound on the bytes a length-delimited field (bytes, string, sub-message) adds besides its
-#: payload: a one-byte tag and a length varint (at most 5 bytes below 2^35).
-FIELD_HEADER_BYTES = 1 + 5
 _F64 = np.dtype("<f8")
 _COLUMNS = ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")
 _U64 = np.dtype("<u8")
@@ -355,13 +364,57 @@ def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_A
 
 @dataclass(frozen=True, eq=False)
 class AnswerTable(AnswerColumns):
-    """Answers received from the query service (columns as
-    :class:`~ldpsynth.shared.estimators.formulas.AnswerColumns`)."""
+    """Answers received from the query service, as columns in batch order.
+
+    The columns are those of :class:`~ldpsynth.shared.estimators.formulas.AnswerColumns`, one
+    entry per compiled query.
+
+    Attributes
+    ----------
+    estimate : numpy.ndarray
+        WYZ eq. 17's unbiased estimate.
+    proper_estimate : numpy.ndarray
+        Eq. 21's proper estimate: a feasible answer.
+    exact : numpy.ndarray
+        bool: whether ``proper_estimate`` is the exact nearest feasible answer (else the
+        estimate clipped to the feasible range).
+    std_error : numpy.ndarray
+        The estimate's standard error.
+    ci_low, ci_high : numpy.ndarray
+        The normal interval at ``level``.
+    bound, bound_proper : numpy.ndarray
+        The RMS bounds of eq. 20 (estimate) and eq. 22 (proper estimate).
+    level : float
+        The intervals' confidence level.
+    n : int
+        Rows of the synthetic database the answers read.
+    epsilon : float
+        The ε E delivered.
+    given_labels : tuple of str or None
+        The answers' labels as the server sent them; ``None``: ``q<j>`` (queries sent packed).
+    guarantees : Guarantees or None, default None
+        The local ε0 and, for a shuffled collection, the central (ε, δ) the server stated.
+    """
 
     given_labels: tuple[str, ...] | None
 
     def label(self, j: int) -> str:
-        """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays)."""
+        """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays).
+
+        Parameters
+        ----------
+        j : int
+            The answer's index in batch order.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        IndexError
+            ``j`` outside the labels the server sent (without them every ``j`` is ``q<j>``).
+        """
         return self.given_labels[j] if self.given_labels is not None else super().label(j)
 
     @property
@@ -371,7 +424,23 @@ class AnswerTable(AnswerColumns):
 
     @classmethod
     def from_pages(cls, pages: Iterable[pb.EstimateResponse]) -> AnswerTable:
-        """Reassemble pages (checked to be contiguous and complete)."""
+        """Reassemble pages (checked to be contiguous and complete).
+
+        Parameters
+        ----------
+        pages : iterable of EstimateResponse
+            The ``Estimate`` call's reply messages, in order.
+
+        Returns
+        -------
+        AnswerTable
+
+        Raises
+        ------
+        ValidationError
+            Naming ``answers`` (no page, pages out of order or incomplete), ``answers.<column>``
+            (a column of another length) or ``guarantees.*`` (malformed guarantees).
+        """
         pages = list(pages)
         if not pages:
             raise ValidationError("answers", "at least one page", "the server sent none")

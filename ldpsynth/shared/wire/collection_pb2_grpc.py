@@ -44,6 +44,11 @@ class CollectionServiceStub:
                 request_serializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
                 response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
                 _registered_method=True)
+        self.SubmitBatch = channel.unary_unary(
+                '/ldpsynth.v1.CollectionService/SubmitBatch',
+                request_serializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
+                response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
+                _registered_method=True)
         self.SubmitShuffled = channel.unary_unary(
                 '/ldpsynth.v1.CollectionService/SubmitShuffled',
                 request_serializer=ldpsynth_dot_v1_dot_collection__pb2.SealedBatch.SerializeToString,
@@ -72,8 +77,19 @@ class CollectionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitBatch(self, request, context):
+        """One batch in one unary call, for clients that cannot stream a request (browsers, over the
+        Connect protocol or gRPC-Web on a replica's web port; also served over gRPC). The same
+        admission, commit, BatchAck and statuses as a batch of SubmitReports: the ack is sent after
+        every report of the batch is durably committed; a bad batch fails with its status and nothing
+        of it is stored; a retry with the same report ids stores nothing twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SubmitShuffled(self, request, context):
-        """One batch of sealed reports a shuffler mixed (docs/contract.md §15), acknowledged once every
+        """One batch of sealed reports a shuffler mixed (docs/contract.md §16), acknowledged once every
         report of it that opened and is valid is durably committed. Needs the role "shuffler".
         Reports that do not open (tampered, another key's or collection's, garbage) and reports that
         open to something invalid are dropped and counted; the rest are stored. A batch that is bad as
@@ -94,6 +110,11 @@ def add_CollectionServiceServicer_to_server(servicer, server):
             ),
             'SubmitReports': grpc.stream_stream_rpc_method_handler(
                     servicer.SubmitReports,
+                    request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.FromString,
+                    response_serializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.SerializeToString,
+            ),
+            'SubmitBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitBatch,
                     request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.FromString,
                     response_serializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.SerializeToString,
             ),
@@ -155,6 +176,33 @@ class CollectionService:
             request_iterator,
             target,
             '/ldpsynth.v1.CollectionService/SubmitReports',
+            ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
+            ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpsynth.v1.CollectionService/SubmitBatch',
             ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
             ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
             options,

@@ -1,9 +1,9 @@
 /** How many reports one ReportBatch may hold (docs/contract.md §6, "Size"), as the Python SDK cuts them. */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ValidationError } from "./errors.js";
-import { ReportBatchSchema } from "./gen/ldpsynth/v1/collection_pb.js";
+import { ReportBatchSchema, type ReportBatch } from "./gen/ldpsynth/v1/collection_pb.js";
 import { REPORT_ID_BYTES } from "./random.js";
-import type { CollectionInfo } from "./reports.js";
+import { reportBatch, type CollectionInfo, type Reports } from "./reports.js";
 
 /** Bound on what a bytes field adds besides its payload: a one-byte tag and a length varint. */
 const FIELD_HEADER = 1 + 5;
@@ -38,4 +38,28 @@ export function batchCapacity(info: CollectionInfo, channelLimit: number, batchS
     caps.push(batchSize);
   }
   return Math.min(...caps);
+}
+
+/** Reports `start` to `stop` (exclusive). */
+function slice(reports: Reports, start: number, stop: number): Reports {
+  return {
+    reportIds: reports.reportIds.subarray(REPORT_ID_BYTES * start, REPORT_ID_BYTES * stop),
+    privateCodes: reports.privateCodes.slice(start, stop),
+    publicCodes: reports.publicCodes.map((col) => col.slice(start, stop)),
+  };
+}
+
+/**
+ * A submission's reports cut once into batches of at most `capacity`, numbered 0, 1, ... (their
+ * `sequence`): every retry resends a batch as it was first cut, with the same report ids.
+ */
+export function cutBatches(reports: Reports, capacity: number, collection: string,
+  mechanismVersion: string): Map<bigint, ReportBatch> {
+  const n = reports.privateCodes.length;
+  const batches = new Map<bigint, ReportBatch>();
+  for (let start = 0, seq = 0n; start < n; start += capacity, seq++) {
+    batches.set(seq, reportBatch(slice(reports, start, Math.min(n, start + capacity)), collection, mechanismVersion,
+      seq));
+  }
+  return batches;
 }

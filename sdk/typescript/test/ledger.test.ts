@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { MechanismCard } from "../src/card.js";
 import { prepareReports } from "../src/node/device.js";
-import { FileLedger, LedgerError, PrivacyBudgetExceeded } from "../src/node/ledger.js";
+import { CardChanged, FileLedger, LedgerError, PrivacyBudgetExceeded } from "../src/node/ledger.js";
 import { encodeRows } from "../src/rows.js";
 import type { JsonObject } from "../src/json.js";
 import * as frac from "../src/fraction.js";
@@ -76,10 +76,10 @@ test("the spend is exact: 10 reports at the delivered ε reach a budget of 10 ε
   assert.equal(ledger.reports("demo"), 10); // nothing recorded by the refused submission
 });
 
-test("the budget is fixed when the ledger is opened and refuses a submission whole", () => {
+test("the budget is stored when the ledger is created and refuses a submission whole", () => {
   const path = fresh();
   const ledger = new FileLedger(path, { budget: 2 * card.epsilon });
-  assert.equal(ledger.budget, 2 * card.epsilon);
+  assert.equal(ledger.budgetForEpsilon(card.epsilon), 2 * card.epsilon);
   assert.throws(() => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0), row(20, 0)]), ledger),
     PrivacyBudgetExceeded);
   assert.equal(ledger.reports("demo"), 0);
@@ -157,4 +157,64 @@ test("a lock left by a process that is gone is taken over; the lock is released 
   writeFileSync(`${path}.lock`, String(gone));
   assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger).memoized, 0);
   assert.ok(!existsSync(`${path}.lock`));
+});
+
+test("the stored budget holds when the ledger is opened again: lower for a session, never higher", () => {
+  const path = fresh();
+  new FileLedger(path, { budget: 2 * card.epsilon });
+  assert.equal(new FileLedger(path).budgetForEpsilon(card.epsilon), 2 * card.epsilon);
+  assert.equal(new FileLedger(path, { budget: card.epsilon }).budgetForEpsilon(card.epsilon), card.epsilon);
+  assert.throws(() => new FileLedger(path, { budget: 3 * card.epsilon }), (err: unknown) => err instanceof Error
+    && (err as { field?: string }).field === "budget" && /at most/.test(err.message));
+  const byDefault = fresh();
+  new FileLedger(byDefault);
+  assert.equal(new FileLedger(byDefault).budgetForEpsilon(0.5), 5); // 10 x each collection's epsilon
+  assert.deepEqual(JSON.parse(readFileSync(byDefault, "utf-8")).budget, { multiple: 10 });
+});
+
+test("a collection's epsilon is pinned at its first report: a card re-issued at another epsilon is refused", () => {
+  const path = fresh();
+  const ledger = new FileLedger(path);
+  prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger);
+  assert.throws(() => ledger.transaction("demo", 2 * card.epsilon, () => undefined), CardChanged);
+  assert.throws(() => new FileLedger(path).transaction("demo", card.epsilon / 2, () => undefined),
+    (err: unknown) => err instanceof CardChanged && /reset the ledger/.test(err.message));
+  assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger).memoized, 1); // same epsilon: fine
+  const pinned = JSON.parse(readFileSync(path, "utf-8")).pinned as Record<string, string>;
+  assert.deepEqual(pinned, { demo: frac.format(frac.fromFloat(card.epsilon)) });
+  FileLedger.reset(path);
+  new FileLedger(path).transaction("demo", 2 * card.epsilon, () => undefined); // started over knowingly
+});
+
+test("a ledger of format 1 is upgraded at its first open: budget stored, epsilon pinned at spend per report", () => {
+  const path = fresh();
+  prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0)]), new FileLedger(path));
+  const doc = JSON.parse(readFileSync(path, "utf-8"));
+  doc.format = "ldpsynth.ts-ledger/1";
+  delete doc.budget;
+  delete doc.pinned;
+  writeFileSync(path, JSON.stringify(doc));
+  const upgraded = new FileLedger(path, { budget: 3 * card.epsilon });
+  const stored = JSON.parse(readFileSync(path, "utf-8"));
+  assert.equal(stored.format, "ldpsynth.ts-ledger/2");
+  assert.deepEqual(stored.budget, { epsilon: frac.format(frac.times(frac.fromFloat(card.epsilon), 3n)) });
+  assert.deepEqual(stored.pinned, { demo: frac.format(frac.fromFloat(card.epsilon)) });
+  assert.equal(upgraded.reports("demo"), 2);
+  assert.throws(() => upgraded.transaction("demo", 2 * card.epsilon, () => undefined), CardChanged);
+  assert.equal(new FileLedger(path).budgetForEpsilon(card.epsilon), 3 * card.epsilon);
+});
+
+test("a damaged budget or pin is refused", () => {
+  for (const [edit, problem] of [[(d: Record<string, any>) => { d.budget = { epsilon: "0" }; }, /budget/],
+    [(d: Record<string, any>) => { d.budget = { multiple: 2.5 }; }, /budget/],
+    [(d: Record<string, any>) => { delete d.budget; }, /budget/],
+    [(d: Record<string, any>) => { d.pinned = { demo: "nan" }; }, /pinned epsilon/],
+    [(d: Record<string, any>) => { d.pinned = []; }, /malformed/]] as const) {
+    const path = fresh();
+    prepareReports(card, encodeRows(card.schema, [row(18, 0)]), new FileLedger(path));
+    const doc = JSON.parse(readFileSync(path, "utf-8"));
+    edit(doc);
+    writeFileSync(path, JSON.stringify(doc));
+    refusedWith(() => new FileLedger(path), problem);
+  }
 });

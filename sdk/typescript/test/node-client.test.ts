@@ -5,8 +5,7 @@
  * saying why, where the Python environment is missing (`make env` creates it; `make test-ts` does).
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -16,13 +15,12 @@ import { CollectionService } from "../src/gen/ldpsynth/v1/collection_pb.js";
 import { Client } from "../src/node/client.js";
 import { prepareReports } from "../src/node/device.js";
 import { FileLedger } from "../src/node/ledger.js";
-import { RetryPolicy } from "../src/node/retry.js";
+import { RetryPolicy } from "../src/retry.js";
 import { streamReports, SubmitError } from "../src/node/streamer.js";
 import type { Reports } from "../src/reports.js";
 import { encodeRows, type Row } from "../src/rows.js";
+import { NO_REPLICA, startReplica, type Replica } from "./replica.js";
 
-const ROOT = new URL("../../../../", import.meta.url).pathname;
-const BIN = process.env["LDPSYNTH_BIN"] ?? join(ROOT, ".venv", "bin", "ldpsynth");
 const DEVICE = "tok-device-1-0123456789abcdef";
 const DEVICE2 = "tok-device-2-0123456789abcdef";
 const ANALYST = "tok-analyst-fedcba9876543210";
@@ -42,9 +40,9 @@ function statusOf(status: string, method?: string): (err: unknown) => boolean {
   return (err) => err instanceof SubmitError && err.status === status && (method === undefined || err.method === method);
 }
 
-describe("against a real aggregator", { skip: existsSync(BIN) ? false : `${BIN} is missing (run make env)` }, () => {
+describe("against a real aggregator", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-e2e-"));
-  let server: ChildProcess | undefined;
+  let server: Replica | undefined;
   let address = "";
   const ledger = (budget?: number): FileLedger =>
     new FileLedger(join(mkdtempSync(join(dir, "device-")), "ledger.json"), budget === undefined ? {} : { budget });
@@ -63,38 +61,15 @@ describe("against a real aggregator", { skip: existsSync(BIN) ? false : `${BIN} 
       { id: "device-2", token: DEVICE2, collections: "*", roles: ["submit"] },
       { id: "analyst", token: ANALYST, collections: ["demo"], roles: ["query"] }] }));
     chmodSync(join(dir, "tokens.json"), 0o600);
-    server = spawn(BIN, ["aggregator", "serve", "--data-dir", join(dir, "data"), "--host", "127.0.0.1", "--port", "0",
-      "--collection", join(dir, "demo.json"), "--collection", join(dir, "ratings.json"), "--shards", "1",
-      "--tokens", join(dir, "tokens.json"), "--max-rows-per-client", "40", "--grace", "1"],
-    { stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    server.stderr!.on("data", (chunk: Buffer) => {
-      stderr = (stderr + chunk.toString()).slice(-4000);
-    });
-    address = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line in 180 s: ${stderr}`)), 180_000);
-      let out = "";
-      server!.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-        const line = out.split("\n").find((l) => l.includes('"listening"'));
-        if (line) {
-          clearTimeout(timer);
-          resolve((JSON.parse(line) as { address: string }).address);
-        }
-      });
-      server!.on("exit", (code) => reject(new Error(`the server exited with ${code}: ${stderr}`)));
-    });
+    server = await startReplica(["--data-dir", join(dir, "data"), "--collection", join(dir, "demo.json"),
+      "--collection", join(dir, "ratings.json"), "--shards", "1", "--tokens", join(dir, "tokens.json"),
+      "--max-rows-per-client", "40"]);
+    address = server.address;
   });
 
   after(async () => {
     for (const made of clients) made.close();
-    const proc = server;
-    if (!proc || proc.exitCode !== null) return;
-    const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)));
-    proc.kill("SIGTERM");
-    const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 60_000).unref());
-    if (await Promise.race([exited, timeout]) === "timeout") proc.kill("SIGKILL");
-    assert.equal(await exited, 0, "the server stops cleanly on SIGTERM");
+    assert.equal(await server?.stop(), 0, "the server stops cleanly on SIGTERM");
     rmSync(dir, { recursive: true, force: true });
   });
 

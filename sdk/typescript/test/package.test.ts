@@ -26,3 +26,18 @@ test("the core bundles for browsers: nothing of Node in @ldpsynth/sdk (the ledge
     assert.ok(name in node, name);
   }
 });
+
+test("the web entry bundles for browsers: nothing of Node, no connect-node (@ldpsynth/sdk/web)", async () => {
+  const { build } = await import("esbuild");
+  const result = await build({ entryPoints: [new URL("../../src/web/index.ts", import.meta.url).pathname], bundle: true,
+    platform: "browser", format: "esm", write: false, metafile: true, logLevel: "silent" });
+  const inputs = Object.keys(result.metafile.inputs);
+  assert.ok(!inputs.some((p) => p.includes("src/node/") || p.includes("connect-node") || p.startsWith("node:")),
+    inputs.join(", "));
+  assert.ok(inputs.some((p) => p.includes("@connectrpc/connect-web")));
+  const web = await import("@ldpsynth/sdk/web");
+  for (const name of ["IndexedDbLedger", "WebClient", "prepareReports", "SubmitError", "CardChanged",
+    "PrivacyBudgetExceeded", "encodeRows", "MechanismCard"]) {
+    assert.ok(name in web, name);
+  }
+});

@@ -10,7 +10,7 @@ import { after, before, test } from "node:test";
 import { Code, ConnectError, createClient, type ConnectRouter } from "@connectrpc/connect";
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
 import { CollectionService, type ReportBatch } from "../src/gen/ldpsynth/v1/collection_pb.js";
-import { RetryPolicy } from "../src/node/retry.js";
+import { RetryPolicy } from "../src/retry.js";
 import { streamReports, SubmitError } from "../src/node/streamer.js";
 import type { Reports } from "../src/reports.js";
 

@@ -14,13 +14,11 @@ import { validateReports, type CollectionInfo, type Reports } from "../reports.j
 import { encodeColumns, encodeRows, type Columns, type Row } from "../rows.js";
 import { prepareReports } from "./device.js";
 import type { FileLedger } from "./ledger.js";
-import { isRetryable, RetryPolicy, statusOf } from "./retry.js";
+import { isRetryable, RetryPolicy, statusOf } from "../retry.js";
 import { streamReports, SubmitError, type StreamResult } from "./streamer.js";
+import { bearerHeaders, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult } from "../call-options.js";
 
-/** Milliseconds each call may take (GetCollection, and each SubmitReports attempt). */
-export const DEFAULT_TIMEOUT_MS = 30_000;
-/** The channel's message limit when none is given: the protocol's default max_message_bytes. */
-export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+export { DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult };
 
 export interface ClientOptions {
   /** Bearer token, sent as `authorization: Bearer <token>` on every call. */
@@ -30,23 +28,7 @@ export interface ClientOptions {
   readonly maxMessageBytes?: number;
 }
 
-export interface SubmitResult extends StreamResult {
-  readonly collection: string;
-  readonly rows: number;
-  /** Rows that reused a memoized report and cost no ε. */
-  readonly memoized: number;
-  readonly epsilonSpent: number;
-  readonly epsilonTotal: number;
-}
 
-function bearerHeaders(token: string | undefined): Record<string, string> {
-  if (token === undefined) return {};
-  if (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token)) {
-    throw new ValidationError("token", "a non-empty string of printable ASCII characters without spaces",
-      "malformed token");
-  }
-  return { authorization: `Bearer ${token}` };
-}
 
 export class Client {
   readonly timeoutMs: number;

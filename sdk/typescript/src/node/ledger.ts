@@ -1,21 +1,26 @@
 /**
  * The device's privacy ledger in Node (docs/contract.md §5, §14), with the semantics of the Python
- * SDK's `PrivacyLedger` (client/ledger.py):
+ * SDK's `PrivacyLedger` (client/ledger.py) and the rules every ledger of this SDK keeps
+ * (../ledger-rules.ts):
  *
  * - Basic composition, exactly: a collection's spend is the sum of the card's delivered ε over its
- *   new reports, kept as an exact rational. The budget per collection is fixed when the ledger is
- *   opened (`budget`, or 10 × the collection's ε); a submission that would pass it is refused whole
- *   (PrivacyBudgetExceeded) and nothing is recorded.
+ *   new reports, kept as an exact rational. The budget is fixed when the ledger is created and stored
+ *   in it (`budget`, or 10 × each collection's ε); a later `budget` may lower it for a session, never
+ *   raise it. A submission that would pass it is refused whole (PrivacyBudgetExceeded), nothing recorded.
+ * - The ε a collection is released at is pinned at the device's first report to it: a card re-issued
+ *   under the same name at another ε is refused (CardChanged) until `FileLedger.reset`.
  * - Memoization: a row (collection fingerprint, public codes, raw private code) is reported once;
  *   seen again, its first report (same id, same perturbed code) is reused and costs nothing. The memo
  *   is keyed by HMAC-SHA256 under a random 32-byte device secret, never by the raw row.
- * - Spend before send: the spend and the memo are written durably (a whole new file, fsynced, renamed
- *   over the old one, directory fsynced) before any report is returned to be sent.
+ * - Spend before send: the pin, the spend and the memo are written durably (a whole new file, fsynced,
+ *   renamed over the old one, directory fsynced) before any report is returned to be sent.
  * - Refused, never repaired or recreated: a ledger is created only where there is no ledger file and
  *   no marker `<ledger>.created` (the ledger's id, an HMAC of a constant under its secret); a missing
- *   ledger whose marker is left, an empty or unreadable file, another format, a damaged spend or memo,
- *   a ledger that is not the one its marker names: LedgerError, never a fresh ledger at ε = 0.
- *   `FileLedger.reset` starts over knowingly, moving the old files aside.
+ *   ledger whose marker is left, an empty or unreadable file, another format, a damaged budget, pin,
+ *   spend or memo, a ledger that is not the one its marker names: LedgerError, never a fresh ledger at
+ *   ε = 0. `FileLedger.reset` starts over knowingly, moving the old files aside. A ledger of format 1
+ *   (written before budgets and pins were stored) is upgraded at its first open: the budget given
+ *   then (else the default) is stored and each collection's ε is pinned at its spend per report.
  *
  * The file is this SDK's own JSON format (not the Python SDK's SQLite file, which it refuses): a
  * device must keep using one SDK's ledger for a collection. One process at a time writes it (a lock
@@ -28,17 +33,28 @@ import {
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
+import type { MemoEntry } from "../device-core.js";
 import { ValidationError } from "../errors.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
+import { collectionIdentity } from "../fingerprint.js";
+import {
+  Budget, CardChanged, charge, checkedPin, checkedSpend, checkPinned, DEFAULT_BUDGET_MULTIPLE, LedgerError, NO_SPEND,
+  PrivacyBudgetExceeded, type Spend,
+} from "../ledger-rules.js";
 import { checkEpsilon } from "../validation.js";
 
+export { Budget, CardChanged, DEFAULT_BUDGET_MULTIPLE, LedgerError, PrivacyBudgetExceeded };
+
+export type { MemoEntry };
+
 export const LEDGER_ENV = "LDPSYNTH_TS_LEDGER";
-export const DEFAULT_BUDGET_MULTIPLE = 10;
 export const MARKER_SUFFIX = ".created";
 const LOCK_SUFFIX = ".lock";
-const FORMAT = "ldpsynth.ts-ledger/1";
+const FORMAT = "ldpsynth.ts-ledger/2";
+/** The format written before budgets and pins were stored: upgraded at its first open. */
+const FORMAT_1 = "ldpsynth.ts-ledger/1";
 const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
 const SECRET_BYTES = 32;
 const MEMO_DOMAIN = Buffer.from("ldpsynth-memo/1");
@@ -47,22 +63,6 @@ const LOCK_WAIT_MS = 30_000;
 const SOUND = "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
   + "FileLedger.reset; docs/contract.md §14)";
 
-/** The ledger is unreadable, damaged, replaced, or missing where one existed. `field` is `ledger`. */
-export class LedgerError extends ValidationError {
-  constructor(problem: string, legal: string = SOUND) {
-    super("ledger", legal, problem);
-    this.name = "LedgerError";
-  }
-}
-
-/** A submission would spend more ε on a collection than the device's budget allows. */
-export class PrivacyBudgetExceeded extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "PrivacyBudgetExceeded";
-  }
-}
-
 /** `$LDPSYNTH_TS_LEDGER`, else `$XDG_DATA_HOME/ldpsynth/ledger.json` (`~/.local/share` by default). */
 export function defaultLedgerPath(): string {
   const explicit = process.env[LEDGER_ENV];
@@ -70,27 +70,18 @@ export function defaultLedgerPath(): string {
   return join(process.env["XDG_DATA_HOME"] || join(homedir(), ".local", "share"), "ldpsynth", "ledger.json");
 }
 
-interface Spend {
-  epsilon: Fraction;
-  reports: number;
-}
-
-/** A memoized report: its collection, its id and its perturbed code. */
-export interface MemoEntry {
-  readonly collection: string;
-  readonly reportId: Uint8Array;
-  readonly privateCode: bigint;
-}
-
 interface State {
   secret: Buffer;
   device: Record<string, JsonValue>;
+  /** undefined: a ledger of format 1, whose budget is stored at its first open. */
+  budget: Budget | undefined;
+  pinned: Map<string, Fraction>;
   spend: Map<string, Spend>;
   memo: Map<string, MemoEntry>;
 }
 
 function refused(path: string, problem: string): LedgerError {
-  return new LedgerError(`${path}: ${problem}`);
+  return new LedgerError(`${path}: ${problem}`, SOUND);
 }
 
 function shown(value: unknown): string {
@@ -124,6 +115,7 @@ function staged(path: string, text: string): string {
   return name;
 }
 
+/** The ledger's text (its budget must be known: a format-1 state is upgraded first). */
 function serialise(state: State): string {
   const spend: Record<string, JsonValue> = {};
   for (const [collection, s] of state.spend) spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
@@ -131,7 +123,10 @@ function serialise(state: State): string {
   for (const [key, m] of state.memo) {
     memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode)];
   }
-  return JSON.stringify({ format: FORMAT, memo_secret: state.secret.toString("hex"), device: state.device, spend, memo });
+  const pinned: Record<string, JsonValue> = {};
+  for (const [collection, epsilon] of state.pinned) pinned[collection] = frac.format(epsilon);
+  return JSON.stringify({ format: FORMAT, memo_secret: state.secret.toString("hex"), device: state.device,
+    budget: state.budget!.toJson(), pinned, spend, memo });
 }
 
 const SECRET_HEX = new RegExp(`^[0-9a-f]{${2 * SECRET_BYTES}}$`);
@@ -140,24 +135,6 @@ const ID_HEX = /^[0-9a-f]{32}$/;
 
 function isPlain(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function checkedSpend(path: string, collection: string, row: unknown): Spend {
-  const record = isPlain(row) ? row : {};
-  const epsilon = frac.parse(record["epsilon"]);
-  if (epsilon === undefined || epsilon.num < 0n) {
-    throw refused(path, `collection ${shown(collection)}: the epsilon spent is ${shown(record["epsilon"])}, `
-      + "not an exact number >= 0");
-  }
-  const reports = record["reports"];
-  if (typeof reports !== "number" || !Number.isSafeInteger(reports) || reports < 0) {
-    throw refused(path, `collection ${shown(collection)}: the reports count is ${shown(reports)}, not an integer >= 0`);
-  }
-  if ((epsilon.num === 0n) !== (reports === 0)) {
-    throw refused(path, `collection ${shown(collection)}: epsilon spent for ${reports} reports `
-      + "(every report costs epsilon > 0)");
-  }
-  return { epsilon, reports };
 }
 
 /** Parse and check a whole ledger file (see the module comment); LedgerError on any damage. */
@@ -179,7 +156,10 @@ function readState(path: string): State {
   } catch {
     throw refused(path, "the ledger file is not a ledger of this SDK (not JSON)");
   }
-  if (!isPlain(doc) || doc["format"] !== FORMAT) throw refused(path, `it is not a ledger of format ${FORMAT}`);
+  if (!isPlain(doc) || (doc["format"] !== FORMAT && doc["format"] !== FORMAT_1)) {
+    throw refused(path, `it is not a ledger of format ${FORMAT}`);
+  }
+  const current = doc["format"] === FORMAT;
   const secretHex = doc["memo_secret"];
   if (typeof secretHex !== "string" || !SECRET_HEX.test(secretHex)) {
     throw refused(path, `its memo secret is ${shown(secretHex)}, not ${SECRET_BYTES} random bytes`);
@@ -190,8 +170,24 @@ function readState(path: string): State {
   if (!isPlain(spendDoc) || !isPlain(memoDoc) || !isPlain(device)) {
     throw refused(path, "its tables are missing or malformed");
   }
+  const budget = current ? Budget.fromJson(doc["budget"]) : undefined;
+  if (current && !budget) throw refused(path, `its budget is ${shown(doc["budget"])}, not a budget the ledger writes`);
+  const pinnedDoc = current ? doc["pinned"] : {};
+  if (!isPlain(pinnedDoc)) throw refused(path, "its tables are missing or malformed");
+  const pinned = new Map<string, Fraction>();
+  for (const [collection, value] of Object.entries(pinnedDoc)) {
+    const epsilon = checkedPin(value);
+    if (!epsilon) {
+      throw refused(path, `collection ${shown(collection)}: its pinned epsilon is ${shown(value)}, not an exact number > 0`);
+    }
+    pinned.set(collection, epsilon);
+  }
   const spend = new Map<string, Spend>();
-  for (const [collection, row] of Object.entries(spendDoc)) spend.set(collection, checkedSpend(path, collection, row));
+  for (const [collection, row] of Object.entries(spendDoc)) {
+    const checked = checkedSpend(collection, row);
+    if (typeof checked === "string") throw refused(path, checked);
+    spend.set(collection, checked);
+  }
   const memo = new Map<string, MemoEntry>();
   const counts = new Map<string, number>();
   for (const [key, row] of Object.entries(memoDoc)) {
@@ -210,7 +206,7 @@ function readState(path: string): State {
         + "(the ledger records both together)");
     }
   }
-  return { secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, spend, memo };
+  return { secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, budget, pinned, spend, memo };
 }
 
 function writeMarker(path: string, id: string, reset?: JsonValue): void {
@@ -250,10 +246,10 @@ function exists(path: string): boolean {
 }
 
 /** Build a complete new ledger under a temporary name and link it into place (never over a file). */
-function createLedger(path: string, device: Record<string, JsonValue> = {}): Buffer {
+function createLedger(path: string, budget: Budget, device: Record<string, JsonValue> = {}): Buffer {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const secret = randomBytes(SECRET_BYTES);
-  const built = staged(path, serialise({ secret, device, spend: new Map(), memo: new Map() }));
+  const built = staged(path, serialise({ secret, device, budget, pinned: new Map(), spend: new Map(), memo: new Map() }));
   try {
     linkSync(built, path);
   } finally {
@@ -261,6 +257,23 @@ function createLedger(path: string, device: Record<string, JsonValue> = {}): Buf
   }
   fsyncDirectory(dirname(path));
   return secret;
+}
+
+/** Format 1 -> 2 under the lock: store `budget`, pin each collection's ε at its spend per report. */
+function upgrade(path: string, budget: Budget): State {
+  return locked(path, () => {
+    const state = readState(path);
+    if (state.budget !== undefined) return state; // another process just did it
+    state.budget = budget;
+    for (const [collection, spend] of state.spend) {
+      if (spend.reports > 0) {
+        state.pinned.set(collection, frac.fraction(spend.epsilon.num, spend.epsilon.den * BigInt(spend.reports)));
+      }
+    }
+    renameSync(staged(path, serialise(state)), path);
+    fsyncDirectory(dirname(path));
+    return state;
+  });
 }
 
 function sleep(ms: number): void {
@@ -324,7 +337,7 @@ export class LedgerTransaction {
     private readonly budget: Fraction) {}
 
   private get spend(): Spend {
-    return this.state.spend.get(this.collection) ?? { epsilon: frac.ZERO, reports: 0 };
+    return this.state.spend.get(this.collection) ?? NO_SPEND;
   }
 
   /** ε spent on the collection so far, this transaction's records included. */
@@ -339,7 +352,8 @@ export class LedgerTransaction {
       const entry = this.state.memo.get(key);
       if (entry === undefined) continue;
       if (entry.collection !== this.collection) {
-        throw new LedgerError(`a memo key of collection ${shown(this.collection)} is recorded under another collection`);
+        throw new LedgerError(`a memo key of collection ${shown(this.collection)} is recorded under another collection`,
+          SOUND);
       }
       found.set(key, entry);
     }
@@ -349,48 +363,45 @@ export class LedgerTransaction {
   /** Charge ε for new reports and memoize them; throws, recording nothing, if that would pass the budget. */
   record(keys: readonly string[], reportIds: Uint8Array, codes: readonly bigint[]): void {
     const count = keys.length;
-    const current = this.spend;
-    const total = frac.add(current.epsilon, frac.times(this.epsilon, BigInt(count)));
-    if (frac.compare(total, this.budget) > 0) {
-      throw new PrivacyBudgetExceeded(`collection ${JSON.stringify(this.collection)}: ${count} new reports at epsilon `
-        + `${frac.toFloat(this.epsilon).toPrecision(6)} each would bring the epsilon spent to `
-        + `${frac.toFloat(total).toPrecision(6)}, over this device's budget of `
-        + `${frac.toFloat(this.budget).toPrecision(6)} (spent so far ${frac.toFloat(current.epsilon).toPrecision(6)}; `
-        + "basic composition)");
-    }
+    const spend = charge(this.collection, this.spend, this.epsilon, this.budget, count);
     if (!count) return;
     if (new Set(keys).size !== count || keys.some((key) => this.state.memo.has(key))) {
-      throw new LedgerError("a report recorded twice (memo keys must be new and distinct)");
+      throw new LedgerError("a report recorded twice (memo keys must be new and distinct)", SOUND);
     }
     keys.forEach((key, i) => {
       this.state.memo.set(key, { collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
         privateCode: codes[i]! });
     });
-    this.state.spend.set(this.collection, { epsilon: total, reports: current.reports + count });
+    this.state.spend.set(this.collection, spend);
     this.recorded += count;
   }
 
-  /** Whether anything was recorded (the file is rewritten only then). */
+  /** Whether anything was recorded. */
   get changed(): boolean {
     return this.recorded > 0;
   }
 }
 
 export interface LedgerOptions {
-  /** The ε a device may spend per collection (finite, > 0); default 10 × the collection's ε. */
+  /**
+   * The ε a device may spend per collection (finite, > 0). A new ledger stores it (undefined: 10 × each
+   * collection's ε); with an existing ledger it may only lower the stored budget for this session.
+   */
   readonly budget?: number;
 }
 
 /** A device's privacy ledger in one file next to its marker. */
 export class FileLedger {
   readonly path: string;
-  /** The per-collection budget fixed when the ledger was opened (undefined: 10 × the collection's ε). */
-  readonly budget: number | undefined;
+  /** The budget stored when the ledger was created. */
+  readonly budget: Budget;
+  /** This session's budget per collection (undefined: the stored one). */
+  readonly sessionBudget: number | undefined;
   private readonly secret: Buffer;
 
   /** Open the ledger at `path` (default {@link defaultLedgerPath}), creating it only where none ever was. */
   constructor(path: string = defaultLedgerPath(), options: LedgerOptions = {}) {
-    this.budget = options.budget === undefined ? undefined : checkEpsilon(options.budget, "budget");
+    this.sessionBudget = options.budget === undefined ? undefined : checkEpsilon(options.budget, "budget");
     this.path = path;
     if (!exists(path)) {
       const marker = `${path}${MARKER_SUFFIX}`;
@@ -399,28 +410,35 @@ export class FileLedger {
           + "a new ledger would let rows already reported be reported afresh");
       }
       try {
-        createLedger(path);
+        createLedger(path, Budget.of(this.sessionBudget));
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
           throw refused(path, `cannot create it (${(err as Error).message})`);
         }
       }
     }
-    const state = readState(path);
+    let state = readState(path);
     this.secret = state.secret;
     checkMarker(path, ledgerId(state.secret));
+    if (state.budget === undefined) state = upgrade(path, Budget.of(this.sessionBudget));
+    this.budget = state.budget!;
+    if (this.sessionBudget !== undefined && this.budget.epsilon !== undefined) {
+      this.budget.effective(this.budget.epsilon, frac.fromFloat(this.sessionBudget)); // never above the stored one
+    }
   }
 
   /**
    * Start this device over, knowingly: the ledger and its marker are renamed `<ledger>.reset-<UTC time>`
-   * (never deleted) and a new ledger records what was moved. ε restarts at 0: only the server's
-   * per-credential quota bounds what the device adds afterwards. Returns the record.
+   * (never deleted) and a new ledger, with `budget` (undefined: the default), records what was moved.
+   * ε restarts at 0: only the server's per-credential quota bounds what the device adds afterwards.
+   * Returns the record.
    */
-  static reset(path: string = defaultLedgerPath()): Record<string, JsonValue> {
+  static reset(path: string = defaultLedgerPath(), options: LedgerOptions = {}): Record<string, JsonValue> {
+    const budget = Budget.of(options.budget);
     const now = new Date();
     const aside = `${path}.reset-${now.toISOString().replace(/[-:.]/g, "")}`;
     const moved: Record<string, JsonValue> = {};
-    const record: Record<string, JsonValue> = { at: now.toISOString(), moved };
+    const record: Record<string, JsonValue> = { at: now.toISOString(), moved, budget: budget.describe() };
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     return locked(path, () => {
       for (const [from, to] of [[path, aside], [`${path}${MARKER_SUFFIX}`, `${aside}${MARKER_SUFFIX}`]] as const) {
@@ -429,18 +447,18 @@ export class FileLedger {
         unlinkSync(from);
         moved[basename(from)] = basename(to);
       }
-      const secret = createLedger(path, { reset: record });
+      const secret = createLedger(path, budget, { reset: record });
       writeMarker(path, ledgerId(secret), record);
       return record;
     });
   }
 
   private budgetFor(epsilon: number): Fraction {
-    return this.budget !== undefined ? frac.fromFloat(this.budget)
-      : frac.times(frac.fromFloat(checkEpsilon(epsilon, "epsilon")), BigInt(DEFAULT_BUDGET_MULTIPLE));
+    const session = this.sessionBudget === undefined ? undefined : frac.fromFloat(this.sessionBudget);
+    return this.budget.effective(frac.fromFloat(checkEpsilon(epsilon, "epsilon")), session);
   }
 
-  /** The budget of a collection released at `epsilon`. */
+  /** The budget of a collection released at `epsilon` (this session's, if it set a lower one). */
   budgetForEpsilon(epsilon: number): number {
     return frac.toFloat(this.budgetFor(epsilon));
   }
@@ -480,9 +498,13 @@ export class FileLedger {
     return locked(this.path, () => {
       const state = readState(this.path);
       if (!state.secret.equals(this.secret)) throw refused(this.path, "it is not the ledger opened (its secret changed)");
+      if (state.budget === undefined) throw refused(this.path, "it was put back to format 1 after it was opened");
+      const pinned = state.pinned.get(collection);
+      checkPinned(collection, pinned, eps);
       const tx = new LedgerTransaction(state, collection, eps, budget);
       const result = body(tx);
-      if (tx.changed) {
+      if (pinned === undefined) state.pinned.set(collection, eps);
+      if (tx.changed || pinned === undefined) {
         renameSync(staged(this.path, serialise(state)), this.path);
         fsyncDirectory(dirname(this.path));
       }
@@ -493,19 +515,5 @@ export class FileLedger {
 
 /** SHA-256 of what a report means: the schema, the version, |D| and E's exact weights. */
 export function collectionFingerprint(card: MechanismCard): Uint8Array {
-  const identity = canonical({
-    schema: card.schema.toJson(), version: card.version, domain_size: card.domainSize,
-    keep_weight: String(card.keepWeight), lie_weight: String(card.lieWeight),
-  });
-  return new Uint8Array(createHash("sha256").update(identity).digest());
-}
-
-/** JSON with sorted keys and bigints as integers (a stable text of a JSON value). */
-function canonical(value: JsonValue): string {
-  if (typeof value === "bigint") return value.toString();
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
+  return new Uint8Array(createHash("sha256").update(collectionIdentity(card)).digest());
 }

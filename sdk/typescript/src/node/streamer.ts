@@ -6,44 +6,13 @@
  * unacknowledged, with the same report ids, so the server stores every report once.
  */
 import type { Client } from "@connectrpc/connect";
-import { reportBatch, type Reports } from "../reports.js";
+import { cutBatches } from "../batching.js";
+import type { Reports } from "../reports.js";
 import type { CollectionService, ReportBatch } from "../gen/ldpsynth/v1/collection_pb.js";
-import { isRetryable, statusOf, type RetryPolicy } from "./retry.js";
+import { isRetryable, statusOf, type RetryPolicy } from "../retry.js";
+import { SubmitError, type StreamResult } from "../submit-error.js";
 
-/** A call failed for good: a final status, or a retryable one after the last attempt. */
-export class SubmitError extends Error {
-  constructor(
-    readonly method: "GetCollection" | "SubmitReports",
-    /** The gRPC status name, e.g. `INVALID_ARGUMENT`. */
-    readonly status: string,
-    /** The server's message (the contract forbids it to echo a private value). */
-    readonly details: string,
-    readonly attempts: number,
-    readonly sent = 0,
-    /** Reports newly committed before the failure (they stay committed). */
-    readonly acknowledged = 0,
-    readonly duplicates = 0,
-  ) {
-    const tries = attempts > 1 ? ` after ${attempts} attempts` : "";
-    const progress = method === "SubmitReports"
-      ? `; ${acknowledged + duplicates} of ${sent} reports acknowledged before the error (${acknowledged} new, `
-        + `${duplicates} duplicates)` : "";
-    super(`${method} failed with ${status}${tries}: ${details || "no details"}${progress}`);
-    this.name = "SubmitError";
-  }
-}
-
-export interface StreamResult {
-  /** Reports in the submission (each counted once, however often it was resent). */
-  readonly sent: number;
-  /** Reports the server newly committed. */
-  readonly acknowledged: number;
-  /** Reports the server already held. */
-  readonly duplicates: number;
-  readonly batches: number;
-  /** Attempts after the first. */
-  readonly retries: number;
-}
+export { SubmitError, type StreamResult };
 
 export interface StreamOptions {
   readonly collection: string;
@@ -56,23 +25,11 @@ export interface StreamOptions {
   readonly retry: RetryPolicy;
 }
 
-function slice(reports: Reports, start: number, stop: number): Reports {
-  return {
-    reportIds: reports.reportIds.subarray(16 * start, 16 * stop),
-    privateCodes: reports.privateCodes.slice(start, stop),
-    publicCodes: reports.publicCodes.map((col) => col.slice(start, stop)),
-  };
-}
-
 /** Deliver `reports`, retrying until every batch is acknowledged; SubmitError on a final failure. */
 export async function streamReports(client: Client<typeof CollectionService>, reports: Reports,
   options: StreamOptions): Promise<StreamResult> {
   const n = reports.privateCodes.length;
-  const pending = new Map<bigint, ReportBatch>();
-  for (let start = 0, seq = 0n; start < n; start += options.capacity, seq++) {
-    pending.set(seq, reportBatch(slice(reports, start, Math.min(n, start + options.capacity)), options.collection,
-      options.mechanismVersion, seq));
-  }
+  const pending = cutBatches(reports, options.capacity, options.collection, options.mechanismVersion);
   const batches = pending.size;
   let acknowledged = 0;
   let duplicates = 0;

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/collection.proto.
  */
 export const file_ldpsynth_v1_collection: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIqkBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cxIlCgdzZWFsaW5nGAYgASgLMhQubGRwc3ludGgudjEuU2VhbGluZyKKAQoHU2VhbGluZxINCgVzdWl0ZRgBIAEoCRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBIOCgZrZXlfaWQYBiABKAwSGwoTc2VhbGVkX3JlcG9ydF9ieXRlcxgHIAEoDSKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0iVAoLU2VhbGVkQmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIOCgZrZXlfaWQYAiABKAwSEAoIc2VxdWVuY2UYAyABKAQSDwoHcmVwb3J0cxgEIAEoDCJtCgtTaHVmZmxlZEFjaxIQCghzZXF1ZW5jZRgBIAEoBBIQCghhY2NlcHRlZBgCIAEoDRISCgpkdXBsaWNhdGVzGAMgASgNEhUKDXVuZGVjcnlwdGFibGUYBCABKA0SDwoHaW52YWxpZBgFIAEoDTLsAQoRQ29sbGVjdGlvblNlcnZpY2USSwoNR2V0Q29sbGVjdGlvbhIhLmxkcHN5bnRoLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhcubGRwc3ludGgudjEuQ29sbGVjdGlvbhJECg1TdWJtaXRSZXBvcnRzEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFjaygBMAESRAoOU3VibWl0U2h1ZmZsZWQSGC5sZHBzeW50aC52MS5TZWFsZWRCYXRjaBoYLmxkcHN5bnRoLnYxLlNodWZmbGVkQWNrYgZwcm90bzM");
+  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIqkBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cxIlCgdzZWFsaW5nGAYgASgLMhQubGRwc3ludGgudjEuU2VhbGluZyKKAQoHU2VhbGluZxINCgVzdWl0ZRgBIAEoCRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBIOCgZrZXlfaWQYBiABKAwSGwoTc2VhbGVkX3JlcG9ydF9ieXRlcxgHIAEoDSKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0iVAoLU2VhbGVkQmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIOCgZrZXlfaWQYAiABKAwSEAoIc2VxdWVuY2UYAyABKAQSDwoHcmVwb3J0cxgEIAEoDCJtCgtTaHVmZmxlZEFjaxIQCghzZXF1ZW5jZRgBIAEoBBIQCghhY2NlcHRlZBgCIAEoDRISCgpkdXBsaWNhdGVzGAMgASgNEhUKDXVuZGVjcnlwdGFibGUYBCABKA0SDwoHaW52YWxpZBgFIAEoDTKsAgoRQ29sbGVjdGlvblNlcnZpY2USSwoNR2V0Q29sbGVjdGlvbhIhLmxkcHN5bnRoLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhcubGRwc3ludGgudjEuQ29sbGVjdGlvbhJECg1TdWJtaXRSZXBvcnRzEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFjaygBMAESPgoLU3VibWl0QmF0Y2gSGC5sZHBzeW50aC52MS5SZXBvcnRCYXRjaBoVLmxkcHN5bnRoLnYxLkJhdGNoQWNrEkQKDlN1Ym1pdFNodWZmbGVkEhgubGRwc3ludGgudjEuU2VhbGVkQmF0Y2gaGC5sZHBzeW50aC52MS5TaHVmZmxlZEFja2IGcHJvdG8z");
 
 /**
  * @generated from message ldpsynth.v1.GetCollectionRequest
@@ -265,7 +265,7 @@ export const BatchAckSchema: GenMessage<BatchAck> = /*@__PURE__*/
   messageDesc(file_ldpsynth_v1_collection, 5);
 
 /**
- * n sealed reports of one collection, each sealed on its own to the key named (docs/contract.md §15):
+ * n sealed reports of one collection, each sealed on its own to the key named (docs/contract.md §16):
  * what a device sends a shuffler (ShufflerService.SubmitSealed) and what a shuffler forwards to the
  * replicas (CollectionService.SubmitShuffled).
  *
@@ -382,7 +382,21 @@ export const CollectionService: GenService<{
     output: typeof BatchAckSchema;
   },
   /**
-   * One batch of sealed reports a shuffler mixed (docs/contract.md §15), acknowledged once every
+   * One batch in one unary call, for clients that cannot stream a request (browsers, over the
+   * Connect protocol or gRPC-Web on a replica's web port; also served over gRPC). The same
+   * admission, commit, BatchAck and statuses as a batch of SubmitReports: the ack is sent after
+   * every report of the batch is durably committed; a bad batch fails with its status and nothing
+   * of it is stored; a retry with the same report ids stores nothing twice.
+   *
+   * @generated from rpc ldpsynth.v1.CollectionService.SubmitBatch
+   */
+  submitBatch: {
+    methodKind: "unary";
+    input: typeof ReportBatchSchema;
+    output: typeof BatchAckSchema;
+  },
+  /**
+   * One batch of sealed reports a shuffler mixed (docs/contract.md §16), acknowledged once every
    * report of it that opened and is valid is durably committed. Needs the role "shuffler".
    * Reports that do not open (tampered, another key's or collection's, garbage) and reports that
    * open to something invalid are dropped and counted; the rest are stored. A batch that is bad as

@@ -1,4 +1,4 @@
-// ldpsynth wire contract, version 1: what a device sends a shuffler (docs/contract.md §15).
+// ldpsynth wire contract, version 1: what a device sends a shuffler (docs/contract.md §16).
 //
 // The shuffler is a separate tier, run by another party than the aggregator: it sees who sends
 // (connection metadata) and sealed reports it cannot open; it strips the metadata, batches,

@@ -4,7 +4,7 @@
  * exponential backoff and equal jitter; every other status is final.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ValidationError } from "../errors.js";
+import { ValidationError } from "./errors.js";
 
 /** gRPC status names by code (Connect's codes are gRPC's). */
 const NAMES: Record<number, string> = {

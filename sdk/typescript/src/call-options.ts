@@ -1,0 +1,39 @@
+/**
+ * What every client of the SDK sends and returns, whatever its transport (gRPC from Node, the
+ * Connect protocol or gRPC-Web from a browser): the bearer token header, the default deadline and
+ * message limit, and the result of a submission.
+ */
+import { ValidationError } from "./errors.js";
+import type { StreamResult } from "./submit-error.js";
+
+/** Milliseconds each call may take (GetCollection, and each submission attempt). */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+/** The channel's message limit when none is given: the protocol's default max_message_bytes. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+export interface SubmitResult extends StreamResult {
+  readonly collection: string;
+  readonly rows: number;
+  /** Rows that reused a memoized report and cost no ε. */
+  readonly memoized: number;
+  readonly epsilonSpent: number;
+  readonly epsilonTotal: number;
+}
+
+/** `authorization: Bearer <token>` (none without a token); ValidationError for a malformed token. */
+export function bearerHeaders(token: string | undefined): Record<string, string> {
+  if (token === undefined) return {};
+  if (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token)) {
+    throw new ValidationError("token", "a non-empty string of printable ASCII characters without spaces",
+      "malformed token");
+  }
+  return { authorization: `Bearer ${token}` };
+}
+
+/** A call's deadline in milliseconds, checked. */
+export function checkTimeout(timeoutMs: number): number {
+  if (!(timeoutMs > 0 && Number.isFinite(timeoutMs))) {
+    throw new ValidationError("timeoutMs", "a finite number of milliseconds > 0", "out of range");
+  }
+  return timeoutMs;
+}

@@ -1,0 +1,95 @@
+/**
+ * A device's rows to the reports it may send, whatever keeps its ledger (a file in Node, IndexedDB in
+ * a browser): identical rows share one report, a memoized row reuses its report (same id, same
+ * perturbed code), every other row gets a fresh id and a fresh perturbation. The only place where
+ * raw private codes meet randomness. The caller charges the fresh reports in the same ledger
+ * transaction in which it looked up the memo, before anything is sent.
+ */
+import type { MechanismCard } from "./card.js";
+import * as frac from "./fraction.js";
+import { newReportIds, REPORT_ID_BYTES } from "./random.js";
+import type { Reports } from "./reports.js";
+import type { EncodedRows } from "./rows.js";
+import { perturb } from "./sampler.js";
+
+/** A memoized report: its collection, its id and its perturbed code. */
+export interface MemoEntry {
+  readonly collection: string;
+  readonly reportId: Uint8Array;
+  readonly privateCode: bigint;
+}
+
+/** The reports of one submission, already charged and memoized in the ledger. */
+export interface PreparedReports {
+  /** One report per distinct row, in the order of first appearance (identical rows share theirs). */
+  readonly reports: Reports;
+  readonly rows: number;
+  /** Rows that reused a memoized report (from an earlier submission or an identical earlier row). */
+  readonly memoized: number;
+  /** ε charged by this submission (new reports × the card's delivered ε). */
+  readonly epsilonSpent: number;
+  /** ε spent on the collection by this device, this submission included. */
+  readonly epsilonTotal: number;
+}
+
+/** The distinct memo keys of a submission, in order of first appearance, and the first row of each. */
+export interface ReportPlan {
+  readonly distinct: readonly string[];
+  readonly rowOf: readonly number[];
+}
+
+export function planReports(keys: readonly string[]): ReportPlan {
+  const firstRow = new Map<string, number>();
+  keys.forEach((key, i) => {
+    if (!firstRow.has(key)) firstRow.set(key, i);
+  });
+  return { distinct: [...firstRow.keys()], rowOf: [...firstRow.values()] };
+}
+
+/** A submission's reports, and the fresh ones the ledger must record (their keys, ids and codes). */
+export interface FilledReports {
+  readonly reports: Reports;
+  readonly freshKeys: string[];
+  readonly freshIds: Uint8Array;
+  readonly freshCodes: bigint[];
+}
+
+/** Memoized reports where `known` has them, fresh ids and perturbations (the CSPRNG) elsewhere. */
+export function fillReports(card: MechanismCard, rows: EncodedRows, plan: ReportPlan,
+  known: ReadonlyMap<string, MemoEntry>): FilledReports {
+  const { distinct, rowOf } = plan;
+  const ids = new Uint8Array(REPORT_ID_BYTES * distinct.length);
+  const codes = new Array<bigint>(distinct.length);
+  const freshAt = distinct.flatMap((key, j) => (known.has(key) ? [] : [j]));
+  distinct.forEach((key, j) => {
+    const memo = known.get(key);
+    if (memo) {
+      ids.set(memo.reportId, REPORT_ID_BYTES * j);
+      codes[j] = memo.privateCode;
+    }
+  });
+  const freshIds = newReportIds(freshAt.length);
+  const freshCodes = perturb(card, freshAt.map((j) => rows.privateCodes[rowOf[j]!]!));
+  freshAt.forEach((j, k) => {
+    ids.set(freshIds.subarray(REPORT_ID_BYTES * k, REPORT_ID_BYTES * (k + 1)), REPORT_ID_BYTES * j);
+    codes[j] = freshCodes[k]!;
+  });
+  return {
+    reports: { reportIds: ids, privateCodes: codes, publicCodes: rows.publicCodes.map((col) => rowOf.map((i) => col[i]!)) },
+    freshKeys: freshAt.map((j) => distinct[j]!),
+    freshIds,
+    freshCodes,
+  };
+}
+
+/** The result of a submission that recorded `fresh` new reports and left the collection at `total` ε spent. */
+export function prepared(card: MechanismCard, rows: EncodedRows, filled: FilledReports, total: number): PreparedReports {
+  const fresh = filled.freshKeys.length;
+  return {
+    reports: filled.reports,
+    rows: rows.privateCodes.length,
+    memoized: rows.privateCodes.length - fresh,
+    epsilonSpent: frac.toFloat(frac.times(frac.fromFloat(card.epsilon), BigInt(fresh))),
+    epsilonTotal: total,
+  };
+}

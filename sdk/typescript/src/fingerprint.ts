@@ -1,0 +1,24 @@
+/**
+ * What a collection's reports mean, as one stable text: the schema, the mechanism version, |D| and E's
+ * exact weights. A ledger hashes it (SHA-256) into the collection's fingerprint, which every memo key
+ * binds, so a re-issued card never reuses another card's reports.
+ */
+import type { MechanismCard } from "./card.js";
+import type { JsonValue } from "./json.js";
+
+export function collectionIdentity(card: MechanismCard): string {
+  return canonical({
+    schema: card.schema.toJson(), version: card.version, domain_size: card.domainSize,
+    keep_weight: String(card.keepWeight), lie_weight: String(card.lieWeight),
+  });
+}
+
+/** JSON with sorted keys and bigints as integers (a stable text of a JSON value). */
+function canonical(value: JsonValue): string {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}

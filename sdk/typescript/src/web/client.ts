@@ -1,0 +1,145 @@
+/**
+ * A connection to the aggregator's web port from a browser (docs/contract.md §15): the Connect
+ * protocol (default) or gRPC-Web, by @connectrpc/connect-web over `fetch`; several replicas with
+ * failover. Fetch a collection (its card verified), then submit a device's rows through its
+ * IndexedDB ledger: validate and encode, memoize or perturb and charge ε durably before sending,
+ * then one unary SubmitBatch per batch until each is acknowledged, retrying with the same report ids.
+ */
+import { createClient, type Client as ConnectClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
+import { batchCapacity, cutBatches } from "../batching.js";
+import {
+  bearerHeaders, checkTimeout, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult,
+} from "../call-options.js";
+import { collectionInfo } from "../collection.js";
+import { ValidationError } from "../errors.js";
+import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
+import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
+import { isRetryable, RetryPolicy } from "../retry.js";
+import { encodeColumns, encodeRows, type Columns, type Row } from "../rows.js";
+import { SubmitError, type StreamResult } from "../submit-error.js";
+import { deliverBatches, Failover, webStatusOf } from "./delivery.js";
+import { prepareReports } from "./device.js";
+import type { IndexedDbLedger } from "./ledger.js";
+
+export type WebProtocol = "connect" | "grpc-web";
+
+export interface WebClientOptions {
+  /** Bearer token, sent as `authorization: Bearer <token>` on every call. */
+  readonly token?: string;
+  readonly timeoutMs?: number;
+  readonly retry?: RetryPolicy;
+  /** `connect` (default: the Connect protocol, binary protobuf) or `grpc-web`. */
+  readonly protocol?: WebProtocol;
+  readonly maxMessageBytes?: number;
+  /** The transport to a target's base URL (default: connect-web's for `protocol`, over `fetch`). */
+  readonly transport?: (baseUrl: string) => Transport;
+}
+
+/** A target's base URL: `http(s)://host:port` of a replica's web port (a path prefix is kept). */
+function baseUrl(target: string): string {
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    throw new ValidationError("targets", "base URLs of web ports: http(s)://HOST:PORT", "not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:" || url.search || url.hash) {
+    throw new ValidationError("targets", "base URLs of web ports: http(s)://HOST:PORT", "not an http(s) base URL");
+  }
+  return url.href.replace(/\/$/, "");
+}
+
+export class WebClient {
+  readonly timeoutMs: number;
+  readonly retry: RetryPolicy;
+  readonly targets: readonly string[];
+  private readonly headers: Record<string, string>;
+  private readonly maxMessageBytes: number;
+  private readonly clients: ConnectClient<typeof CollectionService>[];
+  /** The target that answered last: the next call starts there. */
+  private preferred = 0;
+
+  /** `targets`: one or several replicas' web ports (`https://ingest.example.org:8443`). */
+  constructor(targets: string | readonly string[], options: WebClientOptions = {}) {
+    const list = typeof targets === "string" ? [targets] : [...targets];
+    if (!list.length) throw new ValidationError("targets", "at least one base URL", "empty");
+    this.targets = list.map(baseUrl);
+    this.timeoutMs = checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    this.retry = options.retry ?? new RetryPolicy();
+    this.headers = bearerHeaders(options.token);
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    const protocol = options.protocol ?? "connect";
+    if (protocol !== "connect" && protocol !== "grpc-web") {
+      throw new ValidationError("protocol", "connect or grpc-web", "unknown protocol");
+    }
+    const limits = { readMaxBytes: this.maxMessageBytes, writeMaxBytes: this.maxMessageBytes };
+    const transport = options.transport ?? ((url: string) => protocol === "connect"
+      ? createConnectTransport({ baseUrl: url, useBinaryFormat: true, ...limits })
+      : createGrpcWebTransport({ baseUrl: url, useBinaryFormat: true, ...limits }));
+    this.clients = this.targets.map((url) => createClient(CollectionService, transport(url)));
+  }
+
+  /** The collection's verified card and limits; fails over and retries retryable failures, else SubmitError. */
+  async getCollection(name: string): Promise<CollectionInfo> {
+    if (typeof name !== "string" || !name) throw new ValidationError("collection", "a non-empty collection name", "empty");
+    const where = new Failover(this.clients.length, this.preferred);
+    for (let attempts = 1; ; attempts++) {
+      let message;
+      try {
+        message = await this.clients[where.current]!.getCollection({ collection: name },
+          { timeoutMs: this.timeoutMs, headers: this.headers });
+        this.preferred = where.current;
+      } catch (err) {
+        const { status, details } = webStatusOf(err);
+        if (!isRetryable(status) || attempts >= this.retry.maxAttempts) {
+          throw new SubmitError("GetCollection", status, details, attempts);
+        }
+        const wait = where.failed(this.retry);
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        continue;
+      }
+      const info = collectionInfo(message);
+      if (info.card.schema.name !== name) {
+        throw new ValidationError("collection", `the collection asked for (${JSON.stringify(name)})`,
+          "the server answered with another collection");
+      }
+      return info;
+    }
+  }
+
+  /**
+   * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
+   * A bad row (ValidationError), the budget (PrivacyBudgetExceeded) or a re-issued card (CardChanged):
+   * nothing recorded, nothing sent. SubmitError when delivery fails for good: the ε stays charged,
+   * and submitting the same rows again resends the same memoized reports at no further cost.
+   */
+  async submit(collection: string | CollectionInfo, rows: Columns | readonly Row[], ledger: IndexedDbLedger,
+    batchSize?: number): Promise<SubmitResult> {
+    const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
+    const capacity = batchCapacity(info, this.maxMessageBytes, batchSize);
+    const schema = info.card.schema;
+    const encoded = Array.isArray(rows) ? encodeRows(schema, rows as readonly Row[]) : encodeColumns(schema, rows as Columns);
+    const prepared = await prepareReports(info.card, encoded, ledger);
+    const delivered = await this.deliver(info, prepared.reports, capacity);
+    return { ...delivered, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
+      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal };
+  }
+
+  /** Deliver reports that are already made (e.g. resend memoized ones), with no ledger; validated first. */
+  async submitReports(info: CollectionInfo, reports: Reports, batchSize?: number): Promise<StreamResult> {
+    validateReports(info.card.schema, reports);
+    return this.deliver(info, reports, batchCapacity(info, this.maxMessageBytes, batchSize));
+  }
+
+  private async deliver(info: CollectionInfo, reports: Reports, capacity: number): Promise<StreamResult> {
+    const batches = cutBatches(reports, capacity, info.card.schema.name, info.card.version);
+    const where = new Failover(this.clients.length, this.preferred);
+    try {
+      return await deliverBatches(this.clients, batches, reports.privateCodes.length,
+        { timeoutMs: this.timeoutMs, headers: this.headers, retry: this.retry }, where);
+    } finally {
+      this.preferred = where.current;
+    }
+  }
+}

@@ -1,0 +1,25 @@
+/**
+ * A browser's rows to the reports it may send through its IndexedDB ledger: memo keys under the
+ * device secret (WebCrypto), then one ledger transaction that looks the rows up, perturbs the new
+ * ones (the platform-neutral device core) and records their spend before anything is sent.
+ */
+import type { MechanismCard } from "../card.js";
+import { fillReports, planReports, prepared, type PreparedReports } from "../device-core.js";
+import { collectionIdentity } from "../fingerprint.js";
+import type { EncodedRows } from "../rows.js";
+import { collectionFingerprint, type IndexedDbLedger } from "./ledger.js";
+
+/**
+ * Memoize-or-perturb every row and record the spend durably, before anything is sent. Throws
+ * PrivacyBudgetExceeded or CardChanged (nothing recorded) when the ledger refuses.
+ */
+export async function prepareReports(card: MechanismCard, rows: EncodedRows,
+  ledger: IndexedDbLedger): Promise<PreparedReports> {
+  const fingerprint = await collectionFingerprint(collectionIdentity(card));
+  const plan = planReports(await ledger.memoKeys(fingerprint, rows.publicCodes, rows.privateCodes));
+  return ledger.transaction(card.schema.name, card.epsilon, async (tx) => {
+    const filled = fillReports(card, rows, plan, await tx.lookup(plan.distinct));
+    tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
+    return prepared(card, rows, filled, tx.spent);
+  });
+}
