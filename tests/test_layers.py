@@ -178,4 +178,9 @@ def test_the_extras_separate_serving_from_evaluation() -> None:
     everything = extra_requirements("all")
     assert everything.keys() == {"ldpsynth"}
     assert set(re.search(r"\[(.*)\]", everything["ldpsynth"]).group(1).split(",")) == {  # type: ignore[union-attr]
-        "client", "aggregator", "evaluation"}
+        "client", "shuffle", "aggregator", "evaluation"}
+    # Sealing reports for a shuffler: the device's [shuffle] extra is [client] and the HPKE library,
+    # nothing heavier; the replicas open them with the same library.
+    assert extra_requirements("shuffle").keys() == {"ldpsynth", "cryptography"}
+    assert extra_requirements("shuffle")["ldpsynth"] == "ldpsynth[client]"
+    assert "cryptography" in extra_requirements("aggregator") and "cryptography" not in extra_requirements("client")

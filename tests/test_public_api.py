@@ -108,8 +108,8 @@ def test_the_client_facade_exports_what_users_call_only() -> None:
 
     assert set(client.__all__) == {"AnswerTable", "AsyncClient", "CardChanged", "Client", "DEFAULT_BUDGET_MULTIPLE",
                                    "LEDGER_ENV", "PrivacyBudgetExceeded", "PrivacyLedger", "QueryClient",
-                                   "QueryError", "Release", "RetryPolicy", "SubmitError", "SubmitResult",
-                                   "ValidationError", "default_ledger_path"}
+                                   "QueryError", "Release", "RetryPolicy", "Shuffler", "SubmitError",
+                                   "SubmitResult", "ValidationError", "default_ledger_path"}
     assert set(ldpsynth.__all__) - {"__version__"} <= {n for m in ("ldpsynth.client", "ldpsynth.shared.schema",
                                                                   "ldpsynth.shared.mechanism", "ldpsynth.shared.card",
                                                                   "ldpsynth.shared.release", "ldpsynth.shared.queries",

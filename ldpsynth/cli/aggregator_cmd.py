@@ -66,6 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--tls-client-ca", type=Path, help="CA of client certificates (PEM); requires mutual TLS")
     serve.add_argument("--tokens", type=Path,
                        help='clients file: {"clients": [{"id", "token", "collections", "roles"}]}')
+    serve.add_argument("--shuffle-key", type=Path, metavar="FILE",
+                       help="cluster (--nats): the key file sealed reports from a shuffler are opened with, the same "
+                            "on every replica (made by 'ldpsynth aggregator sealing-key --out FILE'; mode 600). One "
+                            "machine keeps its own as DIR/sealing-key, created at its first start")
+    serve.add_argument("--open-processes", type=int, default=0, metavar="N",
+                       help="worker processes that open sealed reports from shufflers, one core each (default 0: "
+                            "one thread of the replica)")
     serve.add_argument("--max-rows-per-client", type=int,
                        help="reports one credential may store per collection (default 0: unlimited)")
     serve.add_argument("--max-batch-reports", type=int, help="reports per batch (default: the protocol's Limits)")
@@ -103,6 +110,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--nats-tls-ca", type=Path, help="CA of the NATS servers' certificates (PEM)")
     verify.add_argument("--nats-tls-cert", type=Path, help="a client certificate for the NATS servers (PEM)")
     verify.add_argument("--nats-tls-key", type=Path, help="its private key (PEM)")
+    keygen = add_command(
+        commands, "sealing-key", sealing_key_command,
+        help="make a new sealing key file for a cluster's replicas (--shuffle-key)",
+        description="Write a new HPKE key pair (DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM) to a new "
+                    "file readable by its owner only, and print its public key and key id as JSON. Give the file "
+                    "to every replica of the cluster (--shuffle-key); devices seal their reports to the public key, "
+                    "which the replicas publish with each collection. Refuses to overwrite a file.")
+    keygen.add_argument("--out", required=True, type=Path, metavar="FILE", help="the new key file (must not exist)")
     check = add_command(
         commands, "health", health_command,
         help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
@@ -155,6 +170,8 @@ def serve_command(args: argparse.Namespace) -> int:
         accept_lost_records=args.accept_lost_records,
         web_port=args.web_port,
         web_origins=tuple(o.strip().lower() for o in args.web_origins.split(",") if o.strip()),
+        shuffle_key=args.shuffle_key,
+        open_processes=args.open_processes,
     )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -193,6 +210,24 @@ async def _serve(config: ServerConfig) -> int:
         print(f"ldpsynth aggregator: error: {server.failure}", file=sys.stderr, flush=True)
         os._exit(1)  # Ray's exit handlers would wait for a runtime that is gone
     await server.stop()
+    return 0
+
+
+def sealing_key_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator sealing-key``: a new key file at ``--out`` (never over an existing file)."""
+    from ldpsynth.aggregator.storage.sealing_key import write_key_file
+    from ldpsynth.shared.sealing import SUITE_NAME, OpeningKey
+
+    if args.out.exists() or args.out.is_symlink():
+        raise LdpsynthError(f"--out {args.out}: exists; a key file is never overwritten (reports sealed to its key "
+                            "would no longer open): choose another path")
+    key = OpeningKey.generate()
+    try:
+        write_key_file(args.out, key)
+    except OSError as exc:
+        raise LdpsynthError(f"--out {args.out}: cannot write ({exc.strerror})") from None
+    print(json.dumps({"file": str(args.out), "suite": SUITE_NAME, "public_key": key.public.public_key.hex(),
+                      "key_id": key.key_id.hex()}))
     return 0
 
 

@@ -6,6 +6,10 @@ streams the reports and prints a JSON summary (``sent``, ``acknowledged``, ``dup
 ``epsilon_spent``, ...). gRPC is imported only when the command runs, so this works with the
 ``[client]`` extra.
 
+With ``--shuffler HOST:PORT`` the reports go through a shuffler instead, each sealed to the key the
+collection publishes (docs/contract.md §16; the ``[shuffle]`` extra); the summary then says
+``"shuffled": true`` and ``acknowledged`` counts what the shuffler acknowledged.
+
 ``reset-ledger`` starts the device's privacy ledger over, knowingly
 (:meth:`ldpsynth.client.PrivacyLedger.reset`), and prints the record of the reset.
 """
@@ -14,9 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
-from ldpsynth.cli.options import add_command, add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import TARGET_METAVAR, add_command, add_target_argument, add_tls_arguments
 from ldpsynth.cli.token_env import add_token_argument
+
+#: Environment variable of the shuffler's token (``--shuffler-token``).
+SHUFFLER_TOKEN_ENV = "LDPSYNTH_SHUFFLER_TOKEN"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="deadline of each call (default: %(default)s)")
     submit.add_argument("--max-attempts", type=int, default=8, metavar="N",
                         help="attempts in a row without progress before giving up (default: %(default)s)")
+    shuffle = submit.add_argument_group(
+        "through a shuffler", "Send the reports sealed, each to the aggregator's public key (HPKE), to a shuffler "
+        "run by another party, which mixes them with other devices' before the aggregator sees them "
+        "(docs/contract.md §16; needs the [shuffle] extra). The collection and its key still come from --target.")
+    shuffle.add_argument("--shuffler", metavar=TARGET_METAVAR, help="the shuffler's address (or several)")
+    shuffle.add_argument("--shuffler-token", default=os.environ.get(SHUFFLER_TOKEN_ENV) or None, metavar="T",
+                         help=f"bearer token for the shuffler (default: ${SHUFFLER_TOKEN_ENV}; unset or empty: none)")
+    shuffle.add_argument("--shuffler-tls-ca", metavar="FILE",
+                         help="PEM of the CA that signed the shuffler's certificate (TLS to the shuffler)")
     reset = add_command(
         actions, "reset-ledger", _reset_ledger, help="start this device's privacy ledger over, knowingly",
         description="Move the ledger, its -wal/-shm files and its marker aside (renamed <ledger>.reset-<UTC time>..., "
@@ -67,12 +84,18 @@ def _add_ledger_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from ldpsynth.client import Client, PrivacyLedger, RetryPolicy
+    from ldpsynth.client import Client, PrivacyLedger, RetryPolicy, Shuffler
+    from ldpsynth.shared.errors import LdpsynthError
 
     retry = RetryPolicy(max_attempts=args.max_attempts)
+    shuffler = None
+    if args.shuffler is not None:
+        shuffler = Shuffler(args.shuffler, token=args.shuffler_token, root_certificates=args.shuffler_tls_ca)
+    elif args.shuffler_tls_ca is not None:
+        raise LdpsynthError("--shuffler-tls-ca: only with --shuffler")
     with PrivacyLedger(args.ledger, budget=args.budget) as ledger, \
             Client(args.target, token=args.token, root_certificates=args.tls_ca, certificate_chain=args.tls_cert,
-                   private_key=args.tls_key, deadline=args.deadline, retry=retry) as client:
+                   private_key=args.tls_key, deadline=args.deadline, retry=retry, shuffler=shuffler) as client:
         result = client.submit(args.collection, args.rows, ledger=ledger, batch_size=args.batch_size)
     print(json.dumps(result.to_json(), sort_keys=True))
     return 0

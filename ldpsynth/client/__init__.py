@@ -18,6 +18,14 @@ Typical use (blocking; :class:`AsyncClient` has the same methods as coroutines):
 
     with QueryClient("localhost:50051", token="...") as analyst:
         print(analyst.estimate("ratings", queries=[marginal("rating")]).records())
+
+Through a shuffler (docs/contract.md §16; the ``[shuffle]`` extra), each report sealed to the
+aggregator's key and sent to the shuffler (:class:`Shuffler`); the collection still comes from the
+aggregator::
+
+    with PrivacyLedger("ledger.sqlite") as ledger, \\
+            Client("localhost:50051", token="...", shuffler="shuffler:50061") as client:
+        client.submit("ratings", {"movie": ["m1"], "rating": [4]}, ledger=ledger)
 """
 
 from ldpsynth.client.aio import AsyncClient
@@ -27,6 +35,7 @@ from ldpsynth.client.query import QueryClient
 from ldpsynth.client.result import SubmitResult
 from ldpsynth.client.retry import RetryPolicy
 from ldpsynth.client.sync import Client
+from ldpsynth.client.transport import Shuffler
 from ldpsynth.shared.errors import CardChanged, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.queries.wire import AnswerTable
 from ldpsynth.shared.release import Release
@@ -46,6 +55,7 @@ __all__ = [
     "QueryError",
     "Release",
     "RetryPolicy",
+    "Shuffler",
     "SubmitError",
     "SubmitResult",
     "ValidationError",

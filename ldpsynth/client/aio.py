@@ -9,6 +9,13 @@ The path of a row (docs/contract.md §5–§7): validate and encode on the devic
 memoize or perturb with :meth:`MechanismE.perturb_secure` and charge ε, durably, before sending
 (:mod:`.device`, :mod:`.ledger`) → stream in batches until every batch is acknowledged after
 durable commit (:mod:`.submit`). Only perturbed codes, public codes and random ids are sent.
+
+With a shuffler (``shuffler=``, docs/contract.md §16) the collection still comes from the
+aggregator (its card and its sealing key, over the aggregator's TLS), but the reports go to the
+shuffler, each sealed on its own to the aggregator's key (:func:`~ldpsynth.shared.sealing.seal_reports`,
+the ``[shuffle]`` extra): the shuffler sees who sends, not what; the aggregator what, not who.
+Ledger and memoization are the same either way: a memoized row is sealed afresh (a new ciphertext)
+around its memoized report id and perturbed code.
 """
 
 from __future__ import annotations
@@ -26,14 +33,22 @@ from ldpsynth.client.ledger import PrivacyLedger
 from ldpsynth.client.result import SubmitResult
 from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.client.rows import Rows, load_rows
-from ldpsynth.client.submit import ReportStreamer, StreamResult, batch_capacity
-from ldpsynth.client.transport import DEFAULT_MAX_MESSAGE_BYTES, bearer_metadata, channel_credentials, open_channel
+from ldpsynth.client.submit import ReportStreamer, SealedSender, StreamResult, batch_capacity, sealed_batch_capacity
+from ldpsynth.client.transport import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Shuffler,
+    bearer_metadata,
+    channel_credentials,
+    open_channel,
+)
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.sealing import require_hpke, seal_reports
 from ldpsynth.shared.validation import check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
 
 __all__ = [
     "ClientOptions",
@@ -57,6 +72,8 @@ class ClientOptions(TypedDict, total=False):
     retry: RetryPolicy | None
     max_message_bytes: int
     rng: random.Random | None
+    shuffler: str | Shuffler | None
+
 
 class AsyncClient:
     """A connection to an aggregator, for asyncio code. Create it inside a running event loop.
@@ -77,8 +94,8 @@ class AsyncClient:
         PEM files of the device's certificate and key, for mutual TLS (together; turn TLS on).
         Without any TLS option the channel is insecure (loopback demos only).
     deadline : float, default 30.0
-        Seconds each call may take (``GetCollection``, and each ``SubmitReports`` attempt): a
-        finite number of seconds > 0.
+        Seconds each call may take (``GetCollection``, and each ``SubmitReports`` or ``SubmitSealed``
+        attempt): a finite number of seconds > 0.
     retry : RetryPolicy or None, default None
         Retry policy; ``None``: :class:`RetryPolicy()`.
     max_message_bytes : int, default 67108864 (64 MiB)
@@ -86,6 +103,12 @@ class AsyncClient:
         to fit it and the collection's ``max_message_bytes``, whichever is smaller.
     rng : random.Random or None, default None
         Draws the backoff jitter only (no privacy role); ``None``: a fresh ``random.Random()``.
+    shuffler : str or Shuffler or None, default None
+        Send the reports through this shuffler (``HOST:PORT``, or a :class:`Shuffler` with its own
+        token and TLS files) instead of to the aggregator: each report sealed on its own to the key
+        the collection publishes (``Collection.sealing``, docs/contract.md §16; needs the
+        ``[shuffle]`` extra). A collection that publishes no usable key is refused, never sent in
+        clear. ``target`` is still asked for the collection.
 
     Raises
     ------
@@ -93,6 +116,8 @@ class AsyncClient:
         Naming ``deadline``, ``token``, ``target``, ``max_message_bytes``, ``root_certificates``,
         ``certificate_chain`` or ``private_key`` (a file that cannot be read, or one of the pair
         without the other).
+    SealingUnavailable
+        With a ``shuffler``, when the ``[shuffle]`` extra (the HPKE library) is not installed.
     """
 
     def __init__(self, target: str, *, token: str | None = None,
@@ -100,14 +125,26 @@ class AsyncClient:
                  certificate_chain: str | os.PathLike | None = None,
                  private_key: str | os.PathLike | None = None,
                  deadline: float = DEFAULT_DEADLINE, retry: RetryPolicy | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, rng: random.Random | None = None):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, rng: random.Random | None = None,
+                 shuffler: str | Shuffler | None = None):
         self.deadline = check_seconds(deadline, "deadline")
         self.retry = retry if retry is not None else RetryPolicy()
         self._metadata = bearer_metadata(token)
+        self.shuffler = Shuffler(shuffler) if isinstance(shuffler, str) else shuffler
+        if self.shuffler is not None:
+            require_hpke()  # sealing needs the [shuffle] extra: said now, not after ε is charged
+        shuffler_credentials = None if self.shuffler is None else self.shuffler.credentials()
+        self._shuffler_metadata = () if self.shuffler is None else bearer_metadata(self.shuffler.token)
         credentials = channel_credentials(root_certificates, certificate_chain, private_key)
         self._channel = open_channel(target, credentials, max_message_bytes=max_message_bytes, retry=self.retry)
         self._max_message_bytes = max_message_bytes
         self._stub = pb_grpc.CollectionServiceStub(self._channel)
+        self._shuffler_channel: grpc.aio.Channel | None = None
+        self._shuffler_stub: shuffler_grpc.ShufflerServiceStub | None = None
+        if self.shuffler is not None:
+            self._shuffler_channel = open_channel(self.shuffler.target, shuffler_credentials,
+                                                  max_message_bytes=max_message_bytes, retry=self.retry)
+            self._shuffler_stub = shuffler_grpc.ShufflerServiceStub(self._shuffler_channel)
         self._rng = rng if rng is not None else random.Random()
 
     async def get_collection(self, name: str) -> CollectionInfo:
@@ -191,14 +228,15 @@ class AsyncClient:
             further cost.
         """
         info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
-        capacity = batch_capacity(info, self._max_message_bytes, batch_size)
+        capacity = self._capacity(info, batch_size)
         prepared: PreparedReports = await asyncio.to_thread(
             lambda: prepare_reports(info, load_rows(info.schema, rows), ledger))
-        stream = await self._stream(info, prepared.reports, capacity)
+        stream = await self._deliver(info, prepared.reports, capacity)
         return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
                             acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,
                             retries=stream.retries, memoized=prepared.memoized,
-                            epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total)
+                            epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total,
+                            shuffled=self.shuffler is not None)
 
     async def submit_reports(self, info: CollectionInfo, reports: Reports, *,
                              batch_size: int | None = None) -> StreamResult:
@@ -231,16 +269,33 @@ class AsyncClient:
             Delivery failed for good.
         """
         reports.validate(info.schema)
-        return await self._stream(info, reports, batch_capacity(info, self._max_message_bytes, batch_size))
+        return await self._deliver(info, reports, self._capacity(info, batch_size))
 
-    async def _stream(self, info: CollectionInfo, reports: Reports, capacity: int) -> StreamResult:
-        streamer = ReportStreamer(self._stub, info, reports, capacity=capacity, deadline=self.deadline,
-                                  metadata=self._metadata, retry=self.retry, rng=self._rng)
-        return await streamer.run()
+    def _capacity(self, info: CollectionInfo, batch_size: int | None) -> int:
+        """Reports per batch; through a shuffler, refuses a collection that takes no sealed reports
+        (before anything is charged: never sent in clear instead)."""
+        if self.shuffler is None:
+            return batch_capacity(info, self._max_message_bytes, batch_size)
+        info.sealing_key()  # refuses a collection without a usable key
+        return sealed_batch_capacity(info, self._max_message_bytes, batch_size)
+
+    async def _deliver(self, info: CollectionInfo, reports: Reports, capacity: int) -> StreamResult:
+        if self._shuffler_stub is None:
+            streamer = ReportStreamer(self._stub, info, reports, capacity=capacity, deadline=self.deadline,
+                                      metadata=self._metadata, retry=self.retry, rng=self._rng)
+            return await streamer.run()
+        key = info.sealing_key()
+        sealed = await asyncio.to_thread(seal_reports, key, info.schema.name, info.card.version, reports)
+        sender = SealedSender(self._shuffler_stub, info.schema.name, key.key_id, sealed, capacity=capacity,
+                              deadline=self.deadline, metadata=self._shuffler_metadata, retry=self.retry,
+                              rng=self._rng)
+        return await sender.run()
 
     async def close(self) -> None:
-        """Close the channel (calls in flight are cancelled)."""
+        """Close the channels (calls in flight are cancelled)."""
         await self._channel.close()
+        if self._shuffler_channel is not None:
+            await self._shuffler_channel.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self

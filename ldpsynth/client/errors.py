@@ -26,7 +26,7 @@ class SubmitError(LdpsynthError):
     Parameters
     ----------
     method : str
-        The RPC, ``"GetCollection"`` or ``"SubmitReports"``.
+        The RPC, ``"GetCollection"``, ``"SubmitReports"`` or (through a shuffler) ``"SubmitSealed"``.
     status : str
         The gRPC status name, e.g. ``"INVALID_ARGUMENT"``.
     details : str
@@ -50,7 +50,7 @@ class SubmitError(LdpsynthError):
         self.duplicates = duplicates
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         progress = ""
-        if method == "SubmitReports":
+        if method in ("SubmitReports", "SubmitSealed"):
             progress = (f"; {acknowledged + duplicates} of {sent} reports acknowledged before the error "
                         f"({acknowledged} new, {duplicates} duplicates)")
         super().__init__(f"{method} failed with {status}{tries}: {self.details or 'no details'}{progress}")

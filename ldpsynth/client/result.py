@@ -23,10 +23,12 @@ class SubmitResult:
     sent : int
         Distinct reports streamed (identical rows share one memoized report).
     acknowledged : int
-        Reports the server newly committed.
+        Reports the server newly committed; through a shuffler (``shuffled``), the reports the shuffler
+        acknowledged (it took charge of them: they cannot be lost).
     duplicates : int
         Reports the server already held: memoized reports it had stored before, or retried batches.
-        ``acknowledged + duplicates == sent`` once the submission succeeded.
+        ``acknowledged + duplicates == sent`` once the submission succeeded. Always 0 through a
+        shuffler, which cannot open the reports to tell (the replicas still store each id once).
     batches : int
         ``ReportBatch`` messages the reports were cut into.
     retries : int
@@ -37,6 +39,9 @@ class SubmitResult:
         ε this submission charged to the device's ledger (new reports × the collection's ε).
     epsilon_total : float
         ε the device has spent on the collection, this submission included.
+    shuffled : bool
+        Whether the reports went sealed through a shuffler (docs/contract.md §16) rather than in clear
+        to the aggregator.
     """
 
     collection: str
@@ -49,6 +54,7 @@ class SubmitResult:
     memoized: int
     epsilon_spent: float
     epsilon_total: float
+    shuffled: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict.

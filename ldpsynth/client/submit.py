@@ -6,6 +6,10 @@ is durably committed (docs/contract.md). An attempt writes every unacknowledged 
 acknowledgements as they come; when it fails with a retryable status the next attempt, after a
 backoff, resends exactly the batches still unacknowledged, with the same report ids, so the
 server stores every report once whatever happened to the connection.
+
+Through a shuffler (:class:`SealedSender`, docs/contract.md §16) the same machinery sends sealed
+reports, one unary ``ShufflerService.SubmitSealed`` call per batch: a retry resends the same sealed
+bytes, whose report ids the replicas deduplicate once the shuffler has forwarded them.
 """
 
 from __future__ import annotations
@@ -15,23 +19,26 @@ import random
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 
 from ldpsynth.client.errors import SubmitError
 from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, CollectionInfo, report_bytes, reports_to_proto, rows_that_fit
 from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.sealing import KEY_ID_BYTES, sealed_report_bytes
 from ldpsynth.shared.validation import check_int
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
 
 __all__ = [
     "StreamResult",
     "batch_capacity",
+    "sealed_batch_capacity",
     "ReportStreamer",
+    "SealedSender",
 ]
-
-#: Bound on the bytes a bytes field adds besides its payload: a one-byte tag and a length varint.
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,63 @@ def batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | N
     return min(caps)
 
 
-class ReportStreamer:
-    """Delivers one submission's reports, retrying until every batch is acknowledged.
+class _Delivery:
+    """The retry machinery every submission shares: batches numbered ``0, 1, ...`` once, attempts that
+    each send the batches still unacknowledged (the same reports, the same report ids), a backoff
+    between attempts, and :class:`SubmitError` once ``retry.max_attempts`` attempts in a row made no
+    progress or a status is final. Subclasses say what one attempt is (:meth:`_attempt`)."""
+
+    method = ""
+
+    def __init__(self, batches: dict[int, object], sent: int, *, deadline: float,
+                 metadata: tuple[tuple[str, str], ...], retry: RetryPolicy, rng: random.Random):
+        self._sent = sent
+        self._pending = batches
+        self._batches = len(self._pending)
+        self._deadline = deadline
+        self._metadata = metadata
+        self._retry = retry
+        self._rng = rng
+        self._acknowledged = 0
+        self._duplicates = 0
+        self._lockstep = False
+
+    async def run(self) -> StreamResult:
+        """Send until every batch is acknowledged; raise :class:`SubmitError` on a final failure."""
+        attempts = stalled = 0
+        while self._pending:
+            attempts += 1
+            before = len(self._pending)
+            status, details, write_failed = await self._attempt()
+            if not self._pending:
+                break
+            # grpcio (aio) reports INTERNAL "Internal error from Core" instead of the server's status
+            # when a write races with the server ending the stream. Resending is safe (same ids), so
+            # go again in lockstep, where a write can be in flight only while the server has not
+            # answered the previous batch: the first such attempt is free; later ones (a race on
+            # the very first write) count against max_attempts like any retryable failure.
+            masked = status == "INTERNAL" and write_failed
+            if masked and not self._lockstep:
+                self._lockstep = True
+                continue
+            if status is None:
+                status, details = "ABORTED", (f"the server closed the stream with {len(self._pending)} "
+                                              "batches unacknowledged")
+            stalled = 0 if len(self._pending) < before else stalled + 1
+            if not (is_retryable(status) or masked) or stalled >= self._retry.max_attempts:
+                raise SubmitError(self.method, status, details, attempts=attempts, sent=self._sent,
+                                  acknowledged=self._acknowledged, duplicates=self._duplicates)
+            await asyncio.sleep(self._retry.backoff(max(stalled, 1), self._rng))
+        return StreamResult(self._sent, self._acknowledged, self._duplicates, self._batches, max(attempts - 1, 0))
+
+    async def _attempt(self) -> tuple[str | None, str, bool]:
+        """One attempt: ``(status name of its failure, details, whether a write failed)``; ``(None, "",
+        False)`` when it ended without an error."""
+        raise NotImplementedError
+
+
+class ReportStreamer(_Delivery):
+    """Delivers one submission's reports over ``SubmitReports``, retrying until every batch is acknowledged.
 
     Parameters
     ----------
@@ -105,51 +167,17 @@ class ReportStreamer:
         Draws the backoff jitter.
     """
 
+    method = "SubmitReports"
+
     def __init__(self, stub: pb_grpc.CollectionServiceStub, info: CollectionInfo, reports: Reports, *,
                  capacity: int, deadline: float, metadata: tuple[tuple[str, str], ...], retry: RetryPolicy,
                  rng: random.Random):
+        super().__init__({seq: reports.slice(start, start + capacity)
+                          for seq, start in enumerate(range(0, len(reports), capacity))}, len(reports),
+                         deadline=deadline, metadata=metadata, retry=retry, rng=rng)
         self._stub = stub
         self._collection = info.schema.name
         self._version = info.card.version
-        self._sent = len(reports)
-        self._pending = {seq: reports.slice(start, start + capacity)
-                         for seq, start in enumerate(range(0, len(reports), capacity))}
-        self._batches = len(self._pending)
-        self._deadline = deadline
-        self._metadata = metadata
-        self._retry = retry
-        self._rng = rng
-        self._acknowledged = 0
-        self._duplicates = 0
-        self._lockstep = False
-
-    async def run(self) -> StreamResult:
-        """Stream until every batch is acknowledged; raise :class:`SubmitError` on a final failure."""
-        attempts = stalled = 0
-        while self._pending:
-            attempts += 1
-            before = len(self._pending)
-            status, details, write_failed = await self._attempt()
-            if not self._pending:
-                break
-            # grpcio (aio) reports INTERNAL "Internal error from Core" instead of the server's status
-            # when a write races with the server ending the stream. Resending is safe (same ids), so
-            # go again in lockstep, where a write can be in flight only while the server has not
-            # answered the previous batch: the first such attempt is free; later ones (a race on
-            # the very first write) count against max_attempts like any retryable failure.
-            masked = status == "INTERNAL" and write_failed
-            if masked and not self._lockstep:
-                self._lockstep = True
-                continue
-            if status is None:
-                status, details = "ABORTED", (f"the server closed the stream with {len(self._pending)} "
-                                              "batches unacknowledged")
-            stalled = 0 if len(self._pending) < before else stalled + 1
-            if not (is_retryable(status) or masked) or stalled >= self._retry.max_attempts:
-                raise SubmitError("SubmitReports", status, details, attempts=attempts, sent=self._sent,
-                                  acknowledged=self._acknowledged, duplicates=self._duplicates)
-            await asyncio.sleep(self._retry.backoff(max(stalled, 1), self._rng))
-        return StreamResult(self._sent, self._acknowledged, self._duplicates, self._batches, max(attempts - 1, 0))
 
     async def _attempt(self) -> tuple[str | None, str, bool]:
         """One stream: write the unacknowledged batches while reading acknowledgements.
@@ -171,6 +199,7 @@ class ReportStreamer:
                     await window.acquire()
                     if closing:
                         return
+                    assert isinstance(part, Reports)
                     await call.write(reports_to_proto(part, self._collection, self._version, sequence))
                 await window.acquire()  # half-close once a batch is acknowledged (the last one in lockstep)
                 if not closing:
@@ -198,3 +227,71 @@ class ReportStreamer:
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
         return status, details, write_failed
+
+
+def sealed_batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | None = None) -> int:
+    """Sealed reports per ``SealedBatch``: at most ``batch_size``, the collection's ``max_batch_reports``,
+    and as many as fit in the smaller of its ``max_message_bytes`` and the channel's limit (one
+    column: the sealed reports back to back)."""
+    schema = info.schema
+    width = sealed_report_bytes(schema, info.card.version)
+    limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
+    envelope = pb.SealedBatch(collection=schema.name, key_id=b"\xff" * KEY_ID_BYTES, sequence=2**64 - 1).ByteSize()
+    fit = rows_that_fit(limit, envelope, width, 1)
+    if fit < 1:
+        raise ValidationError("max_message_bytes", f"at least {envelope + FIELD_HEADER_BYTES + width} bytes (one "
+                              "sealed report)", f"got {limit}")
+    caps = [fit, info.limits.max_batch_reports or fit]
+    if batch_size is not None:
+        caps.append(check_int(batch_size, "batch_size", 1))
+    return min(caps)
+
+
+class SealedSender(_Delivery):
+    """Delivers one submission's sealed reports to a shuffler (``ShufflerService.SubmitSealed``, one
+    unary call per batch, up to ``concurrency`` at once), retrying with the same machinery as
+    :class:`ReportStreamer`: an attempt resends every batch not yet acknowledged, with the same
+    sealed bytes (so the same report ids: stored once, whoever forwards them how often).
+
+    ``sealed`` is ``(n, sealed_report_bytes)`` uint8 (:func:`ldpsynth.shared.sealing.seal_reports`);
+    ``key_id`` the key they are sealed to. A shuffler cannot tell duplicates (it cannot open the
+    reports): what it acknowledges counts as ``acknowledged``, and ``duplicates`` stays 0."""
+
+    method = "SubmitSealed"
+
+    def __init__(self, stub: shuffler_grpc.ShufflerServiceStub, collection: str, key_id: bytes, sealed: np.ndarray,
+                 *, capacity: int, deadline: float, metadata: tuple[tuple[str, str], ...], retry: RetryPolicy,
+                 rng: random.Random, concurrency: int = 4):
+        super().__init__({seq: sealed[start:start + capacity]
+                          for seq, start in enumerate(range(0, len(sealed), capacity))}, len(sealed),
+                         deadline=deadline, metadata=metadata, retry=retry, rng=rng)
+        self._stub = stub
+        self._collection = collection
+        self._key_id = key_id
+        self._concurrency = check_int(concurrency, "concurrency", 1, 1024)
+
+    async def _attempt(self) -> tuple[str | None, str, bool]:
+        window = asyncio.Semaphore(self._concurrency)
+        failure: tuple[str, str] | None = None
+
+        async def send(sequence: int, part: object) -> None:
+            nonlocal failure
+            assert isinstance(part, np.ndarray)
+            async with window:
+                if failure is not None:
+                    return
+                batch = pb.SealedBatch(collection=self._collection, key_id=self._key_id, sequence=sequence,
+                                       reports=part.tobytes())
+                try:
+                    ack = await self._stub.SubmitSealed(batch, timeout=self._deadline, metadata=self._metadata)
+                except grpc.aio.AioRpcError as exc:
+                    if failure is None:
+                        failure = (exc.code().name, exc.details() or "")
+                    return
+                if self._pending.pop(sequence, None) is not None:
+                    self._acknowledged += ack.accepted
+
+        await asyncio.gather(*(send(sequence, part) for sequence, part in list(self._pending.items())))
+        if failure is None:
+            return None, "", False
+        return failure[0], failure[1], False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -21,6 +22,7 @@ from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.validation import check_int
 
 __all__ = [
+    "Shuffler",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MAX_MESSAGE_BYTES",
     "channel_credentials",
@@ -61,6 +63,58 @@ def channel_credentials(root_certificates: str | os.PathLike | None = None,
         private_key=None if private_key is None else _read_pem(private_key, "private_key"),
         certificate_chain=None if certificate_chain is None else _read_pem(certificate_chain, "certificate_chain"),
     )
+
+
+@dataclass(frozen=True)
+class Shuffler:
+    """Where a device sends its sealed reports (docs/contract.md §16), with the shuffler's own credentials.
+
+    The shuffler is another party than the aggregator, with its own address, tokens and TLS
+    certificate. Without a TLS file the channel is insecure (loopback demos only).
+
+    Attributes
+    ----------
+    target : str
+        ``HOST:PORT`` of the shuffler, or several, comma-separated (round robin, as for the aggregator).
+    token : str or None, default None
+        Bearer token the shuffler asks for (printable ASCII, no spaces); ``None``: none sent.
+    root_certificates : str or os.PathLike or None, default None
+        PEM file of the CA that signed the shuffler's certificate; turns TLS on.
+    certificate_chain : str or os.PathLike or None, default None
+        PEM file of the device's certificate, for mutual TLS (with ``private_key``).
+    private_key : str or os.PathLike or None, default None
+        PEM file of that certificate's key (with ``certificate_chain``).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``target`` or ``token`` when malformed.
+    """
+
+    target: str
+    token: str | None = None
+    root_certificates: str | os.PathLike | None = None
+    certificate_chain: str | os.PathLike | None = None
+    private_key: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        split_targets(self.target)
+        bearer_metadata(self.token)
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """The channel credentials of the shuffler's TLS files.
+
+        Returns
+        -------
+        grpc.ChannelCredentials or None
+            TLS credentials, or ``None`` (an insecure channel) when no TLS file is given.
+
+        Raises
+        ------
+        ValidationError
+            A file that cannot be read, or one of the mutual-TLS pair without the other.
+        """
+        return channel_credentials(self.root_certificates, self.certificate_chain, self.private_key)
 
 
 def bearer_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -15,6 +15,15 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.schema import MAX_DOMAIN_SIZE, Schema
+from ldpsynth.shared.sealing import (
+    AEAD_ID,
+    KDF_ID,
+    KEM_ID,
+    PUBLIC_KEY_BYTES,
+    SUITE_NAME,
+    SealingKey,
+    sealed_report_bytes,
+)
 from ldpsynth.shared.validation import check_codes
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -26,6 +35,8 @@ __all__ = [
     "CollectionInfo",
     "reports_to_proto",
     "reports_from_proto",
+    "sealing_to_proto",
+    "sealing_from_proto",
 ]
 
 _LE_U64 = np.dtype("<u8")
@@ -63,21 +74,67 @@ class Limits:
         return cls(int(msg.max_rows_per_client), int(msg.max_batch_reports), int(msg.max_message_bytes))
 
 
+def sealing_to_proto(key: SealingKey, card: MechanismCard) -> pb.Sealing:
+    """``Collection.sealing`` of ``card``'s collection under ``key``."""
+    return pb.Sealing(suite=SUITE_NAME, kem_id=KEM_ID, kdf_id=KDF_ID, aead_id=AEAD_ID, public_key=key.public_key,
+                      key_id=key.key_id, sealed_report_bytes=sealed_report_bytes(card.schema, card.version))
+
+
+def sealing_from_proto(msg: pb.Sealing, card: MechanismCard) -> SealingKey:
+    """The key of a ``Collection.sealing``, after checking it names this suite, that its key id is the
+    public key's and that its report size is the collection's (a device seals nothing it cannot
+    account for)."""
+    if (msg.kem_id, msg.kdf_id, msg.aead_id) != (KEM_ID, KDF_ID, AEAD_ID):
+        ids = ", ".join(f"0x{i:04x}" for i in (msg.kem_id, msg.kdf_id, msg.aead_id))
+        raise ValidationError("sealing", f"the suite {SUITE_NAME} (ids 0x{KEM_ID:04x}, 0x{KDF_ID:04x}, "
+                              f"0x{AEAD_ID:04x})", f"got ids {ids}")
+    if len(msg.public_key) != PUBLIC_KEY_BYTES:
+        raise ValidationError("sealing.public_key", f"{PUBLIC_KEY_BYTES} bytes (an X25519 public key)",
+                              f"got {len(msg.public_key)} bytes")
+    key = SealingKey(bytes(msg.public_key))
+    if bytes(msg.key_id) != key.key_id:
+        raise ValidationError("sealing.key_id", "SHA-256(suite_id || public_key)[0:16]", "does not match the key")
+    expected = sealed_report_bytes(card.schema, card.version)
+    if msg.sealed_report_bytes != expected:
+        raise ValidationError("sealing.sealed_report_bytes", f"{expected} for this collection",
+                              f"got {msg.sealed_report_bytes}")
+    return key
+
+
 @dataclass(frozen=True)
 class CollectionInfo:
-    """What ``GetCollection`` returns: the verified card (with its schema) and the limits."""
+    """What ``GetCollection`` returns: the verified card (with its schema), the limits, and the
+    aggregator's sealing key (``None``: it takes no sealed reports)."""
 
     card: MechanismCard
     limits: Limits
+    sealing: SealingKey | None = None
+    #: Why a published ``Collection.sealing`` is not usable here (another suite, a key id that does not
+    #: match): only a device that seals refuses the collection for it (:meth:`sealing_key`).
+    sealing_refused: str = ""
+
+    def sealing_key(self) -> SealingKey:
+        """The key to seal reports for this collection with; ValidationError when it publishes none
+        or one this SDK cannot use (a device sending in clear never asks)."""
+        if self.sealing_refused:
+            raise ValidationError("sealing", "a sealing key of the suite this SDK seals with", self.sealing_refused)
+        if self.sealing is None:
+            raise ValidationError("shuffler", "a collection that publishes a sealing key (Collection.sealing)",
+                                  f"collection {self.schema.name!r} takes no sealed reports; submit without a "
+                                  "shuffler to send in clear")
+        return self.sealing
 
     @property
     def schema(self) -> Schema:
         return self.card.schema
 
     def to_proto(self) -> pb.Collection:
-        return pb.Collection(name=self.card.schema.name, schema_json=self.card.schema.dumps(),
-                             card_json=self.card.dumps(), mechanism_version=self.card.version,
-                             limits=self.limits.to_proto())
+        msg = pb.Collection(name=self.card.schema.name, schema_json=self.card.schema.dumps(),
+                            card_json=self.card.dumps(), mechanism_version=self.card.version,
+                            limits=self.limits.to_proto())
+        if self.sealing is not None:
+            msg.sealing.CopyFrom(sealing_to_proto(self.sealing, self.card))
+        return msg
 
     @classmethod
     def from_proto(cls, msg: pb.Collection) -> CollectionInfo:
@@ -85,7 +142,13 @@ class CollectionInfo:
         if card.schema.name != msg.name or card.version != msg.mechanism_version:
             raise ValidationError("collection", "a card whose schema name and version match the message",
                                   "inconsistent collection message")
-        return cls(card, Limits.from_proto(msg.limits))
+        sealing, refused = None, ""
+        if msg.HasField("sealing"):
+            try:
+                sealing = sealing_from_proto(msg.sealing, card)
+            except ValidationError as exc:  # refused by a device that seals, not by one that sends in clear
+                refused = str(exc)
+        return cls(card, Limits.from_proto(msg.limits), sealing, refused)
 
 
 def _column(data: bytes, n: int, field: str) -> np.ndarray:

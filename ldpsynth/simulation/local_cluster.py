@@ -188,6 +188,8 @@ class LocalCluster:
     shards: int = 4
     worker_nodes: int = 3
     snapshot_every: int = 1 << 20
+    #: The replicas' sealing key file (``--shuffle-key``; ``None``: they take no sealed reports).
+    shuffle_key: Path | None = None
     ray: LocalRayCluster | None = None
     nodes: list[Any] = field(default_factory=list)
     nats: LocalNatsCluster | None = None
@@ -228,6 +230,8 @@ class LocalCluster:
                 "--grace", "2"]
         for collection in self.collections:
             args += ["--collection", str(collection)]
+        if self.shuffle_key is not None:
+            args += ["--shuffle-key", str(self.shuffle_key)]
         return args
 
     def start_replica(self, index: int | None = None) -> ServerProcess:

@@ -31,11 +31,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ldpsynth.aggregator.runtime.reaper import descendants
 from ldpsynth.aggregator.runtime.verify import Verification, verify_log
 from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.sealing_key import write_key_file
 from ldpsynth.client.query import QueryClient
+from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.sealing import OpeningKey, seal_reports
+from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.simulation.local_cluster import LocalCluster
 
-from .conftest import RATINGS, batch, make_reports, submit
+from .conftest import RATINGS, VERSION, batch, make_reports, submit
 from .test_crash import CLIENTS, Ingest, ids_of
 from .test_server import counts_of
 
@@ -66,7 +70,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluste
     directory = tmp_path_factory.mktemp("multinode")
     collection = directory / "ratings.json"
     collection.write_text(RATINGS.dumps())
-    system = LocalCluster(directory, [collection], shards=4, worker_nodes=3, snapshot_every=SNAPSHOT_EVERY)
+    key = directory / "sealing.key"
+    write_key_file(key, OpeningKey.generate())
+    system = LocalCluster(directory, [collection], shards=4, worker_nodes=3, snapshot_every=SNAPSHOT_EVERY,
+                          shuffle_key=key)
     try:
         yield system.start(replicas=2)
     finally:
@@ -112,6 +119,31 @@ def test_two_replicas_store_each_report_once_and_answer_alike(deployment: LocalC
     assert answers[0][0]["n"] >= 3000
     for name in ("movie", "rating"):
         assert np.array_equal(exports[0].codes[name], exports[1].codes[name])
+
+
+def test_a_shuffled_batch_forwarded_through_both_replicas_is_stored_once(deployment: LocalCluster) -> None:
+    """Both replicas open with the one key of the cluster (--shuffle-key) and publish it; a shuffler's
+    batch retried through the other replica comes back as duplicates (the ids inside decide)."""
+    rng = np.random.default_rng(SEED + 3)
+    keys = []
+    for port in deployment.ports[:2]:
+        message = stub(f"127.0.0.1:{port}").GetCollection(pb.GetCollectionRequest(collection=RATINGS.name))
+        keys.append(CollectionInfo.from_proto(message).sealing)
+    assert keys[0] is not None and keys[0] == keys[1]
+    reports = make_reports(RATINGS, 300, rng)
+    sealed = seal_reports(keys[0], RATINGS.name, VERSION, reports)
+    acks = []
+    for port in deployment.ports[:2]:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        call = channel.unary_unary("/ldpsynth.v1.CollectionService/SubmitShuffled",
+                                   response_deserializer=pb.ShuffledAck.FromString)
+        batch_ = pb.SealedBatch(collection=RATINGS.name, key_id=keys[0].key_id, reports=sealed.tobytes())
+        acks.append(call(batch_.SerializeToString(), timeout=120))
+    assert [(a.accepted, a.duplicates, a.undecryptable, a.invalid) for a in acks] == [(300, 0, 0, 0), (0, 300, 0, 0)]
+    stored = [bytes(i) for (_, c), chunk in verify(deployment).stored.items() if c == RATINGS.name
+              for i in chunk.report_ids]
+    sent = {bytes(i) for i in reports.report_ids}
+    assert sum(i in sent for i in stored) == 300  # each once
 
 
 def test_node_kills_during_ingest_lose_and_duplicate_nothing(deployment: LocalCluster) -> None:

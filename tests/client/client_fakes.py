@@ -31,6 +31,8 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
 from ldpsynth.shared.wire import query_pb2_grpc as qpb_grpc
+from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shared.wire import shuffler_pb2_grpc as spb_grpc
 
 REGIONS = ("eu", "us", "asia")
 
@@ -224,14 +226,49 @@ class FakeQueryService(qpb_grpc.QueryServiceServicer):
                 private_codes=self.private_codes[part].astype("<u8").tobytes())
 
 
+class FakeShufflerService(spb_grpc.ShufflerServiceServicer):
+    """A shuffler that keeps what devices send (``batches``: every SealedBatch, ``sealed``: every sealed
+    report as sent) and acknowledges it; the first ``unavailable_calls`` calls end UNAVAILABLE, and a
+    call whose index is in ``refuse`` ends with ``refuse_status``."""
+
+    def __init__(self, width: int, token: str | None = None, unavailable_calls: int = 0,
+                 refuse: frozenset[int] = frozenset(),
+                 refuse_status: grpc.StatusCode = grpc.StatusCode.INVALID_ARGUMENT):
+        self.width, self.token = width, token
+        self.unavailable_calls, self.refuse, self.refuse_status = unavailable_calls, refuse, refuse_status
+        self.calls = 0
+        self.batches: list[pb.SealedBatch] = []
+        self.sealed: list[bytes] = []
+        self.metadata: list[dict[str, str]] = []
+
+    async def SubmitSealed(self, request: pb.SealedBatch, context: grpc.aio.ServicerContext) -> spb.SealedAck:
+        index = self.calls
+        self.calls += 1
+        metadata = {k: v for k, v in context.invocation_metadata()}
+        self.metadata.append(metadata)
+        if self.token is not None and metadata.get("authorization") != f"Bearer {self.token}":
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown token")
+        if index < self.unavailable_calls:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "shuffler restarting")
+        if index in self.refuse:
+            await context.abort(self.refuse_status, "refused")
+        if not request.reports or len(request.reports) % self.width:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "reports: not a multiple of the report size")
+        self.batches.append(request)
+        self.sealed += [request.reports[i:i + self.width] for i in range(0, len(request.reports), self.width)]
+        return spb.SealedAck(sequence=request.sequence, accepted=len(request.reports) // self.width)
+
+
 class FakeServer:
     """A ``grpc.aio`` server for one :class:`FakeCollectionService` (and optionally a
-    :class:`FakeQueryService`) on ``127.0.0.1`` (port 0 at first)."""
+    :class:`FakeQueryService`, a :class:`FakeShufflerService`) on ``127.0.0.1`` (port 0 at first)."""
 
-    def __init__(self, service: FakeCollectionService, *, credentials: grpc.ServerCredentials | None = None,
-                 max_receive_message_bytes: int | None = None, queries: FakeQueryService | None = None):
+    def __init__(self, service: FakeCollectionService | None, *, credentials: grpc.ServerCredentials | None = None,
+                 max_receive_message_bytes: int | None = None, queries: FakeQueryService | None = None,
+                 shuffler: FakeShufflerService | None = None):
         self.service = service
         self.queries = queries
+        self.shuffler = shuffler
         self._credentials = credentials
         self._options = ([("grpc.max_receive_message_length", max_receive_message_bytes)]
                          if max_receive_message_bytes else [])
@@ -244,7 +281,10 @@ class FakeServer:
 
     async def start(self) -> FakeServer:
         server = grpc.aio.server(options=self._options)
-        pb_grpc.add_CollectionServiceServicer_to_server(self.service, server)
+        if self.service is not None:
+            pb_grpc.add_CollectionServiceServicer_to_server(self.service, server)
+        if self.shuffler is not None:
+            spb_grpc.add_ShufflerServiceServicer_to_server(self.shuffler, server)
         if self.queries is not None:
             qpb_grpc.add_QueryServiceServicer_to_server(self.queries, server)
         address = f"127.0.0.1:{self.port}"
@@ -271,7 +311,7 @@ class FakeServer:
 class ServerThread:
     """A :class:`FakeServer` on its own event loop in a daemon thread (for blocking clients)."""
 
-    def __init__(self, service: FakeCollectionService, **server_options: Any):
+    def __init__(self, service: FakeCollectionService | None, **server_options: Any):
         self.server = FakeServer(service, **server_options)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

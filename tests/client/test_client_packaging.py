@@ -31,4 +31,18 @@ def test_client_extra_resolves_without_scipy_or_ray(tmp_path) -> None:
                     "--report", str(report), f"{ROOT}[client]"], check=True, capture_output=True, timeout=60)
     names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
     assert {"ldpsynth", "numpy", "grpcio", "protobuf"} <= names
-    assert not names & {"scipy", "ray"}
+    assert not names & {"scipy", "ray", "cryptography"}
+
+
+def test_shuffle_extra_is_the_client_and_the_hpke_library(tmp_path) -> None:
+    """A device that seals for a shuffler adds `cryptography` (HPKE) to [client], and nothing heavy."""
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                    "--report", str(report), f"{ROOT}[shuffle]"], check=True, capture_output=True, timeout=60)
+    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert {"ldpsynth", "numpy", "grpcio", "protobuf", "cryptography"} <= names
+    assert not names & {"scipy", "ray", "pyhpke"}
+
+
+def test_client_package_imports_no_hpke_library_until_a_report_is_sealed() -> None:
+    assert imported_after("import ldpsynth.client", ("cryptography",)) == []

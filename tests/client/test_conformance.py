@@ -246,3 +246,80 @@ def test_device_path(case: dict[str, Any]) -> None:
     assert [[str(c) for c in col] for col in encoded.public_codes.T.tolist()] == batch["public_codes"]
     msg = reports_to_proto(_reports(batch), card.schema.name, card.version, int(batch["sequence"]))
     assert msg.SerializeToString().hex() == batch["hex"]
+
+
+# ----- sealed reports (sealed.json, docs/contract.md §16) --------------------------------------------
+
+SEALED = load("sealed.json")
+
+
+def _opening_key() -> Any:
+    from ldpsynth.shared.sealing import OpeningKey
+    return OpeningKey(bytes.fromhex(SEALED["key"]["private_key"]))
+
+
+def test_sealed_suite_key_id_and_info_constants() -> None:
+    from ldpsynth.shared import sealing
+    suite, key = SEALED["suite"], SEALED["key"]
+    assert (suite["kem_id"], suite["kdf_id"], suite["aead_id"]) == (sealing.KEM_ID, sealing.KDF_ID, sealing.AEAD_ID)
+    assert bytes.fromhex(suite["suite_id"]) == sealing.SUITE_ID and suite["name"] == sealing.SUITE_NAME
+    assert bytes.fromhex(suite["info_prefix"]) == sealing.INFO_PREFIX
+    opening = _opening_key()
+    assert opening.public.public_key.hex() == key["public_key"]  # the public key of the private key
+    assert sealing.key_id(bytes.fromhex(key["public_key"])).hex() == key["key_id"]
+
+
+@pytest.mark.parametrize("case", SEALED["cases"], ids=ids(SEALED["cases"]))
+def test_sealed_case_plaintext_info_and_opening(case: dict[str, Any]) -> None:
+    from ldpsynth.shared import sealing
+    publics = [int(c) for c in case["public_codes"]]
+    reports = Reports(np.frombuffer(bytes.fromhex(case["report_id"]), np.uint8).reshape(1, 16),
+                      np.asarray([int(case["private_code"])], np.uint64),
+                      np.asarray([publics], np.uint64).reshape(1, len(publics)))
+    plaintext = sealing.encode_plaintexts(reports, case["mechanism_version"])[0].tobytes()
+    assert plaintext.hex() == case["plaintext"]
+    assert sealing.info(case["collection"]).hex() == case["info"]
+    sealed = bytes.fromhex(case["sealed"])
+    assert sealed.hex() == case["enc"] + case["ct"] and len(sealed) == 32 + len(plaintext) + 16
+    opened, ok = _opening_key().open_all(np.frombuffer(sealed, np.uint8).reshape(1, -1), case["collection"],
+                                         len(plaintext))
+    assert ok.all() and opened[0].tobytes() == plaintext
+
+
+def test_sealed_reports_that_must_not_open_do_not() -> None:
+    key = _opening_key()
+    for case in SEALED["must_not_open"]:
+        sealed = np.frombuffer(bytes.fromhex(case["sealed"]), np.uint8).reshape(1, -1)
+        assert not key.open_all(sealed, "demo", sealed.shape[1] - 48)[1].any(), case["id"]
+
+
+def test_sealed_reports_that_open_invalid_are_invalid() -> None:
+    from ldpsynth.shared.sealing import decode_plaintexts
+    key, schema = _opening_key(), Schema.from_json(CollectionInfo.from_proto(
+        pb.Collection.FromString(bytes.fromhex(SEALED["collection"]["hex"]))).card.schema.to_json())
+    for case in SEALED["invalid"]:
+        sealed = np.frombuffer(bytes.fromhex(case["sealed"]), np.uint8).reshape(1, -1)
+        plaintexts, ok = key.open_all(sealed, "demo", sealed.shape[1] - 48)
+        assert ok.all() and plaintexts[0].tobytes().hex() == case["plaintext"], case["id"]
+        assert decode_plaintexts(plaintexts, schema, "E/1").invalid == 1, case["id"]
+
+
+def test_sealed_batch_collection_and_acks_on_the_wire() -> None:
+    from ldpsynth.shared.wire import shuffler_pb2 as spb
+    batch = pb.SealedBatch.FromString(bytes.fromhex(SEALED["sealed_batch"]["hex"]))
+    by_id = {c["id"]: c for c in SEALED["cases"]}
+    assert batch.collection == "demo" and batch.sequence == 7 and batch.key_id.hex() == SEALED["key"]["key_id"]
+    assert batch.reports.hex() == "".join(by_id[i]["sealed"] for i in SEALED["sealed_batch"]["reports"])
+    info = CollectionInfo.from_proto(pb.Collection.FromString(bytes.fromhex(SEALED["collection"]["hex"])))
+    assert info.sealing is not None and info.sealing.public_key.hex() == SEALED["key"]["public_key"]
+    message = pb.Collection.FromString(bytes.fromhex(SEALED["collection"]["hex"]))
+    for field, value in SEALED["collection"]["sealing"].items():
+        found = getattr(message.sealing, field)
+        assert (found.hex() if isinstance(found, bytes) else found) == value, field
+    for ack in SEALED["shuffled_acks"]:
+        got = pb.ShuffledAck.FromString(bytes.fromhex(ack["hex"]))
+        assert (str(got.sequence), got.accepted, got.duplicates, got.undecryptable, got.invalid) == (
+            ack["sequence"], ack["accepted"], ack["duplicates"], ack["undecryptable"], ack["invalid"])
+    for ack in SEALED["sealed_acks"]:
+        got = spb.SealedAck.FromString(bytes.fromhex(ack["hex"]))
+        assert (str(got.sequence), got.accepted) == (ack["sequence"], ack["accepted"])

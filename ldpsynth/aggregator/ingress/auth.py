@@ -30,7 +30,9 @@ from ldpsynth.shared.errors import ValidationError
 
 SUBMIT = "submit"
 QUERY = "query"
-ROLES = frozenset({SUBMIT, QUERY})
+#: A shuffler tier forwarding shuffled batches of sealed reports (``SubmitShuffled``, docs/contract.md §16).
+SHUFFLER = "shuffler"
+ROLES = frozenset({SUBMIT, QUERY, SHUFFLER})
 ANONYMOUS_ID = "anonymous"
 
 

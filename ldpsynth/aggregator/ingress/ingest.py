@@ -35,7 +35,7 @@ from ldpsynth.aggregator.storage.group_commit import GroupCommitter
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.shared.protocol import reports_from_proto
-from ldpsynth.shared.reports import REPORT_ID_BYTES
+from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -148,13 +148,21 @@ class Ingestor:
         if claimed > info.limits.max_batch_reports:
             raise LimitExceeded(f"report_ids: at most max_batch_reports = {info.limits.max_batch_reports} "
                                 f"reports per batch, got {claimed}")
-        reports = reports_from_proto(batch, info.schema)
-        parts = [(shard, Segment(batch.collection, credential.id, ids, keys, codes))
+        return await self.admit_reports(credential, batch.collection, reports_from_proto(batch, info.schema),
+                                        int(batch.sequence))
+
+    async def admit_reports(self, credential: Credential, collection: str, reports: Reports,
+                            sequence: int) -> Admitted:
+        """Route validated ``reports`` of ``collection`` to their shards and reserve their quota: the
+        admission every batch ends with, a device's (:meth:`admit`) or a shuffler's opened reports
+        (:mod:`~ldpsynth.aggregator.ingress.shuffled`). The caller checked the collection and the reports."""
+        info = self._catalog.get(collection)
+        parts = [(shard, Segment(collection, credential.id, ids, keys, codes))
                  for shard, (ids, keys, codes) in split_by_shard(reports.report_ids, reports.public_keys(info.schema),
                                                                   reports.private_codes, self._backend.num_shards)]
-        quota_key = (batch.collection, credential.id)
+        quota_key = (collection, credential.id)
         reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
-        return Admitted(int(batch.sequence), quota_key, reserved, tuple(parts))
+        return Admitted(sequence, quota_key, reserved, tuple(parts))
 
     async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> int:
         """Reserve the batch's new reports under ``limit``: its distinct ids (a repeated id is stored

@@ -6,6 +6,10 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
   the INTERNAL a failing deserializer produces. Every error a request can cause says its status
   (:mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.aggregator.ingress.status.rpc` maps it, and
   only a bug yields INTERNAL.
+* ``SubmitShuffled`` (role ``shuffler``) takes one shuffled batch of sealed reports, opens them with
+  the deployment's sealing key (:mod:`~ldpsynth.aggregator.ingress.shuffled`), and admits and commits
+  what opened valid through the same :class:`Ingestor` as ``SubmitReports``; one ``ShuffledAck`` once
+  durable, with the reports dropped as undecryptable or invalid.
 * ``SubmitReports`` reads batches in order, admits each (validation, authorization, quota),
   lets up to ``max_inflight_batches`` of them commit concurrently, and writes one ``BatchAck``
   per batch, in order, each after its batch is durable in the replicated log. A rejected batch
@@ -37,11 +41,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
-from ldpsynth.aggregator.ingress.auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
+from ldpsynth.aggregator.ingress.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
+from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
@@ -86,6 +91,7 @@ class AggregatorServer:
         self.catalog = Catalog(config.collections, config.limits)
         self.backend: Backend | None = None
         self._ingestor: Ingestor | None = None
+        self._shuffled: ShuffledIngest | None = None
         self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
         self._web: WebServer | None = None
@@ -118,6 +124,9 @@ class AggregatorServer:
             self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
                                       sole_replica=self.backend.owns_workers)
             await self._ingestor.load_quota()
+            self.catalog.publish_sealing(None if self.backend.opening_key is None else self.backend.opening_key.public)
+            self._shuffled = ShuffledIngest(self.catalog, self._ingestor, self.backend.opening_key,
+                                            config.open_processes)
             self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
             self._server = self._build_server()
             port = self._bind(credentials)
@@ -134,8 +143,9 @@ class AggregatorServer:
         self.address = _host_port(config.host, port)
         await self._set_health(True, True)
         self._monitor = asyncio.create_task(self._watch_workers())
-        log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
-                 workers.num_shards)
+        key = self.backend.opening_key
+        log.info("serving %s on %s: layout %s, %d shards, %s", self.catalog.names, self.address, self.backend.layout.id,
+                 workers.num_shards, "no sealed reports" if key is None else f"sealing key {key.key_id.hex()}")
         if self._web is not None:
             log.info("web port (Connect, gRPC-Web) on %s, origins allowed: %s", self.web_address,
                      ", ".join(config.web_origins) or "none")
@@ -204,6 +214,8 @@ class AggregatorServer:
                 self._submit_reports, response_serializer=pb.BatchAck.SerializeToString),
             "SubmitBatch": grpc.unary_unary_rpc_method_handler(
                 self._submit_batch, response_serializer=pb.BatchAck.SerializeToString),
+            "SubmitShuffled": grpc.unary_unary_rpc_method_handler(
+                self._submit_shuffled, response_serializer=pb.ShuffledAck.SerializeToString),
         }
         assert self._queries is not None
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),
@@ -252,6 +264,8 @@ class AggregatorServer:
             await self.backend.abandon()
 
     async def _release(self) -> None:
+        if self._shuffled is not None:
+            self._shuffled.close()
         if self._ingestor is not None:
             await self._ingestor.close()
         if self.backend is not None:
@@ -296,7 +310,7 @@ class AggregatorServer:
     # ----- the collection service, whatever the transport (gRPC here, the web port in web.py) --------
     def collection(self, credential: Credential, request: pb.GetCollectionRequest) -> pb.Collection:
         """GetCollection: the collection the request names, if the credential may read it."""
-        credential.require_role(SUBMIT, QUERY)
+        credential.require_role(SUBMIT, QUERY, SHUFFLER)
         credential.require_collection(request.collection)
         return self.catalog.proto(request.collection)
 
@@ -333,6 +347,22 @@ class AggregatorServer:
         failure = await self._stream(credential, requests, context)
         if failure is not None:
             raise failure
+
+    @rpc("SubmitShuffled", NOT_ACKNOWLEDGED)
+    async def _submit_shuffled(self, raw: bytes, context: grpc.aio.ServicerContext) -> pb.ShuffledAck:
+        """One shuffled batch of sealed reports (:mod:`~ldpsynth.aggregator.ingress.shuffled`): opened,
+        validated, admitted and committed by the device path's admission and commit; acknowledged once durable."""
+        credential = self._authenticate(context)
+        credential.require_role(SHUFFLER)
+        if self._stopping:
+            raise TryLater("the server is shutting down; retry the batch")
+        self._refuse_if_full()
+        assert self._shuffled is not None
+        admission = await self._shuffled.admit(credential, parse(pb.SealedBatch, raw))
+        if admission.admitted is None:
+            return admission.ack()
+        ack = await self._commit_unless_full(admission.admitted)
+        return admission.ack(ack.accepted, ack.duplicates)
 
     async def _stream(self, credential: Credential, requests: AsyncIterator[bytes],
                       context: grpc.aio.ServicerContext) -> LdpsynthError | None:

@@ -40,9 +40,11 @@ from ldpsynth.aggregator.storage.datadir import DataDir
 from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import LogCorruption
 from ldpsynth.aggregator.storage.refusals import damaged_log, layout_edited
+from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, data_dir_key, read_key_file
 from ldpsynth.aggregator.storage.shard_worker import WorkerSpec
 from ldpsynth.aggregator.storage.store_check import check_data_dir
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.sealing import OpeningKey
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,9 @@ class Backend:
     owns_workers: bool
     embedded: EmbeddedNats | None
     datadir: DataDir | None
+    #: The key sealed reports are opened with (``None``: this deployment takes none): one machine's
+    #: ``DIR/sealing-key``, a cluster's ``--shuffle-key``; its id is registered in the log.
+    opening_key: OpeningKey | None = None
     #: Why the log cannot store anything now (its storage is full), or ``None``: see :meth:`check_storage`.
     storage_full: str | None = None
 
@@ -131,6 +136,7 @@ class Backend:
                     log.warning("%s", line)
                 if upgrade:  # the acknowledged files are written: from now on a missing one is refused
                     datadir.record_layout(layout.id, layout.shards)
+            opening_key = await _open_sealing_key(config, datadir, replicated)
             for name, card_json in catalog.cards_json().items():
                 await replicated.register_card(name, card_json)
             if cluster is not None:  # before the workers: they would race to create it
@@ -168,7 +174,7 @@ class Backend:
                 (log.warning if level == "warning" else log.info)("%s", text)
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
-                   datadir)
+                   datadir, opening_key)
 
     def check_storage(self) -> None:
         """Follow the embedded log's storage (call every second or so): full as soon as its
@@ -214,6 +220,30 @@ class Backend:
         if self.datadir is not None:
             parts["datadir"] = self.datadir
         await _release(parts)
+
+
+async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
+                            replicated: ReplicatedLog) -> OpeningKey | None:
+    """The deployment's sealing key, checked against the id the log registered (and registered if it
+    has none): one machine's ``DIR/sealing-key`` (created at the first start), a cluster's
+    ``--shuffle-key`` file, or none (a cluster without the flag, whose log names no key)."""
+    registered = await _when_available(replicated.sealing_key_id)
+    try:
+        if datadir is not None:
+            key, created = data_dir_key(datadir.path, registered, create=True)
+            if created:  # said once serving (the server's "serving ..." line names the key)
+                log.debug("created the sealing key %s in %s", key.key_id.hex() if key else "", datadir.path)
+        elif config.shuffle_key is not None:
+            key = read_key_file(config.shuffle_key, "--shuffle-key")
+        else:
+            key = None
+    except SealingKeyError as exc:
+        raise BackendError(str(exc)) from None
+    try:
+        await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
+    except LayoutError as exc:
+        raise BackendError(str(exc)) from None
+    return key
 
 
 async def _when_available(call: Callable[[], Awaitable[T]]) -> T:

@@ -13,7 +13,7 @@ import ssl
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ldpsynth.aggregator.errors import WrongState
@@ -22,6 +22,7 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.sealing import SealingKey
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -133,7 +134,10 @@ class ServerConfig:
     of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
     writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
     ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
-    loss in the data directory (``--accept-lost-records``).
+    loss in the data directory (``--accept-lost-records``). ``shuffle_key`` (cluster): the file of the
+    key sealed reports are opened with, the same on every replica (``--shuffle-key``; one machine
+    keeps its own in the data directory). ``open_processes``: worker processes that open sealed
+    reports (0: one thread of the replica).
     """
 
     data_dir: Path | None
@@ -155,8 +159,13 @@ class ServerConfig:
     accept_lost_records: bool = False
     web_port: int | None = None
     web_origins: tuple[str, ...] = ()
+    shuffle_key: Path | None = None
+    open_processes: int = 0
 
     def __post_init__(self) -> None:
+        if self.shuffle_key is not None and self.cluster is None:
+            raise ConfigError("--shuffle-key: only with --nats (one machine keeps its sealing key in --data-dir, "
+                              "as DIR/sealing-key, created at its first start)")
         if self.cluster is None and self.data_dir is None:
             raise ConfigError("--data-dir: required unless the log is a NATS cluster (--nats)")
         if self.cluster is not None and self.accept_lost_records:
@@ -176,6 +185,7 @@ class ServerConfig:
             ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
             ("--snapshot-every", self.snapshot_ids, 1, 2**40),
+            ("--open-processes", self.open_processes, 0, 256),
         )
         with _flag_checks():
             for name, value, low, high in checks:
@@ -206,6 +216,11 @@ class Catalog:
 
     def __init__(self, cards: Iterable[MechanismCard], limits: Limits):
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
+        self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+
+    def publish_sealing(self, key: SealingKey | None) -> None:
+        """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
+        self._infos = {name: replace(info, sealing=key) for name, info in self._infos.items()}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
 
     @property

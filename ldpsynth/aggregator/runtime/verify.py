@@ -33,6 +33,8 @@ from ldpsynth.aggregator.storage.refusals import (
     record_out_of_place,
     record_under_another_card,
 )
+from ldpsynth.aggregator.storage.sealing_key import FILE_NAME as SEALING_KEY_FILE
+from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, data_dir_key
 from ldpsynth.aggregator.storage.segments import RowChunk
 from ldpsynth.aggregator.storage.store_check import check_data_dir, check_published_snapshots
 from ldpsynth.shared.errors import LdpsynthError
@@ -177,6 +179,12 @@ async def verify_data_dir(path: str, keep_rows: bool = False) -> Verification:
                 return result
             if recorded is not None and recorded[1] != layout.shards:
                 result.problems.append(layout_edited(str(datadir.path / "layout.json"), recorded[1], layout.shards))
+            try:  # the sealing key, as serve checks it (contract §16)
+                if data_dir_key(datadir.path, await replicated.sealing_key_id(), create=False)[0] is None:
+                    result.notes.append(f"{datadir.path / SEALING_KEY_FILE}: none yet; serve creates it at its next "
+                                        "start")
+            except SealingKeyError as exc:
+                result.problems.append(str(exc))
             try:
                 check = await check_data_dir(datadir, replicated, layout, write=False, inspect_snapshots=True)
             except LogCorruption as exc:

@@ -26,6 +26,7 @@ import os
 import struct
 import zlib
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -80,15 +81,18 @@ def _layout(kind: str, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
 
 
 def write_checked(path: str | Path, kind: str, meta: Mapping[str, Any],
-                  arrays: Mapping[str, np.ndarray] | None = None) -> Seal:
+                  arrays: Mapping[str, np.ndarray] | None = None, *, mode: int = 0o666) -> Seal:
     """Write ``arrays`` with ``meta`` as a checked file of ``kind`` at ``path``, durably and atomically;
-    return its seal."""
+    return its seal. ``mode``: the new file's permissions (less the umask), from its creation on
+    (0o600 for a secret: no moment where others could read it)."""
     path = Path(path)
     arrays = dict(arrays or {})
     header, offsets = _layout(kind, meta, arrays)
     tmp = path.with_name(path.name + ".tmp")
+    with suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover of a crash: created afresh with ``mode``
     crc = 0
-    with open(tmp, "wb") as fh:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as fh:
         def put(data: bytes | memoryview) -> None:
             nonlocal crc
             fh.write(data)

@@ -14,6 +14,9 @@ collection registry and the snapshot store, all on NATS JetStream.
   the log never holds a report id twice.
 * **Collections** (KV keys ``collection.<hex name>``): each collection's mechanism card, registered
   by the first replica that serves it; a replica with another card for the name is refused.
+* **Sealing key** (KV key ``sealing-key``): the id of the HPKE key the replicas open sealed reports
+  with (:mod:`~ldpsynth.shared.sealing`), registered by the first replica that holds one; a replica
+  with another key, or with none, is refused (the private key itself never enters the log).
 * **Snapshots** (object store ``LDPSYNTH_<layout>_SNAP``): shard workers' snapshot files, so a
   worker restarted on another node starts from its last snapshot, not from the first record.
 
@@ -57,6 +60,8 @@ from ldpsynth.shared.errors import LdpsynthError
 
 META_BUCKET = "LDPSYNTH"
 LAYOUT_KEY = "layout"
+#: KV key of the id of the aggregator's sealing key (docs/contract.md §16): one key for every replica.
+SEALING_KEY = "sealing-key"
 LAYOUT_FORMAT = "ldpsynth.layout/1"
 #: JetStream's error code for a failed ``Nats-Expected-Last-Sequence`` check.
 _WRONG_LAST_SEQUENCE = 10071
@@ -164,6 +169,15 @@ def _no_layout(expected_id: str | None) -> str:
         return "the log has no layout: it is not an ldpsynth log, or it is empty"
     return (f"the log has no layout, but this data directory belongs to layout {expected_id}: the log was deleted or "
             "replaced (restore it, or use a new data directory)")
+
+
+def sealing_key_mismatch(stored: str | None, given: str | None) -> str:
+    """Why a replica's sealing key does not fit the log (one sentence, with what to do)."""
+    if given is None:
+        return (f"the log is served with sealing key {stored}: every replica opens sealed reports with it; give "
+                "this replica the same key file (--shuffle-key FILE)")
+    return (f"the log is served with sealing key {stored}, not {given}: every replica must hold the same key "
+            "(give --shuffle-key the key file of the others; a device's sealed reports open only with it)")
 
 
 def _collection_key(name: str) -> str:
@@ -339,6 +353,34 @@ class ReplicatedLog:
         if stored != card_json:
             raise LayoutError(f"collection {collection!r} is registered in the log with a different mechanism card "
                               "(schema or epsilon); serve it with its original card")
+
+    async def register_sealing_key(self, key_id: str | None) -> str | None:
+        """Register the id (hex) of the key the replicas open sealed reports with, or check it against
+        the one registered (:class:`LayoutError`: every replica must hold the same key); ``None``: this
+        replica holds no key, refused if the log has one. Returns the id registered (``None``: none)."""
+        try:
+            meta = await self._meta_bucket()
+            if key_id is not None:
+                try:
+                    await meta.create(SEALING_KEY, key_id.encode("ascii"))
+                    return key_id
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    pass
+            stored = await self.sealing_key_id()
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"the log did not answer ({type(exc).__name__})") from None
+        if stored != key_id:
+            raise LayoutError(sealing_key_mismatch(stored, key_id))
+        return stored
+
+    async def sealing_key_id(self) -> str | None:
+        """The registered sealing key id (hex; ``None``: none registered)."""
+        meta = await self._meta_bucket()
+        try:
+            entry = await meta.get(SEALING_KEY)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return (entry.value or b"").decode("ascii", "replace")
 
     async def card(self, collection: str) -> str | None:
         """The registered card JSON of ``collection`` (``None``: not registered)."""

@@ -23,18 +23,38 @@ class Limits(_message.Message):
     def __init__(self, max_rows_per_client: _Optional[int] = ..., max_batch_reports: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class Collection(_message.Message):
-    __slots__ = ("name", "schema_json", "card_json", "mechanism_version", "limits")
+    __slots__ = ("name", "schema_json", "card_json", "mechanism_version", "limits", "sealing")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     CARD_JSON_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_VERSION_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    SEALING_FIELD_NUMBER: _ClassVar[int]
     name: str
     schema_json: str
     card_json: str
     mechanism_version: str
     limits: Limits
-    def __init__(self, name: _Optional[str] = ..., schema_json: _Optional[str] = ..., card_json: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+    sealing: Sealing
+    def __init__(self, name: _Optional[str] = ..., schema_json: _Optional[str] = ..., card_json: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., sealing: _Optional[_Union[Sealing, _Mapping]] = ...) -> None: ...
+
+class Sealing(_message.Message):
+    __slots__ = ("suite", "kem_id", "kdf_id", "aead_id", "public_key", "key_id", "sealed_report_bytes")
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    KEM_ID_FIELD_NUMBER: _ClassVar[int]
+    KDF_ID_FIELD_NUMBER: _ClassVar[int]
+    AEAD_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SEALED_REPORT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    suite: str
+    kem_id: int
+    kdf_id: int
+    aead_id: int
+    public_key: bytes
+    key_id: bytes
+    sealed_report_bytes: int
+    def __init__(self, suite: _Optional[str] = ..., kem_id: _Optional[int] = ..., kdf_id: _Optional[int] = ..., aead_id: _Optional[int] = ..., public_key: _Optional[bytes] = ..., key_id: _Optional[bytes] = ..., sealed_report_bytes: _Optional[int] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("collection", "mechanism_version", "sequence", "report_ids", "private_codes", "public_codes")
@@ -61,3 +81,29 @@ class BatchAck(_message.Message):
     accepted: int
     duplicates: int
     def __init__(self, sequence: _Optional[int] = ..., accepted: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class SealedBatch(_message.Message):
+    __slots__ = ("collection", "key_id", "sequence", "reports")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    key_id: bytes
+    sequence: int
+    reports: bytes
+    def __init__(self, collection: _Optional[str] = ..., key_id: _Optional[bytes] = ..., sequence: _Optional[int] = ..., reports: _Optional[bytes] = ...) -> None: ...
+
+class ShuffledAck(_message.Message):
+    __slots__ = ("sequence", "accepted", "duplicates", "undecryptable", "invalid")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    UNDECRYPTABLE_FIELD_NUMBER: _ClassVar[int]
+    INVALID_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    accepted: int
+    duplicates: int
+    undecryptable: int
+    invalid: int
+    def __init__(self, sequence: _Optional[int] = ..., accepted: _Optional[int] = ..., duplicates: _Optional[int] = ..., undecryptable: _Optional[int] = ..., invalid: _Optional[int] = ...) -> None: ...

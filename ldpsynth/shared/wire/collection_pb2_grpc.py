@@ -49,6 +49,11 @@ class CollectionServiceStub:
                 request_serializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
                 response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
                 _registered_method=True)
+        self.SubmitShuffled = channel.unary_unary(
+                '/ldpsynth.v1.CollectionService/SubmitShuffled',
+                request_serializer=ldpsynth_dot_v1_dot_collection__pb2.SealedBatch.SerializeToString,
+                response_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ShuffledAck.FromString,
+                _registered_method=True)
 
 
 class CollectionServiceServicer:
@@ -83,6 +88,18 @@ class CollectionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitShuffled(self, request, context):
+        """One batch of sealed reports a shuffler mixed (docs/contract.md §16), acknowledged once every
+        report of it that opened and is valid is durably committed. Needs the role "shuffler".
+        Reports that do not open (tampered, another key's or collection's, garbage) and reports that
+        open to something invalid are dropped and counted; the rest are stored. A batch that is bad as
+        a whole (not the message, unknown collection, another key id, over the limits, not a
+        non-zero multiple of Sealing.sealed_report_bytes) is refused with its status, nothing stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CollectionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -100,6 +117,11 @@ def add_CollectionServiceServicer_to_server(servicer, server):
                     servicer.SubmitBatch,
                     request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.FromString,
                     response_serializer=ldpsynth_dot_v1_dot_collection__pb2.BatchAck.SerializeToString,
+            ),
+            'SubmitShuffled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitShuffled,
+                    request_deserializer=ldpsynth_dot_v1_dot_collection__pb2.SealedBatch.FromString,
+                    response_serializer=ldpsynth_dot_v1_dot_collection__pb2.ShuffledAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -183,6 +205,33 @@ class CollectionService:
             '/ldpsynth.v1.CollectionService/SubmitBatch',
             ldpsynth_dot_v1_dot_collection__pb2.ReportBatch.SerializeToString,
             ldpsynth_dot_v1_dot_collection__pb2.BatchAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitShuffled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpsynth.v1.CollectionService/SubmitShuffled',
+            ldpsynth_dot_v1_dot_collection__pb2.SealedBatch.SerializeToString,
+            ldpsynth_dot_v1_dot_collection__pb2.ShuffledAck.FromString,
             options,
             channel_credentials,
             insecure,

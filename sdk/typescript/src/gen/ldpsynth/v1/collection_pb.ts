@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/collection.proto.
  */
 export const file_ldpsynth_v1_collection: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIoIBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cyKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0y5gEKEUNvbGxlY3Rpb25TZXJ2aWNlEksKDUdldENvbGxlY3Rpb24SIS5sZHBzeW50aC52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBoXLmxkcHN5bnRoLnYxLkNvbGxlY3Rpb24SRAoNU3VibWl0UmVwb3J0cxIYLmxkcHN5bnRoLnYxLlJlcG9ydEJhdGNoGhUubGRwc3ludGgudjEuQmF0Y2hBY2soATABEj4KC1N1Ym1pdEJhdGNoEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFja2IGcHJvdG8z");
+  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIqkBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cxIlCgdzZWFsaW5nGAYgASgLMhQubGRwc3ludGgudjEuU2VhbGluZyKKAQoHU2VhbGluZxINCgVzdWl0ZRgBIAEoCRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBIOCgZrZXlfaWQYBiABKAwSGwoTc2VhbGVkX3JlcG9ydF9ieXRlcxgHIAEoDSKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0iVAoLU2VhbGVkQmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIOCgZrZXlfaWQYAiABKAwSEAoIc2VxdWVuY2UYAyABKAQSDwoHcmVwb3J0cxgEIAEoDCJtCgtTaHVmZmxlZEFjaxIQCghzZXF1ZW5jZRgBIAEoBBIQCghhY2NlcHRlZBgCIAEoDRISCgpkdXBsaWNhdGVzGAMgASgNEhUKDXVuZGVjcnlwdGFibGUYBCABKA0SDwoHaW52YWxpZBgFIAEoDTKsAgoRQ29sbGVjdGlvblNlcnZpY2USSwoNR2V0Q29sbGVjdGlvbhIhLmxkcHN5bnRoLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhcubGRwc3ludGgudjEuQ29sbGVjdGlvbhJECg1TdWJtaXRSZXBvcnRzEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFjaygBMAESPgoLU3VibWl0QmF0Y2gSGC5sZHBzeW50aC52MS5SZXBvcnRCYXRjaBoVLmxkcHN5bnRoLnYxLkJhdGNoQWNrEkQKDlN1Ym1pdFNodWZmbGVkEhgubGRwc3ludGgudjEuU2VhbGVkQmF0Y2gaGC5sZHBzeW50aC52MS5TaHVmZmxlZEFja2IGcHJvdG8z");
 
 /**
  * @generated from message ldpsynth.v1.GetCollectionRequest
@@ -103,6 +103,14 @@ export type Collection = Message<"ldpsynth.v1.Collection"> & {
    * @generated from field: ldpsynth.v1.Limits limits = 5;
    */
   limits?: Limits | undefined;
+
+  /**
+   * How to seal reports for this collection (the aggregator's HPKE public key); absent when the
+   * aggregator takes no sealed reports.
+   *
+   * @generated from field: ldpsynth.v1.Sealing sealing = 6;
+   */
+  sealing?: Sealing | undefined;
 };
 
 /**
@@ -111,6 +119,65 @@ export type Collection = Message<"ldpsynth.v1.Collection"> & {
  */
 export const CollectionSchema: GenMessage<Collection> = /*@__PURE__*/
   messageDesc(file_ldpsynth_v1_collection, 2);
+
+/**
+ * The aggregator's HPKE key (RFC 9180) and the size of a sealed report of the collection.
+ *
+ * @generated from message ldpsynth.v1.Sealing
+ */
+export type Sealing = Message<"ldpsynth.v1.Sealing"> & {
+  /**
+   * "DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM"; the same suite as the ids below.
+   *
+   * @generated from field: string suite = 1;
+   */
+  suite: string;
+
+  /**
+   * RFC 9180 identifiers: 0x0020 (DHKEM(X25519, HKDF-SHA256)), 0x0001 (HKDF-SHA256), 0x0001 (AES-128-GCM).
+   *
+   * @generated from field: uint32 kem_id = 2;
+   */
+  kemId: number;
+
+  /**
+   * @generated from field: uint32 kdf_id = 3;
+   */
+  kdfId: number;
+
+  /**
+   * @generated from field: uint32 aead_id = 4;
+   */
+  aeadId: number;
+
+  /**
+   * 32 bytes: the X25519 public key pkR.
+   *
+   * @generated from field: bytes public_key = 5;
+   */
+  publicKey: Uint8Array;
+
+  /**
+   * 16 bytes: SHA-256("HPKE" || I2OSP(kem_id, 2) || I2OSP(kdf_id, 2) || I2OSP(aead_id, 2) || public_key)[0:16].
+   *
+   * @generated from field: bytes key_id = 6;
+   */
+  keyId: Uint8Array;
+
+  /**
+   * Bytes of every sealed report of this collection (enc || ciphertext).
+   *
+   * @generated from field: uint32 sealed_report_bytes = 7;
+   */
+  sealedReportBytes: number;
+};
+
+/**
+ * Describes the message ldpsynth.v1.Sealing.
+ * Use `create(SealingSchema)` to create a new message.
+ */
+export const SealingSchema: GenMessage<Sealing> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_collection, 3);
 
 /**
  * n reports in columnar form. Column i of every field belongs to report i.
@@ -164,7 +231,7 @@ export type ReportBatch = Message<"ldpsynth.v1.ReportBatch"> & {
  * Use `create(ReportBatchSchema)` to create a new message.
  */
 export const ReportBatchSchema: GenMessage<ReportBatch> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_collection, 3);
+  messageDesc(file_ldpsynth_v1_collection, 4);
 
 /**
  * @generated from message ldpsynth.v1.BatchAck
@@ -195,7 +262,96 @@ export type BatchAck = Message<"ldpsynth.v1.BatchAck"> & {
  * Use `create(BatchAckSchema)` to create a new message.
  */
 export const BatchAckSchema: GenMessage<BatchAck> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_collection, 4);
+  messageDesc(file_ldpsynth_v1_collection, 5);
+
+/**
+ * n sealed reports of one collection, each sealed on its own to the key named (docs/contract.md §16):
+ * what a device sends a shuffler (ShufflerService.SubmitSealed) and what a shuffler forwards to the
+ * replicas (CollectionService.SubmitShuffled).
+ *
+ * @generated from message ldpsynth.v1.SealedBatch
+ */
+export type SealedBatch = Message<"ldpsynth.v1.SealedBatch"> & {
+  /**
+   * @generated from field: string collection = 1;
+   */
+  collection: string;
+
+  /**
+   * Sealing.key_id of the key the reports are sealed to (16 bytes).
+   *
+   * @generated from field: bytes key_id = 2;
+   */
+  keyId: Uint8Array;
+
+  /**
+   * Chosen by the sender; echoed in the acknowledgement.
+   *
+   * @generated from field: uint64 sequence = 3;
+   */
+  sequence: bigint;
+
+  /**
+   * n x Sealing.sealed_report_bytes: each report is enc (32 bytes) || ciphertext.
+   *
+   * @generated from field: bytes reports = 4;
+   */
+  reports: Uint8Array;
+};
+
+/**
+ * Describes the message ldpsynth.v1.SealedBatch.
+ * Use `create(SealedBatchSchema)` to create a new message.
+ */
+export const SealedBatchSchema: GenMessage<SealedBatch> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_collection, 6);
+
+/**
+ * What a replica did with a SealedBatch: accepted + duplicates + undecryptable + invalid = n.
+ *
+ * @generated from message ldpsynth.v1.ShuffledAck
+ */
+export type ShuffledAck = Message<"ldpsynth.v1.ShuffledAck"> & {
+  /**
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * Reports newly committed.
+   *
+   * @generated from field: uint32 accepted = 2;
+   */
+  accepted: number;
+
+  /**
+   * Reports already stored (the same report id: a retried or replayed report).
+   *
+   * @generated from field: uint32 duplicates = 3;
+   */
+  duplicates: number;
+
+  /**
+   * Reports that did not open: dropped (tampered, sealed to another key or for another collection, garbage).
+   *
+   * @generated from field: uint32 undecryptable = 4;
+   */
+  undecryptable: number;
+
+  /**
+   * Reports that opened to something invalid: dropped (another mechanism version, a code out of range).
+   *
+   * @generated from field: uint32 invalid = 5;
+   */
+  invalid: number;
+};
+
+/**
+ * Describes the message ldpsynth.v1.ShuffledAck.
+ * Use `create(ShuffledAckSchema)` to create a new message.
+ */
+export const ShuffledAckSchema: GenMessage<ShuffledAck> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_collection, 7);
 
 /**
  * @generated from service ldpsynth.v1.CollectionService
@@ -238,6 +394,21 @@ export const CollectionService: GenService<{
     methodKind: "unary";
     input: typeof ReportBatchSchema;
     output: typeof BatchAckSchema;
+  },
+  /**
+   * One batch of sealed reports a shuffler mixed (docs/contract.md §16), acknowledged once every
+   * report of it that opened and is valid is durably committed. Needs the role "shuffler".
+   * Reports that do not open (tampered, another key's or collection's, garbage) and reports that
+   * open to something invalid are dropped and counted; the rest are stored. A batch that is bad as
+   * a whole (not the message, unknown collection, another key id, over the limits, not a
+   * non-zero multiple of Sealing.sealed_report_bytes) is refused with its status, nothing stored.
+   *
+   * @generated from rpc ldpsynth.v1.CollectionService.SubmitShuffled
+   */
+  submitShuffled: {
+    methodKind: "unary";
+    input: typeof SealedBatchSchema;
+    output: typeof ShuffledAckSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ldpsynth_v1_collection, 0);
