@@ -18,7 +18,8 @@ import numpy as np
 
 from ldpsynth.client.ledger import PrivacyLedger
 from ldpsynth.client.rows import EncodedRows
-from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.card import MechanismCard, oracle_fields
+from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
 
@@ -57,14 +58,18 @@ class PreparedReports:
 
 
 def collection_fingerprint(card: MechanismCard) -> bytes:
-    """SHA-256 of what a report means: the schema (name, ε, attributes) and E's exact weights.
+    """SHA-256 of what a report means: the schema (name, ε, attributes) and E's exact weights (a frequency
+    oracle: its card's exact probabilities and sampler).
 
     Memoized reports are bound to it, so a collection re-created with another schema or
     mechanism gets fresh reports (each charged again), while cosmetic card changes do not.
     """
     m = card.mechanism
-    identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
-                "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
+    if isinstance(m, MechanismE):
+        identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
+                    "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
+    else:  # a frequency oracle: its exact probabilities and sampler's integers (the card's fields)
+        identity = {"schema": card.schema.to_json(), "version": card.version, **oracle_fields(m)}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")).digest()
 
 

@@ -158,10 +158,11 @@ class PureProtocol:
         (WBLJ17 eq. 4); it ranks oracles and chooses their parameters."""
         return float(self.q * (1 - self.q) / self.signal**2)
 
-    def count_estimates(self, support_counts: npt.ArrayLike, n: int) -> np.ndarray:
-        """:math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` for every v (WBLJ17 §3), float64."""
+    def count_estimates(self, support_counts: npt.ArrayLike, n: int | npt.ArrayLike) -> np.ndarray:
+        """:math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` for every v (WBLJ17 §3), float64 (support counts of
+        several groups ``(G, k)`` with their n as ``(G, 1)``: one row each)."""
         s = np.asarray(support_counts, dtype=np.float64)
-        return (s - n * float(self.q)) / float(self.signal)
+        return (s - np.asarray(n, dtype=np.float64) * float(self.q)) / float(self.signal)
 
     def _variance(self, w: np.ndarray, first: np.ndarray, second: np.ndarray, n: float) -> np.ndarray:
         a2, a1, b2, b1 = self._coefficients()
