@@ -10,16 +10,23 @@ Reports are drawn by each oracle's exact sampler on a seeded Generator (``pertur
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import grpc
 import numpy as np
 import pytest
 
+from ldpsynth.cli.main import main as cli_main
+from ldpsynth.client import Client, PrivacyLedger
+from ldpsynth.client.device import prepare_reports
 from ldpsynth.client.query import QueryClient
+from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.mechanisms.registry import layout_of
-from ldpsynth.shared.protocol import reports_to_proto
+from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_to_proto
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
@@ -178,3 +185,38 @@ def test_tallies_are_snapshotted_and_restored_equal_to_a_recount(start_server, t
         assert len(release) == ROWS and layout_of(card.mechanism).check(release.reports).shape[0] == ROWS
         assert sorted(map(bytes, release.reports.reshape(ROWS, -1))) == \
             sorted(map(bytes, reports.private_codes[order].reshape(ROWS, -1)))
+
+
+@pytest.mark.parametrize("name", ["OUE", "OLH"])
+def test_devices_submit_through_the_sdk_and_the_cli_memoized_in_their_ledger(start_server, tmp_path, capsys, name):
+    """The SDK perturbs on the device (the oracle's exact sampler on os.urandom), memoizes every report in
+    the ledger (OUE's bit sets in the ledger's table of bit sets; OLH's words as integers) and batches
+    them within the message limit; submitting the same rows again sends the memoized reports (duplicates,
+    no ε); ``ldpsynth client submit`` does the same from a CSV."""
+    card = movies(name)
+    server = start_server(collections=(card,), limits=Limits(max_message_bytes=4096))
+    rows = {"user": np.arange(300) // 30, "movie": np.arange(300) % MOVIES}    # 300 distinct rows
+    with PrivacyLedger(tmp_path / "ledger.sqlite", budget=1000.0) as ledger, Client(server.address) as client:
+        first = client.submit(card.schema.name, rows, ledger=ledger)
+        second = client.submit(card.schema.name, rows, ledger=ledger)
+        spent = ledger.spent(card.schema.name)
+    assert (first.acknowledged, first.duplicates) == (300, 0) and first.batches > 1
+    assert (second.acknowledged, second.duplicates, second.epsilon_spent) == (0, 300, 0.0)
+    assert spent == pytest.approx(300 * card.mechanism.epsilon)
+    csv = tmp_path / "rows.csv"
+    csv.write_text("user,movie\n" + "".join(f"{u},{m}\n" for u, m in zip(range(5), range(150, 155))))
+    argv = ["client", "submit", "--target", server.address, "--collection", card.schema.name, "--rows", str(csv),
+            "--ledger", str(tmp_path / "ledger.sqlite")]
+    assert cli_main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["acknowledged"] == 5 and summary["epsilon_spent"] == pytest.approx(5 * card.mechanism.epsilon)
+    assert cli_main(argv) == 0 and json.loads(capsys.readouterr().out)["duplicates"] == 5
+    with QueryClient(server.address) as query:
+        release = query.export(card.schema.name)
+    assert len(release) == 305
+    with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger:
+        memoized = prepare_reports(CollectionInfo(card, Limits()), encode_columns(card.schema, rows), ledger)
+    assert memoized.memoized == 300
+    exported = Counter(np.asarray(r).tobytes() for r in release.reports)
+    exported.subtract(np.asarray(r).tobytes() for r in memoized.reports.private_codes)
+    assert min(exported.values()) >= 0 and sum(exported.values()) == 5   # the memoized reports are the stored ones
