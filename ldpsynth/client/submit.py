@@ -19,10 +19,10 @@ import grpc
 from ldpsynth.client.errors import SubmitError
 from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.mechanisms.registry import private_wire
 from ldpsynth.shared.protocol import (
     FIELD_HEADER_BYTES,
     CollectionInfo,
-    private_wire,
     report_bytes,
     reports_to_proto,
     rows_that_fit,

@@ -15,7 +15,7 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.olh import OLH
-from ldpsynth.shared.mechanisms.registry import Mechanism, layout_of, name_of
+from ldpsynth.shared.mechanisms.registry import REPORT_FIELDS, Mechanism, layout_of, name_of
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, mechanism_of
 from ldpsynth.shared.schema import MAX_DOMAIN_SIZE, Schema
 from ldpsynth.shared.validation import check_codes
@@ -23,8 +23,6 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 
 __all__ = [
     "FIELD_HEADER_BYTES",
-    "REPORT_FIELDS",
-    "private_wire",
     "private_to_wire",
     "private_from_wire",
     "private_rows",
@@ -42,28 +40,12 @@ _LE_U64 = np.dtype("<u8")
 FIELD_HEADER_BYTES = 1 + 5
 
 
-#: The wire fields of a report's private part per mechanism (``ReportBatch``, ``ExportChunk``), each with
-#: its bytes per report (0: the card's ``report_bytes``, a bit set) and its little-endian dtype.
-REPORT_FIELDS: dict[str, tuple[tuple[str, int, str], ...]] = {
-    "E": (("private_codes", 8, "<u8"),),
-    "OUE": (("report_bitmaps", 0, "u1"),),
-    "SS": (("report_bitmaps", 0, "u1"),),
-    "OLH": (("olh_seeds", 8, "<u8"), ("olh_buckets", 2, "<u2")),
-    "HR": (("hadamard_reports", 4, "<u4"),),
-}
 _ALL_FIELDS = sorted({f for fields in REPORT_FIELDS.values() for f, _, _ in fields})
-
-
-def private_wire(mechanism: Mechanism) -> tuple[int, int]:
-    """``(bytes, columns)``: wire bytes of one report's private part and the number of its ``bytes`` fields."""
-    fields = REPORT_FIELDS[name_of(mechanism)]
-    width = sum(size or layout_of(mechanism).width for _, size, _ in fields)
-    return width, len(fields)
 
 
 def report_bytes(public_attributes: int, private_bytes: int = 8) -> int:
     """Wire bytes of one report: a 16-byte id, 8 bytes per public code and ``private_bytes`` for its private
-    part (:func:`private_wire`; 8, E's code, by default)."""
+    part (:func:`~ldpsynth.shared.mechanisms.registry.private_wire`; 8, E's code, by default)."""
     return REPORT_ID_BYTES + 8 * public_attributes + private_bytes
 
 

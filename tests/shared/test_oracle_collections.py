@@ -12,8 +12,8 @@ from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.estimators.engine import estimate
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.estimators.tallies import KeyedTallies
-from ldpsynth.shared.mechanisms.registry import layout_of, version_of
-from ldpsynth.shared.protocol import private_wire, report_bytes, reports_from_proto, reports_to_proto
+from ldpsynth.shared.mechanisms.registry import layout_of, private_wire, version_of
+from ldpsynth.shared.protocol import report_bytes, reports_from_proto, reports_to_proto
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.release import Release

@@ -32,7 +32,8 @@ from ldpsynth.aggregator.ingress.auth import QUERY, Credential
 from ldpsynth.aggregator.ingress.status import parse, rpc
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, private_to_wire, private_wire, rows_that_fit
+from ldpsynth.shared.mechanisms.registry import private_wire
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, private_to_wire, rows_that_fit
 from ldpsynth.shared.queries.wire import BatchReader, answer_pages, guarantees_to_proto
 from ldpsynth.shared.reports import mechanism_of
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
@@ -53,7 +54,7 @@ EXPORT_CHUNK_ROWS = 1 << 17
 def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
     """Rows per data ``ExportChunk`` of ``schema``: at most :data:`EXPORT_CHUNK_ROWS`, and as many
     as fit ``max_message_bytes`` at 8 bytes per public code and the private part's bytes (E's code: 8; a
-    frequency oracle's report: :func:`~ldpsynth.shared.protocol.private_wire`) plus
+    frequency oracle's report: :func:`~ldpsynth.shared.mechanisms.registry.private_wire`) plus
     :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
     private, private_columns = private_wire(mechanism_of(schema))
     columns = len(schema.public_attributes) + private_columns

@@ -95,8 +95,9 @@ class _Counts:
         """An oracle's groups with count estimates :math:`\\hat c_g` ``(G, k)`` and sizes :math:`n_g`: the
         projected :math:`\\hat c'_g = \\hat c_g + (n_g - \\sum_v \\hat c_g(v))/k` (so that
         :math:`\\sum_v w\\hat c'_g = m_g n_g + \\sum_v (w - m_g)\\hat c_g`) and
-        :math:`u = a_2 n_g + b_2 \\hat c_g` (the plug-in variance of centred weights; docs/internals.md)."""
-        a2, _, b2, _ = protocol._coefficients()
+        :math:`u = a_2 n_g + b_2 \\hat c_g` (the plug-in variance of centred weights; docs/internals.md,
+        ``ldpsynth.shared.estimators.tallies``)."""
+        a2, b2 = protocol.centred_coefficients()
         n_g = sizes.astype(np.float64)
         k = estimates.shape[1]
         hhat = estimates + ((n_g - estimates.sum(axis=1)) / k)[:, None]
@@ -177,7 +178,7 @@ def _chunk(w3: np.ndarray, counts: _Counts, out: BlockSums, rows: slice, work: _
         v_hat = _matvec(wc.reshape(qc, groups * k), counts.u.ravel())
         squares = wc.sum(axis=2) if counts.worst is not None else None
     out.v_hat[rows] = v_hat
-    if counts.worst is not None and squares is not None:  # an oracle's worst case (docs/internals.md)
+    if counts.worst is not None and squares is not None:  # an oracle's worst case (docs/internals.md, tallies)
         a2n, b2 = counts.worst
         spread_max = np.maximum(high - centre, centre - low)
         out.v_worst[rows] = squares @ a2n + b2 * (np.square(spread_max) @ counts.sizes)

@@ -78,7 +78,7 @@ class BlockSums:
     greatest of the rows' constants (equal: the query is one known number on every row);
     ``step`` is the common lattice step :math:`d` (0: every row constant; NaN: no lattice).
 
-    A frequency oracle's sums (:mod:`ldpsynth.shared.estimators.engine`, docs/internals.md) hold the same
+    A frequency oracle's sums (docs/internals.md, ``ldpsynth.shared.estimators.tallies``) hold the same
     fields with its estimates: ``t_hat`` over the projected counts :math:`\\hat c'`, ``v_hat`` the unbiased
     plug-in variance itself (times :math:`Z^2`), ``step`` NaN (its answers are clipped), and ``v_worst``
     the largest variance over the true values with the same group sizes (times :math:`Z^2`): the square of
@@ -296,7 +296,7 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
 
     A frequency oracle's sums (``mechanism`` not E) give its estimates, the square root of its plug-in
     variance as standard error, the estimate clipped to the feasible range as proper estimate, and
-    ``sqrt(v_worst)`` as both bounds (docs/internals.md, ``ldpsynth.shared.estimators.engine``).
+    ``sqrt(v_worst)`` as both bounds (docs/internals.md, ``ldpsynth.shared.estimators.tallies``).
 
     This is the last step of :func:`~ldpsynth.shared.estimators.engine.estimate`; a distributed
     evaluator computes the sums where the data is (shards), merges them, and calls it once.

@@ -33,6 +33,8 @@ __all__ = [
     "name_of",
     "ReportLayout",
     "layout_of",
+    "REPORT_FIELDS",
+    "private_wire",
 ]
 
 #: The mechanisms a collection may use (``"mechanism"`` of its schema); E is the default.
@@ -129,3 +131,21 @@ def layout_of(mechanism: Mechanism) -> ReportLayout:
     if isinstance(mechanism, OLH):
         return ReportLayout("OLH", 0, 1 << (2 * mechanism.field_bits + mechanism.hash_bits), 0, mechanism)
     return ReportLayout(mechanism.name, 0, 0, mechanism.report_bytes, mechanism)
+
+
+#: The wire fields of a report's private part per mechanism (``ReportBatch``, ``ExportChunk``), each with
+#: its bytes per report (0: the card's ``report_bytes``, a bit set) and its little-endian dtype.
+REPORT_FIELDS: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "E": (("private_codes", 8, "<u8"),),
+    "OUE": (("report_bitmaps", 0, "u1"),),
+    "SS": (("report_bitmaps", 0, "u1"),),
+    "OLH": (("olh_seeds", 8, "<u8"), ("olh_buckets", 2, "<u2")),
+    "HR": (("hadamard_reports", 4, "<u4"),),
+}
+
+
+def private_wire(mechanism: Mechanism) -> tuple[int, int]:
+    """``(bytes, columns)``: wire bytes of one report's private part and the number of its ``bytes`` fields."""
+    fields = REPORT_FIELDS[name_of(mechanism)]
+    width = sum(size or layout_of(mechanism).width for _, size, _ in fields)
+    return width, len(fields)
