@@ -128,7 +128,11 @@ EDGES = Schema("x" * 128, 1e-3, (
 ))
 SHUFFLED = Schema("shuffled", 1.0, (IntegerAttribute("movie", True, 1, 4), IntegerAttribute("rating", False, 1, 5)),
                   ShuffleSpec(1e-9, 10_000, 2, "independent"))
-SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, Schema.load(ROOT / "docker" / "collections" / "ratings.json")]
+ORACLE_SCHEMAS = [Schema(name.lower(), 2.0, (IntegerAttribute("movie", True, 1, 4),
+                                            IntegerAttribute("item", False, 0, 99), BinaryAttribute("liked")),
+                         None, name) for name in ("OUE", "OLH", "HR", "SS")]
+SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, Schema.load(ROOT / "docker" / "collections" / "ratings.json"),
+           *ORACLE_SCHEMAS]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.name[:8])
@@ -236,6 +240,14 @@ RATINGS_DOC: dict[str, Any] = {"name": "ratings", "epsilon": 1.0, "attributes": 
 CARD_DOC = standard_json(MechanismCard.for_schema(Schema.from_json(RATINGS_DOC)).to_json())
 
 
+ORACLE_CARD_DOC = standard_json(
+    MechanismCard.for_schema(Schema.from_json({**RATINGS_DOC, "mechanism": "OLH"})).to_json())
+
+
+def oracle_card(**fields: Any) -> Any:
+    return {**copy.deepcopy(ORACLE_CARD_DOC), **fields}
+
+
 def collection(*, drop: tuple[str, ...] = (), attribute: dict[str, Any] | None = None, **fields: Any) -> Any:
     """RATINGS_DOC with top-level fields set or dropped, or its private attribute replaced."""
     doc = copy.deepcopy(RATINGS_DOC)
@@ -316,6 +328,16 @@ BAD: list[tuple[str, str, Any]] = [
      collection(attribute={"name": "r", "type": "continuous", "lo": 0, "hi": 1, "bits": None})),
     (COLLECTION, "bits a string", collection(attribute={"name": "r", "type": "continuous", "lo": 0, "hi": 1,
                                                         "bits": "4"})),
+    (COLLECTION, "unknown mechanism", collection(mechanism="RAPPOR")),
+    (COLLECTION, "mechanism lowercase", collection(mechanism="oue")),
+    (COLLECTION, "an oracle behind a shuffler", collection(mechanism="OLH", shuffle={"delta": 1e-9, "min_batch": 1})),
+    (CARD, "an oracle card without its sampler", {k: v for k, v in ORACLE_CARD_DOC.items() if k != "sampler"}),
+    (CARD, "an oracle card without its protocol", {k: v for k, v in ORACLE_CARD_DOC.items() if k != "protocol"}),
+    (CARD, "an oracle's p a float", oracle_card(protocol={**ORACLE_CARD_DOC["protocol"], "p": 0.5})),
+    (CARD, "an OLH sampler without its modulus",
+     oracle_card(sampler={k: v for k, v in ORACLE_CARD_DOC["sampler"].items() if k != "field_modulus"})),
+    (CARD, "an OLH card saying E/1", oracle_card(version="E/1")),
+    (CARD, "an E card saying OLH", card(mechanism="OLH", version="OLH/1")),
     (CARD, "not an object", [CARD_DOC]),
     (CARD, "no format", card(drop=("format",))),
     (CARD, "another format", card(format="ldpsynth.mechanism-card/2")),

@@ -1,10 +1,10 @@
 """``ldpsynth client``: perturb a device's rows on the device and deliver them; start its ledger over.
 
 ``submit`` reads a CSV of raw rows (header: the collection's attribute names), validates it
-locally, memoizes-or-perturbs every row with mechanism E under the device's privacy ledger,
-streams the reports and prints a JSON summary (``sent``, ``acknowledged``, ``duplicates``,
-``epsilon_spent``, ...). gRPC is imported only when the command runs, so this works with the
-``[client]`` extra.
+locally, memoizes-or-perturbs every row with the collection's mechanism (E, or the frequency oracle
+its card names) under the device's privacy ledger, streams the reports and prints a JSON summary
+(``sent``, ``acknowledged``, ``duplicates``, ``epsilon_spent``, ...). gRPC is imported only when the
+command runs, so this works with the ``[client]`` extra.
 
 With ``--shuffler HOST:PORT`` the reports go through a shuffler instead, each sealed to the key the
 collection publishes (docs/contract.md §16; the ``[shuffle]`` extra); the summary then says
@@ -29,12 +29,13 @@ SHUFFLER_TOKEN_ENV = "LDPSYNTH_SHUFFLER_TOKEN"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``client`` (with its ``submit`` action) to the ``ldpsynth`` parser."""
-    parser = subparsers.add_parser("client", help="on-device SDK: submit rows perturbed by mechanism E",
+    parser = subparsers.add_parser("client", help="on-device SDK: submit rows perturbed by the collection's mechanism",
                                    description="The on-device client of a collection.")
     actions = parser.add_subparsers(dest="client_command", metavar="ACTION", required=True)
     submit = add_command(
         actions, "submit", _submit, help="validate, perturb and submit the rows of a CSV file",
-        description="Validate the rows locally, perturb them with mechanism E (OS CSPRNG), charge the ε to the "
+        description="Validate the rows locally, perturb them with the collection's mechanism (E or a frequency "
+                    "oracle; OS CSPRNG), charge the ε to the "
                     "device's ledger before sending (memoized rows are free), stream them to the aggregator "
                     "and print a JSON summary.")
     add_target_argument(submit)

@@ -9,8 +9,9 @@
 
 prints, per (compiled) query, the predicted standard error and interval half-width of the eq. 17
 estimator, worst case over the private values and (with a prior) under the prior, the eq. 20 bound
-and whether the query is hopeless; OUE and OLH beside E for a large private domain; the devices and
-the ε a target half-width needs; and what making each private attribute public or coarser would do.
+and whether the query is hopeless; each frequency oracle (OUE, OLH, HR, SS) beside E, their report
+sizes and decoding costs, and the mechanism to choose; the devices and the ε a target half-width
+needs; and what making each private attribute public or coarser would do.
 Exact closed forms (:mod:`ldpsynth.shared.planning`), no simulation. ``--json`` prints the same
 numbers as one JSON object (null where a figure does not apply, e.g. the devices a count needs, or
 where an ε beyond 40 would be needed).
@@ -18,9 +19,10 @@ where an ε beyond 40 would be needed).
 ``--shuffler``: the collection behind a shuffler (design §9; docs/planning.md): per public-key group
 of the planned rows, the central ε and δ at the planned ε0 (and whether the group is below the
 minimum batch), the ε0 to choose for a target central ε (default: the plan's ε), and every query's
-error at that ε0 beside plain LDP at the same central ε. In ``--json``: ``"shuffle"`` with
-``central_epsilon`` and ``central_delta`` (the weakest group's) and ``groups``, and per query
-``shuffled_*`` and ``plain_ldp_*`` figures. Needs the accountant (scipy: the ``[aggregator]`` extra).
+error at that ε0 beside plain LDP at the same central ε, E's and each frequency oracle's, and which to
+choose. In ``--json``: ``"shuffle"`` with ``central_epsilon`` and ``central_delta`` (the weakest
+group's), ``groups``, ``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures
+(``plain_ldp_olh_*``, ... for the oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Figures, Plan, plan, plan_shuffle
+from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Choice, Figures, Plan, plan, plan_shuffle
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
 from ldpsynth.shared.queries.json_form import queries_from_json
@@ -50,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "plan", run, help="predict every query's error before collecting (devices, ε, schema)",
         description="Predict the standard error and interval half-width of every query of a collection before "
                     "any device reports: worst case over the data and under a prior, the devices and the ε a "
-                    "target half-width needs, the schema's share of the error, and OUE/OLH beside E.")
+                    "target half-width needs, the schema's share of the error, and the frequency oracles (OUE, "
+                    "OLH, HR, SS) beside E with the mechanism to choose.")
     parser.add_argument("--collection", required=True, type=Path, help="the collection's schema (JSON)")
     parser.add_argument("--devices", required=True, type=int, help="devices that will report")
     parser.add_argument("--rows-per-device", type=int, default=1, help="rows each device reports (default 1)")
@@ -146,8 +149,10 @@ def to_json(p: Plan) -> dict[str, Any]:
     for j in range(len(p)):
         item: dict[str, Any] = {"label": p.label(j), "normalization": NORMALIZATIONS[p.normalization[j]],
                                 "status": str(p.status[j]), "range": _number(p.range[j]),
-                                **_figures(p.e, p, j, ""), "bound": _number(p.bound[j]),
-                                **_figures(p.oue, p, j, "oue_"), **_figures(p.olh, p, j, "olh_")}
+                                **_figures(p.e, p, j, ""), "bound": _number(p.bound[j])}
+        for choice in p.choices[1:]:
+            if choice.figures is not None:
+                item.update(_figures(choice.figures, p, j, f"{choice.mechanism.lower()}_"))
         if p.inverse is not None:
             inv = p.inverse
             item["devices_needed_worst"] = _number(inv.devices_worst[j])
@@ -168,14 +173,26 @@ def to_json(p: Plan) -> dict[str, Any]:
             if p.shuffle.shuffled is not None:
                 item.update(_figures(p.shuffle.shuffled, p, j, "shuffled_"))
             item.update(_figures(p.shuffle.plain, p, j, "plain_ldp_"))
+            for choice in p.shuffle.oracles:
+                if choice.figures is not None:
+                    item.update(_figures(choice.figures, p, j, f"plain_ldp_{choice.mechanism.lower()}_"))
         queries.append(item)
     out = {"collection": p.batch.schema.name, "domain_size": p.domain_size, "epsilon": p.epsilon, "devices": p.devices,
            "rows_per_device": p.rows_per_device, "rows": p.n, "level": p.level, "z": p.z,
-           "composition": p.composition, "olh_hash_range": p.olh_hash_range,
+           "composition": p.composition, "recommended": p.recommended, "recommendation": p.recommendation,
+           "mechanisms": [_choice_json(c) for c in p.choices],
            "target_halfwidth": None if p.inverse is None else p.inverse.target_halfwidth, "queries": queries}
     if p.shuffle is not None:
         out["shuffle"] = _shuffle_json(p)
     return out
+
+
+def _choice_json(c: Choice) -> dict[str, Any]:
+    return {"mechanism": c.mechanism, "available": c.available, "why_not": c.why or None,
+            "epsilon": c.epsilon if c.available else None, "report_bytes": c.report_bytes if c.available else None,
+            "tally_operations_per_report": c.tally_operations if c.available else None,
+            "transform_per_key": c.transform if c.available else None,
+            "error_ratio": _number(c.error_ratio) if c.available else None}
 
 
 def _shuffle_json(p: Plan) -> dict[str, Any]:
@@ -195,7 +212,8 @@ def _shuffle_json(p: Plan) -> dict[str, Any]:
             "groups": groups, "any_group_below_min_batch": bool(s.below_min_batch.any()),
             "target_central_epsilon": s.target, "epsilon0_for_target": s.epsilon0,
             "central_epsilon_at_epsilon0": s.central_at_epsilon0,
-            "central_delta_at_epsilon0": None if s.epsilon0 is None else s.delta}
+            "central_delta_at_epsilon0": None if s.epsilon0 is None else s.delta,
+            "recommended": s.recommended, "recommendation": s.recommendation}
 
 
 def _fmt(x: float) -> str:
@@ -238,13 +256,18 @@ def _main_table(p: Plan) -> str:
 
 
 def _oracle_table(p: Plan) -> str:
+    """Each mechanism's headline standard error per query, then what each costs, and the recommendation."""
     which = "prior" if p.has_prior else "worst"
-    head = ["query", f"E SE {which}", f"OUE SE {which}", f"OLH SE {which} (g = {p.olh_hash_range})", "E/OLH variance"]
-    e, ou, ol = p.e.headline, p.oue.headline, p.olh.headline
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (e / ol) ** 2
-    rows = [[p.label(j), _fmt(e[j]), _fmt(ou[j]), _fmt(ol[j]), _fmt(ratio[j])] for j in range(len(p))]
-    return _table(head, rows)
+    usable = [c for c in p.choices if c.figures is not None]
+    rows = [[p.label(j)] + [_fmt(c.figures.headline[j]) for c in usable if c.figures is not None]
+            for j in range(len(p))]
+    text = _table(["query"] + [f"{c.mechanism} SE {which}" for c in usable], rows)
+    costs = [[c.mechanism, f"{c.epsilon:.6g}", str(c.report_bytes), f"{c.tally_operations:,}", f"{c.transform:,}",
+              _fmt(c.error_ratio)] if c.available else [c.mechanism, "n/a", "n/a", "n/a", "n/a", f"n/a: {c.why}"]
+             for c in p.choices]
+    text += "\n" + _table(["mechanism", "ε delivered", "bytes per report", "tally operations per report",
+                           "transform additions per public key", "SE / E's SE (geometric mean)"], costs)
+    return text + f"\nRecommended: {p.recommendation}.\n"
 
 
 def _inverse_table(p: Plan) -> str:
@@ -299,10 +322,8 @@ def render(p: Plan) -> str:
             f"level             {p.level:.0%} (z = {p.z:.4g}); SE = standard error, ± = interval half-width, "
             "eq. 20 = RMS bound; hopeless: ± >= range\n\n")
     text += "E, the eq. 17 estimator:\n\n" + _main_table(p)
-    threshold = 3.0 * math.exp(p.epsilon) + 2.0
-    if p.domain_size > threshold:
-        text += (f"\n|D| = {p.domain_size:,} > 3e^ε + 2 = {threshold:.3g}: frequency oracles built for large domains "
-                 "(Wang et al. 2017) would do better:\n\n" + _oracle_table(p))
+    text += ("\nEach mechanism at the same ε (E, and the frequency oracles for large domains of Wang et al. 2017; "
+             "docs/planning.md):\n\n" + _oracle_table(p))
     if p.inverse is not None:
         text += f"\nTarget half-width ±{p.inverse.target_halfwidth:g}:\n\n" + _inverse_table(p)
         if (np.isnan(p.inverse.devices_worst)).any():
@@ -332,9 +353,13 @@ def _shuffle_text(p: Plan) -> str:
              f"{_fmt(s.central_at_epsilon0 or 0.0)} at the weakest group). ±{p.level:.0%} half-width:\n\n")
     which = "prior" if p.has_prior else "worst"
     assert s.shuffled is not None
-    rows = [[p.label(j), _fmt(p.z * s.shuffled.headline[j]), _fmt(p.z * s.plain.headline[j])] for j in range(len(p))]
-    return text + _table(["query", f"E behind the shuffler, ε0 = {s.epsilon0:.4g} ({which})",
-                          f"plain LDP, ε = {s.target:g} ({which})"], rows)
+    oracles = [c for c in s.oracles if c.figures is not None]
+    rows = [[p.label(j), _fmt(p.z * s.shuffled.headline[j]), _fmt(p.z * s.plain.headline[j])]
+            + [_fmt(p.z * c.figures.headline[j]) for c in oracles if c.figures is not None] for j in range(len(p))]
+    text += _table(["query", f"E behind the shuffler, ε0 = {s.epsilon0:.4g} ({which})",
+                    f"plain LDP, ε = {s.target:g} ({which})"]
+                   + [f"{c.mechanism}, ε = {s.target:g} ({which})" for c in oracles], rows)
+    return text + f"\nRecommended at central ε = {s.target:g}: {s.recommendation}.\n"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,10 +1,12 @@
-"""Turn a device's encoded rows into the reports it may send: memoize, charge ε, perturb with E.
+"""Turn a device's encoded rows into the reports it may send: memoize, charge ε, perturb.
 
 This is the only place where raw private codes meet randomness, and the randomness is the
 operating system's CSPRNG: :meth:`MechanismE.perturb_secure` (docs/contract.md §5; WYZ eq. 16,
 keep the true code with probability :math:`A/N \\le 1/g(\\epsilon)`, else report each other
-code with probability :math:`L/N`). What comes out holds only perturbed codes, the public codes
-and fresh random report ids; the raw private codes stay here.
+code with probability :math:`L/N`), or the card's frequency oracle's exact sampler
+(:meth:`FrequencyOracle.perturb_secure <ldpsynth.shared.mechanisms.oracle.FrequencyOracle.perturb_secure>`).
+What comes out holds only perturbed codes (or reports), the public codes and fresh random report ids;
+the raw private codes stay here.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import numpy as np
 
 from ldpsynth.client.ledger import PrivacyLedger
 from ldpsynth.client.rows import EncodedRows
-from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.card import MechanismCard, oracle_fields
+from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.registry import layout_of
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
 
@@ -57,27 +61,34 @@ class PreparedReports:
 
 
 def collection_fingerprint(card: MechanismCard) -> bytes:
-    """SHA-256 of what a report means: the schema (name, ε, attributes) and E's exact weights.
+    """SHA-256 of what a report means: the schema (name, ε, attributes) and E's exact weights (a frequency
+    oracle: its card's exact probabilities and sampler).
 
     Memoized reports are bound to it, so a collection re-created with another schema or
     mechanism gets fresh reports (each charged again), while cosmetic card changes do not.
     """
     m = card.mechanism
-    identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
-                "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
+    if isinstance(m, MechanismE):
+        identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
+                    "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
+    else:  # a frequency oracle: its exact probabilities and sampler's integers (the card's fields)
+        identity = {"schema": card.schema.to_json(), "version": card.version, **oracle_fields(m)}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")).digest()
 
 
 def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger) -> PreparedReports:
     """Memoize-or-perturb every row and record the spend, in one ledger transaction, before sending.
 
-    Rows with a memoized report reuse its id and perturbed code. The other distinct rows are
-    perturbed with :meth:`MechanismE.perturb_secure`, get fresh random ids and are charged the
+    Rows with a memoized report reuse its id and perturbed code (a frequency oracle's: its report). The
+    other distinct rows are perturbed with the card's mechanism's ``perturb_secure`` (E:
+    :meth:`MechanismE.perturb_secure`; an oracle: its exact sampler on ``os.urandom``), get fresh random ids
+    and are charged the
     collection's ε each; if that would exceed the budget the ledger raises
     :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` and nothing is recorded.
     """
     card = info.card
     mechanism = card.mechanism
+    layout = layout_of(mechanism)
     keys = ledger.memo_keys(collection_fingerprint(card), rows.public_codes, rows.private_codes)
     first_row: dict[bytes, int] = {}
     for i, key in enumerate(keys):
@@ -85,16 +96,18 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     distinct = list(first_row)
     rows_of = np.fromiter(first_row.values(), dtype=np.int64, count=len(distinct))
     report_ids = np.empty((len(distinct), REPORT_ID_BYTES), np.uint8)
-    codes = np.empty(len(distinct), np.int64)
+    codes = np.empty((len(distinct), layout.width), np.uint8) if layout.bitmap else np.empty(len(distinct), np.int64)
     with ledger.transaction(card.schema.name, mechanism.epsilon) as tx:
-        known = tx.lookup(distinct)
+        known = tx.lookup(distinct, layout.width)
         fresh = np.fromiter((key not in known for key in distinct), dtype=bool, count=len(distinct))
         for j in np.flatnonzero(~fresh):
             report_id, code = known[distinct[j]]
             report_ids[j] = np.frombuffer(report_id, np.uint8)
-            codes[j] = code
+            codes[j] = np.frombuffer(code, np.uint8) if isinstance(code, bytes) else code
         fresh_ids = new_report_ids(int(fresh.sum()))
-        fresh_codes = mechanism.perturb_secure(rows.private_codes[rows_of[fresh]])
+        # E's codes or the oracle's reports (OLH's words as int64), from the OS CSPRNG
+        fresh_codes = layout.check(mechanism.perturb_secure(rows.private_codes[rows_of[fresh]]).astype(
+            np.uint8 if layout.bitmap else np.int64), "reports")
         tx.record([distinct[j] for j in np.flatnonzero(fresh)], fresh_ids, fresh_codes)
         report_ids[fresh] = fresh_ids
         codes[fresh] = fresh_codes

@@ -47,7 +47,7 @@ MARKER_SUFFIX = ".created"
 #: Suffixes of the files SQLite keeps next to a ledger in WAL mode.
 SQLITE_SUFFIXES = ("-wal", "-shm")
 
-_FORMAT = 2
+_FORMAT = 3
 _SECRET_BYTES = 32
 _MEMO_KEY_BYTES = 32  # HMAC-SHA256
 _DOMAIN = b"ldpsynth-memo/1"
@@ -63,9 +63,15 @@ _TABLES_1 = {
     "memo": "CREATE TABLE memo (memo_key BLOB PRIMARY KEY, collection TEXT NOT NULL,"
             " report_id BLOB NOT NULL, private_code INTEGER NOT NULL) WITHOUT ROWID",
 }
-#: ... and of format 2: the ε each collection is released at, pinned at the first report.
+#: ... and of format 2: the ε each collection is released at, pinned at the first report ...
 _PINNED = "CREATE TABLE pinned (collection TEXT PRIMARY KEY, epsilon TEXT NOT NULL) WITHOUT ROWID"
-_TABLES = {**_TABLES_1, "pinned": _PINNED}
+_TABLES_2 = {**_TABLES_1, "pinned": _PINNED}
+#: ... and of format 3: a frequency oracle's bit-set reports (OUE, SS), beside their memo row (whose
+#: private_code is then 0).
+_MEMO_REPORT = ("CREATE TABLE memo_report (memo_key BLOB PRIMARY KEY, report BLOB NOT NULL)"
+                " WITHOUT ROWID")
+_TABLES = {**_TABLES_2, "memo_report": _MEMO_REPORT}
+_TABLES_OF = {1: _TABLES_1, 2: _TABLES_2, _FORMAT: _TABLES}
 #: SQL condition: a memo row has the shape the ledger writes.
 _MEMO_ROW_SOUND = (f"(typeof(memo_key) = 'blob' AND length(memo_key) = {_MEMO_KEY_BYTES} AND typeof(report_id) = 'blob'"
                    f" AND length(report_id) = {REPORT_ID_BYTES} AND typeof(private_code) = 'integer'"
@@ -289,12 +295,15 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
     conn.execute("BEGIN")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, _FORMAT):
+        if version not in _TABLES_OF:
             raise _refused(path, f"it is a SQLite database of format {version}, not a ledger of format {_FORMAT}")
         tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
-        for name, statement in (_TABLES_1 if version == 1 else _TABLES).items():
+        for name, statement in _TABLES_OF[version].items():
             if tables.get(name) != statement:
                 raise _refused(path, f"its table {name!r} is missing or not the one the ledger creates")
+        if version == _FORMAT and conn.execute("SELECT COUNT(*) FROM memo_report WHERE memo_key NOT IN "
+                                               "(SELECT memo_key FROM memo)").fetchone()[0]:
+            raise _refused(path, "a memoized report has no memo row (the ledger records both in one transaction)")
         row = conn.execute("SELECT value FROM device WHERE name = 'memo_secret'").fetchone()
         if row is None:
             raise _refused(path, "its memo secret is missing (no memoized report could be found again)")
@@ -303,7 +312,7 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
         spends = {collection: _checked_spend(path, collection, epsilon, reports)
                   for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")}
         memos = dict(conn.execute("SELECT collection, COUNT(*) FROM memo GROUP BY collection").fetchall())
-        if version == _FORMAT:
+        if version >= 2:
             budget = conn.execute("SELECT value FROM device WHERE name = 'budget'").fetchone()
             Budget.from_bytes(path, None if budget is None else budget[0])
             for collection, epsilon in conn.execute("SELECT collection, epsilon FROM pinned"):
@@ -323,16 +332,20 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
 
 
 def _upgrade(conn: sqlite3.Connection, budget: Budget) -> None:
-    """Format 1 -> 2 in one transaction: store ``budget`` and pin each collection's ε at its spend per report."""
+    """Format 1 -> 2 -> 3 in one transaction: (1 -> 2) store ``budget`` and pin each collection's ε at its
+    spend per report; (2 -> 3) add the table of bit-set reports."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # (another process may have just done it)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # (another process may have just upgraded it)
+        if version == 1:
             conn.execute(_PINNED)
             conn.execute("INSERT INTO device (name, value) VALUES ('budget', ?)", (budget.to_bytes(),))
             pins = [(collection, str(Fraction(epsilon) / reports))
                     for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")
                     if reports > 0]
             conn.executemany("INSERT INTO pinned (collection, epsilon) VALUES (?, ?)", pins)
+        if version < _FORMAT:
+            conn.execute(_MEMO_REPORT)
             conn.execute(f"PRAGMA user_version = {_FORMAT}")
         conn.execute("COMMIT")
     finally:
@@ -394,25 +407,30 @@ class LedgerTransaction:
         """ε spent on the collection so far, this transaction's records included."""
         return float(self._spent)
 
-    def lookup(self, memo_keys: Sequence[bytes]) -> dict[bytes, tuple[bytes, int]]:
-        """The memoized ``(report_id, perturbed_code)`` of every key that has one (a malformed row is refused)."""
-        found: dict[bytes, tuple[bytes, int]] = {}
+    def lookup(self, memo_keys: Sequence[bytes], report_bytes: int = 0) -> dict[bytes, tuple[bytes, int | bytes]]:
+        """The memoized ``(report_id, perturbed_code)`` of every key that has one (a malformed row is refused);
+        ``report_bytes`` > 0: the collection's reports are bit sets of that many bytes, and the second item is
+        the memoized bit set."""
+        found: dict[bytes, tuple[bytes, int | bytes]] = {}
         for start in range(0, len(memo_keys), _LOOKUP_CHUNK):
             chunk = list(memo_keys[start:start + _LOOKUP_CHUNK])
             marks = ",".join("?" * len(chunk))
-            query = (f"SELECT memo_key, report_id, private_code, {_MEMO_ROW_SOUND} FROM memo"
-                     f" WHERE memo_key IN ({marks})")
-            for key, report_id, code, sound in self._conn.execute(query, chunk):
-                if not sound:
+            query = (f"SELECT memo_key, report_id, private_code, {_MEMO_ROW_SOUND}, report FROM memo"
+                     f" LEFT JOIN memo_report USING (memo_key) WHERE memo_key IN ({marks})")
+            for key, report_id, code, sound, report in self._conn.execute(query, chunk):
+                shaped = (report is None if not report_bytes else
+                          isinstance(report, bytes) and len(report) == report_bytes and code == 0)
+                if not sound or not shaped:
                     raise _refused(self._path, f"collection {self._collection!r}: a memoized report is malformed")
-                found[key] = (report_id, code)
+                found[key] = (report_id, report if report_bytes else code)
         return found
 
     def record(self, memo_keys: Sequence[bytes], report_ids: np.ndarray, perturbed_codes: np.ndarray) -> None:
         """Charge ε for new reports and memoize them; raise if that would exceed the budget.
 
-        ``memo_keys`` must be new (not found by :meth:`lookup`) and distinct. Each costs the
-        collection's ε (basic composition). On refusal nothing is written.
+        ``memo_keys`` must be new (not found by :meth:`lookup`) and distinct; ``perturbed_codes`` one
+        integer per report, or one bit set per row of a 2-d uint8 array (a frequency oracle's OUE or SS
+        reports). Each costs the collection's ε (basic composition). On refusal nothing is written.
         """
         count = len(memo_keys)
         total = self._spent + count * self._epsilon
@@ -430,10 +448,15 @@ class LedgerTransaction:
         # Inserted in key order: the memo's B-tree then grows at a few places instead of at
         # random pages (HMAC keys are uniform), which halves the insert time of large submissions.
         order = np.argsort(np.array(memo_keys, dtype=object))
-        ids, codes = np.asarray(report_ids)[order], np.asarray(perturbed_codes)[order].tolist()
+        reports = np.asarray(perturbed_codes)[order]
+        ids = np.asarray(report_ids)[order]
+        codes = [0] * count if reports.ndim == 2 else reports.tolist()
         self._conn.executemany(
             "INSERT INTO memo (memo_key, collection, report_id, private_code) VALUES (?, ?, ?, ?)",
             ((memo_keys[k], self._collection, bytes(ids[i]), codes[i]) for i, k in enumerate(order.tolist())))
+        if reports.ndim == 2:
+            self._conn.executemany("INSERT INTO memo_report (memo_key, report) VALUES (?, ?)",
+                                   ((memo_keys[k], reports[i].tobytes()) for i, k in enumerate(order.tolist())))
         self._spent, self._reports = total, self._reports + count
 
 
@@ -489,7 +512,7 @@ class PrivacyLedger:
             try:
                 version, self._secret = _verify(self._conn, self.path)
                 _check_marker(self.path, _ledger_id(self._secret))
-                if version == 1:
+                if version < _FORMAT:
                     _upgrade(self._conn, Budget.of(budget))
                 self.budget = Budget.from_bytes(
                     self.path, self._conn.execute("SELECT value FROM device WHERE name = 'budget'").fetchone()[0])

@@ -43,6 +43,8 @@ from ldpsynth.client.transport import (
     open_channel,
 )
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.mechanisms.registry import layout_of
+from ldpsynth.shared.protocol import private_from_wire, private_rows
 from ldpsynth.shared.queries.json_form import QueryLike, queries_to_json
 from ldpsynth.shared.queries.wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests, guarantees_from_proto
 from ldpsynth.shared.release import Release
@@ -255,16 +257,24 @@ class QueryClient:
         schema = card.schema
         public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]
         private: list[np.ndarray] = []
+        oracle = card.is_oracle
         for chunk in chunks:
             for column, raw in zip(public, chunk.public_codes):
                 column.append(np.frombuffer(raw, _U64).astype(np.int64))
-            private.append(np.frombuffer(chunk.private_codes, _U64).astype(np.int64))
+            if oracle:  # a frequency oracle's reports, in its fields (checked as the server checks a batch)
+                private.append(private_from_wire(card.mechanism, chunk, private_rows(card.mechanism, chunk)))
+            else:
+                private.append(np.frombuffer(chunk.private_codes, _U64).astype(np.int64))
         codes = {a.name: np.concatenate(c) if c else np.zeros(0, np.int64)
                  for a, c in zip(schema.public_attributes, public)}
-        digits = schema.private_digits(np.concatenate(private) if private else np.zeros(0, np.int64))
-        codes.update({a.name: digits[a.name] for a in schema.private_attributes})
         guarantees = guarantees_from_proto(head.guarantees) if head.HasField("guarantees") else None
-        release = Release(card, {a.name: codes[a.name] for a in schema.attributes}, guarantees)
+        if oracle:
+            reports = np.concatenate(private) if private else layout_of(card.mechanism).empty()
+            release = Release(card, codes, guarantees, reports)
+        else:
+            digits = schema.private_digits(np.concatenate(private) if private else np.zeros(0, np.int64))
+            codes.update({a.name: digits[a.name] for a in schema.private_attributes})
+            release = Release(card, {a.name: codes[a.name] for a in schema.attributes}, guarantees)
         if len(release) != head.rows:
             raise QueryError("Export", "DATA_LOSS", f"expected {head.rows} rows, received {len(release)}")
         return release

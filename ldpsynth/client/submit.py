@@ -24,7 +24,14 @@ import numpy as np
 from ldpsynth.client.errors import SubmitError
 from ldpsynth.client.retry import RetryPolicy, is_retryable
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, CollectionInfo, report_bytes, reports_to_proto, rows_that_fit
+from ldpsynth.shared.mechanisms.registry import private_wire
+from ldpsynth.shared.protocol import (
+    FIELD_HEADER_BYTES,
+    CollectionInfo,
+    report_bytes,
+    reports_to_proto,
+    rows_that_fit,
+)
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import KEY_ID_BYTES, sealed_report_bytes
 from ldpsynth.shared.validation import check_int
@@ -77,10 +84,11 @@ def batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: int | N
     limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
     envelope = pb.ReportBatch(collection=schema.name, mechanism_version=info.card.version,
                               sequence=2**64 - 1).ByteSize()
-    columns = 2 + public  # the ids, the private codes and one column per public attribute
-    fit = rows_that_fit(limit, envelope, report_bytes(public), columns)
+    private, private_columns = private_wire(info.card.mechanism)   # E: 8 bytes; an oracle: its report's fields
+    columns = 1 + private_columns + public  # the ids, the private part's fields and one column per public attribute
+    fit = rows_that_fit(limit, envelope, report_bytes(public, private), columns)
     if fit < 1:
-        needed = envelope + columns * FIELD_HEADER_BYTES + report_bytes(public)
+        needed = envelope + columns * FIELD_HEADER_BYTES + report_bytes(public, private)
         raise ValidationError("max_message_bytes", f"at least {needed} bytes (one report)", f"got {limit}")
     caps = [fit, info.limits.max_batch_reports or fit]
     if batch_size is not None:
@@ -178,6 +186,7 @@ class ReportStreamer(_Delivery):
         self._stub = stub
         self._collection = info.schema.name
         self._version = info.card.version
+        self._mechanism = info.card.mechanism
 
     async def _attempt(self) -> tuple[str | None, str, bool]:
         """One stream: write the unacknowledged batches while reading acknowledgements.
@@ -200,7 +209,8 @@ class ReportStreamer(_Delivery):
                     if closing:
                         return
                     assert isinstance(part, Reports)
-                    await call.write(reports_to_proto(part, self._collection, self._version, sequence))
+                    await call.write(reports_to_proto(part, self._collection, self._version, sequence,
+                                                      self._mechanism))
                 await window.acquire()  # half-close once a batch is acknowledged (the last one in lockstep)
                 if not closing:
                     await call.done_writing()

@@ -1,9 +1,13 @@
 """The mechanism card: everything needed to debias a release, published with the data.
 
-A card holds the schema, the ε asked for and the ε delivered, :math:`|D|`, and the exact
-keep/lie probabilities as integer weights over one space (``keep_weight / total_weight`` and
-``lie_weight / total_weight``) plus their float values. Anyone holding an export of the
-synthetic database and its card can reproduce every answer offline.
+A card of mechanism E holds the schema, the ε asked for and the ε delivered, :math:`|D|`, and the
+exact keep/lie probabilities as integer weights over one space (``keep_weight / total_weight`` and
+``lie_weight / total_weight``) plus their float values. A frequency oracle's card
+(:func:`oracle_fields`) holds the same schema and ε, the exact support probabilities of its pure
+protocol as rationals (``protocol``), the integers its device samples from (``sampler``: OLH's hash
+family and its parameters, HR's size, SS's subset size) and the size of a report. Every reader
+recomputes all of it from the schema and refuses a card that differs in any field. Anyone holding an
+export and its card can reproduce every answer offline.
 
 A shuffled collection's card also has a top-level ``"shuffle"`` block (:func:`shuffle_block`): the
 schema's :class:`~ldpsynth.shared.schema.ShuffleSpec` and whom each guarantee protects against.
@@ -16,22 +20,85 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, cast
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.hadamard import HadamardResponse
+from ldpsynth.shared.mechanisms.olh import OLH
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
+from ldpsynth.shared.mechanisms.oue import OUE
+from ldpsynth.shared.mechanisms.pure import DYADIC
+from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, name_of, version_of
+from ldpsynth.shared.mechanisms.subset import SubsetSelection
 from ldpsynth.shared.schema import Schema, ShuffleSpec
 
 __all__ = [
     "CARD_FORMAT",
+    "REFERENCES",
+    "oracle_fields",
     "MechanismCard",
 ]
 
 CARD_FORMAT = "ldpsynth.mechanism-card/1"
 #: Whom the local guarantee protects against (every card of a shuffled collection says it).
 LOCAL_AGAINST = "everyone: the aggregator's operator, the shuffler and analysts"
+
+
+#: The paper (and section) of each mechanism, the card's informational ``reference``.
+REFERENCES = {
+    "E": "Wang, Ying, Zhang: A Minimax Distortion View of Differentially Private Query Release, eq. 16",
+    "OUE": "Wang, Blocki, Li, Jha: Locally Differentially Private Protocols for Frequency Estimation (USENIX "
+           "Security 2017), section 4.3 (optimized unary encoding)",
+    "OLH": "Wang, Blocki, Li, Jha: Locally Differentially Private Protocols for Frequency Estimation (USENIX "
+           "Security 2017), section 4.4 (optimized local hashing), with the GF(2^t)-linear hash family of the card's "
+           "sampler",
+    "HR": "The Hadamard mechanism: one coefficient of the value's Hadamard row, randomized (the binary case of "
+          "local hashing with the hash v -> <j, v>; compared with Acharya, Sun, Zhang, AISTATS 2019)",
+    "SS": "Ye, Barg: Optimal Schemes for Discrete Distribution Estimation Under Locally Differential Privacy (IEEE "
+          "Trans. Inf. Theory 2018); Wang et al.: Mutual Information Optimally Local Private Discrete Distribution "
+          "Estimation (arXiv:1607.08025): subset selection",
+}
+#: What OLH's hash is, on its card.
+OLH_HASH_FAMILY = ("seed = (alpha << field_bits) | beta, alpha and beta in GF(2^field_bits) = GF(2)[x]/(field_modulus) "
+                   "(bits = coefficients); bucket bit j of value v (j < hash_bits) = Tr(x^j (alpha v + (beta v)^2)), "
+                   "Tr the trace to GF(2); docs/contract.md section 5")
+
+
+def _rational(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _sampler(oracle: FrequencyOracle) -> dict[str, Any]:
+    """The integers a device samples ``oracle`` from (docs/contract.md §5)."""
+    if isinstance(oracle, OUE):
+        return {"true_bit": "1/2", "other_bit": f"{oracle.small}/{DYADIC}"}
+    if isinstance(oracle, OLH):
+        return {"hash_family": OLH_HASH_FAMILY, "field_bits": oracle.field_bits, "field_modulus": oracle.modulus,
+                "seed_bits": 2 * oracle.field_bits, "hash_bits": oracle.hash_bits, "hash_range": oracle.hash_range,
+                "keep_weight": str(oracle.keep_weight), "lie_weight": str(oracle.lie_weight),
+                "total_weight": str(oracle.total_weight)}
+    if isinstance(oracle, HadamardResponse):
+        return {"size": oracle.size, "bits": oracle.bits, "keep_bit": f"{oracle.big}/{DYADIC}"}
+    assert isinstance(oracle, SubsetSelection)
+    k, d = oracle.domain_size, oracle.subset_size
+    return {"subset_size": d, "keep_weight": str(oracle.keep_weight), "lie_weight": str(oracle.lie_weight),
+            "include_true": f"{d * oracle.keep_weight}/{d * oracle.keep_weight + (k - d) * oracle.lie_weight}"}
+
+
+def oracle_fields(oracle: FrequencyOracle) -> dict[str, Any]:
+    """The mechanism fields of a frequency oracle's card: ε, |D|, the pure protocol's exact support
+    probabilities (``protocol``: :math:`p^*, q^*, \\pi_1, \\pi_2` as ``"numerator/denominator"``), the
+    sampler's integers and the bytes of a report."""
+    pure = oracle.protocol
+    return {"epsilon_requested": oracle.epsilon_requested, "epsilon": oracle.epsilon,
+            "domain_size": oracle.domain_size,
+            "protocol": {"p": _rational(pure.p), "q": _rational(pure.q), "pair_true": _rational(pure.pair_true),
+                         "pair_other": _rational(pure.pair_other)},
+            "sampler": _sampler(oracle), "report_bytes": oracle.report_bytes}
 
 
 def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
@@ -45,23 +112,25 @@ def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class MechanismCard:
-    """Schema + mechanism E, serialisable to JSON and back without loss.
+    """Schema + its mechanism (E or a frequency oracle), serialisable to JSON and back without loss.
 
     Attributes
     ----------
     schema : Schema
         The collection's schema.
-    mechanism : MechanismE
-        Mechanism E over the schema's private domain at its ε (:meth:`for_schema` builds it; the
-        constructor does not check that the two agree, :meth:`from_json` does).
+    mechanism : Mechanism
+        The schema's mechanism (``schema.mechanism``: E, or a frequency oracle of
+        :mod:`ldpsynth.shared.mechanisms`) over its private domain at its ε (:meth:`for_schema`
+        builds it; the constructor does not check that the two agree, :meth:`from_json` does).
     """
 
     schema: Schema
-    mechanism: MechanismE
+    mechanism: Mechanism
 
     @classmethod
     def for_schema(cls, schema: Schema) -> MechanismCard:
-        """The card of the mechanism E that releases ``schema``'s private domain at its ε.
+        """The card of the mechanism (the schema's ``mechanism``) that releases ``schema``'s private
+        domain at its ε.
 
         Parameters
         ----------
@@ -76,13 +145,27 @@ class MechanismCard:
         ------
         ValidationError
             Naming ``epsilon``: the schema's ε is below the exact sampler's resolution for its
-            :math:`|D|` (:class:`~ldpsynth.shared.mechanism.MechanismE`).
+            :math:`|D|`.
         """
-        return cls(schema, MechanismE(schema.epsilon, schema.private_domain_size))
+        return cls(schema, make_mechanism(schema.mechanism, schema.epsilon, schema.private_domain_size))
 
     @property
     def version(self) -> str:
-        return self.mechanism.VERSION
+        return version_of(name_of(self.mechanism))
+
+    @property
+    def is_oracle(self) -> bool:
+        """Whether the mechanism is a frequency oracle (not E)."""
+        return not isinstance(self.mechanism, MechanismE)
+
+    @property
+    def mechanism_e(self) -> MechanismE:
+        """The card's mechanism E (for what only E has, e.g. the comparison with central mechanisms);
+        :class:`~ldpsynth.shared.errors.ValidationError` naming the mechanism for a frequency oracle's card."""
+        if not isinstance(self.mechanism, MechanismE):
+            raise ValidationError("mechanism", "E (this needs mechanism E's collection)",
+                                  f"got {name_of(self.mechanism)!r}")
+        return self.mechanism
 
     def to_json(self) -> dict[str, Any]:
         """The card as its JSON object (what :meth:`from_json` reads and verifies).
@@ -95,6 +178,10 @@ class MechanismCard:
             strings) and, for a shuffled collection, the ``shuffle`` block.
         """
         m = self.mechanism
+        if not isinstance(m, MechanismE):
+            name = name_of(m)
+            return {"format": CARD_FORMAT, "mechanism": name, "version": self.version, "reference": REFERENCES[name],
+                    "schema": self.schema.to_json(), **oracle_fields(m)}
         out = {
             "format": CARD_FORMAT,
             "mechanism": "E",
@@ -164,16 +251,23 @@ class MechanismCard:
             obj = jsonio.loads(obj, "card", "a JSON mechanism card")
         if not isinstance(obj, Mapping) or obj.get("format") != CARD_FORMAT:
             raise ValidationError("card.format", repr(CARD_FORMAT), "not a mechanism card of this format")
-        if obj.get("version") != MechanismE.VERSION:
-            raise ValidationError("card.version", repr(MechanismE.VERSION), f"got {obj.get('version')!r}")
-        if obj.get("mechanism") != "E":
-            raise ValidationError("card.mechanism", "'E'", f"got {obj.get('mechanism')!r}")
         schema = Schema.from_json(cast(Mapping[str, Any], obj.get("schema")))  # checked by from_json
+        if obj.get("mechanism") != schema.mechanism:
+            raise ValidationError("card.mechanism", f"{schema.mechanism!r} (the schema's mechanism)",
+                                  f"got {obj.get('mechanism')!r}")
+        if obj.get("version") != version_of(schema.mechanism):
+            raise ValidationError("card.version", repr(version_of(schema.mechanism)), f"got {obj.get('version')!r}")
         # The mechanism is rebuilt from the schema's ε, and every stored number (also the float
         # probabilities and the ε asked for, which readers of the JSON may use directly) must match it:
         # previously epsilon_requested silently replaced the schema's ε and the floats were not checked.
         card = cls.for_schema(schema)
         m = card.mechanism
+        if not isinstance(m, MechanismE):
+            for key, value in oracle_fields(m).items():  # field by field (the blocks whole)
+                if obj.get(key) != value:
+                    raise ValidationError(f"card.{key}", f"{value!r} ({schema.mechanism} at the card's epsilon and "
+                                          "domain)", "inconsistent")
+            return card
         expected = {"domain_size": m.domain_size, "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight),
                     "total_weight": str(m.total_weight), "epsilon": m.epsilon,
                     "epsilon_requested": m.epsilon_requested, "keep_probability": m.keep_probability,

@@ -8,12 +8,15 @@ maps it to INVALID_ARGUMENT), never a generic exception.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
+from ldpsynth.shared.mechanisms.olh import OLH
+from ldpsynth.shared.mechanisms.registry import REPORT_FIELDS, Mechanism, layout_of, name_of
+from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, mechanism_of
 from ldpsynth.shared.schema import MAX_DOMAIN_SIZE, Schema
 from ldpsynth.shared.sealing import (
     AEAD_ID,
@@ -29,6 +32,9 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 
 __all__ = [
     "FIELD_HEADER_BYTES",
+    "private_to_wire",
+    "private_from_wire",
+    "private_rows",
     "report_bytes",
     "rows_that_fit",
     "Limits",
@@ -45,9 +51,73 @@ _LE_U64 = np.dtype("<u8")
 FIELD_HEADER_BYTES = 1 + 5
 
 
-def report_bytes(public_attributes: int) -> int:
-    """Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one)."""
-    return REPORT_ID_BYTES + 8 * (1 + public_attributes)
+_ALL_FIELDS = sorted({f for fields in REPORT_FIELDS.values() for f, _, _ in fields})
+
+
+def report_bytes(public_attributes: int, private_bytes: int = 8) -> int:
+    """Wire bytes of one report: a 16-byte id, 8 bytes per public code and ``private_bytes`` for its private
+    part (:func:`~ldpsynth.shared.mechanisms.registry.private_wire`; 8, E's code, by default)."""
+    return REPORT_ID_BYTES + 8 * public_attributes + private_bytes
+
+
+def private_to_wire(mechanism: Mechanism, reports: np.ndarray) -> dict[str, bytes]:
+    """The wire fields of the private parts of ``reports`` (E's codes or the oracle's reports)."""
+    name = name_of(mechanism)
+    if isinstance(mechanism, OLH):
+        words = np.asarray(reports).astype(np.uint64)
+        shift = np.uint64(mechanism.hash_bits)
+        return {"olh_seeds": (words >> shift).astype("<u8").tobytes(),
+                "olh_buckets": (words & np.uint64(mechanism.hash_range - 1)).astype("<u2").tobytes()}
+    ((field, _, dtype),) = REPORT_FIELDS[name]
+    return {field: np.ascontiguousarray(reports, dtype=dtype).tobytes()}
+
+
+def _field_array(data: bytes, n: int, width: int, dtype: str, field: str) -> np.ndarray:
+    if len(data) != n * width:
+        raise ValidationError(field, f"{n} reports of {width} bytes ({n * width} bytes)", f"got {len(data)} bytes")
+    arr = np.frombuffer(data, dtype=dtype)
+    return arr.reshape(n, width) if dtype == "u1" else arr
+
+
+def private_rows(mechanism: Mechanism, message: Any) -> int:
+    """How many reports the private fields of ``message`` hold (an ``ExportChunk``, which has no id column)."""
+    field, size, _ = REPORT_FIELDS[name_of(mechanism)][0]
+    width = size or layout_of(mechanism).width
+    data = getattr(message, field)
+    if len(data) % width:
+        raise ValidationError(field, f"a multiple of {width} bytes (one report each)", f"got {len(data)} bytes")
+    return len(data) // width
+
+
+def private_from_wire(mechanism: Mechanism, message: Any, n: int) -> np.ndarray:
+    """The private parts of the ``n`` reports of ``message`` (a ``ReportBatch`` or an ``ExportChunk``), checked:
+    the mechanism's fields exactly n reports long, the others empty, every report in its range (else a
+    :class:`ValidationError` naming the field, the position and the legal range)."""
+    name = name_of(mechanism)
+    own = REPORT_FIELDS[name]
+    for field in _ALL_FIELDS:
+        if field not in {f for f, _, _ in own} and getattr(message, field):
+            raise ValidationError(field, f"empty for a collection of mechanism {name} (its reports travel in "
+                                  f"{' and '.join(f for f, _, _ in own)})", f"got {len(getattr(message, field))} bytes")
+    layout = layout_of(mechanism)
+    if name == "E":
+        return _column(message.private_codes, n, "private_codes")
+    if isinstance(mechanism, OLH):
+        seeds = _field_array(message.olh_seeds, n, 8, "<u8", "olh_seeds")
+        buckets = _field_array(message.olh_buckets, n, 2, "<u2", "olh_buckets")
+        seed_bits = 2 * mechanism.field_bits
+        if seeds.size and int(seeds.max()) >> seed_bits:
+            raise ValidationError("olh_seeds", f"seeds in [0, 2^{seed_bits} - 1] (the card's seed_bits)",
+                                  "out of range", int(np.flatnonzero(seeds >> np.uint64(seed_bits))[0]))
+        if buckets.size and int(buckets.max()) >= mechanism.hash_range:
+            raise ValidationError("olh_buckets", f"buckets in [0, {mechanism.hash_range - 1}] (the card's hash_range)",
+                                  "out of range", int(np.flatnonzero(buckets >= mechanism.hash_range)[0]))
+        words = (seeds << np.uint64(mechanism.hash_bits)) | buckets.astype(np.uint64)
+        return layout.check(words.astype(np.int64), "olh_seeds")
+    ((field, size, dtype),) = own
+    arr = _field_array(getattr(message, field), n, size or layout.width, dtype, field)
+    return layout.check(arr if layout.bitmap else arr.astype(np.int64), field)
+
 
 
 def rows_that_fit(limit: int, envelope: int, row_bytes: int, columns: int) -> int:
@@ -157,21 +227,26 @@ def _column(data: bytes, n: int, field: str) -> np.ndarray:
     return check_codes(np.frombuffer(data, dtype=_LE_U64), field, MAX_DOMAIN_SIZE)
 
 
-def reports_to_proto(reports: Reports, collection: str, mechanism_version: str, sequence: int) -> pb.ReportBatch:
-    """Encode a batch (columnar, little-endian) for ``SubmitReports``."""
+def reports_to_proto(reports: Reports, collection: str, mechanism_version: str, sequence: int,
+                     mechanism: Mechanism | None = None) -> pb.ReportBatch:
+    """Encode a batch (columnar, little-endian) for ``SubmitReports``; ``mechanism`` says where the private
+    parts go (:data:`REPORT_FIELDS`; None: E's ``private_codes``)."""
+    private = ({"private_codes": np.ascontiguousarray(reports.private_codes, dtype=_LE_U64).tobytes()}
+               if mechanism is None else private_to_wire(mechanism, reports.private_codes))
     return pb.ReportBatch(
         collection=collection,
         mechanism_version=mechanism_version,
         sequence=sequence,
         report_ids=np.ascontiguousarray(reports.report_ids, dtype=np.uint8).tobytes(),
-        private_codes=np.ascontiguousarray(reports.private_codes, dtype=_LE_U64).tobytes(),
         public_codes=[np.ascontiguousarray(reports.public_codes[:, j], dtype=_LE_U64).tobytes()
                       for j in range(reports.public_codes.shape[1])],
+        **private,
     )
 
 
 def reports_from_proto(msg: pb.ReportBatch, schema: Schema) -> Reports:
-    """Decode and validate a batch against ``schema`` (shapes and every code's range)."""
+    """Decode and validate a batch against ``schema`` (shapes and every code's range; the private parts in
+    the fields of the schema's mechanism, :func:`private_from_wire`)."""
     ids = msg.report_ids
     if len(ids) % REPORT_ID_BYTES:
         raise ValidationError("report_ids", f"a multiple of {REPORT_ID_BYTES} bytes", f"got {len(ids)} bytes")
@@ -182,7 +257,7 @@ def reports_from_proto(msg: pb.ReportBatch, schema: Schema) -> Reports:
     if len(msg.public_codes) != m:
         raise ValidationError("public_codes", f"{m} columns (one per public attribute)",
                               f"got {len(msg.public_codes)}")
-    private = _column(msg.private_codes, n, "private_codes")
+    private = private_from_wire(mechanism_of(schema), msg, n)
     public = np.empty((n, m), np.int64)
     for j, attr in enumerate(schema.public_attributes):
         public[:, j] = _column(msg.public_codes[j], n, f"public_codes[{attr.name}]")

@@ -12,9 +12,13 @@ perturbed rows, in report-id order), as the aggregator exports it (``ldpsynth ex
                            (ε, δ) per public-key group with the counts they come from
                            (:meth:`Guarantees.to_json <ldpsynth.shared.guarantees.Guarantees.to_json>`)
 
+A collection of a frequency oracle has no synthetic row over D: its table holds the public values
+and each row's report (:data:`REPORT_COLUMNS`: OUE's and SS's bit set in hexadecimal, byte 0 first;
+OLH's seed and bucket; HR's index ``2j + b``), from which its card debiases every answer.
+
 :meth:`Release.from_values` makes one from columns in that form. Everything in it is already
-differentially private (each row went through mechanism E on its device): publishing it costs no
-further budget. Needs numpy only (and pyarrow for the Parquet file).
+differentially private (each row went through the collection's mechanism on its device): publishing it
+costs no further budget. Needs numpy only (and pyarrow for the Parquet file).
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.guarantees import Guarantees
 from ldpsynth.shared.jsonio import read_text
+from ldpsynth.shared.mechanisms.registry import ReportLayout, layout_of, name_of
 from ldpsynth.shared.schema import ContinuousAttribute
 
 __all__ = [
     "CARD_FILE",
     "CSV_FILE",
     "PARQUET_FILE",
+    "REPORT_COLUMNS",
     "Release",
 ]
 
@@ -49,6 +55,58 @@ PARQUET_FILE = "synthetic.parquet"
 GUARANTEES_FILE = "guarantees.json"
 #: Relative tolerance (in bucket widths) for a continuous value to count as a bucket lower edge.
 EDGE_TOLERANCE = 1e-6
+#: The table columns of a frequency oracle's reports (names no attribute can have).
+REPORT_COLUMNS = {"OUE": ("report.bitmap",), "SS": ("report.bitmap",), "OLH": ("report.seed", "report.bucket"),
+                  "HR": ("report.index",)}
+
+
+def _report_columns(layout: ReportLayout, reports: np.ndarray, hash_bits: int) -> dict[str, np.ndarray]:
+    """The table columns of ``reports`` (:data:`REPORT_COLUMNS`)."""
+    if layout.bitmap:
+        return {"report.bitmap": np.array([row.tobytes().hex() for row in reports], dtype=object)}
+    if layout.mechanism == "OLH":
+        return {"report.seed": reports >> hash_bits, "report.bucket": reports & ((1 << hash_bits) - 1)}
+    return {"report.index": reports}
+
+
+def _integers(column: np.ndarray, name: str) -> np.ndarray:
+    try:
+        values = np.array([int(str(v).strip()) for v in column.tolist()], dtype=object)
+        return values.astype(np.int64)
+    except (ValueError, OverflowError):
+        raise ValidationError(f"synthetic.{name}", "integers below 2^63", "not an integer") from None
+
+
+def _reports_of(layout: ReportLayout, columns: Mapping[str, npt.ArrayLike], hash_bits: int) -> np.ndarray:
+    """The reports in the table columns :data:`REPORT_COLUMNS` (the inverse of :func:`_report_columns`), checked."""
+    names = REPORT_COLUMNS[layout.mechanism]
+    missing = [name for name in names if name not in columns]
+    if missing:
+        raise ValidationError(f"synthetic.{missing[0]}", f"the report columns {', '.join(names)} of a "
+                              f"{layout.mechanism} release", "missing column")
+    if layout.bitmap:
+        raw = np.asarray(columns["report.bitmap"])
+        try:
+            data = b"".join(bytes.fromhex(str(v)) if len(str(v)) == 2 * layout.width else b"!" for v in raw.tolist())
+        except ValueError:
+            data = b""
+        if len(data) != len(raw) * layout.width:
+            raise ValidationError("synthetic.report.bitmap", f"{2 * layout.width} hexadecimal digits per row",
+                                  "malformed")
+        reports = np.frombuffer(data, np.uint8).reshape(len(raw), layout.width)
+    elif layout.mechanism == "OLH":
+        seeds = _integers(np.asarray(columns["report.seed"]), "report.seed")
+        buckets = _integers(np.asarray(columns["report.bucket"]), "report.bucket")
+        for name, values, bound in (("report.seed", seeds, layout.bound >> hash_bits),
+                                    ("report.bucket", buckets, 1 << hash_bits)):
+            bad = (values < 0) | (values >= bound)
+            if bad.any():
+                raise ValidationError(f"synthetic.{name}", f"integers in [0, {bound - 1}]", "out of range",
+                                      int(np.flatnonzero(bad)[0]))
+        reports = (seeds << hash_bits) | buckets
+    else:
+        reports = _integers(np.asarray(columns["report.index"]), "report.index")
+    return layout.check(reports, f"synthetic.{names[0]}")
 
 
 def _float_or_nan(text: object) -> float:
@@ -113,18 +171,33 @@ class Release:
         The collection's mechanism card.
     codes : dict of str to numpy.ndarray
         ``codes[name]``: the codes of attribute ``name`` of every row (int64, in ``[0, size)`` of
-        the attribute, row order = report id), one column of equal length per attribute. Not
-        checked here: :meth:`from_values` and :meth:`read` check what they read.
+        the attribute, row order = report id), one column of equal length per attribute; a
+        frequency oracle's release: the public attributes only. Not checked here:
+        :meth:`from_values` and :meth:`read` check what they read.
     guarantees : Guarantees or None, default None
         What the aggregator stated for the release (a shuffled collection's export).
+    reports : numpy.ndarray or None, default None
+        A frequency oracle's report of every row
+        (:func:`~ldpsynth.shared.mechanisms.registry.layout_of`); ``None`` for E.
     """
 
     card: MechanismCard
     codes: dict[str, np.ndarray]
     guarantees: Guarantees | None = None
+    reports: np.ndarray | None = None
 
     def __len__(self) -> int:
+        if self.reports is not None:
+            return len(self.reports)
         return len(next(iter(self.codes.values()))) if self.codes else 0
+
+    def private_reports(self) -> np.ndarray:
+        """What every row's device sent for its private part: E's perturbed codes (:meth:`private_codes`), an
+        oracle's reports."""
+        return self.private_codes() if self.reports is None else self.reports
+
+    def _hash_bits(self) -> int:
+        return int(getattr(self.card.mechanism, "hash_bits", 0))
 
     def public_keys(self) -> np.ndarray:
         """Public key of every row (mixed radix of the public attributes' codes).
@@ -162,7 +235,8 @@ class Release:
         Returns
         -------
         dict of str to numpy.ndarray
-            Attribute name -> values (continuous attributes as bucket lower edges).
+            Attribute name -> values (continuous attributes as bucket lower edges); a frequency
+            oracle's release: its public attributes and its reports' columns.
 
         Raises
         ------
@@ -171,6 +245,9 @@ class Release:
         KeyError
             ``codes`` has no column for an attribute of the schema.
         """
+        if self.reports is not None:
+            out = {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.public_attributes}
+            return {**out, **_report_columns(layout_of(self.card.mechanism), self.reports, self._hash_bits())}
         return {a.name: a.decode(self.codes[a.name]) for a in self.card.schema.attributes}
 
     @classmethod
@@ -211,7 +288,8 @@ class Release:
         schema = card.schema
         codes: dict[str, np.ndarray] = {}
         rows: int | None = None
-        for attr in schema.attributes:
+        oracle = card.is_oracle
+        for attr in schema.public_attributes if oracle else schema.attributes:
             if attr.name not in columns:
                 raise ValidationError(f"synthetic.{attr.name}", "a column for each attribute of the schema "
                                       f"({', '.join(a.name for a in schema.attributes)})", "missing column")
@@ -222,7 +300,12 @@ class Release:
             rows = len(column)
             values = _edge_midpoints(attr, column) if isinstance(attr, ContinuousAttribute) else column
             codes[attr.name] = attr.encode(values)
-        return cls(card, codes)
+        if not oracle:
+            return cls(card, codes)
+        reports = _reports_of(layout_of(card.mechanism), columns, int(getattr(card.mechanism, "hash_bits", 0)))
+        if rows is not None and len(reports) != rows:
+            raise ValidationError("synthetic", f"one report per row ({rows} rows)", f"got {len(reports)}")
+        return cls(card, codes, None, reports)
 
     @classmethod
     def read(cls, path: str | os.PathLike, *, card: MechanismCard | None = None, field: str = "release") -> Release:
@@ -266,10 +349,10 @@ class Release:
         elif card is None:
             raise ValidationError("card", "the release's mechanism card, to read a table file without its folder",
                                   "missing")
-        names = {a.name for a in card.schema.attributes}
+        names = {a.name for a in card.schema.attributes} | set(REPORT_COLUMNS.get(name_of(card.mechanism), ()))
         read = _parquet_columns if table.suffix == ".parquet" else _csv_columns
         release = cls.from_values(card, read(table, names, field))
-        return release if guarantees is None else cls(release.card, release.codes, guarantees)
+        return release if guarantees is None else cls(release.card, release.codes, guarantees, release.reports)
 
     def write(self, out: str | Path, *, parquet: bool | None = None) -> list[Path]:
         """Write the card, the CSV and (``parquet`` None: when pyarrow is importable) the Parquet file.

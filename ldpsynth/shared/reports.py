@@ -1,7 +1,8 @@
 """A batch of perturbed reports: the domain type both sides agree on (no network, no Ray).
 
 A report is one row as it leaves a device: the public attribute codes (sent in clear), the
-private code *after* mechanism E, and a random 128-bit id chosen on the device. The id is
+private code *after* mechanism E (or, in a collection of a frequency oracle, the oracle's report:
+:func:`~ldpsynth.shared.mechanisms.registry.layout_of`), and a random 128-bit id chosen on the device. The id is
 the deduplication key of exactly-once delivery; it is drawn from ``os.urandom`` so ids do
 not link a device's reports to each other.
 """
@@ -14,11 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.mechanisms.registry import Mechanism, ReportLayout, layout_of, make_mechanism
 from ldpsynth.shared.schema import Schema
 
 __all__ = [
     "REPORT_ID_BYTES",
     "new_report_ids",
+    "mechanism_of",
+    "layout_for",
     "Reports",
 ]
 
@@ -30,6 +34,16 @@ def new_report_ids(count: int) -> np.ndarray:
     return np.frombuffer(os.urandom(REPORT_ID_BYTES * count), dtype=np.uint8).reshape(count, REPORT_ID_BYTES).copy()
 
 
+def mechanism_of(schema: Schema) -> Mechanism:
+    """The mechanism ``schema``'s devices perturb with (built once per schema's name, ε and |D|)."""
+    return make_mechanism(schema.mechanism, schema.epsilon, schema.private_domain_size)
+
+
+def layout_for(schema: Schema) -> ReportLayout:
+    """The layout of ``schema``'s reports (:func:`~ldpsynth.shared.mechanisms.registry.layout_of`)."""
+    return layout_of(mechanism_of(schema))
+
+
 @dataclass(frozen=True)
 class Reports:
     """``n`` reports in columnar form.
@@ -39,7 +53,8 @@ class Reports:
     report_ids:
         ``(n, 16)`` uint8, one random id per report.
     private_codes:
-        ``(n,)`` int64 perturbed codes in ``[0, |D|)``.
+        ``(n,)`` int64 perturbed codes in ``[0, |D|)``; in a collection of a frequency oracle, its
+        reports (:func:`layout_for`: ``(n,)`` int64 numbers, or ``(n, width)`` uint8 bit sets).
     public_codes:
         ``(n, m)`` int64, one column per public attribute in schema order (``m`` may be 0).
     """
@@ -63,7 +78,10 @@ class Reports:
         if self.public_codes.shape != (n, m):
             raise ValidationError("public_codes", f"{m} columns of {n} codes (one per public attribute)",
                                   "wrong shape")
-        schema.check_private_codes(self.private_codes, "private_codes")
+        if schema.mechanism == "E":
+            schema.check_private_codes(self.private_codes, "private_codes")
+        else:
+            layout_for(schema).check(self.private_codes, "private_codes")
         for j, attr in enumerate(schema.public_attributes):
             attr.check_codes(self.public_codes[:, j], field_name=f"public_codes[{attr.name}]")
         return self

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import SchemaError, ValidationError
+from ldpsynth.shared.mechanisms.registry import MECHANISMS, max_domain_size
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
 __all__ = [
@@ -503,32 +504,37 @@ class ShuffleSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """A collection: its name, ε, attributes and (a shuffled collection) its :class:`ShuffleSpec`.
+    """A collection: its name, ε, attributes, (a shuffled collection) its :class:`ShuffleSpec`, and
+    the mechanism its devices perturb with.
 
     Parameters
     ----------
     name : str
         The collection's name: a non-empty string of at most 128 characters.
     epsilon : float
-        The ε each row is released with (mechanism E, WYZ eq. 16): a finite number > 0.
+        The ε each row is released with: a finite number > 0.
     attributes : sequence of Attribute
         The columns, with distinct names and at least one private attribute; the private domain
         :math:`|D|` (the product of the private attributes' sizes) at most 2^28
         (:data:`MAX_BATCH_WEIGHTS`), the public domain at most 2^62 values.
     shuffle : ShuffleSpec or None, default None
         A shuffled collection's central guarantee; ``None``: the collection is not shuffled.
+    mechanism : str, default "E"
+        ``"E"`` (k-ary randomized response, WYZ eq. 16) or a frequency oracle, ``"OUE"``,
+        ``"OLH"``, ``"HR"``, ``"SS"`` (:mod:`ldpsynth.shared.mechanisms`).
 
     Raises
     ------
     SchemaError
         A :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``name``, ``epsilon``,
-        ``attributes``, ``shuffle``) that is out of its legal range.
+        ``attributes``, ``shuffle``, ``mechanism``) that is out of its legal range.
     """
 
     name: str
     epsilon: float
     attributes: tuple[Attribute, ...]
     shuffle: ShuffleSpec | None = None
+    mechanism: str = "E"
     _by_name: dict[str, Attribute] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -552,6 +558,17 @@ class Schema:
             raise SchemaError("attributes", "a public domain of at most 2^62 values", "too large")
         if self.shuffle is not None and not isinstance(self.shuffle, ShuffleSpec):
             raise SchemaError("shuffle", "a ShuffleSpec or None", f"got {type(self.shuffle).__name__}")
+        with _schema_field():
+            check_choice(self.mechanism, "mechanism", MECHANISMS)
+        if self.mechanism != "E":
+            if self.shuffle is not None:
+                raise SchemaError("mechanism", "'E' in a collection with a shuffle block (its central guarantee is "
+                                  "computed for k-ary randomized response only: ldpsynth.shared.amplification)",
+                                  f"got {self.mechanism!r} with shuffle")
+            largest = max_domain_size(self.mechanism)
+            if self.private_domain_size > largest:
+                raise SchemaError("mechanism", f"E, or {self.mechanism} over a private domain of at most "
+                                  f"{largest} values", f"got |D| = {self.private_domain_size}")
 
     # ----- views -------------------------------------------------------------------------
     @property
@@ -833,6 +850,8 @@ class Schema:
                                "attributes": [a.to_json() for a in self.attributes]}
         if self.shuffle is not None:
             out["shuffle"] = self.shuffle.to_json()
+        if self.mechanism != "E":  # absent for E: E's schemas, and so its cards and fingerprints, stay as they were
+            out["mechanism"] = self.mechanism
         return out
 
     def dumps(self) -> str:
@@ -870,9 +889,10 @@ class Schema:
                 obj = jsonio.loads(obj, "schema", "a JSON object")
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
-        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle"}
+        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle", "mechanism"}
         if extra:
-            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle", f"unknown fields {sorted(extra)}")
+            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle, mechanism",
+                              f"unknown fields {sorted(extra)}")
         attrs = obj.get("attributes")
         if not isinstance(attrs, list) or not attrs:
             raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
@@ -882,7 +902,7 @@ class Schema:
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
         shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
         return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)),
-                   shuffle)
+                   shuffle, obj.get("mechanism", "E"))
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:

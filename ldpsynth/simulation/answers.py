@@ -28,9 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpsynth.shared.estimators.engine import estimate
+from ldpsynth.shared.estimators.engine import Statistics, estimate
 from ldpsynth.shared.estimators.formulas import Answers
-from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.planning.planner import Plan, plan
 from ldpsynth.shared.planning.row_distribution import SampleRows
@@ -103,7 +102,7 @@ def workload(population: Population, seed: int = 11) -> Workload:
     raise ValueError(f"no demo workload for a population with attributes {sorted(names)}")
 
 
-def answer(work: Workload, population: Population, stats: SufficientStatistics, mechanism: MechanismE,
+def answer(work: Workload, population: Population, stats: Statistics, mechanism: MechanismE,
            level: float = 0.95) -> Answers:
     """The companion estimates of ``work`` from the synthetic database's statistics."""
     return estimate(compile_queries(list(work.queries), population.schema), stats, mechanism, level=level)

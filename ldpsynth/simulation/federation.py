@@ -185,7 +185,7 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
         finally:
             await server.stop()
     work = workload(population, settings.seed)
-    answers = answer(work, population, stats, card.mechanism, settings.level) if stats.n else None
+    answers = answer(work, population, stats, card.mechanism_e, settings.level) if stats.n else None
     return SimulationReport(population.description, target, True, seconds, outcome, stats.n, distinct, work,
                             answers)
 

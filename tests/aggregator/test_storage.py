@@ -86,10 +86,14 @@ def _section(n: int, rng: np.random.Generator, collection: str = "ratings") -> S
 
 def test_records_round_trip_and_refuse_damage_and_displacement() -> None:
     rng = np.random.default_rng(1)
-    sections = [_section(50, rng), _section(3, rng, "graph")]
-    data = encode_reports("layout1", 2, 7, 1000, sections, {"ratings": (100, 5), "graph": (4096 * 4096, 2)})
+    bits = _section(4, rng, "bitsets")                    # a frequency oracle's reports: bit sets of 3 bytes
+    bits = Section(bits.collection, bits.card, bits.report_ids, bits.public_keys,
+                   rng.integers(0, 256, (4, 3)).astype(np.uint8), bits.quota)
+    sections = [_section(50, rng), _section(3, rng, "graph"), bits]
+    data = encode_reports("layout1", 2, 7, 1000, sections, {"ratings": (100, 5, 0), "graph": (4096 * 4096, 2, 0),
+                                                            "bitsets": (100, 0, 3)})
     record = decode(data, layout="layout1", shard=2, sequence=7)
-    assert (record.kind, record.before, record.reports) == ("reports", 1000, 53)
+    assert (record.kind, record.before, record.reports) == ("reports", 1000, 57)
     for got, sent in zip(record.sections, sections):
         assert np.array_equal(got.report_ids, sent.report_ids) and np.array_equal(got.public_keys, sent.public_keys)
         assert np.array_equal(got.private_codes, sent.private_codes) and got.quota == sent.quota

@@ -40,7 +40,7 @@ def test_text_tables_for_the_ratings_collection(capsys):
     assert "| share[rating=1] | 141,470 | 1.18 |" in out
     assert "| 5 stars, movie 50 | n/a | 16.03 |" in out
     assert "rating public (k = 1)" in out and "rating 1+2,3+4 (k = 3)" in out
-    assert "frequency oracles" not in out                     # |D| = 5 < 3e + 2
+    assert "Recommended: E: standard errors 1 x E's" in out     # |D| = 5 < 3e + 2
 
 
 def test_json_carries_the_api_numbers(capsys, tmp_path):
@@ -57,11 +57,15 @@ def test_json_carries_the_api_numbers(capsys, tmp_path):
     for j, item in enumerate(data["queries"]):
         assert item["label"] == p.label(j) and item["status"] == p.status[j]
         assert item["se_worst"] == p.e.se_worst[j] and item["se_prior"] == p.e.se_prior[j]
-        assert item["olh_se_prior"] == p.olh.se_prior[j] and item["bound"] == p.bound[j]
+        assert item["olh_se_prior"] == p.oracle("OLH").se_prior[j] and item["bound"] == p.bound[j]
+        assert item["hr_se_worst"] == p.oracle("HR").se_worst[j] and item["ss_se_prior"] == p.oracle("SS").se_prior[j]
         assert item["epsilon_needed_worst"] == p.inverse.epsilon_worst[j]
         assert set(item["alternatives"]) == {"movie public", "movie 1682 -> 841 values", "rating public",
                                              "rating 1+2,3+4"}
     assert data["queries"][2]["devices_needed_worst"] is None     # a count: n/a
+    assert data["recommended"] == p.recommended == "OLH" and data["recommendation"] == p.recommendation
+    assert [m["mechanism"] for m in data["mechanisms"]] == ["E", "OUE", "OLH", "HR", "SS"]
+    assert data["mechanisms"][2]["report_bytes"] == 10 and data["mechanisms"][2]["error_ratio"] < 0.04
 
 
 def test_a_csv_prior_with_extra_columns_and_a_merge(capsys, tmp_path):

@@ -200,6 +200,19 @@ def test_planning_central_epsilon_and_its_inverse_round_trip():
     assert sp.central_at_epsilon0 <= 0.5 < amplification.central_epsilon(sp.epsilon0 * 1.001, 5, per_key, 1e-9)
     assert (sp.shuffled.se_worst < sp.plain.se_worst).all()                       # ε0 > 0.5: less noise
     np.testing.assert_allclose(sp.plain.se_worst, plan(s, queries, 200_000, epsilon=0.5).e.se_worst)
+    plain = plan(s, queries, 200_000, epsilon=0.5)          # the oracles at the central ε, without a shuffler
+    assert [c.mechanism for c in sp.oracles] == ["OUE", "OLH", "HR", "SS"]
+    for c in sp.oracles:
+        np.testing.assert_allclose(c.figures.se_worst, plain.oracle(c.mechanism).se_worst)
+    ratios = {"E": 1.0, **{c.mechanism: c.error_ratio for c in sp.oracles}}      # against E behind the shuffler
+    assert ratios[sp.recommended] <= min(ratios.values()) * 1.05 and sp.recommended in sp.recommendation
+    wide = Schema.from_json({"name": "w", "epsilon": 1.0, "shuffle": {"delta": 1e-9, "min_batch": 1}, "attributes": [
+        {"name": "movie", "type": "integer", "min": 1, "max": 1682}, {"name": "rating", "type": "integer", "min": 1,
+                                                                       "max": 5}]})
+    marginal = Q.queries_from_json('[{"kind": "marginal", "attributes": ["rating"]}]')
+    w = plan_shuffle(plan(wide, marginal, 100_000), wide, Q.compile_queries(marginal, wide)).shuffle
+    assert w.recommended == "E" and w.recommendation.startswith("E behind the shuffler at")   # a large domain amplifies
+    assert min(c.error_ratio for c in w.oracles) > 50
     rows = SampleRows.from_columns(s, {"movie": [0, 0, 0, 1], "genre": ["a", "a", "a", "b"], "rating": [1, 2, 3, 4]})
     q = plan_shuffle(plan(s, queries, 100_000, prior=rows), s, Q.compile_queries(queries, s), prior=rows)
     assert q.shuffle.at_planned.counts.tolist() == [75_000, 25_000]

@@ -1,10 +1,11 @@
 """The planner's closed forms (shared/planning/planner.py) against exact enumeration, the worst case against every
-data set, the inverse answers round trip, schema changes against the changed schemas, OUE/OLH by simulation."""
+data set, the inverse answers round trip, schema changes against the changed schemas, the oracles by simulation."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from statistics import NormalDist
 
 import numpy as np
@@ -14,8 +15,9 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators import estimate
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.planning.frequency_oracles import olh, olh_hash_range, oue
+from ldpsynth.shared.mechanisms.registry import make_mechanism
 from ldpsynth.shared.planning.planner import (
     CONSTANT,
     EPSILON_STEP,
@@ -26,6 +28,7 @@ from ldpsynth.shared.planning.planner import (
     e_coefficients,
     e_coefficients_at,
     plan,
+    recommend,
 )
 from ldpsynth.shared.planning.row_distribution import SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import made_coarser, made_public, schema_changes
@@ -116,7 +119,7 @@ def test_worst_case_is_never_below_a_random_distribution_nor_the_uniform_one():
         joint = rng.dirichlet(np.full(18, rng.choice([0.1, 1.0, 10.0]))).reshape(3, 6)
         keys, codes = rows_of(rng.multinomial(400, joint.reshape(-1)).reshape(3, 6))
         p = plan(REGION, batch, 400, prior=SampleRows(REGION, keys, codes))
-        for fig in (p.e, p.oue, p.olh):
+        for fig in (p.e, *(p.oracle(name) for name in ("OUE", "OLH", "HR", "SS"))):
             assert (fig.se_prior <= fig.se_worst * (1 + 1e-12)).all(), trial
     u = plan(REGION, batch, 400, prior=UniformRows(REGION))
     assert (u.e.se_prior <= u.e.se_worst).all() and (u.e.se_prior < u.e.se_worst).any()
@@ -294,32 +297,27 @@ def variance_z(estimates: np.ndarray, predicted: float) -> float:
     return (s2 - predicted**2) / math.sqrt(((centred**4).mean() - s2**2) / len(estimates))
 
 
-def test_oue_and_olh_variances_of_a_weighted_sum_by_simulation():
-    """OUE (independent bits) and OLH (a uniformly random hash function per user, k-RR over g buckets),
-    simulated directly; the estimate sum_v (w - m) c_hat(v) + m n against the planned variance, α = 1e-4."""
+@pytest.mark.parametrize("name", ["OUE", "OLH", "HR", "SS"])
+def test_each_oracles_planned_variance_is_its_estimators_by_simulation(name: str):
+    """Each oracle's exact sampler (``perturb``, seeded) and the engine's estimator of a weighted sum over two
+    groups (``estimate``: weights centred per group), against the plan's standard error under the rows'
+    own prior; chi-square-free variance test by the delta method, α = 1e-4 per oracle."""
     rng = np.random.default_rng(16)
-    schema = Schema("o", 1.0, (IntegerAttribute("v", False, 0, 5),))
-    n, releases = 400, 4000
+    schema = Schema("o", 1.0, (IntegerAttribute("g", True, 0, 1), IntegerAttribute("v", False, 0, 5)), None, name)
+    n, releases = 400, 3000
     codes = rng.choice(6, n, p=[0.5, 0.2, 0.1, 0.1, 0.05, 0.05])
-    w = rng.normal(size=6)
-    p = plan(schema, [Q.linear(w, normalization="sum")], n, prior=SampleRows(schema, np.zeros(n, np.int64), codes))
-    centred = w - w.mean()
-    onehot = np.eye(6, dtype=bool)[codes]
-    for protocol, fig in ((oue(1.0), p.oue), (olh(1.0), p.olh)):
-        estimates = np.empty(releases)
-        for t in range(0, releases, 200):
-            if protocol.name == "OUE":
-                support = np.where(onehot, rng.random((200, n, 6)) < protocol.p, rng.random((200, n, 6)) < protocol.q)
-            else:
-                g = olh_hash_range(1.0)
-                hashes = rng.integers(0, g, (200, n, 6))
-                true = np.take_along_axis(hashes, codes[None, :, None].repeat(200, 0), axis=2)[..., 0]
-                keep = rng.random((200, n)) < math.exp(1.0) / (math.exp(1.0) + g - 1)
-                other = (true + rng.integers(1, g, (200, n))) % g
-                support = hashes == np.where(keep, true, other)[..., None]
-            counts = (support.sum(axis=1) - n * protocol.q) / (protocol.p - protocol.q)
-            estimates[t:t + 200] = counts @ centred + w.mean() * n
-        assert abs(variance_z(estimates, fig.se_prior[0])) < Z_LIMIT, protocol.name
+    keys = (np.arange(n) % 3 == 0).astype(np.int64)
+    tables = rng.normal(size=(2, 6))
+    query = Q.grouped("g", {0: tables[0], 1: tables[1]}, normalization="sum")
+    p = plan(schema, [query], n, prior=SampleRows(schema, keys, codes))
+    oracle = make_mechanism(name, 1.0, 6)
+    batch = Q.compile_queries([query], schema)
+    estimates = np.array([estimate(batch, KeyedTallies.from_rows(oracle, keys, oracle.perturb(codes, rng),
+                                                                 public_domain_size=2), oracle).estimate[0]
+                          for _ in range(releases)])
+    truth = tables[keys, codes].sum()
+    assert abs(estimates.mean() - truth) < Z_LIMIT * p.oracle(name).se_prior[0] / math.sqrt(releases)
+    assert abs(variance_z(estimates, p.oracle(name).se_prior[0])) < Z_LIMIT, name
 
 
 def test_large_domains_favour_the_oracles_as_wang_et_al_say():
@@ -330,8 +328,33 @@ def test_large_domains_favour_the_oracles_as_wang_et_al_say():
     p = plan(schema, [count], 100_000, prior=UniformRows(schema))
     e = math.exp(1.0)
     assert p.e.se_prior[0] == pytest.approx(math.sqrt(1e5 * (8410 - 2 + e) / (e - 1) ** 2), rel=1e-3)
-    assert p.oue.se_prior[0] == pytest.approx(math.sqrt(1e5 * 4 * e / (e - 1) ** 2), rel=1e-3)
-    assert 760 < (p.e.se_prior[0] / p.olh.se_prior[0]) ** 2 < 780
+    assert p.oracle("OUE").se_prior[0] == pytest.approx(math.sqrt(1e5 * 4 * e / (e - 1) ** 2), rel=1e-3)
+    assert 760 < (p.e.se_prior[0] / p.oracle("OLH").se_prior[0]) ** 2 < 780   # g = 4, a power of two near e + 1
+    assert p.recommended == "OLH" and p.choice("OLH").report_bytes == 10 < p.choice("OUE").report_bytes == 1052
+
+
+def test_the_recommendation_weighs_error_then_report_size_then_decoding():
+    """A small domain: E (k = 4 < 3e^ε + 2; SS with d = 1 is E itself, and E is the default); at k = 5, ε = 1 HR's
+    worst case is 6 % below E's; a large domain: the oracles' errors are close, and of those the smallest report
+    wins; beyond an oracle's largest domain it is unavailable, with why."""
+    small = Schema("s", 2.0, (IntegerAttribute("r", False, 1, 4),))
+    p = plan(small, [Q.marginal("r")], 1000)
+    assert p.recommended == "E" and p.recommendation.startswith("E: standard errors 1 x E's")
+    assert p.choice("SS").error_ratio == pytest.approx(1.0) and "(E, SS) the default" in p.recommendation
+    five = Schema("s", 1.0, (IntegerAttribute("r", False, 1, 5),))
+    assert plan(five, [Q.marginal("r")], 1000).recommended == "HR"
+    assert [c.mechanism for c in p.choices] == ["E", "OUE", "OLH", "HR", "SS"]
+    assert all(c.error_ratio > 1.1 for c in p.choices[1:4])
+    wide = Schema("w", 4.0, (IntegerAttribute("r", False, 0, 1023),))
+    q = plan(wide, [Q.marginal("r"), Q.predicate(Q.condition("r", "<", 100))], 10_000)
+    best = min(c.error_ratio for c in q.choices)
+    picked = q.choice(q.recommended)
+    assert picked.error_ratio <= best * 1.05
+    assert all(c.report_bytes >= picked.report_bytes for c in q.choices if c.error_ratio <= best * 1.05)
+    gone = replace(q.choice(q.recommended), available=False, figures=None, why="|D| = 33,554,432 > 16,777,216")
+    assert recommend([gone if c.mechanism == q.recommended else c for c in q.choices])[0] != q.recommended
+    with pytest.raises(ValidationError, match="mechanism.*16,777,216"):
+        replace(q, choices=(gone,)).oracle(gone.mechanism)
 
 
 # ----- errors --------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def _numpy_parts(weights: np.ndarray, counts: np.ndarray, debias: E.Debias, sele
     kernel = table_kernel.KERNEL
     try:
         table_kernel.KERNEL = None
-        return E._table_parts(weights, counts, debias, 2, select)
+        return E._table_parts(weights, E._Counts.of(counts.astype(np.float64), debias), 2, select)
     finally:
         table_kernel.KERNEL = kernel
 
@@ -41,7 +41,7 @@ def test_both_paths_give_the_same_block_sums(k: int):
     counts[4] = 0
     for select in (None, np.array([0, 2, 3, 6])):
         used = counts if select is None else counts[select]
-        fast = E._table_parts(weights, used, debias, 2, select)
+        fast = E._table_parts(weights, E._Counts.of(used.astype(np.float64), debias), 2, select)
         slow = _numpy_parts(weights, used, debias, select)
         ordinary = np.r_[0:200, 220:300]
         for name in FIELDS:
@@ -78,6 +78,6 @@ def test_non_finite_weights_reach_the_sums():
     weights[1, 2, 3] = np.nan
     weights[2, 0, 0] = np.inf
     weights[3, 5, 4] = -np.inf
-    parts = E._table_parts(weights, np.full((6, 5), 4), E.Debias(0.6, 0.08, 5), 1)
+    parts = E._table_parts(weights, E._Counts.of(np.full((6, 5), 4.0), E.Debias(0.6, 0.08, 5)), 1)
     assert np.isfinite(parts.t_hat[0])
     assert not np.isfinite(parts.t_hat[1:]).any()

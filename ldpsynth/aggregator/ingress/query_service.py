@@ -32,8 +32,10 @@ from ldpsynth.aggregator.ingress.auth import QUERY, Credential
 from ldpsynth.aggregator.ingress.status import parse, rpc
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, rows_that_fit
+from ldpsynth.shared.mechanisms.registry import private_wire
+from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, private_to_wire, rows_that_fit
 from ldpsynth.shared.queries.wire import BatchReader, answer_pages, guarantees_to_proto
+from ldpsynth.shared.reports import mechanism_of
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
 from ldpsynth.shared.validation import check_probability
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -51,12 +53,15 @@ EXPORT_CHUNK_ROWS = 1 << 17
 
 def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
     """Rows per data ``ExportChunk`` of ``schema``: at most :data:`EXPORT_CHUNK_ROWS`, and as many
-    as fit ``max_message_bytes`` at 8 bytes per code (each public attribute and the private code)
-    plus :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
-    columns = len(schema.public_attributes) + 1
-    fit = rows_that_fit(max_message_bytes, 0, 8 * columns, columns)
+    as fit ``max_message_bytes`` at 8 bytes per public code and the private part's bytes (E's code: 8; a
+    frequency oracle's report: :func:`~ldpsynth.shared.mechanisms.registry.private_wire`) plus
+    :data:`FIELD_HEADER_BYTES` per column. RESOURCE_EXHAUSTED if not even one row fits."""
+    private, private_columns = private_wire(mechanism_of(schema))
+    columns = len(schema.public_attributes) + private_columns
+    row = 8 * len(schema.public_attributes) + private
+    fit = rows_that_fit(max_message_bytes, 0, row, columns)
     if fit < 1:
-        raise LimitExceeded(f"one exported row of {schema.name!r} needs {columns * (8 + FIELD_HEADER_BYTES)} bytes, "
+        raise LimitExceeded(f"one exported row of {schema.name!r} needs {row + columns * FIELD_HEADER_BYTES} bytes, "
                             f"over the server's message limit of {max_message_bytes} bytes (--max-message-bytes)")
     return min(EXPORT_CHUNK_ROWS, fit)
 
@@ -134,6 +139,8 @@ class QueryServicer:
             stop = min(start + chunk_rows, len(rows))
             keys = rows.public_keys[start:stop]
             digits = schema.public_digits(keys)
-            yield qpb.ExportChunk(
-                public_codes=[digits[a.name].astype("<u8").tobytes() for a in schema.public_attributes],
-                private_codes=np.asarray(rows.private_codes[start:stop]).astype("<u8").tobytes())
+            chunk = qpb.ExportChunk(public_codes=[digits[a.name].astype("<u8").tobytes()
+                                                  for a in schema.public_attributes])
+            for field, data in private_to_wire(info.card.mechanism, np.asarray(rows.private_codes[start:stop])).items():
+                setattr(chunk, field, data)
+            yield chunk

@@ -50,11 +50,11 @@ from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
-from ldpsynth.aggregator.query.engine import QueryEngine
+from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 if TYPE_CHECKING:
@@ -279,13 +279,14 @@ class AggregatorServer:
             raise RuntimeError("the server is not started")
         return self.backend.workers
 
-    async def statistics(self, collection: str) -> SufficientStatistics:
-        """Sufficient statistics of ``collection`` over all shards, on one snapshot."""
+    async def statistics(self, collection: str) -> Statistics:
+        """Sufficient statistics of ``collection`` over all shards, on one snapshot (a frequency oracle's:
+        its tallies per public key)."""
         self.catalog.get(collection)
         workers = self.workers
         pins = await workers.pin(collection)
         try:
-            return SufficientStatistics.merge(await workers.pinned_stats(pins, collection))
+            return merge_statistics(await workers.pinned_stats(pins, collection))
         finally:
             await workers.unpin(pins)
 

@@ -45,9 +45,10 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import sort_ids
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators.engine import row_block_sums, table_block_sums
+from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, row_block_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.guarantees import (
     ANSWERS,
     RELEASE,
@@ -59,6 +60,7 @@ from ldpsynth.shared.guarantees import (
     release_groups,
 )
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.registry import Mechanism
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
@@ -74,7 +76,7 @@ class QueryShards(Protocol):
 
     async def unpin(self, pins: Pins) -> None: ...
 
-    async def pinned_stats(self, pins: Pins, collection: str) -> list[SufficientStatistics]: ...
+    async def pinned_stats(self, pins: Pins, collection: str) -> list[Statistics]: ...
 
     async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
 
@@ -100,9 +102,16 @@ def _check(spec: Any, labels: Sequence[str], counts: np.ndarray, what: str) -> N
         raise WrongState(str(exc)) from None
 
 
-def _dense_sums(weights: np.ndarray, codes: np.ndarray, mechanism: MechanismE) -> BlockSums:
+def _dense_sums(weights: np.ndarray, codes: np.ndarray, mechanism: Mechanism) -> BlockSums:
     """A Ray task: the sums of a dense block over one shard's rows (one worker thread per task)."""
     return row_block_sums(weights, codes, mechanism, workers=1)
+
+
+def merge_statistics(parts: Sequence[Statistics]) -> Statistics:
+    """The shards' pinned statistics merged: E's counts, or a frequency oracle's tallies per public key."""
+    if all(isinstance(p, KeyedTallies) for p in parts):
+        return KeyedTallies.merge([p for p in parts if isinstance(p, KeyedTallies)])
+    return SufficientStatistics.merge([p for p in parts if isinstance(p, SufficientStatistics)])
 
 
 class QueryEngine:
@@ -111,7 +120,7 @@ class QueryEngine:
     def __init__(self, catalog: Catalog, shards: QueryShards):
         self.catalog = catalog
         self.shards = shards
-        self._statistics: dict[str, tuple[tuple[int, ...], SufficientStatistics]] = {}
+        self._statistics: dict[str, tuple[tuple[int, ...], Statistics]] = {}
 
     async def _pinned(self, collection: str, evaluate: Any) -> Any:
         """``await evaluate(pins)`` on fresh pins of every shard (again if a pin was lost)."""
@@ -125,14 +134,14 @@ class QueryEngine:
                 await self.shards.unpin(pins)
         raise TryLater(f"shard workers of {collection!r} restarted during the query {ATTEMPTS} times in a row; retry")
 
-    async def statistics(self, collection: str, pins: Pins) -> SufficientStatistics:
+    async def statistics(self, collection: str, pins: Pins) -> Statistics:
         """The merged pinned statistics, cached until a shard's pinned log sequence changes."""
         offsets = tuple(pin.sequence for pin in pins)
         cached = self._statistics.get(collection)
         if cached is not None and cached[0] == offsets:
             return cached[1]
         parts = await self.shards.pinned_stats(pins, collection)
-        merged = await asyncio.to_thread(lambda: SufficientStatistics.merge(parts))
+        merged = await asyncio.to_thread(merge_statistics, parts)
         self._statistics[collection] = (offsets, merged)
         return merged
 
@@ -192,20 +201,26 @@ class QueryEngine:
         _check(info.schema.shuffle, labels, counts, "the export was")
         return await asyncio.to_thread(of_card, info.card, RELEASE, labels, counts)
 
-    async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+    async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: Mechanism, pins: Pins,
                      n: int) -> BlockSums:
         if isinstance(block, TableBlock):
             stats = await self.statistics(collection, pins)
             return await asyncio.to_thread(table_block_sums, block, stats, batch.schema, mechanism)
+        if isinstance(block, CutBlock) and not isinstance(mechanism, MechanismE):
+            # an oracle's pairs: their estimates from the merged tallies (the shards' pair counts are E's)
+            tallies = await self.statistics(collection, pins)
+            assert isinstance(tallies, KeyedTallies)
+            return await asyncio.to_thread(cut_oracle_sums, block, tallies, batch.schema)
         if isinstance(block, CutBlock):
             parts = await self.shards.cut_totals(pins, collection, block.source, block.target, block.edge,
                                                  block.sources, block.targets)
             m = np.sum([p[0] for p in parts], axis=0)
             y1 = np.sum([p[1] for p in parts], axis=0)
+            assert isinstance(mechanism, MechanismE)
             return cut_block_sums(m, y1, mechanism)
         return await self._dense(collection, block, batch, mechanism, pins, n)
 
-    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, mechanism: MechanismE, pins: Pins,
+    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, mechanism: Mechanism, pins: Pins,
                      n: int) -> BlockSums:
         if block.weights.shape[1] != n:
             raise ValidationError(f"queries[{batch.origins[block.positions[0]]}].table",

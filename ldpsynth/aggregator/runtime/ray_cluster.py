@@ -53,7 +53,7 @@ from ldpsynth.aggregator.storage.segments import (
 )
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.engine import Statistics
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class _WorkerActor:
     async def unpin(self, pin_id: str) -> None:
         await self._worker.unpin(pin_id)
 
-    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStatistics:
+    async def pinned_stats(self, pin_id: str, collection: str) -> Statistics:
         return await self._worker.pinned_stats(pin_id, collection)
 
     async def cut_totals(self, pin_id: str, collection: str, source: str, target: str, edge: str,
@@ -396,7 +396,7 @@ class RayWorkers:
         except ShardUnavailable:
             pass  # a pin of a worker that is gone is gone with it; the others expire in time
 
-    async def pinned_stats(self, pins: Sequence[Pin], collection: str) -> list[SufficientStatistics]:
+    async def pinned_stats(self, pins: Sequence[Pin], collection: str) -> list[Statistics]:
         return await self._pinned(pins, lambda actor, pin: actor.pinned_stats.remote(pin.id, collection))
 
     async def cut_totals(self, pins: Sequence[Pin], collection: str, source: str, target: str, edge: str,

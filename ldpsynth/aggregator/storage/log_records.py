@@ -8,7 +8,8 @@ record: an acknowledged report is in it, exactly once. Each message is one recor
 * a **reports** record per group commit: the reports a shard worker stored, in sections by
   collection, each with its collection's card digest (the codes mean nothing under another
   card), the reports' ids, public keys and perturbed private codes (little-endian, the smallest
-  unsigned width fitting the domain), and the quota charges of the credentials that sent them.
+  unsigned width fitting the domain; a frequency oracle's reports: its numbers likewise, its bit sets
+  as ``width`` bytes each), and the quota charges of the credentials that sent them.
 
 Every record carries the stream sequence it was written at and the number of reports of the
 shard before it, and ends with a CRC-32 of everything before it. A reader checks all four, so a
@@ -109,17 +110,21 @@ def encode_genesis(layout: str, shard: int, shards: int) -> bytes:
 
 
 def encode_reports(layout: str, shard: int, sequence: int, before: int, sections: Sequence[Section],
-                   domains: Mapping[str, tuple[int, int]]) -> bytes:
+                   domains: Mapping[str, tuple[int, int, int]]) -> bytes:
     """A reports record to be written at stream ``sequence``; ``domains[collection]`` is the
-    collection's (public domain size, private domain size), which fix the column widths."""
+    collection's (public domain size, bound of its private codes, bytes of a bit-set report or 0),
+    which fix the column widths."""
     specs, body = [], []
     for s in sections:
-        public_size, private_size = domains[s.collection]
-        key_type, code_type = code_dtype(public_size), code_dtype(private_size)
-        specs.append({"collection": s.collection, "card": s.card, "n": len(s), "key": key_type.str,
-                      "code": code_type.str, "quota": dict(s.quota)})
+        public_size, private_size, width = domains[s.collection]
+        key_type, code_type = code_dtype(public_size), code_dtype(private_size) if not width else np.dtype("u1")
+        spec = {"collection": s.collection, "card": s.card, "n": len(s), "key": key_type.str, "code": code_type.str,
+                "quota": dict(s.quota)}
+        if width:
+            spec["width"] = width
+        specs.append(spec)
         body += [np.ascontiguousarray(s.report_ids, np.uint8).tobytes(), s.public_keys.astype(key_type).tobytes(),
-                 s.private_codes.astype(code_type).tobytes()]
+                 np.ascontiguousarray(s.private_codes, dtype=code_type).tobytes()]
     return _encode({"kind": REPORTS, "layout": layout, "shard": shard, "sequence": sequence, "before": before,
                     "sections": specs}, body)
 
@@ -130,10 +135,11 @@ def record_crc(data: bytes) -> int:
     return int(crc)
 
 
-def reports_per_record(max_bytes: int, collections: int) -> int:
+def reports_per_record(max_bytes: int, collections: int, report_bytes: int = REPORT_RECORD_BYTES) -> int:
     """How many reports a record of ``collections`` sections can hold within ``max_bytes`` (at
-    least one), counting every column at its widest (8-byte codes)."""
-    return max(1, (max_bytes - RECORD_OVERHEAD_BYTES * max(1, collections)) // REPORT_RECORD_BYTES)
+    least one), counting every column at its widest (8-byte codes; ``report_bytes`` per report, the
+    largest of the sections' collections: a frequency oracle's bit sets are wider)."""
+    return max(1, (max_bytes - RECORD_OVERHEAD_BYTES * max(1, collections)) // max(report_bytes, REPORT_RECORD_BYTES))
 
 
 def decode(data: bytes, *, layout: str, shard: int, sequence: int) -> Record:
@@ -169,8 +175,13 @@ def decode(data: bytes, *, layout: str, shard: int, sequence: int) -> Record:
             position += n * REPORT_ID_BYTES
             keys = np.frombuffer(data, key_type, n, position).astype(np.int64)
             position += n * key_type.itemsize
-            codes = np.frombuffer(data, code_type, n, position).astype(np.int64)
-            position += n * code_type.itemsize
+            width = int(spec.get("width", 0))
+            if width:       # a frequency oracle's bit sets
+                codes = np.frombuffer(data, np.uint8, n * width, position).reshape(n, width)
+                position += n * width
+            else:
+                codes = np.frombuffer(data, code_type, n, position).astype(np.int64)
+                position += n * code_type.itemsize
             quota = {str(k): int(v) for k, v in spec["quota"].items()}
             sections.append(Section(str(spec["collection"]), str(spec["card"]), ids, keys, codes, quota))
     except (ValueError, KeyError, TypeError):

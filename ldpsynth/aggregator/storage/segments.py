@@ -55,7 +55,7 @@ class Segment:
     credential: str
     report_ids: np.ndarray  # (n, 16) uint8
     public_keys: np.ndarray  # (n,) int64
-    private_codes: np.ndarray  # (n,) int64
+    private_codes: np.ndarray  # (n,) int64; a frequency oracle's reports (n,) int64 or (n, width) uint8
 
     def __len__(self) -> int:
         return int(self.private_codes.shape[0])
@@ -110,9 +110,11 @@ class RowChunk:
         return int(self.private_codes.shape[0])
 
     @classmethod
-    def empty(cls) -> RowChunk:
+    def empty(cls, width: int = 0) -> RowChunk:
+        """No rows (``width`` > 0: of a collection whose reports are bit sets of that many bytes)."""
         zero = np.zeros(0, np.int64)
-        return cls(np.zeros((0, REPORT_ID_BYTES), np.uint8), zero, zero.copy())
+        private = np.zeros((0, width), np.uint8) if width else zero.copy()
+        return cls(np.zeros((0, REPORT_ID_BYTES), np.uint8), zero, private)
 
     def public_codes(self, schema: Schema) -> np.ndarray:
         """``(n, m)`` codes of the public attributes (schema order) decoded from the keys."""

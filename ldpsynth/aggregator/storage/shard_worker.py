@@ -17,7 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.errors import (
+    PinExpired,
+    ShardDamaged,
+    ShardFull,
+    ShardUnavailable,
+    WorkerStartFailed,
+    WrongState,
+)
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
 from ldpsynth.aggregator.storage.group_commit import GroupCommitter
@@ -73,14 +80,21 @@ from ldpsynth.aggregator.storage.snapshot import (
     MANIFEST,
     MANIFEST_KIND,
     Position,
+    TallyArrays,
     collection_key,
     write_manifest,
     write_state,
 )
-from ldpsynth.aggregator.storage.stats import StatsAccumulator
+from ldpsynth.aggregator.storage.stats import StatsAccumulator, TallyAccumulator, accumulator_for
 from ldpsynth.aggregator.storage.store_check import check_position, load_snapshot, log_position, published_manifest
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
+from ldpsynth.shared.mechanisms.registry import layout_of
+from ldpsynth.shared.reports import REPORT_ID_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +133,26 @@ class _Collection:
     card_json: str
     digest: str
     public_size: int
+    #: The bound of the private codes (E: |D|; an oracle's numbers: its layout's bound) and the bytes of a
+    #: bit-set report (0: numbers): what fixes the log's columns.
     private_size: int
+    width: int
     index: DiskIdIndex
-    stats: StatsAccumulator
+    stats: StatsAccumulator | TallyAccumulator
     rows: int = 0
+    oracle: FrequencyOracle | None = None
+
+    @property
+    def record_bytes(self) -> int:
+        """Most bytes one report takes in a log record (id, key, private part)."""
+        return REPORT_ID_BYTES + 8 + (self.width or 8)
 
 
 @dataclass
 class _Pin:
     offset: int
     deadline: float
-    stats: dict[str, tuple[int, SufficientStatistics]] = field(default_factory=dict)
+    stats: dict[str, tuple[int, Statistics]] = field(default_factory=dict)
 
 
 class ShardWorker:
@@ -249,7 +272,7 @@ class ShardWorker:
             if coll.digest != c.card:
                 raise ShardDamaged(f"shard {spec.shard}: the snapshot holds collection {name!r} under another card")
             coll.index = DiskIdIndex(runs[name])
-            coll.stats = StatsAccumulator.restore(c.stats)
+            coll.stats = self._restored_stats(coll, c.stats)
             coll.rows = c.rows
         self._quota.update(snapshot.quota)
         self._offset = self._snapshot_offset = self._frozen_upto = snapshot.offset
@@ -257,6 +280,22 @@ class ShardWorker:
         self._crc = snapshot.position.record_crc
         self._published = set(snapshot.files) if self._bucket is not None else set()
         return snapshot.offset
+
+    def _restored_stats(self, coll: _Collection, stats: SufficientStatistics | TallyArrays
+                        ) -> StatsAccumulator | TallyAccumulator:
+        """The running statistics of ``coll`` from its snapshot (a frequency oracle's tallies checked against
+        its card's oracle)."""
+        if isinstance(stats, SufficientStatistics) and coll.oracle is None:
+            return StatsAccumulator.restore(stats)
+        if isinstance(stats, TallyArrays) and coll.oracle is not None:
+            try:
+                return TallyAccumulator.restore(KeyedTallies.restore(coll.oracle, stats.public_domain_size, stats.keys,
+                                                                     stats.sizes, stats.tallies))
+            except ValidationError as exc:
+                raise ShardDamaged(f"shard {self.spec.shard}: the snapshot's tallies of {coll.name!r}: {exc}") from None
+        mechanism = "E" if coll.oracle is None else coll.oracle.name
+        raise ShardDamaged(f"shard {self.spec.shard}: the snapshot holds {type(stats).__name__} for collection "
+                           f"{coll.name!r}, whose card is of mechanism {mechanism}")
 
     async def _download_snapshot(self) -> None:
         assert self._bucket is not None
@@ -290,10 +329,11 @@ class ShardWorker:
             raise ShardDamaged(f"shard {self.spec.shard}: collection {name!r} is not registered in the log")
         coll = self._collections.get(name)
         if coll is None:
-            schema = MechanismCard.from_json(card_json).schema
-            coll = _Collection(name, card_json, card_digest(card_json), schema.public_domain_size,
-                               schema.private_domain_size, DiskIdIndex(),
-                               StatsAccumulator(schema.public_domain_size, schema.private_domain_size))
+            card = MechanismCard.from_json(card_json)
+            layout = layout_of(card.mechanism)
+            oracle = card.mechanism if isinstance(card.mechanism, FrequencyOracle) else None
+            coll = _Collection(name, card_json, card_digest(card_json), card.schema.public_domain_size,
+                               layout.bound, layout.width, DiskIdIndex(), accumulator_for(card), oracle=oracle)
             self._collections[name] = coll
         return coll
 
@@ -412,7 +452,8 @@ class ShardWorker:
         """Sections split into records that fit the log's message size (each report once)."""
         assert self._log is not None
         limit = self._log.max_payload
-        per_record = reports_per_record(limit, len(sections))
+        widest = max((self._collections[section.collection].record_bytes for section in sections), default=0)
+        per_record = reports_per_record(limit, len(sections), widest)
         records: list[list[Section]] = []
         current: list[Section] = []
         room = per_record
@@ -436,7 +477,8 @@ class ShardWorker:
     async def _append(self, sections: list[Section]) -> None:
         assert self._log is not None
         domains = {s.collection: (self._collections[s.collection].public_size,
-                                  self._collections[s.collection].private_size) for s in sections}
+                                  self._collections[s.collection].private_size,
+                                  self._collections[s.collection].width) for s in sections}
         sequence = self._offset + 1
         data = encode_reports(self.spec.layout.id, self.spec.shard, sequence, self._total, sections, domains)
         await self._log.append(self.spec.shard, data, self._offset)
@@ -575,7 +617,7 @@ class ShardWorker:
                                   {collection: (coll.rows, coll.stats.snapshot())})
         return Pin(pin_id, self._offset, coll.rows)
 
-    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, SufficientStatistics]:
+    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, Statistics]:
         pin = self._pins.get(pin_id)
         if pin is None or collection not in pin.stats:
             raise PinExpired(f"shard {self.spec.shard}: the query's pin expired; evaluate it again")
@@ -585,8 +627,8 @@ class ShardWorker:
     async def unpin(self, pin_id: str) -> None:
         self._pins.pop(pin_id, None)
 
-    async def pinned_stats(self, pin_id: str, collection: str) -> SufficientStatistics:
-        """The pinned statistics of ``collection``."""
+    async def pinned_stats(self, pin_id: str, collection: str) -> Statistics:
+        """The pinned statistics of ``collection`` (E's counts, or an oracle's tallies per public key)."""
         self._check()
         return self._pinned(pin_id, collection)[2]
 
@@ -595,6 +637,9 @@ class ShardWorker:
         """Pair totals ``(m, y1)`` of cut queries over the pinned rows, and the rows they cover."""
         self._check()
         offset, rows, stats = self._pinned(pin_id, collection)
+        if not isinstance(stats, SufficientStatistics):
+            raise WrongState(f"collection {collection!r}: the shards' pair counts are mechanism E's (a frequency "
+                             "oracle's cut queries are answered from its tallies)")
         key = (collection, offset, source, target, edge)
         pairs = self._pairs.get(key)
         if pairs is None:
@@ -628,7 +673,8 @@ class ShardWorker:
         except LogUnavailable as exc:
             raise ShardUnavailable(str(exc)) from None
         if not parts:
-            return RowChunk.empty()
+            coll = self._collections[collection]
+            return RowChunk.empty(coll.width)
         ids = np.concatenate([p.report_ids for p in parts])
         if len(ids) != rows:
             raise ShardDamaged(f"shard {self.spec.shard}: the log holds {len(ids)} reports of {collection!r} up to "

@@ -8,7 +8,8 @@ A snapshot is a set of :mod:`~ldpsynth.aggregator.storage.checked_file` files in
   :class:`~ldpsynth.aggregator.storage.checked_file.Seal` (size and CRC-32), each run also by what it
   says it holds (:class:`~ldpsynth.aggregator.storage.idstore.RunEntry`);
 * a *state* file: per collection its domain sizes, stored rows and the sufficient statistics
-  (counts per cell), and the quota counters of every (collection, credential);
+  (counts per cell; a frequency oracle's collection: per public key its reports and their tally), and
+  the quota counters of every (collection, credential);
 * the id *run* files (:mod:`~ldpsynth.aggregator.storage.idstore`).
 
 Each file is checksummed and written atomically, and the manifest is written last, so a crash at
@@ -39,10 +40,13 @@ import numpy as np
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, Seal, read_checked, write_checked
 from ldpsynth.aggregator.storage.idstore import RunEntry
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies
 
 MANIFEST = "MANIFEST"
 MANIFEST_KIND = "ldpsynth.shard-manifest/2"
 STATE_KIND = "ldpsynth.shard-state/2"
+#: The state's kind of statistics of a frequency oracle's collection (E's counts have none: the format before).
+TALLIES = "tallies"
 #: The manifest kind of main 5612345 and before (files listed by name only).
 OLD_MANIFEST_KIND = "ldpsynth.shard-manifest/1"
 
@@ -55,11 +59,22 @@ def collection_key(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class TallyArrays:
+    """A frequency oracle's tallies as a snapshot stores them (the shard worker binds them to its card's oracle:
+    :meth:`~ldpsynth.shared.estimators.tallies.KeyedTallies.restore`)."""
+
+    public_domain_size: int
+    keys: np.ndarray
+    sizes: np.ndarray
+    tallies: np.ndarray
+
+
+@dataclass(frozen=True)
 class CollectionSnapshot:
     card: str
     runs: tuple[RunEntry, ...]
     rows: int
-    stats: SufficientStatistics
+    stats: SufficientStatistics | TallyArrays
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,7 @@ def _identity(layout: str, shard: int, position: Position) -> dict[str, Any]:
 
 
 def write_state(directory: Path, layout: str, shard: int, position: Position,
-                collections: Mapping[str, tuple[int, SufficientStatistics]],
+                collections: Mapping[str, tuple[int, SufficientStatistics | KeyedTallies]],
                 quota: Mapping[QuotaKey, int]) -> tuple[str, Seal]:
     """Write the statistics and quota counters at ``position``; return the new state file's name and seal."""
     arrays: dict[str, np.ndarray] = {}
@@ -110,6 +125,11 @@ def write_state(directory: Path, layout: str, shard: int, position: Position,
     for i, (name, (rows, stats)) in enumerate(sorted(collections.items())):
         described[name] = {"index": i, "rows": rows, "public": stats.public_domain_size,
                            "private": stats.domain_size}
+        if isinstance(stats, KeyedTallies):
+            described[name]["kind"] = TALLIES
+            arrays[f"{i}.keys"], arrays[f"{i}.sizes"] = stats.present_keys, stats.group_sizes
+            arrays[f"{i}.tallies"] = stats.table
+            continue
         arrays[f"{i}.keys"], arrays[f"{i}.codes"], arrays[f"{i}.counts"] = stats.keys, stats.codes, stats.counts
     name = f"state-{position.offset}-{uuid.uuid4().hex[:8]}.bin"
     seal = write_checked(directory / name, STATE_KIND,
@@ -193,8 +213,19 @@ def read_snapshot(directory: Path, layout: str, shard: int) -> Snapshot | None:
             if any(r.first < 1 or r.last > position.offset for r in runs):
                 raise CheckedFileError(f"{directory / MANIFEST}: a run of {name!r} holds ids past sequence "
                                        f"{position.offset}")
-            stats = SufficientStatistics(int(d["public"]), int(d["private"]), arrays[f"{i}.keys"].astype(np.int64),
-                                         arrays[f"{i}.codes"].astype(np.int64), arrays[f"{i}.counts"].astype(np.int64))
+            stats: SufficientStatistics | TallyArrays
+            if d.get("kind") == TALLIES:
+                sizes = arrays[f"{i}.sizes"].astype(np.int64)
+                if int(sizes.sum()) != rows:
+                    raise CheckedFileError(f"{directory / state_file}: collection {name!r} has {rows} rows, its "
+                                           f"tallies {int(sizes.sum())} reports")
+                stats = TallyArrays(int(d["public"]), arrays[f"{i}.keys"].astype(np.int64), sizes,
+                                    np.array(arrays[f"{i}.tallies"], dtype=np.int64))
+            else:
+                stats = SufficientStatistics(int(d["public"]), int(d["private"]),
+                                             arrays[f"{i}.keys"].astype(np.int64),
+                                             arrays[f"{i}.codes"].astype(np.int64),
+                                             arrays[f"{i}.counts"].astype(np.int64))
             collections[name] = CollectionSnapshot(card, runs, rows, stats)
         quota = {(str(c), str(k)): int(v) for c, k, v in state["quota"]}
     except (KeyError, TypeError, ValueError):

@@ -1,17 +1,22 @@
-"""A shard's running counts of one collection: :class:`StatsAccumulator`.
+"""A shard's running statistics of one collection: :class:`StatsAccumulator` (E), :class:`TallyAccumulator`.
 
 The counts per (public key, private code) are the sufficient statistics of every query of the
 design (:mod:`ldpsynth.shared.estimators.statistics`). A shard keeps them in memory, updated after each
 durable commit and rebuilt from its snapshot when the shard opens; :meth:`StatsAccumulator.snapshot`
 gives them as the one :class:`~ldpsynth.shared.estimators.statistics.SufficientStatistics` that shards
-exchange, snapshots store and queries merge (:meth:`SufficientStatistics.merge`).
+exchange, snapshots store and queries merge (:meth:`SufficientStatistics.merge`). A collection of a
+frequency oracle keeps, per public key, its reports' number and tally instead
+(:class:`~ldpsynth.shared.estimators.tallies.KeyedTallies`; :func:`accumulator_for` picks).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators.statistics import SufficientStatistics, aggregate_cells
+from ldpsynth.shared.estimators.tallies import KeyedTallies
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 
 #: A shard keeps a dense count matrix when it has at most this many cells, else sparse runs.
 DENSE_MAX_CELLS = 1 << 20
@@ -79,3 +84,69 @@ class StatsAccumulator:
         if self._pending:
             self._compaction()
         return self._compact
+
+
+class TallyAccumulator:
+    """A frequency oracle's running tallies of one collection in one shard: per public key that occurs, its
+    reports and their tally (a row of ``tally_size`` int64, rows in order of first appearance, grown by
+    doubling); :meth:`snapshot` sorts them by key."""
+
+    def __init__(self, oracle: FrequencyOracle, public_domain_size: int):
+        self._oracle = oracle
+        self._p = int(public_domain_size)
+        self._row: dict[int, int] = {}
+        self._keys = np.zeros(0, np.int64)
+        self._sizes = np.zeros(0, np.int64)
+        self._table = np.zeros((0, oracle.tally_size), np.int64)
+
+    @classmethod
+    def restore(cls, stats: KeyedTallies) -> TallyAccumulator:
+        """An accumulator holding ``stats`` (e.g. read from a snapshot)."""
+        accumulator = cls(stats.oracle, stats.public_domain_size)
+        accumulator._keys = stats.present_keys.copy()
+        accumulator._sizes = stats.group_sizes.copy()
+        accumulator._table = stats.table.copy()
+        accumulator._row = {int(key): i for i, key in enumerate(stats.present_keys.tolist())}
+        return accumulator
+
+    def _rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """The rows of distinct ``keys``, made for those not seen yet."""
+        fresh = [key for key in keys.tolist() if key not in self._row]
+        if fresh:
+            used = len(self._row)
+            if used + len(fresh) > len(self._keys):
+                capacity = max(2 * len(self._keys), used + len(fresh), 16)
+                grow = capacity - len(self._keys)
+                self._keys = np.concatenate([self._keys, np.zeros(grow, np.int64)])
+                self._sizes = np.concatenate([self._sizes, np.zeros(grow, np.int64)])
+                self._table = np.concatenate([self._table, np.zeros((grow, self._table.shape[1]), np.int64)])
+            for i, key in enumerate(fresh):
+                self._row[key] = used + i
+            self._keys[used:used + len(fresh)] = fresh
+        return np.fromiter((self._row[key] for key in keys.tolist()), np.int64, len(keys))
+
+    def add(self, keys: np.ndarray, reports: np.ndarray) -> None:
+        """Tally one committed report per (keys[i], reports[i])."""
+        if keys.size == 0:
+            return
+        present, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        tallies = self._oracle.group_tallies(reports, inverse, len(present))
+        rows = self._rows_of(present)
+        self._table[rows] += tallies
+        self._sizes[rows] += np.bincount(inverse, minlength=len(present))
+
+    def snapshot(self) -> KeyedTallies:
+        """The current tallies (unaffected by later commits)."""
+        used = len(self._row)
+        order = np.argsort(self._keys[:used], kind="stable")
+        return KeyedTallies(self._oracle, self._p, self._keys[:used][order], self._sizes[:used][order],
+                            self._table[:used][order])
+
+
+def accumulator_for(card: MechanismCard) -> StatsAccumulator | TallyAccumulator:
+    """The running statistics of ``card``'s collection: E's counts, or a frequency oracle's tallies."""
+    schema = card.schema
+    if isinstance(card.mechanism, FrequencyOracle):
+        return TallyAccumulator(card.mechanism, schema.public_domain_size)
+    return StatsAccumulator(schema.public_domain_size, schema.private_domain_size)

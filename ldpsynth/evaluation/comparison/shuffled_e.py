@@ -85,7 +85,7 @@ class ShuffledE:
     def _joint(self, hist: Histogram, workload: Workload, rng: np.random.Generator) -> CentralRelease:
         k = hist.groups * hist.k
         epsilon0 = local_epsilon(self.epsilon, k, hist.n, self.delta)
-        mechanism = MechanismCard.for_schema(joint_schema(1, k, epsilon0)).mechanism
+        mechanism = MechanismCard.for_schema(joint_schema(1, k, epsilon0)).mechanism_e
         started = time.perf_counter()
         labels, values = hist.rows()
         perturbed = mechanism.perturb(labels * hist.k + values, rng)        # eq. 16 over label x value

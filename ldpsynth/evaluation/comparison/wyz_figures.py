@@ -136,7 +136,7 @@ def eq20_squared_bound(n: int, epsilon: float) -> float:
     from ldpsynth.shared.card import MechanismCard
     from ldpsynth.shared.estimators.formulas import rms_bound
 
-    mechanism = MechanismCard.for_schema(joint_schema(1, K, epsilon)).mechanism
+    mechanism = MechanismCard.for_schema(joint_schema(1, K, epsilon)).mechanism_e
     return float(rms_bound(n, 0.0, 1.0, 1.0, "range", n, mechanism) ** 2)
 
 

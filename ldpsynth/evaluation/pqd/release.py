@@ -39,7 +39,7 @@ def _column(values: np.ndarray) -> np.ndarray:
 
 def release_table(stats: SufficientStatistics, card: MechanismCard) -> Table:
     """One row per released cell (public key, private value), weighted by :math:`\\hat h_g(v)` (eq. 17)."""
-    debias = Debias.of(card.mechanism)
+    debias = Debias.of(card.mechanism_e)
     k = stats.domain_size
     estimate = (stats.table - debias.q * stats.group_sizes[:, None]) / debias.r
     keys = np.repeat(stats.present_keys, k)

@@ -34,7 +34,11 @@ import numpy.typing as npt
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, Debias, answers_from_sums, cut_block_sums
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies, count_estimates
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
+from ldpsynth.shared.mechanisms.pure import PureProtocol
+from ldpsynth.shared.mechanisms.registry import Mechanism, layout_of
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_int, check_probability
@@ -46,6 +50,7 @@ __all__ = [
     "group_counts",
     "row_block_sums",
     "cut_pair_totals",
+    "cut_oracle_sums",
     "table_block_sums",
     "estimate",
 ]
@@ -62,16 +67,21 @@ _LONG_ROW = 32
 _rowdot = np.vecdot
 #: Largest vertex domain (squared) for which cut queries use dense adjacency matrices.
 DENSE_PAIRS = 1 << 24
+#: The statistics the engine reads: E's counts, or a frequency oracle's tallies per public key.
+Statistics = SufficientStatistics | KeyedTallies
 
 
 @dataclass(frozen=True)
 class _Counts:
-    """The data side of a table contraction: counts ``N[g, v]`` of the groups of a block."""
+    """The data side of a table contraction: counts ``N[g, v]`` of the groups of a block (E), or a frequency
+    oracle's estimates (:meth:`of_oracle`, with ``worst`` set)."""
 
     hhat: np.ndarray      # (G k,) unbiased histogram estimate (N - q n_g)/r, flattened
     u: np.ndarray         # (G, k) N + r n_g / k
     u_by_value: np.ndarray  # (k, G) the same, value-major
     sizes: np.ndarray     # (G,) n_g
+    #: An oracle's (a2 n_g, max(b2, 0)): v_worst = sum_g a2 n_g S2_g + b2+ n_g max_v (w - m_g)^2. None for E.
+    worst: tuple[np.ndarray, float] | None = None
 
     @classmethod
     def of(cls, counts: np.ndarray, debias: Debias) -> _Counts:
@@ -79,6 +89,20 @@ class _Counts:
         hhat = (counts - debias.q * n_g[:, None]) / debias.r
         u = counts + (debias.r / debias.k) * n_g[:, None]
         return cls(hhat.ravel(), u, np.ascontiguousarray(u.T), n_g)
+
+    @classmethod
+    def of_oracle(cls, estimates: np.ndarray, sizes: np.ndarray, protocol: PureProtocol) -> _Counts:
+        """An oracle's groups with count estimates :math:`\\hat c_g` ``(G, k)`` and sizes :math:`n_g`: the
+        projected :math:`\\hat c'_g = \\hat c_g + (n_g - \\sum_v \\hat c_g(v))/k` (so that
+        :math:`\\sum_v w\\hat c'_g = m_g n_g + \\sum_v (w - m_g)\\hat c_g`) and
+        :math:`u = a_2 n_g + b_2 \\hat c_g` (the plug-in variance of centred weights; docs/internals.md,
+        ``ldpsynth.shared.estimators.tallies``)."""
+        a2, b2 = protocol.centred_coefficients()
+        n_g = sizes.astype(np.float64)
+        k = estimates.shape[1]
+        hhat = estimates + ((n_g - estimates.sum(axis=1)) / k)[:, None]
+        u = a2 * n_g[:, None] + b2 * estimates
+        return cls(hhat.ravel(), u, np.ascontiguousarray(u.T), n_g, (a2 * n_g, max(b2, 0.0)))
 
 
 def _matvec(a: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -142,6 +166,7 @@ def _chunk(w3: np.ndarray, counts: _Counts, out: BlockSums, rows: slice, work: _
         v_hat = _matvec(wt[0], counts.u_by_value[0])
         for j in range(1, k):
             v_hat += _matvec(wt[j], counts.u_by_value[j])
+        squares = wt.sum(axis=0) if counts.worst is not None else None
     else:
         np.minimum.reduce(w3, axis=2, out=low)
         np.maximum.reduce(w3, axis=2, out=high)
@@ -151,7 +176,12 @@ def _chunk(w3: np.ndarray, counts: _Counts, out: BlockSums, rows: slice, work: _
         np.subtract(w3, centre[:, :, None], out=wc)
         np.square(wc, out=wc)
         v_hat = _matvec(wc.reshape(qc, groups * k), counts.u.ravel())
+        squares = wc.sum(axis=2) if counts.worst is not None else None
     out.v_hat[rows] = v_hat
+    if counts.worst is not None and squares is not None:  # an oracle's worst case (docs/internals.md, tallies)
+        a2n, b2 = counts.worst
+        spread_max = np.maximum(high - centre, centre - low)
+        out.v_worst[rows] = squares @ a2n + b2 * (np.square(spread_max) @ counts.sizes)
     sizes = counts.sizes
     out.low[rows], out.high[rows] = _matvec(low, sizes), _matvec(high, sizes)
     np.subtract(high, low, out=spread)
@@ -191,24 +221,23 @@ def _run_chunks(total: int, chunk: int, parallel: bool, workers: int, run: Calla
         list(pool.map(lambda r: run(*r), ranges))
 
 
-def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, workers: int,
+def _table_parts(weights: np.ndarray, data: _Counts, workers: int,
                  select: np.ndarray | None = None) -> BlockSums:
-    """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``counts`` (G, k), G = L or len(select).
+    """Sums of :class:`BlockSums` for weights (Q, L, k) over groups with ``data`` (G groups), G = L or len(select).
 
     With numba installed, one fused pass per query (:mod:`ldpsynth.shared.estimators.table_kernel`; for all groups
-    and a small domain, the kernel compiled for that k) on the worker threads; otherwise :func:`_chunk`
-    over cache-sized chunks of queries."""
+    and a small domain, the kernel compiled for that k) on the worker threads; otherwise, and for a frequency
+    oracle's data (which needs the worst case too), :func:`_chunk` over cache-sized chunks of queries."""
     from ldpsynth.shared.estimators import table_kernel
 
-    size, k = len(weights), debias.k
+    size, k = len(weights), weights.shape[2]
     out = BlockSums.empty(size)
     groups = weights.shape[1] if select is None else len(select)
     if groups == 0:
         out.step[:] = 0.0
         return out
-    data = _Counts.of(counts.astype(np.float64), debias)
     chunk = max(1, CHUNK_WEIGHTS // (groups * k))
-    kernel = table_kernel.KERNEL
+    kernel = table_kernel.KERNEL if data.worst is None else None
     if kernel is None:
         def run(start: int, stop: int) -> None:
             work = _Workspace(min(chunk, stop - start), groups, k)
@@ -249,6 +278,8 @@ def _table_parts(weights: np.ndarray, counts: np.ndarray, debias: Debias, worker
     if constant.size:
         values = (weights[constant] if select is None else weights[constant][:, select])[:, :, 0]
         out.a_min[constant], out.b_max[constant] = values.min(axis=1), values.max(axis=1)
+    if data.worst is not None:  # an oracle's answers are clipped, never put on a lattice
+        out.step[:] = np.nan
     return out
 
 
@@ -261,28 +292,52 @@ def _steps(weights: np.ndarray, columns: np.ndarray, out: BlockSums, queries: np
         out.step[part] = _lattice_steps(w3, low, w3.max(axis=2) - low)
 
 
-def group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
-    """Counts per listed value of the block's attribute ``(L, k)`` and of all other rows ``(k,)``."""
+def _group_rows(block: TableBlock, present_keys: np.ndarray, rows: np.ndarray,
+                schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` (one per present key) summed per listed value of the block's attribute ``(L, ...)`` and over
+    all other keys."""
     if block.attribute is None:
-        return stats.histogram()[None, :], np.zeros(stats.domain_size, np.int64)
-    digits = schema.public_digits(stats.present_keys)[block.attribute]
+        return rows.sum(axis=0)[None], np.zeros(rows.shape[1:], rows.dtype)
+    digits = schema.public_digits(present_keys)[block.attribute]
     order = np.argsort(block.values)
     at = np.minimum(np.searchsorted(block.values[order], digits), len(order) - 1)
     listed = block.values[order][at] == digits
     slot = np.where(listed, order[at], len(order))
-    grouped = np.zeros((len(order) + 1, stats.domain_size), np.int64)
-    np.add.at(grouped, slot, stats.table)
+    grouped = np.zeros((len(order) + 1, *rows.shape[1:]), rows.dtype)
+    np.add.at(grouped, slot, rows)
     return grouped[:-1], grouped[-1]
 
 
-def _block_parts_table(block: TableBlock, stats: SufficientStatistics, schema: Schema, debias: Debias,
+def group_counts(block: TableBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Counts per listed value of the block's attribute ``(L, k)`` and of all other rows ``(k,)``."""
+    if block.attribute is None:
+        return stats.histogram()[None, :], np.zeros(stats.domain_size, np.int64)
+    return _group_rows(block, stats.present_keys, stats.table, schema)
+
+
+def _oracle_data(oracle: FrequencyOracle, tallies: np.ndarray, sizes: np.ndarray) -> _Counts:
+    return _Counts.of_oracle(count_estimates(oracle, tallies, sizes), sizes, oracle.protocol)
+
+
+def _block_parts_table(block: TableBlock, stats: Statistics, schema: Schema, debias: Debias | None,
                        workers: int, origins: np.ndarray | None = None) -> BlockSums:
-    listed, other = group_counts(block, stats, schema)
-    present = np.flatnonzero(listed.sum(axis=1) > 0)
-    select = None if len(present) == len(listed) else present
-    parts = _table_parts(block.weights, listed[present], debias, workers, select)
-    if other.sum() > 0 and block.default.any():
-        parts = parts.merge(_table_parts(block.default[:, None, :], other[None, :], debias, workers))
+    if isinstance(stats, KeyedTallies):  # an oracle: tallies and sizes per group, then its estimates
+        rows = np.concatenate([stats.table, stats.group_sizes[:, None]], axis=1)
+        grouped, rest = _group_rows(block, stats.present_keys, rows, schema)
+        sizes, other_size = grouped[:, -1], int(rest[-1])
+        present = np.flatnonzero(sizes > 0)
+        data = _oracle_data(stats.oracle, grouped[present, :-1], sizes[present])
+        other = _oracle_data(stats.oracle, rest[None, :-1], rest[None, -1:].ravel()) if other_size else None
+    else:
+        assert debias is not None
+        listed, remainder = group_counts(block, stats, schema)
+        present = np.flatnonzero(listed.sum(axis=1) > 0)
+        data = _Counts.of(listed[present].astype(np.float64), debias)
+        other = _Counts.of(remainder[None, :].astype(np.float64), debias) if remainder.sum() > 0 else None
+    select = None if len(present) == block.weights.shape[1] else present
+    parts = _table_parts(block.weights, data, workers, select)
+    if other is not None and block.default.any():
+        parts = parts.merge(_table_parts(block.default[:, None, :], other, workers))
     _check_finite_sums(parts, block, origins)
     return parts
 
@@ -302,7 +357,7 @@ def _check_finite_sums(parts: BlockSums, block: TableBlock, origins: np.ndarray 
     raise ValidationError(f"queries[{index}].weights", "weights whose sums over the rows stay finite", "overflow")
 
 
-def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias, workers: int,
+def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, mechanism: Mechanism, workers: int,
                       origins: np.ndarray) -> BlockSums:
     """Dense queries: every row is its own group, with counts the one-hot vector of :math:`Y_i`."""
     n = block.weights.shape[1]
@@ -312,28 +367,41 @@ def _block_parts_rows(block: RowBlock, codes: np.ndarray | None, debias: Debias,
     if len(codes) != n:
         raise ValidationError(f"queries[{origins[block.positions[0]]}].table",
                               f"{len(codes)} weight lists, one per row of the synthetic database", f"got {n}")
-    return _row_sums(block.weights, codes, debias, workers)
+    return _row_sums(block.weights, codes, mechanism, workers)
 
 
-def _row_sums(weights: np.ndarray, codes: np.ndarray, debias: Debias, workers: int) -> BlockSums:
-    onehot = np.zeros((len(codes), debias.k), np.int64)
-    onehot[np.arange(len(codes)), codes] = 1
-    return _table_parts(weights, onehot, debias, workers)
+def _row_sums(weights: np.ndarray, reports: np.ndarray, mechanism: Mechanism, workers: int) -> BlockSums:
+    """Every row its own group: E's one-hot counts of the perturbed code, an oracle's estimates of one report."""
+    if isinstance(mechanism, MechanismE):
+        onehot = np.zeros((len(reports), mechanism.domain_size), np.int64)
+        onehot[np.arange(len(reports)), reports] = 1
+        return _table_parts(weights, _Counts.of(onehot.astype(np.float64), Debias.of(mechanism)), workers)
+    supports = mechanism.support_rows(reports)
+    ones = np.ones(len(reports))
+    estimates = mechanism.protocol.count_estimates(supports, ones[:, None])
+    return _table_parts(weights, _Counts.of_oracle(estimates, ones, mechanism.protocol), workers)
 
 
-def row_block_sums(weights: np.ndarray, codes: np.ndarray, mechanism: MechanismE,
+def _check_rows(reports: npt.ArrayLike, mechanism: Mechanism, field: str) -> np.ndarray:
+    """The stored reports of every row: E's perturbed codes, an oracle's reports (checked, a row each)."""
+    if isinstance(mechanism, MechanismE):
+        return mechanism.check_codes(np.asarray(reports).reshape(-1), field)
+    return layout_of(mechanism).check(reports, field)
+
+
+def row_block_sums(weights: np.ndarray, codes: np.ndarray, mechanism: Mechanism,
                    workers: int | None = None) -> BlockSums:
     """:class:`BlockSums` of dense per-row queries over a subset of the rows.
 
-    ``weights`` is ``(Q, m, |D|)``: the weight lists of the ``m`` rows whose perturbed codes are
-    ``codes``. Sums over disjoint row subsets (e.g. shards) :meth:`~BlockSums.merge` into the sums
-    over their union, so a per-row scan can run where the rows are.
+    ``weights`` is ``(Q, m, |D|)``: the weight lists of the ``m`` rows whose perturbed codes (a frequency
+    oracle: whose reports) are ``codes``. Sums over disjoint row subsets (e.g. shards)
+    :meth:`~BlockSums.merge` into the sums over their union, so a per-row scan can run where the rows are.
     """
-    rows = mechanism.check_codes(np.asarray(codes).reshape(-1), "codes")
+    rows = _check_rows(codes, mechanism, "codes")
     if weights.ndim != 3 or weights.shape[1:] != (len(rows), mechanism.domain_size):
         raise ValidationError("weights", f"an array of shape (Q, {len(rows)}, {mechanism.domain_size})",
                               f"got shape {weights.shape}")
-    return _row_sums(weights, rows, Debias.of(mechanism), _workers(workers))
+    return _row_sums(weights, rows, mechanism, _workers(workers))
 
 
 def _pair_sums(src: np.ndarray, dst: np.ndarray, values: np.ndarray, sources: np.ndarray,
@@ -366,42 +434,77 @@ def cut_pair_totals(block: CutBlock, stats: SufficientStatistics, schema: Schema
     return m, y1
 
 
-def table_block_sums(block: TableBlock, stats: SufficientStatistics, schema: Schema, mechanism: MechanismE,
+def cut_oracle_sums(block: CutBlock, stats: KeyedTallies, schema: Schema) -> BlockSums:
+    """Cut queries (WYZ eq. 33) of a frequency oracle's collection: per present key (vertex pair) g its rows
+    :math:`n_g`, its estimate :math:`e_g = \\sum_v \\varphi(v)\\hat c'_g(v)` of the edges, its plug-in variance
+    and its worst case (``_Counts.of_oracle`` with :math:`\\varphi` the edge indicator), summed over the pairs
+    of :math:`S \\times T` (groups are independent, so every sum adds)."""
+    oracle = stats.oracle
+    data = _oracle_data(oracle, stats.table, stats.group_sizes)
+    edge_on = (schema.private_digits(np.arange(stats.domain_size))[block.edge] == 1).astype(np.float64)
+    centred = edge_on - edge_on.mean()
+    k = stats.domain_size
+    hhat = data.hhat.reshape(-1, k)
+    assert data.worst is not None
+    a2n, b2 = data.worst
+    values = np.stack([data.sizes, hhat @ edge_on, data.u @ np.square(centred),
+                       a2n * float(np.square(centred).sum()) + b2 * float(np.square(centred).max()) * data.sizes],
+                      axis=1)
+    digits = schema.public_digits(stats.present_keys)
+    m, t_hat, v_hat, v_worst = _pair_sums(digits[block.source], digits[block.target], values, block.sources,
+                                          block.targets).T
+    live = m > 0
+    return BlockSums(t_hat=t_hat, v_hat=v_hat, low=np.zeros(len(m)), high=m, spread=m.copy(),
+                     a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
+                     c_min=np.where(live, 1.0, np.inf), varying=m.copy(), step=np.full(len(m), np.nan),
+                     v_worst=v_worst)
+
+
+def table_block_sums(block: TableBlock, stats: Statistics, schema: Schema, mechanism: Mechanism,
                      workers: int | None = None) -> BlockSums:
-    """:class:`BlockSums` of a table block (linear, predicate, marginal, grouped) over ``stats``."""
-    return _block_parts_table(block, stats, schema, Debias.of(mechanism), _workers(workers))
+    """:class:`BlockSums` of a table block (linear, predicate, marginal, grouped) over ``stats`` (E's counts
+    or an oracle's :class:`~ldpsynth.shared.estimators.tallies.KeyedTallies`)."""
+    debias = Debias.of(mechanism) if isinstance(mechanism, MechanismE) else None
+    return _block_parts_table(block, stats, schema, debias, _workers(workers))
 
 
-def estimate(batch: QueryBatch, stats: SufficientStatistics, mechanism: MechanismE, *, level: float = 0.95,
+def estimate(batch: QueryBatch, stats: Statistics, mechanism: Mechanism, *, level: float = 0.95,
              codes: npt.ArrayLike | None = None, workers: int | None = None) -> Answers:
     """Answer every query of ``batch`` from the synthetic database summarised by ``stats``.
 
-    ``codes`` (the perturbed private codes in stored row order) is needed only by dense
-    queries. Each block is evaluated as matrix products over ``stats`` in cache-sized chunks
-    (split over ``workers`` threads for large batches; default: the usable CPUs).
+    ``stats``: E's counts (:class:`SufficientStatistics`), or a frequency oracle's tallies per public key
+    (:class:`~ldpsynth.shared.estimators.tallies.KeyedTallies`). ``codes`` (the perturbed private codes in
+    stored row order; an oracle's reports) is needed only by dense queries. Each block is evaluated as
+    matrix products over ``stats`` in cache-sized chunks (split over ``workers`` threads for large batches;
+    default: the usable CPUs).
     """
     level = check_probability(level, "level")
     schema = batch.schema
     k = schema.private_domain_size
-    if mechanism.domain_size != k or stats.domain_size != k:
-        raise ValidationError("mechanism", f"mechanism E and statistics over |D| = {k} (the schema's)",
-                              f"got |D| = {mechanism.domain_size} and {stats.domain_size}")
+    oracle = not isinstance(mechanism, MechanismE)
+    if mechanism.domain_size != k or stats.domain_size != k or oracle != isinstance(stats, KeyedTallies):
+        raise ValidationError("mechanism", f"the schema's mechanism ({schema.mechanism}) and its statistics over "
+                              f"|D| = {k}", f"got |D| = {mechanism.domain_size} and {stats.domain_size}")
     if stats.public_domain_size != schema.public_domain_size:
         raise ValidationError("statistics", f"{schema.public_domain_size} public keys (the schema's)",
                               f"got {stats.public_domain_size}")
     n = stats.n
     if n == 0:
         raise ValidationError("synthetic", "a synthetic database with at least one row", "no rows")
-    rows = None if codes is None else mechanism.check_codes(np.asarray(codes).reshape(-1), "codes")
+    rows = None if codes is None else _check_rows(codes, mechanism, "codes")
     if rows is not None and len(rows) != n:
         raise ValidationError("codes", f"one code per row ({n} rows)", f"got {len(rows)}")
-    debias, threads = Debias.of(mechanism), _workers(workers)
+    debias = Debias.of(mechanism) if isinstance(mechanism, MechanismE) else None
+    threads = _workers(workers)
     sums = []
     for block in batch.blocks:
         if isinstance(block, TableBlock):
             sums.append(_block_parts_table(block, stats, schema, debias, threads, batch.origins))
         elif isinstance(block, RowBlock):
-            sums.append(_block_parts_rows(block, rows, debias, threads, batch.origins))
+            sums.append(_block_parts_rows(block, rows, mechanism, threads, batch.origins))
+        elif isinstance(stats, KeyedTallies):
+            sums.append(cut_oracle_sums(block, stats, schema))
         else:
+            assert isinstance(mechanism, MechanismE)
             sums.append(cut_block_sums(*cut_pair_totals(block, stats, schema), mechanism))
     return answers_from_sums(batch, sums, n, mechanism, level=level)

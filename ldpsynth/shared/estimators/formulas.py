@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.registry import Mechanism
 from ldpsynth.shared.queries.batch import QueryBatch
 from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, normalization_name
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
@@ -76,6 +77,12 @@ class BlockSums:
     that when every row is constant (:math:`n' = 0`) ``a_min`` and ``b_max`` are the least and the
     greatest of the rows' constants (equal: the query is one known number on every row);
     ``step`` is the common lattice step :math:`d` (0: every row constant; NaN: no lattice).
+
+    A frequency oracle's sums (docs/internals.md, ``ldpsynth.shared.estimators.tallies``) hold the same
+    fields with its estimates: ``t_hat`` over the projected counts :math:`\\hat c'`, ``v_hat`` the unbiased
+    plug-in variance itself (times :math:`Z^2`), ``step`` NaN (its answers are clipped), and ``v_worst``
+    the largest variance over the true values with the same group sizes (times :math:`Z^2`): the square of
+    its bound. ``v_worst`` is 0 for E, whose bound is eq. 20.
     """
 
     t_hat: np.ndarray
@@ -88,6 +95,11 @@ class BlockSums:
     c_min: np.ndarray
     varying: np.ndarray
     step: np.ndarray
+    v_worst: np.ndarray = None  # type: ignore[assignment]  # zeros when not given (E)
+
+    def __post_init__(self) -> None:
+        if self.v_worst is None:
+            self.v_worst = np.zeros(len(self.t_hat))
 
     @classmethod
     def empty(cls, size: int) -> BlockSums:
@@ -111,7 +123,8 @@ class BlockSums:
         b_max = np.where(mine == theirs, np.maximum(self.b_max, other.b_max), np.where(mine, self.b_max, other.b_max))
         return BlockSums(self.t_hat + other.t_hat, self.v_hat + other.v_hat, self.low + other.low,
                       self.high + other.high, self.spread + other.spread, a_min, b_max,
-                      np.minimum(self.c_min, other.c_min), self.varying + other.varying, step)
+                      np.minimum(self.c_min, other.c_min), self.varying + other.varying, step,
+                      self.v_worst + other.v_worst)
 
 
 def cut_block_sums(m: npt.ArrayLike, y1: npt.ArrayLike, mechanism: MechanismE) -> BlockSums:
@@ -300,10 +313,14 @@ def _as_slice(positions: np.ndarray) -> np.ndarray | slice:
     return positions
 
 
-def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mechanism: MechanismE, *,
+def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mechanism: Mechanism, *,
                       level: float = 0.95) -> Answers:
     """The answers of ``batch`` from the :class:`BlockSums` of each of its blocks over ``n`` rows:
     eq. 17 estimates, standard errors and normal intervals, eq. 21 proper estimates, eq. 20/22 bounds.
+
+    A frequency oracle's sums (``mechanism`` not E) give its estimates, the square root of its plug-in
+    variance as standard error, the estimate clipped to the feasible range as proper estimate, and
+    ``sqrt(v_worst)`` as both bounds (docs/internals.md, ``ldpsynth.shared.estimators.tallies``).
 
     This is the last step of :func:`~ldpsynth.shared.estimators.engine.estimate`; a distributed
     evaluator computes the sums where the data is (shards), merges them, and calls it once.
@@ -312,7 +329,8 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
     n = check_int(n, "n", 1)
     if len(sums) != len(batch.blocks):
         raise ValidationError("sums", f"one BlockSums per block ({len(batch.blocks)})", f"got {len(sums)}")
-    debias = Debias.of(mechanism)
+    e_mechanism = mechanism if isinstance(mechanism, MechanismE) else None
+    debias = None if e_mechanism is None else Debias.of(e_mechanism)
     z_level = NormalDist().inv_cdf(0.5 + level / 2.0)
     columns: dict[str, Any] = {name: np.empty(batch.size) for name in
                ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
@@ -323,7 +341,10 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
             parts, norms, positions = block_sums.rows(part), block.normalization[part], block.positions[part]
             z = _normalizers(parts, norms, n, positions, batch.origins)
             est = parts.t_hat / z                                              # eq. 17
-            se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
+            if debias is None:  # a frequency oracle: the plug-in variance (can be negative by chance: 0)
+                se = np.sqrt(np.maximum(parts.v_hat, 0.0)) / z
+            else:
+                se = np.sqrt(debias.s * parts.v_hat) / (debias.r * z)
             proper, exact = _proper(parts, est, z)                             # eq. 21
             known = parts.varying == 0
             if known.any():  # constant on every row: the value itself, no error
@@ -331,18 +352,22 @@ def answers_from_sums(batch: QueryBatch, sums: Sequence[BlockSums], n: int, mech
                 est, proper = np.where(known, value, est), np.where(known, value, proper)
                 se, exact = np.where(known, 0.0, se), exact | known
             bound = np.empty(len(z))
-            for code in np.unique(norms):
+            for code in np.unique(norms) if e_mechanism is not None else ():
+                assert e_mechanism is not None
                 name = NORMALIZATIONS[code]
                 if (norms == code).all():     # one normalisation: no masking of every array
-                    bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, mechanism)
+                    bound[:] = rms_bound(parts.varying, parts.a_min, parts.b_max, parts.c_min, name, n, e_mechanism)
                     continue
                 sel = norms == code
                 bound[sel] = rms_bound(parts.varying[sel], parts.a_min[sel], parts.b_max[sel], parts.c_min[sel],
-                                       name, n, mechanism)                     # eq. 20 (RMS)
+                                       name, n, e_mechanism)                   # eq. 20 (RMS)
+            if debias is None:  # the worst case over the true values; clipping to an interval that holds the
+                bound = np.sqrt(parts.v_worst) / z  # truth never moves an estimate away from it
             pos = _as_slice(positions)
             columns["estimate"][pos], columns["std_error"][pos], columns["proper_estimate"][pos] = est, se, proper
             columns["ci_low"][pos], columns["ci_high"][pos] = est - z_level * se, est + z_level * se
-            columns["bound"][pos], columns["bound_proper"][pos] = bound, 2.0 * bound  # eq. 22 (RMS)
+            columns["bound"][pos] = bound
+            columns["bound_proper"][pos] = bound if debias is None else 2.0 * bound  # eq. 22 (RMS)
             exact_all[pos] = exact
     return Answers(batch=batch, exact=exact_all, level=level, n=n, epsilon=mechanism.epsilon, guarantees=None,
                    **columns)

@@ -1,6 +1,7 @@
 """Answers from a public release in one call, offline: the synthetic rows and the mechanism card
 in, every query's answer with its error bars out (WYZ eq. 17 estimate, eq. 21 proper estimate,
-standard error and normal interval, eq. 20/22 bounds), with no server and no privacy cost.
+standard error and normal interval, eq. 20/22 bounds; a frequency oracle's release: its reports, and
+its estimates), with no server and no privacy cost.
 
 The same numbers as ``ldpsynth estimate`` (which calls :func:`estimate_release`) and as the query
 service on the rows it exported. Needs numpy only, except that the central guarantee of a shuffled
@@ -26,11 +27,13 @@ import numpy.typing as npt
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators.engine import estimate
+from ldpsynth.shared.estimators.engine import Statistics, estimate
 from ldpsynth.shared.estimators.formulas import Answers
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card
 from ldpsynth.shared.jsonio import read_text
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
 from ldpsynth.shared.release import CARD_FILE, Release
@@ -119,9 +122,13 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
         release = Release.from_values(mechanism_card, release)
     elif not isinstance(release, Release):
         release = Release.read(release, card=mechanism_card)
-    codes = release.private_codes()
-    stats = SufficientStatistics.from_schema(schema, release.public_keys() if schema.public_attributes else None,
-                                             codes)
+    codes = release.private_reports()
+    keys = release.public_keys() if schema.public_attributes else None
+    if isinstance(mechanism_card.mechanism, FrequencyOracle):
+        stats: Statistics = KeyedTallies.from_rows(mechanism_card.mechanism, keys, codes,
+                                                   public_domain_size=schema.public_domain_size)
+    else:
+        stats = SufficientStatistics.from_schema(schema, keys, codes)
     if schema.shuffle is None:
         return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
     labels, counts = batch_groups(batch, stats.present_keys, stats.group_sizes)

@@ -10,6 +10,7 @@ import numpy as np
 __all__ = [
     "pack_rows",
     "column_counts",
+    "grouped_column_counts",
     "row_popcounts",
     "parity",
     "walsh_hadamard",
@@ -58,6 +59,25 @@ def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
     return counts.reshape(-1)[:size]
 
 
+def grouped_column_counts(bitmaps: np.ndarray, groups: np.ndarray, count: int, size: int) -> np.ndarray:
+    """:func:`column_counts` of the rows of each group: ``(count, size)`` int64, row i in group ``groups[i]``.
+
+    One group is :func:`column_counts` itself; otherwise the rows are sorted by group and unpacked a
+    chunk at a time, and each group's run of rows is summed (``np.add.reduceat``)."""
+    if count == 1:
+        return column_counts(bitmaps, size)[None, :]
+    out = np.zeros((count, size), np.int64)
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    rows = max(1, _CHUNK_WORDS * 8 // max(size, 1))
+    for start in range(0, len(order), rows):
+        part, labels = order[start:start + rows], ordered[start:start + rows]
+        bits = np.unpackbits(bitmaps[part], axis=1, count=size, bitorder="little")
+        firsts = np.flatnonzero(np.concatenate(([True], labels[1:] != labels[:-1])))
+        out[labels[firsts]] += np.add.reduceat(bits, firsts, axis=0, dtype=np.int64)
+    return out
+
+
 def row_popcounts(bitmaps: np.ndarray) -> np.ndarray:
     """The number of set bits of each bitmap row, int64."""
     return np.bitwise_count(bitmaps).sum(axis=1, dtype=np.int64)
@@ -69,15 +89,16 @@ def parity(words: np.ndarray) -> np.ndarray:
 
 
 def walsh_hadamard(values: np.ndarray) -> np.ndarray:
-    """The Walsh-Hadamard transform :math:`\\hat f(v) = \\sum_u f(u) (-1)^{|u \\wedge v|}` of an int64
-    vector of length :math:`2^t` (a new array; :math:`t` passes of butterflies, exact)."""
+    """The Walsh-Hadamard transform :math:`\\hat f(v) = \\sum_u f(u) (-1)^{|u \\wedge v|}` of int64
+    vectors of length :math:`2^t` along the last axis (a new array; :math:`t` passes of butterflies, exact)."""
     out = np.array(values, dtype=np.int64)
-    size, half = out.size, 1
+    size, half = out.shape[-1], 1
+    lead = out.shape[:-1]
     while half < size:
-        pairs = out.reshape(-1, 2, half)
-        low = pairs[:, 0, :].copy()
-        pairs[:, 0, :] += pairs[:, 1, :]
-        np.subtract(low, pairs[:, 1, :], out=pairs[:, 1, :])
+        pairs = out.reshape(*lead, -1, 2, half)
+        low = pairs[..., 0, :].copy()
+        pairs[..., 0, :] += pairs[..., 1, :]
+        np.subtract(low, pairs[..., 1, :], out=pairs[..., 1, :])
         half *= 2
     return out
 

@@ -78,8 +78,20 @@ class HadamardResponse(FrequencyOracle):
                                   "out of range", int(np.flatnonzero(bad)[0]))
         return counts[0::2] - counts[1::2]
 
-    def _support(self, tally: np.ndarray, n: int) -> np.ndarray:
-        total = n + walsh_hadamard(tally)[:self.domain_size]
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        self._tally(reports)                            # checks every index
+        cells = 2 * self.size
+        counts = np.bincount(groups * cells + reports, minlength=count * cells).reshape(count, cells)
+        return counts[:, 0::2] - counts[:, 1::2]
+
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        self._tally(reports)                            # checks every index
+        rows, bits = (reports >> 1).astype(np.uint64), (reports & 1).astype(np.uint64)
+        values = np.arange(self.domain_size, dtype=np.uint64)
+        return parity(rows[:, None] & values[None, :]) == bits[:, None]
+
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        total = n + walsh_hadamard(tally)[..., :self.domain_size]
         if (total % 2).any():
             raise ValidationError("tally", "an HR tally of n reports (n + its transform is even)",
                                   "not a sum of HR reports")

@@ -214,8 +214,33 @@ class OLH(FrequencyOracle):
             counts += np.bincount(((index << np.uint64(1)) | sign).astype(np.intp), minlength=2 * size)
         return counts[0::2] - counts[1::2]
 
-    def _support(self, tally: np.ndarray, n: int) -> np.ndarray:
-        total = walsh_hadamard(tally)[:self.domain_size]
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        """:meth:`_tally` per group: the same Gray-code pass, each group's cells offset by ``group * 2^t``."""
+        s = np.uint64(self.hash_bits)
+        seeds, z = reports >> s, reports & np.uint64(self.hash_range - 1)
+        rho = self.rho(seeds)
+        size = self.tally_size
+        counts = np.zeros(2 * size * count, np.int64)   # [group, gamma, sign]
+        index = groups.astype(np.uint64) * np.uint64(size)
+        sign = np.zeros(reports.shape, np.uint64)
+        for b in range(self.hash_range):
+            if b:
+                j = (b & -b).bit_length() - 1
+                index ^= rho[j]                         # rho < 2^t: only the low t bits (gamma) change
+                sign ^= (z >> np.uint64(j)) & np.uint64(1)
+            counts += np.bincount(((index << np.uint64(1)) | sign).astype(np.intp), minlength=2 * size * count)
+        return counts[0::2].reshape(count, size) - counts[1::2].reshape(count, size)
+
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        seeds, z = reports >> np.uint64(self.hash_bits), reports & np.uint64(self.hash_range - 1)
+        values = np.arange(self.domain_size, dtype=np.uint64)[None, :]
+        hashed = np.zeros((len(reports), self.domain_size), np.uint64)
+        for j, rho in enumerate(self.rho(seeds)):
+            hashed |= parity(values & rho[:, None]) << np.uint64(j)
+        return hashed == z[:, None]
+
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        total = walsh_hadamard(tally)[..., :self.domain_size]
         if (total % self.hash_range).any():
             raise ValidationError("tally", f"an OLH tally (its transform is divisible by g = {self.hash_range})",
                                   "not a sum of OLH reports")

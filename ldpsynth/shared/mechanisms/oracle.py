@@ -124,8 +124,38 @@ class FrequencyOracle(ABC):
         """The int64 tally of checked reports (length :attr:`tally_size`)."""
 
     @abstractmethod
-    def _support(self, tally: np.ndarray, n: int) -> np.ndarray:
-        """The support counts :math:`S(v)`, int64 of length k, from a tally of n reports."""
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        """The tallies ``(count, tally_size)`` of checked reports by group (``groups`` int64 in ``[0, count)``)."""
+
+    @abstractmethod
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        """The support counts :math:`S(v)`, int64 of length k (along the last axis), from a tally of n reports
+        (tallies ``(G, tally_size)`` with n ``(G, 1)``: one row of support counts per group)."""
+
+    @abstractmethod
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        """``(n, k)`` booleans of checked reports: whether value v is in report i's support."""
+
+    def support_rows(self, reports: npt.ArrayLike) -> np.ndarray:
+        """The support of each report (checked by :meth:`check_reports`) as a row of k 0/1 int64: its
+        :meth:`support_counts <OracleStatistics.support_counts>` of one report (dense per-row queries)."""
+        arr = self.check_reports(reports)
+        if not len(arr):
+            return np.zeros((0, self.domain_size), np.int64)
+        return self._support_rows(arr).astype(np.int64)
+
+    def group_tallies(self, reports: npt.ArrayLike, groups: npt.ArrayLike, count: int) -> np.ndarray:
+        """The tallies of ``reports`` (checked by :meth:`check_reports`) per group: ``(count, tally_size)`` int64,
+        row g the tally of the reports i with ``groups[i] == g``; the rows add up to :meth:`statistics`' tally."""
+        arr = self.check_reports(reports)
+        labels = np.asarray(groups, dtype=np.int64)
+        if labels.shape != (len(arr),) or (labels.size and (labels.min() < 0 or labels.max() >= count)):
+            raise ValidationError("groups", f"one group in [0, {count - 1}] per report", f"got shape {labels.shape}")
+        if len(arr) == 0:
+            return np.zeros((count, self.tally_size), np.int64)
+        if count == 1:
+            return self._tally(arr)[None, :]
+        return self._group_tally(arr, labels, count)
 
     def statistics(self, reports: npt.ArrayLike) -> OracleStatistics:
         """The sufficient statistics of ``reports`` (:meth:`OracleStatistics.from_reports`)."""

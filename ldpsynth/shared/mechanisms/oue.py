@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
-from .bits import column_counts, pack_rows
+from .bits import column_counts, grouped_column_counts, pack_rows
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
@@ -94,6 +94,12 @@ class OUE(FrequencyOracle):
     def _tally(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports, self.domain_size)
 
-    def _support(self, tally: np.ndarray, n: int) -> np.ndarray:
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        return grouped_column_counts(reports, groups, count, self.domain_size)
+
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        return np.unpackbits(reports, axis=1, count=self.domain_size, bitorder="little").astype(bool)
+
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
         return tally.copy()
 

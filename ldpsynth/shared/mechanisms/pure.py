@@ -153,15 +153,22 @@ class PureProtocol:
         return (float((q * (1 - q) - k2) / r2), float(k2 / r2),
                 float((p * (1 - p) - q * (1 - q) - 2 * k1 + 2 * k2) / r2), float(2 * (k1 - k2) / r2))
 
+    def centred_coefficients(self) -> tuple[float, float]:
+        """``(a, b)``: the variance of a linear query whose weights sum to 0 (:math:`S_1 = 0`, e.g. centred
+        per group) is :math:`a\\,n S_2 + b H_2` (module docstring)."""
+        a2, _, b2, _ = self._coefficients()
+        return a2, b2
+
     def point_variance_factor(self) -> float:
         """:math:`q^*(1-q^*)/(p^*-q^*)^2`: the variance of a count per report when the value is rare
         (WBLJ17 eq. 4); it ranks oracles and chooses their parameters."""
         return float(self.q * (1 - self.q) / self.signal**2)
 
-    def count_estimates(self, support_counts: npt.ArrayLike, n: int) -> np.ndarray:
-        """:math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` for every v (WBLJ17 §3), float64."""
+    def count_estimates(self, support_counts: npt.ArrayLike, n: int | npt.ArrayLike) -> np.ndarray:
+        """:math:`\\hat c(v) = (S(v) - n q^*)/(p^* - q^*)` for every v (WBLJ17 §3), float64 (support counts of
+        several groups ``(G, k)`` with their n as ``(G, 1)``: one row each)."""
         s = np.asarray(support_counts, dtype=np.float64)
-        return (s - n * float(self.q)) / float(self.signal)
+        return (s - np.asarray(n, dtype=np.float64) * float(self.q)) / float(self.signal)
 
     def _variance(self, w: np.ndarray, first: np.ndarray, second: np.ndarray, n: float) -> np.ndarray:
         a2, a1, b2, b1 = self._coefficients()

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
-from .bits import column_counts, row_popcounts
+from .bits import column_counts, grouped_column_counts, row_popcounts
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
 from .pure import PureProtocol, delivered_epsilon, ratio_weights
@@ -106,5 +106,11 @@ class SubsetSelection(FrequencyOracle):
     def _tally(self, reports: np.ndarray) -> np.ndarray:
         return column_counts(reports, self.domain_size)
 
-    def _support(self, tally: np.ndarray, n: int) -> np.ndarray:
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        return grouped_column_counts(reports, groups, count, self.domain_size)
+
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        return np.unpackbits(reports, axis=1, count=self.domain_size, bitorder="little").astype(bool)
+
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
         return tally.copy()

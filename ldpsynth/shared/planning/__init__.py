@@ -1,8 +1,8 @@
 """Planning a collection before any device reports: the error bars of E and of the frequency oracles.
 
-* :mod:`~ldpsynth.shared.planning.planner`: :func:`plan` (WYZ eqs. 17-20 at a planned population);
+* :mod:`~ldpsynth.shared.planning.planner`: :func:`plan` (WYZ eqs. 17-20 at a planned population; the
+  frequency oracles of :mod:`ldpsynth.shared.mechanisms` beside E, and the mechanism to choose);
 * :mod:`~ldpsynth.shared.planning.row_distribution`: a prior over rows (:class:`RowDistribution`);
-* :mod:`~ldpsynth.shared.planning.frequency_oracles`: OUE and OLH beside E (WBLJ17);
 * :mod:`~ldpsynth.shared.planning.schema_changes`: the error of a changed schema.
 """
 

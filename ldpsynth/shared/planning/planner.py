@@ -1,4 +1,5 @@
-"""Planning a collection: the error of every query of mechanism E, known before a single device reports.
+"""Planning a collection: the error of every query of mechanism E and of the frequency oracles, known before a
+single device reports, and the mechanism to choose.
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.planning.planner``.
 """
@@ -15,7 +16,8 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.formulas import Debias, rms_bound
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.planning.frequency_oracles import PureProtocol, olh, olh_hash_range, oue
+from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
+from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, max_domain_size, private_wire
 from ldpsynth.shared.planning.row_distribution import RowDistribution, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, SchemaChange
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
@@ -38,6 +40,10 @@ __all__ = [
     "normalisers",
     "variances",
     "Figures",
+    "ORACLE_NAMES",
+    "CLOSE",
+    "Choice",
+    "recommend",
     "Inverse",
     "Alternative",
     "Plan",
@@ -52,6 +58,11 @@ EPSILON_STEP = 0.01
 MAX_EPSILON = 40.0
 #: Status of a query in a plan.
 OK, HOPELESS, CONSTANT, UNDEFINED = "ok", "hopeless", "constant", "undefined"
+#: The frequency oracles a plan sets beside E (:mod:`ldpsynth.shared.mechanisms`).
+ORACLE_NAMES = ("OUE", "OLH", "HR", "SS")
+#: Mechanisms whose typical standard error is within this factor of the best one's are told apart by the
+#: bytes of a report, then by the cost of decoding.
+CLOSE = 1.05
 
 
 # ----- ε-free sums of a batch -----------------------------------------------------------------
@@ -248,6 +259,83 @@ class Figures:
 
 
 @dataclass(frozen=True, eq=False)
+class Choice:
+    """One mechanism for the planned collection: its predicted errors, the size of a report, its decoding.
+
+    ``error_ratio``: the geometric mean, over the queries with a non-zero error, of its headline standard
+    error over E's (1 for E; below 1: better). ``report_bytes``: the wire bytes of a report's private part.
+    ``tally_operations``: work per report when a shard counts it (E, HR: one increment; OLH: g signed
+    increments; OUE, SS: |D| bits). ``transform``: additions per public key a query batch adds (OLH, HR: a
+    Walsh-Hadamard transform of 2^t integers, t 2^t; 0 otherwise). ``available``: False, with ``why``, when the
+    mechanism cannot serve the schema (|D| over its largest domain).
+    """
+
+    mechanism: str
+    epsilon: float
+    figures: Figures | None
+    report_bytes: int
+    tally_operations: int
+    transform: int
+    error_ratio: float
+    available: bool = True
+    why: str = ""
+
+
+def _costs(mechanism: Mechanism) -> tuple[int, int, int]:
+    """``(report bytes, tally operations per report, transform additions per key)`` of ``mechanism``."""
+    wire = private_wire(mechanism)[0]
+    if not isinstance(mechanism, FrequencyOracle):
+        return wire, 1, 0
+    name, size = mechanism.name, mechanism.tally_size
+    transform = size * max(1, size.bit_length() - 1) if name in ("OLH", "HR") else 0
+    per_report = {"OLH": int(getattr(mechanism, "hash_range", 1)), "HR": 1}.get(name, mechanism.domain_size)
+    return wire, per_report, transform
+
+
+def _ratio(figures: Figures, e: Figures) -> float:
+    """Geometric mean of ``figures``' headline standard errors over E's, where both are positive and finite."""
+    mine, theirs = figures.headline, e.headline
+    live = (mine > 0) & (theirs > 0) & np.isfinite(mine) & np.isfinite(theirs)
+    return float(np.exp(np.mean(np.log(mine[live] / theirs[live])))) if live.any() else 1.0
+
+
+def recommend(choices: Sequence[Choice]) -> tuple[str, str]:
+    """The mechanism to choose and why: E (the default) while its typical error (``error_ratio``) is within
+    :data:`CLOSE` of the smallest; otherwise, of the oracles within :data:`CLOSE` of the smallest, the one with
+    the smallest report, then the cheapest decoding (``tally_operations``, ``transform``)."""
+    usable = [c for c in choices if c.available]
+    best = min(c.error_ratio for c in usable)
+    close = [c for c in usable if c.error_ratio <= best * CLOSE]
+    pick = min(close, key=lambda c: (c.mechanism != "E", c.report_bytes, c.tally_operations, c.transform,
+                                     c.error_ratio))
+    others = ", ".join(f"{c.mechanism} {c.error_ratio:.3g}" for c in usable if c is not pick)
+    why = (f"{pick.mechanism}: standard errors {pick.error_ratio:.3g} x E's (geometric mean over the queries; "
+           f"{others}), {pick.report_bytes} bytes per report")
+    if len(close) > 1:
+        why += (f"; of those within {CLOSE - 1:.0%} of the best error ({', '.join(c.mechanism for c in close)}) "
+                + ("the default" if pick.mechanism == "E" else "the smallest report and decoding"))
+    return pick.mechanism, why
+
+
+def _oracle_choices(m: Moments, eps: float, k: int, n: int, z: np.ndarray, with_prior: bool,
+                    e: Figures) -> list[Choice]:
+    """Each frequency oracle of :data:`ORACLE_NAMES` at ``eps`` (its exact probabilities): the variance of the
+    estimator of its collections (weights centred per group: :math:`a\\,n S_2 + b H_2`), or unavailable."""
+    out = []
+    for name in ORACLE_NAMES:
+        largest = max_domain_size(name)
+        if k > largest:
+            out.append(Choice(name, eps, None, 0, 0, 0, float("inf"), False, f"|D| = {k:,} > {largest:,}"))
+            continue
+        oracle = make_mechanism(name, eps, k)
+        assert isinstance(oracle, FrequencyOracle)
+        a, b = oracle.protocol.centred_coefficients()
+        figures = Figures.of(*variances(m, a, b, n, z), with_prior)
+        out.append(Choice(name, oracle.epsilon, figures, *_costs(oracle), _ratio(figures, e)))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
 class Inverse:
     """Answers to a target half-width: devices needed at the plan's ε, ε needed at the plan's devices.
 
@@ -281,7 +369,10 @@ class ShufflePlan:
     rows (``group_reports``, floor of n times the group's share); ``below_min_batch`` marks groups a
     release would be refused for. ``target`` is the central ε asked for; ``epsilon0`` the ε0 that
     reaches it at the weakest non-empty group (None when no group has a report); ``shuffled`` E's
-    errors at ``epsilon0``, ``plain`` E's at local ε = ``target`` (plain LDP, the same central promise).
+    errors at ``epsilon0``, ``plain`` E's at local ε = ``target`` (plain LDP, the same central promise);
+    ``oracles`` the frequency oracles' at local ε = ``target`` (they are not run behind a shuffler: the
+    accountant is k-RR's), and ``recommended`` / ``recommendation`` the choice among E behind the shuffler
+    and those (:func:`recommend`, every ratio taken against E behind the shuffler).
     """
 
     delta: float
@@ -295,6 +386,9 @@ class ShufflePlan:
     central_at_epsilon0: float | None
     shuffled: Figures | None
     plain: Figures
+    oracles: tuple[Choice, ...] = ()
+    recommended: str = "E"
+    recommendation: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -303,10 +397,12 @@ class Plan:
 
     ``epsilon`` is the ε E delivers (its exact rational probabilities), ``z`` the normal quantile of
     ``level``, ``composition`` what was assumed about the rows; per query: ``range`` (the width of the
-    feasible answers), E's standard errors ``e``, ``bound`` (eq. 20, RMS), OUE's and OLH's standard
-    errors (``olh_hash_range`` buckets), ``status`` (:data:`OK`, :data:`HOPELESS`: half-width >= range,
-    :data:`CONSTANT`: the answer is known, :data:`UNDEFINED`: eq. 10's Z is 0 for these rows); the
-    inverse answers for a target half-width and E's error under each schema change.
+    feasible answers), E's standard errors ``e``, ``bound`` (eq. 20, RMS), ``status`` (:data:`OK`,
+    :data:`HOPELESS`: half-width >= range, :data:`CONSTANT`: the answer is known, :data:`UNDEFINED`: eq.
+    10's Z is 0 for these rows); the inverse answers for a target half-width and E's error under each
+    schema change. ``choices``: E and each frequency oracle (:class:`Choice`: its errors at the same ε,
+    its report and decoding costs); ``recommended`` and ``recommendation``: the one to choose and why
+    (:func:`recommend`).
     """
 
     batch: QueryBatch
@@ -321,16 +417,27 @@ class Plan:
     range: np.ndarray
     e: Figures
     bound: np.ndarray
-    oue: Figures
-    olh: Figures
-    olh_hash_range: int
     status: np.ndarray
     inverse: Inverse | None
     alternatives: tuple[Alternative, ...]
+    choices: tuple[Choice, ...]
+    recommended: str
+    recommendation: str
     shuffle: ShufflePlan | None = None
 
     def __len__(self) -> int:
         return self.batch.size
+
+    def choice(self, mechanism: str) -> Choice:
+        """The :class:`Choice` of ``mechanism`` (``"E"``, ``"OUE"``, ...)."""
+        return next(c for c in self.choices if c.mechanism == mechanism)
+
+    def oracle(self, mechanism: str) -> Figures:
+        """The figures of a frequency oracle; :class:`ValidationError` naming it when |D| is over its domain."""
+        found = self.choice(mechanism)
+        if found.figures is None:
+            raise ValidationError("mechanism", f"a mechanism that serves this schema ({found.why})", mechanism)
+        return found.figures
 
     def label(self, j: int) -> str:
         """The label of compiled query ``j``."""
@@ -357,10 +464,6 @@ def _e_figures(m: Moments, mechanism: MechanismE | None, n: int, z: np.ndarray, 
         return Figures(zero, zero.copy() if with_prior else None)
     a, b = e_coefficients(mechanism)
     return Figures.of(*variances(m, a, b, n, z), with_prior)
-
-
-def _oracle_figures(m: Moments, protocol: PureProtocol, n: int, z: np.ndarray, with_prior: bool) -> Figures:
-    return Figures.of(*variances(m, protocol.a, protocol.b, n, z), with_prior)
 
 
 def _bounds(m: Moments, norms: np.ndarray, n: int, mechanism: MechanismE) -> np.ndarray:
@@ -447,8 +550,9 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
     ``devices`` x ``rows_per_device`` rows released by E at ``epsilon``. Worst case over the private
     values of every row, with the public part of ``prior``; with a ``prior``, also the error for
     rows in its proportions. E's eq. 17 estimator (standard error, half-width at ``level``, eq. 20
-    bound), OUE and OLH beside it; the inverse answers for ``target_halfwidth``; E's error under
-    each of ``changes``. Exact closed forms, vectorised over the queries (module docstring).
+    bound), each frequency oracle beside it and the mechanism to choose; the inverse answers for
+    ``target_halfwidth``; E's error under each of ``changes``. Exact closed forms, vectorised over
+    the queries (module docstring).
 
     Parameters
     ----------
@@ -479,7 +583,7 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
     Returns
     -------
     Plan
-        Per query: the feasible range, E's figures, the eq. 20 bound, OUE's and OLH's figures, a
+        Per query: the feasible range, E's figures, the eq. 20 bound, each oracle's figures, a
         status; the inverse answers and the alternatives (:class:`Plan`).
 
     Raises
@@ -517,6 +621,9 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
         range_ = n * m.width / z_norm
     inverse = None if target_halfwidth is None else _inverse(
         target_halfwidth, m, norms, n, rows_per_device, z_norm, z_level, k, worst, prior_var, with_prior)
+    choices = [Choice("E", mechanism.epsilon, e, *_costs(mechanism), 1.0),
+               *_oracle_choices(m, eps, k, n, z_norm, with_prior, e)]
+    recommended, why = recommend(choices)
     alternatives = []
     for change in changes:
         cm = moments(batch, rows, change)
@@ -532,10 +639,9 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
         composition=f"public part and prior: {rows.description}" if with_prior else
         "public part uniform over the public domain (no prior)",
         range=range_, e=e, bound=_bounds(m, norms, n, mechanism),
-        oue=_oracle_figures(m, oue(eps), n, z_norm, with_prior),
-        olh=_oracle_figures(m, olh(eps), n, z_norm, with_prior),
-        olh_hash_range=olh_hash_range(eps), status=_status(range_, z_level * e.headline, z_norm),
-        inverse=inverse, alternatives=tuple(alternatives))
+        status=_status(range_, z_level * e.headline, z_norm),
+        inverse=inverse, alternatives=tuple(alternatives), choices=tuple(choices), recommended=recommended,
+        recommendation=why)
 
 
 def planned_groups(schema: Schema, rows: RowDistribution, n: int) -> tuple[list[str], np.ndarray]:
@@ -583,7 +689,20 @@ def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDist
         central = guarantees.central_at(epsilon0, k, weakest // p.rows_per_device, spec.delta, p.rows_per_device)
         shuffled = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior,
                         epsilon=epsilon0, level=p.level).e
-    plain = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
-                 level=p.level).e
+    at_target = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
+                     level=p.level)
+    oracles = tuple(c for c in at_target.choices if c.mechanism != "E")
+    recommended, why = "E", "no group has a report: nothing to compare"
+    if shuffled is not None and epsilon0 is not None:  # E behind the shuffler against the oracles without one
+        behind = replace(at_target.choice("E"), epsilon=epsilon0, figures=shuffled, error_ratio=1.0)
+        oracles = tuple(c if c.figures is None else replace(c, error_ratio=_ratio(c.figures, shuffled))
+                        for c in oracles)
+        ranked = list(oracles)
+        recommended, why = recommend([behind, *ranked])
+        ratios = ", ".join(f"{c.mechanism} {c.error_ratio:.3g}" for c in ranked if c.available)
+        why = (f"E behind the shuffler at ε0 = {epsilon0:.4g}: the oracles without a shuffler at local ε = {target:g} "
+               f"have standard errors {ratios} times its (geometric mean over the queries)" if recommended == "E" else
+               why.replace("x E's", "x those of E behind the shuffler") + " (no shuffler)")
     return replace(p, shuffle=ShufflePlan(spec.delta, spec.min_batch, spec.shuffler, spec.against, at_planned,
-                                          counts < spec.min_batch, target, epsilon0, central, shuffled, plain))
+                                          counts < spec.min_batch, target, epsilon0, central, shuffled, at_target.e,
+                                          oracles, recommended, why))

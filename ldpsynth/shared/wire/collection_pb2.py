@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cldpsynth/v1/collection.proto\x12\x0bldpsynth.v1\"*\n\x14GetCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\"[\n\x06Limits\x12\x1b\n\x13max_rows_per_client\x18\x01 \x01(\x04\x12\x19\n\x11max_batch_reports\x18\x02 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x03 \x01(\r\"\xa9\x01\n\nCollection\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bschema_json\x18\x02 \x01(\t\x12\x11\n\tcard_json\x18\x03 \x01(\t\x12\x19\n\x11mechanism_version\x18\x04 \x01(\t\x12#\n\x06limits\x18\x05 \x01(\x0b\x32\x13.ldpsynth.v1.Limits\x12%\n\x07sealing\x18\x06 \x01(\x0b\x32\x14.ldpsynth.v1.Sealing\"\x8a\x01\n\x07Sealing\x12\r\n\x05suite\x18\x01 \x01(\t\x12\x0e\n\x06kem_id\x18\x02 \x01(\r\x12\x0e\n\x06kdf_id\x18\x03 \x01(\r\x12\x0f\n\x07\x61\x65\x61\x64_id\x18\x04 \x01(\r\x12\x12\n\npublic_key\x18\x05 \x01(\x0c\x12\x0e\n\x06key_id\x18\x06 \x01(\x0c\x12\x1b\n\x13sealed_report_bytes\x18\x07 \x01(\r\"\x8f\x01\n\x0bReportBatch\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x19\n\x11mechanism_version\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x12\n\nreport_ids\x18\x04 \x01(\x0c\x12\x15\n\rprivate_codes\x18\x05 \x01(\x0c\x12\x14\n\x0cpublic_codes\x18\x06 \x03(\x0c\"B\n\x08\x42\x61tchAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x12\n\nduplicates\x18\x03 \x01(\r\"T\n\x0bSealedBatch\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\x0c\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x0f\n\x07reports\x18\x04 \x01(\x0c\"m\n\x0bShuffledAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x12\n\nduplicates\x18\x03 \x01(\r\x12\x15\n\rundecryptable\x18\x04 \x01(\r\x12\x0f\n\x07invalid\x18\x05 \x01(\r2\xac\x02\n\x11\x43ollectionService\x12K\n\rGetCollection\x12!.ldpsynth.v1.GetCollectionRequest\x1a\x17.ldpsynth.v1.Collection\x12\x44\n\rSubmitReports\x12\x18.ldpsynth.v1.ReportBatch\x1a\x15.ldpsynth.v1.BatchAck(\x01\x30\x01\x12>\n\x0bSubmitBatch\x12\x18.ldpsynth.v1.ReportBatch\x1a\x15.ldpsynth.v1.BatchAck\x12\x44\n\x0eSubmitShuffled\x12\x18.ldpsynth.v1.SealedBatch\x1a\x18.ldpsynth.v1.ShuffledAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cldpsynth/v1/collection.proto\x12\x0bldpsynth.v1\"*\n\x14GetCollectionRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\"[\n\x06Limits\x12\x1b\n\x13max_rows_per_client\x18\x01 \x01(\x04\x12\x19\n\x11max_batch_reports\x18\x02 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x03 \x01(\r\"\xa9\x01\n\nCollection\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bschema_json\x18\x02 \x01(\t\x12\x11\n\tcard_json\x18\x03 \x01(\t\x12\x19\n\x11mechanism_version\x18\x04 \x01(\t\x12#\n\x06limits\x18\x05 \x01(\x0b\x32\x13.ldpsynth.v1.Limits\x12%\n\x07sealing\x18\x06 \x01(\x0b\x32\x14.ldpsynth.v1.Sealing\"\x8a\x01\n\x07Sealing\x12\r\n\x05suite\x18\x01 \x01(\t\x12\x0e\n\x06kem_id\x18\x02 \x01(\r\x12\x0e\n\x06kdf_id\x18\x03 \x01(\r\x12\x0f\n\x07\x61\x65\x61\x64_id\x18\x04 \x01(\r\x12\x12\n\npublic_key\x18\x05 \x01(\x0c\x12\x0e\n\x06key_id\x18\x06 \x01(\x0c\x12\x1b\n\x13sealed_report_bytes\x18\x07 \x01(\r\"\xe9\x01\n\x0bReportBatch\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x19\n\x11mechanism_version\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x12\n\nreport_ids\x18\x04 \x01(\x0c\x12\x15\n\rprivate_codes\x18\x05 \x01(\x0c\x12\x14\n\x0cpublic_codes\x18\x06 \x03(\x0c\x12\x16\n\x0ereport_bitmaps\x18\x07 \x01(\x0c\x12\x11\n\tolh_seeds\x18\x08 \x01(\x0c\x12\x13\n\x0bolh_buckets\x18\t \x01(\x0c\x12\x18\n\x10hadamard_reports\x18\n \x01(\x0c\"B\n\x08\x42\x61tchAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x12\n\nduplicates\x18\x03 \x01(\r\"T\n\x0bSealedBatch\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\x0c\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x0f\n\x07reports\x18\x04 \x01(\x0c\"m\n\x0bShuffledAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x12\n\nduplicates\x18\x03 \x01(\r\x12\x15\n\rundecryptable\x18\x04 \x01(\r\x12\x0f\n\x07invalid\x18\x05 \x01(\r2\xac\x02\n\x11\x43ollectionService\x12K\n\rGetCollection\x12!.ldpsynth.v1.GetCollectionRequest\x1a\x17.ldpsynth.v1.Collection\x12\x44\n\rSubmitReports\x12\x18.ldpsynth.v1.ReportBatch\x1a\x15.ldpsynth.v1.BatchAck(\x01\x30\x01\x12>\n\x0bSubmitBatch\x12\x18.ldpsynth.v1.ReportBatch\x1a\x15.ldpsynth.v1.BatchAck\x12\x44\n\x0eSubmitShuffled\x12\x18.ldpsynth.v1.SealedBatch\x1a\x18.ldpsynth.v1.ShuffledAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,13 +40,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEALING']._serialized_start=355
   _globals['_SEALING']._serialized_end=493
   _globals['_REPORTBATCH']._serialized_start=496
-  _globals['_REPORTBATCH']._serialized_end=639
-  _globals['_BATCHACK']._serialized_start=641
-  _globals['_BATCHACK']._serialized_end=707
-  _globals['_SEALEDBATCH']._serialized_start=709
-  _globals['_SEALEDBATCH']._serialized_end=793
-  _globals['_SHUFFLEDACK']._serialized_start=795
-  _globals['_SHUFFLEDACK']._serialized_end=904
-  _globals['_COLLECTIONSERVICE']._serialized_start=907
-  _globals['_COLLECTIONSERVICE']._serialized_end=1207
+  _globals['_REPORTBATCH']._serialized_end=729
+  _globals['_BATCHACK']._serialized_start=731
+  _globals['_BATCHACK']._serialized_end=797
+  _globals['_SEALEDBATCH']._serialized_start=799
+  _globals['_SEALEDBATCH']._serialized_end=883
+  _globals['_SHUFFLEDACK']._serialized_start=885
+  _globals['_SHUFFLEDACK']._serialized_end=994
+  _globals['_COLLECTIONSERVICE']._serialized_start=997
+  _globals['_COLLECTIONSERVICE']._serialized_end=1297
 # @@protoc_insertion_point(module_scope)

@@ -57,20 +57,28 @@ class Sealing(_message.Message):
     def __init__(self, suite: _Optional[str] = ..., kem_id: _Optional[int] = ..., kdf_id: _Optional[int] = ..., aead_id: _Optional[int] = ..., public_key: _Optional[bytes] = ..., key_id: _Optional[bytes] = ..., sealed_report_bytes: _Optional[int] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
-    __slots__ = ("collection", "mechanism_version", "sequence", "report_ids", "private_codes", "public_codes")
+    __slots__ = ("collection", "mechanism_version", "sequence", "report_ids", "private_codes", "public_codes", "report_bitmaps", "olh_seeds", "olh_buckets", "hadamard_reports")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_VERSION_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     REPORT_IDS_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_CODES_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_CODES_FIELD_NUMBER: _ClassVar[int]
+    REPORT_BITMAPS_FIELD_NUMBER: _ClassVar[int]
+    OLH_SEEDS_FIELD_NUMBER: _ClassVar[int]
+    OLH_BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    HADAMARD_REPORTS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     mechanism_version: str
     sequence: int
     report_ids: bytes
     private_codes: bytes
     public_codes: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, collection: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., sequence: _Optional[int] = ..., report_ids: _Optional[bytes] = ..., private_codes: _Optional[bytes] = ..., public_codes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    report_bitmaps: bytes
+    olh_seeds: bytes
+    olh_buckets: bytes
+    hadamard_reports: bytes
+    def __init__(self, collection: _Optional[str] = ..., mechanism_version: _Optional[str] = ..., sequence: _Optional[int] = ..., report_ids: _Optional[bytes] = ..., private_codes: _Optional[bytes] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., report_bitmaps: _Optional[bytes] = ..., olh_seeds: _Optional[bytes] = ..., olh_buckets: _Optional[bytes] = ..., hadamard_reports: _Optional[bytes] = ...) -> None: ...
 
 class BatchAck(_message.Message):
     __slots__ = ("sequence", "accepted", "duplicates")

@@ -117,15 +117,23 @@ class ExportRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ...) -> None: ...
 
 class ExportChunk(_message.Message):
-    __slots__ = ("card_json", "rows", "guarantees", "public_codes", "private_codes")
+    __slots__ = ("card_json", "rows", "guarantees", "public_codes", "private_codes", "report_bitmaps", "olh_seeds", "olh_buckets", "hadamard_reports")
     CARD_JSON_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     GUARANTEES_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_CODES_FIELD_NUMBER: _ClassVar[int]
     PRIVATE_CODES_FIELD_NUMBER: _ClassVar[int]
+    REPORT_BITMAPS_FIELD_NUMBER: _ClassVar[int]
+    OLH_SEEDS_FIELD_NUMBER: _ClassVar[int]
+    OLH_BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    HADAMARD_REPORTS_FIELD_NUMBER: _ClassVar[int]
     card_json: str
     rows: int
     guarantees: Guarantees
     public_codes: _containers.RepeatedScalarFieldContainer[bytes]
     private_codes: bytes
-    def __init__(self, card_json: _Optional[str] = ..., rows: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., private_codes: _Optional[bytes] = ...) -> None: ...
+    report_bitmaps: bytes
+    olh_seeds: bytes
+    olh_buckets: bytes
+    hadamard_reports: bytes
+    def __init__(self, card_json: _Optional[str] = ..., rows: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., public_codes: _Optional[_Iterable[bytes]] = ..., private_codes: _Optional[bytes] = ..., report_bitmaps: _Optional[bytes] = ..., olh_seeds: _Optional[bytes] = ..., olh_buckets: _Optional[bytes] = ..., hadamard_reports: _Optional[bytes] = ...) -> None: ...

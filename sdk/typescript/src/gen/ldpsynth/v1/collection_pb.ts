@@ -1,7 +1,8 @@
 // ldpsynth wire contract, version 1: how a device's perturbed rows reach the aggregator.
 //
-// Devices fetch a collection's public contract (schema + mechanism card + limits), apply
-// mechanism E to their private row locally, and stream batches of reports. The server
+// Devices fetch a collection's public contract (schema + mechanism card + limits), apply the
+// collection's mechanism (E, or a frequency oracle: OUE, OLH, HR, SS) to their private row locally,
+// and stream batches of reports. The server
 // acknowledges a batch only after every report in it is durably committed; a retried report
 // (same 128-bit id) is stored once.
 
@@ -17,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/collection.proto.
  */
 export const file_ldpsynth_v1_collection: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIqkBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cxIlCgdzZWFsaW5nGAYgASgLMhQubGRwc3ludGgudjEuU2VhbGluZyKKAQoHU2VhbGluZxINCgVzdWl0ZRgBIAEoCRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBIOCgZrZXlfaWQYBiABKAwSGwoTc2VhbGVkX3JlcG9ydF9ieXRlcxgHIAEoDSKPAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0iVAoLU2VhbGVkQmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIOCgZrZXlfaWQYAiABKAwSEAoIc2VxdWVuY2UYAyABKAQSDwoHcmVwb3J0cxgEIAEoDCJtCgtTaHVmZmxlZEFjaxIQCghzZXF1ZW5jZRgBIAEoBBIQCghhY2NlcHRlZBgCIAEoDRISCgpkdXBsaWNhdGVzGAMgASgNEhUKDXVuZGVjcnlwdGFibGUYBCABKA0SDwoHaW52YWxpZBgFIAEoDTKsAgoRQ29sbGVjdGlvblNlcnZpY2USSwoNR2V0Q29sbGVjdGlvbhIhLmxkcHN5bnRoLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhcubGRwc3ludGgudjEuQ29sbGVjdGlvbhJECg1TdWJtaXRSZXBvcnRzEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFjaygBMAESPgoLU3VibWl0QmF0Y2gSGC5sZHBzeW50aC52MS5SZXBvcnRCYXRjaBoVLmxkcHN5bnRoLnYxLkJhdGNoQWNrEkQKDlN1Ym1pdFNodWZmbGVkEhgubGRwc3ludGgudjEuU2VhbGVkQmF0Y2gaGC5sZHBzeW50aC52MS5TaHVmZmxlZEFja2IGcHJvdG8z");
+  fileDesc("ChxsZHBzeW50aC92MS9jb2xsZWN0aW9uLnByb3RvEgtsZHBzeW50aC52MSIqChRHZXRDb2xsZWN0aW9uUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIlsKBkxpbWl0cxIbChNtYXhfcm93c19wZXJfY2xpZW50GAEgASgEEhkKEW1heF9iYXRjaF9yZXBvcnRzGAIgASgNEhkKEW1heF9tZXNzYWdlX2J5dGVzGAMgASgNIqkBCgpDb2xsZWN0aW9uEgwKBG5hbWUYASABKAkSEwoLc2NoZW1hX2pzb24YAiABKAkSEQoJY2FyZF9qc29uGAMgASgJEhkKEW1lY2hhbmlzbV92ZXJzaW9uGAQgASgJEiMKBmxpbWl0cxgFIAEoCzITLmxkcHN5bnRoLnYxLkxpbWl0cxIlCgdzZWFsaW5nGAYgASgLMhQubGRwc3ludGgudjEuU2VhbGluZyKKAQoHU2VhbGluZxINCgVzdWl0ZRgBIAEoCRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBIOCgZrZXlfaWQYBiABKAwSGwoTc2VhbGVkX3JlcG9ydF9ieXRlcxgHIAEoDSLpAQoLUmVwb3J0QmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIZChFtZWNoYW5pc21fdmVyc2lvbhgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBISCgpyZXBvcnRfaWRzGAQgASgMEhUKDXByaXZhdGVfY29kZXMYBSABKAwSFAoMcHVibGljX2NvZGVzGAYgAygMEhYKDnJlcG9ydF9iaXRtYXBzGAcgASgMEhEKCW9saF9zZWVkcxgIIAEoDBITCgtvbGhfYnVja2V0cxgJIAEoDBIYChBoYWRhbWFyZF9yZXBvcnRzGAogASgMIkIKCEJhdGNoQWNrEhAKCHNlcXVlbmNlGAEgASgEEhAKCGFjY2VwdGVkGAIgASgNEhIKCmR1cGxpY2F0ZXMYAyABKA0iVAoLU2VhbGVkQmF0Y2gSEgoKY29sbGVjdGlvbhgBIAEoCRIOCgZrZXlfaWQYAiABKAwSEAoIc2VxdWVuY2UYAyABKAQSDwoHcmVwb3J0cxgEIAEoDCJtCgtTaHVmZmxlZEFjaxIQCghzZXF1ZW5jZRgBIAEoBBIQCghhY2NlcHRlZBgCIAEoDRISCgpkdXBsaWNhdGVzGAMgASgNEhUKDXVuZGVjcnlwdGFibGUYBCABKA0SDwoHaW52YWxpZBgFIAEoDTKsAgoRQ29sbGVjdGlvblNlcnZpY2USSwoNR2V0Q29sbGVjdGlvbhIhLmxkcHN5bnRoLnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhcubGRwc3ludGgudjEuQ29sbGVjdGlvbhJECg1TdWJtaXRSZXBvcnRzEhgubGRwc3ludGgudjEuUmVwb3J0QmF0Y2gaFS5sZHBzeW50aC52MS5CYXRjaEFjaygBMAESPgoLU3VibWl0QmF0Y2gSGC5sZHBzeW50aC52MS5SZXBvcnRCYXRjaBoVLmxkcHN5bnRoLnYxLkJhdGNoQWNrEkQKDlN1Ym1pdFNodWZmbGVkEhgubGRwc3ludGgudjEuU2VhbGVkQmF0Y2gaGC5sZHBzeW50aC52MS5TaHVmZmxlZEFja2IGcHJvdG8z");
 
 /**
  * @generated from message ldpsynth.v1.GetCollectionRequest
@@ -180,7 +181,9 @@ export const SealingSchema: GenMessage<Sealing> = /*@__PURE__*/
   messageDesc(file_ldpsynth_v1_collection, 3);
 
 /**
- * n reports in columnar form. Column i of every field belongs to report i.
+ * n reports in columnar form. Column i of every field belongs to report i. The private part of a
+ * report travels in the field(s) of the collection's mechanism only (the others stay empty):
+ * E: private_codes; OUE, SS: report_bitmaps; OLH: olh_seeds and olh_buckets; HR: hadamard_reports.
  *
  * @generated from message ldpsynth.v1.ReportBatch
  */
@@ -212,7 +215,7 @@ export type ReportBatch = Message<"ldpsynth.v1.ReportBatch"> & {
   reportIds: Uint8Array;
 
   /**
-   * n x 8 bytes, little-endian uint64: the perturbed private code of each report, in [0, |D|).
+   * E: n x 8 bytes, little-endian uint64: the perturbed private code of each report, in [0, |D|).
    *
    * @generated from field: bytes private_codes = 5;
    */
@@ -224,6 +227,35 @@ export type ReportBatch = Message<"ldpsynth.v1.ReportBatch"> & {
    * @generated from field: repeated bytes public_codes = 6;
    */
   publicCodes: Uint8Array[];
+
+  /**
+   * OUE, SS: n x ceil(|D|/8) bytes: each report's bit set, value v at bit v % 8 of byte v / 8
+   * (SS: exactly the card's subset_size bits set); no bit at or above |D|.
+   *
+   * @generated from field: bytes report_bitmaps = 7;
+   */
+  reportBitmaps: Uint8Array;
+
+  /**
+   * OLH: n x 8 bytes, little-endian uint64: each report's hash seed, below 2^seed_bits.
+   *
+   * @generated from field: bytes olh_seeds = 8;
+   */
+  olhSeeds: Uint8Array;
+
+  /**
+   * OLH: n x 2 bytes, little-endian uint16: each report's bucket, below hash_range.
+   *
+   * @generated from field: bytes olh_buckets = 9;
+   */
+  olhBuckets: Uint8Array;
+
+  /**
+   * HR: n x 4 bytes, little-endian uint32: each report's index 2j + b, j in [1, size), b in {0, 1}.
+   *
+   * @generated from field: bytes hadamard_reports = 10;
+   */
+  hadamardReports: Uint8Array;
 };
 
 /**

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/query.proto.
  */
 export const file_ldpsynth_v1_query: GenFile = /*@__PURE__*/
-  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIrMCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcyLCAgoKR3VhcmFudGVlcxINCgVzY29wZRgBIAEoCRIVCg1sb2NhbF9lcHNpbG9uGAIgASgBEhcKD3Jvd3NfcGVyX2RldmljZRgDIAEoDRITCgtkb21haW5fc2l6ZRgEIAEoBBIQCghzaHVmZmxlZBgFIAEoCBIUCgx0YXJnZXRfZGVsdGEYBiABKAESEQoJbWluX2JhdGNoGAcgASgEEhAKCHNodWZmbGVyGAggASgJEhQKDGdyb3VwX2xhYmVscxgJIAMoCRIVCg1ncm91cF9yZXBvcnRzGAogASgMEhUKDWdyb3VwX2Vwc2lsb24YCyABKAwSEwoLZ3JvdXBfZGVsdGEYDCABKAwSGgoSZ3JvdXBfZXZhbHVhdGVkX2F0GA0gASgMEhAKCGNvbXB1dGVkGA4gASgIEgwKBG5vdGUYDyABKAkiIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIogBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
+  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIrMCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcyLCAgoKR3VhcmFudGVlcxINCgVzY29wZRgBIAEoCRIVCg1sb2NhbF9lcHNpbG9uGAIgASgBEhcKD3Jvd3NfcGVyX2RldmljZRgDIAEoDRITCgtkb21haW5fc2l6ZRgEIAEoBBIQCghzaHVmZmxlZBgFIAEoCBIUCgx0YXJnZXRfZGVsdGEYBiABKAESEQoJbWluX2JhdGNoGAcgASgEEhAKCHNodWZmbGVyGAggASgJEhQKDGdyb3VwX2xhYmVscxgJIAMoCRIVCg1ncm91cF9yZXBvcnRzGAogASgMEhUKDWdyb3VwX2Vwc2lsb24YCyABKAwSEwoLZ3JvdXBfZGVsdGEYDCABKAwSGgoSZ3JvdXBfZXZhbHVhdGVkX2F0GA0gASgMEhAKCGNvbXB1dGVkGA4gASgIEgwKBG5vdGUYDyABKAkiIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIuIBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDBIWCg5yZXBvcnRfYml0bWFwcxgGIAEoDBIRCglvbGhfc2VlZHMYByABKAwSEwoLb2xoX2J1Y2tldHMYCCABKAwSGAoQaGFkYW1hcmRfcmVwb3J0cxgJIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
 
 /**
  * Q linear queries: the same weight list over D for every row.
@@ -228,7 +228,7 @@ export type EstimateResponse = Message<"ldpsynth.v1.EstimateResponse"> & {
   n: bigint;
 
   /**
-   * delivered epsilon of mechanism E
+   * delivered epsilon of the collection's mechanism
    *
    * @generated from field: double epsilon = 13;
    */
@@ -401,7 +401,7 @@ export type ExportChunk = Message<"ldpsynth.v1.ExportChunk"> & {
 
   /**
    * Rows of this chunk: one column per public attribute (schema order), n x 8 bytes
-   * little-endian uint64 codes, and the perturbed private codes (n x 8 bytes).
+   * little-endian uint64 codes, and the perturbed private codes (n x 8 bytes; mechanism E).
    *
    * @generated from field: repeated bytes public_codes = 3;
    */
@@ -411,6 +411,28 @@ export type ExportChunk = Message<"ldpsynth.v1.ExportChunk"> & {
    * @generated from field: bytes private_codes = 4;
    */
   privateCodes: Uint8Array;
+
+  /**
+   * A frequency oracle's reports instead of private_codes, as in ReportBatch (collection.proto).
+   *
+   * @generated from field: bytes report_bitmaps = 6;
+   */
+  reportBitmaps: Uint8Array;
+
+  /**
+   * @generated from field: bytes olh_seeds = 7;
+   */
+  olhSeeds: Uint8Array;
+
+  /**
+   * @generated from field: bytes olh_buckets = 8;
+   */
+  olhBuckets: Uint8Array;
+
+  /**
+   * @generated from field: bytes hadamard_reports = 9;
+   */
+  hadamardReports: Uint8Array;
 };
 
 /**

@@ -1,0 +1,151 @@
+"""A collection's mechanism by name: E or one of the four frequency oracles, its version and its reports' layout.
+
+The layout says what one report is inside ldpsynth (devices, the shard workers' log, exports):
+mechanism E's perturbed code, HR's index ``2j + b`` and OLH's word ``seed << s | bucket`` are int64
+numbers (:attr:`ReportLayout.bound` above the largest); OUE's and SS's bit sets are rows of
+``ceil(|D|/8)`` bytes (:attr:`ReportLayout.width`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ValidationError
+from ..mechanism import MechanismE
+from ..validation import check_choice, check_codes
+from .hadamard import HadamardResponse
+from .olh import OLH
+from .oracle import FrequencyOracle
+from .oue import OUE
+from .subset import SubsetSelection
+
+__all__ = [
+    "MECHANISMS",
+    "ORACLES",
+    "Mechanism",
+    "version_of",
+    "max_domain_size",
+    "make_mechanism",
+    "name_of",
+    "ReportLayout",
+    "layout_of",
+    "REPORT_FIELDS",
+    "private_wire",
+]
+
+#: The mechanisms a collection may use (``"mechanism"`` of its schema); E is the default.
+MECHANISMS = ("E", "OUE", "OLH", "HR", "SS")
+#: The frequency oracles by name.
+ORACLES: dict[str, type[FrequencyOracle]] = {"OUE": OUE, "OLH": OLH, "HR": HadamardResponse,
+                                             "SS": SubsetSelection}
+#: What a collection's card holds: mechanism E or a frequency oracle.
+Mechanism = MechanismE | FrequencyOracle
+
+
+def version_of(name: str) -> str:
+    """The version every report batch names (``"E/1"``, ``"OUE/1"``, ...)."""
+    name = check_choice(name, "mechanism", MECHANISMS)
+    return MechanismE.VERSION if name == "E" else f"{name}/1"
+
+
+def max_domain_size(name: str) -> int:
+    """The largest |D| mechanism ``name`` accepts (E: its exact sampler's; a schema bounds it further)."""
+    from ..mechanism import MAX_SAMPLER_DOMAIN_SIZE
+
+    name = check_choice(name, "mechanism", MECHANISMS)
+    return MAX_SAMPLER_DOMAIN_SIZE if name == "E" else ORACLES[name].max_domain_size
+
+
+@functools.lru_cache(maxsize=64)
+def make_mechanism(name: str, epsilon: float, domain_size: int) -> Mechanism:
+    """Mechanism ``name`` at ``epsilon`` over ``domain_size`` codes (built once per arguments: they are
+    immutable once made)."""
+    name = check_choice(name, "mechanism", MECHANISMS)
+    return MechanismE(epsilon, domain_size) if name == "E" else ORACLES[name](epsilon, domain_size)
+
+
+def name_of(mechanism: Mechanism) -> str:
+    """``"E"`` or the oracle's name."""
+    return "E" if isinstance(mechanism, MechanismE) else mechanism.name
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """What one report of a mechanism is inside ldpsynth (module docstring).
+
+    ``width`` 0: a number in ``[low, bound)`` (int64 arrays of shape (n,)); ``width`` > 0: a bit set of
+    ``width`` bytes, bit ``v % 8`` of byte ``v // 8`` for value v (uint8 arrays of shape (n, width)),
+    checked by ``oracle``.
+    """
+
+    mechanism: str
+    low: int
+    bound: int
+    width: int
+    oracle: FrequencyOracle | None = None
+
+    @property
+    def bitmap(self) -> bool:
+        return self.width > 0
+
+    def empty(self) -> np.ndarray:
+        """No reports."""
+        return np.zeros((0, self.width), np.uint8) if self.bitmap else np.zeros(0, np.int64)
+
+    def check(self, reports: npt.ArrayLike, field: str = "reports") -> np.ndarray:
+        """``reports`` in this layout (int64 numbers or uint8 bit sets), raising naming ``field`` and the
+        first bad report's position otherwise."""
+        if self.mechanism == "E":
+            return check_codes(reports, field, self.bound, ndim=1)
+        if not self.bitmap:
+            legal = f"{self.mechanism} reports: integers in [{self.low}, {self.bound - 1}]"
+            try:
+                arr = check_codes(reports, field, self.bound, ndim=1)
+            except ValidationError as exc:
+                raise ValidationError(field, legal, exc.problem, exc.position) from None
+            if self.low and arr.size and int(arr.min()) < self.low:
+                raise ValidationError(field, legal, "out of range", int(np.flatnonzero(arr < self.low)[0]))
+            return arr
+        assert self.oracle is not None
+        try:
+            return self.oracle.check_reports(reports)
+        except ValidationError as exc:
+            raise ValidationError(field, exc.legal, exc.problem, exc.position) from None
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of one report in the log at most (8 for a number)."""
+        return self.width if self.bitmap else 8
+
+
+def layout_of(mechanism: Mechanism) -> ReportLayout:
+    """The :class:`ReportLayout` of ``mechanism``'s reports."""
+    if isinstance(mechanism, MechanismE):
+        return ReportLayout("E", 0, mechanism.domain_size, 0)
+    if isinstance(mechanism, HadamardResponse):
+        return ReportLayout("HR", 2, 2 * mechanism.size, 0, mechanism)
+    if isinstance(mechanism, OLH):
+        return ReportLayout("OLH", 0, 1 << (2 * mechanism.field_bits + mechanism.hash_bits), 0, mechanism)
+    return ReportLayout(mechanism.name, 0, 0, mechanism.report_bytes, mechanism)
+
+
+#: The wire fields of a report's private part per mechanism (``ReportBatch``, ``ExportChunk``), each with
+#: its bytes per report (0: the card's ``report_bytes``, a bit set) and its little-endian dtype.
+REPORT_FIELDS: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "E": (("private_codes", 8, "<u8"),),
+    "OUE": (("report_bitmaps", 0, "u1"),),
+    "SS": (("report_bitmaps", 0, "u1"),),
+    "OLH": (("olh_seeds", 8, "<u8"), ("olh_buckets", 2, "<u2")),
+    "HR": (("hadamard_reports", 4, "<u4"),),
+}
+
+
+def private_wire(mechanism: Mechanism) -> tuple[int, int]:
+    """``(bytes, columns)``: wire bytes of one report's private part and the number of its ``bytes`` fields."""
+    fields = REPORT_FIELDS[name_of(mechanism)]
+    width = sum(size or layout_of(mechanism).width for _, size, _ in fields)
+    return width, len(fields)
