@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import SchemaError, ValidationError
+from ldpsynth.shared.lifecycle import Lifecycle, format_time, parse_time
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
 __all__ = [
@@ -503,13 +504,17 @@ class ShuffleSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """A collection: its name, the ε each row is released with, its attributes, and (a shuffled
-    collection) its :class:`ShuffleSpec`."""
+    """A collection: its name, the ε each row is released with, its attributes, (a shuffled
+    collection) its :class:`ShuffleSpec`, and its lifecycle (:mod:`ldpsynth.shared.lifecycle`):
+    ``opens``/``closes`` in seconds since the epoch (None: not given) and ``min_batch``."""
 
     name: str
     epsilon: float
     attributes: tuple[Attribute, ...]
     shuffle: ShuffleSpec | None = None
+    opens: int | None = None
+    closes: int | None = None
+    min_batch: int = 1
     _by_name: dict[str, Attribute] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -533,6 +538,26 @@ class Schema:
             raise SchemaError("attributes", "a public domain of at most 2^62 values", "too large")
         if self.shuffle is not None and not isinstance(self.shuffle, ShuffleSpec):
             raise SchemaError("shuffle", "a ShuffleSpec or None", f"got {type(self.shuffle).__name__}")
+        with _schema_field():
+            object.__setattr__(self, "min_batch", check_int(self.min_batch, "min_batch", 1, MAX_MIN_BATCH))
+            for key in ("opens", "closes"):
+                if getattr(self, key) is not None:
+                    check_int(getattr(self, key), key, -(2**62), 2**62, legal="whole seconds since the Unix epoch")
+        Lifecycle(self.opens, self.closes)  # closes after opens
+
+    # ----- lifecycle -----------------------------------------------------------------------
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """When the collection takes reports."""
+        return Lifecycle(self.opens, self.closes)
+
+    @property
+    def minimum_batch(self) -> tuple[int, str]:
+        """The fewest reports a release is computed from, and the field that sets it: the larger of
+        ``min_batch`` and a shuffled collection's ``shuffle.min_batch`` (1, ``"min_batch"``: no minimum)."""
+        if self.shuffle is not None and self.shuffle.min_batch > self.min_batch:
+            return self.shuffle.min_batch, "shuffle.min_batch"
+        return self.min_batch, "min_batch"
 
     # ----- views -------------------------------------------------------------------------
     @property
@@ -627,6 +652,12 @@ class Schema:
                                "attributes": [a.to_json() for a in self.attributes]}
         if self.shuffle is not None:
             out["shuffle"] = self.shuffle.to_json()
+        if self.opens is not None:
+            out["opens"] = format_time(self.opens)
+        if self.closes is not None:
+            out["closes"] = format_time(self.closes)
+        if self.min_batch != 1:
+            out["min_batch"] = self.min_batch
         return out
 
     def dumps(self) -> str:
@@ -639,9 +670,10 @@ class Schema:
                 obj = jsonio.loads(obj, "schema", "a JSON object")
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
-        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle"}
+        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle", "opens", "closes", "min_batch"}
         if extra:
-            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle", f"unknown fields {sorted(extra)}")
+            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle, opens, closes, min_batch",
+                              f"unknown fields {sorted(extra)}")
         attrs = obj.get("attributes")
         if not isinstance(attrs, list) or not attrs:
             raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
@@ -650,8 +682,9 @@ class Schema:
         with _schema_field():
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
         shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
+        opens, closes = (parse_time(obj[key], key) if key in obj else None for key in ("opens", "closes"))
         return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)),
-                   shuffle)
+                   shuffle, opens, closes, obj.get("min_batch", 1))
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:

@@ -29,7 +29,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import estimate
 from ldpsynth.shared.estimators.formulas import Answers
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
-from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card
+from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card, releases_by_group
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
@@ -85,7 +85,7 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     state the local ε0 and the central (ε, δ) of the groups of rows the batch reads, from their counts
     (:mod:`ldpsynth.shared.guarantees`; ``rows_per_device`` overrides the card's); a group below the
     minimum batch refuses the batch (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`), as the
-    query service does.
+    query service does; so does the schema's ``min_batch`` for any collection.
     """
     level = check_probability(level, "level")
     mechanism_card = _card(release, card)
@@ -98,10 +98,12 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     codes = release.private_codes()
     stats = SufficientStatistics.from_schema(schema, release.public_keys() if schema.public_attributes else None,
                                              codes)
-    if schema.shuffle is None:
+    if not releases_by_group(schema):
         return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
     labels, counts = batch_groups(batch, stats.present_keys, stats.group_sizes)
-    check_min_batch(schema.shuffle, labels, counts, "the queries were")
+    check_min_batch(schema, labels, counts, "the queries were")
     answers = estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
+    if schema.shuffle is None:
+        return answers
     guarantees = of_card(mechanism_card, ANSWERS, labels, counts, rows_per_device=rows_per_device)
     return replace(answers, guarantees=guarantees)
