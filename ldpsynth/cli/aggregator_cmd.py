@@ -1,8 +1,9 @@
 """``ldpsynth aggregator serve``: run the aggregator (docs/contract.md, "Server process").
 
 Prints one JSON line ``{"event": "listening", "address": "HOST:PORT"}`` on stdout once it
-serves (the real port with ``--port 0``); logs go to stderr. SIGTERM/SIGINT stop it gracefully
-(health NOT_SERVING, then ``stop(grace)``) and it exits 0.
+serves (the real port with ``--port 0``; with ``--metrics-port`` also ``"metrics": URL``); logs go
+to stderr, as text or (``--log-format json``) JSON lines. SIGTERM/SIGINT stop it gracefully (health
+NOT_SERVING, report streams drained within ``--grace``, then ``stop``) and it exits 0.
 
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import signal
 import sys
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpsynth.cli.options import add_command, add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
@@ -77,8 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--accept-lost-records", action="store_true",
                        help="serve a log that lost acknowledged records (e.g. restored from an older backup), giving "
                             "them up; the loss is recorded in --data-dir, and later starts and verify report it")
-    serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
+    serve.add_argument("--grace", type=float, default=5.0,
+                       help="seconds open report streams and queries get to finish on SIGTERM (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
+    add_observability_arguments(serve)
     verify = add_command(
         commands, "verify", verify_command,
         help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
@@ -112,6 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
+    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
     from ldpsynth.shared.protocol import Limits
 
@@ -146,14 +149,17 @@ def serve_command(args: argparse.Namespace) -> int:
         grace_seconds=args.grace,
         snapshot_ids=args.snapshot_every,
         accept_lost_records=args.accept_lost_records,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+        otlp_endpoint=args.otlp_endpoint,
     )
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    events.configure(args.log_format)
     return asyncio.run(_serve(config))
 
 
 async def _serve(config: ServerConfig) -> int:
     from ldpsynth.aggregator.ingress.server import AggregatorServer
+    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.backend import WorkersDidNotStart
 
     server = AggregatorServer(config)
@@ -166,14 +172,17 @@ async def _serve(config: ServerConfig) -> int:
     if not starting.done():  # the start releases what it had started when it is cancelled
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
-        logging.getLogger(__name__).info("stopped while starting")
+        events.get(__name__).info("replica.stopped", "stopped while starting")
         return 0
     try:
         starting.result()  # bad flags or a damaged log raise here: one line, exit 2 (cli.main)
     except WorkersDidNotStart as exc:  # the replica could not run: one line, exit 1
         print(f"ldpsynth aggregator: error: {exc}", file=sys.stderr, flush=True)
         return 1
-    print(json.dumps({"event": "listening", "address": server.address}), flush=True)
+    listening = {"event": "listening", "address": server.address}
+    if server.metrics_url is not None:
+        listening["metrics"] = server.metrics_url
+    print(json.dumps(listening), flush=True)
     failed = asyncio.ensure_future(server.failed.wait())
     await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
     if server.failed.is_set():

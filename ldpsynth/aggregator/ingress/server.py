@@ -17,18 +17,23 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
   begins. Reflection only when asked for; message size limits as server options.
 * Any number of replicas may serve the same collections (cluster mode): they keep no state, a
   report retried through another replica is still stored once (the shard workers deduplicate).
-* Graceful stop: health NOT_SERVING, batches arriving from then on get UNAVAILABLE (clients
-  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, then the backend closes.
-
-Logs carry lifecycle events and rejected-batch statuses; never tokens, peer addresses or
-report values.
+* Graceful stop (:meth:`AggregatorServer.stop`, SIGTERM): health NOT_SERVING; new report streams
+  get UNAVAILABLE; every open report stream is drained: the batches it had admitted are committed
+  and acknowledged, then it ends with UNAVAILABLE (clients resend the rest elsewhere or later); the
+  streams get ``grace`` seconds for that, then ``stop`` cancels what is left (queries too); then the
+  backend closes. No stream ends without a status, no acknowledged report is lost.
+* Operating it (:mod:`ldpsynth.aggregator.observe`): Prometheus metrics on ``--metrics-port``
+  (:mod:`~ldpsynth.aggregator.ingress.replica_metrics`), trace spans to ``--otlp-endpoint``, log
+  events (JSON lines with ``--log-format json``). Logs, labels and spans carry counts, names of
+  collections, shards and statuses; never tokens, peer addresses or report values.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,18 +46,22 @@ from ldpsynth.aggregator.ingress.auth import QUERY, SUBMIT, Authenticator, Crede
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
+from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.status import parse, rpc
+from ldpsynth.aggregator.observe import events, tracing
+from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 if TYPE_CHECKING:
     from ldpsynth.aggregator.runtime.ray_cluster import RayWorkers
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 #: What a report stream's failure did not do: its batch is not acknowledged.
@@ -77,45 +86,68 @@ class AggregatorServer:
     """One replica: backend, ingest, queries, gRPC server.
 
     Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop; ``failed`` is
-    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died).
+    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died). ``clock``
+    (seconds since the epoch) decides which collections take reports; tests inject one.
     """
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time):
         self.config = config
         self.catalog = Catalog(config.collections, config.limits)
+        self.clock = clock
+        self.metrics = ReplicaMetrics(self.catalog, clock, version("ldpsynth"))
+        self.calls = self.metrics.calls.service(SERVICE_NAME)
         self.backend: Backend | None = None
         self._ingestor: Ingestor | None = None
         self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
+        self._endpoint: MetricsEndpoint | None = None
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
         self._monitor: asyncio.Task[None] | None = None
         self._serving = (False, False)  # (ingest, queries) as the health service says
         self._storage_full = asyncio.Event()  # set while the log's storage is full
         self._stopping = False
+        self._draining = asyncio.Event()  # set as a graceful stop begins: open report streams end
+        self._streams = 0  # report streams open
+        self._no_streams = asyncio.Event()
+        self._no_streams.set()
         self._stopped = asyncio.Event()
         self.failed = asyncio.Event()
         self.failure = ""
         self.address = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT/metrics`` when metrics are served."""
+        return None if self._endpoint is None else self._endpoint.url
+
     async def start(self) -> str:
         """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = self._server_credentials()
+        tracing.configure(config.otlp_endpoint, "ldpsynth-replica")
         await self._set_health(False, False)
         loop = asyncio.get_running_loop()
         try:
+            if config.metrics_port is not None:  # first: a scrape sees the replica start (NOT_SERVING)
+                try:
+                    self._endpoint = MetricsEndpoint(self.metrics.registry, config.metrics_host, config.metrics_port)
+                except OSError as exc:
+                    where = _host_port(config.metrics_host, config.metrics_port)
+                    raise ConfigError(f"--metrics-host/--metrics-port: cannot listen on {where} ({exc.strerror})") \
+                        from None
             self.backend = await Backend.open(config, self.catalog,
                                               lambda reason: loop.call_soon_threadsafe(self._fail, reason))
             workers = self.backend.workers
             quota = QuotaBook(workers.num_shards)
             self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
-                                      sole_replica=self.backend.owns_workers)
+                                      sole_replica=self.backend.owns_workers, clock=self.clock)
             await self._ingestor.load_quota()
-            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
+            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate,
+                                          self.metrics.calls.service(QUERY_SERVICE_NAME), self.metrics)
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
@@ -125,8 +157,10 @@ class AggregatorServer:
         self.address = _host_port(config.host, port)
         await self._set_health(True, True)
         self._monitor = asyncio.create_task(self._watch_workers())
-        log.info("serving %s on %s: layout %s, %d shards", self.catalog.names, self.address, self.backend.layout.id,
-                 workers.num_shards)
+        log.info("replica.serving", f"serving {self.catalog.names} on {self.address}: layout {self.backend.layout.id}, "
+                 f"{workers.num_shards} shards", collections=self.catalog.names, layout=self.backend.layout.id,
+                 shards=workers.num_shards, metrics=self.metrics_url is not None,
+                 tracing=config.otlp_endpoint is not None)
         return self.address
 
     def _fail(self, reason: str) -> None:
@@ -138,12 +172,14 @@ class AggregatorServer:
         QueryService when queries can be answered (a full log stops the first, not the second)."""
         self._serving = (ingest, queries)
         for service, serving in (("", ingest), (SERVICE_NAME, ingest), (QUERY_SERVICE_NAME, queries)):
+            self.metrics.serving.labels(service or "all").set(1 if serving else 0)
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING if serving
                                    else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def _watch_workers(self) -> None:
         """Health follows the shard workers (NOT_SERVING while one cannot answer or is damaged) and the
-        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`)."""
+        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`); the metrics
+        of the workers are refreshed on the way."""
         assert self.backend is not None
         while not self._stopping:
             await asyncio.sleep(HEALTH_INTERVAL)
@@ -153,6 +189,8 @@ class AggregatorServer:
                 self._storage_full.set()
             else:
                 self._storage_full.clear()
+            self.metrics.storage_full.set(1 if full is not None else 0)
+            await self._observe_workers()
             try:
                 await self.backend.workers.status()
                 healthy, reason = True, ""
@@ -163,12 +201,27 @@ class AggregatorServer:
             serving = (healthy and full is None, healthy)
             if serving != self._serving:
                 if serving == (True, True):
-                    log.info("every shard worker answers and the log has room: SERVING")
+                    log.info("replica.health", "every shard worker answers and the log has room: SERVING",
+                             ingest="SERVING", queries="SERVING")
                 elif not healthy:
-                    log.warning("NOT_SERVING: %s", reason)
+                    log.warning("replica.health", f"NOT_SERVING: {reason}", ingest="NOT_SERVING",
+                                queries="NOT_SERVING", detail=reason)
                 else:
-                    log.warning("ingest NOT_SERVING, queries SERVING: %s", full)
+                    log.warning("replica.health", f"ingest NOT_SERVING, queries SERVING: {full}",
+                                ingest="NOT_SERVING", queries="SERVING", detail=full)
                 await self._set_health(*serving)
+
+    async def _observe_workers(self) -> None:
+        """The workers' statuses as they are (a restarted one says it is restoring), the logs' last
+        sequences and Ray's restart counts, for the metrics."""
+        assert self.backend is not None
+        backend = self.backend
+        statuses = await backend.workers.statuses()
+        states = await asyncio.gather(*(backend.log.state(k) for k in range(backend.workers.num_shards)),
+                                      return_exceptions=True)
+        restarts = await asyncio.to_thread(backend.workers.restarts)
+        self.metrics.workers.update(statuses, [None if isinstance(s, BaseException) else s.last for s in states],
+                                    restarts)
 
     def _server_credentials(self) -> grpc.ServerCredentials | None:
         tls = self.config.tls
@@ -211,21 +264,36 @@ class AggregatorServer:
             raise ConfigError(f"--host/--port: cannot listen on {target} ({exc})") from None
 
     async def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the backend."""
+        """Graceful stop (see the module docstring): NOT_SERVING, drain the report streams within
+        ``grace`` seconds (default ``--grace``), ``stop`` the server, close the backend."""
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
+        loop = asyncio.get_running_loop()
+        grace = self.config.grace_seconds if grace is None else grace
+        deadline = loop.time() + grace
+        self.metrics.draining.set(1)
         await self._health.enter_graceful_shutdown()
-        log.info("stopping (grace %.1f s)", self.config.grace_seconds if grace is None else grace)
+        for service in ("all", SERVICE_NAME, QUERY_SERVICE_NAME):
+            self.metrics.serving.labels(service).set(0)
+        log.info("replica.stopping", f"stopping: NOT_SERVING, draining {self._streams} report streams (grace "
+                 f"{grace:.1f} s)", grace_seconds=grace, streams=self._streams)
+        self._draining.set()
         if self._monitor is not None:
             self._monitor.cancel()
             await asyncio.gather(self._monitor, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._no_streams.wait(), grace)
+        except asyncio.TimeoutError:
+            log.warning("replica.drain_incomplete", f"{self._streams} report streams still committing after the "
+                        f"grace of {grace:.1f} s: they are cancelled (their unacknowledged batches are resent)",
+                        streams=self._streams)
         if self._server is not None:
-            await self._server.stop(self.config.grace_seconds if grace is None else grace)
+            await self._server.stop(max(0.0, deadline - loop.time()))
         await self._release()
         self._stopped.set()
-        log.info("stopped")
+        log.info("replica.stopped", "stopped")
 
     async def abandon(self) -> None:
         """Stop after a fatal failure (the Ray runtime is gone): no graceful stop of the workers, which
@@ -244,6 +312,10 @@ class AggregatorServer:
         if self.backend is not None:
             await self.backend.close()
             self.backend = None
+        if self._endpoint is not None:
+            self._endpoint.stop()
+            self._endpoint = None
+        tracing.flush()
 
     # ----- data access (tests, the simulator) -----------------------------------------------
     @property
@@ -281,9 +353,20 @@ class AggregatorServer:
 
     @rpc("SubmitReports", NOT_ACKNOWLEDGED)
     async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        if self._stopping:
+            raise TryLater("the server is shutting down; send the batches to another replica or retry later")
         credential = self._authenticate(context)
         credential.require_role(SUBMIT)
-        failure = await self._stream(credential, requests, context)
+        self._streams += 1
+        self._no_streams.clear()
+        self.metrics.streams.inc()
+        try:
+            failure = await self._stream(credential, requests, context)
+        finally:
+            self._streams -= 1
+            self.metrics.streams.dec()
+            if not self._streams:
+                self._no_streams.set()
         if failure is not None:
             raise failure
 
@@ -293,24 +376,30 @@ class AggregatorServer:
 
         Returns the error that ends the stream (``None``: the client closed it)."""
         slots = asyncio.Semaphore(self.config.max_inflight_batches)
-        commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None] = asyncio.Queue()
+        commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None] = asyncio.Queue()
         reader = asyncio.create_task(self._read(credential, requests, commits, slots))
         failure: LdpsynthError | None = None
         try:
-            while (task := await commits.get()) is not None:
+            while (item := await commits.get()) is not None:
+                admitted, task = item
                 try:
                     ack = await task
                 except LdpsynthError as exc:
+                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports, exc)
                     failure = exc
                     break
                 slots.release()
                 await context.write(ack)
+                self.metrics.acknowledged(admitted.quota_key[0], ack.accepted, ack.duplicates)
         finally:
             if not reader.done():
                 reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             while not commits.empty():  # batches admitted after a failed one: never acknowledged
-                if (task := commits.get_nowait()) is not None:
+                if (item := commits.get_nowait()) is not None:
+                    admitted, task = item
+                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports,
+                                                  failure or TryLater("the stream ended"))
                     task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return failure if failure is not None else reader.result()
 
@@ -325,6 +414,7 @@ class AggregatorServer:
         an answer that does not come. The commit goes on (a record that made it is a duplicate when
         the batch is retried); the batch is not acknowledged."""
         assert self._ingestor is not None
+        start = time.perf_counter()
         commit = asyncio.ensure_future(self._ingestor.commit(admitted))
         full = asyncio.ensure_future(self._storage_full.wait())
         try:
@@ -332,26 +422,49 @@ class AggregatorServer:
         finally:
             full.cancel()
         if commit.done():
-            return commit.result()
+            ack = commit.result()
+            self.metrics.commit_seconds.labels(self.metrics.collection(admitted.quota_key[0])).observe(
+                time.perf_counter() - start)
+            return ack
         commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         self._refuse_if_full("the log's storage is full")
         raise AssertionError("unreachable: _refuse_if_full raised")
 
     async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
-                    commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
+                    commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None],
                     slots: asyncio.Semaphore) -> LdpsynthError | None:
+        """Read and admit the stream's batches until it ends, one is refused, or a graceful stop
+        begins (then :class:`TryLater`: what was admitted is still committed and acknowledged)."""
         assert self._ingestor is not None
+        batches = requests.__aiter__()
+        draining = asyncio.ensure_future(self._draining.wait())
         try:
-            async for raw in requests:
-                if self._stopping:
-                    return TryLater("the server is shutting down; retry the batch")
-                await slots.acquire()
+            while True:
+                arrived = asyncio.ensure_future(batches.__anext__())
+                await asyncio.wait((arrived, draining), return_when=asyncio.FIRST_COMPLETED)
+                if not arrived.done():
+                    arrived.cancel()
+                    await asyncio.gather(arrived, return_exceptions=True)
+                    return TryLater("the server is shutting down; resend the unacknowledged batches to another "
+                                    "replica or later")
                 try:
+                    raw = arrived.result()
+                except StopAsyncIteration:
+                    return None
+                await slots.acquire()
+                collection, reports = "", 0
+                try:
+                    batch = parse(pb.ReportBatch, raw)
+                    collection, reports = batch.collection, len(batch.report_ids) // REPORT_ID_BYTES
+                    if self._stopping:
+                        raise TryLater("the server is shutting down; retry the batch")
                     self._refuse_if_full()
-                    admitted = await self._ingestor.admit(credential, parse(pb.ReportBatch, raw))
+                    admitted = await self._ingestor.admit(credential, batch)
                 except LdpsynthError as exc:
+                    self.metrics.rejected(collection, reports, exc)
                     return exc
-                commits.put_nowait(asyncio.create_task(self._commit_unless_full(admitted)))
-            return None
+                self.metrics.admitted(collection, admitted.reports)
+                commits.put_nowait((admitted, asyncio.create_task(self._commit_unless_full(admitted))))
         finally:
+            draining.cancel()
             commits.put_nowait(None)

@@ -130,7 +130,9 @@ class ServerConfig:
     of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
     writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
     ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
-    loss in the data directory (``--accept-lost-records``).
+    loss in the data directory (``--accept-lost-records``). ``metrics_port`` (None: off): serve
+    Prometheus metrics on ``metrics_host:metrics_port`` (``/metrics``); ``otlp_endpoint`` (None: off):
+    send trace spans, the replica's and the shard workers', to this OTLP/HTTP collector.
     """
 
     data_dir: Path | None
@@ -150,6 +152,9 @@ class ServerConfig:
     snapshot_ids: int = 1 << 20
     verbose: bool = False
     accept_lost_records: bool = False
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.cluster is None and self.data_dir is None:
@@ -171,11 +176,15 @@ class ServerConfig:
             ("max_inflight_batches", self.max_inflight_batches, 1, 1024),
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
             ("--snapshot-every", self.snapshot_ids, 1, 2**40),
+            ("--metrics-port", 0 if self.metrics_port is None else self.metrics_port, 0, 65535),
         )
         with _flag_checks():
             for name, value, low, high in checks:
                 check_int(value, name, low, high)
             check_seconds(self.grace_seconds, "--grace", allow_zero=True)
+        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
+                              f"(e.g. http://127.0.0.1:4318), got {self.otlp_endpoint[:200]!r}")
 
 
 class Catalog:
