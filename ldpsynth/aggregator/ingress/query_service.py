@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 
 QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
+QUERY_METHODS = ("Estimate", "Export")
 #: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64;
 #: MAX_BATCH_WEIGHTS, shared with the schema's limit on |D|).
 MAX_BATCH_QUERIES = 1 << 22

@@ -100,6 +100,20 @@ class ReplicaMetrics:
                                        ("collection", "kind"), buckets=QUERY_BUCKETS, registry=registry)
         self.query_rows = Counter("ldpsynth_query_rows_scanned_total", "Stored reports the answered queries and "
                                   "exports read.", ("collection", "kind"), registry=registry)
+        for name in (*catalog.names, "unknown"):  # every series from 0: a first increment counts in rate()
+            for _, reason in REASONS:
+                self.rejected_batches.labels(name, reason)
+                self.rejected_reports.labels(name, reason)
+                self.unacknowledged.labels(name, reason)
+            if name != "unknown":
+                self.quota_refusals.labels(name)
+                self.batch_reports.labels(name)
+                self.commit_seconds.labels(name)
+                for outcome in ("accepted", "duplicate"):
+                    self.reports.labels(name, outcome)
+                for kind in ("estimate", "export"):
+                    self.query_rows.labels(name, kind)
+                    self.query_seconds.labels(name, kind)
         self.workers = ShardCollector()
         registry.register(self.workers)
         registry.register(CollectionCollector(catalog, clock, self.workers))

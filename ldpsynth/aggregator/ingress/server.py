@@ -44,7 +44,7 @@ from grpc_reflection.v1alpha import reflection
 from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
 from ldpsynth.aggregator.ingress.auth import QUERY, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
-from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
+from ldpsynth.aggregator.ingress.query_service import QUERY_METHODS, QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
 from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.status import parse, rpc
@@ -95,7 +95,7 @@ class AggregatorServer:
         self.catalog = Catalog(config.collections, config.limits)
         self.clock = clock
         self.metrics = ReplicaMetrics(self.catalog, clock, version("ldpsynth"))
-        self.calls = self.metrics.calls.service(SERVICE_NAME)
+        self.calls = self.metrics.calls.service(SERVICE_NAME, ("GetCollection", "SubmitReports"))
         self.backend: Backend | None = None
         self._ingestor: Ingestor | None = None
         self._queries: QueryServicer | None = None
@@ -147,7 +147,7 @@ class AggregatorServer:
                                       sole_replica=self.backend.owns_workers, clock=self.clock)
             await self._ingestor.load_quota()
             self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate,
-                                          self.metrics.calls.service(QUERY_SERVICE_NAME), self.metrics)
+                                          self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics)
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
@@ -284,7 +284,8 @@ class AggregatorServer:
             self._monitor.cancel()
             await asyncio.gather(self._monitor, return_exceptions=True)
         try:
-            await asyncio.wait_for(self._no_streams.wait(), grace)
+            if self._streams:
+                await asyncio.wait_for(self._no_streams.wait(), grace)
         except asyncio.TimeoutError:
             log.warning("replica.drain_incomplete", f"{self._streams} report streams still committing after the "
                         f"grace of {grace:.1f} s: they are cancelled (their unacknowledged batches are resent)",

@@ -26,6 +26,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from ldpsynth.aggregator.observe import tracing
 
+#: gRPC's status codes, by name (every method's series start at 0 for each).
+GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+              "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+              "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
 #: Buckets (seconds) of call durations: 1 ms to 5 min (a report stream lasts as long as a device sends).
 CALL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -70,8 +74,15 @@ class CallMetrics:
                                  labels, buckets=CALL_BUCKETS, registry=registry)
         self.in_flight = Gauge("grpc_server_in_flight_calls", "Calls being served now.", labels, registry=registry)
 
-    def service(self, name: str) -> ServiceCalls:
-        """The recorder of the calls of service ``name`` (what a servicer keeps as ``calls``)."""
+    def service(self, name: str, methods: tuple[str, ...]) -> ServiceCalls:
+        """The recorder of the calls of service ``name`` (what a servicer keeps as ``calls``); the series of
+        its ``methods`` start at 0 (so that a first call counts in ``rate()`` and ``increase()``)."""
+        for method in methods:
+            self.started.labels(name, method)
+            self.seconds.labels(name, method)
+            self.in_flight.labels(name, method)
+            for code in GRPC_CODES:
+                self.handled.labels(name, method, code)
         return ServiceCalls(self, name)
 
 

@@ -375,12 +375,16 @@ class RayWorkers:
 
     async def stop_workers(self) -> None:
         """Close every worker (queued commits, a last snapshot) and end its actor (the owner of a
-        one-machine deployment only: in a cluster the workers outlive any replica)."""
-        try:
-            await self._all(lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
-        except (ShardUnavailable, ShardDamaged) as exc:
-            log.warning("workers.close_failed", f"a shard worker did not close cleanly ({exc}); its log stays "
-                        "complete", detail=str(exc))
+        one-machine deployment only: in a cluster the workers outlive any replica). Every close is
+        waited for before any actor ends, also when one fails."""
+        closed = await asyncio.gather(*(self._call(s, lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
+                                        for s in range(self.num_shards)), return_exceptions=True)
+        for failed in closed:
+            if isinstance(failed, (ShardUnavailable, ShardDamaged)):
+                log.warning("workers.close_failed", f"a shard worker did not close cleanly ({failed}); its log stays "
+                            "complete", detail=str(failed))
+            elif isinstance(failed, BaseException):
+                raise failed
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
 
