@@ -8,6 +8,9 @@ NOT_SERVING, report streams drained within ``--grace``, then ``stop``) and it ex
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
 
+``ldpsynth aggregator retire --data-dir DIR --collection NAME`` removes a closed collection from a
+stopped aggregator's data directory (:mod:`ldpsynth.aggregator.runtime.retire`).
+
 ``ldpsynth aggregator health --target HOST:PORT [--tls-ca CA.pem [--tls-cert C.pem --tls-key K.pem]]``
 asks the server's standard gRPC health service (exit 0 when SERVING): the container health check
 of ``docker/``; ``--tls-ca`` checks a TLS server, ``--tls-cert``/``--tls-key`` a mutual-TLS one.
@@ -98,6 +101,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--nats-tls-ca", type=Path, help="CA of the NATS servers' certificates (PEM)")
     verify.add_argument("--nats-tls-cert", type=Path, help="a client certificate for the NATS servers (PEM)")
     verify.add_argument("--nats-tls-key", type=Path, help="its private key (PEM)")
+    retire = add_command(
+        commands, "retire", retire_command,
+        help="remove a closed collection's reports and snapshots from a stopped aggregator's data directory",
+        description="Retire a closed collection (its schema's closes has passed; export it first) from the data "
+                    "directory of a stopped one-machine aggregator: its reports are removed from the log (the other "
+                    "collections' reports are copied to a new log layout, exactly once), its snapshots removed, and "
+                    "its name recorded as retired (serve refuses its card from then on; verify lists it). Prints "
+                    "JSON: what was removed and kept. Exit 0 when done; 2 when refused (not closed, unknown, already "
+                    "retired, a store verify finds unsound, a --data-dir in use): one line says why. Interrupted, it "
+                    "leaves DIR/retiring.json (serve and verify refuse the directory): run it again to finish.")
+    retire.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
+    retire.add_argument("--collection", required=True, help="the name of the closed collection to retire")
     check = add_command(
         commands, "health", health_command,
         help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
@@ -217,6 +232,15 @@ def verify_command(args: argparse.Namespace) -> int:
     result = asyncio.run(run())
     print(json.dumps(result.to_json(), indent=2))
     return 0 if result.ok else 1
+
+
+def retire_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator retire``."""
+    from ldpsynth.aggregator.runtime.retire import retire
+
+    done = asyncio.run(retire(str(args.data_dir), args.collection))
+    print(json.dumps(done.to_json(), indent=2))
+    return 0
 
 
 def health_command(args: argparse.Namespace) -> int:

@@ -102,6 +102,9 @@ class Backend:
             datadir = DataDir(config.data_dir)
             datadir.acquire()
             parts["datadir"] = datadir
+            interrupted = datadir.interrupted_retirement()
+            if interrupted is not None:
+                raise BackendError(interrupted)
             recorded = datadir.recorded_layout()
             embedded = EmbeddedNats(datadir.log_dir)
             parts["embedded"] = embedded
