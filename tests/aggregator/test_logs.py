@@ -68,12 +68,13 @@ def test_text_format_and_fields_that_may_not_be_logged() -> None:
     out = StringIO()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level  # pytest's own, put back below
-    events.configure("text", stream=out)
+    events.configure("text", stream=out, force=True)
     try:
         events.get("ldpsynth.test").info("replica.serving", "serving ['ratings'] on 127.0.0.1:1", shards=2)
         with pytest.raises(ValueError, match="token"):
             events.get("ldpsynth.test").info("x", "y", token="secret")
-        events.configure("json", stream=out)
+        events.configure("json", stream=StringIO())  # the root logger has handlers: nothing changes
+        events.configure("json", stream=out, force=True)
         logging.getLogger("nats.aio.client").warning("a library's line")
     finally:
         for handler in list(root.handlers):

@@ -112,7 +112,10 @@ def test_counters_move_by_exactly_what_was_sent(start_server: StartServer, rng: 
     wait_for(lambda: value(scrape(url), "ldpsynth_collection_rows", collection="ratings") == accepted,
              what="ldpsynth_collection_rows")
     after = scrape(url)
-    d = lambda name, **labels: delta(after, before, name, **labels)  # noqa: E731
+
+    def d(name: str, **labels: str) -> float:
+        return delta(after, before, name, **labels)
+
     assert d("ldpsynth_ingest_reports_total", collection="ratings", outcome="accepted") == accepted
     assert d("ldpsynth_ingest_reports_total", collection="ratings", outcome="duplicate") == duplicates
     assert d("ldpsynth_ingest_batch_reports_count", collection="ratings") == acknowledged_batches

@@ -76,14 +76,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-def configure(log_format: str, level: int = logging.INFO, stream: TextIO | None = None) -> None:
+def configure(log_format: str, level: int = logging.INFO, stream: TextIO | None = None, force: bool = False) -> None:
     """Send every log line of this process to ``stream`` (default stderr) in ``log_format`` ("text" or
-    "json"), replacing the handlers of the root logger."""
+    "json"). As :func:`logging.basicConfig`: nothing changes if the root logger has handlers already
+    (a host that configured logging, a test runner), unless ``force`` replaces them."""
     if log_format not in FORMATS:
         raise ValueError(f"--log-format: one of {', '.join(FORMATS)}, got {log_format!r}")
+    root = logging.getLogger()
+    if root.handlers and not force:
+        return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)

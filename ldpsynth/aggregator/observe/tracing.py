@@ -14,13 +14,17 @@ never a token, a peer address or a report.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from opentelemetry import context, propagate, trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 TRACER_NAME = "ldpsynth"
 #: Seconds between two exports of finished spans.
 EXPORT_EVERY = 1.0
-_provider: object | None = None
+_provider: TracerProvider | None = None
 
 
 def configure(endpoint: str | None, service: str) -> None:
@@ -45,7 +49,7 @@ def configure(endpoint: str | None, service: str) -> None:
 def flush() -> None:
     """Send the spans finished so far (before a process exits)."""
     if _provider is not None:
-        _provider.force_flush()  # type: ignore[attr-defined]
+        _provider.force_flush()
 
 
 def tracer() -> trace.Tracer:

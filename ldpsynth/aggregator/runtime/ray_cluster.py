@@ -330,7 +330,7 @@ class RayWorkers:
         def count(actor: Any) -> int | None:
             try:
                 return _restarts(actor)
-            except Exception:  # noqa: BLE001 (Ray's private state API raises its own errors while the GCS is away)
+            except (ray.exceptions.RayError, ConnectionError, RuntimeError, TimeoutError):  # the GCS is away
                 return None
         return [count(actor) for actor in self._actors]
 
