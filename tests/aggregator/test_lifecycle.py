@@ -65,8 +65,15 @@ def test_reports_only_while_open_releases_only_from_min_batch(start_server: Star
     assert value(scrape(url), "ldpsynth_collection_open", collection="windowed") == 0
 
     clock.now = OPENS
-    acks, code, _ = send(stub, reports(0, 300, rng), reports(1, 300, rng), reports(2, 50, rng))
-    assert code == grpc.StatusCode.OK and sum(a.accepted for a in acks) == 650
+    assert send(stub, reports(0, 60, rng))[1] == grpc.StatusCode.OK
+    with QueryClient(server.address, retry=RetryPolicy(max_attempts=1)) as analyst:  # a release of 60 reports
+        with pytest.raises(QueryError) as small:
+            analyst.estimate("windowed", queries=[{"kind": "marginal", "attributes": ["rating"]}])
+    assert small.value.status == "FAILED_PRECONDITION"
+    assert ("the queries were refused: the collection holds 60 reports, below the collection's minimum batch of 100 "
+            "reports (min_batch)") in str(small.value)
+    acks, code, _ = send(stub, reports(0, 240, rng), reports(1, 300, rng), reports(2, 50, rng))
+    assert code == grpc.StatusCode.OK and sum(a.accepted for a in acks) == 590
     assert value(scrape(url), "ldpsynth_collection_open", collection="windowed") == 1
 
     with QueryClient(server.address, retry=RetryPolicy(max_attempts=1)) as analyst:

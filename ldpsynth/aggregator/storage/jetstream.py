@@ -337,9 +337,9 @@ class ReplicatedLog:
         a retired collection is refused (its reports are gone: it is not served again under its name)."""
         try:
             meta = await self._meta_bucket()
-            retired = await self.retired()
-            if collection in retired:
-                raise LayoutError(f"collection {collection!r} was retired at {retired[collection].get('retired_at')} "
+            retired = await self._get(meta, _retired_key(collection))
+            if retired is not None:
+                raise LayoutError(f"collection {collection!r} was retired at {json.loads(retired).get('retired_at')} "
                                   "(its reports removed from the log): it is not served again; remove it from "
                                   "--collection, or serve a new collection under another name")
             try:
@@ -356,12 +356,17 @@ class ReplicatedLog:
 
     async def card(self, collection: str) -> str | None:
         """The registered card JSON of ``collection`` (``None``: not registered)."""
-        meta = await self._meta_bucket()
+        found = await self._get(await self._meta_bucket(), _collection_key(collection))
+        return None if found is None else found.decode("utf-8")
+
+    @staticmethod
+    async def _get(meta: KeyValue, key: str) -> bytes | None:
+        """The value of ``key`` (``None``: never set, deleted or purged)."""
         try:
-            entry = await meta.get(_collection_key(collection))
+            entry = await meta.get(key)
         except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
             return None
-        return (entry.value or b"").decode("utf-8")
+        return entry.value or b""
 
     # ----- retiring a collection (ldpsynth.aggregator.runtime.retire) ------------------------------------
     async def retired(self) -> dict[str, dict[str, object]]:
