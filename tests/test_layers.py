@@ -4,7 +4,8 @@ Statically (every import of every module, in functions too, read with ``ast``), 
 
 * ``ldpsynth.shared``: what both sides need; imports nothing else of ldpsynth;
 * ``ldpsynth.client``: the device SDK; shared only;
-* ``ldpsynth.aggregator``: ``errors``; ``storage`` (the log, the shard workers, the index, the data
+* ``ldpsynth.aggregator``: ``errors``; ``observe`` (log events, metrics, traces: what every layer above
+  records); ``storage`` (the log, the shard workers, the index, the data
   directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
   (gRPC and the web port: servers, handlers, auth, quotas, the status mapping), each importing only
   those before it;
@@ -34,8 +35,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ldpsynth"
 
-AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.storage", "ldpsynth.aggregator.runtime",
-              "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
+AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldpsynth.aggregator.storage",
+              "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
     *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1]]) for i, layer in enumerate(AGGREGATOR)),
@@ -110,7 +111,7 @@ def test_every_module_has_a_layer_and_the_roles_are_folders() -> None:
     assert len(found) > 140
     for name in found:
         layer_of(name)
-    for role in ("ingress", "storage", "runtime", "query"):
+    for role in ("ingress", "storage", "runtime", "query", "observe"):
         assert (PACKAGE / "aggregator" / role / "__init__.py").is_file()
     assert not [p for p in (PACKAGE / "aggregator").glob("*.py") if p.name not in ("__init__.py", "errors.py")]
 

@@ -12,8 +12,9 @@ from typing import ClassVar
 
 from ldpsynth.shared.errors import LdpsynthError, Status
 
-__all__ = ["BadRequest", "NotServed", "WrongState", "LimitExceeded", "Unauthenticated", "PermissionDenied", "TryLater",
-           "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed", "PinExpired"]
+__all__ = ["BadRequest", "NotServed", "WrongState", "OutsideLifecycle", "LimitExceeded", "QuotaExceeded",
+           "Unauthenticated", "PermissionDenied", "TryLater", "ShardUnavailable", "ShardFull", "ShardDamaged",
+           "WorkerStartFailed", "PinExpired"]
 
 
 class BadRequest(LdpsynthError):
@@ -35,10 +36,23 @@ class WrongState(LdpsynthError):
     refused_as: ClassVar[Status | None] = Status.FAILED_PRECONDITION
 
 
+class OutsideLifecycle(WrongState):
+    """A report for a collection that does not take reports now: not open yet, or closed
+    (FAILED_PRECONDITION; ``state`` is ``"not_open"`` or ``"closed"``, :mod:`ldpsynth.shared.lifecycle`)."""
+
+    def __init__(self, message: str, state: str):
+        super().__init__(message)
+        self.state = state
+
+
 class LimitExceeded(LdpsynthError):
     """Over a limit: a batch's size, a credential's quota, the message size (RESOURCE_EXHAUSTED)."""
 
     refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
+
+
+class QuotaExceeded(LimitExceeded):
+    """A batch that would take a credential over its quota in a collection (RESOURCE_EXHAUSTED)."""
 
 
 class Unauthenticated(LdpsynthError):

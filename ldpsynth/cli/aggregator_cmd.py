@@ -1,11 +1,16 @@
 """``ldpsynth aggregator serve``: run the aggregator (docs/contract.md, "Server process").
 
 Prints one JSON line ``{"event": "listening", "address": "HOST:PORT"}`` on stdout once it
-serves (the real port with ``--port 0``; with ``--web-port``, also ``"web_address"``); logs go to
-stderr. SIGTERM/SIGINT stop it gracefully (health NOT_SERVING, then ``stop(grace)``) and it exits 0.
+serves (the real port with ``--port 0``; with ``--web-port``, also ``"web_address"``; with
+``--metrics-port`` also ``"metrics": URL``); logs go to stderr, as text or (``--log-format json``) JSON
+lines. SIGTERM/SIGINT stop it gracefully (health NOT_SERVING, report streams drained within
+``--grace``, then ``stop``) and it exits 0.
 
 Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
+
+``ldpsynth aggregator retire --data-dir DIR --collection NAME`` removes a closed collection from a
+stopped aggregator's data directory (:mod:`ldpsynth.aggregator.runtime.retire`).
 
 ``ldpsynth aggregator health --target HOST:PORT [--tls-ca CA.pem [--tls-cert C.pem --tls-key K.pem]]``
 asks the server's standard gRPC health service (exit 0 when SERVING): the container health check
@@ -17,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import signal
 import sys
@@ -25,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpsynth.cli.options import add_command, add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
@@ -84,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--accept-lost-records", action="store_true",
                        help="serve a log that lost acknowledged records (e.g. restored from an older backup), giving "
                             "them up; the loss is recorded in --data-dir, and later starts and verify report it")
-    serve.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on stop (default 5)")
+    serve.add_argument("--grace", type=float, default=5.0,
+                       help="seconds open report streams and queries get to finish on SIGTERM (default 5)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     serve.add_argument("--web-port", type=int,
                        help="also serve the collection service to browsers on this TCP port, on --host: the Connect "
@@ -93,6 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--web-origins", metavar="ORIGIN[,ORIGIN...]", default="",
                        help="web pages allowed to call the web port from a browser (CORS), e.g. "
                             "https://survey.example.org; * allows any (default: none)")
+    add_observability_arguments(serve)
     verify = add_command(
         commands, "verify", verify_command,
         help="check every record of a log: checksums, positions, no id stored twice, cards, quotas",
@@ -118,6 +124,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "to every replica of the cluster (--shuffle-key); devices seal their reports to the public key, "
                     "which the replicas publish with each collection. Refuses to overwrite a file.")
     keygen.add_argument("--out", required=True, type=Path, metavar="FILE", help="the new key file (must not exist)")
+    retire = add_command(
+        commands, "retire", retire_command,
+        help="remove a closed collection's reports and snapshots from a stopped aggregator's data directory",
+        description="Retire a closed collection (its schema's closes has passed; export it first) from the data "
+                    "directory of a stopped one-machine aggregator: its reports are removed from the log (the other "
+                    "collections' reports are copied to a new log layout, exactly once), its snapshots removed, and "
+                    "its name recorded as retired (serve refuses its card from then on; verify lists it). Prints "
+                    "JSON: what was removed and kept. Exit 0 when done; 2 when refused (not closed, unknown, already "
+                    "retired, a store verify finds unsound, a --data-dir in use): one line says why. Interrupted, it "
+                    "leaves DIR/retiring.json (serve and verify refuse the directory): run it again to finish.")
+    retire.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
+    retire.add_argument("--collection", required=True, help="the name of the closed collection to retire")
     check = add_command(
         commands, "health", health_command,
         help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
@@ -134,6 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
+    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
     from ldpsynth.shared.protocol import Limits
 
@@ -172,14 +191,17 @@ def serve_command(args: argparse.Namespace) -> int:
         web_origins=tuple(o.strip().lower() for o in args.web_origins.split(",") if o.strip()),
         shuffle_key=args.shuffle_key,
         open_processes=args.open_processes,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+        otlp_endpoint=args.otlp_endpoint,
     )
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    events.configure(args.log_format)
     return asyncio.run(_serve(config))
 
 
 async def _serve(config: ServerConfig) -> int:
     from ldpsynth.aggregator.ingress.server import AggregatorServer
+    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.backend import WorkersDidNotStart
 
     server = AggregatorServer(config)
@@ -192,7 +214,7 @@ async def _serve(config: ServerConfig) -> int:
     if not starting.done():  # the start releases what it had started when it is cancelled
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
-        logging.getLogger(__name__).info("stopped while starting")
+        events.get(__name__).info("replica.stopped", "stopped while starting")
         return 0
     try:
         starting.result()  # bad flags or a damaged log raise here: one line, exit 2 (cli.main)
@@ -202,6 +224,8 @@ async def _serve(config: ServerConfig) -> int:
     listening = {"event": "listening", "address": server.address}
     if server.web_address:
         listening["web_address"] = server.web_address
+    if server.metrics_url is not None:
+        listening["metrics"] = server.metrics_url
     print(json.dumps(listening), flush=True)
     failed = asyncio.ensure_future(server.failed.wait())
     await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
@@ -255,6 +279,15 @@ def verify_command(args: argparse.Namespace) -> int:
     result = asyncio.run(run())
     print(json.dumps(result.to_json(), indent=2))
     return 0 if result.ok else 1
+
+
+def retire_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator retire``."""
+    from ldpsynth.aggregator.runtime.retire import retire
+
+    done = asyncio.run(retire(str(args.data_dir), args.collection))
+    print(json.dumps(done.to_json(), indent=2))
+    return 0
 
 
 def health_command(args: argparse.Namespace) -> int:

@@ -24,6 +24,22 @@ def add_tls_arguments(parser: argparse.ArgumentParser, certificate_help: str, ke
     parser.add_argument("--tls-key", metavar="FILE", help=key_help)
 
 
+def add_observability_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of a serving process's metrics, traces and logs (a replica; a shuffler):
+    ``--metrics-port``, ``--metrics-host``, ``--otlp-endpoint``, ``--log-format``."""
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics on http://METRICS_HOST:PORT/metrics (default: off; 0 picks a "
+                             "free port, logged)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address of the metrics port (default %(default)s; the endpoint has no authentication)")
+    parser.add_argument("--otlp-endpoint", metavar="URL",
+                        help="send trace spans to this OpenTelemetry collector over OTLP/HTTP, e.g. "
+                             "http://127.0.0.1:4318 (default: no tracing)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines on stderr: text for people (default) or JSON lines with an event name and "
+                             "fields")
+
+
 #: One numeric option: its flag, type, default and help.
 NumberOption = tuple[str, type, float, str]
 

@@ -24,6 +24,7 @@ __all__ = [
     "release_groups",
     "batch_groups",
     "check_min_batch",
+    "releases_by_group",
     "ladder",
     "central_at",
     "accountant_available",
@@ -45,20 +46,22 @@ _cache: OrderedDict[tuple[float, int, int, float, int], float] = OrderedDict()
 
 
 class BelowMinimumBatch(LdpsynthError):
-    """Fewer reports than a shuffled collection's minimum batch: nothing is released (FAILED_PRECONDITION).
+    """Fewer reports than the collection's minimum batch: nothing is released (FAILED_PRECONDITION).
 
-    The aggregator raises it as its ``WrongState``; the message names the group, its count and the minimum.
+    The aggregator raises it as its ``WrongState``; the message names the group, its count, the minimum
+    and the field that sets it (``min_batch``, or ``shuffle.min_batch`` of a shuffled collection).
     """
 
     refused_as: ClassVar[Status | None] = Status.FAILED_PRECONDITION
 
-    def __init__(self, what: str, group: str, count: int, minimum: int, groups: int):
-        self.group, self.count, self.minimum = group, count, minimum
+    def __init__(self, what: str, group: str, count: int, minimum: int, groups: int, field: str = "min_batch"):
+        self.group, self.count, self.minimum, self.field = group, count, minimum, field
         where = f"group {group!r}" if group else "the collection"
         others = f" ({groups} groups below it)" if groups > 1 else ""
+        why = ("a shuffle of fewer reports amplifies too little" if field.startswith("shuffle.")
+               else "answers from fewer reports describe too few devices")
         super().__init__(f"{what} refused: {where} holds {count} reports, below the collection's minimum batch of "
-                         f"{minimum} reports (shuffle.min_batch){others}; a shuffle of fewer reports amplifies "
-                         "too little, so nothing is released from them")
+                         f"{minimum} reports ({field}){others}; {why}, so nothing is released from them")
 
 
 @dataclass(frozen=True, eq=False)
@@ -276,16 +279,24 @@ def _cut_namer(full: list[str]) -> Callable[[int], str]:
     return lambda c: full[c] if c >= 0 else "outside every cut's S x T"
 
 
-def check_min_batch(spec: ShuffleSpec | None, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
+def check_min_batch(schema: Schema, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
     """Raise :class:`BelowMinimumBatch` (naming the smallest group) when a group holds fewer reports than
-    ``spec.min_batch``; nothing to check for an unshuffled collection."""
-    if spec is None or not len(counts):
+    the schema's minimum batch (:attr:`~ldpsynth.shared.schema.Schema.minimum_batch`: ``min_batch``, or a
+    shuffled collection's ``shuffle.min_batch`` when larger); nothing to check for a minimum of 1."""
+    minimum, field = schema.minimum_batch
+    if minimum <= 1 or not len(counts):
         return
-    low = np.flatnonzero(np.asarray(counts) < spec.min_batch)
+    low = np.flatnonzero(np.asarray(counts) < minimum)
     if low.size:
         first = int(low[np.argmin(np.asarray(counts)[low])])
         group = labels[first] if labels[first] != "all rows" else ""
-        raise BelowMinimumBatch(what, group, int(counts[first]), spec.min_batch, int(low.size))
+        raise BelowMinimumBatch(what, group, int(counts[first]), minimum, int(low.size), field)
+
+
+def releases_by_group(schema: Schema) -> bool:
+    """Whether a release of ``schema`` is checked or stated per group of rows: a shuffled collection
+    (its central guarantee is per group) or one with a minimum batch."""
+    return schema.shuffle is not None or schema.minimum_batch[0] > 1
 
 
 # ----- the accountant, grouped -------------------------------------------------------------------

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import SchemaError, ValidationError
+from ldpsynth.shared.lifecycle import Lifecycle, format_time, parse_time
 from ldpsynth.shared.mechanisms.registry import MECHANISMS, max_domain_size
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_epsilon, check_int, check_real
 
@@ -522,12 +523,19 @@ class Schema:
     mechanism : str, default "E"
         ``"E"`` (k-ary randomized response, WYZ eq. 16) or a frequency oracle, ``"OUE"``,
         ``"OLH"``, ``"HR"``, ``"SS"`` (:mod:`ldpsynth.shared.mechanisms`).
+    opens, closes : int or None, default None
+        The lifecycle (:mod:`ldpsynth.shared.lifecycle`): when the collection starts and stops
+        taking reports, in whole seconds since the Unix epoch; ``None``: not given.
+    min_batch : int, default 1
+        The fewest reports a release or answer is computed from: an integer in
+        [1, :data:`MAX_MIN_BATCH`].
 
     Raises
     ------
     SchemaError
         A :class:`~ldpsynth.shared.errors.ValidationError` naming the field (``name``, ``epsilon``,
-        ``attributes``, ``shuffle``, ``mechanism``) that is out of its legal range.
+        ``attributes``, ``shuffle``, ``mechanism``, ``opens``,
+        ``closes``, ``min_batch``) that is out of its legal range.
     """
 
     name: str
@@ -535,6 +543,9 @@ class Schema:
     attributes: tuple[Attribute, ...]
     shuffle: ShuffleSpec | None = None
     mechanism: str = "E"
+    opens: int | None = None
+    closes: int | None = None
+    min_batch: int = 1
     _by_name: dict[str, Attribute] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -560,6 +571,10 @@ class Schema:
             raise SchemaError("shuffle", "a ShuffleSpec or None", f"got {type(self.shuffle).__name__}")
         with _schema_field():
             check_choice(self.mechanism, "mechanism", MECHANISMS)
+            object.__setattr__(self, "min_batch", check_int(self.min_batch, "min_batch", 1, MAX_MIN_BATCH))
+            for key in ("opens", "closes"):
+                if getattr(self, key) is not None:
+                    check_int(getattr(self, key), key, -(2**62), 2**62, legal="whole seconds since the Unix epoch")
         if self.mechanism != "E":
             if self.shuffle is not None:
                 raise SchemaError("mechanism", "'E' in a collection with a shuffle block (its central guarantee is "
@@ -569,6 +584,21 @@ class Schema:
             if self.private_domain_size > largest:
                 raise SchemaError("mechanism", f"E, or {self.mechanism} over a private domain of at most "
                                   f"{largest} values", f"got |D| = {self.private_domain_size}")
+        Lifecycle(self.opens, self.closes)  # closes after opens
+
+    # ----- lifecycle -----------------------------------------------------------------------
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """When the collection takes reports."""
+        return Lifecycle(self.opens, self.closes)
+
+    @property
+    def minimum_batch(self) -> tuple[int, str]:
+        """The fewest reports a release is computed from, and the field that sets it: the larger of
+        ``min_batch`` and a shuffled collection's ``shuffle.min_batch`` (1, ``"min_batch"``: no minimum)."""
+        if self.shuffle is not None and self.shuffle.min_batch > self.min_batch:
+            return self.shuffle.min_batch, "shuffle.min_batch"
+        return self.min_batch, "min_batch"
 
     # ----- views -------------------------------------------------------------------------
     @property
@@ -852,6 +882,12 @@ class Schema:
             out["shuffle"] = self.shuffle.to_json()
         if self.mechanism != "E":  # absent for E: E's schemas, and so its cards and fingerprints, stay as they were
             out["mechanism"] = self.mechanism
+        if self.opens is not None:
+            out["opens"] = format_time(self.opens)
+        if self.closes is not None:
+            out["closes"] = format_time(self.closes)
+        if self.min_batch != 1:
+            out["min_batch"] = self.min_batch
         return out
 
     def dumps(self) -> str:
@@ -889,9 +925,10 @@ class Schema:
                 obj = jsonio.loads(obj, "schema", "a JSON object")
         if not isinstance(obj, Mapping):
             raise SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object")
-        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle", "mechanism"}
+        extra = set(obj) - {"name", "epsilon", "attributes", "shuffle", "mechanism", "opens", "closes", "min_batch"}
         if extra:
-            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle, mechanism",
+            raise SchemaError("schema", "fields name, epsilon, attributes, shuffle, mechanism, opens, closes, "
+                              "min_batch",
                               f"unknown fields {sorted(extra)}")
         attrs = obj.get("attributes")
         if not isinstance(attrs, list) or not attrs:
@@ -901,8 +938,9 @@ class Schema:
         with _schema_field():
             epsilon = check_epsilon(obj["epsilon"], "epsilon")
         shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
+        opens, closes = (parse_time(obj[key], key) if key in obj else None for key in ("opens", "closes"))
         return cls(cast(str, obj.get("name")), epsilon, tuple(_attribute_from_json(a, i) for i, a in enumerate(attrs)),
-                   shuffle, obj.get("mechanism", "E"))
+                   shuffle, obj.get("mechanism", "E"), opens, closes, obj.get("min_batch", 1))
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:

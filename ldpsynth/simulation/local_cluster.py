@@ -25,6 +25,7 @@ from typing import Any
 
 import ray
 
+from ldpsynth.aggregator.observe.histogram import HistogramSnapshot
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats, _free_port
 from ldpsynth.aggregator.storage.segments import WorkerStatus
 
@@ -281,7 +282,10 @@ class LocalCluster:
             "name = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
             f"if a['name'].endswith('-shard-{shard:03d}')][0]\n"
             "print(json.dumps(dataclasses.asdict(ray.get(ray.get_actor(name).status.remote()))))")
-        return WorkerStatus(**{**found, "notes": tuple(tuple(note) for note in found["notes"])})
+        histograms = {key: HistogramSnapshot(tuple(found[key]["bounds"]), tuple(found[key]["cumulative"]),
+                                             found[key]["count"], found[key]["total"])
+                      for key in ("commit_seconds", "append_seconds") if found.get(key)}
+        return WorkerStatus(**{**found, "notes": tuple(tuple(note) for note in found["notes"]), **histograms})
 
     def stop(self) -> None:
         for replica in self.replicas:

@@ -123,18 +123,19 @@ def base_config(data_dir: Path, **changes: Any) -> ServerConfig:
 
 
 class ServerThread:
-    """An :class:`AggregatorServer` on its own event loop in a background thread."""
+    """An :class:`AggregatorServer` on its own event loop in a background thread (``clock``: the
+    server's clock, seconds since the epoch; default the real one)."""
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] | None = None):
         self.config = config
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.server = self.run(self._create())
+        self.server = self.run(self._create(clock))
         self.address = self.run(self.server.start(), timeout=START_TIMEOUT)
 
-    async def _create(self) -> AggregatorServer:
-        return AggregatorServer(self.config)
+    async def _create(self, clock: Callable[[], float] | None) -> AggregatorServer:
+        return AggregatorServer(self.config) if clock is None else AggregatorServer(self.config, clock)
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
@@ -158,9 +159,9 @@ def start_server(ray_address: str, tmp_path: Path) -> Iterator[Callable[..., Ser
     """Factory of in-process servers (stopped at the end of the test)."""
     servers: list[ServerThread] = []
 
-    def start(**changes: Any) -> ServerThread:
+    def start(clock: Callable[[], float] | None = None, **changes: Any) -> ServerThread:
         changes.setdefault("data_dir", tmp_path / f"data{len(servers)}")
-        server = ServerThread(base_config(**changes))
+        server = ServerThread(base_config(**changes), clock)
         servers.append(server)
         return server
 

@@ -58,7 +58,7 @@ class LocalShards:
     def num_shards(self) -> int:
         return len(self.workers)
 
-    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
+    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
         await asyncio.sleep(0.002)  # let concurrent batches queue up, as a real commit does

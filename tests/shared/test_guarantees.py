@@ -143,6 +143,31 @@ def test_below_the_minimum_batch_offline_is_refused_naming_the_group():
     assert answers.guarantees.counts.tolist() == [399]
 
 
+def test_min_batch_of_any_collection_refuses_small_releases_and_small_groups_with_its_field():
+    """The schema's min_batch (no shuffle block): the same groups and the same refusal, no guarantees to state."""
+    plain = Schema.from_json({"name": "r", "epsilon": 2.0, "attributes": ATTRIBUTES, "min_batch": 150})
+    assert plain.minimum_batch == (150, "min_batch") and G.releases_by_group(plain)
+    r = release({(0, 0): 300, (1, 0): 99}, np.random.default_rng(3), plain)
+    grouped = {"kind": "grouped", "attribute": "movie", "tables": [{"value": 1, "weights": [1, 2, 3, 4, 5]}]}
+    with pytest.raises(G.BelowMinimumBatch) as caught:
+        estimate_release(r, [grouped])
+    assert (caught.value.group, caught.value.count, caught.value.minimum, caught.value.field) == ("movie=1", 99, 150,
+                                                                                                  "min_batch")
+    assert "(min_batch)" in str(caught.value) and "amplifies" not in str(caught.value)
+    answers = estimate_release(r, [{"kind": "linear", "weights": [1, 2, 3, 4, 5]}])   # 399 rows in all
+    assert answers.n == 399 and answers.guarantees is None
+    small = release({(0, 0): 100, (1, 0): 49}, np.random.default_rng(4), plain)
+    with pytest.raises(G.BelowMinimumBatch) as caught:
+        estimate_release(small, [{"kind": "linear", "weights": [1, 2, 3, 4, 5]}])
+    assert (caught.value.group, caught.value.count) == ("", 149) and "the collection holds 149" in str(caught.value)
+    # Beside a shuffle block, the larger minimum applies, named by its field.
+    both = Schema.from_json({"name": "r", "epsilon": 2.0, "attributes": ATTRIBUTES, "min_batch": 150,
+                             "shuffle": SHUFFLE})
+    assert both.minimum_batch == (150, "min_batch")
+    assert schema(SHUFFLE).minimum_batch == (100, "shuffle.min_batch")
+    assert Schema.from_json({"name": "r", "epsilon": 2.0, "attributes": ATTRIBUTES}).minimum_batch == (1, "min_batch")
+
+
 # ----- the accountant, grouped ---------------------------------------------------------------------
 def test_the_ladder_is_exact_at_the_smallest_count_and_never_above_a_count():
     counts = np.array([10_000, 10_001, 12_000, 20_000, 1_000_000, 999_999, 10_000])

@@ -4,7 +4,8 @@ Independent of gRPC transport and of Ray (the shards are any :class:`ShardBacken
 tested without a server. Per batch (docs/contract.md §6 "What the server does with a batch", §7):
 
 1. **Admission** (:meth:`Ingestor.admit`), in stream order: the collection must be served
-   (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED); the
+   (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED), and take reports
+   now by the injected clock (its ``opens``/``closes``; else FAILED_PRECONDITION naming the time); the
    ``mechanism_version`` must match (FAILED_PRECONDITION); the batch must have at most
    ``max_batch_reports`` reports (RESOURCE_EXHAUSTED); every field is decoded and checked
    against the schema (INVALID_ARGUMENT naming the field, position and legal range, never a
@@ -14,22 +15,32 @@ tested without a server. Per batch (docs/contract.md §6 "What the server does w
    8 bytes, little-endian, modulo the shard count: a retried report always meets its earlier
    copy), each shard's part joins that shard's next group commit, and the ack is built once
    *every* part is durable. If any shard fails, the batch is not acknowledged (UNAVAILABLE);
-   parts that did commit are found as duplicates when the client retries.
+   parts that did commit are found as duplicates when the client retries. The commit is one trace
+   span; each shard's group commit continues it (the first batch's trace, links to the others').
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import LimitExceeded, ShardFull, ShardUnavailable, TryLater, WrongState
+from ldpsynth.aggregator.errors import (
+    LimitExceeded,
+    OutsideLifecycle,
+    QuotaExceeded,
+    ShardFull,
+    ShardUnavailable,
+    TryLater,
+    WrongState,
+)
 from ldpsynth.aggregator.ingress.auth import Credential
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.group_commit import GroupCommitter
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
@@ -38,7 +49,7 @@ from ldpsynth.shared.protocol import reports_from_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 #: Seconds a busy shard's group commit waits for more batches (one Ray call per group per shard).
 REPLICA_LINGER = 0.003
@@ -51,7 +62,7 @@ class ShardBackend(Protocol):
     @property
     def num_shards(self) -> int: ...
 
-    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome: ...
+    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome: ...
 
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int: ...
 
@@ -94,23 +105,35 @@ class Admitted:
     reserved: int
     parts: tuple[tuple[int, Segment], ...]
 
+    @property
+    def reports(self) -> int:
+        return sum(len(segment) for _, segment in self.parts)
+
 
 class Ingestor:
     """Admits and commits report batches for the collections of a :class:`Catalog`."""
 
     def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int,
-                 sole_replica: bool = True):
+                 sole_replica: bool = True, clock: Callable[[], float] = time.time):
         self._catalog = catalog
         self._backend = backend
         self._quota = quota
         self._sole_replica = sole_replica
+        self._clock = clock
         self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, REPLICA_LINGER)
                             for s in range(backend.num_shards)]
 
     def _commit_to(self, shard: int) -> Callable[[list[Segment]], Awaitable[CommitOutcome]]:
-        """The commit of ``shard``'s groups: through the backend as it is at call time."""
+        """The commit of ``shard``'s groups: through the backend as it is at call time, in a span that
+        continues the first batch's trace and links the others'."""
         async def commit(segments: list[Segment]) -> CommitOutcome:
-            return await self._backend.commit(shard, segments)
+            carriers = [s.trace for s in segments if s.trace]
+            with tracing.tracer().start_as_current_span(
+                    "ldpsynth.shard.commit_call", context=tracing.extract(carriers[0]) if carriers else None,
+                    links=tracing.links(carriers[1:]),
+                    attributes={"ldpsynth.shard": shard, "ldpsynth.batches": len(segments),
+                                "ldpsynth.reports": sum(len(s) for s in segments)}):
+                return await self._backend.commit(shard, segments, tracing.carrier())
         return commit
 
     @property
@@ -141,6 +164,9 @@ class Ingestor:
         """Check a batch and reserve its quota; raise (an error with its status) to reject it whole."""
         credential.require_collection(batch.collection)
         info = self._catalog.get(batch.collection)
+        refusal = info.schema.lifecycle.refusal(batch.collection, self._clock())
+        if refusal is not None:
+            raise OutsideLifecycle(refusal, info.schema.lifecycle.state(self._clock()))
         if batch.mechanism_version != info.card.version:
             raise WrongState(f"mechanism_version: expected {info.card.version!r} for collection "
                              f"{batch.collection!r}, got {batch.mechanism_version[:64]!r}")
@@ -186,7 +212,7 @@ class Ingestor:
                 raise TryLater("a storage shard is unavailable; retry the batch") from exc
             new = n - sum(existing)
             if new > self._quota.available(key, limit):
-                raise LimitExceeded(f"max_rows_per_client: credential {key[1]!r} may store at most {limit} "
+                raise QuotaExceeded(f"max_rows_per_client: credential {key[1]!r} may store at most {limit} "
                                     f"reports in collection {key[0]!r}; {self._quota.used(key)} are stored and this "
                                     f"batch adds {new}")
         self._quota.reserve(key, new)
@@ -201,9 +227,13 @@ class Ingestor:
         return await asyncio.shield(self._commit(admitted))
 
     async def _commit(self, admitted: Admitted) -> pb.BatchAck:
-        outcomes = await asyncio.gather(*(self._committers[shard].enqueue(segment)
-                                          for shard, segment in admitted.parts),
-                                        return_exceptions=True)
+        with tracing.tracer().start_as_current_span(
+                "ldpsynth.ingest.commit", attributes={"ldpsynth.collection": admitted.quota_key[0],
+                                                      "ldpsynth.reports": admitted.reports}):
+            trace = tracing.carrier()
+            outcomes = await asyncio.gather(*(self._committers[shard].enqueue(replace(segment, trace=trace))
+                                              for shard, segment in admitted.parts),
+                                            return_exceptions=True)
         accepted = duplicates = 0
         failed: BaseException | None = None
         for (shard, _), outcome in zip(admitted.parts, outcomes):
@@ -217,9 +247,10 @@ class Ingestor:
             duplicates += dup
         self._quota.release(admitted.quota_key, admitted.reserved)
         if isinstance(failed, ShardFull):
-            log.error("the log's storage is full (%s): batches are refused until an operator adds space", failed)
+            log.error("log.full", f"the log's storage is full ({failed}): batches are refused until an operator "
+                      "adds space", detail=str(failed))
         elif isinstance(failed, ShardUnavailable):
-            log.warning("batch not acknowledged: %s", failed)
+            log.warning("batch.unacknowledged", f"batch not acknowledged: {failed}", detail=str(failed))
         if failed is not None:
             raise failed
         return pb.BatchAck(sequence=admitted.sequence, accepted=accepted, duplicates=duplicates)

@@ -21,8 +21,9 @@ limit, before anything of the reply is sent.
 
 from __future__ import annotations
 
-import logging
+import time
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
@@ -30,6 +31,7 @@ import numpy as np
 from ldpsynth.aggregator.errors import LimitExceeded
 from ldpsynth.aggregator.ingress.auth import QUERY, Credential
 from ldpsynth.aggregator.ingress.status import parse, rpc
+from ldpsynth.aggregator.observe.metrics import ServiceCalls
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import private_wire
@@ -40,9 +42,11 @@ from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
 from ldpsynth.shared.validation import check_probability
 from ldpsynth.shared.wire import query_pb2 as qpb
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 
 QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
+QUERY_METHODS = ("Estimate", "Export")
 #: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64;
 #: MAX_BATCH_WEIGHTS, shared with the schema's limit on |D|).
 MAX_BATCH_QUERIES = 1 << 22
@@ -67,11 +71,15 @@ def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
 
 
 class QueryServicer:
-    """The handlers; ``authenticate`` maps a call's context to its :class:`Credential`."""
+    """The handlers; ``authenticate`` maps a call's context to its :class:`Credential`; ``calls`` records
+    the calls, ``metrics`` the durations and rows of the answered ones."""
 
-    def __init__(self, engine: QueryEngine, authenticate: Callable[[grpc.aio.ServicerContext], Credential]):
+    def __init__(self, engine: QueryEngine, authenticate: Callable[[grpc.aio.ServicerContext], Credential],
+                 calls: ServiceCalls, metrics: ReplicaMetrics):
         self.engine = engine
         self._authenticate = authenticate
+        self.calls = calls
+        self._metrics = metrics
 
     def handlers(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(QUERY_SERVICE_NAME, {
@@ -108,7 +116,9 @@ class QueryServicer:
             reader.add(request)
         if reader is None:
             raise ValidationError("requests", "at least one EstimateRequest naming the collection", "none sent")
+        start = time.perf_counter()
         answers = await self.engine.estimate(collection, reader.batch(), level)
+        self._metrics.query(collection, "estimate", answers.n, time.perf_counter() - start)
         for page in answer_pages(answers, max_bytes=info.limits.max_message_bytes):
             await context.write(page)
 
@@ -124,8 +134,10 @@ class QueryServicer:
                                 f"{head.ByteSize()} bytes, over the server's message limit of {limit} bytes "
                                 "(--max-message-bytes)")
         chunk_rows = export_chunk_rows(info.schema, limit)
+        start = time.perf_counter()
         rows = await self.engine.export_rows(request.collection)
         guarantees = await self.engine.release_guarantees(request.collection, rows)  # refused below min_batch
+        self._metrics.query(request.collection, "export", len(rows), time.perf_counter() - start)
         head.rows = len(rows)
         if guarantees is not None:
             head.guarantees.CopyFrom(guarantees_to_proto(guarantees))

@@ -21,18 +21,23 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
   begins. Reflection only when asked for; message size limits as server options.
 * Any number of replicas may serve the same collections (cluster mode): they keep no state, a
   report retried through another replica is still stored once (the shard workers deduplicate).
-* Graceful stop: health NOT_SERVING, batches arriving from then on get UNAVAILABLE (clients
-  retry elsewhere or later), ``stop(grace)`` lets in-flight RPCs finish, then the backend closes.
-
-Logs carry lifecycle events and rejected-batch statuses; never tokens, peer addresses or
-report values.
+* Graceful stop (:meth:`AggregatorServer.stop`, SIGTERM): health NOT_SERVING; new report streams
+  get UNAVAILABLE; every open report stream is drained: the batches it had admitted are committed
+  and acknowledged, then it ends with UNAVAILABLE (clients resend the rest elsewhere or later); the
+  streams get ``grace`` seconds for that, then ``stop`` cancels what is left (queries too); then the
+  backend closes. No stream ends without a status, no acknowledged report is lost.
+* Operating it (:mod:`ldpsynth.aggregator.observe`): Prometheus metrics on ``--metrics-port``
+  (:mod:`~ldpsynth.aggregator.ingress.replica_metrics`), trace spans to ``--otlp-endpoint``, log
+  events (JSON lines with ``--log-format json``). Logs, labels and spans carry counts, names of
+  collections, shards and statuses; never tokens, peer addresses or report values.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,23 +49,27 @@ from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable
 from ldpsynth.aggregator.ingress.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
-from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME, QueryServicer
+from ldpsynth.aggregator.ingress.query_service import QUERY_METHODS, QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
+from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
+from ldpsynth.aggregator.observe import events, tracing
+from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
+from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 if TYPE_CHECKING:
     from ldpsynth.aggregator.runtime.ray_cluster import RayWorkers
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 #: Seconds between two health checks of the shard workers.
@@ -83,24 +92,34 @@ class AggregatorServer:
     """One replica: backend, ingest, queries, gRPC server.
 
     Use ``await start()``, then ``address``; ``await stop()`` for a graceful stop; ``failed`` is
-    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died).
+    set (with ``failure``) when the replica cannot go on (its embedded Ray runtime died). ``clock``
+    (seconds since the epoch) decides which collections take reports; tests inject one.
     """
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time):
         self.config = config
         self.catalog = Catalog(config.collections, config.limits)
+        self.clock = clock
+        self.metrics = ReplicaMetrics(self.catalog, clock, version("ldpsynth"))
+        self.calls = self.metrics.calls.service(SERVICE_NAME, ("GetCollection", "SubmitReports", "SubmitBatch",
+                                                                         "SubmitShuffled"))
         self.backend: Backend | None = None
         self._ingestor: Ingestor | None = None
         self._shuffled: ShuffledIngest | None = None
         self._queries: QueryServicer | None = None
         self._server: grpc.aio.Server | None = None
         self._web: WebServer | None = None
+        self._endpoint: MetricsEndpoint | None = None
         self._health = health.aio.HealthServicer()
         self._authenticator: Authenticator | None = None
         self._monitor: asyncio.Task[None] | None = None
         self._serving = (False, False)  # (ingest, queries) as the health service says
         self._storage_full = asyncio.Event()  # set while the log's storage is full
         self._stopping = False
+        self._draining = asyncio.Event()  # set as a graceful stop begins: open report streams end
+        self._streams = 0  # report streams open
+        self._no_streams = asyncio.Event()
+        self._no_streams.set()
         self._stopped = asyncio.Event()
         self.failed = asyncio.Event()
         self.failure = ""
@@ -108,26 +127,40 @@ class AggregatorServer:
         self.web_address = ""
 
     # ----- lifecycle --------------------------------------------------------------------------
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT/metrics`` when metrics are served."""
+        return None if self._endpoint is None else self._endpoint.url
+
     async def start(self) -> str:
         """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = self._server_credentials()
+        tracing.configure(config.otlp_endpoint, "ldpsynth-replica")
         await self._set_health(False, False)
         loop = asyncio.get_running_loop()
         try:
+            if config.metrics_port is not None:  # first: a scrape sees the replica start (NOT_SERVING)
+                try:
+                    self._endpoint = MetricsEndpoint(self.metrics.registry, config.metrics_host, config.metrics_port)
+                except OSError as exc:
+                    where = _host_port(config.metrics_host, config.metrics_port)
+                    raise ConfigError(f"--metrics-host/--metrics-port: cannot listen on {where} ({exc.strerror})") \
+                        from None
             self.backend = await Backend.open(config, self.catalog,
                                               lambda reason: loop.call_soon_threadsafe(self._fail, reason))
             workers = self.backend.workers
             quota = QuotaBook(workers.num_shards)
             self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
-                                      sole_replica=self.backend.owns_workers)
+                                      sole_replica=self.backend.owns_workers, clock=self.clock)
             await self._ingestor.load_quota()
             self.catalog.publish_sealing(None if self.backend.opening_key is None else self.backend.opening_key.public)
             self._shuffled = ShuffledIngest(self.catalog, self._ingestor, self.backend.opening_key,
                                             config.open_processes)
-            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate)
+            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._authenticate,
+                                          self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics)
             self._server = self._build_server()
             port = self._bind(credentials)
             await self._server.start()
@@ -144,11 +177,16 @@ class AggregatorServer:
         await self._set_health(True, True)
         self._monitor = asyncio.create_task(self._watch_workers())
         key = self.backend.opening_key
-        log.info("serving %s on %s: layout %s, %d shards, %s", self.catalog.names, self.address, self.backend.layout.id,
-                 workers.num_shards, "no sealed reports" if key is None else f"sealing key {key.key_id.hex()}")
+        log.info("replica.serving", f"serving {self.catalog.names} on {self.address}: layout {self.backend.layout.id}, "
+                 f"{workers.num_shards} shards, "
+                 + ("no sealed reports" if key is None else f"sealing key {key.key_id.hex()}"),
+                 collections=self.catalog.names, layout=self.backend.layout.id, shards=workers.num_shards,
+                 metrics=self.metrics_url is not None, tracing=config.otlp_endpoint is not None,
+                 sealing_key=None if key is None else key.key_id.hex())
         if self._web is not None:
-            log.info("web port (Connect, gRPC-Web) on %s, origins allowed: %s", self.web_address,
-                     ", ".join(config.web_origins) or "none")
+            log.info("replica.web_port", f"web port (Connect, gRPC-Web) on {self.web_address}, origins allowed: "
+                     + (", ".join(config.web_origins) or "none"), web_address=self.web_address,
+                     origins=list(config.web_origins))
         return self.address
 
     def _fail(self, reason: str) -> None:
@@ -160,12 +198,14 @@ class AggregatorServer:
         QueryService when queries can be answered (a full log stops the first, not the second)."""
         self._serving = (ingest, queries)
         for service, serving in (("", ingest), (SERVICE_NAME, ingest), (QUERY_SERVICE_NAME, queries)):
+            self.metrics.serving.labels(service or "all").set(1 if serving else 0)
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING if serving
                                    else health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def _watch_workers(self) -> None:
         """Health follows the shard workers (NOT_SERVING while one cannot answer or is damaged) and the
-        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`)."""
+        log's storage (ingest NOT_SERVING while it is full; :meth:`Backend.check_storage`); the metrics
+        of the workers are refreshed on the way."""
         assert self.backend is not None
         while not self._stopping:
             await asyncio.sleep(HEALTH_INTERVAL)
@@ -175,6 +215,8 @@ class AggregatorServer:
                 self._storage_full.set()
             else:
                 self._storage_full.clear()
+            self.metrics.storage_full.set(1 if full is not None else 0)
+            await self._observe_workers()
             try:
                 await self.backend.workers.status()
                 healthy, reason = True, ""
@@ -185,12 +227,27 @@ class AggregatorServer:
             serving = (healthy and full is None, healthy)
             if serving != self._serving:
                 if serving == (True, True):
-                    log.info("every shard worker answers and the log has room: SERVING")
+                    log.info("replica.health", "every shard worker answers and the log has room: SERVING",
+                             ingest="SERVING", queries="SERVING")
                 elif not healthy:
-                    log.warning("NOT_SERVING: %s", reason)
+                    log.warning("replica.health", f"NOT_SERVING: {reason}", ingest="NOT_SERVING",
+                                queries="NOT_SERVING", detail=reason)
                 else:
-                    log.warning("ingest NOT_SERVING, queries SERVING: %s", full)
+                    log.warning("replica.health", f"ingest NOT_SERVING, queries SERVING: {full}",
+                                ingest="NOT_SERVING", queries="SERVING", detail=full)
                 await self._set_health(*serving)
+
+    async def _observe_workers(self) -> None:
+        """The workers' statuses as they are (a restarted one says it is restoring), the logs' last
+        sequences and Ray's restart counts, for the metrics."""
+        assert self.backend is not None
+        backend = self.backend
+        statuses = await backend.workers.statuses()
+        states = await asyncio.gather(*(backend.log.state(k) for k in range(backend.workers.num_shards)),
+                                      return_exceptions=True)
+        restarts = await asyncio.to_thread(backend.workers.restarts)
+        self.metrics.workers.update(statuses, [None if isinstance(s, BaseException) else s.last for s in states],
+                                    restarts)
 
     def _server_credentials(self) -> grpc.ServerCredentials | None:
         tls = self.config.tls
@@ -237,21 +294,37 @@ class AggregatorServer:
             raise ConfigError(f"--host/--port: cannot listen on {target} ({exc})") from None
 
     async def stop(self, grace: float | None = None) -> None:
-        """Graceful stop: NOT_SERVING, refuse new batches, ``stop(grace)``, close the backend."""
+        """Graceful stop (see the module docstring): NOT_SERVING, drain the report streams within
+        ``grace`` seconds (default ``--grace``), ``stop`` the server, close the backend."""
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
+        loop = asyncio.get_running_loop()
+        grace = self.config.grace_seconds if grace is None else grace
+        deadline = loop.time() + grace
+        self.metrics.draining.set(1)
         await self._health.enter_graceful_shutdown()
-        log.info("stopping (grace %.1f s)", self.config.grace_seconds if grace is None else grace)
+        for service in ("all", SERVICE_NAME, QUERY_SERVICE_NAME):
+            self.metrics.serving.labels(service).set(0)
+        log.info("replica.stopping", f"stopping: NOT_SERVING, draining {self._streams} report streams (grace "
+                 f"{grace:.1f} s)", grace_seconds=grace, streams=self._streams)
+        self._draining.set()
         if self._monitor is not None:
             self._monitor.cancel()
             await asyncio.gather(self._monitor, return_exceptions=True)
-        grace = self.config.grace_seconds if grace is None else grace
-        await asyncio.gather(*(server.stop(grace) for server in (self._server, self._web) if server is not None))
+        try:
+            if self._streams:
+                await asyncio.wait_for(self._no_streams.wait(), grace)
+        except asyncio.TimeoutError:
+            log.warning("replica.drain_incomplete", f"{self._streams} report streams still committing after the "
+                        f"grace of {grace:.1f} s: they are cancelled (their unacknowledged batches are resent)",
+                        streams=self._streams)
+        left = max(0.0, deadline - loop.time())
+        await asyncio.gather(*(server.stop(left) for server in (self._server, self._web) if server is not None))
         await self._release()
         self._stopped.set()
-        log.info("stopped")
+        log.info("replica.stopped", "stopped")
 
     async def abandon(self) -> None:
         """Stop after a fatal failure (the Ray runtime is gone): no graceful stop of the workers, which
@@ -271,6 +344,10 @@ class AggregatorServer:
         if self.backend is not None:
             await self.backend.close()
             self.backend = None
+        if self._endpoint is not None:
+            self._endpoint.stop()
+            self._endpoint = None
+        tracing.flush()
 
     # ----- data access (tests, the simulator) -----------------------------------------------
     @property
@@ -319,7 +396,25 @@ class AggregatorServer:
         """SubmitBatch: one batch, admitted and committed exactly as a batch of SubmitReports; its ack
         once every report of it is durable. Raises the error (with its status) that refuses it."""
         credential.require_role(SUBMIT)
-        return await self._commit_unless_full(await self._admit(credential, batch))
+        try:
+            admitted = await self._admit(credential, batch)
+        except LdpsynthError as exc:
+            self.metrics.rejected(batch.collection, len(batch.report_ids) // REPORT_ID_BYTES, exc)
+            raise
+        return await self._commit_counted(admitted)
+
+    async def _commit_counted(self, admitted: Admitted) -> pb.BatchAck:
+        """:meth:`_commit_unless_full` of a batch admitted outside a report stream, counted in the metrics
+        as a stream's batches are."""
+        collection = admitted.quota_key[0]
+        self.metrics.admitted(collection, admitted.reports)
+        try:
+            ack = await self._commit_unless_full(admitted)
+        except LdpsynthError as exc:
+            self.metrics.not_acknowledged(collection, admitted.reports, exc)
+            raise
+        self.metrics.acknowledged(collection, ack.accepted, ack.duplicates)
+        return ack
 
     async def _admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
         """A batch's admission: refused while stopping (UNAVAILABLE) or while the log is full, then
@@ -343,9 +438,20 @@ class AggregatorServer:
 
     @rpc("SubmitReports", NOT_ACKNOWLEDGED)
     async def _submit_reports(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        if self._stopping:
+            raise TryLater("the server is shutting down; send the batches to another replica or retry later")
         credential = self._authenticate(context)
         credential.require_role(SUBMIT)
-        failure = await self._stream(credential, requests, context)
+        self._streams += 1
+        self._no_streams.clear()
+        self.metrics.streams.inc()
+        try:
+            failure = await self._stream(credential, requests, context)
+        finally:
+            self._streams -= 1
+            self.metrics.streams.dec()
+            if not self._streams:
+                self._no_streams.set()
         if failure is not None:
             raise failure
 
@@ -362,7 +468,7 @@ class AggregatorServer:
         admission = await self._shuffled.admit(credential, parse(pb.SealedBatch, raw))
         if admission.admitted is None:
             return admission.ack()
-        ack = await self._commit_unless_full(admission.admitted)
+        ack = await self._commit_counted(admission.admitted)
         return admission.ack(ack.accepted, ack.duplicates)
 
     async def _stream(self, credential: Credential, requests: AsyncIterator[bytes],
@@ -371,24 +477,30 @@ class AggregatorServer:
 
         Returns the error that ends the stream (``None``: the client closed it)."""
         slots = asyncio.Semaphore(self.config.max_inflight_batches)
-        commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None] = asyncio.Queue()
+        commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None] = asyncio.Queue()
         reader = asyncio.create_task(self._read(credential, requests, commits, slots))
         failure: LdpsynthError | None = None
         try:
-            while (task := await commits.get()) is not None:
+            while (item := await commits.get()) is not None:
+                admitted, task = item
                 try:
                     ack = await task
                 except LdpsynthError as exc:
+                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports, exc)
                     failure = exc
                     break
                 slots.release()
                 await context.write(ack)
+                self.metrics.acknowledged(admitted.quota_key[0], ack.accepted, ack.duplicates)
         finally:
             if not reader.done():
                 reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             while not commits.empty():  # batches admitted after a failed one: never acknowledged
-                if (task := commits.get_nowait()) is not None:
+                if (item := commits.get_nowait()) is not None:
+                    admitted, task = item
+                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports,
+                                                  failure or TryLater("the stream ended"))
                     task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return failure if failure is not None else reader.result()
 
@@ -403,6 +515,7 @@ class AggregatorServer:
         an answer that does not come. The commit goes on (a record that made it is a duplicate when
         the batch is retried); the batch is not acknowledged."""
         assert self._ingestor is not None
+        start = time.perf_counter()
         commit = asyncio.ensure_future(self._ingestor.commit(admitted))
         full = asyncio.ensure_future(self._storage_full.wait())
         try:
@@ -412,21 +525,44 @@ class AggregatorServer:
             if not commit.done():
                 commit.add_done_callback(lambda task: task.cancelled() or task.exception())
         if commit.done():
-            return commit.result()
+            ack = commit.result()
+            self.metrics.commit_seconds.labels(self.metrics.collection(admitted.quota_key[0])).observe(
+                time.perf_counter() - start)
+            return ack
         self._refuse_if_full("the log's storage is full")
         raise AssertionError("unreachable: _refuse_if_full raised")
 
     async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
-                    commits: asyncio.Queue[asyncio.Task[pb.BatchAck] | None],
+                    commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None],
                     slots: asyncio.Semaphore) -> LdpsynthError | None:
+        """Read and admit the stream's batches until it ends, one is refused, or a graceful stop
+        begins (then :class:`TryLater`: what was admitted is still committed and acknowledged)."""
+        batches = requests.__aiter__()
+        draining = asyncio.ensure_future(self._draining.wait())
         try:
-            async for raw in requests:
-                await slots.acquire()
+            while True:
+                arrived = asyncio.ensure_future(batches.__anext__())
+                await asyncio.wait((arrived, draining), return_when=asyncio.FIRST_COMPLETED)
+                if not arrived.done():
+                    arrived.cancel()
+                    await asyncio.gather(arrived, return_exceptions=True)
+                    return TryLater("the server is shutting down; resend the unacknowledged batches to another "
+                                    "replica or later")
                 try:
-                    admitted = await self._admit(credential, parse(pb.ReportBatch, raw))
+                    raw = arrived.result()
+                except StopAsyncIteration:
+                    return None
+                await slots.acquire()
+                collection, reports = "", 0
+                try:
+                    batch = parse(pb.ReportBatch, raw)
+                    collection, reports = batch.collection, len(batch.report_ids) // REPORT_ID_BYTES
+                    admitted = await self._admit(credential, batch)
                 except LdpsynthError as exc:
+                    self.metrics.rejected(collection, reports, exc)
                     return exc
-                commits.put_nowait(asyncio.create_task(self._commit_unless_full(admitted)))
-            return None
+                self.metrics.admitted(collection, admitted.reports)
+                commits.put_nowait((admitted, asyncio.create_task(self._commit_unless_full(admitted))))
         finally:
+            draining.cancel()
             commits.put_nowait(None)

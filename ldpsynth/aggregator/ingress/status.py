@@ -4,24 +4,28 @@ web port's (whose Connect and gRPC-Web codes are gRPC's, :mod:`~ldpsynth.aggrega
 An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`); here
 that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with
 its status and its message (which names the field and its legal range, never a private value, a
-token or a peer address), and anything without a status is a bug: logged, answered INTERNAL.
+token or a peer address), and anything without a status is a bug: logged, answered INTERNAL. The
+same wrapper records every call (:class:`~ldpsynth.aggregator.observe.metrics.ServiceCalls`: counts
+by status code, durations, a trace span continuing the caller's): the servicer that owns a handler
+keeps its recorder as ``calls``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
 from ldpsynth.aggregator.errors import BadRequest, ShardFull, ShardUnavailable
+from ldpsynth.aggregator.observe import events
+from ldpsynth.aggregator.observe.metrics import Call, ServiceCalls
 from ldpsynth.shared.errors import LdpsynthError
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 M = TypeVar("M", bound=Message)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,45 +58,61 @@ def parse(message_type: type[M], raw: bytes) -> M:
         raise BadRequest(f"request: not a valid {message_type.DESCRIPTOR.full_name} message") from None
 
 
-def refusal(exc: BaseException, method: str, doing: str) -> tuple[grpc.StatusCode, str]:
-    """:func:`status_of`, logged (INTERNAL with its traceback, shards as warnings): how every call that
-    ``exc`` ended answers, over gRPC (:func:`abort`) and on the web port (:mod:`~ldpsynth.aggregator.ingress.web`)."""
+class Served(Protocol):
+    """What owns handlers wrapped by :func:`rpc`: the recorder of its service's calls."""
+
+    calls: ServiceCalls
+
+
+def refusal(exc: BaseException, method: str, doing: str, call: Call | None = None) -> tuple[grpc.StatusCode, str]:
+    """:func:`status_of`, logged (INTERNAL with its traceback, shards as warnings) and recorded on
+    ``call``: how every call that ``exc`` ended answers, over gRPC (:func:`abort`) and on the web port
+    (:mod:`~ldpsynth.aggregator.ingress.web`)."""
     code, details = status_of(exc, doing)
+    if call is not None:
+        call.code = code.name
     if code == grpc.StatusCode.INTERNAL:
-        log.error("%s failed", method, exc_info=exc)
+        log.error("rpc.failed", f"{method} failed", exc_info=exc, method=method, code=code.name)
     elif isinstance(exc, ShardUnavailable):
-        log.warning("%s: %s", method, details)
+        log.warning("rpc.unavailable", f"{method}: {details}", method=method, code=code.name, detail=details)
     else:
-        log.info("%s refused: %s", method, code.name)
+        log.info("rpc.refused", f"{method} refused: {code.name}", method=method, code=code.name)
     return code, details
 
 
-async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str, doing: str) -> None:
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str, doing: str, call: Call) -> None:
     """End the call with ``exc``'s status (:func:`refusal`)."""
-    await context.abort(*refusal(exc, method, doing))
+    await context.abort(*refusal(exc, method, doing, call))
 
 
 def rpc(method: str, doing: str) -> Callable[[F], F]:
-    """Wrap a ``grpc.aio`` handler (a coroutine, or an async generator for a response stream) so that
-    any error ends the call with its status (:func:`status_of`)."""
+    """Wrap a ``grpc.aio`` handler (a coroutine, or an async generator for a response stream) of a
+    :class:`Served` so that any error ends the call with its status (:func:`status_of`), and the call
+    is recorded (its ``calls``)."""
 
     def wrap(handler: F) -> F:
         if inspect.isasyncgenfunction(handler):
             @functools.wraps(handler)
             async def stream(*args: Any) -> AsyncIterator[Any]:
-                try:
-                    async for item in handler(*args):
-                        yield item
-                except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
-                    await abort(args[-1], exc, method, doing)
+                owner: Served = args[0]
+                context = args[-1]
+                with owner.calls.call(method, context.invocation_metadata(), current=False) as call:
+                    try:
+                        async for item in handler(*args):
+                            yield item
+                    except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
+                        await abort(context, exc, method, doing, call)
             return stream  # type: ignore[return-value]
 
         @functools.wraps(handler)
-        async def call(*args: Any) -> Any:
-            try:
-                return await handler(*args)
-            except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
-                await abort(args[-1], exc, method, doing)
-        return call  # type: ignore[return-value]
+        async def unary(*args: Any) -> Any:
+            owner: Served = args[0]
+            context = args[-1]
+            with owner.calls.call(method, context.invocation_metadata()) as call:
+                try:
+                    return await handler(*args)
+                except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)
+                    await abort(context, exc, method, doing, call)
+        return unary  # type: ignore[return-value]
 
     return wrap

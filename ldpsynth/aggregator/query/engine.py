@@ -29,6 +29,9 @@ and the minimum) before anything is evaluated; the answers carry both guarantees
 from those counts (the accountant, in a worker thread, cached per count). An export
 (:meth:`QueryEngine.export_rows` then :meth:`QueryEngine.release_guarantees`) is refused the same way
 per public key, and states its guarantees per public key.
+
+**A minimum batch** (the schema's ``min_batch``, any collection): the same groups and the same refusal,
+without guarantees to state (:func:`~ldpsynth.shared.guarantees.check_min_batch`, one rule for both).
 """
 
 from __future__ import annotations
@@ -58,10 +61,12 @@ from ldpsynth.shared.guarantees import (
     check_min_batch,
     of_card,
     release_groups,
+    releases_by_group,
 )
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import Mechanism
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.schema import Schema
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
 ATTEMPTS = 3
@@ -94,10 +99,10 @@ def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
                     np.concatenate([p.private_codes for p in parts])[order])
 
 
-def _check(spec: Any, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
+def _check(schema: Schema, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
     """The minimum batch, as this service's ``WrongState`` (FAILED_PRECONDITION)."""
     try:
-        check_min_batch(spec, labels, counts, what)
+        check_min_batch(schema, labels, counts, what)
     except BelowMinimumBatch as exc:
         raise WrongState(str(exc)) from None
 
@@ -174,13 +179,13 @@ class QueryEngine:
             if n == 0:
                 raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
             groups = None
-            if info.schema.shuffle is not None:  # the groups the batch reads, on the same pins; refused below min_batch
+            if releases_by_group(info.schema):  # the groups the batch reads, on the same pins; refused below min_batch
                 stats = await self.statistics(collection, pins)
                 groups = await asyncio.to_thread(batch_groups, batch, stats.present_keys, stats.group_sizes)
-                _check(info.schema.shuffle, *groups, "the queries were")
+                _check(info.schema, *groups, "the queries were")
             sums = [await self._block(collection, block, batch, mechanism, pins, n) for block in batch.blocks]
             answers = await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
-            if groups is None:
+            if groups is None or info.schema.shuffle is None:
                 return answers
             guarantees = await asyncio.to_thread(of_card, info.card, ANSWERS, *groups)
             return replace(answers, guarantees=guarantees)
@@ -189,16 +194,19 @@ class QueryEngine:
 
     async def release_guarantees(self, collection: str, rows: RowChunk) -> Guarantees | None:
         """The guarantees of an export of ``rows`` (None: not shuffled), per public key; ``WrongState``
-        when a public key holds fewer reports than the minimum batch."""
+        when a public key holds fewer reports than the minimum batch (a shuffled collection's, or any
+        collection's ``min_batch``)."""
         info = self.catalog.get(collection)
-        if info.schema.shuffle is None:
+        if not releases_by_group(info.schema):
             return None
         keys, sizes = np.unique(np.asarray(rows.public_keys), return_counts=True)
         if not len(keys):
             sizes = np.zeros(1, np.int64)
             keys = np.zeros(1, np.int64)
         labels, counts = release_groups(info.schema, keys, sizes)
-        _check(info.schema.shuffle, labels, counts, "the export was")
+        _check(info.schema, labels, counts, "the export was")
+        if info.schema.shuffle is None:
+            return None
         return await asyncio.to_thread(of_card, info.card, RELEASE, labels, counts)
 
     async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: Mechanism, pins: Pins,

@@ -25,7 +25,6 @@ replica: the workers' own log lines stay in Ray's logs.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.observe import events
 from ldpsynth.aggregator.runtime.config import Catalog, ServerConfig
 from ldpsynth.aggregator.runtime.nats_process import EMBEDDED_MAX_PAYLOAD, EmbeddedNats, StoreSpace
 from ldpsynth.aggregator.runtime.ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
@@ -46,7 +46,7 @@ from ldpsynth.aggregator.storage.store_check import check_data_dir
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.sealing import OpeningKey
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 #: Seconds a replica waits at start for every worker to restore its state, and for the log to answer.
 WORKERS_READY_TIMEOUT = 300.0
@@ -107,6 +107,9 @@ class Backend:
             datadir = DataDir(config.data_dir)
             datadir.acquire()
             parts["datadir"] = datadir
+            interrupted = datadir.interrupted_retirement()
+            if interrupted is not None:
+                raise BackendError(interrupted)
             recorded = datadir.recorded_layout()
             embedded = EmbeddedNats(datadir.log_dir)
             parts["embedded"] = embedded
@@ -133,7 +136,7 @@ class Backend:
                 if check.problems:
                     raise BackendError(check.problems[0])
                 for line in check.losses:
-                    log.warning("%s", line)
+                    log.warning("log.loss_accepted", line)
                 if upgrade:  # the acknowledged files are written: from now on a missing one is refused
                     datadir.record_layout(layout.id, layout.shards)
             opening_key = await _open_sealing_key(config, datadir, replicated)
@@ -152,12 +155,14 @@ class Backend:
         if cluster is None:
             assert datadir is not None
             specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), max_group_rows=config.max_group_rows,
-                                flush_ids=config.snapshot_ids, acknowledged=str(datadir.acknowledged_file(k)))
+                                flush_ids=config.snapshot_ids, acknowledged=str(datadir.acknowledged_file(k)),
+                                otlp_endpoint=config.otlp_endpoint)
                      for k in range(layout.shards)]
             await asyncio.to_thread(_end_stale_workers, layout)  # left by an earlier run of this directory
         else:
             specs = [WorkerSpec(layout, k, settings, str(cluster.worker_dir), publish_snapshots=True,
-                                max_group_rows=config.max_group_rows, flush_ids=config.snapshot_ids)
+                                max_group_rows=config.max_group_rows, flush_ids=config.snapshot_ids,
+                                otlp_endpoint=config.otlp_endpoint)
                      for k in range(layout.shards)]
         workers = await _finish_in_thread(parts, "workers" if cluster is None else "", RayWorkers.attach, specs,
                                           cluster is not None, cluster.worker_resource if cluster is not None else None)
@@ -171,7 +176,7 @@ class Backend:
             raise WorkersDidNotStart(f"the shard workers did not start: {exc}") from None
         for status in statuses:  # what each worker did with its snapshot, in this replica's log
             for level, text in status.notes:
-                (log.warning if level == "warning" else log.info)("%s", text)
+                (log.warning if level == "warning" else log.info)("shard.start", text, shard=status.shard)
         runtime.guard(on_fatal)
         return cls(layout, replicated, runtime, workers, cluster is None, parts.get("embedded"),  # type: ignore[arg-type]
                    datadir, opening_key)
@@ -190,7 +195,8 @@ class Backend:
             if reason is not None:
                 self.storage_full = (f"the log's storage is full ({self._space.store_dir}: "
                                      f"{self._space.free_bytes()} bytes free; {reason})")
-                log.error("%s: batches are refused until there is room again", self.storage_full)
+                log.error("log.full", f"{self.storage_full}: batches are refused until there is room again",
+                          free_bytes=self._space.free_bytes())
             return
         free = self._space.free_bytes()
         if free < RESUME_FREE_BYTES:
@@ -200,8 +206,8 @@ class Backend:
         self.embedded.restart()  # in this (the event loop's) thread: the child lives as long as it
         self._space.out_of_space()  # what the server said until now is known
         self.storage_full = None
-        log.warning("the log's storage has room again (%d MiB free at %s): the embedded log restarted, batches "
-                    "are taken again", free >> 20, self._space.store_dir)
+        log.warning("log.room_again", f"the log's storage has room again ({free >> 20} MiB free at "
+                    f"{self._space.store_dir}): the embedded log restarted, batches are taken again", free_bytes=free)
 
     async def abandon(self) -> None:
         """After the runtime died: stop the embedded log and release the data directory only."""
@@ -232,7 +238,8 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
         if datadir is not None:
             key, created = data_dir_key(datadir.path, registered, create=True)
             if created:  # said once serving (the server's "serving ..." line names the key)
-                log.debug("created the sealing key %s in %s", key.key_id.hex() if key else "", datadir.path)
+                log.info("replica.sealing_key_created", f"created the sealing key {key.key_id.hex() if key else ''} in "
+                         f"{datadir.path}", key_id=key.key_id.hex() if key else "")
         elif config.shuffle_key is not None:
             key = read_key_file(config.shuffle_key, "--shuffle-key")
         else:
@@ -255,7 +262,7 @@ async def _when_available(call: Callable[[], Awaitable[T]]) -> T:
         except LogUnavailable as exc:
             if time.monotonic() > deadline:
                 raise BackendError(f"the log did not answer within {LOG_WAIT_SECONDS:g} s: {exc}") from None
-            log.info("waiting for the log: %s", exc)
+            log.info("log.waiting", f"waiting for the log: {exc}", detail=str(exc))
             await asyncio.sleep(1.0)
 
 

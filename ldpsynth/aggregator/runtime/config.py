@@ -137,7 +137,9 @@ class ServerConfig:
     loss in the data directory (``--accept-lost-records``). ``shuffle_key`` (cluster): the file of the
     key sealed reports are opened with, the same on every replica (``--shuffle-key``; one machine
     keeps its own in the data directory). ``open_processes``: worker processes that open sealed
-    reports (0: one thread of the replica).
+    reports (0: one thread of the replica). ``metrics_port`` (None: off): serve
+    Prometheus metrics on ``metrics_host:metrics_port`` (``/metrics``); ``otlp_endpoint`` (None: off):
+    send trace spans, the replica's and the shard workers', to this OTLP/HTTP collector.
     """
 
     data_dir: Path | None
@@ -161,6 +163,9 @@ class ServerConfig:
     web_origins: tuple[str, ...] = ()
     shuffle_key: Path | None = None
     open_processes: int = 0
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.shuffle_key is not None and self.cluster is None:
@@ -186,6 +191,7 @@ class ServerConfig:
             ("max_group_rows", self.max_group_rows, 1, 2**31 - 1),
             ("--snapshot-every", self.snapshot_ids, 1, 2**40),
             ("--open-processes", self.open_processes, 0, 256),
+            ("--metrics-port", 0 if self.metrics_port is None else self.metrics_port, 0, 65535),
         )
         with _flag_checks():
             for name, value, low, high in checks:
@@ -193,6 +199,9 @@ class ServerConfig:
             check_seconds(self.grace_seconds, "--grace", allow_zero=True)
             if self.web_port is not None:
                 check_int(self.web_port, "--web-port", 0, 65535)
+        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
+                              f"(e.g. http://127.0.0.1:4318), got {self.otlp_endpoint[:200]!r}")
         self._check_web()
 
     def _check_web(self) -> None:

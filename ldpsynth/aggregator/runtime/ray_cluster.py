@@ -40,6 +40,7 @@ import numpy as np
 import ray
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
+from ldpsynth.aggregator.observe import events
 from ldpsynth.aggregator.runtime.config import ConfigError
 from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_reaper, start_time, stop_reaper
 from ldpsynth.aggregator.storage.segments import (
@@ -55,7 +56,7 @@ from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 NAMESPACE = "ldpsynth"
 T = TypeVar("T")
@@ -182,7 +183,7 @@ class RayRuntime:
             if start_time(int(raylet["pid"])) != raylet["start"]:  # type: ignore[call-overload]
                 message = (f"the embedded Ray runtime's raylet (pid {raylet['pid']}) exited; "
                            "the aggregator cannot serve without it")
-                log.error(message)
+                log.error("ray.raylet_exited", message)
                 on_death(message)
                 return
 
@@ -207,8 +208,8 @@ class _WorkerActor:
                            directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
         self._worker = ShardWorker(spec)
 
-    async def status(self) -> WorkerStatus:
-        return await self._worker.status()
+    async def status(self, wait: bool = True) -> WorkerStatus:
+        return await self._worker.status(wait)
 
     async def flush(self) -> None:
         await self._worker.flush()
@@ -216,8 +217,8 @@ class _WorkerActor:
     async def close(self) -> None:
         await self._worker.close()
 
-    async def commit_pack(self, pack: SegmentPack) -> CommitOutcome:
-        return await self._worker.commit_pack(pack)
+    async def commit_pack(self, pack: SegmentPack, trace: dict[str, str]) -> CommitOutcome:
+        return await self._worker.commit_pack(pack, trace)
 
     async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
         return await self._worker.count_existing(collection, report_ids)
@@ -313,6 +314,26 @@ class RayWorkers:
         """Every worker's status (raises if one cannot answer)."""
         return await self._all(lambda actor: actor.status.remote(), deadline=deadline)
 
+    async def statuses(self, deadline: float = STATUS_DEADLINE) -> list[WorkerStatus | ShardUnavailable]:
+        """Every worker's status as it is now, without waiting for a start (a worker restoring its state
+        says so), or why it could not answer."""
+        async def one(shard: int) -> WorkerStatus | ShardUnavailable:
+            try:
+                return await self._call(shard, lambda actor: actor.status.remote(False), deadline=deadline)
+            except ShardUnavailable as exc:
+                return exc
+        return list(await asyncio.gather(*(one(shard) for shard in range(self.num_shards))))
+
+    def restarts(self) -> list[int | None]:
+        """How often Ray has restarted each worker (``None``: the GCS did not say; blocking: call it in a
+        thread)."""
+        def count(actor: Any) -> int | None:
+            try:
+                return _restarts(actor)
+            except (ray.exceptions.RayError, ConnectionError, RuntimeError, TimeoutError):  # the GCS is away
+                return None
+        return [count(actor) for actor in self._actors]
+
     async def wait_ready(self, deadline: float) -> list[WorkerStatus]:
         """Wait until every worker has restored its state (or ``deadline`` seconds pass).
 
@@ -333,7 +354,7 @@ class RayWorkers:
                     raise
                 if str(exc) != said:  # what the replica waits for, in its own log (once per reason)
                     said = str(exc)
-                    log.info("waiting for the shard workers: %s", exc)
+                    log.info("workers.waiting", f"waiting for the shard workers: {exc}", detail=str(exc))
             now = await asyncio.to_thread(lambda: [_restarts(actor) for actor in self._actors])
             for shard, (before, after) in enumerate(zip(restarts, now)):
                 if after - before >= START_DEATHS:
@@ -354,18 +375,23 @@ class RayWorkers:
 
     async def stop_workers(self) -> None:
         """Close every worker (queued commits, a last snapshot) and end its actor (the owner of a
-        one-machine deployment only: in a cluster the workers outlive any replica)."""
-        try:
-            await self._all(lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
-        except (ShardUnavailable, ShardDamaged) as exc:
-            log.warning("a shard worker did not close cleanly (%s); its log stays complete", exc)
+        one-machine deployment only: in a cluster the workers outlive any replica). Every close is
+        waited for before any actor ends, also when one fails."""
+        closed = await asyncio.gather(*(self._call(s, lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
+                                        for s in range(self.num_shards)), return_exceptions=True)
+        for failed in closed:
+            if isinstance(failed, (ShardUnavailable, ShardDamaged)):
+                log.warning("workers.close_failed", f"a shard worker did not close cleanly ({failed}); its log stays "
+                            "complete", detail=str(failed))
+            elif isinstance(failed, BaseException):
+                raise failed
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
 
     # ----- ingest backend ----------------------------------------------------------------------
-    async def commit(self, shard: int, segments: list[Segment]) -> CommitOutcome:
+    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
         pack = SegmentPack.of(segments)
-        return await self._call(shard, lambda actor: actor.commit_pack.remote(pack))
+        return await self._call(shard, lambda actor: actor.commit_pack.remote(pack, trace))
 
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
         return await self._call(shard, lambda actor: actor.count_existing.remote(collection, report_ids))

@@ -53,6 +53,8 @@ class Verification:
     losses: list[str] = field(default_factory=list)
     #: With ``keep_rows``: every stored report, per (shard, collection).
     stored: dict[tuple[int, str], RowChunk] = field(default_factory=dict)
+    #: Collections retired from the log (``ldpsynth aggregator retire``): what each retirement recorded.
+    retired: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -60,7 +62,8 @@ class Verification:
 
     def to_json(self) -> dict[str, object]:
         return {"layout": self.layout, "shards": self.shards, "rows": dict(sorted(self.rows.items())),
-                "problems": self.problems, "notes": self.notes, "losses": self.losses, "ok": self.ok}
+                "retired": dict(sorted(self.retired.items())), "problems": self.problems, "notes": self.notes,
+                "losses": self.losses, "ok": self.ok}
 
 
 async def verify_log(replicated: ReplicatedLog, expected_layout: str | None = None,
@@ -99,6 +102,7 @@ async def _verify_records(replicated: ReplicatedLog, layout: Layout, result: Ver
     ids: dict[str, list[np.ndarray]] = defaultdict(list)
     kept: dict[tuple[int, str], list[Section]] = defaultdict(list)
     cards: dict[str, str | None] = {}
+    result.retired = await replicated.retired()
     for shard in range(layout.shards):
         state = await replicated.state(shard)
         total = 0
@@ -109,6 +113,10 @@ async def _verify_records(replicated: ReplicatedLog, layout: Layout, result: Ver
                     raise LogCorruption(record_out_of_place(shard, sequence, record.before, total))
                 total += record.reports
                 for section in record.sections:
+                    if section.collection in result.retired:
+                        result.problems.append(f"collection {section.collection!r} was retired, but shard {shard}, "
+                                               f"sequence {sequence} holds {len(section)} of its reports")
+                        continue
                     if section.collection not in cards:
                         card = await replicated.card(section.collection)
                         cards[section.collection] = None if card is None else card_digest(card)
@@ -159,6 +167,10 @@ async def verify_data_dir(path: str, keep_rows: bool = False) -> Verification:
     embedded = EmbeddedNats(datadir.log_dir)
     try:
         try:
+            interrupted = datadir.interrupted_retirement()
+            if interrupted is not None:
+                result.problems.append(interrupted)
+                return result
             recorded = datadir.recorded_layout()
             url = embedded.start()
         except DataDirError as exc:

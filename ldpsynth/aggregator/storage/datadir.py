@@ -8,6 +8,8 @@
     DIR/shards/shard-NNN/   each shard worker's snapshot (id runs, statistics): a view of the log
     DIR/acknowledged/shard-NNN  the highest sequence of each shard known durable (acknowledged), and
                             the losses an operator accepted (:mod:`~ldpsynth.aggregator.storage.acknowledged`)
+    DIR/retiring.json       only while ``ldpsynth aggregator retire`` runs (or after it was interrupted:
+                            serve and verify refuse the directory until the retirement is run again)
 
 ``layout.json`` ties the directory to its log: a log that was deleted, replaced or belongs to
 another deployment is refused at start (:mod:`~ldpsynth.aggregator.storage.jetstream`), and so is a
@@ -25,6 +27,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.files import fsync_directory
@@ -34,6 +37,7 @@ LAYOUT_FORMAT = "ldpsynth.data-dir/3"
 #: The format before ``DIR/acknowledged`` (read, and upgraded at the next start).
 OLD_LAYOUT_FORMATS = ("ldpsynth.data-dir/2",)
 LOCK_FILE = "aggregator.lock"
+RETIRING_FILE = "retiring.json"
 
 
 class DataDirError(LdpsynthError):
@@ -152,3 +156,37 @@ class DataDir:
                 {"format": LAYOUT_FORMAT, "layout": layout_id, "shards": shards}, indent=2) + "\n")
         except OSError as exc:
             raise DataDirError(f"--data-dir {self.path}: cannot write {LAYOUT_FILE} ({os_problem(exc)})") from None
+
+    # ----- a retirement under way (ldpsynth.aggregator.runtime.retire) ----------------------------------
+    def retiring(self) -> dict[str, Any] | None:
+        """What ``DIR/retiring.json`` says: a retirement under way or interrupted (``None``: none)."""
+        path = self.path / RETIRING_FILE
+        try:
+            plan = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(plan, dict) or not isinstance(plan.get("collection"), str):
+                raise ValueError
+            return plan
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, RecursionError):
+            raise DataDirError(f"{path}: unreadable or damaged; it records an interrupted retirement: restore the "
+                               "data directory from a backup") from None
+
+    def interrupted_retirement(self) -> str | None:
+        """Why the directory cannot be served or verified now (an interrupted retirement), or ``None``."""
+        plan = self.retiring()
+        if plan is None:
+            return None
+        return (f"--data-dir {self.path}: the retirement of collection {plan['collection']!r} was interrupted "
+                f"({RETIRING_FILE}); finish it: ldpsynth aggregator retire --data-dir {self.path} --collection "
+                f"{plan['collection']}")
+
+    def record_retiring(self, plan: dict[str, Any]) -> None:
+        try:
+            _write_durably(self.path / RETIRING_FILE, json.dumps(plan, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise DataDirError(f"--data-dir {self.path}: cannot write {RETIRING_FILE} ({os_problem(exc)})") from None
+
+    def clear_retiring(self) -> None:
+        (self.path / RETIRING_FILE).unlink(missing_ok=True)
+        fsync_directory(self.path)

@@ -184,6 +184,14 @@ def _collection_key(name: str) -> str:
     return "collection." + name.encode("utf-8").hex()
 
 
+#: KV keys of retired collections: ``retired.<hex name>`` -> what the retirement removed (JSON).
+_RETIRED = "retired."
+
+
+def _retired_key(name: str) -> str:
+    return _RETIRED + name.encode("utf-8").hex()
+
+
 class ReplicatedLog:
     """One connection to the NATS servers of the log (use :meth:`connect`)."""
 
@@ -339,9 +347,15 @@ class ReplicatedLog:
             raise LogCorruption(f"log stream {name}: sequence 1 is not the genesis record of this layout")
 
     async def register_card(self, collection: str, card_json: str) -> None:
-        """Register ``collection``'s card, or check it against the registered one (:class:`LayoutError`)."""
+        """Register ``collection``'s card, or check it against the registered one (:class:`LayoutError`);
+        a retired collection is refused (its reports are gone: it is not served again under its name)."""
         try:
             meta = await self._meta_bucket()
+            retired = await self._get(meta, _retired_key(collection))
+            if retired is not None:
+                raise LayoutError(f"collection {collection!r} was retired at {json.loads(retired).get('retired_at')} "
+                                  "(its reports removed from the log): it is not served again; remove it from "
+                                  "--collection, or serve a new collection under another name")
             try:
                 await meta.create(_collection_key(collection), card_json.encode("utf-8"))
                 return
@@ -384,12 +398,72 @@ class ReplicatedLog:
 
     async def card(self, collection: str) -> str | None:
         """The registered card JSON of ``collection`` (``None``: not registered)."""
+        found = await self._get(await self._meta_bucket(), _collection_key(collection))
+        return None if found is None else found.decode("utf-8")
+
+    @staticmethod
+    async def _get(meta: KeyValue, key: str) -> bytes | None:
+        """The value of ``key`` (``None``: never set, deleted or purged)."""
+        try:
+            entry = await meta.get(key)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return None
+        return entry.value or b""
+
+    # ----- retiring a collection (ldpsynth.aggregator.runtime.retire) ------------------------------------
+    async def retired(self) -> dict[str, dict[str, object]]:
+        """The retired collections: name -> what their retirement recorded."""
         meta = await self._meta_bucket()
         try:
-            entry = await meta.get(_collection_key(collection))
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        return (entry.value or b"").decode("utf-8")
+            keys = await meta.keys()
+        except nats.js.errors.NoKeysError:
+            return {}
+        found = {}
+        for key in keys:
+            if key.startswith(_RETIRED):
+                entry = await meta.get(key)
+                found[bytes.fromhex(key[len(_RETIRED):]).decode("utf-8")] = json.loads(entry.value or b"{}")
+        return found
+
+    async def layout_id(self) -> str:
+        """The id of the log's layout now (it changes when a collection is retired)."""
+        meta = await self._meta_bucket()
+        return _layout_from((await meta.get(LAYOUT_KEY)).value or b"")[0].id
+
+    async def create_streams(self, layout: Layout) -> None:
+        """Create every stream of ``layout`` with its genesis record (idempotent), for a layout that is
+        not the log's yet (a retirement's copy)."""
+        for shard in range(layout.shards):
+            await self._create_stream(layout, shard)
+
+    async def delete_streams(self, layout: Layout) -> None:
+        """Delete every stream of ``layout`` and its snapshot store (a layout the log no longer uses)."""
+        for shard in range(layout.shards):
+            try:
+                await self._js.delete_stream(layout.stream(shard))
+            except nats.js.errors.NotFoundError:
+                pass
+        try:
+            await self._js.delete_object_store(layout.snapshot_bucket)
+        except nats.js.errors.NotFoundError:
+            pass
+
+    async def switch_layout(self, old: Layout, new: Layout) -> None:
+        """Make ``new`` the log's layout in place of ``old``: one update of the layout key, refused
+        (:class:`LayoutError`) unless the log's layout is ``old``. From here on ``new`` is served."""
+        meta = await self._meta_bucket()
+        entry = await meta.get(LAYOUT_KEY)
+        found, _ = _layout_from(entry.value or b"")
+        if found.id != old.id:
+            raise LayoutError(f"the log's layout is {found.id}, not {old.id}: it changed meanwhile")
+        await meta.update(LAYOUT_KEY, new.to_json("ready"), last=entry.revision)
+        self.layout = new
+
+    async def retire_card(self, collection: str, record: dict[str, object]) -> None:
+        """Record ``collection`` as retired and unregister its card."""
+        meta = await self._meta_bucket()
+        await meta.put(_retired_key(collection), json.dumps(record, sort_keys=True).encode("utf-8"))
+        await meta.purge(_collection_key(collection))
 
     # ----- the log ---------------------------------------------------------------------------
     def _require_layout(self) -> Layout:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
+from ldpsynth.aggregator.observe.histogram import HistogramSnapshot
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.schema import Schema
 
@@ -26,7 +27,8 @@ class Pin(NamedTuple):
 
 @dataclass(frozen=True)
 class WorkerStatus:
-    """What a shard worker reports (once it has restored its state)."""
+    """What a shard worker reports: its state, what it holds, and its counters since it started (the
+    replica exposes them as metrics: ``ldpsynth.aggregator.ingress.replica_metrics``)."""
 
     shard: int
     directory: str
@@ -42,13 +44,25 @@ class WorkerStatus:
     replayed: int
     #: What the worker did with its snapshot at start, ``(level, text)`` (the replica logs them).
     notes: tuple[tuple[str, str], ...]
+    #: ``ready`` (restored, serving), ``starting`` (restoring its state: ``offset`` is how far it got) or
+    #: ``damaged`` (refusing service; ``damage`` says why).
+    state: str = "ready"
+    damage: str = ""
+    #: Group commits made, reports they stored and reports they found already stored, since it started.
+    groups: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    #: Durations of its group commits and of its log appends since it started.
+    commit_seconds: HistogramSnapshot | None = None
+    append_seconds: HistogramSnapshot | None = None
 
 
 @dataclass(frozen=True)
 class Segment:
     """Reports of one batch bound for one shard (the unit a replica hands to a shard's group commit).
 
-    ``credential`` only charges the quota counter of the credential that sent the batch.
+    ``credential`` only charges the quota counter of the credential that sent the batch; ``trace`` is
+    the batch's trace context (W3C headers; empty without tracing), for the group commit's span.
     """
 
     collection: str
@@ -56,6 +70,7 @@ class Segment:
     report_ids: np.ndarray  # (n, 16) uint8
     public_keys: np.ndarray  # (n,) int64
     private_codes: np.ndarray  # (n,) int64; a frequency oracle's reports (n,) int64 or (n, width) uint8
+    trace: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
         return int(self.private_codes.shape[0])

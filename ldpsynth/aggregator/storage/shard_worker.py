@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,8 @@ from ldpsynth.aggregator.errors import (
     WorkerStartFailed,
     WrongState,
 )
+from ldpsynth.aggregator.observe import events, tracing
+from ldpsynth.aggregator.observe.histogram import LatencyHistogram
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
 from ldpsynth.aggregator.storage.group_commit import GroupCommitter
@@ -96,7 +97,9 @@ from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.mechanisms.registry import layout_of
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
+#: A worker's states (:attr:`WorkerStatus.state`).
+READY, STARTING, DAMAGED = "ready", "starting", "damaged"
 
 #: New ids a worker keeps in memory before it writes them to a run file (16 MiB of ids).
 DEFAULT_FLUSH_IDS = 1 << 20
@@ -125,6 +128,8 @@ class WorkerSpec:
     pin_seconds: float = DEFAULT_PIN_SECONDS
     #: The shard's acknowledged file (one machine: ``DIR/acknowledged/shard-NNN``); ``None``: none kept.
     acknowledged: str | None = None
+    #: Where the worker sends its trace spans (OTLP/HTTP); ``None``: no tracing.
+    otlp_endpoint: str | None = None
 
 
 @dataclass
@@ -187,6 +192,12 @@ class ShardWorker:
         self._pins: dict[str, _Pin] = {}
         self._pairs: dict[tuple[str, int, str, str, str], PairCounts] = {}
         self.replayed = 0  # records replayed by the last start (observability, tests)
+        self._commit_seconds = LatencyHistogram()  # group commits, from taking the group to its last append
+        self._append_seconds = LatencyHistogram()  # log appends, until the log confirmed the record durable
+        self._groups = 0
+        self._stored = 0
+        self._duplicates = 0
+        tracing.configure(spec.otlp_endpoint, "ldpsynth-shard-worker")
 
     # ----- start ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -229,15 +240,20 @@ class ShardWorker:
                 self._crc = position.record_crc
             await self._write_acknowledged()
         except LogCorruption as exc:
-            self._damage = damaged_log(str(exc))
-            log.error("shard %d is damaged and refuses service: %s", spec.shard, self._damage)
+            self._damaged(damaged_log(str(exc)))
         except (ShardDamaged, StoreRefused) as exc:
-            self._damage = str(exc)
-            log.error("shard %d is damaged and refuses service: %s", spec.shard, exc)
+            self._damaged(str(exc))
 
     def _note(self, level: str, text: str) -> None:
-        (log.warning if level == "warning" else log.info)("%s", text)
+        (log.warning if level == "warning" else log.info)("shard.start", text, shard=self.spec.shard)
         self.notes.append((level, text))
+
+    def _damaged(self, reason: str) -> str:
+        """Refuse service from now on (an operator must restore the log); log why once."""
+        self._damage = reason
+        log.error("shard.damaged", f"shard {self.spec.shard} is damaged and refuses service: {reason}",
+                  shard=self.spec.shard, detail=reason)
+        return reason
 
     async def _restore(self) -> int | None:
         """Check the log holds what was acknowledged, restore the snapshot if it is a view of this log.
@@ -386,32 +402,43 @@ class ShardWorker:
             quota.update(counters)
         return CommitOutcome(tuple(result for result, _ in outcomes), quota)
 
-    async def commit_pack(self, pack: SegmentPack) -> CommitOutcome:
-        """:meth:`commit` of segments packed for one Ray call."""
-        return await self.commit(pack.segments())
+    async def commit_pack(self, pack: SegmentPack, trace: dict[str, str] | None = None) -> CommitOutcome:
+        """:meth:`commit` of segments packed for one Ray call, in a span continuing the caller's ``trace``."""
+        with tracing.tracer().start_as_current_span("ldpsynth.shard.commit", context=tracing.extract(trace or {}),
+                                                    attributes={"ldpsynth.shard": self.spec.shard,
+                                                                "ldpsynth.segments": len(pack.collections)}):
+            carrier = tracing.carrier()
+            return await self.commit([replace(s, trace=carrier) for s in pack.segments()])
 
     async def _commit_group(self, segments: list[Segment]) -> CommitOutcome:
         if self._damage is not None:
             raise ShardDamaged(self._damage)
+        carriers = [s.trace for s in segments if s.trace]
+        start = time.perf_counter()
         try:
-            if not self._synced:
-                await self._catch_up()
-            return await self._store(segments)
+            with tracing.tracer().start_as_current_span(
+                    "ldpsynth.shard.group_commit", context=tracing.extract(carriers[0]) if carriers else None,
+                    links=tracing.links(carriers[1:]),
+                    attributes={"ldpsynth.shard": self.spec.shard, "ldpsynth.segments": len(segments)}):
+                if not self._synced:
+                    await self._catch_up()
+                outcome = await self._store(segments)
+            self._commit_seconds.observe(time.perf_counter() - start)
+            self._groups += 1
+            self._stored += sum(accepted for accepted, _ in outcome.results)
+            self._duplicates += sum(duplicates for _, duplicates in outcome.results)
+            return outcome
         except LogFull as exc:
-            log.error("shard %d: the log's storage is full (%s): reports are refused until space is added",
-                      self.spec.shard, exc)
+            log.error("log.full", f"shard {self.spec.shard}: the log's storage is full ({exc}): reports are refused "
+                      "until space is added", shard=self.spec.shard)
             raise ShardFull(str(exc)) from None
         except (LogUnavailable, LogFenced) as exc:
             self._synced = False
             raise ShardUnavailable(str(exc)) from None
         except LogCorruption as exc:
-            self._damage = damaged_log(str(exc))
-            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
-            raise ShardDamaged(self._damage) from None
+            raise ShardDamaged(self._damaged(damaged_log(str(exc)))) from None
         except ShardDamaged as exc:
-            self._damage = str(exc)
-            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, exc)
-            raise ShardDamaged(self._damage) from None
+            raise ShardDamaged(self._damaged(str(exc))) from None
 
     async def _store(self, segments: list[Segment]) -> CommitOutcome:
         results: list[tuple[int, int]] = [(0, 0)] * len(segments)
@@ -481,7 +508,12 @@ class ShardWorker:
                                   self._collections[s.collection].width) for s in sections}
         sequence = self._offset + 1
         data = encode_reports(self.spec.layout.id, self.spec.shard, sequence, self._total, sections, domains)
-        await self._log.append(self.spec.shard, data, self._offset)
+        start = time.perf_counter()
+        with tracing.tracer().start_as_current_span("ldpsynth.log.append", attributes={
+                "ldpsynth.shard": self.spec.shard, "ldpsynth.sequence": sequence, "ldpsynth.bytes": len(data),
+                "ldpsynth.reports": sum(len(section) for section in sections)}):
+            await self._log.append(self.spec.shard, data, self._offset)
+        self._append_seconds.observe(time.perf_counter() - start)
         record = Record("reports", self.spec.layout.id, self.spec.shard, sequence, self._total, tuple(sections))
         await self._apply(record, record_crc(data))
 
@@ -519,8 +551,9 @@ class ShardWorker:
             try:
                 await asyncio.to_thread(write_acknowledged, Path(self.spec.acknowledged), ack)
             except OSError as exc:
-                log.warning("shard %d: %s not written (%s); the log keeps every record", self.spec.shard,
-                            self.spec.acknowledged, exc)
+                log.warning("shard.acknowledged_not_written", f"shard {self.spec.shard}: {self.spec.acknowledged} "
+                            f"not written ({exc}); the log keeps every record", shard=self.spec.shard,
+                            detail=str(exc))
                 return False
             self._ack = ack
             return True
@@ -574,7 +607,8 @@ class ShardWorker:
         except OSError as exc:
             # A snapshot is a view the log can rebuild: a failed write only makes a restart replay more.
             # Tails that were not written stay frozen (searched) and are written by the next snapshot.
-            log.warning("shard %d: snapshot not written (%s); the log keeps every record", self.spec.shard, exc)
+            log.warning("shard.snapshot_not_written", f"shard {self.spec.shard}: snapshot not written ({exc}); the "
+                        "log keeps every record", shard=self.spec.shard, detail=str(exc))
             return
         self._snapshot_offset = offset
         keep = {state_file[0], MANIFEST} | {r.file for _, _, runs in listed.values() for r in runs}
@@ -596,8 +630,8 @@ class ShardWorker:
             await self._bucket.delete([prefix + name for name in self._published - keep])
             self._published = set(keep)
         except LogUnavailable as exc:
-            log.warning("shard %d: snapshot not uploaded (%s); a restart elsewhere replays more of the log",
-                        self.spec.shard, exc)
+            log.warning("shard.snapshot_not_uploaded", f"shard {self.spec.shard}: snapshot not uploaded ({exc}); a "
+                        "restart elsewhere replays more of the log", shard=self.spec.shard, detail=str(exc))
 
     # ----- read path ---------------------------------------------------------------------------
     def _check(self) -> None:
@@ -667,9 +701,7 @@ class ShardWorker:
                 before += record.reports
                 parts += [s for s in record.sections if s.collection == collection]
         except LogCorruption as exc:
-            self._damage = damaged_log(str(exc))
-            log.error("shard %d is damaged and refuses service: %s", self.spec.shard, self._damage)
-            raise ShardDamaged(self._damage) from None
+            raise ShardDamaged(self._damaged(damaged_log(str(exc)))) from None
         except LogUnavailable as exc:
             raise ShardUnavailable(str(exc)) from None
         if not parts:
@@ -701,14 +733,23 @@ class ShardWorker:
         await self.start()
         return dict(self._quota)
 
-    async def status(self) -> WorkerStatus:
-        """Readiness and counters (answered once the state is restored)."""
-        await self.start()
+    async def status(self, wait: bool = True) -> WorkerStatus:
+        """Readiness and counters: once the state is restored; with ``wait`` false at once, the start
+        begun if it was not (a worker Ray just restarted says ``starting`` and the sequence it restored
+        so far: how far it is behind the log is visible while it replays)."""
+        if wait:
+            await self.start()
+        elif self._started is None:
+            asyncio.ensure_future(self.start()).add_done_callback(lambda task: task.cancelled() or task.exception())
+        started = self._started
+        restored = started is not None and started.done() and not started.cancelled() and started.exception() is None
+        state = DAMAGED if self._damage is not None else READY if restored else STARTING
         return WorkerStatus(self.spec.shard, str(self.directory), self._offset, self._snapshot_offset,
                             {name: c.rows for name, c in self._collections.items()},
                             sum(c.index.memory_ids for c in self._collections.values()),
                             sum(len(c.index.runs) for c in self._collections.values()), self.replayed,
-                            tuple(self.notes))
+                            tuple(self.notes), state, self._damage or "", self._groups, self._stored,
+                            self._duplicates, self._commit_seconds.snapshot(), self._append_seconds.snapshot())
 
     async def close(self) -> None:
         """Finish queued commits, write a snapshot, disconnect."""

@@ -31,7 +31,7 @@ from ldpsynth.shared.estimators.engine import Statistics, estimate
 from ldpsynth.shared.estimators.formulas import Answers
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
-from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card
+from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card, releases_by_group
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.queries.compiler import compile_queries
@@ -110,9 +110,10 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
         verifying), ``queries`` or ``queries[j]...``, ``release`` (a file that cannot be read),
         ``synthetic.<attribute>`` or ``<attribute>`` (a row), ``rows_per_device``.
     BelowMinimumBatch
-        A shuffled collection's group read by the queries holds fewer reports than its minimum
-        batch (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`, an
-        :class:`~ldpsynth.shared.errors.LdpsynthError`).
+        A group read by the queries holds fewer reports than the collection's minimum batch
+        (the schema's ``min_batch``, or a shuffled collection's ``shuffle.min_batch``):
+        :class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`, an
+        :class:`~ldpsynth.shared.errors.LdpsynthError`.
     """
     level = check_probability(level, "level")
     mechanism_card = _card(release, card)
@@ -129,10 +130,12 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
                                                    public_domain_size=schema.public_domain_size)
     else:
         stats = SufficientStatistics.from_schema(schema, keys, codes)
-    if schema.shuffle is None:
+    if not releases_by_group(schema):
         return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
     labels, counts = batch_groups(batch, stats.present_keys, stats.group_sizes)
-    check_min_batch(schema.shuffle, labels, counts, "the queries were")
+    check_min_batch(schema, labels, counts, "the queries were")
     answers = estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
+    if schema.shuffle is None:
+        return answers
     guarantees = of_card(mechanism_card, ANSWERS, labels, counts, rows_per_device=rows_per_device)
     return replace(answers, guarantees=guarantees)
