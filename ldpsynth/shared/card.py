@@ -129,8 +129,7 @@ class MechanismCard:
 
     @classmethod
     def for_schema(cls, schema: Schema) -> MechanismCard:
-        """The card of the mechanism (the schema's ``mechanism``) that releases ``schema``'s private
-        domain at its ε.
+        """The card of the schema's mechanism, releasing its private domain at its ε.
 
         Parameters
         ----------

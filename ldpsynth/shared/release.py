@@ -192,8 +192,21 @@ class Release:
         return len(next(iter(self.codes.values()))) if self.codes else 0
 
     def private_reports(self) -> np.ndarray:
-        """What every row's device sent for its private part: E's perturbed codes (:meth:`private_codes`), an
-        oracle's reports."""
+        """What every row's device sent for its private part.
+
+        Returns
+        -------
+        numpy.ndarray
+            E's perturbed codes (:meth:`private_codes`), or a frequency oracle's reports
+            (:func:`~ldpsynth.shared.mechanisms.registry.layout_of`: (n,) int64 numbers or (n, width)
+            uint8 bit sets).
+
+        Raises
+        ------
+        ValidationError
+            Naming a private attribute whose codes are missing, out of its range or of another length
+            (E's release).
+        """
         return self.private_codes() if self.reports is None else self.reports
 
     def _hash_bits(self) -> int:

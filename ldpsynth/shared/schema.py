@@ -505,8 +505,7 @@ class ShuffleSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """A collection: its name, ε, attributes, (a shuffled collection) its :class:`ShuffleSpec`, and
-    the mechanism its devices perturb with.
+    """A collection: its name, ε, attributes, mechanism, lifecycle and (shuffled) :class:`ShuffleSpec`.
 
     Parameters
     ----------
