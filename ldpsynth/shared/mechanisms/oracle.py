@@ -23,11 +23,13 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from ..validation import check_codes, check_epsilon, check_int
+from .bits import column_counts, grouped_column_counts
 from .coins import CoinFlips, secure_coins, seeded_coins
 from .pure import PureProtocol, check_weights
 
 __all__ = [
     "FrequencyOracle",
+    "BitSetOracle",
     "OracleStatistics",
 ]
 
@@ -177,6 +179,37 @@ class FrequencyOracle(ABC):
                 raise ValidationError("reports", f"{self.name} reports: integers in [{info.min}, {info.max}]",
                                       "out of range", int(np.flatnonzero(bad.reshape(len(arr), -1).any(axis=1))[0]))
         return arr.astype(dtype, copy=False)
+
+
+class BitSetOracle(FrequencyOracle):
+    """An oracle whose report is a bit set over D (OUE, SS): ``report_bytes`` = ⌈k/8⌉ bytes, value v
+    bit ``v % 8`` of byte ``v // 8``; the tally counts each value's set bits, which are its support
+    counts :math:`S(v)` as they are."""
+
+    @property
+    def report_bytes(self) -> int:
+        return -(-self.domain_size // 8)
+
+    @property
+    def tally_size(self) -> int:
+        return self.domain_size
+
+    def _spare_bits(self, reports: np.ndarray) -> np.ndarray:
+        """Per report, the bits set beyond value k − 1 in its last byte (a valid report has none)."""
+        spare = 8 * self.report_bytes - self.domain_size
+        return reports[:, -1] >> (8 - spare) if spare else np.zeros(len(reports), np.uint8)
+
+    def _tally(self, reports: np.ndarray) -> np.ndarray:
+        return column_counts(reports, self.domain_size)
+
+    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
+        return grouped_column_counts(reports, groups, count, self.domain_size)
+
+    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
+        return np.unpackbits(reports, axis=1, count=self.domain_size, bitorder="little").astype(bool)
+
+    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        return tally.copy()
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
-from .bits import column_counts, grouped_column_counts, pack_rows
+from .bits import pack_rows
 from .coins import CoinFlips
-from .oracle import FrequencyOracle
+from .oracle import BitSetOracle
 from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 TRUE_BIT = (1, 2)
 
 
-class OUE(FrequencyOracle):
+class OUE(BitSetOracle):
     """Optimized unary encoding over ``domain_size`` codes at ``epsilon`` (module docstring).
 
     >>> oue = OUE(1.0, 16)
@@ -64,14 +64,6 @@ class OUE(FrequencyOracle):
     def parameters(self) -> tuple[int, ...]:
         return (self.domain_size, self.small)
 
-    @property
-    def report_bytes(self) -> int:
-        return -(-self.domain_size // 8)
-
-    @property
-    def tally_size(self) -> int:
-        return self.domain_size
-
     def _row_width(self) -> int:
         return self.domain_size
 
@@ -83,23 +75,9 @@ class OUE(FrequencyOracle):
 
     def check_reports(self, reports: npt.ArrayLike) -> np.ndarray:
         arr = self._check_reports_array(reports, np.uint8, (self.report_bytes,))
-        spare = 8 * self.report_bytes - self.domain_size
-        if spare and arr.size:
-            high = arr[:, -1] >> (8 - spare)
-            if high.any():
-                raise ValidationError("reports", f"bitmaps with no bit set at or above {self.domain_size}",
-                                      "a bit beyond the domain", int(np.flatnonzero(high)[0]))
+        high = self._spare_bits(arr)
+        if high.any():
+            raise ValidationError("reports", f"bitmaps with no bit set at or above {self.domain_size}",
+                                  "a bit beyond the domain", int(np.flatnonzero(high)[0]))
         return arr
-
-    def _tally(self, reports: np.ndarray) -> np.ndarray:
-        return column_counts(reports, self.domain_size)
-
-    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
-        return grouped_column_counts(reports, groups, count, self.domain_size)
-
-    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
-        return np.unpackbits(reports, axis=1, count=self.domain_size, bitorder="little").astype(bool)
-
-    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
-        return tally.copy()
 

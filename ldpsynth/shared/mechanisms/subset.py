@@ -12,9 +12,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
-from .bits import column_counts, grouped_column_counts, row_popcounts
+from .bits import row_popcounts
 from .coins import CoinFlips
-from .oracle import FrequencyOracle
+from .oracle import BitSetOracle
 from .pure import PureProtocol, delivered_epsilon, ratio_weights
 
 __all__ = [
@@ -32,7 +32,7 @@ def subset_protocol(domain_size: int, size: int, keep_weight: int, lie_weight: i
     return PureProtocol("SS", k, p, q, p * (d - 1) / (k - 1), pair_other)
 
 
-class SubsetSelection(FrequencyOracle):
+class SubsetSelection(BitSetOracle):
     """Subset selection over ``domain_size`` codes at ``epsilon`` (module docstring).
 
     >>> ss = SubsetSelection(1.0, 64)
@@ -59,14 +59,6 @@ class SubsetSelection(FrequencyOracle):
     @property
     def parameters(self) -> tuple[int, ...]:
         return (self.domain_size, self.subset_size, self.keep_weight, self.lie_weight)
-
-    @property
-    def report_bytes(self) -> int:
-        return -(-self.domain_size // 8)
-
-    @property
-    def tally_size(self) -> int:
-        return self.domain_size
 
     def _row_width(self) -> int:
         return self.report_bytes          # a row's bitmap; its d steps are vectorized over the chunk's rows
@@ -96,21 +88,8 @@ class SubsetSelection(FrequencyOracle):
     def check_reports(self, reports: npt.ArrayLike) -> np.ndarray:
         arr = self._check_reports_array(reports, np.uint8, (self.report_bytes,))
         if arr.size:
-            spare = 8 * self.report_bytes - self.domain_size
-            bad = (row_popcounts(arr) != self.subset_size) | ((arr[:, -1] >> (8 - spare)) != 0 if spare else False)
+            bad = (row_popcounts(arr) != self.subset_size) | (self._spare_bits(arr) != 0)
             if np.any(bad):
                 raise ValidationError("reports", f"SS reports: bitmaps of exactly {self.subset_size} of the "
                                       f"{self.domain_size} values", "not such a subset", int(np.flatnonzero(bad)[0]))
         return arr
-
-    def _tally(self, reports: np.ndarray) -> np.ndarray:
-        return column_counts(reports, self.domain_size)
-
-    def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
-        return grouped_column_counts(reports, groups, count, self.domain_size)
-
-    def _support_rows(self, reports: np.ndarray) -> np.ndarray:
-        return np.unpackbits(reports, axis=1, count=self.domain_size, bitorder="little").astype(bool)
-
-    def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
-        return tally.copy()
