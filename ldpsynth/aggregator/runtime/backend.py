@@ -236,10 +236,7 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
     registered = await _when_available(replicated.sealing_key_id)
     try:
         if datadir is not None:
-            key, created = data_dir_key(datadir.path, registered, create=True)
-            if created:  # said once serving (the server's "serving ..." line names the key)
-                log.info("replica.sealing_key_created", f"created the sealing key {key.key_id.hex() if key else ''} in "
-                         f"{datadir.path}", key_id=key.key_id.hex() if key else "")
+            key, _ = data_dir_key(datadir.path, registered, create=True)  # the "serving" line names it
         elif config.shuffle_key is not None:
             key = read_key_file(config.shuffle_key, "--shuffle-key")
         else:

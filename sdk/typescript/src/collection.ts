@@ -28,3 +28,16 @@ export function collectionInfo(msg: Collection): CollectionInfo {
 export function decodeCollection(bytes: Uint8Array): CollectionInfo {
   return collectionInfo(fromBinary(CollectionSchema, bytes));
 }
+
+/**
+ * The collection a server answered a GetCollection for `name` with (collectionInfo: its card verified);
+ * ValidationError naming `collection` when it answered with another collection.
+ */
+export function answeredCollection(msg: Collection, name: string): CollectionInfo {
+  const info = collectionInfo(msg);
+  if (info.card.schema.name !== name) {
+    throw new ValidationError("collection", `the collection asked for (${JSON.stringify(name)})`,
+      "the server answered with another collection");
+  }
+  return info;
+}

@@ -79,3 +79,8 @@ export function encodeRows(schema: Schema, rows: readonly Row[]): EncodedRows {
   if (rows.length === 0) return { publicCodes: schema.publicAttributes.map(() => []), privateCodes: [] };
   return encodeColumns(schema, columns);
 }
+
+/** A device's rows as a client's submit takes them, columns or row objects, encoded (encodeColumns, encodeRows). */
+export function encodeSubmission(schema: Schema, rows: Columns | readonly Row[]): EncodedRows {
+  return Array.isArray(rows) ? encodeRows(schema, rows as readonly Row[]) : encodeColumns(schema, rows as Columns);
+}

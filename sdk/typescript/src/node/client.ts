@@ -7,11 +7,11 @@
 import { createClient, type Client as ConnectClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { batchCapacity } from "../batching.js";
-import { collectionInfo } from "../collection.js";
+import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
 import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
-import { encodeColumns, encodeRows, type Columns, type Row } from "../rows.js";
+import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { prepareReports } from "./device.js";
 import type { FileLedger } from "./ledger.js";
 import { isRetryable, RetryPolicy, statusOf } from "../retry.js";
@@ -75,12 +75,7 @@ export class Client {
         await new Promise((resolve) => setTimeout(resolve, this.retry.backoffMs(attempts)));
         continue;
       }
-      const info = collectionInfo(message);
-      if (info.card.schema.name !== name) {
-        throw new ValidationError("collection", `the collection asked for (${JSON.stringify(name)})`,
-          "the server answered with another collection");
-      }
-      return info;
+      return answeredCollection(message, name);
     }
   }
 
@@ -95,7 +90,7 @@ export class Client {
     const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
     const capacity = batchCapacity(info, this.maxMessageBytes, batchSize);
     const schema = info.card.schema;
-    const encoded = Array.isArray(rows) ? encodeRows(schema, rows as readonly Row[]) : encodeColumns(schema, rows as Columns);
+    const encoded = encodeSubmission(schema, rows);
     const prepared = prepareReports(info.card, encoded, ledger);
     const stream = await this.stream(info, prepared.reports, capacity);
     return { ...stream, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,

@@ -11,12 +11,12 @@ import { batchCapacity, cutBatches } from "../batching.js";
 import {
   bearerHeaders, checkTimeout, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult,
 } from "../call-options.js";
-import { collectionInfo } from "../collection.js";
+import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
 import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { isRetryable, RetryPolicy } from "../retry.js";
-import { encodeColumns, encodeRows, type Columns, type Row } from "../rows.js";
+import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { SubmitError, type StreamResult } from "../submit-error.js";
 import { deliverBatches, Failover, webStatusOf } from "./delivery.js";
 import { prepareReports } from "./device.js";
@@ -99,12 +99,7 @@ export class WebClient {
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         continue;
       }
-      const info = collectionInfo(message);
-      if (info.card.schema.name !== name) {
-        throw new ValidationError("collection", `the collection asked for (${JSON.stringify(name)})`,
-          "the server answered with another collection");
-      }
-      return info;
+      return answeredCollection(message, name);
     }
   }
 
@@ -119,7 +114,7 @@ export class WebClient {
     const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
     const capacity = batchCapacity(info, this.maxMessageBytes, batchSize);
     const schema = info.card.schema;
-    const encoded = Array.isArray(rows) ? encodeRows(schema, rows as readonly Row[]) : encodeColumns(schema, rows as Columns);
+    const encoded = encodeSubmission(schema, rows);
     const prepared = await prepareReports(info.card, encoded, ledger);
     const delivered = await this.deliver(info, prepared.reports, capacity);
     return { ...delivered, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
