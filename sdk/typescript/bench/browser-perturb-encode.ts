@@ -9,28 +9,15 @@
 import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { gzipSync } from "node:zlib";
-import { derive, weightCandidates } from "../src/weights.js";
 import { BLANK_PAGE, jsonWithBigints, launch, sdkBundle, sdkPage, serveStatic } from "../test/browser-harness.js";
+import { RATINGS_CARD } from "./ratings-card.js";
 
 type Sdk = typeof import("../src/web/index.js");
 declare const window: { sdk: Sdk };
 
 const ROWS = 65_536;
 const ROUNDS = 5;
-const schema = {
-  name: "ratings", epsilon: 1.0, attributes: [
-    { name: "movie", type: "integer", min: 1n, max: 1682n, public: true },
-    { name: "rating", type: "integer", min: 1n, max: 5n },
-    { name: "watched", type: "binary" },
-    { name: "genre", type: "categorical", values: ["drama", "comedy", "horror", "other"] }],
-};
-const w = weightCandidates(1.0, 40n)[0]!;
-const d = derive(w, 40n);
-const cardJson = jsonWithBigints({
-  format: "ldpsynth.mechanism-card/1", mechanism: "E", version: "E/1", schema, domain_size: 40n,
-  keep_weight: String(w.keepWeight), lie_weight: String(w.lieWeight), total_weight: String(d.totalWeight),
-  epsilon: d.epsilon, epsilon_requested: 1.0, keep_probability: d.keepProbability, lie_probability: d.lieProbability,
-});
+const cardJson = jsonWithBigints(RATINGS_CARD);
 
 const load = loadavg().map((x) => x.toFixed(2)).join(" ");
 const bundle = await sdkBundle();

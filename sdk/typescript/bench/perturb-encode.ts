@@ -4,27 +4,13 @@
  * npm run bench; prints reports/s for each stage and for the whole path.
  */
 import { MechanismCard } from "../src/card.js";
-import type { JsonObject } from "../src/json.js";
 import { encodeReportBatch, newReports } from "../src/reports.js";
 import { encodeColumns } from "../src/rows.js";
 import { perturb } from "../src/sampler.js";
-import { derive, weightCandidates } from "../src/weights.js";
+import { RATINGS_CARD } from "./ratings-card.js";
 
 const ROWS = 65_536;
-const schema: JsonObject = {
-  name: "ratings", epsilon: 1.0, attributes: [
-    { name: "movie", type: "integer", min: 1n, max: 1682n, public: true },
-    { name: "rating", type: "integer", min: 1n, max: 5n },
-    { name: "watched", type: "binary" },
-    { name: "genre", type: "categorical", values: ["drama", "comedy", "horror", "other"] }],
-};
-const w = weightCandidates(1.0, 40n)[0]!;
-const d = derive(w, 40n);
-const card = MechanismCard.parse({
-  format: "ldpsynth.mechanism-card/1", mechanism: "E", version: "E/1", schema, domain_size: 40n,
-  keep_weight: String(w.keepWeight), lie_weight: String(w.lieWeight), total_weight: String(d.totalWeight),
-  epsilon: d.epsilon, epsilon_requested: 1.0, keep_probability: d.keepProbability, lie_probability: d.lieProbability,
-});
+const card = MechanismCard.parse(RATINGS_CARD);
 const columns = {
   movie: Array.from({ length: ROWS }, (_, i) => (i % 1682) + 1),
   rating: Array.from({ length: ROWS }, (_, i) => (i % 5) + 1),
