@@ -31,7 +31,8 @@ ANALYST_TOKEN = "metrics-analyst-token-91bc"
 DEVICE = [("authorization", f"Bearer {DEVICE_TOKEN}")]
 #: Label values a replica may show: names it serves, fixed vocabularies, numbers.
 FIXED_VALUES = {"ratings", "graph", "unknown", "accepted", "duplicate", "stored", "estimate", "export", "all",
-                "ldpsynth.v1.CollectionService", "ldpsynth.v1.QueryService", "SubmitReports", "GetCollection",
+                "ldpsynth.v1.CollectionService", "ldpsynth.v1.QueryService", "SubmitReports", "SubmitBatch",
+                "SubmitShuffled", "GetCollection",
                 "Estimate", "Export", "ready", "starting", "damaged", "unreachable", "+Inf",
                 "quota", "too_large", "lifecycle", "wrong_state", "invalid", "unauthenticated", "permission_denied",
                 "storage_full", "shard_damaged", "try_later", "shard_unavailable", "other",
