@@ -8,7 +8,9 @@ command runs, so this works with the ``[client]`` extra.
 
 With ``--shuffler HOST:PORT`` the reports go through a shuffler instead, each sealed to the key the
 collection publishes (docs/contract.md §16; the ``[shuffle]`` extra); the summary then says
-``"shuffled": true`` and ``acknowledged`` counts what the shuffler acknowledged.
+``"shuffled": true`` and ``acknowledged`` counts what the shuffler acknowledged, and for a shuffled
+collection ``central_epsilon``/``central_delta`` are the central guarantee it promised the reports, as
+the ledger recorded it (:meth:`ldpsynth.client.PrivacyLedger.guarantees`; ``null`` in clear).
 
 ``reset-ledger`` starts the device's privacy ledger over, knowingly
 (:meth:`ldpsynth.client.PrivacyLedger.reset`), and prints the record of the reset.

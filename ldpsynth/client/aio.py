@@ -202,7 +202,8 @@ class AsyncClient:
             Columns (attribute name → raw values, one column of equal length per attribute of the
             schema), or the path of a CSV file with a header of attribute names.
         ledger : PrivacyLedger
-            The device's ledger: charged ε, durably, before anything is sent.
+            The device's ledger: charged ε, durably, before anything is sent (through a shuffler to a
+            shuffled collection, with the central guarantee the collection promises: ``guarantees``).
         batch_size : int or None, default None
             Most reports per batch, an integer >= 1; ``None``: as many as the limits allow.
 
@@ -230,13 +231,15 @@ class AsyncClient:
         info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
         capacity = self._capacity(info, batch_size)
         prepared: PreparedReports = await asyncio.to_thread(
-            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger))
+            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None))
         stream = await self._deliver(info, prepared.reports, capacity)
         return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
                             acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,
                             retries=stream.retries, memoized=prepared.memoized,
                             epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total,
-                            shuffled=self.shuffler is not None)
+                            shuffled=self.shuffler is not None,
+                            central_epsilon=None if prepared.central is None else prepared.central.central_epsilon,
+                            central_delta=None if prepared.central is None else prepared.central.central_delta)
 
     async def submit_reports(self, info: CollectionInfo, reports: Reports, *,
                              batch_size: int | None = None) -> StreamResult:

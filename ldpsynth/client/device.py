@@ -7,6 +7,9 @@ code with probability :math:`L/N`), or the card's frequency oracle's exact sampl
 (:meth:`FrequencyOracle.perturb_secure <ldpsynth.shared.mechanisms.oracle.FrequencyOracle.perturb_secure>`).
 What comes out holds only perturbed codes (or reports), the public codes and fresh random report ids;
 the raw private codes stay here.
+
+Reports of a shuffled collection sent through a shuffler are charged with the central guarantee the
+collection promises them (:func:`promised_guarantee`), recorded in the same ledger transaction.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ldpsynth.client.ledger import PrivacyLedger
+from ldpsynth.client.ledger import CentralGuarantee, PrivacyLedger
 from ldpsynth.client.rows import EncodedRows
 from ldpsynth.shared.card import MechanismCard, oracle_fields
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.guarantees import RELEASE, of_card
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import layout_of
 from ldpsynth.shared.protocol import CollectionInfo
@@ -29,6 +34,7 @@ from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports, new_report_ids
 __all__ = [
     "PreparedReports",
     "collection_fingerprint",
+    "promised_guarantee",
     "prepare_reports",
 ]
 
@@ -51,6 +57,9 @@ class PreparedReports:
         ε charged by this submission (new reports × the collection's ε).
     epsilon_total:
         ε this device has spent on the collection, this submission included.
+    central:
+        The central guarantee the ledger records for the collection with this submission (sent through
+        a shuffler to a shuffled collection); ``None`` otherwise.
     """
 
     reports: Reports
@@ -58,6 +67,7 @@ class PreparedReports:
     memoized: int
     epsilon_spent: float
     epsilon_total: float
+    central: CentralGuarantee | None = None
 
 
 def collection_fingerprint(card: MechanismCard) -> bytes:
@@ -76,7 +86,28 @@ def collection_fingerprint(card: MechanismCard) -> bytes:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")).digest()
 
 
-def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger) -> PreparedReports:
+def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
+    """The central guarantee a shuffled collection promises a device that has sent it ``reports`` reports.
+
+    That of a release of one group of the collection's minimum batch (the fewest reports anything is
+    released or answered from), by the rule every release states (docs/contract.md §2:
+    :func:`ldpsynth.shared.guarantees.of_card`, ``composed_epsilon`` at ⌊N/m⌋ for m reports per device):
+    m is the collection's ``shuffle.rows_per_device``, or ``reports`` when the device has sent more than
+    that (its reports then compose over more rounds; docs/internals.md, ``ldpsynth.shared.guarantees``).
+    Without scipy the central ε is not computed (``None``).
+    """
+    spec = card.schema.shuffle
+    if spec is None:
+        raise ValidationError("card", "the card of a shuffled collection (with a shuffle block)",
+                              f"collection {card.schema.name!r} is not shuffled")
+    minimum = card.schema.minimum_batch[0]
+    m = max(spec.rows_per_device, reports)
+    stated = of_card(card, RELEASE, ["minimum batch"], np.array([minimum], np.int64), rows_per_device=m)
+    return CentralGuarantee(spec.delta, minimum, m, stated.central_epsilon, stated.central_delta)
+
+
+def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger, *,
+                    sealed: bool = False) -> PreparedReports:
     """Memoize-or-perturb every row and record the spend, in one ledger transaction, before sending.
 
     Rows with a memoized report reuse its id and perturbed code (a frequency oracle's: its report). The
@@ -85,6 +116,10 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     and are charged the
     collection's ε each; if that would exceed the budget the ledger raises
     :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` and nothing is recorded.
+
+    ``sealed``: the reports go through a shuffler. For a shuffled collection the same transaction then
+    records the central guarantee it promises them (:func:`promised_guarantee`, when every earlier report
+    to it went through a shuffler too), and removes it when they are sent in clear.
     """
     card = info.card
     mechanism = card.mechanism
@@ -112,6 +147,9 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
         report_ids[fresh] = fresh_ids
         codes[fresh] = fresh_codes
         total = tx.spent
+        shuffled = sealed and card.schema.shuffle is not None and tx.promisable()
+        central = tx.promise(promised_guarantee(card, tx.reports) if shuffled else None)
     new = int(fresh.sum())
     reports = Reports(report_ids, codes, rows.public_codes[rows_of])
-    return PreparedReports(reports, len(rows), len(rows) - new, float(new * Fraction(mechanism.epsilon)), total)
+    return PreparedReports(reports, len(rows), len(rows) - new, float(new * Fraction(mechanism.epsilon)), total,
+                           central)

@@ -1,4 +1,5 @@
-"""The on-device privacy ledger: ε spent per collection, the budget, and the memoized reports.
+"""The on-device privacy ledger: ε spent per collection, the budget, the memoized reports, and the central
+guarantee each shuffled collection promised.
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.client.ledger``.
 """
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_BUDGET_MULTIPLE",
     "default_ledger_path",
     "Budget",
+    "CentralGuarantee",
     "marker_path",
     "LedgerTransaction",
     "PrivacyLedger",
@@ -47,7 +49,7 @@ MARKER_SUFFIX = ".created"
 #: Suffixes of the files SQLite keeps next to a ledger in WAL mode.
 SQLITE_SUFFIXES = ("-wal", "-shm")
 
-_FORMAT = 3
+_FORMAT = 4
 _SECRET_BYTES = 32
 _MEMO_KEY_BYTES = 32  # HMAC-SHA256
 _DOMAIN = b"ldpsynth-memo/1"
@@ -70,8 +72,14 @@ _TABLES_2 = {**_TABLES_1, "pinned": _PINNED}
 #: private_code is then 0).
 _MEMO_REPORT = ("CREATE TABLE memo_report (memo_key BLOB PRIMARY KEY, report BLOB NOT NULL)"
                 " WITHOUT ROWID")
-_TABLES = {**_TABLES_2, "memo_report": _MEMO_REPORT}
-_TABLES_OF = {1: _TABLES_1, 2: _TABLES_2, _FORMAT: _TABLES}
+_TABLES_3 = {**_TABLES_2, "memo_report": _MEMO_REPORT}
+#: ... and of format 4: the central guarantee a shuffled collection promised the device's reports
+#: (:class:`CentralGuarantee`), written in the transaction of the spend it belongs to.
+_CENTRAL = ("CREATE TABLE central (collection TEXT PRIMARY KEY, delta TEXT NOT NULL, min_batch INTEGER NOT NULL,"
+            " rows_per_device INTEGER NOT NULL, central_epsilon TEXT, central_delta TEXT) WITHOUT ROWID")
+_CENTRAL_COLUMNS = "delta, min_batch, rows_per_device, central_epsilon, central_delta"
+_TABLES = {**_TABLES_3, "central": _CENTRAL}
+_TABLES_OF = {1: _TABLES_1, 2: _TABLES_2, 3: _TABLES_3, _FORMAT: _TABLES}
 #: SQL condition: a memo row has the shape the ledger writes.
 _MEMO_ROW_SOUND = (f"(typeof(memo_key) = 'blob' AND length(memo_key) = {_MEMO_KEY_BYTES} AND typeof(report_id) = 'blob'"
                    f" AND length(report_id) = {REPORT_ID_BYTES} AND typeof(private_code) = 'integer'"
@@ -136,6 +144,71 @@ class Budget:
                 and record["multiple"] > 0:
             return cls(multiple=record["multiple"])
         raise _refused(path, f"its budget is {_shown(value)}, not a budget the ledger writes")
+
+
+@dataclass(frozen=True)
+class CentralGuarantee:
+    """The central guarantee a shuffled collection promised this device's reports, as its ledger records it.
+
+    Recorded for a collection every one of whose reports this device charged for a shuffler, in the
+    transaction of each such submission (docs/contract.md §14). With the card's ε0 and |D| it is
+    reproducible: ``ldpsynth.shared.guarantees.compute`` of one group of ``min_batch`` reports at
+    ``rows_per_device`` (docs/contract.md §2).
+
+    Attributes
+    ----------
+    delta : float
+        The collection's δ (``shuffle.delta``).
+    min_batch : int
+        The fewest reports of a group the aggregator releases or answers from (the schema's
+        minimum batch: the larger of ``min_batch`` and ``shuffle.min_batch``), so the weakest release.
+    rows_per_device : int
+        The reports per device the guarantee composes over: the collection's
+        ``shuffle.rows_per_device``, or this device's reports when it has sent more.
+    central_epsilon : float or None
+        The central ε of a group of ``min_batch`` reports (the rows_per_device × ε0 of the local
+        guarantee when that shuffle amplifies nothing); ``None``: not computed, the device had no
+        accountant (scipy).
+    central_delta : float or None
+        ``delta``, or 0.0 with the local ε; ``None`` when ``central_epsilon`` is.
+    """
+
+    delta: float
+    min_batch: int
+    rows_per_device: int
+    central_epsilon: float | None
+    central_delta: float | None
+
+    def _row(self) -> tuple[str, int, int, str | None, str | None]:
+        """The columns the ledger stores (exact rationals as text, like a spend)."""
+        def exact(value: float | None) -> str | None:
+            return None if value is None else str(Fraction(value))
+        return (str(Fraction(self.delta)), self.min_batch, self.rows_per_device, exact(self.central_epsilon),
+                exact(self.central_delta))
+
+
+def _checked_central(path: Path | str, collection: object, delta: object, min_batch: object,
+                     rows_per_device: object, central_epsilon: object, central_delta: object) -> CentralGuarantee:
+    """A stored central guarantee; raise :class:`LedgerError` unless it is one the ledger writes."""
+    def bad(field: str, value: object, legal: str) -> LedgerError:
+        return _refused(path, f"collection {_shown(collection)}: the central guarantee's {field} is {_shown(value)}, "
+                              f"not {legal}")
+
+    target = _exact(delta)
+    if target is None or not 0 < target < 1:
+        raise bad("delta", delta, "an exact number in (0, 1)")
+    for field, value in (("min_batch", min_batch), ("rows_per_device", rows_per_device)):
+        if type(value) is not int or value < 1:
+            raise bad(field, value, "an integer >= 1")
+    eps = None if central_epsilon is None else _exact(central_epsilon)
+    if central_epsilon is not None and (eps is None or eps <= 0):
+        raise bad("central_epsilon", central_epsilon, "an exact number > 0 (or none: not computed)")
+    dlt = None if central_delta is None else _exact(central_delta)
+    if (dlt is None) != (eps is None) or (dlt is not None and dlt not in (0, target)):
+        raise bad("central_delta", central_delta, "its delta or 0 (none only with central_epsilon)")
+    assert isinstance(min_batch, int) and isinstance(rows_per_device, int)
+    return CentralGuarantee(float(target), min_batch, rows_per_device, None if eps is None else float(eps),
+                            None if dlt is None else float(dlt))
 
 
 def marker_path(path: str | os.PathLike) -> Path:
@@ -301,8 +374,8 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
         for name, statement in _TABLES_OF[version].items():
             if tables.get(name) != statement:
                 raise _refused(path, f"its table {name!r} is missing or not the one the ledger creates")
-        if version == _FORMAT and conn.execute("SELECT COUNT(*) FROM memo_report WHERE memo_key NOT IN "
-                                               "(SELECT memo_key FROM memo)").fetchone()[0]:
+        if version >= 3 and conn.execute("SELECT COUNT(*) FROM memo_report WHERE memo_key NOT IN "
+                                         "(SELECT memo_key FROM memo)").fetchone()[0]:
             raise _refused(path, "a memoized report has no memo row (the ledger records both in one transaction)")
         row = conn.execute("SELECT value FROM device WHERE name = 'memo_secret'").fetchone()
         if row is None:
@@ -320,6 +393,12 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
                 if pinned is None or pinned <= 0:
                     raise _refused(path, f"collection {_shown(collection)}: its pinned epsilon is {_shown(epsilon)}, "
                                          "not an exact number > 0")
+        if version >= 4:
+            for collection, *stored in conn.execute(f"SELECT collection, {_CENTRAL_COLUMNS} FROM central"):
+                _checked_central(path, collection, *stored)
+                if spends.get(collection, (Fraction(0), 0))[1] == 0:
+                    raise _refused(path, f"collection {_shown(collection)}: a central guarantee is recorded but no "
+                                         "report (the ledger records it with the spend, in one transaction)")
     finally:
         conn.execute("ROLLBACK")
     for collection in [*spends, *(c for c in memos if c not in spends)]:
@@ -332,8 +411,9 @@ def _verify(conn: sqlite3.Connection, path: Path) -> tuple[int, bytes]:
 
 
 def _upgrade(conn: sqlite3.Connection, budget: Budget) -> None:
-    """Format 1 -> 2 -> 3 in one transaction: (1 -> 2) store ``budget`` and pin each collection's ε at its
-    spend per report; (2 -> 3) add the table of bit-set reports."""
+    """Format 1 -> 2 -> 3 -> 4 in one transaction: (1 -> 2) store ``budget`` and pin each collection's ε at
+    its spend per report; (2 -> 3) add the table of bit-set reports; (3 -> 4) add the (empty) table of
+    central guarantees: which earlier reports went through a shuffler is not known, so none is recorded."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]  # (another process may have just upgraded it)
@@ -344,8 +424,10 @@ def _upgrade(conn: sqlite3.Connection, budget: Budget) -> None:
                     for collection, epsilon, reports in conn.execute("SELECT collection, epsilon, reports FROM spend")
                     if reports > 0]
             conn.executemany("INSERT INTO pinned (collection, epsilon) VALUES (?, ?)", pins)
-        if version < _FORMAT:
+        if version < 3:
             conn.execute(_MEMO_REPORT)
+        if version < _FORMAT:
+            conn.execute(_CENTRAL)
             conn.execute(f"PRAGMA user_version = {_FORMAT}")
         conn.execute("COMMIT")
     finally:
@@ -401,11 +483,38 @@ class LedgerTransaction:
         self._budget = budget
         self._spent = spent
         self._reports = reports
+        self._reported_before = reports > 0
 
     @property
     def spent(self) -> float:
         """ε spent on the collection so far, this transaction's records included."""
         return float(self._spent)
+
+    @property
+    def reports(self) -> int:
+        """Reports charged to the collection so far, this transaction's records included."""
+        return self._reports
+
+    def promisable(self) -> bool:
+        """Whether :meth:`promise` records a guarantee: every report charged to the collection before this
+        transaction was charged for a shuffler (it has a guarantee recorded, or it had no report)."""
+        return not self._reported_before or self._conn.execute(
+            "SELECT 1 FROM central WHERE collection = ?", (self._collection,)).fetchone() is not None
+
+    def promise(self, guarantee: CentralGuarantee | None) -> CentralGuarantee | None:
+        """Record the central guarantee the collection promised this submission's reports, sent through a
+        shuffler (only when :meth:`promisable`, else nothing: earlier reports did not go through one), or,
+        with ``None``, remove it (they are sent in clear: the aggregator knows they are this device's).
+        Returns what is recorded now."""
+        if guarantee is None or not self._reports or not self.promisable():
+            self._conn.execute("DELETE FROM central WHERE collection = ?", (self._collection,))
+            return None
+        self._conn.execute(
+            f"INSERT INTO central (collection, {_CENTRAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
+            "(collection) DO UPDATE SET delta = excluded.delta, min_batch = excluded.min_batch, rows_per_device "
+            "= excluded.rows_per_device, central_epsilon = excluded.central_epsilon, central_delta = "
+            "excluded.central_delta", (self._collection, *guarantee._row()))
+        return guarantee
 
     def lookup(self, memo_keys: Sequence[bytes], report_bytes: int = 0) -> dict[bytes, tuple[bytes, int | bytes]]:
         """The memoized ``(report_id, perturbed_code)`` of every key that has one (a malformed row is refused);
@@ -712,6 +821,31 @@ class PrivacyLedger:
             The ledger cannot be read, or its record of the collection is not one it writes.
         """
         return self._read_spend(collection)[1]
+
+    def guarantees(self, collection: str) -> CentralGuarantee | None:
+        """The central guarantee ``collection`` promised this device's reports, sent through a shuffler.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        CentralGuarantee or None
+            Recorded with the last submission's spend; ``None`` for a collection that is not shuffled,
+            never reported to, or some of whose reports were sent in clear or before the ledger
+            recorded guarantees (format 4).
+
+        Raises
+        ------
+        LedgerError
+            The ledger cannot be read, or its record of the collection is not one it writes.
+        """
+        with self._lock, _ledger_errors(self.path, "cannot read it"):
+            row = self._conn.execute(f"SELECT {_CENTRAL_COLUMNS} FROM central WHERE collection = ?",
+                                     (collection,)).fetchone()
+        return None if row is None else _checked_central(self.path, collection, *row)
 
     def memo_keys(self, collection_fingerprint: bytes, public_codes: np.ndarray,
                   private_codes: np.ndarray) -> list[bytes]:

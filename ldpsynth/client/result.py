@@ -42,6 +42,14 @@ class SubmitResult:
     shuffled : bool
         Whether the reports went sealed through a shuffler (docs/contract.md §16) rather than in clear
         to the aggregator.
+    central_epsilon : float or None
+        Through a shuffler to a shuffled collection: the central ε the collection promises this
+        device's reports, that of a release of its minimum batch of reports (the weakest it makes),
+        as the ledger recorded it (:meth:`PrivacyLedger.guarantees`); ``None`` when the collection is
+        not shuffled, the reports went in clear, some earlier ones did, or the device has no
+        accountant (scipy) to compute it.
+    central_delta : float or None
+        The δ that goes with ``central_epsilon`` (0.0 when that is the local guarantee).
     """
 
     collection: str
@@ -55,6 +63,8 @@ class SubmitResult:
     epsilon_spent: float
     epsilon_total: float
     shuffled: bool = False
+    central_epsilon: float | None = None
+    central_delta: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict.

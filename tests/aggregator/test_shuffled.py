@@ -23,9 +23,12 @@ import pytest
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import decode
 from ldpsynth.aggregator.storage.sealing_key import FILE_NAME, read_key_file
-from ldpsynth.client import Client, PrivacyLedger
+from ldpsynth.client import Client, PrivacyLedger, QueryClient
+from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.queries.builders import marginal
 from ldpsynth.shared.reports import Reports, new_report_ids
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import (
     ENC_BYTES,
     OpeningKey,
@@ -103,10 +106,13 @@ def sealed_batch(key: SealingKey, reports: Reports, collection: str = "ratings",
 class StandInShuffler:
     """Test harness: pools devices' sealed reports, permutes them, forwards them in batches of
     ``forward_batch`` to the replica's ``SubmitShuffled`` and acknowledges each device once every
-    forwarded batch was acknowledged. Flushes every ``linger`` seconds. Records what it saw."""
+    forwarded batch was acknowledged. Flushes every ``linger`` seconds. Records what it saw. ``schema``: a
+    collection's besides ratings and graph (its sealed reports' width)."""
 
-    def __init__(self, replica: str, token: str, forward_batch: int = 50, linger: float = 0.3, seed: int = 7):
+    def __init__(self, replica: str, token: str, forward_batch: int = 50, linger: float = 0.3, seed: int = 7,
+                 schema: Schema = GRAPH):
         self.replica, self.token, self.forward_batch, self.linger = replica, token, forward_batch, linger
+        self.schema = schema
         self.rng = np.random.default_rng(seed)
         self.received: list[bytes] = []  # every sealed report a device sent, as sent
         self.acks: list[pb.ShuffledAck] = []
@@ -132,7 +138,7 @@ class StandInShuffler:
         return f"127.0.0.1:{port}"
 
     async def _submit(self, batch: pb.SealedBatch, context: grpc.aio.ServicerContext) -> spb.SealedAck:
-        width = sealed_report_bytes(RATINGS if batch.collection == "ratings" else GRAPH, VERSION)
+        width = sealed_report_bytes(RATINGS if batch.collection == "ratings" else self.schema, VERSION)
         rows = np.frombuffer(batch.reports, np.uint8).reshape(-1, width)
         self.received += [row.tobytes() for row in rows]
         done = asyncio.get_running_loop().create_future()
@@ -179,6 +185,37 @@ def stand_in(server: ServerThread) -> Iterator[StandInShuffler]:
 
 
 # ----- devices through the stand-in ------------------------------------------------------------------
+
+
+def test_the_ledger_records_the_central_guarantee_the_server_states_for_the_minimum_batch(
+        start_server: StartServer, tmp_path: Path, rng: np.random.Generator) -> None:
+    """Issue 27 item 4, through a real server: a device reporting to a shuffled collection through the
+    shuffler records with its spend the central guarantee of a release of the collection's minimum batch,
+    and the server, once exactly that many reports are in, states the same one for its answers."""
+    schema = Schema.from_json({
+        "name": "shuffled", "epsilon": 2.0,
+        "attributes": [{"name": "movie", "type": "integer", "min": 0, "max": 3, "public": True},
+                       {"name": "rating", "type": "integer", "min": 1, "max": 5}],
+        "shuffle": {"delta": 1e-9, "min_batch": 500, "shuffler": "independent"}})
+    server = start_server(collections=(MechanismCard.for_schema(schema),), tokens_file=tokens_file(tmp_path))
+    shuffler = StandInShuffler(server.address, MIXER, schema=schema)
+    try:
+        with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger, \
+                Client(server.address, token=DEVICE, shuffler=shuffler.address) as client:
+            result = client.submit("shuffled", {"movie": [1], "rating": [4]}, ledger=ledger)
+            recorded = ledger.guarantees("shuffled")
+            others = client.submit_reports(collection_of(server, "shuffled", DEVICE), make_reports(schema, 499, rng))
+    finally:
+        shuffler.stop()
+    assert result.shuffled and result.acknowledged == 1 and others.acknowledged == 499
+    assert recorded is not None and (recorded.min_batch, recorded.rows_per_device, recorded.delta) == (500, 1, 1e-9)
+    assert (result.central_epsilon, result.central_delta) == (recorded.central_epsilon, recorded.central_delta)
+    with QueryClient(server.address, token=ANALYST) as analyst:
+        answers = analyst.estimate("shuffled", queries=[marginal("rating")])
+    stated = answers.guarantees
+    assert stated is not None and stated.counts.tolist() == [500]
+    assert (stated.central_epsilon, stated.central_delta) == (recorded.central_epsilon, 1e-9)
+    assert recorded.central_epsilon is not None and recorded.central_epsilon < stated.local_epsilon
 
 
 def test_devices_seal_through_the_sdk_and_exactly_what_was_acknowledged_is_stored(

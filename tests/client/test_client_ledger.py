@@ -538,27 +538,27 @@ def test_a_ledger_of_format_1_is_upgraded_with_its_collections_pinned(tmp_path) 
     info = ratings_info(1.0)
     with PrivacyLedger(path) as ledger:
         prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
-    edit(path, "DROP TABLE pinned", "DROP TABLE memo_report", "DELETE FROM device WHERE name = 'budget'",
-         "PRAGMA user_version = 1")
+    edit(path, "DROP TABLE pinned", "DROP TABLE memo_report", "DROP TABLE central",
+         "DELETE FROM device WHERE name = 'budget'", "PRAGMA user_version = 1")
     with PrivacyLedger(path, budget=5.0) as ledger:
         assert ledger.reports("ratings") == 4 and ledger.budget_for(1.0) == 5.0
         with pytest.raises(CardChanged):
             prepare_reports(ratings_info(2.0), encode_columns(info.schema, ratings_rows(1, start=70)), ledger)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
         assert conn.execute("SELECT epsilon FROM pinned").fetchall() == [(str(Fraction(info.card.mechanism.epsilon)),)]
 
 
 def test_a_ledger_of_format_2_is_upgraded_with_the_table_of_bit_set_reports(tmp_path) -> None:
-    """A ledger written before the frequency oracles (format 2) opens as format 3, its memo kept."""
+    """A ledger written before the frequency oracles (format 2) opens as format 4, its memo kept."""
     path = tmp_path / "l.sqlite"
     info = ratings_info(1.0)
     with PrivacyLedger(path) as ledger:
         first = prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
-    edit(path, "DROP TABLE memo_report", "PRAGMA user_version = 2")
+    edit(path, "DROP TABLE memo_report", "DROP TABLE central", "PRAGMA user_version = 2")
     with PrivacyLedger(path) as ledger:
         again = prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
         assert again.memoized == 4 and np.array_equal(again.reports.private_codes, first.reports.private_codes)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
         assert conn.execute("SELECT COUNT(*) FROM memo_report").fetchone()[0] == 0
