@@ -1,4 +1,5 @@
-"""Who is calling, and may they: bearer tokens, mutual-TLS identities, roles and collections.
+"""Who is calling, and may they (on the replicas and the shuffler alike): bearer tokens, mutual-TLS
+identities, roles and collections.
 
 Contract (docs/contract.md): every call carries ``authorization: Bearer <token>``. With a
 tokens file, the token names a client entry (its id is the *credential* quotas count); tokens
@@ -23,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsynth.aggregator.errors import PermissionDenied, Unauthenticated
-from ldpsynth.aggregator.runtime.config import ConfigError
+from ldpsynth.aggregator.errors import ConfigError, PermissionDenied, Unauthenticated
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
