@@ -7,13 +7,15 @@ Statically (every import of every module, in functions too, read with ``ast``), 
 * ``ldpsynth.aggregator``: ``errors``; ``observe`` (log events, metrics, traces: what every layer above
   records); ``storage`` (the log, the shard workers, the index, the data
   directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
-  (gRPC and the web port: servers, handlers, auth, quotas, the status mapping), each importing only
-  those before it;
+  (gRPC and the web port: servers, handlers, quotas; serving too), each importing only those before it;
+* ``ldpsynth.serving``: what every tier that serves gRPC calls shares (the error-to-status mapping,
+  authentication); shared and the aggregator's errors (the one error vocabulary);
+* ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors, serving;
 * ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
 
-Third-party seams: gRPC only where calls are served or made (ingress, client, cli, simulation and
+Third-party seams: gRPC only where calls are served or made (ingress, serving, shuffler, client, cli, simulation and
 the generated wire code), the web port's HTTP server (Hypercorn) only in ``aggregator.ingress``, Ray
 only in ``aggregator.runtime.ray_cluster`` and the local clusters,
 and the evaluation's packages (sqlglot, matplotlib, scikit-learn) only in ``ldpsynth.evaluation``.
@@ -39,17 +41,21 @@ AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldps
               "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
-    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1]]) for i, layer in enumerate(AGGREGATOR)),
+    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1]]) for i, layer in enumerate(AGGREGATOR[:-1])),
+    (AGGREGATOR[-1], ["ldpsynth.shared", *AGGREGATOR, "ldpsynth.serving"]),
+    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving"]),
+    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving", "ldpsynth.shuffler"]),
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
-    ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.simulation"]),
+    ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",
+                             "ldpsynth.simulation"]),
     ("ldpsynth.evaluation", ["ldpsynth.shared", "ldpsynth.evaluation", "ldpsynth.simulation.datasets"]),
     ("ldpsynth.cli", ["ldpsynth"]),
     ("ldpsynth", ["ldpsynth.shared", "ldpsynth.client"]),  # the package's own __init__
 ]
 GRPC = ("grpc", "grpc_health", "grpc_reflection")
-GRPC_ALLOWED = ("ldpsynth.aggregator.ingress", "ldpsynth.client", "ldpsynth.cli", "ldpsynth.simulation",
-                "ldpsynth.shared.wire")
+GRPC_ALLOWED = ("ldpsynth.aggregator.ingress", "ldpsynth.serving", "ldpsynth.shuffler", "ldpsynth.client",
+                "ldpsynth.cli", "ldpsynth.simulation", "ldpsynth.shared.wire")
 RAY_ALLOWED = ("ldpsynth.aggregator.runtime.ray_cluster", "ldpsynth.simulation.local_cluster")
 WEB_SERVERS = ("hypercorn",)
 EVALUATION_PACKAGES = ("sqlglot", "matplotlib", "sklearn")
@@ -124,8 +130,8 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 
 @pytest.mark.parametrize("module, text, expected", [
-    ("ldpsynth.aggregator.storage.x", "from ldpsynth.aggregator.ingress.status import rpc",
-     "imports ldpsynth.aggregator.ingress.status"),
+    ("ldpsynth.aggregator.storage.x", "from ldpsynth.serving.status import rpc",
+     "imports ldpsynth.serving.status"),
     ("ldpsynth.aggregator.storage.x", "def f():\n    from ldpsynth.aggregator.runtime import backend",
      "imports ldpsynth.aggregator.runtime"),
     ("ldpsynth.aggregator.query.x", "import grpc", "imports gRPC"),

@@ -1,7 +1,7 @@
 """The aggregator's errors that end a request, free of any transport.
 
 Each says how the request ends (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
-lists the statuses and what a caller does with each); :mod:`ldpsynth.aggregator.ingress.status` is
+lists the statuses and what a caller does with each); :mod:`ldpsynth.serving.status` is
 the one mapping to gRPC. Messages name the field and its legal range and never carry a private
 value, a token or a peer address: they travel back to the caller and into the server's log.
 """
@@ -14,7 +14,7 @@ from ldpsynth.shared.errors import LdpsynthError, Status
 
 __all__ = ["BadRequest", "NotServed", "WrongState", "OutsideLifecycle", "LimitExceeded", "QuotaExceeded",
            "Unauthenticated", "PermissionDenied", "TryLater", "ShardUnavailable", "ShardFull", "ShardDamaged",
-           "WorkerStartFailed", "PinExpired"]
+           "WorkerStartFailed", "PinExpired", "ConfigError"]
 
 
 class BadRequest(LdpsynthError):
@@ -101,3 +101,8 @@ class WorkerStartFailed(ShardUnavailable):
 
 class PinExpired(TryLater):
     """A query's pin of a shard's state was released (its worker restarted, or it timed out)."""
+
+
+class ConfigError(LdpsynthError):
+    """A configuration value or file is invalid (a flag, a collection file, a tokens file); the message
+    names it and its legal range. Not something a request causes: a server does not start with it."""

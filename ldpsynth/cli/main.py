@@ -19,6 +19,7 @@ from ldpsynth.shared.errors import LdpsynthError
 SUBCOMMAND_MODULES = (
     "ldpsynth.cli.simulate",
     "ldpsynth.cli.aggregator_cmd",
+    "ldpsynth.cli.shuffler_cmd",
     "ldpsynth.cli.estimate",
     "ldpsynth.cli.plan",
     "ldpsynth.cli.client_cmd",

@@ -23,7 +23,7 @@ __all__ = [
 class Status(enum.Enum):
     """How a request an error refuses ends (docs/contract.md §9 says what a caller does with each),
     named as gRPC names its status codes; the one mapping to gRPC is
-    :mod:`ldpsynth.aggregator.ingress.status`."""
+    :mod:`ldpsynth.serving.status`."""
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"

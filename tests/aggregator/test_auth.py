@@ -8,9 +8,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ldpsynth.aggregator.ingress import status
-from ldpsynth.aggregator.ingress.auth import ANONYMOUS, Authenticator, TokenTable
 from ldpsynth.aggregator.runtime.config import ConfigError
+from ldpsynth.serving import status
+from ldpsynth.serving.auth import ANONYMOUS, Authenticator, TokenTable
 from ldpsynth.shared.errors import LdpsynthError
 
 SECRET = "s3cret-token-of-device-1"

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 from ldpsynth.aggregator.errors import ShardUnavailable
-from ldpsynth.aggregator.ingress.auth import ANONYMOUS, Credential
 from ldpsynth.aggregator.ingress.ingest import Ingestor, route, split_by_shard
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
-from ldpsynth.aggregator.ingress.status import status_of
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
+from ldpsynth.serving.auth import ANONYMOUS, Credential
+from ldpsynth.serving.status import status_of
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.reports import Reports

@@ -10,7 +10,7 @@ import pytest
 
 from ldpsynth.aggregator import errors
 from ldpsynth.aggregator.ingress import query_service, server
-from ldpsynth.aggregator.ingress.status import INTERNAL, status_of
+from ldpsynth.serving.status import INTERNAL, status_of
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 from ldpsynth.shared.queries.wire import BatchTooLarge
 

@@ -38,13 +38,13 @@ from ldpsynth.aggregator.errors import (
     TryLater,
     WrongState,
 )
-from ldpsynth.aggregator.ingress.auth import Credential
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
 from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.group_commit import GroupCommitter
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
+from ldpsynth.serving.auth import Credential
 from ldpsynth.shared.protocol import reports_from_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb

@@ -29,10 +29,10 @@ import grpc
 import numpy as np
 
 from ldpsynth.aggregator.errors import LimitExceeded
-from ldpsynth.aggregator.ingress.auth import QUERY, Credential
-from ldpsynth.aggregator.ingress.status import parse, rpc
 from ldpsynth.aggregator.observe.metrics import ServiceCalls
 from ldpsynth.aggregator.query.engine import QueryEngine
+from ldpsynth.serving.auth import QUERY, Credential
+from ldpsynth.serving.status import parse, rpc
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import private_wire
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, private_to_wire, rows_that_fit

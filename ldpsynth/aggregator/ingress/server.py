@@ -4,7 +4,7 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
 * ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
   request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
   the INTERNAL a failing deserializer produces. Every error a request can cause says its status
-  (:mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.aggregator.ingress.status.rpc` maps it, and
+  (:mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.serving.status.rpc` maps it, and
   only a bug yields INTERNAL.
 * ``SubmitShuffled`` (role ``shuffler``) takes one shuffled batch of sealed reports, opens them with
   the deployment's sealing key (:mod:`~ldpsynth.aggregator.ingress.shuffled`), and admits and commits
@@ -46,14 +46,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
-from ldpsynth.aggregator.ingress.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.query_service import QUERY_METHODS, QUERY_SERVICE_NAME, QueryServicer
 from ldpsynth.aggregator.ingress.quota import QuotaBook
 from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
-from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
 from ldpsynth.aggregator.observe import events, tracing
@@ -61,6 +59,8 @@ from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
+from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
+from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.reports import REPORT_ID_BYTES

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.aggregator.errors import LimitExceeded, WrongState
-from ldpsynth.aggregator.ingress.auth import Credential
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.serving.auth import Credential
 from ldpsynth.shared.sealing import (
     OpeningKey,
     decode_plaintexts,

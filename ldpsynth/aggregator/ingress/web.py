@@ -5,7 +5,7 @@ protocol or gRPC-Web (:mod:`~ldpsynth.aggregator.ingress.web_protocol`), on HTTP
 A call is served by the replica's own handlers (:class:`CollectionCalls`: the
 :class:`~ldpsynth.aggregator.ingress.server.AggregatorServer`), the ones its gRPC calls use: the
 same authentication (the ``authorization`` header), admission, commit and ack, and every error
-answered through :func:`~ldpsynth.aggregator.ingress.status.refusal`, the one mapping. Request
+answered through :func:`~ldpsynth.serving.status.refusal`, the one mapping. Request
 bodies are read up to the message limit (RESOURCE_EXHAUSTED past it, before the rest is read).
 ``SubmitReports`` needs a streamed request body, which browsers cannot send: UNIMPLEMENTED here.
 
@@ -24,9 +24,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ldpsynth.aggregator.errors import BadRequest, LimitExceeded, NotServed
-from ldpsynth.aggregator.ingress.auth import Credential
 from ldpsynth.aggregator.ingress.cors import Cors
-from ldpsynth.aggregator.ingress.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, refusal
 from ldpsynth.aggregator.ingress.web_protocol import (
     CONTENT_TYPES,
     Headers,
@@ -35,6 +33,8 @@ from ldpsynth.aggregator.ingress.web_protocol import (
     failure,
     header,
 )
+from ldpsynth.serving.auth import Credential
+from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, refusal
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.wire import collection_pb2 as pb
 

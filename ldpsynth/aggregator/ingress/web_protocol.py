@@ -2,7 +2,7 @@
 
 Pure framing, no I/O: which protocol and codec a request's ``content-type`` names, the request
 message out of its body, the response (or the error) into status, headers and body, the call's
-deadline. Codes are gRPC's (:func:`~ldpsynth.aggregator.ingress.status.status_of` chose them): the
+deadline. Codes are gRPC's (:func:`~ldpsynth.serving.status.status_of` chose them): the
 Connect protocol names them in lower case (``invalid_argument``) with an HTTP status the protocol
 assigns to each; gRPC-Web sends their numbers in ``grpc-status``.
 
@@ -33,7 +33,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ldpsynth.aggregator.errors import BadRequest, LimitExceeded, NotServed
-from ldpsynth.aggregator.ingress.status import parse
+from ldpsynth.serving.status import parse
 
 M = TypeVar("M", bound=Message)
 Headers = list[tuple[bytes, bytes]]

@@ -4,7 +4,7 @@
   lines or text (``--log-format``), through the standard library's ``logging``.
 * :mod:`~ldpsynth.aggregator.observe.metrics`: a Prometheus registry's ``/metrics`` endpoint
   (``--metrics-port``) and the record of every gRPC call, which
-  :func:`~ldpsynth.aggregator.ingress.status.rpc` drives.
+  :func:`~ldpsynth.serving.status.rpc` drives.
 * :mod:`~ldpsynth.aggregator.observe.tracing`: OpenTelemetry spans over OTLP/HTTP (``--otlp-endpoint``),
   their context carried across processes as W3C headers.
 * :mod:`~ldpsynth.aggregator.observe.histogram`: latency histograms kept where Prometheus does not

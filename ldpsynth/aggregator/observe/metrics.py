@@ -3,7 +3,7 @@
 Any ``grpc.aio`` service of ldpsynth (a replica; a shuffler) keeps one :class:`CollectorRegistry`
 (its own, not the process-wide default: several servers may share a test process), serves it with
 :class:`MetricsEndpoint` when ``--metrics-port`` is given, and records its calls with
-:class:`CallMetrics`, which :func:`~ldpsynth.aggregator.ingress.status.rpc` drives: one place sees
+:class:`CallMetrics`, which :func:`~ldpsynth.serving.status.rpc` drives: one place sees
 every call end, with the status the error mapping chose.
 
 Call metrics follow the names of the grpc-ecosystem's Prometheus interceptors

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ldpsynth.aggregator.errors import WrongState
+from ldpsynth.aggregator.errors import ConfigError, WrongState
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.errors import LdpsynthError, ValidationError
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import SealingKey
@@ -30,10 +30,6 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 _ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(:[0-9]{1,5})?")
 #: gRPC keeps message sizes in a signed 32-bit int.
 MAX_MESSAGE_BYTES = 2**31 - 1
-
-
-class ConfigError(LdpsynthError):
-    """A configuration value or file is invalid; the message names it and its legal range."""
 
 
 @contextmanager

@@ -1,5 +1,6 @@
-"""The one mapping from errors to statuses, used by every handler (docs/contract.md §9), gRPC's and the
-web port's (whose Connect and gRPC-Web codes are gRPC's, :mod:`~ldpsynth.aggregator.ingress.web_protocol`).
+"""The one mapping from errors to statuses, used by every handler of every tier that serves calls (the
+replicas' and the shuffler's, docs/contract.md §9 and §16), gRPC's and the replicas' web port's (whose
+Connect and gRPC-Web codes are gRPC's, :mod:`~ldpsynth.aggregator.ingress.web_protocol`).
 
 An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`); here
 that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with

@@ -1,4 +1,5 @@
-"""Who is calling, and may they: bearer tokens, mutual-TLS identities, roles and collections.
+"""Who is calling, and may they (on the replicas and the shuffler alike): bearer tokens, mutual-TLS
+identities, roles and collections.
 
 Contract (docs/contract.md): every call carries ``authorization: Bearer <token>``. With a
 tokens file, the token names a client entry (its id is the *credential* quotas count); tokens
@@ -23,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsynth.aggregator.errors import PermissionDenied, Unauthenticated
-from ldpsynth.aggregator.runtime.config import ConfigError
+from ldpsynth.aggregator.errors import ConfigError, PermissionDenied, Unauthenticated
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 
@@ -58,19 +58,32 @@ class Credential:
 ANONYMOUS = Credential(ANONYMOUS_ID, ROLES, None)
 
 
-def _read_secret(path: Path) -> bytes:
-    """The bytes of a file holding secrets, refused (naming the mode) when its group or others have
-    any access: every token in it is a bearer secret, whoever reads it can call as that client.
-    The mode is checked on the open file, so it is the mode of what is read."""
+def read_secret(path: Path, flag: str = "--tokens") -> bytes:
+    """The bytes of a file holding secrets, refused (naming ``flag`` and the mode) when its group or
+    others have any access: every token in it is a bearer secret, whoever reads it can call as that
+    client. The mode is checked on the open file, so it is the mode of what is read.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    flag : str, default "--tokens"
+        The option that named it (for the message).
+
+    Returns
+    -------
+    bytes
+        Its contents.
+    """
     try:
         with open(path, "rb") as handle:
             mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
             if os.name == "posix" and mode & 0o077:
-                raise ConfigError(f"--tokens: {path}: mode {mode:04o} lets group or others access it; the tokens are "
+                raise ConfigError(f"{flag}: {path}: mode {mode:04o} lets group or others access it; the tokens are "
                                   f"bearer secrets (whoever reads one can call as that client): chmod 600 {path}")
             return handle.read()
     except OSError as exc:
-        raise ConfigError(f"--tokens: {path}: cannot read ({exc.strerror})") from None
+        raise ConfigError(f"{flag}: {path}: cannot read ({exc.strerror})") from None
 
 
 def _entry(obj: Any, i: int, seen_ids: set[str]) -> tuple[bytes, Credential]:
@@ -112,7 +125,7 @@ class TokenTable:
     def load(cls, path: str | Path) -> TokenTable:
         """The clients of the tokens file at ``path``, which only its owner may read or write."""
         try:
-            obj = jsonio.loads(_read_secret(Path(path)), "--tokens", 'a JSON object {"clients": [...]}')
+            obj = jsonio.loads(read_secret(Path(path)), "--tokens", 'a JSON object {"clients": [...]}')
         except ValidationError as exc:
             raise ConfigError(f"--tokens: {path}: {exc.problem}; legal range: {exc.legal}") from None
         clients = obj.get("clients") if isinstance(obj, Mapping) else None

@@ -1,0 +1,116 @@
+"""``ldpsynth shuffler serve``: run a shuffler (docs/contract.md §16, docs/deployment.md "Shuffler tier").
+
+Prints one JSON line ``{"event": "listening", "address": "HOST:PORT"}`` on stdout once it serves (the
+real port with ``--listen HOST:0``); logs go to stderr. SIGTERM/SIGINT stop it gracefully (waiting
+devices answered UNAVAILABLE, forwards under way finished) and it exits 0.
+
+Also runnable alone: ``python -m ldpsynth.cli.shuffler_cmd serve ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ldpsynth.cli.options import add_command
+from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.validation import check_int, check_seconds
+
+if TYPE_CHECKING:
+    from ldpsynth.shuffler.server import ShufflerConfig
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("shuffler", help="run a shuffler (sealed reports: pool, threshold, permute, "
+                                                    "forward)")
+    commands = parser.add_subparsers(dest="shuffler_command", metavar="COMMAND", required=True)
+    serve = add_command(commands, "serve", serve_command, help="serve ShufflerService over gRPC until SIGTERM/SIGINT",
+                        description="Pool devices' sealed reports per collection, release a pool only at a randomized "
+                                    "threshold, permute it uniformly, strip the devices' metadata and forward it to "
+                                    "the replicas (SubmitShuffled); a device is acknowledged once the replicas "
+                                    "acknowledged its reports.")
+    serve.add_argument("--listen", required=True, metavar="HOST:PORT",
+                       help="address to serve devices on (port 0: a free one, printed)")
+    serve.add_argument("--aggregator", required=True, metavar="HOST:PORT", help="the replicas (or one replica)")
+    serve.add_argument("--token-file", type=Path, metavar="FILE",
+                       help="the shuffler's own bearer token toward the replicas (a credential with the role "
+                            "'shuffler'); the file only its owner may read (mode 600)")
+    serve.add_argument("--tokens", type=Path, metavar="TOKENS.json",
+                       help="the devices' tokens (the replicas' format; role 'submit'); default: devices are not "
+                            "authenticated")
+    serve.add_argument("--threshold", type=int, required=True, metavar="T",
+                       help="fewest reports a pool of one collection is released with, before its noise (at least "
+                            "the collection's shuffle.min_batch)")
+    serve.add_argument("--max-wait", type=float, required=True, metavar="SECONDS",
+                       help="seconds a pool may wait for its threshold; then its devices get UNAVAILABLE (they retry)")
+    serve.add_argument("--patience", type=float, default=30.0, metavar="SECONDS",
+                       help="seconds a forwarded batch is retried while the replicas answer UNAVAILABLE "
+                            "(default %(default)s)")
+    serve.add_argument("--grace", type=float, default=5.0, metavar="SECONDS",
+                       help="seconds in-flight calls may finish at a stop (default %(default)s)")
+
+
+def _config(args: argparse.Namespace) -> ShufflerConfig:
+    from ldpsynth.aggregator.errors import ConfigError
+    from ldpsynth.serving.auth import read_secret
+    from ldpsynth.shuffler.server import ShufflerConfig
+
+    token = None
+    if args.token_file is not None:
+        token = read_secret(args.token_file, "--token-file").decode("utf-8", "replace").strip()
+        if not token or not token.isprintable() or " " in token:
+            raise ConfigError(f"--token-file: {args.token_file}: one bearer token (printable, no spaces)")
+    return ShufflerConfig(listen=args.listen, aggregator=args.aggregator, token=token,
+                          threshold=check_int(args.threshold, "--threshold", 1, 10**12),
+                          max_wait=check_seconds(args.max_wait, "--max-wait"), tokens_file=args.tokens,
+                          patience=check_seconds(args.patience, "--patience"),
+                          grace=check_seconds(args.grace, "--grace"))
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Handler of ``shuffler serve``."""
+    config = _config(args)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: ShufflerConfig) -> int:
+    from ldpsynth.shuffler.server import ShufflerServer
+
+    server = ShufflerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        address = await server.start()
+        print(json.dumps({"event": "listening", "address": address}), flush=True)
+        await stop.wait()
+    finally:
+        await server.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ldpsynth.cli.shuffler_cmd serve ...`` (this subcommand alone)."""
+    parser = argparse.ArgumentParser(prog="ldpsynth-shuffler", description="The ldpsynth shuffler.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register(sub)
+    args = parser.parse_args(["shuffler", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.handler(args))
+    except LdpsynthError as exc:
+        print(f"ldpsynth shuffler: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

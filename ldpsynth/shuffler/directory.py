@@ -1,0 +1,132 @@
+"""What the shuffler knows of each collection, learnt from the replicas' ``GetCollection`` (docs/contract.md
+§6, §16): its sealing key id, the size of a sealed report, its minimum batch and limits.
+
+The shuffler is configured with no collection: it asks the replicas (under its own credential) the
+first time a device names one, and keeps the answer (the key never changes while a deployment runs;
+a forward the replicas refuse with FAILED_PRECONDITION drops it, :meth:`Directory.forget`). A
+collection the replicas do not serve, or do not let this shuffler use, or that takes no sealed
+reports, is refused FAILED_PRECONDITION; replicas that do not answer give UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+
+from ldpsynth.aggregator.errors import TryLater, WrongState
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.sealing import sealed_report_bytes
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+#: Seconds a ``GetCollection`` call to the replicas may take.
+LOOKUP_DEADLINE = 10.0
+#: Longest collection name the shuffler asks the replicas about (a schema's name is shorter).
+MAX_NAME_CHARACTERS = 256
+
+
+@dataclass(frozen=True)
+class Route:
+    """One collection as the shuffler pools and forwards it."""
+
+    name: str
+    key_id: bytes
+    sealed_report_bytes: int
+    min_batch: int
+    limits: Limits
+
+    @classmethod
+    def of(cls, info: CollectionInfo) -> Route:
+        """The route of a collection the replicas described; WrongState when it takes no sealed reports.
+
+        Parameters
+        ----------
+        info : CollectionInfo
+            The replicas' ``GetCollection`` answer.
+
+        Returns
+        -------
+        Route
+            Its key id, report size, minimum batch (1 without a shuffle block) and limits.
+        """
+        name = info.schema.name
+        try:
+            key = info.sealing_key()
+        except ValidationError as exc:
+            raise WrongState(f"collection: {name!r} takes no sealed reports this shuffler can forward "
+                             f"({exc.problem})") from None
+        shuffle = info.schema.shuffle
+        return cls(name, key.key_id, sealed_report_bytes(info.schema, info.card.version),
+                   1 if shuffle is None else shuffle.min_batch, info.limits)
+
+
+class Directory:
+    """The routes of the collections devices named, asked of the replicas once each."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]):
+        self._stub = pb_grpc.CollectionServiceStub(channel)
+        self._metadata = metadata
+        self._routes: dict[str, asyncio.Task[Route]] = {}
+
+    async def route(self, collection: str) -> Route:
+        """The route of ``collection`` (asked of the replicas the first time; concurrent askers share the answer).
+
+        Parameters
+        ----------
+        collection : str
+            The name a device's batch gives.
+
+        Returns
+        -------
+        Route
+            How its reports are pooled and forwarded.
+        """
+        if not collection or len(collection) > MAX_NAME_CHARACTERS:
+            raise ValidationError("collection", f"a collection's name, 1 to {MAX_NAME_CHARACTERS} characters",
+                                  f"got {len(collection)} characters")
+        task = self._routes.get(collection)
+        if task is None:
+            task = self._routes[collection] = asyncio.ensure_future(self._lookup(collection))
+        try:
+            return await asyncio.shield(task)
+        except BaseException:
+            if task.done() and self._routes.get(collection) is task:  # failures are not kept: asked again next time
+                del self._routes[collection]
+            raise
+
+    def forget(self, collection: str) -> None:
+        """Drop what is known of ``collection`` (the replicas refused a forward: ask again).
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        None
+        """
+        self._routes.pop(collection, None)
+
+    async def _lookup(self, collection: str) -> Route:
+        try:
+            message = await self._stub.GetCollection(pb.GetCollectionRequest(collection=collection),
+                                                     metadata=self._metadata, timeout=LOOKUP_DEADLINE)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERMISSION_DENIED):
+                raise WrongState(f"collection: {collection[:128]!r} is not forwarded by this shuffler (the "
+                                 f"aggregator answered {code.name}: it does not serve it to the shuffler)") from None
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise TryLater("the shuffler could not reach the aggregator to read the collection; retry "
+                               "the batch") from None
+            log.warning("GetCollection: the aggregator answered %s to this shuffler's credential", code.name)
+            raise TryLater(f"the shuffler could not read the collection (the aggregator answered {code.name}); "
+                           "retry the batch later") from None
+        return Route.of(CollectionInfo.from_proto(message))

@@ -1,0 +1,182 @@
+"""The shuffler's gRPC server: ``ldpsynth.v1.ShufflerService.SubmitSealed`` on ``grpc.aio``
+(docs/contract.md §16; ``ldpsynth shuffler serve``).
+
+Registered with a generic handler that receives the raw request bytes (as the replicas do), so bytes
+that are not a ``SealedBatch`` end INVALID_ARGUMENT; every error ends the call through the one
+error-to-status mapping (:func:`~ldpsynth.serving.status.rpc`), the replicas' vocabulary. A call is
+checked, in this order, before any of it is pooled:
+
+1. the caller's credential, when the shuffler has a tokens file (devices' tokens, as on the
+   replicas; :mod:`~ldpsynth.serving.auth`): UNAUTHENTICATED / PERMISSION_DENIED (role ``submit``, the
+   collection);
+2. the collection: one the replicas serve to this shuffler and that takes sealed reports
+   (FAILED_PRECONDITION otherwise; :mod:`~ldpsynth.shuffler.directory`);
+3. ``key_id``: 16 bytes (INVALID_ARGUMENT), the collection's key (FAILED_PRECONDITION: seal to the
+   key the aggregator publishes);
+4. at most ``max_batch_reports`` reports (RESOURCE_EXHAUSTED), ``reports`` a non-zero multiple of
+   ``sealed_report_bytes`` (INVALID_ARGUMENT).
+
+Then the reports wait in their pool (:mod:`~ldpsynth.shuffler.pools`) and the call is answered
+``SealedAck{sequence, accepted = n}`` once the replicas acknowledged them. Nothing of a call (its
+peer address, metadata, token, sequence, arrival order) is kept beyond it or forwarded, and the log
+holds only counts and collection names: never ciphertexts, addresses or tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from ldpsynth.aggregator.errors import ConfigError, LimitExceeded, TryLater, WrongState
+from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
+from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.sealing import KEY_ID_BYTES, split_sealed
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shuffler.directory import Directory
+from ldpsynth.shuffler.forward import Forwarder
+from ldpsynth.shuffler.pools import Pools
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = spb.DESCRIPTOR.services_by_name["ShufflerService"].full_name
+#: Largest message the shuffler takes or sends (a collection's own limit is checked per batch).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ShufflerConfig:
+    """How one shuffler process runs (the flags of ``ldpsynth shuffler serve``).
+
+    Parameters
+    ----------
+    listen : str
+        ``HOST:PORT`` to serve devices on (port 0: a free one).
+    aggregator : str
+        ``HOST:PORT`` of the replicas (a load balancer, or one replica).
+    token : str or None
+        The shuffler's own bearer token toward the replicas (a credential with the role ``shuffler``).
+    threshold : int
+        T: the fewest reports a pool is released with, before its noise (>= 1).
+    max_wait : float
+        Seconds a pool may wait for its threshold before its calls end UNAVAILABLE.
+    tokens_file : Path or None, default None
+        The devices' tokens (the replicas' format); ``None``: devices are not authenticated.
+    patience : float, default 30.0
+        Seconds a forwarded batch is retried while the replicas answer UNAVAILABLE.
+    grace : float, default 5.0
+        Seconds in-flight calls may finish when the shuffler stops.
+    """
+
+    listen: str
+    aggregator: str
+    token: str | None
+    threshold: int
+    max_wait: float
+    tokens_file: Path | None = None
+    patience: float = 30.0
+    grace: float = 5.0
+
+
+class ShufflerServer:
+    """One shuffler process: ``await start()`` (returns the address), ``await stop()``."""
+
+    def __init__(self, config: ShufflerConfig):
+        self.config = config
+        self.address = ""
+        self._stopping = False
+        self._server: grpc.aio.Server | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._pools: Pools | None = None
+        self._directory: Directory | None = None
+        self._authenticator: Authenticator | None = None
+
+    async def start(self) -> str:
+        """Open the channel to the replicas and listen.
+
+        Returns
+        -------
+        str
+            ``HOST:PORT`` the shuffler serves on (the real port when ``listen`` asked for port 0).
+        """
+        config = self.config
+        tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+        self._authenticator = Authenticator(tokens, mutual_tls=False)
+        metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
+        sizes = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+        self._channel = grpc.aio.insecure_channel(config.aggregator, options=sizes)
+        self._directory = Directory(self._channel, metadata)
+        self._pools = Pools(Forwarder(self._channel, metadata, config.patience), config.threshold, config.max_wait)
+        server = grpc.aio.server(options=[*sizes, ("grpc.so_reuseport", 0)])
+        handler = grpc.unary_unary_rpc_method_handler(self._submit_sealed,
+                                                      response_serializer=spb.SealedAck.SerializeToString)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE_NAME, {"SubmitSealed": handler}),))
+        host = config.listen.rpartition(":")[0]
+        try:
+            bound = server.add_insecure_port(config.listen)
+        except RuntimeError as exc:
+            raise ConfigError(f"--listen: cannot listen on {config.listen} ({exc})") from None
+        self._server = server
+        await server.start()
+        self.address = f"{host}:{bound}"
+        log.info("shuffling on %s toward the aggregator (threshold %d, max wait %g s)", self.address,
+                 config.threshold, config.max_wait)
+        return self.address
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Refuse new calls (UNAVAILABLE), answer the waiting ones UNAVAILABLE, let the forwards under way
+        finish within ``grace`` seconds, close the channel.
+
+        Parameters
+        ----------
+        grace : float or None, default None
+            Seconds; ``None``: the configured grace.
+
+        Returns
+        -------
+        None
+        """
+        self._stopping = True
+        if self._pools is not None:
+            await self._pools.close()
+        if self._server is not None:
+            await self._server.stop(self.config.grace if grace is None else grace)
+        if self._channel is not None:
+            await self._channel.close()
+
+    @rpc("SubmitSealed", NOT_ACKNOWLEDGED)
+    async def _submit_sealed(self, raw: bytes, context: grpc.aio.ServicerContext) -> spb.SealedAck:
+        assert self._authenticator is not None and self._directory is not None and self._pools is not None
+        credential = self._authenticator.authenticate(context.invocation_metadata() or (), context.auth_context())
+        credential.require_role(SUBMIT)
+        batch = parse(pb.SealedBatch, raw)
+        credential.require_collection(batch.collection)
+        if self._stopping:
+            raise TryLater("the shuffler is stopping; retry the batch")
+        route = await self._directory.route(batch.collection)
+        key_id = bytes(batch.key_id)
+        if len(key_id) != KEY_ID_BYTES:
+            raise ValidationError("key_id", f"{KEY_ID_BYTES} bytes (Collection.sealing.key_id)",
+                                  f"got {len(key_id)} bytes")
+        if key_id != route.key_id:
+            raise WrongState(f"key_id: the reports are sealed to key {key_id.hex()!r}, the aggregator's key for "
+                             f"collection {route.name!r} is {route.key_id.hex()!r}; fetch the collection again "
+                             "(GetCollection: Collection.sealing) and seal to its key")
+        claimed = len(batch.reports) // route.sealed_report_bytes
+        if claimed > route.limits.max_batch_reports:
+            raise LimitExceeded(f"reports: at most max_batch_reports = {route.limits.max_batch_reports} reports per "
+                                f"batch, got {claimed}")
+        rows = split_sealed(batch.reports, route.sealed_report_bytes)
+        try:
+            await self._pools.submit(route, rows)
+        except WrongState:
+            self._directory.forget(route.name)
+            raise
+        return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
+

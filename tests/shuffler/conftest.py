@@ -1,0 +1,133 @@
+"""Fixtures of the shuffler tests: one real replica (in process, on the session's Ray cluster, its
+embedded NATS log on 127.0.0.1) per module, shufflers in process (:class:`ShufflerThread`) or as
+``ldpsynth shuffler serve`` subprocesses, devices through the SDK. Loopback only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_records import Section, decode
+from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
+from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
+from ldpsynth.simulation.local_cluster import ServerProcess
+from tests.aggregator.conftest import ServerThread, base_config, ray_address  # noqa: F401 (the session's Ray)
+
+T = TypeVar("T")
+DEVICE, MIXER, ANALYST = "device-token-7", "mixer-token-7", "analyst-token-7"
+SEALED_METHOD = "/ldpsynth.v1.ShufflerService/SubmitSealed"
+#: The replica's limits: small batches, so that a released pool is forwarded in several SealedBatches.
+LIMITS = Limits(max_batch_reports=64)
+
+
+def write_tokens(path: Path) -> Path:
+    path.write_text(json.dumps({"clients": [
+        {"id": "device-7", "token": DEVICE, "collections": "*", "roles": ["submit"]},
+        {"id": "mixer", "token": MIXER, "collections": "*", "roles": ["shuffler"]},
+        {"id": "analyst", "token": ANALYST, "collections": "*", "roles": ["query"]},
+    ]}))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def replica(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:  # noqa: F811
+    """One replica with one shard (a record keeps the forwarded order), tokens, a sealing key."""
+    directory = tmp_path_factory.mktemp("replica")
+    server = ServerThread(base_config(directory / "data", shards=1, limits=LIMITS,
+                                      tokens_file=write_tokens(directory / "tokens.json")))
+    yield server
+    server.stop(0)
+
+
+@pytest.fixture(scope="module")
+def mixer_token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mixer") / "mixer.token"
+    path.write_text(MIXER + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def bearer(token: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+def collection_info(replica: ServerThread, name: str = "ratings") -> CollectionInfo:
+    stub = pb_grpc.CollectionServiceStub(replica.channel())
+    return CollectionInfo.from_proto(stub.GetCollection(pb.GetCollectionRequest(collection=name),
+                                                        metadata=bearer(DEVICE), timeout=30))
+
+
+class ShufflerThread:
+    """A :class:`ShufflerServer` on 127.0.0.1 on its own event loop in a background thread."""
+
+    def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.server = ShufflerServer(ShufflerConfig(listen="127.0.0.1:0", aggregator=replica.address, token=MIXER,
+                                                    threshold=threshold, max_wait=max_wait, tokens_file=tokens_file,
+                                                    patience=5.0, grace=1.0))
+        self.address = self.run(self.server.start())
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def submit(self, batch: pb.SealedBatch | bytes, token: str | None = DEVICE, timeout: float = 30.0
+               ) -> tuple[spb.SealedAck | None, grpc.StatusCode, str]:
+        """One raw SubmitSealed call: the ack, or the status it ended with."""
+        raw = batch if isinstance(batch, bytes) else batch.SerializeToString()
+        with grpc.insecure_channel(self.address) as channel:
+            call = channel.unary_unary(SEALED_METHOD, response_deserializer=spb.SealedAck.FromString)
+            try:
+                return call(raw, metadata=bearer(token) if token else None, timeout=timeout), grpc.StatusCode.OK, ""
+            except grpc.RpcError as exc:
+                return None, exc.code(), exc.details() or ""
+
+    def stop(self) -> None:
+        self.run(self.server.stop(0))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def shuffler_process(replica: ServerThread, token_file: Path, log_path: Path, threshold: int, max_wait: float,
+                     listen: str = "127.0.0.1:0") -> ServerProcess:
+    """``ldpsynth shuffler serve`` as a subprocess (the module entry point), once it listens."""
+    return ServerProcess([sys.executable, "-m", "ldpsynth.cli.shuffler_cmd", "serve", "--listen", listen,
+                          "--aggregator", replica.address, "--token-file", str(token_file),
+                          "--threshold", str(threshold), "--max-wait", str(max_wait)], log_path)
+
+
+def log_sections(replica: ServerThread) -> tuple[list[Section], list[bytes]]:
+    """Every section the replica's log holds, in log order, and the raw records."""
+    backend = replica.server.backend
+
+    async def records() -> list[tuple[bytes, int, int]]:
+        replicated = await ReplicatedLog.connect(backend.log.settings, name="test-shuffler-read")
+        try:
+            await replicated.open_layout(None, create=False)
+            found = []
+            for shard in range(backend.layout.shards):
+                last = (await replicated.state(shard)).last
+                found += [(data, shard, sequence) async for sequence, data in replicated.read(shard, 1, last)]
+            return found
+        finally:
+            await replicated.close()
+
+    raw = replica.run(records())
+    decoded = [decode(data, layout=backend.layout.id, shard=shard, sequence=sequence) for data, shard, sequence in raw]
+    return [s for record in decoded for s in record.sections], [data for data, _, _ in raw]

@@ -1,0 +1,234 @@
+"""The shuffler (ldpsynth.shuffler) in front of a real replica: pooling across devices, the threshold,
+the permutation end to end, the statuses of bad batches, and what reaches the log and the shuffler's
+own log. Shufflers run in process on 127.0.0.1 (their logs are captured); devices use the SDK.
+
+α of the χ² check: 1e-3, with a seeded permutation source (deterministic)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from scipy import stats
+
+from ldpsynth.client import AsyncClient, Shuffler
+from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.sealing import ENC_BYTES, seal_reports
+from ldpsynth.shared.wire import collection_pb2 as pb
+from ldpsynth.shuffler import permutation, pools
+from tests.aggregator.conftest import RATINGS, VERSION, ServerThread, make_reports, stored_ids
+
+from .conftest import ANALYST, DEVICE, MIXER, ShufflerThread, collection_info, log_sections, write_tokens
+
+ALPHA = 1e-3
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261126)
+
+
+@pytest.fixture
+def fixed_threshold(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Every pool's threshold is ``value[0]`` (the noise is tested in test_permutation.py)."""
+    value = [1]
+    monkeypatch.setattr(pools, "draw_threshold", lambda threshold, min_batch: value[0])
+    yield value
+
+
+@pytest.fixture
+def seeded_permutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shuffler's permutation drawn from a seeded word source instead of os.urandom (deterministic)."""
+    generator = np.random.default_rng(77)
+
+    def words(k: int) -> np.ndarray:
+        return generator.integers(0, 2**64, size=k, dtype=np.uint64, endpoint=False)
+
+    monkeypatch.setattr(pools, "uniform_permutation", lambda n: permutation.uniform_permutation(n, words))
+
+
+@pytest.fixture
+def shuffler(replica: ServerThread) -> Iterator[ShufflerThread]:
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0)
+    yield mixer
+    mixer.stop()
+
+
+def sealed(replica: ServerThread, reports: Reports, sequence: int = 0) -> pb.SealedBatch:
+    key = collection_info(replica).sealing_key()
+    return pb.SealedBatch(collection="ratings", key_id=key.key_id, sequence=sequence,
+                          reports=seal_reports(key, "ratings", VERSION, reports).tobytes())
+
+
+def stored(replica: ServerThread) -> int:
+    return replica.run(replica.server.stored("ratings"))
+
+
+async def devices(address: str, replica: ServerThread, parts: list[Reports], batch_size: int) -> list[int]:
+    """Every device submits its reports through the shuffler at once; the reports each got acknowledged."""
+    info = collection_info(replica)
+
+    async def one(reports: Reports) -> int:
+        async with AsyncClient(replica.address, token=DEVICE, shuffler=Shuffler(address, token=DEVICE)) as client:
+            return (await client.submit_reports(info, reports, batch_size=batch_size)).acknowledged
+
+    return list(await asyncio.gather(*(one(r) for r in parts)))
+
+
+def test_devices_are_pooled_permuted_forwarded_in_batches_and_stored_once(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """7 devices x 20 reports, one pool of threshold 140: released once, forwarded as 64 + 64 + 12
+    (the replica's max_batch_reports), every device acknowledged, every report stored once."""
+    fixed_threshold[0] = 140
+    mixer = ShufflerThread(replica, threshold=100, max_wait=20.0)
+    try:
+        parts = [make_reports(RATINGS, 20, rng) for _ in range(7)]
+        before = stored(replica)
+        assert asyncio.run(devices(mixer.address, replica, parts, batch_size=20)) == [20] * 7
+    finally:
+        mixer.stop()
+    ids = {bytes(row) for part in parts for row in part.report_ids}
+    assert ids <= stored_ids(replica, "ratings") and stored(replica) == before + 140
+    sections, _ = log_sections(replica)
+    mine = [s for s in sections if {bytes(r) for r in s.report_ids} & ids]
+    assert sorted(len(s) for s in mine) == [12, 64, 64] and all(dict(s.quota) == {"mixer": len(s)} for s in mine)
+    forwarded = np.concatenate([s.report_ids for s in mine])
+    sent = np.concatenate([p.report_ids for p in parts])
+    assert not np.array_equal(forwarded, sent)  # not in the devices' order
+
+
+def test_below_its_threshold_a_pool_forwards_nothing_and_its_devices_get_unavailable(
+        replica: ServerThread, rng: np.random.Generator) -> None:
+    """T = 40 (the noise only adds): 39 reports wait max_wait, then UNAVAILABLE; nothing stored."""
+    mixer = ShufflerThread(replica, threshold=40, max_wait=0.5)
+    try:
+        before = stored(replica)
+        reports = make_reports(RATINGS, 39, rng)
+        ack, code, details = mixer.submit(sealed(replica, reports))
+        assert (ack, code) == (None, grpc.StatusCode.UNAVAILABLE) and "threshold" in details
+        assert "nothing was forwarded" in details
+    finally:
+        mixer.stop()
+    assert stored(replica) == before and not {bytes(r) for r in reports.report_ids} & stored_ids(replica, "ratings")
+
+
+def test_the_forwarded_order_is_independent_of_the_arrival_order(
+        replica: ServerThread, fixed_threshold: list[int], seeded_permutation: None) -> None:
+    """60 pools of 10 reports each arriving in a known order (one call): the position of the first to
+    arrive among the 10 stored reports is uniform on 0..9 (6 expected per position), α = 1e-3."""
+    fixed_threshold[0] = 10
+    mixer = ShufflerThread(replica, threshold=10, max_wait=20.0)
+    rng = np.random.default_rng(11)
+    tagged = []
+    try:
+        for _ in range(60):
+            reports = make_reports(RATINGS, 10, rng)
+            tagged.append((bytes(reports.report_ids[0]), {bytes(r) for r in reports.report_ids}))
+            assert mixer.submit(sealed(replica, reports))[1] == grpc.StatusCode.OK
+    finally:
+        mixer.stop()
+    sections, _ = log_sections(replica)
+    where = {}
+    for section in sections:
+        ids = [bytes(r) for r in section.report_ids]
+        where.update({report: (i, frozenset(ids)) for i, report in enumerate(ids)})
+    positions = []
+    for first, ids in tagged:
+        position, section = where[first]
+        assert section == ids  # one pool, one forwarded batch, one section
+        positions.append(position)
+    counts = np.bincount(positions, minlength=10)
+    assert stats.chisquare(counts).pvalue > ALPHA, counts
+
+
+@pytest.mark.parametrize("change, code, words", [
+    (lambda b: b"\xff\x01garbage", grpc.StatusCode.INVALID_ARGUMENT, ["not a valid ldpsynth.v1.SealedBatch"]),
+    (lambda b: b.__setattr__("collection", "nope") or b, grpc.StatusCode.FAILED_PRECONDITION, ["collection", "nope"]),
+    (lambda b: b.__setattr__("collection", "") or b, grpc.StatusCode.INVALID_ARGUMENT, ["collection", "1 to 256"]),
+    (lambda b: b.__setattr__("key_id", os.urandom(16)) or b, grpc.StatusCode.FAILED_PRECONDITION,
+     ["key_id", "fetch the collection again"]),
+    (lambda b: b.__setattr__("key_id", b"\x01" * 5) or b, grpc.StatusCode.INVALID_ARGUMENT, ["key_id", "16 bytes"]),
+    (lambda b: b.__setattr__("reports", b.reports + bytes(16)) or b, grpc.StatusCode.INVALID_ARGUMENT,
+     ["reports", "multiple of 84 bytes", "got 100 bytes"]),
+    (lambda b: b.__setattr__("reports", b"") or b, grpc.StatusCode.INVALID_ARGUMENT, ["reports", "non-zero multiple"]),
+    (lambda b: b.__setattr__("reports", b.reports * 65) or b, grpc.StatusCode.RESOURCE_EXHAUSTED,
+     ["max_batch_reports = 64", "got 65"]),
+])
+def test_a_bad_batch_gets_its_status_naming_the_field_and_nothing_is_stored(
+        replica: ServerThread, shuffler: ShufflerThread, rng: np.random.Generator, change, code: grpc.StatusCode,
+        words: list[str]) -> None:
+    before = stored(replica)
+    batch = change(sealed(replica, make_reports(RATINGS, 1, rng)))
+    ack, got, details = shuffler.submit(batch)
+    assert (ack, got) == (None, code), details
+    assert all(w in details for w in words), details
+    assert stored(replica) == before
+
+
+def test_the_devices_tokens_are_checked_as_on_the_replicas(replica: ServerThread, tmp_path: Path,
+                                                            rng: np.random.Generator) -> None:
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0, tokens_file=write_tokens(tmp_path / "devices.json"))
+    try:
+        batch = sealed(replica, make_reports(RATINGS, 3, rng))
+        assert mixer.submit(batch, token=None)[1] == grpc.StatusCode.UNAUTHENTICATED
+        assert mixer.submit(batch, token="not-a-token")[1] == grpc.StatusCode.UNAUTHENTICATED
+        assert mixer.submit(batch, token=ANALYST)[1:] == (grpc.StatusCode.PERMISSION_DENIED,
+                                                         "credential 'analyst' lacks the role submit")
+        ack, code, _ = mixer.submit(batch, token=DEVICE)
+        assert code == grpc.StatusCode.OK and ack.accepted == 3
+    finally:
+        mixer.stop()
+
+
+def test_bad_ciphertexts_are_forwarded_and_dropped_and_a_replayed_batch_is_stored_once(
+        replica: ServerThread, shuffler: ShufflerThread, rng: np.random.Generator) -> None:
+    """The shuffler cannot open reports: it takes 10 good and 3 garbage ones (accepted 13); the replica
+    stores the 10. The same bytes again: accepted again, nothing stored twice."""
+    good = make_reports(RATINGS, 10, rng)
+    batch = sealed(replica, good, sequence=5)
+    garbage = np.frombuffer(rng.bytes(3 * 84), np.uint8)
+    batch.reports = batch.reports + garbage.tobytes()
+    before = stored(replica)
+    for _ in range(2):
+        ack, code, _ = shuffler.submit(batch)
+        assert code == grpc.StatusCode.OK and (ack.sequence, ack.accepted) == (5, 13)
+        assert stored(replica) == before + 10
+    assert {bytes(r) for r in good.report_ids} <= stored_ids(replica, "ratings")
+
+
+def test_neither_the_log_nor_the_shufflers_log_holds_device_metadata_tokens_or_ciphertexts(
+        replica: ServerThread, tmp_path: Path, caplog: pytest.LogCaptureFixture, rng: np.random.Generator) -> None:
+    caplog.set_level(logging.DEBUG)
+    mixer = ShufflerThread(replica, threshold=1, max_wait=0.5, tokens_file=write_tokens(tmp_path / "devices.json"))
+    try:
+        reports = make_reports(RATINGS, 30, rng)
+        batch = sealed(replica, reports, sequence=987654321)
+        assert mixer.submit(batch)[1] == grpc.StatusCode.OK
+        assert mixer.submit(batch, token="wrong-token-123")[1] == grpc.StatusCode.UNAUTHENTICATED
+        wrong_key = sealed(replica, reports)
+        wrong_key.key_id = os.urandom(16)
+        assert mixer.submit(wrong_key)[1] == grpc.StatusCode.FAILED_PRECONDITION
+        assert asyncio.run(devices(mixer.address, replica, [make_reports(RATINGS, 5, rng)], 5)) == [5]
+    finally:
+        mixer.stop()
+    said = caplog.text
+    assert "forwarded a pool" in said  # the log is captured
+    rows = np.frombuffer(batch.reports, np.uint8).reshape(-1, 84)
+    port = mixer.address.rsplit(":", 1)[1]
+    for secret in (DEVICE, MIXER, "wrong-token-123", "device-7", "ipv4:", "ipv6:"):  # gRPC's peer addresses
+        assert secret not in said, secret
+    assert not any(row[:8].tobytes().hex() in said or repr(row[:8].tobytes())[2:-1] in said for row in rows)
+    sections, raw = log_sections(replica)
+    blob = b"".join(raw)
+    for secret in (DEVICE.encode(), MIXER.encode(), b"device-7", f":{port}".encode(), mixer.address.encode(),
+                   (987654321).to_bytes(8, "little"), (987654321).to_bytes(8, "big")):
+        assert secret not in blob, secret
+    for row in rows:
+        assert row[:ENC_BYTES].tobytes() not in blob and row[ENC_BYTES:ENC_BYTES + 24].tobytes() not in blob
+    assert {c for s in sections for c in s.quota} == {"mixer"}
