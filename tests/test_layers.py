@@ -9,8 +9,9 @@ Statically (every import of every module, in functions too, read with ``ast``), 
   directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
   (gRPC and the web port: servers, handlers, quotas; serving too), each importing only those before it;
 * ``ldpsynth.serving``: what every tier that serves gRPC calls shares (the error-to-status mapping,
-  authentication); shared and the aggregator's errors (the one error vocabulary);
-* ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors, serving;
+  authentication); shared, the aggregator's errors (the one error vocabulary) and observe;
+* ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors and observe,
+  serving;
 * ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
@@ -43,8 +44,10 @@ AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldps
 LAYERS: list[tuple[str, list[str]]] = [
     *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1]]) for i, layer in enumerate(AGGREGATOR[:-1])),
     (AGGREGATOR[-1], ["ldpsynth.shared", *AGGREGATOR, "ldpsynth.serving"]),
-    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving"]),
-    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving", "ldpsynth.shuffler"]),
+    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
+                          "ldpsynth.serving"]),
+    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
+                           "ldpsynth.serving", "ldpsynth.shuffler"]),
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
     ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",
