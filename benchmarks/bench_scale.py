@@ -553,7 +553,7 @@ async def _append_run(replicated: ReplicatedLog, layout: Layout, shards: int, re
     shard, one append in flight each); ``(seconds, bytes of one record, CPU seconds of the server
     processes`` ``servers)``."""
     digest = card_digest(CARD.dumps())
-    domains = {SCHEMA.name: (SCHEMA.public_domain_size, SCHEMA.private_domain_size)}
+    domains = {SCHEMA.name: (SCHEMA.public_domain_size, SCHEMA.private_domain_size, 0)}
     encoded: list[list[tuple[int, bytes]]] = []
     for shard in range(shards):
         last = (await replicated.state(shard)).last
