@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.client import AsyncClient, Shuffler
+from ldpsynth.aggregator.errors import ConfigError
+from ldpsynth.client import AsyncClient, RetryPolicy, Shuffler, SubmitError
+from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import ENC_BYTES, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -232,3 +234,27 @@ def test_neither_the_log_nor_the_shufflers_log_holds_device_metadata_tokens_or_c
     for row in rows:
         assert row[:ENC_BYTES].tobytes() not in blob and row[ENC_BYTES:ENC_BYTES + 24].tobytes() not in blob
     assert {c for s in sections for c in s.quota} == {"mixer"}
+
+
+def test_devices_reach_a_tls_shuffler_with_its_ca_and_not_in_clear(
+        replica: ServerThread, certs: Path, rng: np.random.Generator) -> None:
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0, tls=TlsFiles(certs / "server.pem", certs / "server.key"))
+    try:
+        info = collection_info(replica)
+
+        async def device(root: Path | None) -> int:
+            shuffler = Shuffler(mixer.address, token=DEVICE, root_certificates=root)
+            async with AsyncClient(replica.address, token=DEVICE, shuffler=shuffler, retry=RetryPolicy(max_attempts=1),
+                                   deadline=5.0) as client:
+                return (await client.submit_reports(info, make_reports(RATINGS, 4, rng))).acknowledged
+
+        assert asyncio.run(device(certs / "ca.pem")) == 4
+        with pytest.raises(SubmitError):
+            asyncio.run(device(None))  # in clear to a TLS port: refused
+    finally:
+        mixer.stop()
+
+
+def test_a_shuffler_refuses_tls_files_that_do_not_match_naming_the_flag(replica: ServerThread, certs: Path) -> None:
+    with pytest.raises(ConfigError, match="--tls-key .*not the private key of the certificate"):
+        ShufflerThread(replica, threshold=1, max_wait=1.0, tls=TlsFiles(certs / "server.pem", certs / "client.key"))

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -53,6 +52,7 @@ from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
+from ldpsynth.serving.tls import server_credentials
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -66,13 +66,6 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 #: Seconds between two health checks of the shard workers.
 HEALTH_INTERVAL = 1.0
 _SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
-
-
-def _read_file(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{what} {path}: cannot read ({exc.strerror})") from None
 
 
 def _host_port(host: str, port: int) -> str:
@@ -113,7 +106,7 @@ class AggregatorServer:
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
-        credentials = self._server_credentials()
+        credentials = server_credentials(config.tls)
         await self._set_health(False, False)
         loop = asyncio.get_running_loop()
         try:
@@ -191,16 +184,6 @@ class AggregatorServer:
                 else:
                     log.warning("ingest NOT_SERVING, queries SERVING: %s", full)
                 await self._set_health(*serving)
-
-    def _server_credentials(self) -> grpc.ServerCredentials | None:
-        tls = self.config.tls
-        if tls is None:
-            return None
-        pair = (_read_file(tls.key, "--tls-key"), _read_file(tls.cert, "--tls-cert"))
-        client_ca = _read_file(tls.client_ca, "--tls-client-ca") if tls.client_ca else None
-        tls.check()
-        return grpc.ssl_server_credentials([pair], root_certificates=client_ca,
-                                           require_client_auth=client_ca is not None)
 
     def _build_server(self) -> grpc.aio.Server:
         limit = self.config.limits.max_message_bytes
