@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -258,3 +260,27 @@ def test_devices_reach_a_tls_shuffler_with_its_ca_and_not_in_clear(
 def test_a_shuffler_refuses_tls_files_that_do_not_match_naming_the_flag(replica: ServerThread, certs: Path) -> None:
     with pytest.raises(ConfigError, match="--tls-key .*not the private key of the certificate"):
         ShufflerThread(replica, threshold=1, max_wait=1.0, tls=TlsFiles(certs / "server.pem", certs / "client.key"))
+
+
+def test_a_call_that_ends_while_waiting_leaves_the_pool_and_is_not_forwarded(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """Threshold 10: B (4 reports) waits, A (4) waits after it and its deadline passes; C (6) makes
+    B + C = 10: released without A's reports (a gone call's reports do not count towards the threshold)."""
+    fixed_threshold[0] = 10
+    mixer = ShufflerThread(replica, threshold=10, max_wait=20.0)
+    try:
+        a, b, c = (make_reports(RATINGS, k, rng) for k in (4, 4, 6))
+        results: list = []
+        waiting_b = threading.Thread(target=lambda: results.append(mixer.submit(sealed(replica, b))))
+        waiting_b.start()
+        time.sleep(0.3)
+        assert mixer.submit(sealed(replica, a), timeout=0.5)[1] == grpc.StatusCode.DEADLINE_EXCEEDED
+        time.sleep(0.2)
+        code_c = mixer.submit(sealed(replica, c))[1]
+        waiting_b.join(30)
+        assert code_c == grpc.StatusCode.OK and results[0][1] == grpc.StatusCode.OK
+    finally:
+        mixer.stop()
+    held = stored_ids(replica, "ratings")
+    assert {bytes(r) for r in (*b.report_ids, *c.report_ids)} <= held
+    assert not {bytes(r) for r in a.report_ids} & held
