@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "acknowledged its reports.")
     serve.add_argument("--listen", required=True, metavar="HOST:PORT",
                        help="address to serve devices on (port 0: a free one, printed)")
-    serve.add_argument("--aggregator", required=True, metavar="HOST:PORT", help="the replicas (or one replica)")
+    serve.add_argument("--aggregator", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                       help="the replicas: one address (a load balancer, one replica) or several (round robin)")
     serve.add_argument("--token-file", type=Path, metavar="FILE",
                        help="the shuffler's own bearer token toward the replicas (a credential with the role "
                             "'shuffler'); the file only its owner may read (mode 600)")

@@ -31,7 +31,7 @@ from pathlib import Path
 import grpc
 
 from ldpsynth.aggregator.errors import ConfigError, LimitExceeded, TryLater, WrongState
-from ldpsynth.client.transport import channel_credentials
+from ldpsynth.client.transport import channel_credentials, grpc_target
 from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
 from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.serving.tls import TlsFiles, server_credentials
@@ -59,7 +59,8 @@ class ShufflerConfig:
     listen : str
         ``HOST:PORT`` to serve devices on (port 0: a free one).
     aggregator : str
-        ``HOST:PORT`` of the replicas (a load balancer, or one replica).
+        ``HOST:PORT`` of the replicas (a load balancer, or one replica), or several comma-separated
+        (round robin; a replica that fails drops out of the rotation, its batches are resent to the others).
     token : str or None
         The shuffler's own bearer token toward the replicas (a credential with the role ``shuffler``).
     threshold : int
@@ -123,8 +124,9 @@ class ShufflerServer:
         metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
         sizes = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-        self._channel = (grpc.aio.insecure_channel(config.aggregator, options=sizes) if toward_replicas is None
-                         else grpc.aio.secure_channel(config.aggregator, toward_replicas, options=sizes))
+        replicas, balancing = grpc_target(config.aggregator)  # several replicas: round robin, as the SDK's
+        self._channel = (grpc.aio.insecure_channel(replicas, options=sizes + balancing) if toward_replicas is None
+                         else grpc.aio.secure_channel(replicas, toward_replicas, options=sizes + balancing))
         self._directory = Directory(self._channel, metadata)
         self._pools = Pools(Forwarder(self._channel, metadata, config.patience), config.threshold, config.max_wait)
         server = grpc.aio.server(options=[*sizes, ("grpc.so_reuseport", 0)])

@@ -284,3 +284,15 @@ def test_a_call_that_ends_while_waiting_leaves_the_pool_and_is_not_forwarded(
     held = stored_ids(replica, "ratings")
     assert {bytes(r) for r in (*b.report_ids, *c.report_ids)} <= held
     assert not {bytes(r) for r in a.report_ids} & held
+
+
+def test_with_several_replicas_a_dead_one_is_passed_over(replica: ServerThread, rng: np.random.Generator) -> None:
+    """--aggregator 127.0.0.1:1,REPLICA (nothing listens on port 1): round robin over the replicas that
+    answer; every batch is forwarded and stored."""
+    mixer = ShufflerThread(replica, threshold=1, max_wait=5.0, aggregator=f"127.0.0.1:1,{replica.address}")
+    try:
+        parts = [make_reports(RATINGS, 3, rng) for _ in range(6)]
+        assert [mixer.submit(sealed(replica, p))[1] for p in parts] == [grpc.StatusCode.OK] * 6
+    finally:
+        mixer.stop()
+    assert {bytes(r) for p in parts for r in p.report_ids} <= stored_ids(replica, "ratings")
