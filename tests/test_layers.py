@@ -7,11 +7,12 @@ Statically (every import of every module, in functions too, read with ``ast``), 
 * ``ldpsynth.aggregator``: ``errors``; ``observe`` (log events, metrics, traces: what every layer above
   records); ``storage`` (the log, the shard workers, the index, the data
   directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
-  (gRPC and the web port: servers, handlers, quotas; serving too), each importing only those before it;
+  (gRPC and the web port: servers, handlers, quotas), each importing only those before it (and from
+  ``runtime`` on, serving);
 * ``ldpsynth.serving``: what every tier that serves gRPC calls shares (the error-to-status mapping,
-  authentication); shared, the aggregator's errors (the one error vocabulary) and observe;
+  authentication, TLS files); shared, the aggregator's errors (the one error vocabulary) and observe;
 * ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors and observe,
-  serving;
+  serving, and the client SDK's transport (it calls the replicas);
 * ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
@@ -42,12 +43,12 @@ AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldps
               "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
-    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1]]) for i, layer in enumerate(AGGREGATOR[:-1])),
-    (AGGREGATOR[-1], ["ldpsynth.shared", *AGGREGATOR, "ldpsynth.serving"]),
+    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1], *(["ldpsynth.serving"] if i >= 3 else [])])
+      for i, layer in enumerate(AGGREGATOR)),
     ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
                           "ldpsynth.serving"]),
     ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
-                           "ldpsynth.serving", "ldpsynth.shuffler"]),
+                           "ldpsynth.serving", "ldpsynth.client", "ldpsynth.shuffler"]),
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
     ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",

@@ -38,13 +38,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "acknowledged its reports.")
     serve.add_argument("--listen", required=True, metavar="HOST:PORT",
                        help="address to serve devices on (port 0: a free one, printed)")
-    serve.add_argument("--aggregator", required=True, metavar="HOST:PORT", help="the replicas (or one replica)")
+    serve.add_argument("--aggregator", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                       help="the replicas: one address (a load balancer, one replica) or several (round robin)")
     serve.add_argument("--token-file", type=Path, metavar="FILE",
                        help="the shuffler's own bearer token toward the replicas (a credential with the role "
                             "'shuffler'); the file only its owner may read (mode 600)")
     serve.add_argument("--tokens", type=Path, metavar="TOKENS.json",
                        help="the devices' tokens (the replicas' format; role 'submit'); default: devices are not "
                             "authenticated")
+    serve.add_argument("--tls-cert", type=Path, help="the shuffler's certificate chain toward devices (PEM); "
+                                                     "enables TLS")
+    serve.add_argument("--tls-key", type=Path, help="its private key (PEM)")
+    serve.add_argument("--tls-client-ca", type=Path, help="CA of devices' certificates (PEM); requires mutual TLS")
+    serve.add_argument("--aggregator-tls-ca", type=Path, metavar="FILE",
+                       help="CA of the replicas' certificate (PEM): TLS toward the replicas")
+    serve.add_argument("--aggregator-tls-cert", type=Path, metavar="FILE",
+                       help="the shuffler's client certificate toward mutual-TLS replicas (PEM)")
+    serve.add_argument("--aggregator-tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
     serve.add_argument("--threshold", type=int, required=True, metavar="T",
                        help="fewest reports a pool of one collection is released with, before its noise (at least "
                             "the collection's shuffle.min_batch)")
@@ -60,8 +70,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace) -> ShufflerConfig:
     from ldpsynth.aggregator.errors import ConfigError
     from ldpsynth.serving.auth import read_secret
+    from ldpsynth.serving.tls import TlsFiles
     from ldpsynth.shuffler.server import ShufflerConfig
 
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key: give both or neither")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise ConfigError("--tls-client-ca: needs --tls-cert and --tls-key (mutual TLS runs over TLS)")
+    if (args.aggregator_tls_cert is None) != (args.aggregator_tls_key is None):
+        raise ConfigError("--aggregator-tls-cert and --aggregator-tls-key: give both or neither")
     token = None
     if args.token_file is not None:
         token = read_secret(args.token_file, "--token-file").decode("utf-8", "replace").strip()
@@ -70,6 +87,9 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
     return ShufflerConfig(listen=args.listen, aggregator=args.aggregator, token=token,
                           threshold=check_int(args.threshold, "--threshold", 1, 10**12),
                           max_wait=check_seconds(args.max_wait, "--max-wait"), tokens_file=args.tokens,
+                          tls=TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None,
+                          aggregator_ca=args.aggregator_tls_ca, aggregator_cert=args.aggregator_tls_cert,
+                          aggregator_key=args.aggregator_tls_key,
                           patience=check_seconds(args.patience, "--patience"),
                           grace=check_seconds(args.grace, "--grace"))
 

@@ -1,2 +1,3 @@
 """What every tier that serves gRPC calls shares (the aggregator's replicas and the shuffler): the one
-error-to-status mapping (:mod:`~ldpsynth.serving.status`) and who is calling (:mod:`~ldpsynth.serving.auth`)."""
+error-to-status mapping (:mod:`~ldpsynth.serving.status`), who is calling (:mod:`~ldpsynth.serving.auth`)
+and TLS (:mod:`~ldpsynth.serving.tls`)."""

@@ -35,12 +35,20 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
+class Waiting:
+    """One call's reports in a pool, and what its call waits on (compared by identity)."""
+
+    rows: np.ndarray
+    done: asyncio.Future[None]
+
+
+@dataclass(eq=False)
 class Pool:
     """The open pool of one collection and key: the calls waiting in it, and its threshold."""
 
     route: Route
     threshold: int
-    waiting: list[tuple[np.ndarray, asyncio.Future[None]]] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
     reports: int = 0
     expiry: asyncio.TimerHandle | None = None
 
@@ -72,14 +80,13 @@ class Pools:
             (with its status) of the forward, or TryLater when the pool expired.
         """
         pool = self._pool_of(route)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (rows, done)
+        entry = Waiting(rows, asyncio.get_running_loop().create_future())
         pool.waiting.append(entry)
         pool.reports += len(rows)
         if pool.reports >= pool.threshold:
             self._release(pool)
         try:
-            await done
+            await entry.done
         except asyncio.CancelledError:
             if self._open.get((route.name, route.key_id)) is pool and entry in pool.waiting:
                 pool.waiting.remove(entry)
@@ -108,9 +115,9 @@ class Pools:
         if pool.waiting:
             log.info("a pool of collection %r ended below its threshold: %d calls answered UNAVAILABLE",
                      pool.route.name, len(pool.waiting))
-        for _, done in pool.waiting:
-            if not done.done():
-                done.set_exception(failure)
+        for entry in pool.waiting:
+            if not entry.done.done():
+                entry.done.set_exception(failure)
 
     def _release(self, pool: Pool) -> None:
         self._close(pool)
@@ -119,20 +126,20 @@ class Pools:
         task.add_done_callback(self._forwards.discard)
 
     async def _forward(self, pool: Pool) -> None:
-        rows = np.concatenate([rows for rows, _ in pool.waiting])
+        rows = np.concatenate([entry.rows for entry in pool.waiting])
         shuffled = rows[uniform_permutation(len(rows))]
         try:
             acks = await self._forwarder.forward(pool.route, shuffled)
         except Exception as exc:  # noqa: BLE001 (every waiting call ends with the forward's error and its status)
-            for _, done in pool.waiting:
-                if not done.done():
-                    done.set_exception(exc)
+            for entry in pool.waiting:
+                if not entry.done.done():
+                    entry.done.set_exception(exc)
             return
         log.info("forwarded a pool of collection %r: %d reports from %d calls in %d batches", pool.route.name,
                  len(rows), len(pool.waiting), len(acks))
-        for _, done in pool.waiting:
-            if not done.done():
-                done.set_result(None)
+        for entry in pool.waiting:
+            if not entry.done.done():
+                entry.done.set_result(None)
 
     async def close(self) -> None:
         """Answer every waiting call UNAVAILABLE (nothing of the open pools is forwarded) and wait for the

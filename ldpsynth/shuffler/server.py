@@ -31,8 +31,10 @@ from pathlib import Path
 import grpc
 
 from ldpsynth.aggregator.errors import ConfigError, LimitExceeded, TryLater, WrongState
+from ldpsynth.client.transport import channel_credentials, grpc_target
 from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
 from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
+from ldpsynth.serving.tls import TlsFiles, server_credentials
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.sealing import KEY_ID_BYTES, split_sealed
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -57,7 +59,8 @@ class ShufflerConfig:
     listen : str
         ``HOST:PORT`` to serve devices on (port 0: a free one).
     aggregator : str
-        ``HOST:PORT`` of the replicas (a load balancer, or one replica).
+        ``HOST:PORT`` of the replicas (a load balancer, or one replica), or several comma-separated
+        (round robin; a replica that fails drops out of the rotation, its batches are resent to the others).
     token : str or None
         The shuffler's own bearer token toward the replicas (a credential with the role ``shuffler``).
     threshold : int
@@ -66,6 +69,12 @@ class ShufflerConfig:
         Seconds a pool may wait for its threshold before its calls end UNAVAILABLE.
     tokens_file : Path or None, default None
         The devices' tokens (the replicas' format); ``None``: devices are not authenticated.
+    tls : TlsFiles or None, default None
+        The shuffler's certificate and key toward devices (with a client CA: mutual TLS), as the
+        replicas' ``--tls-*``; ``None``: an insecure port (loopback only).
+    aggregator_ca, aggregator_cert, aggregator_key : Path or None, default None
+        TLS toward the replicas: the CA of their certificate, and for mutual TLS the shuffler's own
+        certificate and key; no CA and no certificate: an insecure channel (loopback only).
     patience : float, default 30.0
         Seconds a forwarded batch is retried while the replicas answer UNAVAILABLE.
     grace : float, default 5.0
@@ -78,6 +87,10 @@ class ShufflerConfig:
     threshold: int
     max_wait: float
     tokens_file: Path | None = None
+    tls: TlsFiles | None = None
+    aggregator_ca: Path | None = None
+    aggregator_cert: Path | None = None
+    aggregator_key: Path | None = None
     patience: float = 30.0
     grace: float = 5.0
 
@@ -105,11 +118,15 @@ class ShufflerServer:
         """
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
-        self._authenticator = Authenticator(tokens, mutual_tls=False)
+        self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
+        credentials = server_credentials(config.tls)
+        toward_replicas = channel_credentials(config.aggregator_ca, config.aggregator_cert, config.aggregator_key)
         metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
         sizes = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-        self._channel = grpc.aio.insecure_channel(config.aggregator, options=sizes)
+        replicas, balancing = grpc_target(config.aggregator)  # several replicas: round robin, as the SDK's
+        self._channel = (grpc.aio.insecure_channel(replicas, options=sizes + balancing) if toward_replicas is None
+                         else grpc.aio.secure_channel(replicas, toward_replicas, options=sizes + balancing))
         self._directory = Directory(self._channel, metadata)
         self._pools = Pools(Forwarder(self._channel, metadata, config.patience), config.threshold, config.max_wait)
         server = grpc.aio.server(options=[*sizes, ("grpc.so_reuseport", 0)])
@@ -119,7 +136,8 @@ class ShufflerServer:
             (grpc.method_handlers_generic_handler(SERVICE_NAME, {"SubmitSealed": handler}),))
         host = config.listen.rpartition(":")[0]
         try:
-            bound = server.add_insecure_port(config.listen)
+            bound = (server.add_insecure_port(config.listen) if credentials is None
+                     else server.add_secure_port(config.listen, credentials))
         except RuntimeError as exc:
             raise ConfigError(f"--listen: cannot listen on {config.listen} ({exc})") from None
         self._server = server

@@ -17,13 +17,14 @@ import pytest
 
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import Section, decode
+from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2 as spb
 from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
 from ldpsynth.simulation.local_cluster import ServerProcess
-from tests.aggregator.conftest import ServerThread, base_config, ray_address  # noqa: F401 (the session's Ray)
+from tests.aggregator.conftest import ServerThread, base_config, certs, ray_address  # noqa: F401 (fixtures)
 
 T = TypeVar("T")
 DEVICE, MIXER, ANALYST = "device-token-7", "mixer-token-7", "analyst-token-7"
@@ -73,13 +74,14 @@ def collection_info(replica: ServerThread, name: str = "ratings") -> CollectionI
 class ShufflerThread:
     """A :class:`ShufflerServer` on 127.0.0.1 on its own event loop in a background thread."""
 
-    def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None):
+    def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None,
+                 tls: TlsFiles | None = None, aggregator: str | None = None):
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.server = ShufflerServer(ShufflerConfig(listen="127.0.0.1:0", aggregator=replica.address, token=MIXER,
-                                                    threshold=threshold, max_wait=max_wait, tokens_file=tokens_file,
-                                                    patience=5.0, grace=1.0))
+        self.server = ShufflerServer(ShufflerConfig(
+            listen="127.0.0.1:0", aggregator=aggregator or replica.address, token=MIXER, threshold=threshold,
+            max_wait=max_wait, tokens_file=tokens_file, tls=tls, patience=5.0, grace=1.0))
         self.address = self.run(self.server.start())
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:

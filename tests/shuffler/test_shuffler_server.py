@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.client import AsyncClient, Shuffler
+from ldpsynth.aggregator.errors import ConfigError
+from ldpsynth.client import AsyncClient, RetryPolicy, Shuffler, SubmitError
+from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import ENC_BYTES, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
@@ -232,3 +236,63 @@ def test_neither_the_log_nor_the_shufflers_log_holds_device_metadata_tokens_or_c
     for row in rows:
         assert row[:ENC_BYTES].tobytes() not in blob and row[ENC_BYTES:ENC_BYTES + 24].tobytes() not in blob
     assert {c for s in sections for c in s.quota} == {"mixer"}
+
+
+def test_devices_reach_a_tls_shuffler_with_its_ca_and_not_in_clear(
+        replica: ServerThread, certs: Path, rng: np.random.Generator) -> None:
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0, tls=TlsFiles(certs / "server.pem", certs / "server.key"))
+    try:
+        info = collection_info(replica)
+
+        async def device(root: Path | None) -> int:
+            shuffler = Shuffler(mixer.address, token=DEVICE, root_certificates=root)
+            async with AsyncClient(replica.address, token=DEVICE, shuffler=shuffler, retry=RetryPolicy(max_attempts=1),
+                                   deadline=5.0) as client:
+                return (await client.submit_reports(info, make_reports(RATINGS, 4, rng))).acknowledged
+
+        assert asyncio.run(device(certs / "ca.pem")) == 4
+        with pytest.raises(SubmitError):
+            asyncio.run(device(None))  # in clear to a TLS port: refused
+    finally:
+        mixer.stop()
+
+
+def test_a_shuffler_refuses_tls_files_that_do_not_match_naming_the_flag(replica: ServerThread, certs: Path) -> None:
+    with pytest.raises(ConfigError, match="--tls-key .*not the private key of the certificate"):
+        ShufflerThread(replica, threshold=1, max_wait=1.0, tls=TlsFiles(certs / "server.pem", certs / "client.key"))
+
+
+def test_a_call_that_ends_while_waiting_leaves_the_pool_and_is_not_forwarded(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """Threshold 10: B (4 reports) waits, A (4) waits after it and its deadline passes; C (6) makes
+    B + C = 10: released without A's reports (a gone call's reports do not count towards the threshold)."""
+    fixed_threshold[0] = 10
+    mixer = ShufflerThread(replica, threshold=10, max_wait=20.0)
+    try:
+        a, b, c = (make_reports(RATINGS, k, rng) for k in (4, 4, 6))
+        results: list = []
+        waiting_b = threading.Thread(target=lambda: results.append(mixer.submit(sealed(replica, b))))
+        waiting_b.start()
+        time.sleep(0.3)
+        assert mixer.submit(sealed(replica, a), timeout=0.5)[1] == grpc.StatusCode.DEADLINE_EXCEEDED
+        time.sleep(0.2)
+        code_c = mixer.submit(sealed(replica, c))[1]
+        waiting_b.join(30)
+        assert code_c == grpc.StatusCode.OK and results[0][1] == grpc.StatusCode.OK
+    finally:
+        mixer.stop()
+    held = stored_ids(replica, "ratings")
+    assert {bytes(r) for r in (*b.report_ids, *c.report_ids)} <= held
+    assert not {bytes(r) for r in a.report_ids} & held
+
+
+def test_with_several_replicas_a_dead_one_is_passed_over(replica: ServerThread, rng: np.random.Generator) -> None:
+    """--aggregator 127.0.0.1:1,REPLICA (nothing listens on port 1): round robin over the replicas that
+    answer; every batch is forwarded and stored."""
+    mixer = ShufflerThread(replica, threshold=1, max_wait=5.0, aggregator=f"127.0.0.1:1,{replica.address}")
+    try:
+        parts = [make_reports(RATINGS, 3, rng) for _ in range(6)]
+        assert [mixer.submit(sealed(replica, p))[1] for p in parts] == [grpc.StatusCode.OK] * 6
+    finally:
+        mixer.stop()
+    assert {bytes(r) for p in parts for r in p.report_ids} <= stored_ids(replica, "ratings")

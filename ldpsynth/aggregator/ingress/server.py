@@ -38,7 +38,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from importlib.metadata import version
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -61,6 +60,7 @@ from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
+from ldpsynth.serving.tls import server_credentials
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.reports import REPORT_ID_BYTES
@@ -75,13 +75,6 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 #: Seconds between two health checks of the shard workers.
 HEALTH_INTERVAL = 1.0
 _SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
-
-
-def _read_file(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{what} {path}: cannot read ({exc.strerror})") from None
 
 
 def _host_port(host: str, port: int) -> str:
@@ -137,7 +130,7 @@ class AggregatorServer:
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
-        credentials = self._server_credentials()
+        credentials = server_credentials(config.tls)
         tracing.configure(config.otlp_endpoint, "ldpsynth-replica")
         await self._set_health(False, False)
         loop = asyncio.get_running_loop()
@@ -248,16 +241,6 @@ class AggregatorServer:
         restarts = await asyncio.to_thread(backend.workers.restarts)
         self.metrics.workers.update(statuses, [None if isinstance(s, BaseException) else s.last for s in states],
                                     restarts)
-
-    def _server_credentials(self) -> grpc.ServerCredentials | None:
-        tls = self.config.tls
-        if tls is None:
-            return None
-        pair = (_read_file(tls.key, "--tls-key"), _read_file(tls.cert, "--tls-cert"))
-        client_ca = _read_file(tls.client_ca, "--tls-client-ca") if tls.client_ca else None
-        tls.check()
-        return grpc.ssl_server_credentials([pair], root_certificates=client_ca,
-                                           require_client_auth=client_ca is not None)
 
     def _build_server(self) -> grpc.aio.Server:
         limit = self.config.limits.max_message_bytes

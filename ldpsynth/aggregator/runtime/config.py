@@ -9,7 +9,6 @@ and the limits below, through ``GetCollection``.
 from __future__ import annotations
 
 import re
-import ssl
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ldpsynth.aggregator.errors import ConfigError, WrongState
+from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
@@ -53,36 +53,6 @@ def load_collection(path: str | Path) -> MechanismCard:
         return MechanismCard.for_schema(Schema.from_json(obj))
     except ValidationError as exc:
         raise ConfigError(f"--collection {path}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files: the server's certificate chain and key, and the CA that signs client
-    certificates (given: mutual TLS is required)."""
-
-    cert: Path
-    key: Path
-    client_ca: Path | None = None
-
-    def check(self) -> None:
-        """Refuse, naming the flag, what OpenSSL cannot load: a ``--tls-cert`` without a PEM certificate,
-        a ``--tls-key`` that is not an unencrypted PEM private key or does not match the certificate,
-        a ``--tls-client-ca`` without a PEM certificate. gRPC would only fail to bind the port."""
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        for flag, path in (("--tls-cert", self.cert), ("--tls-client-ca", self.client_ca)):
-            if path is not None:
-                try:
-                    context.load_verify_locations(cafile=path)
-                except ssl.SSLError as exc:
-                    raise ConfigError(f"{flag} {path}: TLS: no PEM certificate in it ({exc.reason or exc})") from None
-        try:
-            context.load_cert_chain(self.cert, self.key, password=lambda: b"")  # no prompt for a passphrase
-        except ssl.SSLError as exc:
-            if exc.reason == "KEY_VALUES_MISMATCH":
-                raise ConfigError(f"--tls-key {self.key}: TLS: not the private key of the certificate in "
-                                  f"--tls-cert {self.cert}") from None
-            raise ConfigError(f"--tls-key {self.key}: TLS: not an unencrypted PEM private key "
-                              f"({exc.reason or exc})") from None
 
 
 @dataclass(frozen=True)
