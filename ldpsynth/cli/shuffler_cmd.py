@@ -1,7 +1,8 @@
 """``ldpsynth shuffler serve``: run a shuffler (docs/contract.md §16, docs/deployment.md "Shuffler tier").
 
 Prints one JSON line ``{"event": "listening", "address": "HOST:PORT"}`` on stdout once it serves (the
-real port with ``--listen HOST:0``); logs go to stderr. SIGTERM/SIGINT stop it gracefully (waiting
+real port with ``--listen HOST:0``; with ``--metrics-port`` also ``"metrics": URL``); logs go to stderr,
+as text or (``--log-format json``) JSON lines. SIGTERM/SIGINT stop it gracefully (waiting
 devices answered UNAVAILABLE, forwards under way finished) and it exits 0.
 
 Also runnable alone: ``python -m ldpsynth.cli.shuffler_cmd serve ...``.
@@ -12,14 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpsynth.cli.options import add_command
+from ldpsynth.cli.options import add_command, add_observability_arguments
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_int, check_seconds
 
@@ -65,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(default %(default)s)")
     serve.add_argument("--grace", type=float, default=5.0, metavar="SECONDS",
                        help="seconds in-flight calls may finish at a stop (default %(default)s)")
+    add_observability_arguments(serve)
 
 
 def _config(args: argparse.Namespace) -> ShufflerConfig:
@@ -91,14 +92,27 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
                           aggregator_ca=args.aggregator_tls_ca, aggregator_cert=args.aggregator_tls_cert,
                           aggregator_key=args.aggregator_tls_key,
                           patience=check_seconds(args.patience, "--patience"),
-                          grace=check_seconds(args.grace, "--grace"))
+                          grace=check_seconds(args.grace, "--grace"), metrics_host=args.metrics_host,
+                          metrics_port=None if args.metrics_port is None
+                          else check_int(args.metrics_port, "--metrics-port", 0, 65535),
+                          otlp_endpoint=_otlp_endpoint(args.otlp_endpoint))
+
+
+def _otlp_endpoint(url: str | None) -> str | None:
+    from ldpsynth.aggregator.errors import ConfigError
+
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
+                          f"(e.g. http://127.0.0.1:4318), got {url[:200]!r}")
+    return url
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``shuffler serve``."""
+    from ldpsynth.aggregator.observe import events
+
     config = _config(args)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    events.configure(args.log_format)
     return asyncio.run(_serve(config))
 
 
@@ -112,7 +126,10 @@ async def _serve(config: ShufflerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         address = await server.start()
-        print(json.dumps({"event": "listening", "address": address}), flush=True)
+        listening = {"event": "listening", "address": address}
+        if server.metrics_url is not None:
+            listening["metrics"] = server.metrics_url
+        print(json.dumps(listening), flush=True)
         await stop.wait()
     finally:
         await server.stop()

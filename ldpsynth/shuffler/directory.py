@@ -11,19 +11,19 @@ reports, is refused FAILED_PRECONDITION; replicas that do not answer give UNAVAI
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 
 import grpc
 
 from ldpsynth.aggregator.errors import TryLater, WrongState
+from ldpsynth.aggregator.observe import events
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.sealing import sealed_report_bytes
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 #: Seconds a ``GetCollection`` call to the replicas may take.
 LOOKUP_DEADLINE = 10.0
@@ -126,7 +126,8 @@ class Directory:
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise TryLater("the shuffler could not reach the aggregator to read the collection; retry "
                                "the batch") from None
-            log.warning("GetCollection: the aggregator answered %s to this shuffler's credential", code.name)
+            log.warning("shuffler.collection_refused", f"GetCollection: the aggregator answered {code.name} to "
+                        "this shuffler's credential", code=code.name)
             raise TryLater(f"the shuffler could not read the collection (the aggregator answered {code.name}); "
                            "retry the batch later") from None
         return Route.of(CollectionInfo.from_proto(message))

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import time
 
 import grpc
 import numpy as np
 
 from ldpsynth.aggregator.errors import LimitExceeded, TryLater, WrongState
+from ldpsynth.aggregator.observe import events
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shuffler.directory import Route
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 SHUFFLED_METHOD = "/ldpsynth.v1.CollectionService/SubmitShuffled"
 #: Codes after which the same bytes are sent again.
@@ -129,7 +129,7 @@ def refused(code: grpc.StatusCode, details: str) -> LdpsynthError:
         return WrongState(f"the aggregator refused the shuffled batch: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return LimitExceeded(f"the aggregator refused the shuffled batch: {details}; retry later")
-    log.error("SubmitShuffled: the aggregator refused a shuffled batch with %s (the shuffler's credential or "
-              "configuration): %s", code.name, details)
+    log.error("shuffler.forward_refused", f"SubmitShuffled: the aggregator refused a shuffled batch with "
+              f"{code.name} (the shuffler's credential or configuration): {details}", code=code.name)
     return ForwardFailed(f"the shuffler cannot forward now (the aggregator answered {code.name}; its operator "
                          "must fix it); retry the batch later")

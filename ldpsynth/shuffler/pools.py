@@ -20,18 +20,18 @@ ids inside make every report stored once.
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ldpsynth.aggregator.errors import TryLater
+from ldpsynth.aggregator.observe import events
 from ldpsynth.shuffler.directory import Route
 from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.permutation import uniform_permutation
 from ldpsynth.shuffler.threshold import draw_threshold
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 
 @dataclass(eq=False)
@@ -113,8 +113,9 @@ class Pools:
     def _expire(self, pool: Pool, failure: TryLater) -> None:
         self._close(pool)
         if pool.waiting:
-            log.info("a pool of collection %r ended below its threshold: %d calls answered UNAVAILABLE",
-                     pool.route.name, len(pool.waiting))
+            log.info("shuffler.pool_expired", f"a pool of collection {pool.route.name!r} ended below its threshold: "
+                     f"{len(pool.waiting)} calls answered UNAVAILABLE", collection=pool.route.name,
+                     calls=len(pool.waiting))
         for entry in pool.waiting:
             if not entry.done.done():
                 entry.done.set_exception(failure)
@@ -135,8 +136,9 @@ class Pools:
                 if not entry.done.done():
                     entry.done.set_exception(exc)
             return
-        log.info("forwarded a pool of collection %r: %d reports from %d calls in %d batches", pool.route.name,
-                 len(rows), len(pool.waiting), len(acks))
+        log.info("shuffler.pool_forwarded", f"forwarded a pool of collection {pool.route.name!r}: {len(rows)} "
+                 f"reports from {len(pool.waiting)} calls in {len(acks)} batches", collection=pool.route.name,
+                 reports=len(rows), calls=len(pool.waiting), batches=len(acks))
         for entry in pool.waiting:
             if not entry.done.done():
                 entry.done.set_result(None)

@@ -24,13 +24,16 @@ holds only counts and collection names: never ciphertexts, addresses or tokens.
 
 from __future__ import annotations
 
-import logging
+import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import grpc
 
 from ldpsynth.aggregator.errors import ConfigError, LimitExceeded, TryLater, WrongState
+from ldpsynth.aggregator.observe import events, tracing
+from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.client.transport import channel_credentials, grpc_target
 from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
 from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
@@ -41,9 +44,10 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import shuffler_pb2 as spb
 from ldpsynth.shuffler.directory import Directory
 from ldpsynth.shuffler.forward import Forwarder
+from ldpsynth.shuffler.metrics import ShufflerMetrics
 from ldpsynth.shuffler.pools import Pools
 
-log = logging.getLogger(__name__)
+log = events.get(__name__)
 
 SERVICE_NAME = spb.DESCRIPTOR.services_by_name["ShufflerService"].full_name
 #: Largest message the shuffler takes or sends (a collection's own limit is checked per batch).
@@ -79,6 +83,13 @@ class ShufflerConfig:
         Seconds a forwarded batch is retried while the replicas answer UNAVAILABLE.
     grace : float, default 5.0
         Seconds in-flight calls may finish when the shuffler stops.
+    metrics_host : str, default "127.0.0.1"
+        Address of the metrics port.
+    metrics_port : int or None, default None
+        Serve Prometheus metrics on ``metrics_host:metrics_port`` (``/metrics``; 0: a free port);
+        ``None``: off (:mod:`~ldpsynth.shuffler.metrics`).
+    otlp_endpoint : str or None, default None
+        Send the calls' trace spans to this OTLP/HTTP collector; ``None``: no tracing.
     """
 
     listen: str
@@ -93,6 +104,9 @@ class ShufflerConfig:
     aggregator_key: Path | None = None
     patience: float = 30.0
     grace: float = 5.0
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
 
 
 class ShufflerServer:
@@ -101,6 +115,9 @@ class ShufflerServer:
     def __init__(self, config: ShufflerConfig):
         self.config = config
         self.address = ""
+        self.metrics = ShufflerMetrics(SERVICE_NAME, version("ldpsynth"))
+        self.calls = self.metrics.calls
+        self._endpoint: MetricsEndpoint | None = None
         self._stopping = False
         self._server: grpc.aio.Server | None = None
         self._channel: grpc.aio.Channel | None = None
@@ -120,6 +137,13 @@ class ShufflerServer:
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
+        tracing.configure(config.otlp_endpoint, "ldpsynth-shuffler")
+        if config.metrics_port is not None:
+            try:
+                self._endpoint = MetricsEndpoint(self.metrics.registry, config.metrics_host, config.metrics_port)
+            except OSError as exc:
+                raise ConfigError(f"--metrics-host/--metrics-port: cannot listen on {config.metrics_host}:"
+                                  f"{config.metrics_port} ({exc.strerror})") from None
         toward_replicas = channel_credentials(config.aggregator_ca, config.aggregator_cert, config.aggregator_key)
         metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
         sizes = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -139,13 +163,22 @@ class ShufflerServer:
             bound = (server.add_insecure_port(config.listen) if credentials is None
                      else server.add_secure_port(config.listen, credentials))
         except RuntimeError as exc:
+            if self._endpoint is not None:
+                self._endpoint.stop()
+                self._endpoint = None
             raise ConfigError(f"--listen: cannot listen on {config.listen} ({exc})") from None
         self._server = server
         await server.start()
         self.address = f"{host}:{bound}"
-        log.info("shuffling on %s toward the aggregator (threshold %d, max wait %g s)", self.address,
-                 config.threshold, config.max_wait)
+        log.info("shuffler.serving", f"shuffling on {self.address} toward the aggregator (threshold "
+                 f"{config.threshold}, max wait {config.max_wait:g} s)", threshold=config.threshold,
+                 max_wait=config.max_wait, metrics=self.metrics_url is not None)
         return self.address
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT/metrics`` when metrics are served."""
+        return None if self._endpoint is None else self._endpoint.url
 
     async def stop(self, grace: float | None = None) -> None:
         """Refuse new calls (UNAVAILABLE), answer the waiting ones UNAVAILABLE, let the forwards under way
@@ -167,6 +200,10 @@ class ShufflerServer:
             await self._server.stop(self.config.grace if grace is None else grace)
         if self._channel is not None:
             await self._channel.close()
+        if self._endpoint is not None:
+            self._endpoint.stop()
+            self._endpoint = None
+        tracing.flush()
 
     @rpc("SubmitSealed", NOT_ACKNOWLEDGED)
     async def _submit_sealed(self, raw: bytes, context: grpc.aio.ServicerContext) -> spb.SealedAck:
@@ -191,10 +228,15 @@ class ShufflerServer:
             raise LimitExceeded(f"reports: at most max_batch_reports = {route.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         rows = split_sealed(batch.reports, route.sealed_report_bytes)
+        self.metrics.pooled_call(route.name, len(rows))
+        start, acknowledged = time.perf_counter(), False
         try:
             await self._pools.submit(route, rows)
+            acknowledged = True
         except WrongState:
             self._directory.forget(route.name)
             raise
+        finally:
+            self.metrics.ended_call(route.name, len(rows), acknowledged, time.perf_counter() - start)
         return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
 

@@ -27,6 +27,7 @@ from ldpsynth.shared.sealing import ENC_BYTES, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shuffler import permutation, pools
 from tests.aggregator.conftest import RATINGS, VERSION, ServerThread, make_reports, stored_ids
+from tests.aggregator.scrape import scrape, value
 
 from .conftest import ANALYST, DEVICE, MIXER, ShufflerThread, collection_info, log_sections, write_tokens
 
@@ -296,3 +297,29 @@ def test_with_several_replicas_a_dead_one_is_passed_over(replica: ServerThread, 
     finally:
         mixer.stop()
     assert {bytes(r) for p in parts for r in p.report_ids} <= stored_ids(replica, "ratings")
+
+
+def test_the_metrics_count_what_the_devices_sent_and_name_no_device(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """--metrics-port: 3 devices x 10 reports acknowledged in one pool of 30, then 5 reports of a pool that
+    misses its threshold; the counters move by exactly that, and no label holds a token or an address."""
+    fixed_threshold[0] = 30
+    mixer = ShufflerThread(replica, threshold=30, max_wait=0.5, metrics_port=0)
+    try:
+        url = mixer.server.metrics_url
+        assert url is not None and url.startswith("http://127.0.0.1:")
+        parts = [make_reports(RATINGS, 10, rng) for _ in range(3)]
+        assert asyncio.run(devices(mixer.address, replica, parts, batch_size=10)) == [10] * 3
+        fixed_threshold[0] = 40
+        assert mixer.submit(sealed(replica, make_reports(RATINGS, 5, rng)))[1] == grpc.StatusCode.UNAVAILABLE
+        samples = scrape(url)
+    finally:
+        mixer.stop()
+    assert value(samples, "ldpsynth_shuffler_reports_total", collection="ratings", outcome="acknowledged") == 30
+    assert value(samples, "ldpsynth_shuffler_reports_total", collection="ratings", outcome="not_acknowledged") == 5
+    assert value(samples, "ldpsynth_shuffler_pooled_reports", collection="ratings") == 0
+    assert value(samples, "ldpsynth_shuffler_wait_seconds_count", collection="ratings") == 3
+    assert value(samples, "grpc_server_handled_total", grpc_method="SubmitSealed", grpc_code="OK") == 3
+    assert value(samples, "grpc_server_handled_total", grpc_method="SubmitSealed", grpc_code="UNAVAILABLE") == 1
+    labels = {text for (_, have), _ in samples.items() for _, text in have}
+    assert not any(DEVICE in text or MIXER in text or "127.0.0.1" in text for text in labels)
