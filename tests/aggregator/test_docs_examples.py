@@ -26,6 +26,8 @@ from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
+from tests.shuffler.conftest import ShufflerThread
+
 from .conftest import ServerThread, batch, submit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +43,10 @@ def session(document: Path) -> str:
     return "\n".join(blocks)
 
 
-def run_session(document: Path, target: str) -> None:
+def run_session(document: Path, target: str, **names: str) -> None:
     text = session(document)
     assert text.count(">>>") >= 8, document
-    test = doctest.DocTestParser().get_doctest(text, {"target": target}, document.name, str(document), 0)
+    test = doctest.DocTestParser().get_doctest(text, {"target": target, **names}, document.name, str(document), 0)
     runner = doctest.DocTestRunner(optionflags=OPTIONS)
     report = io.StringIO()
     runner.run(test, out=report.write)
@@ -53,11 +55,17 @@ def run_session(document: Path, target: str) -> None:
 
 def test_the_readme_tour_runs_against_a_real_server(start_server: Callable[..., ServerThread], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    collection = ROOT / "docker" / "collections" / "ratings.json"
-    server = start_server(collections=(MechanismCard.for_schema(Schema.from_json(collection.read_text())),))
+    """With the shuffler the tour starts: ``ldpsynth shuffler serve --threshold 500 --max-wait 5`` in front of
+    the server, which serves both collections of the tour."""
+    collections = [ROOT / "docker" / "collections" / name for name in ("ratings.json", "survey-shuffled.json")]
+    server = start_server(collections=tuple(MechanismCard.for_schema(Schema.load(path)) for path in collections))
     shutil.copytree(ROOT / "docker" / "collections", tmp_path / "docker" / "collections")
     monkeypatch.chdir(tmp_path)  # the tour reads docker/collections/ and writes release/ where it runs
-    run_session(ROOT / "README.md", server.address)
+    shuffler = ShufflerThread(server, threshold=500, max_wait=5.0)
+    try:
+        run_session(ROOT / "README.md", server.address, shuffler=shuffler.address)
+    finally:
+        shuffler.stop()
 
 
 def test_the_user_guides_examples_run_against_a_real_server(start_server: Callable[..., ServerThread],
