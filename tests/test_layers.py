@@ -13,7 +13,7 @@ Statically (every import of every module, in functions too, read with ``ast``), 
   authentication, TLS files); shared, the aggregator's errors (the one error vocabulary) and observe;
 * ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors and observe,
   serving, and the client SDK's transport (it calls the replicas);
-* ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator;
+* ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator, shuffler;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
 
@@ -52,7 +52,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
     ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",
-                             "ldpsynth.simulation"]),
+                             "ldpsynth.shuffler", "ldpsynth.simulation"]),
     ("ldpsynth.evaluation", ["ldpsynth.shared", "ldpsynth.evaluation", "ldpsynth.simulation.datasets"]),
     ("ldpsynth.cli", ["ldpsynth"]),
     ("ldpsynth", ["ldpsynth.shared", "ldpsynth.client"]),  # the package's own __init__

@@ -3,7 +3,7 @@
 ::
 
     ldpsynth simulate [--dataset synthetic|movielens|facebook] [--target HOST:PORT] [--drop-rate P]
-                      [--delay SECONDS] [--processes N] [--out DIR] ...
+                      [--delay SECONDS] [--processes N] [--out DIR] [--shuffler [HOST:PORT]] ...
 
 With ``--target`` the answers come from that aggregator's query service (shown when its collection
 holds exactly this population's rows). Without ``--target`` it hosts an aggregator (Ray shards in a
@@ -11,10 +11,13 @@ temporary data directory, or ``--data-dir``) on a free loopback port; the device
 submit their rows through the client SDK from worker processes; then it prints the delivery summary
 and, when it hosts the aggregator, the debiased answers of a few queries with confidence intervals
 against the truth.
+``--shuffler`` puts a shuffler tier between the devices and the aggregator (hosted: a shuffler on
+loopback and a shuffle block in the collection; with ``--target``: the shuffler at HOST:PORT) and
+prints both guarantees of what was stored (:mod:`ldpsynth.simulation.federation`).
 ``--web`` serves the survey demo in a browser instead (:mod:`ldpsynth.simulation.web_demo`).
 
-Exit status 0 when every device delivered and (hosted) the store holds exactly one report per
-distinct row; 1 otherwise; 2 for bad arguments.
+Exit status 0 when every device delivered (behind a shuffler: or waits for its pool) and (hosted) the
+store holds exactly one report per distinct row delivered; 1 otherwise; 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ DEPLOYMENT_NUMBERS: tuple[NumberOption, ...] = (
     ("--delay", float, 0.0, "mean of an exponential delay (seconds) before each submission (default 0)"),
     ("--seed", int, 1, "seeds the faults and the demo queries (default 1)"),
 )
+#: The shuffle tier's numeric options (hosted shuffler and collection).
+SHUFFLE_NUMBERS: tuple[NumberOption, ...] = (
+    ("--threshold", int, 100, "hosted shuffler: the fewest reports a pool leaves with (default 100)"),
+    ("--max-wait", float, 2.0, "hosted shuffler: seconds a pool waits for its threshold (default 2)"),
+    ("--delta", float, 1e-9, "hosted collection: the central guarantee's δ (default 1e-9)"),
+    ("--min-batch", int, 100, "hosted collection: the fewest reports anything is released from (default 100)"),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,6 +95,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--out", type=Path, help="also write summary.json, answers.csv and answers.md here")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--verbose", action="store_true", help="hosted aggregator: also print Ray's own log lines")
+    shuffle = parser.add_argument_group("shuffle model")
+    shuffle.add_argument("--shuffler", nargs="?", const="", metavar="HOST:PORT",
+                         help="seal every report and send it through a shuffler: hosted (no value; a shuffled "
+                              "collection) or the one at HOST:PORT (with --target); prints the central (ε, δ)")
+    add_number_arguments(shuffle, SHUFFLE_NUMBERS)
     web = parser.add_argument_group("survey in a browser")
     web.add_argument("--web", action="store_true",
                      help="instead of simulated devices: serve a survey page (people rate items in a browser, which "
@@ -118,15 +133,18 @@ def _population(args: argparse.Namespace) -> Any:
 
 def _settings(args: argparse.Namespace) -> Any:
     from ldpsynth.simulation.devices import Faults
-    from ldpsynth.simulation.federation import SimulationSettings, default_processes
+    from ldpsynth.simulation.federation import ShuffleTier, SimulationSettings, default_processes
 
     with _named_by_flag(args):
+        shuffle = None if args.shuffler is None else ShuffleTier(
+            args.shuffler or None, threshold=args.threshold, max_wait=args.max_wait, delta=args.delta,
+            min_batch=args.min_batch)
         return SimulationSettings(
             target=args.target, token=args.token, data_dir=args.data_dir, shards=args.shards,
             ray_address=args.ray_address,
             processes=args.processes or default_processes(), connections=args.connections,
             batch_size=args.batch_size, faults=Faults(args.drop_rate, args.drop_after, args.delay), seed=args.seed,
-            level=args.level, progress=not args.no_progress, verbose=args.verbose)
+            level=args.level, progress=not args.no_progress, verbose=args.verbose, shuffle=shuffle)
 
 
 def answer_rows(report: Any, prediction: Any = None) -> list[dict[str, Any]]:
@@ -159,6 +177,8 @@ def summary(report: Any, prediction: Any = None) -> dict[str, Any]:
             "epsilon_per_device_max": float(eps.max()), "epsilon_per_device_mean": float(eps.mean()),
             "submit_latency_p50_s": float(np.percentile(latencies, 50)),
             "submit_latency_p99_s": float(np.percentile(latencies, 99)),
+            "waiting_devices": o.waiting, "waiting_reports": o.waiting_reports, "withheld": report.withheld,
+            "guarantees": None if report.guarantees is None else report.guarantees.to_json(),
             "answers": answer_rows(report, prediction)}
 
 
@@ -195,6 +215,18 @@ def render(data: dict[str, Any], level: float) -> str:
         f"submit latency    p50 {data['submit_latency_p50_s'] * 1e3:.0f} ms, "
         f"p99 {data['submit_latency_p99_s'] * 1e3:.0f} ms per device",
     ]
+    if data["waiting_devices"]:
+        lines.append(f"waiting           {data['waiting_devices']} devices, {data['waiting_reports']} reports in pools "
+                     "below the shuffler's threshold (they are sent again when more devices report)")
+    g = data["guarantees"]
+    if g is not None and g["central"] is not None and "epsilon" not in g["central"]:
+        lines.append(f"guarantees        ε0 = {g['local']['epsilon']:.4g} per report; central: "
+                     f"{g['central'].get('note', 'not computed')}")
+    elif g is not None and g["central"] is not None:
+        c = g["central"]
+        lines.append(f"guarantees        ε0 = {g['local']['epsilon']:.4g} per report against everyone; central "
+                     f"(ε, δ) = ({c['epsilon']:.4g}, {c['delta']:.3g}) against {c['against']} "
+                     f"(weakest of {len(c['groups'])} groups, {c['rows_per_device']} reports per device)")
     for failure in data["failures"][:5]:
         lines.append(f"  failure: {failure}")
     text = "\n".join(lines) + "\n"
@@ -204,6 +236,8 @@ def render(data: dict[str, Any], level: float) -> str:
                  f"({covered}/{len(data['answers'])} intervals cover it; ± predicted: the half-width "
                  "`ldpsynth plan` gives for these rows before any device reports):\n\n"
                  + answers_table(data["answers"], level))
+    elif data["withheld"]:
+        text += f"\n(no answers: {data['withheld']})\n"
     elif not data["hosted_aggregator"]:
         text += ("\n(answers are shown when the remote collection holds exactly this population's rows and the "
                  "token has the query role: otherwise they would not estimate this population's truth)\n")

@@ -15,6 +15,12 @@ Faults (seeded per device, so a run is reproducible in which devices misbehave):
   and nothing is stored twice or charged twice;
 * *delays*: every device waits an exponential time of mean ``delay`` seconds before each
   submission (a slow network or a device coming online late).
+
+Behind a shuffler (``shuffler``: its address) every report is sealed to the aggregator's key and
+sent to the shuffler, whose pools are released only at their threshold: a device's call waits for
+its pool, so the devices of a group submit at once over the shared channels (not one per channel),
+and a device whose pool is still short of its threshold after the shuffler's ``--max-wait`` (the
+population's last reports) is counted as *waiting* for more traffic, not as failed.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.client import AsyncClient, PrivacyLedger, SubmitError
+from ldpsynth.client import AsyncClient, PrivacyLedger, Shuffler, SubmitError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.validation import check_real, check_seconds
 
@@ -59,6 +65,7 @@ class DeviceGroup:
     batch_size: int | None
     faults: Faults
     seed: int
+    shuffler: str | None = None
 
 
 @dataclass
@@ -73,12 +80,15 @@ class GroupOutcome:
     retries: int = 0
     memoized: int = 0
     drops: int = 0
+    waiting: int = 0
+    waiting_reports: int = 0
     failures: list[str] = field(default_factory=list)
     epsilon_per_device: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
 
     def add(self, other: GroupOutcome) -> None:
-        for name in ("devices", "rows", "sent", "acknowledged", "duplicates", "retries", "memoized", "drops"):
+        for name in ("devices", "rows", "sent", "acknowledged", "duplicates", "retries", "memoized", "drops", "waiting",
+                     "waiting_reports"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures += other.failures
         self.epsilon_per_device += other.epsilon_per_device
@@ -103,12 +113,20 @@ async def _abandoned_attempt(client: AsyncClient, info: CollectionInfo, rows: di
         pass
 
 
+def _below_threshold(exc: SubmitError) -> bool:
+    """Whether a submission through a shuffler ended because its pool missed the threshold (its
+    reports wait for more traffic: nothing of them was forwarded)."""
+    return exc.method == "SubmitSealed" and exc.status == "UNAVAILABLE" and "threshold" in exc.details
+
+
 async def _run_device(device: int, rows: dict[str, np.ndarray], info: CollectionInfo, group: DeviceGroup,
                       pool: asyncio.Queue[AsyncClient], outcome: GroupOutcome) -> None:
     rng = np.random.default_rng([group.seed, device])
     count = len(next(iter(rows.values())))
     ledger = PrivacyLedger.for_simulation(budget=device_budget(count, info.card.mechanism.epsilon))
     client = await pool.get()
+    if group.shuffler is not None:  # the channel is shared: a device's call waits for its pool to fill
+        pool.put_nowait(client)
     loop = asyncio.get_running_loop()
     try:
         if group.faults.delay:
@@ -123,10 +141,17 @@ async def _run_device(device: int, rows: dict[str, np.ndarray], info: Collection
         result = await client.submit(info, rows, ledger=ledger, batch_size=group.batch_size)
         outcome.latencies.append(loop.time() - started)
     except SubmitError as exc:
-        outcome.failures.append(f"device {device}: {exc}")
+        if group.shuffler is not None and _below_threshold(exc):
+            outcome.waiting += 1
+            outcome.sent += exc.sent
+            outcome.acknowledged += exc.acknowledged
+            outcome.waiting_reports += exc.sent - exc.acknowledged
+        else:
+            outcome.failures.append(f"device {device}: {exc}")
         return
     finally:
-        pool.put_nowait(client)
+        if group.shuffler is None:
+            pool.put_nowait(client)
         ledger.close()
     outcome.devices += 1
     outcome.rows += result.rows
@@ -140,7 +165,8 @@ async def _run_device(device: int, rows: dict[str, np.ndarray], info: Collection
 
 async def _run_group(group: DeviceGroup, progress: Any) -> GroupOutcome:
     outcome = GroupOutcome()
-    clients = [AsyncClient(group.target, token=group.token) for _ in range(group.connections)]
+    shuffler = Shuffler(group.shuffler) if group.shuffler is not None else None
+    clients = [AsyncClient(group.target, token=group.token, shuffler=shuffler) for _ in range(group.connections)]
     pool: asyncio.Queue[AsyncClient] = asyncio.Queue()
     for client in clients:
         pool.put_nowait(client)

@@ -11,6 +11,15 @@ the aggregator stored and the companion estimates of a few queries against the t
 Consistency check in the report (:attr:`SimulationReport.consistent`): with a fresh data
 directory the aggregator stores exactly one report per distinct row, and every report a device
 sent was acknowledged or already held (a duplicate of what an abandoned attempt delivered).
+
+Behind a shuffler (``settings.shuffle``: :class:`ShuffleTier`): the hosted collection gets a shuffle
+block (δ, the minimum batch, the most rows a device reports) and a shuffler process between the
+devices and the aggregator (``ldpsynth.shuffler``, in this process on 127.0.0.1; or a remote one),
+the devices seal every report to the aggregator's key, and the report states both guarantees of
+what was stored (:mod:`ldpsynth.shared.guarantees`): ε0 per report against everyone and the central
+(ε, δ) of its weakest public-key group. The shuffler's pools leave only at their threshold, so the
+population's last reports may wait for traffic that never comes: they are counted as *waiting*, and
+the check becomes: every acknowledged report stored once, nothing stored that was not sent.
 """
 
 from __future__ import annotations
@@ -25,18 +34,56 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.formulas import Answers
+from ldpsynth.shared.guarantees import (
+    RELEASE,
+    BelowMinimumBatch,
+    Guarantees,
+    check_min_batch,
+    of_card,
+    release_groups,
+)
 from ldpsynth.shared.queries.json_form import queries_to_json
 from ldpsynth.shared.queries.wire import AnswerTable
-from ldpsynth.shared.validation import check_int, check_probability
+from ldpsynth.shared.schema import Schema, ShuffleSpec
+from ldpsynth.shared.validation import check_int, check_probability, check_seconds
 from ldpsynth.simulation.answers import Workload, answer, workload
 from ldpsynth.simulation.datasets import Population
 from ldpsynth.simulation.devices import DeviceGroup, Faults, GroupOutcome, run_device_group
+
+if TYPE_CHECKING:
+    from ldpsynth.shuffler.server import ShufflerServer
+
+
+@dataclass(frozen=True)
+class ShuffleTier:
+    """A shuffler between the devices and the aggregator (``ldpsynth simulate --shuffler``).
+
+    ``address``: a running shuffler's (with a ``target``), or None to host one with ``threshold`` and
+    ``max_wait`` (its ``--threshold``, ``--max-wait``); ``delta`` and ``min_batch`` go into the hosted
+    collection's shuffle block (docs/contract.md §2).
+    """
+
+    address: str | None = None
+    threshold: int = 100
+    max_wait: float = 2.0
+    delta: float = 1e-9
+    min_batch: int = 100
+
+    def __post_init__(self) -> None:
+        check_int(self.threshold, "threshold", 1)
+        check_seconds(self.max_wait, "max_wait")
+        check_int(self.min_batch, "min_batch", 1)
+
+    def spec(self, rows_per_device: int) -> ShuffleSpec:
+        """The hosted collection's shuffle block."""
+        return ShuffleSpec(self.delta, self.min_batch, rows_per_device, "independent")
 
 
 @dataclass(frozen=True)
@@ -56,6 +103,7 @@ class SimulationSettings:
     level: float = 0.95
     progress: bool = True
     verbose: bool = False
+    shuffle: ShuffleTier | None = None
 
     def __post_init__(self) -> None:
         check_int(self.processes, "processes", 1, 256)
@@ -66,6 +114,9 @@ class SimulationSettings:
         if self.target is not None and (self.data_dir, self.shards, self.ray_address) != (None, None, None):
             raise ValidationError("target", "no data_dir, shards or ray_address with a target (they configure the "
                                   "hosted aggregator)", "given with a target")
+        if self.shuffle is not None and (self.shuffle.address is None) != (self.target is None):
+            raise ValidationError("shuffler", "a shuffler's address with a target, none without (one is hosted)",
+                                  "given without a target" if self.target is None else "no address with a target")
 
 
 @dataclass(frozen=True)
@@ -81,6 +132,8 @@ class SimulationReport:
     distinct_rows: int
     workload: Workload | None
     answers: Answers | AnswerTable | None
+    guarantees: Guarantees | None = None
+    withheld: str = ""
 
     @property
     def rows_per_second(self) -> float:
@@ -97,6 +150,9 @@ class SimulationReport:
         if self.stored is None:
             return None
         o = self.outcome
+        if self.guarantees is not None:  # behind a shuffler: the last pool's reports may wait
+            return (o.acknowledged <= self.stored <= o.acknowledged + o.waiting_reports
+                    and self.stored + o.waiting_reports >= self.distinct_rows >= self.stored and not o.failures)
         return (self.stored == self.distinct_rows == o.sent == o.acknowledged + o.duplicates
                 and not o.failures)
 
@@ -108,7 +164,8 @@ def _distinct_rows(population: Population) -> int:
     return int(len(np.unique(table, axis=0)))
 
 
-def _groups(population: Population, target: str, settings: SimulationSettings) -> list[DeviceGroup]:
+def _groups(population: Population, target: str, settings: SimulationSettings,
+            shuffler: str | None = None) -> list[DeviceGroup]:
     """Devices dealt round-robin over the worker processes, each with its own rows."""
     per_device = population.rows_by_device()
     name = population.schema.name
@@ -117,7 +174,7 @@ def _groups(population: Population, target: str, settings: SimulationSettings) -
         devices = tuple(d for d in range(p, len(per_device), settings.processes) if len(per_device[d]))
         rows = tuple({attr: col[per_device[d]] for attr, col in population.columns.items()} for d in devices)
         groups.append(DeviceGroup(target, name, settings.token, devices, rows, settings.connections,
-                                  settings.batch_size, settings.faults, settings.seed))
+                                  settings.batch_size, settings.faults, settings.seed, shuffler))
     return [g for g in groups if g.devices]
 
 
@@ -136,8 +193,9 @@ def _progress_printer(total: int, updates: queue.Queue[int | None], enabled: boo
     return thread
 
 
-async def _run_devices(population: Population, target: str, settings: SimulationSettings) -> GroupOutcome:
-    groups = _groups(population, target, settings)
+async def _run_devices(population: Population, target: str, settings: SimulationSettings,
+                       shuffler: str | None = None) -> GroupOutcome:
+    groups = _groups(population, target, settings, shuffler)
     context = multiprocessing.get_context("spawn")  # grpc and Ray state must not be forked
     with context.Manager() as manager:
         updates = manager.Queue()
@@ -162,32 +220,60 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
     from ldpsynth.aggregator.runtime.config import ServerConfig
 
     distinct = _distinct_rows(population)
+    shuffle = settings.shuffle
     if settings.target is not None:
         started = time.perf_counter()
-        outcome = await _run_devices(population, settings.target, settings)
+        outcome = await _run_devices(population, settings.target, settings, shuffle.address if shuffle else None)
         seconds = time.perf_counter() - started
         work = workload(population, settings.seed)
         remote = await asyncio.to_thread(_remote_answers, population, work, settings.target, settings)
         shown = remote if remote is not None and remote.n == distinct else None
         return SimulationReport(population.description, settings.target, False, seconds, outcome, None, distinct,
                                 work if shown is not None else None, shown)
-    card = MechanismCard.for_schema(population.schema)
+    schema = population.schema
+    if shuffle is not None:
+        most = max((len(rows) for rows in population.rows_by_device()), default=1)
+        schema = Schema(schema.name, schema.epsilon, schema.attributes, shuffle.spec(max(most, 1)))
+    card = MechanismCard.for_schema(schema)
     with tempfile.TemporaryDirectory(prefix="ldpsynth-sim-") as scratch:
         data_dir = settings.data_dir if settings.data_dir is not None else Path(scratch)
         server = AggregatorServer(ServerConfig(data_dir=data_dir, collections=(card,), shards=settings.shards,
                                                ray_address=settings.ray_address, verbose=settings.verbose))
         target = await server.start()
+        shuffler = None
         try:
+            if shuffle is not None:
+                shuffler = await _host_shuffler(target, shuffle)
             started = time.perf_counter()
-            outcome = await _run_devices(population, target, settings)
+            outcome = await _run_devices(population, target, settings, shuffler.address if shuffler else None)
             seconds = time.perf_counter() - started
             stats = await server.statistics(population.schema.name)
         finally:
+            if shuffler is not None:
+                await shuffler.stop(0)
             await server.stop()
     work = workload(population, settings.seed)
     answers = answer(work, population, stats, card.mechanism_e, settings.level) if stats.n else None
+    guarantees, withheld = None, ""
+    if shuffle is not None and stats.n:
+        labels, counts = release_groups(schema, stats.present_keys, stats.group_sizes)
+        guarantees = of_card(card, RELEASE, labels, counts)
+        try:  # as the query service would: no answer from a group below the minimum batch
+            check_min_batch(schema, labels, counts, "the demo queries were")
+        except BelowMinimumBatch as exc:
+            answers, withheld = None, str(exc)
     return SimulationReport(population.description, target, True, seconds, outcome, stats.n, distinct, work,
-                            answers)
+                            answers, guarantees, withheld)
+
+
+async def _host_shuffler(target: str, tier: ShuffleTier) -> ShufflerServer:
+    """A shuffler on a free loopback port in front of ``target`` (no tokens: the simulation's loopback)."""
+    from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
+
+    shuffler = ShufflerServer(ShufflerConfig(listen="127.0.0.1:0", aggregator=target, token=None,
+                                             threshold=tier.threshold, max_wait=tier.max_wait))
+    await shuffler.start()
+    return shuffler
 
 
 def _remote_answers(population: Population, work: Workload, target: str,

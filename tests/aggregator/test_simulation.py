@@ -123,3 +123,40 @@ def test_cli_bad_flag_names_it(capsys):
 
     assert main.main(["simulate", "--drop-rate", "1.5"]) == 2
     assert "--drop-rate" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+def test_behind_a_hosted_shuffler_what_is_stored_was_acknowledged_and_both_guarantees_are_stated(ray_address,
+                                                                                                 tmp_path):
+    """--shuffler: 1,200 devices x 1 rating of 2 movies at ε0 = 2, threshold and min_batch 200. Every report
+    is either stored (acknowledged once) or waits in a pool below the threshold; the central ε of the
+    weakest group is the accountant's for its count, far below ε0."""
+    from ldpsynth.shared.guarantees import central_at
+    from ldpsynth.simulation.federation import ShuffleTier
+
+    population = synthetic_ratings(devices=1200, movies=2, ratings_per_device=1, epsilon=2.0, seed=5)
+    settings = SimulationSettings(data_dir=tmp_path / "store", shards=1, ray_address=ray_address, processes=1,
+                                  connections=4, faults=Faults(drop_rate=0.05, drop_after=0.02), progress=False,
+                                  shuffle=ShuffleTier(threshold=200, max_wait=1.0, min_batch=200))
+    report = asyncio.run(simulate(population, settings))
+    o = report.outcome
+    assert o.failures == [] and o.devices + o.waiting == 1200
+    assert report.stored is not None and report.stored >= 1200 - 2 * 250  # the last pool: < 250 reports wait
+    assert o.acknowledged <= report.stored <= o.acknowledged + o.waiting_reports
+    assert report.stored + o.waiting_reports >= report.distinct_rows == 1200 and report.consistent is True
+    g = report.guarantees
+    assert g is not None and g.local_epsilon <= 2.0 and g.central_delta <= 1e-9
+    weakest = int(g.counts.min())
+    assert g.central_epsilon == pytest.approx(central_at(g.local_epsilon, 5, weakest, 1e-9, 1), rel=1e-9)
+    assert g.central_epsilon < 1.0
+    assert report.answers is not None
+
+
+def test_a_shuffler_address_needs_a_target_and_a_target_a_shuffler_address():
+    from ldpsynth.shared.errors import ValidationError
+    from ldpsynth.simulation.federation import ShuffleTier
+
+    with pytest.raises(ValidationError, match="shuffler"):
+        SimulationSettings(shuffle=ShuffleTier("127.0.0.1:1"))
+    with pytest.raises(ValidationError, match="shuffler"):
+        SimulationSettings(target="127.0.0.1:1", shuffle=ShuffleTier())
