@@ -25,7 +25,6 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
-
 from tests.shuffler.conftest import ShufflerThread
 
 from .conftest import ServerThread, batch, submit
