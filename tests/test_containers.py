@@ -9,6 +9,7 @@ reaches the package index as the host does); every port published binds 127.0.0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,6 +90,47 @@ def stored_rows(target: str) -> int:
     return int(json.loads(done.stdout)[0]["n"])
 
 
+def wait_listening(target: str, seconds: float) -> None:
+    host, port = target.rsplit(":", 1)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((host, int(port)), 5).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on {target} after {seconds:g} s"
+            time.sleep(2)
+
+
+def through_the_shuffler(replica: str, shuffler: str, devices: int) -> int:
+    """``devices`` devices at once, one sealed rating each to the shuffled collection ``survey`` through the
+    shuffler; the reports acknowledged (a device whose pool missed the threshold gets UNAVAILABLE: 0)."""
+    from ldpsynth.client import AsyncClient, PrivacyLedger, RetryPolicy, Shuffler, SubmitError
+
+    async def fleet() -> int:
+        async with AsyncClient(replica, shuffler=Shuffler(shuffler), retry=RetryPolicy(max_attempts=1),
+                               deadline=120) as client:
+            async def device(d: int) -> int:
+                try:
+                    result = await client.submit("survey", {"rating": [d % 5 + 1]},
+                                                 ledger=PrivacyLedger.for_simulation())
+                    return result.acknowledged
+                except SubmitError:
+                    return 0
+            return sum(await asyncio.gather(*(device(d) for d in range(devices))))
+
+    return asyncio.run(fleet())
+
+
+def shuffled_answer(target: str, queries: Path) -> dict[str, Any]:
+    """The first answer of ``ldpsynth query`` on `survey` (with its guarantees)."""
+    queries.write_text(json.dumps([{"kind": "marginal", "attributes": ["rating"], "normalization": "mean"}]))
+    done = run(sys.executable, "-m", "ldpsynth.cli.main", "query", "--target", target, "--collection", "survey",
+               "--queries", str(queries), timeout=120)
+    answer: dict[str, Any] = json.loads(done.stdout)[0]
+    return answer
+
+
 def test_the_aggregator_image_serves_as_its_user_and_stops_gracefully(images: None, tmp_path: Path) -> None:
     """The image as its Dockerfile lays it out: WORKDIR /opt/ldpsynth with the copied sources, a
     non-editable install, user 10001, the default command (one machine, embedded log in /data).
@@ -130,15 +173,15 @@ def compose(images: None) -> Iterator[tuple[list[str], dict[str, str], list[str]
         tool = ["docker-compose"]
     else:
         pytest.fail("neither `docker compose` nor `docker-compose` is installed (.ci/run installs docker-compose)")
-    ports = [free_port(), free_port()]
+    ports = [free_port(), free_port(), free_port()]
     # Not this process's RAY_* variables: ray.init sets RAY_AUTH_MODE=token in its own environment when
     # ~/.ray/auth_token exists, and compose.yaml passes RAY_AUTH_MODE to every Ray node.
     env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
     env |= {"LDPSYNTH_PUBLISH_HOST": "127.0.0.1", "LDPSYNTH_REPLICA_1_PORT": str(ports[0]),
-            "LDPSYNTH_REPLICA_2_PORT": str(ports[1])}
+            "LDPSYNTH_REPLICA_2_PORT": str(ports[1]), "LDPSYNTH_SHUFFLER_PORT": str(ports[2])}
     prefix = [*tool, "-p", f"ldpsynth-test-{uuid.uuid4().hex[:8]}", "-f", str(COMPOSE_FILE)]
     try:
-        yield prefix, env, [f"127.0.0.1:{p}" for p in ports]
+        yield prefix, env, [f"127.0.0.1:{p}" for p in ports]  # the replicas', then the shuffler's
     finally:
         logs = run(*prefix, "logs", "--no-color", "--tail", "40", check=False, env=env, timeout=120)
         print(logs.stdout[-20000:])
@@ -152,11 +195,14 @@ def container_states(prefix: list[str], env: dict[str, str], service: str) -> li
             for i in ids]  # type: ignore[misc]
 
 
-def test_the_compose_deployment_end_to_end(compose: tuple[list[str], dict[str, str], list[str]]) -> None:
+def test_the_compose_deployment_end_to_end(compose: tuple[list[str], dict[str, str], list[str]],
+                                           tmp_path: Path) -> None:
     """3 NATS servers, a Ray head and 2 worker nodes, 2 replicas; the simulator's 2,000 devices and 3
     device containers through both replicas; both replicas answer alike; a Ray worker node and a NATS
-    server killed, both replicas SERVING again, one more device stored; the replicas agree again."""
-    prefix, env, targets = compose
+    server killed, both replicas SERVING again, one more device stored; the replicas agree again. Through
+    the shuffler tier: 1,300 devices' sealed ratings of `survey`, pools of at least 500; both replicas hold
+    exactly what the shuffler acknowledged and state a central ε far below ε0."""
+    prefix, env, (*targets, shuffler) = compose
     run(*prefix, "up", "-d", "--no-build", env=env, timeout=900)
     deadline = time.monotonic() + 600
     while True:
@@ -170,6 +216,13 @@ def test_the_compose_deployment_end_to_end(compose: tuple[list[str], dict[str, s
     assert "2000 delivered, 0 failed" in summary, summary[-3000:]
     wait_serving(targets, 120)
     assert [stored_rows(t) for t in targets] == [20_000 + 3 * 5] * 2
+    wait_listening(shuffler, 120)
+    delivered = through_the_shuffler(targets[0], shuffler, 1300)
+    assert 1000 <= delivered <= 1300  # thresholds drawn in [500, 625]: the last pool's reports may wait
+    answers = [shuffled_answer(t, tmp_path / "survey-queries.json") for t in targets]
+    assert [a["n"] for a in answers] == [delivered] * 2
+    assert all(a["local_epsilon"] <= 2 and a["central_epsilon"] < 0.5 and a["central_delta"] <= 1e-9
+               for a in answers), answers
     run(*prefix, "kill", "ray-worker-1", "nats-2", env=env)
     time.sleep(5)
     wait_serving(targets, 240)

@@ -79,12 +79,12 @@ def image_of(service: dict) -> str:
 
 
 def service_argv(name: str) -> list[list[str]]:
-    """The commands a compose service runs (a ``sh -c`` script split at ``&&``), ``exec`` dropped."""
+    """The commands a compose service runs (a ``sh -c`` script split at ``&&`` and ``||``), ``exec`` dropped."""
     service = SERVICES[name]
     entrypoint = service.get("entrypoint") or exec_form(dockerfile_instructions(image_of(service)), "ENTRYPOINT")
     argv = [*entrypoint, *service["command"]]
     if argv[:2] == ["sh", "-c"]:
-        return [[word for word in shlex.split(part) if word != "exec"] for part in argv[2].split("&&")]
+        return [[word for word in shlex.split(part) if word != "exec"] for part in re.split(r"&&|\|\|", argv[2])]
     return [argv]
 
 
@@ -171,6 +171,10 @@ def role(name: str) -> str:
         return "nats"
     if any(argv[:3] == ["ldpsynth", "aggregator", "serve"] for argv in commands):
         return "replica"
+    if any(argv[:3] == ["ldpsynth", "shuffler", "serve"] for argv in commands):
+        return "shuffler"
+    if any(argv[:3] == ["ldpsynth", "aggregator", "sealing-key"] for argv in commands):
+        return "key"
     if commands[0][:3] == ["ray", "start", "--head"]:
         return "ray-head"
     if commands[0][:2] == ["ray", "start"]:
@@ -218,6 +222,7 @@ def test_compose_has_the_deployment_services() -> None:
     assert len(services("ray-worker")) >= 2
     assert len(services("replica")) >= 2
     assert services("other") == sorted(ONE_SHOT)
+    assert services("shuffler") == ["shuffler"] and services("key") == ["sealing-key"]
     assert services("prometheus") == ["prometheus"] and services("grafana") == ["grafana"]
     assert image_of(SERVICES["device"]) == "Dockerfile.client"
     assert all(image_of(SERVICES[name]) == "Dockerfile.aggregator" for name in SERVICES
@@ -314,7 +319,7 @@ def test_every_ray_node_pins_the_same_ports_and_token_settings() -> None:
 
 
 def test_devices_reach_the_replicas_and_nothing_else() -> None:
-    networks = {name: set(SERVICES[name]["networks"]) for name in SERVICES}
+    networks = {name: set(SERVICES[name].get("networks", [])) for name in SERVICES}
     assert COMPOSE["networks"]["backend"]["internal"] is True
     for name in [*services("nats"), *services("ray-head"), *services("ray-worker")]:
         assert networks[name] == {"backend"}
@@ -326,6 +331,29 @@ def test_devices_reach_the_replicas_and_nothing_else() -> None:
         assert targets == [f"{replica}:{PORT}" for replica in services("replica")]
         for replica in services("replica"):
             assert SERVICES[name]["depends_on"][replica]["condition"] == "service_healthy"
+    # The shuffler: devices reach it on frontend, it reaches the replicas there (Prometheus on monitoring).
+    assert networks["shuffler"] == {"frontend", "monitoring"}
+    assert flag(serve_of("shuffler"), "--aggregator").split(",") == [f"{r}:{PORT}" for r in services("replica")]
+    assert SERVICES["sealing-key"]["network_mode"] == "none" and not networks["sealing-key"]
+
+
+def serve_of(name: str) -> list[str]:
+    """The ``ldpsynth ... serve`` command of service ``name``."""
+    [argv] = [argv for argv in service_argv(name) if argv[0] == "ldpsynth" and "serve" in argv[:3]]
+    return argv
+
+
+def test_the_replicas_share_one_sealing_key_made_once() -> None:
+    """One job makes the key on a volume (never overwriting it); every replica mounts that volume read-only
+    and opens sealed reports with it (--shuffle-key), after the job succeeded."""
+    [check, make] = service_argv("sealing-key")
+    key = flag(make, "--out")
+    assert check == ["test", "-e", key] and SERVICES["sealing-key"]["restart"] == "no"
+    volume = volume_at("sealing-key", key)
+    for replica in services("replica"):
+        assert flag(serve_argv(replica), "--shuffle-key") == key
+        assert f"{volume}:{str(PurePosixPath(key).parent)}:ro" in SERVICES[replica]["volumes"]
+        assert SERVICES[replica]["depends_on"]["sealing-key"]["condition"] == "service_completed_successfully"
 
 
 # ----- commands -----------------------------------------------------------------------------------
@@ -382,6 +410,9 @@ def test_every_server_binds_as_documented() -> None:
         bound.append(int(flag(serve, "--port")))
         assert flag(serve, "--metrics-host") == "0.0.0.0"  # in its container; Prometheus scrapes it on backend
         bound.append(int(flag(serve, "--metrics-port")))
+    shuffler = serve_of("shuffler")
+    assert host_port(flag(shuffler, "--listen"))[0] == flag(shuffler, "--metrics-host") == "0.0.0.0"
+    bound += [host_port(flag(shuffler, "--listen"))[1], int(flag(shuffler, "--metrics-port"))]
     bound += [9090, 3000]  # Prometheus and Grafana, in their containers
     for name in MONITORING:
         published = [port.split(":") for port in SERVICES[name]["ports"]]
@@ -399,7 +430,7 @@ def test_every_server_binds_as_documented() -> None:
 def test_every_long_running_service_has_its_own_health_check() -> None:
     for name, service in SERVICES.items():
         check = service.get("healthcheck", {})
-        if name in ONE_SHOT:
+        if name in ONE_SHOT or role(name) == "key":
             assert image_of(service) == "Dockerfile.client" or check.get("disable") is True
             assert service["restart"] == "no"
             continue
