@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--patience", type=float, default=30.0, metavar="SECONDS",
                        help="seconds a forwarded batch is retried while the replicas answer UNAVAILABLE "
                             "(default %(default)s)")
+    serve.add_argument("--max-reports-per-device", type=int, default=0, metavar="N",
+                       help="the most reports one device credential may send of one collection through this "
+                            "process (default 0: no limit; needs --tokens or --tls-client-ca)")
     serve.add_argument("--grace", type=float, default=5.0, metavar="SECONDS",
                        help="seconds in-flight calls may finish at a stop (default %(default)s)")
     add_observability_arguments(serve)
@@ -95,7 +98,8 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
                           grace=check_seconds(args.grace, "--grace"), metrics_host=args.metrics_host,
                           metrics_port=None if args.metrics_port is None
                           else check_int(args.metrics_port, "--metrics-port", 0, 65535),
-                          otlp_endpoint=_otlp_endpoint(args.otlp_endpoint))
+                          otlp_endpoint=_otlp_endpoint(args.otlp_endpoint),
+                          max_reports_per_device=check_int(args.max_reports_per_device, "--max-reports-per-device", 0))
 
 
 def _otlp_endpoint(url: str | None) -> str | None:

@@ -46,6 +46,7 @@ from ldpsynth.shuffler.directory import Directory
 from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.metrics import ShufflerMetrics
 from ldpsynth.shuffler.pools import Pools
+from ldpsynth.shuffler.quota import DeviceQuota
 
 log = events.get(__name__)
 
@@ -90,6 +91,10 @@ class ShufflerConfig:
         ``None``: off (:mod:`~ldpsynth.shuffler.metrics`).
     otlp_endpoint : str or None, default None
         Send the calls' trace spans to this OTLP/HTTP collector; ``None``: no tracing.
+    max_reports_per_device : int, default 0
+        The most reports one device credential may send of one collection through this process
+        (:mod:`~ldpsynth.shuffler.quota`); 0: no limit. Needs device credentials (``tokens_file``
+        or mutual TLS).
     """
 
     listen: str
@@ -107,6 +112,7 @@ class ShufflerConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     otlp_endpoint: str | None = None
+    max_reports_per_device: int = 0
 
 
 class ShufflerServer:
@@ -124,6 +130,7 @@ class ShufflerServer:
         self._pools: Pools | None = None
         self._directory: Directory | None = None
         self._authenticator: Authenticator | None = None
+        self._quota = DeviceQuota(config.max_reports_per_device)
 
     async def start(self) -> str:
         """Open the channel to the replicas and listen.
@@ -134,6 +141,9 @@ class ShufflerServer:
             ``HOST:PORT`` the shuffler serves on (the real port when ``listen`` asked for port 0).
         """
         config = self.config
+        if config.max_reports_per_device and config.tokens_file is None and not (config.tls and config.tls.client_ca):
+            raise ConfigError("--max-reports-per-device: needs device credentials (--tokens, or --tls-client-ca): "
+                              "without them every device is 'anonymous' and one limit would bound them all")
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
@@ -228,6 +238,7 @@ class ShufflerServer:
             raise LimitExceeded(f"reports: at most max_batch_reports = {route.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         rows = split_sealed(batch.reports, route.sealed_report_bytes)
+        self._quota.reserve(credential.id, route.name, len(rows))
         self.metrics.pooled_call(route.name, len(rows))
         start, acknowledged = time.perf_counter(), False
         try:
@@ -237,6 +248,8 @@ class ShufflerServer:
             self._directory.forget(route.name)
             raise
         finally:
+            if not acknowledged:
+                self._quota.release(credential.id, route.name, len(rows))
             self.metrics.ended_call(route.name, len(rows), acknowledged, time.perf_counter() - start)
         return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
 

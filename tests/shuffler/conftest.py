@@ -75,13 +75,15 @@ class ShufflerThread:
     """A :class:`ShufflerServer` on 127.0.0.1 on its own event loop in a background thread."""
 
     def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None,
-                 tls: TlsFiles | None = None, aggregator: str | None = None, metrics_port: int | None = None):
+                 tls: TlsFiles | None = None, aggregator: str | None = None, metrics_port: int | None = None,
+                 max_reports_per_device: int = 0):
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.server = ShufflerServer(ShufflerConfig(
             listen="127.0.0.1:0", aggregator=aggregator or replica.address, token=MIXER, threshold=threshold,
-            max_wait=max_wait, tokens_file=tokens_file, tls=tls, patience=5.0, grace=1.0, metrics_port=metrics_port))
+            max_wait=max_wait, tokens_file=tokens_file, tls=tls, patience=5.0, grace=1.0, metrics_port=metrics_port,
+            max_reports_per_device=max_reports_per_device))
         self.address = self.run(self.server.start())
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:

@@ -323,3 +323,31 @@ def test_the_metrics_count_what_the_devices_sent_and_name_no_device(
     assert value(samples, "grpc_server_handled_total", grpc_method="SubmitSealed", grpc_code="UNAVAILABLE") == 1
     labels = {text for (_, have), _ in samples.items() for _, text in have}
     assert not any(DEVICE in text or MIXER in text or "127.0.0.1" in text for text in labels)
+
+
+def test_a_device_over_its_quota_is_refused_naming_the_flag_and_an_unacknowledged_call_gives_it_back(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator, tmp_path: Path) -> None:
+    """--max-reports-per-device 30: 20 acknowledged; 15 more refused (RESOURCE_EXHAUSTED, nothing pooled);
+    10 whose pool misses its threshold are given back, so 10 more still fit."""
+    fixed_threshold[0] = 20
+    mixer = ShufflerThread(replica, threshold=1, max_wait=0.5, tokens_file=write_tokens(tmp_path / "tokens.json"),
+                           max_reports_per_device=30)
+    try:
+        assert mixer.submit(sealed(replica, make_reports(RATINGS, 20, rng)))[1] == grpc.StatusCode.OK
+        before = stored(replica)
+        ack, code, details = mixer.submit(sealed(replica, make_reports(RATINGS, 15, rng), sequence=1))
+        assert (ack, code) == (None, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert "--max-reports-per-device" in details and "at most 30" in details and "20 were taken" in details
+        fixed_threshold[0] = 40
+        assert mixer.submit(sealed(replica, make_reports(RATINGS, 10, rng), sequence=2))[1] == \
+            grpc.StatusCode.UNAVAILABLE
+        fixed_threshold[0] = 10
+        assert mixer.submit(sealed(replica, make_reports(RATINGS, 10, rng), sequence=3))[1] == grpc.StatusCode.OK
+        assert stored(replica) == before + 10
+    finally:
+        mixer.stop()
+
+
+def test_a_per_device_quota_needs_device_credentials(replica: ServerThread) -> None:
+    with pytest.raises(ConfigError, match="--max-reports-per-device"):
+        ShufflerThread(replica, threshold=1, max_wait=1.0, max_reports_per_device=5)
