@@ -83,8 +83,9 @@ export interface EphemeralKey {
   readonly publicKey: Uint8Array;
 }
 
-/** Whether this platform's WebCrypto has X25519 (Node ≥ 20; Chromium ≥ 133, Firefox ≥ 130, Safari ≥ 17). */
 let x25519: Promise<boolean> | undefined;
+
+/** Whether this platform's WebCrypto has X25519 (Node ≥ 20; Chromium ≥ 133, Firefox ≥ 130, Safari ≥ 17). */
 export function hasX25519(): Promise<boolean> {
   x25519 ??= (async () => {
     try {
@@ -147,12 +148,20 @@ async function encap(recipient: RecipientKey, ephemeral: EphemeralKey): Promise<
   return labeledExpand(KEM_SUITE_ID, prk, "shared_secret", kemContext, HASH_BYTES);
 }
 
-/** RFC 9180 §5.1 KeySchedule in base mode (mode 0x00, no psk): the AEAD key and base_nonce. */
-async function keySchedule(sharedSecret: Bytes, info: Uint8Array): Promise<{ key: Bytes; nonce: Bytes }> {
+/**
+ * RFC 9180 §5.1 key_schedule_context in base mode (mode 0x00, empty psk_id) for `info`: the same for
+ * every seal under one info, so computed once for a batch.
+ */
+export async function keyScheduleContext(info: Uint8Array): Promise<Bytes> {
   const empty = new Uint8Array(0);
   const pskIdHash = await labeledExtract(SUITE_ID, empty, "psk_id_hash", empty);
   const infoHash = await labeledExtract(SUITE_ID, empty, "info_hash", info);
-  const context = concat(new Uint8Array([0x00]), pskIdHash, infoHash);
+  return concat(new Uint8Array([0x00]), pskIdHash, infoHash);
+}
+
+/** RFC 9180 §5.1 KeySchedule in base mode (no psk), given its context: the AEAD key and base_nonce. */
+async function keySchedule(sharedSecret: Bytes, context: Bytes): Promise<{ key: Bytes; nonce: Bytes }> {
+  const empty = new Uint8Array(0);
   const secret = await labeledExtract(SUITE_ID, sharedSecret, "secret", empty);
   return {
     key: await labeledExpand(SUITE_ID, secret, "key", context, KEY_BYTES),
@@ -161,13 +170,14 @@ async function keySchedule(sharedSecret: Bytes, info: Uint8Array): Promise<{ key
 }
 
 /**
- * RFC 9180 §6.1 SealBase(pkR, info, aad = "", pt) with the ephemeral key given: enc || ct, the first
- * (and only) message of the context, so its nonce is base_nonce.
+ * RFC 9180 §6.1 SealBase(pkR, info, aad = "", pt) with the ephemeral key given, `context` being
+ * keyScheduleContext(info): enc || ct, the first (and only) message of the HPKE context, so its
+ * nonce is base_nonce.
  */
-export async function sealBase(recipient: RecipientKey, info: Uint8Array, plaintext: Uint8Array,
+export async function sealBase(recipient: RecipientKey, context: Bytes, plaintext: Uint8Array,
   ephemeral: EphemeralKey): Promise<Uint8Array> {
   const sharedSecret = await encap(recipient, ephemeral);
-  const { key, nonce } = await keySchedule(sharedSecret, info);
+  const { key, nonce } = await keySchedule(sharedSecret, context);
   const aesKey = await subtle().importKey("raw", key, { name: "AES-GCM" }, false, ["encrypt"]);
   const ct = new Uint8Array(await subtle().encrypt({ name: "AES-GCM", iv: nonce, tagLength: 8 * TAG_BYTES }, aesKey,
     concat(plaintext)));

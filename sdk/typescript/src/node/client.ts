@@ -130,7 +130,8 @@ export class Client {
 
   /**
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
-   * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent.
+   * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent;
+   * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
    * resends the same memoized reports at no further cost.
    */
