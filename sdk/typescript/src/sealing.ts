@@ -98,6 +98,7 @@ export async function sealingKey(info: CollectionInfo): Promise<SealingKey> {
     throw new ValidationError("sealing", "a collection that publishes a sealing key (Collection.sealing)",
       `collection ${JSON.stringify(name)} takes no sealed reports; submit without a shuffler to send in clear`);
   }
+  await requireX25519(); // before any WebCrypto call: a page without crypto.subtle (not a secure context) too
   if (sealing.kemId !== KEM_ID || sealing.kdfId !== KDF_ID || sealing.aeadId !== AEAD_ID) {
     const ids = [sealing.kemId, sealing.kdfId, sealing.aeadId].map((x) => `0x${x.toString(16).padStart(4, "0")}`);
     throw new ValidationError("sealing", `the suite ${SUITE_NAME} (ids 0x0020, 0x0001, 0x0001)`,
@@ -115,7 +116,6 @@ export async function sealingKey(info: CollectionInfo): Promise<SealingKey> {
     throw new ValidationError("sealing.sealed_report_bytes", `${expected} for this collection`,
       `got ${sealing.sealedReportBytes}`);
   }
-  await requireX25519();
   return { recipient: await importRecipientKey(sealing.publicKey), keyId: sealing.keyId,
     sealedReportBytes: expected };
 }
