@@ -22,6 +22,7 @@ export function collectionInfo(msg: Collection): CollectionInfo {
       maxBatchReports: limits?.maxBatchReports ?? 0,
       maxMessageBytes: limits?.maxMessageBytes ?? 0,
     },
+    ...(msg.sealing === undefined ? {} : { sealing: msg.sealing }),
   };
 }
 

@@ -21,3 +21,8 @@ export {
 export { collectionInfo, decodeCollection } from "./collection.js";
 export { batchCapacity, reportBytes } from "./batching.js";
 export * from "./gen/ldpsynth/v1/collection_pb.js";
+export {
+  sealingKey, sealReports, sealingInfo, keyId, plaintextBytes, sealedReportBytes, reportPlaintext, SUITE_NAME,
+  KEY_ID_BYTES, type SealingKey,
+} from "./sealing.js";
+export { sealedBatchCapacity, cutSealedBatches, sealedBatch, encodeSealedBatch, decodeSealedAck } from "./sealed-batching.js";

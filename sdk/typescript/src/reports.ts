@@ -11,7 +11,7 @@ import type { EncodedRows } from "./rows.js";
 import { perturb } from "./sampler.js";
 import type { Schema } from "./schema.js";
 import {
-  BatchAckSchema, GetCollectionRequestSchema, ReportBatchSchema, type ReportBatch,
+  BatchAckSchema, GetCollectionRequestSchema, ReportBatchSchema, type ReportBatch, type Sealing,
 } from "./gen/ldpsynth/v1/collection_pb.js";
 
 /** n reports in columns. */
@@ -115,4 +115,6 @@ export interface Limits {
 export interface CollectionInfo {
   readonly card: MechanismCard;
   readonly limits: Limits;
+  /** The aggregator's sealing key as published (contract §16); checked only by a device that seals (sealingKey). */
+  readonly sealing?: Sealing | undefined;
 }

@@ -8,6 +8,7 @@ import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json
 import { categoryText, exactInteger, realValue, type RawValue } from "./raw-values.js";
 import { checkBool, checkEpsilon, checkInt, checkReal } from "./validation.js";
 import { ulp } from "./float64.js";
+import { ShuffleSpec } from "./shuffle-spec.js";
 
 /** Largest domain of one attribute, and of the public attributes together. */
 export const MAX_DOMAIN_SIZE = 1n << 62n;
@@ -266,7 +267,7 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
   }
 }
 
-/** A collection: its name, the ε asked for per row, its attributes in schema order. */
+/** A collection: its name, the ε asked for per row, its attributes in schema order, a shuffled one's `shuffle`. */
 export class Schema {
   readonly privateAttributes: readonly Attribute[];
   readonly publicAttributes: readonly Attribute[];
@@ -279,7 +280,8 @@ export class Schema {
   readonly publicPlaceValues: readonly bigint[];
   private readonly byName: Map<string, Attribute>;
 
-  constructor(readonly name: string, readonly epsilon: number, readonly attributes: readonly Attribute[]) {
+  constructor(readonly name: string, readonly epsilon: number, readonly attributes: readonly Attribute[],
+    readonly shuffle?: ShuffleSpec) {
     if (typeof name !== "string" || name.length === 0 || [...name].length > 128) {
       throw new SchemaError("name", "a non-empty string of at most 128 characters", "missing, empty or too long");
     }
@@ -316,9 +318,9 @@ export class Schema {
       ? asSchemaError(() => parseJson(input, "schema", "a JSON object"))
       : input;
     if (!isJsonObject(obj)) throw new SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object");
-    const extra = Object.keys(obj).filter((k) => !["name", "epsilon", "attributes"].includes(k)).sort();
+    const extra = Object.keys(obj).filter((k) => !["name", "epsilon", "attributes", "shuffle"].includes(k)).sort();
     if (extra.length) {
-      throw new SchemaError("schema", "fields name, epsilon, attributes", `unknown fields ${JSON.stringify(extra)}`);
+      throw new SchemaError("schema", "fields name, epsilon, attributes, shuffle", `unknown fields ${JSON.stringify(extra)}`);
     }
     const attrs = obj["attributes"];
     if (!Array.isArray(attrs) || attrs.length === 0) {
@@ -327,7 +329,8 @@ export class Schema {
     if (!("epsilon" in obj)) throw new SchemaError("epsilon", "a finite number > 0", "missing");
     const epsilon = asSchemaError(() => checkEpsilon(obj["epsilon"], "epsilon"));
     const attributes = attrs.map((a, i) => attributeFromJson(a, i));
-    return new Schema(obj["name"] as string, epsilon, attributes);
+    const shuffle = "shuffle" in obj ? ShuffleSpec.parse(obj["shuffle"]) : undefined;
+    return new Schema(obj["name"] as string, epsilon, attributes, shuffle);
   }
 
   attribute(name: string): Attribute {
@@ -370,7 +373,9 @@ export class Schema {
       out["public"] = a.isPublic;
       return out;
     });
-    return { name: this.name, epsilon: this.epsilon, attributes: attrs };
+    const out: JsonObject = { name: this.name, epsilon: this.epsilon, attributes: attrs };
+    if (this.shuffle !== undefined) out["shuffle"] = this.shuffle.toJson();
+    return out;
   }
 }
 

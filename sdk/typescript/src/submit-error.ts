@@ -6,7 +6,7 @@
 /** A call failed for good: a final status, or a retryable one after the last attempt. */
 export class SubmitError extends Error {
   constructor(
-    readonly method: "GetCollection" | "SubmitReports" | "SubmitBatch",
+    readonly method: "GetCollection" | "SubmitReports" | "SubmitBatch" | "SubmitSealed",
     /** The gRPC status name, e.g. `INVALID_ARGUMENT`. */
     readonly status: string,
     /** The server's message (the contract forbids it to echo a private value). */

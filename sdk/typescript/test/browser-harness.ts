@@ -19,9 +19,9 @@ export const NO_BROWSER: string | false = existsSync(CHROMIUM) || process.env["C
 export const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
   "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
-/** The SDK's browser entry as one minified ESM file. */
-export async function sdkBundle(): Promise<Uint8Array> {
-  const result = await build({ entryPoints: [new URL("../../src/web/index.ts", import.meta.url).pathname],
+/** The SDK's browser entry (or another module: `entry`, relative to the package) as one minified ESM file. */
+export async function sdkBundle(entry = "src/web/index.ts"): Promise<Uint8Array> {
+  const result = await build({ entryPoints: [new URL(`../../${entry}`, import.meta.url).pathname],
     bundle: true, minify: true, format: "esm", platform: "browser", target: "es2022", write: false, logLevel: "silent" });
   return result.outputFiles[0]!.contents;
 }

@@ -1,6 +1,7 @@
 /**
  * A real aggregator replica for the tests: `ldpsynth aggregator serve` from the repository's .venv (or
  * `$LDPSYNTH_BIN`) on 127.0.0.1, port 0, with a web port; stopped by its pid (SIGTERM, then SIGKILL).
+ * Any other server of the CLI (`ldpsynth shuffler serve`) starts the same way (startServer).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -21,17 +22,25 @@ export interface Replica {
   kill(): Promise<void>;
 }
 
-/** Start a replica with `args` (besides --host, --port 0 and --web-port, unless args has one). */
-export async function startReplica(args: readonly string[]): Promise<Replica> {
-  const web = args.includes("--web-port") ? [] : ["--web-port", "0"];
-  const proc = spawn(BIN, ["aggregator", "serve", "--host", "127.0.0.1", "--port", "0", ...web, "--grace", "1", ...args],
-    { stdio: ["ignore", "pipe", "pipe"] });
+/** A server process of the .venv's `ldpsynth` (a replica, a shuffler), once its JSON "listening" line is out. */
+export interface Server {
+  /** The listening line: `address` (HOST:PORT), and a replica's `web_address`. */
+  readonly listening: { address: string; web_address?: string };
+  readonly process: ChildProcess;
+  /** SIGTERM, then SIGKILL after 60 s; resolves to the exit code. */
+  stop(): Promise<number | null>;
+  kill(): Promise<void>;
+}
+
+/** Start `ldpsynth ...args` and wait (up to 180 s) for its listening line; stopped by its pid. */
+export async function startServer(args: readonly string[]): Promise<Server> {
+  const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   proc.stderr!.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)));
-  const listening = await new Promise<{ address: string; web_address: string }>((resolve, reject) => {
+  const listening = await new Promise<{ address: string; web_address?: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listening line in 180 s: ${stderr}`)), 180_000);
     let out = "";
     proc.stdout!.on("data", (chunk: Buffer) => {
@@ -39,7 +48,7 @@ export async function startReplica(args: readonly string[]): Promise<Replica> {
       const line = out.split("\n").find((l) => l.includes('"listening"'));
       if (line) {
         clearTimeout(timer);
-        resolve(JSON.parse(line) as { address: string; web_address: string });
+        resolve(JSON.parse(line) as { address: string; web_address?: string });
       }
     });
     proc.on("exit", (code) => {
@@ -48,8 +57,7 @@ export async function startReplica(args: readonly string[]): Promise<Replica> {
     });
   });
   return {
-    address: listening.address,
-    webUrl: `http://${listening.web_address}`,
+    listening,
     process: proc,
     async stop() {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
@@ -63,6 +71,15 @@ export async function startReplica(args: readonly string[]): Promise<Replica> {
       await exited;
     },
   };
+}
+
+/** Start a replica with `args` (besides --host, --port 0 and --web-port, unless args has one). */
+export async function startReplica(args: readonly string[]): Promise<Replica> {
+  const web = args.includes("--web-port") ? [] : ["--web-port", "0"];
+  const server = await startServer(["aggregator", "serve", "--host", "127.0.0.1", "--port", "0", ...web, "--grace", "1",
+    ...args]);
+  return { address: server.listening.address, webUrl: `http://${server.listening.web_address}`,
+    process: server.process, stop: server.stop, kill: server.kill };
 }
 
 /** Key of a stored report in {@link storedCounts}: its public codes and perturbed private code. */

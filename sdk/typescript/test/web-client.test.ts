@@ -16,6 +16,7 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import {
   createConnectTransport as webConnectTransport, createGrpcWebTransport as webGrpcWebTransport,
 } from "@connectrpc/connect-web";
+import { ValidationError } from "../src/errors.js";
 import { encodeRows, type Row } from "../src/rows.js";
 import { prepareReports } from "../src/node/device.js";
 import { FileLedger } from "../src/node/ledger.js";
@@ -51,6 +52,12 @@ async function closedPort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
+
+test("a shuffler option is refused, never ignored: the web client has no sealed path", () => {
+  const options = { shuffler: { target: "127.0.0.1:7300" } } as WebClientOptions;
+  assert.throws(() => new WebClient("http://127.0.0.1:1", options),
+    (err) => err instanceof ValidationError && err.field === "shuffler");
+});
 
 describe("WebClient against a real replica's web port", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-web-e2e-"));

@@ -7,6 +7,8 @@ export {
   DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, MARKER_SUFFIX, type LedgerOptions, type MemoEntry,
 } from "./ledger.js";
 export { prepareReports, type PreparedReports } from "./device.js";
-export { Client, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type ClientOptions, type SubmitResult } from "./client.js";
+export {
+  Client, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type ClientOptions, type ShufflerOptions, type SubmitResult,
+} from "./client.js";
 export { SubmitError, type StreamResult } from "./streamer.js";
 export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";

@@ -4,6 +4,10 @@
  * failover. Fetch a collection (its card verified), then submit a device's rows through its
  * IndexedDB ledger: validate and encode, memoize or perturb and charge ε durably before sending,
  * then one unary SubmitBatch per batch until each is acknowledged, retrying with the same report ids.
+ *
+ * No shuffler path (contract §16): the reference shuffler serves gRPC only, and a browser cannot
+ * speak gRPC, so a `shuffler` option is refused (ValidationError) rather than ignored, which would
+ * send in clear what the caller meant to seal. Sealing itself works in browsers (src/sealing.ts).
  */
 import { createClient, type Client as ConnectClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
@@ -62,6 +66,10 @@ export class WebClient {
 
   /** `targets`: one or several replicas' web ports (`https://ingest.example.org:8443`). */
   constructor(targets: string | readonly string[], options: WebClientOptions = {}) {
+    if ("shuffler" in options) {
+      throw new ValidationError("shuffler", "none: WebClient sends in clear to replicas' web ports (contract §15)",
+        "the reference shuffler serves gRPC only, which a browser cannot speak; reports would not be sealed");
+    }
     const list = typeof targets === "string" ? [targets] : [...targets];
     if (!list.length) throw new ValidationError("targets", "at least one base URL", "empty");
     this.targets = list.map(baseUrl);
