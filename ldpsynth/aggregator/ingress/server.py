@@ -525,6 +525,9 @@ class AggregatorServer:
         try:
             while True:
                 arrived = asyncio.ensure_future(batches.__anext__())
+                # Retrieved even when this reader is cancelled first (the device went away mid-stream):
+                # the read then ends later, unobserved.
+                arrived.add_done_callback(lambda task: task.cancelled() or task.exception())
                 await asyncio.wait((arrived, draining), return_when=asyncio.FIRST_COMPLETED)
                 if not arrived.done():
                     arrived.cancel()
