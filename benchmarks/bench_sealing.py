@@ -40,16 +40,14 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from sealed_workload import best, reports_of, schema  # benchmarks/sealed_workload.py
 
 from ldpsynth.client.submit import report_bytes
 from ldpsynth.shared.protocol import reports_to_proto
-from ldpsynth.shared.reports import Reports, new_report_ids
-from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import (
     OpeningKey,
     decode_plaintexts,
@@ -67,28 +65,6 @@ FIELDS = ["part", "measurement", "n", "seconds", "per_report_us", "reports_per_s
           "bytes_per_report"]
 
 
-def schema(name: str) -> Schema:
-    return Schema.from_json({"name": name, "epsilon": 1.0, "attributes": [
-        {"name": "movie", "type": "integer", "min": 1, "max": 1682, "public": True},
-        {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
-
-
-def reports_of(s: Schema, n: int, rng: np.random.Generator) -> Reports:
-    return Reports(new_report_ids(n), rng.integers(0, s.private_domain_size, n),
-                   rng.integers(0, s.public_attributes[0].size, (n, 1)))
-
-
-def best(call: Callable[[], object], baseline: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Minimum seconds of ``call`` and of ``baseline``, timed alternately."""
-    times, bases = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        baseline()
-        bases.append(time.perf_counter() - start)
-    return min(times), min(bases)
 
 
 def row(part: str, measurement: str, n: int, seconds: float, baseline: float | None = None,

@@ -25,10 +25,19 @@ export function batchCapacity(info: CollectionInfo, channelLimit: number, batchS
   const envelope = toBinary(ReportBatchSchema, create(ReportBatchSchema, {
     collection: schema.name, mechanismVersion: info.card.version, sequence: (1n << 64n) - 1n,
   })).length + (2 + m) * FIELD_HEADER;
-  const fit = Math.floor((limit - envelope) / reportBytes(m));
+  return cappedCapacity(info, limit, envelope, reportBytes(m), "one report", batchSize);
+}
+
+/**
+ * Reports of `width` bytes that fit in `limit` after `envelope` bytes, capped by the collection's
+ * `max_batch_reports` and `batchSize`; ValidationError naming `max_message_bytes` when not one fits
+ * (`what`: the one report, in the message), or `batch_size` when it is not an integer >= 1.
+ */
+export function cappedCapacity(info: CollectionInfo, limit: number, envelope: number, width: number, what: string,
+  batchSize?: number): number {
+  const fit = Math.floor((limit - envelope) / width);
   if (fit < 1) {
-    throw new ValidationError("max_message_bytes", `at least ${envelope + reportBytes(m)} bytes (one report)`,
-      `got ${limit}`);
+    throw new ValidationError("max_message_bytes", `at least ${envelope + width} bytes (${what})`, `got ${limit}`);
   }
   const caps = [fit, info.limits.maxBatchReports || fit];
   if (batchSize !== undefined) {

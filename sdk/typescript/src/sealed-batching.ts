@@ -4,7 +4,7 @@
  * reports cut once into batches numbered 0, 1, ..., resent as first cut on every retry.
  */
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { ValidationError } from "./errors.js";
+import { cappedCapacity } from "./batching.js";
 import { SealedBatchSchema, type SealedBatch } from "./gen/ldpsynth/v1/collection_pb.js";
 import { SealedAckSchema } from "./gen/ldpsynth/v1/shuffler_pb.js";
 import type { CollectionInfo } from "./reports.js";
@@ -38,19 +38,7 @@ export function sealedBatchCapacity(info: CollectionInfo, width: number, channel
   const limit = Math.min(...[info.limits.maxMessageBytes, channelLimit].filter((x) => x > 0));
   const envelope = toBinary(SealedBatchSchema, sealedBatch(info.card.schema.name, new Uint8Array(KEY_ID_BYTES).fill(0xff),
     (1n << 64n) - 1n, new Uint8Array(0))).length;
-  const fit = Math.floor((limit - envelope - FIELD_HEADER) / width);
-  if (fit < 1) {
-    throw new ValidationError("max_message_bytes", `at least ${envelope + FIELD_HEADER + width} bytes (one sealed report)`,
-      `got ${limit}`);
-  }
-  const caps = [fit, info.limits.maxBatchReports || fit];
-  if (batchSize !== undefined) {
-    if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
-      throw new ValidationError("batch_size", "an integer >= 1", "out of range");
-    }
-    caps.push(batchSize);
-  }
-  return Math.min(...caps);
+  return cappedCapacity(info, limit, envelope + FIELD_HEADER, width, "one sealed report", batchSize);
 }
 
 /** `sealed` (n × width bytes) cut into SealedBatches of at most `capacity` reports, numbered 0, 1, .... */
