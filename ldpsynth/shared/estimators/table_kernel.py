@@ -32,18 +32,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import numpy as np
+
+from ldpsynth.shared.jit import compiled, numba
 
 __all__ = [
     "small_domain_kernel",
 ]
-
-try:
-    import numba
-except ImportError:  # the [client] extra: the estimators use their numpy path
-    numba = None  # type: ignore[assignment]  # the optional-import idiom
 
 #: Floating-point liberties: reassociation and contraction only (no finite-math assumptions).
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
@@ -58,9 +55,8 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def _compiled(function: F) -> F:
-    """``function`` compiled by numba (GIL released, cached on disk, :data:`FASTMATH`); unchanged without
-    numba, where nothing calls it."""
-    return function if numba is None else cast(F, numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(function))
+    """``function`` compiled with :data:`FASTMATH` (:func:`ldpsynth.shared.jit.compiled`)."""
+    return compiled(function, fastmath=FASTMATH)
 
 
 @_compiled

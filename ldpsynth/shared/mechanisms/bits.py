@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import bit_kernel
+
 __all__ = [
     "pack_rows",
     "column_counts",
@@ -17,10 +19,10 @@ __all__ = [
     "LinearMap",
 ]
 
-#: Rows summed at once by :func:`column_counts`: a byte lane of a uint64 then counts at most 255 ones.
+#: Rows summed at once by :func:`_lane_counts`: a byte lane of a uint64 then counts at most 255 ones.
 _LANE_ROWS = 255
 _LOW_BITS = np.uint64(0x0101010101010101)
-#: Words of bitmaps per chunk of :func:`column_counts` (512 KiB: each of its eight passes stays in cache).
+#: Words of bitmaps per chunk of :func:`_lane_counts` (512 KiB: each of its eight passes stays in cache).
 _CHUNK_WORDS = 1 << 16
 
 
@@ -30,23 +32,37 @@ def pack_rows(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little")
 
 
+def _words(bitmaps: np.ndarray) -> np.ndarray:
+    """The bitmaps ``(n, B)`` as uint64 words ``(n, ceil(B/8))``: a view, or a zero-padded copy."""
+    n, width = bitmaps.shape
+    if width % 8 == 0 and bitmaps.flags.c_contiguous:
+        return bitmaps.view(np.uint64)
+    padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
+    padded[:, :width] = bitmaps
+    return padded.view(np.uint64)
+
+
 def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
     """How many rows of the bitmaps ``(n, B)`` (:func:`pack_rows`) have each of the first ``size`` bits set.
+
+    With numba, one pass of carry-save counters (:mod:`ldpsynth.shared.mechanisms.bit_kernel`);
+    otherwise :func:`_lane_counts`."""
+    w = _words(bitmaps)
+    counts = np.zeros(w.shape[1] * 64, np.int64)
+    (bit_kernel.KERNEL or _lane_counts)(w, counts)
+    return counts[:size]
+
+
+def _lane_counts(w: np.ndarray, counts: np.ndarray) -> None:
+    """``counts[64 j + p] +=`` the rows of the words ``w`` (n, W) with bit p of word j set, in numpy.
 
     SWAR over 64-bit words: for each of the 8 bit positions of a byte, ``(word >> b) & 0x0101...``
     holds one 0/1 per byte lane, and up to 255 such words add without carrying from lane to lane. A
     chunk of 255 M rows is viewed as 255 rows of M row-words each (rows i, i + M, ... share a lane),
     so every sum runs along contiguous memory. Eight passes over the packed bytes, no unpacked copy.
     """
-    n, width = bitmaps.shape
-    words = -(-width // 8)
-    if width % 8 == 0 and bitmaps.flags.c_contiguous:
-        w = bitmaps.view(np.uint64)
-    else:
-        padded = np.zeros((n, words * 8), np.uint8)
-        padded[:, :width] = bitmaps
-        w = padded.view(np.uint64)
-    counts = np.zeros((words * 8, 8), np.int64)   # [byte index, bit within the byte]
+    n, words = w.shape
+    by_bit = counts.reshape(words * 8, 8)   # [byte index, bit within the byte]
     group = max(1, _CHUNK_WORDS // (_LANE_ROWS * words))
     step = _LANE_ROWS * group
     whole = n - n % step
@@ -55,20 +71,27 @@ def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
     for part in parts:
         for bit in range(8):
             lanes = ((part >> np.uint64(bit)) & _LOW_BITS).sum(axis=0, dtype=np.uint64)
-            counts[:, bit] += lanes.view(np.uint8).reshape(-1, words * 8).sum(axis=0, dtype=np.int64)
-    return counts.reshape(-1)[:size]
+            by_bit[:, bit] += lanes.view(np.uint8).reshape(-1, words * 8).sum(axis=0, dtype=np.int64)
 
 
 def grouped_column_counts(bitmaps: np.ndarray, groups: np.ndarray, count: int, size: int) -> np.ndarray:
     """:func:`column_counts` of the rows of each group: ``(count, size)`` int64, row i in group ``groups[i]``.
 
-    One group is :func:`column_counts` itself; otherwise the rows are sorted by group and unpacked a
-    chunk at a time, and each group's run of rows is summed (``np.add.reduceat``)."""
+    One group is :func:`column_counts` itself; otherwise the rows are sorted by group and each group's
+    run of rows is counted by the kernel (with numba), or unpacked a chunk at a time and summed
+    (``np.add.reduceat``)."""
     if count == 1:
         return column_counts(bitmaps, size)[None, :]
-    out = np.zeros((count, size), np.int64)
     order = np.argsort(groups, kind="stable")
     ordered = groups[order]
+    if bit_kernel.KERNEL is not None and len(order):
+        w = _words(bitmaps)[order]
+        out = np.zeros((count, w.shape[1] * 64), np.int64)
+        runs = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))).tolist()
+        for begin, end in zip(runs, [*runs[1:], len(order)], strict=True):
+            bit_kernel.KERNEL(w[begin:end], out[ordered[begin]])
+        return np.ascontiguousarray(out[:, :size])
+    out = np.zeros((count, size), np.int64)
     rows = max(1, _CHUNK_WORDS * 8 // max(size, 1))
     for start in range(0, len(order), rows):
         part, labels = order[start:start + rows], ordered[start:start + rows]
