@@ -87,14 +87,10 @@ class Reports:
         return self
 
     def public_keys(self, schema: Schema) -> np.ndarray:
-        """Mixed-radix public key of every report (0 when the schema has no public attribute)."""
-        columns = {a.name: self.public_codes[:, j] for j, a in enumerate(schema.public_attributes)}
-        if not columns:
-            return np.zeros(len(self), np.int64)
-        keys = np.zeros(len(self), np.int64)
-        for attr in schema.public_attributes:
-            keys = keys * attr.size + columns[attr.name]
-        return keys
+        """Public key of every report: the schema's mixed radix of its public codes
+        (:meth:`~ldpsynth.shared.schema.Schema.public_keys_of`; 0 when the schema has no public attribute)."""
+        return schema.public_keys_of({a.name: self.public_codes[:, j] for j, a in enumerate(schema.public_attributes)},
+                                     len(self))
 
     def slice(self, start: int, stop: int) -> Reports:
         return Reports(self.report_ids[start:stop], self.private_codes[start:stop], self.public_codes[start:stop])
