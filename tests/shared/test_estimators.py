@@ -22,8 +22,8 @@ from ldpsynth.shared import estimators as E
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators import engine as estimator_engine
 from ldpsynth.shared.estimators import formulas as estimator_math
+from ldpsynth.shared.estimators import pairs as estimator_pairs
 from ldpsynth.shared.estimators import statistics as S
 from ldpsynth.shared.estimators import table_kernel
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
@@ -202,7 +202,7 @@ def test_cut_queries_equal_the_naive_reference_on_dense_and_sparse_paths(monkeyp
                Q.cut([11], [0, 3], edge="edge", normalization="mean"),
                Q.cut([2, 7], [1, 4, 5], edge="edge", normalization="eq10")]
     dense = answers_for(queries, schema, keys, y, mech)
-    monkeypatch.setattr(estimator_engine, "DENSE_PAIRS", 0)   # read where the pair sums are
+    monkeypatch.setattr(estimator_pairs, "DENSE_PAIRS", 0)   # read where the pair sums are
     sparse = answers_for(queries, schema, keys, y, mech)
     for j, query in enumerate(queries):
         ref = naive_answer(row_functions(query, schema, keys), y, mech, query.normalization)

@@ -12,7 +12,7 @@ refused because of ingest.
   summed (the merged table is cached per collection, keyed by the pinned log sequences), and the
   whole block is one matrix product over it.
 * **Cut blocks** (graph collections, WYZ eq. 33): every shard worker computes the pair totals
-  :math:`(m, y_1)` over its pinned statistics (:class:`~ldpsynth.aggregator.storage.pairs.PairCounts`);
+  :math:`(m, y_1)` over its pinned statistics (:class:`~ldpsynth.shared.estimators.pairs.PairTotals`);
   the totals add up.
 * **Dense blocks** (one weight list per row, small n): the pinned rows of every shard, read from
   the log and ordered by report id (the order of an export); each shard's rows are a Ray task

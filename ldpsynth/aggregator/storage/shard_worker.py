@@ -57,7 +57,6 @@ from ldpsynth.aggregator.storage.log_records import (
     record_crc,
     reports_per_record,
 )
-from ldpsynth.aggregator.storage.pairs import PairCounts
 from ldpsynth.aggregator.storage.refusals import (
     StoreRefused,
     damaged_log,
@@ -91,6 +90,7 @@ from ldpsynth.aggregator.storage.store_check import check_position, load_snapsho
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import Statistics
+from ldpsynth.shared.estimators.pairs import PairTotals, edge_pair_totals
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
@@ -190,7 +190,7 @@ class ShardWorker:
         self._snapshot_offset = 1
         self._published: set[str] = set()
         self._pins: dict[str, _Pin] = {}
-        self._pairs: dict[tuple[str, int, str, str, str], PairCounts] = {}
+        self._pairs: dict[tuple[str, int, str, str, str], PairTotals] = {}
         self.replayed = 0  # records replayed by the last start (observability, tests)
         self._commit_seconds = LatencyHistogram()  # group commits, from taking the group to its last append
         self._append_seconds = LatencyHistogram()  # log appends, until the log confirmed the record durable
@@ -678,10 +678,10 @@ class ShardWorker:
         pairs = self._pairs.get(key)
         if pairs is None:
             schema = MechanismCard.from_json(self._collections[collection].card_json).schema
-            pairs = await asyncio.to_thread(PairCounts.build, schema, stats, source, target, edge)
+            pairs = await asyncio.to_thread(edge_pair_totals, schema, stats, source, target, edge)
             self._pairs = {k: v for k, v in self._pairs.items() if k[0] != collection}
             self._pairs[key] = pairs
-        m, y1 = pairs.totals(sources, targets)
+        m, y1 = pairs.totals(sources, targets).T
         return m, y1, rows
 
     async def rows(self, pin_id: str, collection: str) -> RowChunk:

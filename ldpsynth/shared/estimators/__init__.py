@@ -6,12 +6,13 @@ One import for users; the parts live in their own modules:
   constants :class:`Debias`, the per-query sums :class:`BlockSums`, the answers from the sums
   (:func:`answers_from_sums`), the bounds (:func:`rms_bound`, :func:`minimax_lower_bound`);
 * :mod:`~ldpsynth.shared.estimators.engine`: :func:`estimate` and the evaluation of each block's
-  sums over the sufficient statistics (chunks, worker threads, the numba kernel).
+  sums over the sufficient statistics (chunks, worker threads, the numba kernel);
+* :mod:`~ldpsynth.shared.estimators.pairs`: the pair totals of cut queries (:class:`PairTotals`), also kept
+  by the shards.
 """
 
 from ldpsynth.shared.estimators.engine import (
     CHUNK_WEIGHTS,
-    DENSE_PAIRS,
     PARALLEL_WEIGHTS,
     cut_pair_totals,
     estimate,
@@ -31,6 +32,7 @@ from ldpsynth.shared.estimators.formulas import (
     minimax_lower_bound,
     rms_bound,
 )
+from ldpsynth.shared.estimators.pairs import DENSE_PAIRS, PairTotals
 
 __all__ = [
     # the math
@@ -38,5 +40,7 @@ __all__ = [
     "rms_bound", "minimax_lower_bound", "ANSWER_CHUNK",
     # the engine
     "estimate", "table_block_sums", "row_block_sums", "cut_pair_totals", "group_counts", "CHUNK_WEIGHTS",
-    "PARALLEL_WEIGHTS", "DENSE_PAIRS",
+    "PARALLEL_WEIGHTS",
+    # cut queries' pair totals
+    "PairTotals", "DENSE_PAIRS",
 ]

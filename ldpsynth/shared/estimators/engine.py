@@ -11,8 +11,8 @@ the sums it needs, fast:
   :data:`PARALLEL_WEIGHTS` weights are split over worker threads;
 * dense (per-row) blocks are table blocks with one group per row: the one-hot counts of the
   perturbed codes;
-* cut blocks total the rows of the pairs in :math:`S \\times T` (through dense adjacency matrices
-  when there are at most :data:`DENSE_PAIRS` vertex pairs), then
+* cut blocks total the rows of the pairs in :math:`S \\times T`
+  (:class:`~ldpsynth.shared.estimators.pairs.PairTotals`), then
   :func:`~ldpsynth.shared.estimators.formulas.cut_block_sums` (eq. 34).
 
 Sums over disjoint row sets merge (:meth:`~ldpsynth.shared.estimators.formulas.BlockSums.merge`), so a
@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, Debias, answers_from_sums, cut_block_sums
+from ldpsynth.shared.estimators.pairs import PairTotals, edge_pair_totals
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies, count_estimates
 from ldpsynth.shared.mechanism import MechanismE
@@ -46,7 +47,6 @@ from ldpsynth.shared.validation import check_int, check_probability
 __all__ = [
     "CHUNK_WEIGHTS",
     "PARALLEL_WEIGHTS",
-    "DENSE_PAIRS",
     "group_counts",
     "row_block_sums",
     "cut_pair_totals",
@@ -65,8 +65,6 @@ _SMALL_DOMAIN = 16
 _LONG_ROW = 32
 #: Row-wise dot products (numpy >= 2).
 _rowdot = np.vecdot
-#: Largest vertex domain (squared) for which cut queries use dense adjacency matrices.
-DENSE_PAIRS = 1 << 24
 #: The statistics the engine reads: E's counts, or a frequency oracle's tallies per public key.
 Statistics = SufficientStatistics | KeyedTallies
 
@@ -404,33 +402,12 @@ def row_block_sums(weights: np.ndarray, codes: np.ndarray, mechanism: Mechanism,
     return _row_sums(weights, rows, mechanism, _workers(workers))
 
 
-def _pair_sums(src: np.ndarray, dst: np.ndarray, values: np.ndarray, sources: np.ndarray,
-               targets: np.ndarray) -> np.ndarray:
-    """``out[j, c] = sum over pairs p with sources[j, src[p]] and targets[j, dst[p]] of values[p, c]``."""
-    size, vertices = sources.shape
-    out = np.empty((size, values.shape[1]))
-    if vertices * vertices <= DENSE_PAIRS:  # adjacency matrices: S_mask @ A @ T_mask^T, one GEMM per batch
-        flat = src * vertices + dst
-        s_f, t_f = sources.astype(np.float64), targets.astype(np.float64)
-        for c in range(values.shape[1]):
-            adjacency = np.bincount(flat, weights=values[:, c], minlength=vertices * vertices)
-            out[:, c] = np.einsum("qv,qv->q", s_f @ adjacency.reshape(vertices, vertices), t_f)
-        return out
-    chunk = max(1, CHUNK_WEIGHTS // max(1, len(src)))
-    for s in range(0, size, chunk):
-        inside = sources[s:s + chunk][:, src] & targets[s:s + chunk][:, dst]
-        out[s:s + chunk] = inside @ values
-    return out
-
-
 def cut_pair_totals(block: CutBlock, stats: SufficientStatistics, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """The data side of cut queries: per query, :math:`m` = rows in :math:`S \\times T` and
-    :math:`y_1` = those whose perturbed edge bit is 1. Both are sums over rows, so totals over
-    disjoint row subsets (shards) add up."""
-    digits = schema.public_digits(stats.present_keys)
-    edge_on = schema.private_digits(np.arange(stats.domain_size))[block.edge] == 1
-    values = np.stack([stats.group_sizes, stats.table[:, edge_on].sum(axis=1)], axis=1).astype(np.float64)
-    m, y1 = _pair_sums(digits[block.source], digits[block.target], values, block.sources, block.targets).T
+    :math:`y_1` = those whose perturbed edge bit is 1 (:func:`~ldpsynth.shared.estimators.pairs.edge_pair_totals`).
+    Both are sums over rows, so totals over disjoint row subsets (shards) add up."""
+    m, y1 = edge_pair_totals(schema, stats, block.source, block.target, block.edge).totals(block.sources,
+                                                                                         block.targets).T
     return m, y1
 
 
@@ -451,8 +428,9 @@ def cut_oracle_sums(block: CutBlock, stats: KeyedTallies, schema: Schema) -> Blo
                        a2n * float(np.square(centred).sum()) + b2 * float(np.square(centred).max()) * data.sizes],
                       axis=1)
     digits = schema.public_digits(stats.present_keys)
-    m, t_hat, v_hat, v_worst = _pair_sums(digits[block.source], digits[block.target], values, block.sources,
-                                          block.targets).T
+    pairs = PairTotals(schema.attribute(block.source).size, schema.attribute(block.target).size,
+                       digits[block.source], digits[block.target], values)
+    m, t_hat, v_hat, v_worst = pairs.totals(block.sources, block.targets).T
     live = m > 0
     return BlockSums(t_hat=t_hat, v_hat=v_hat, low=np.zeros(len(m)), high=m, spread=m.copy(),
                      a_min=np.where(live, 0.0, np.inf), b_max=np.where(live, 1.0, -np.inf),
