@@ -971,7 +971,7 @@ def write_results(args: argparse.Namespace, command: str, info: dict[str, str], 
     text = (
         f"# Scale benchmark\n\n`{command}`\n\n{machine_line}\n\n"
         "A shared machine: every timing below is wall-clock or CPU time taken while other engineers' jobs ran "
-        "(the load average at the start of each run is beside it); the load client runs on the same cores."
+        "(the load average at the start of each run is beside it); the load clients run on the same cores."
         f"{' **Quick run: sizes reduced, goals not checked.**' if args.quick else ''}\n\n"
         f"Deployment (`LocalCluster`, all on 127.0.0.1): Ray head + {cluster.worker_nodes} worker node(s), "
         f"{cluster.shards} shard workers, 3 NATS servers (streams R=3, file storage, sync_interval always), "
