@@ -1,22 +1,27 @@
-"""Scale benchmark (issue 17 item 9): what one ingress replica, the replicated log and a shard
-worker restart cost on the multi-node aggregator, each beside a baseline measured in the same run.
+"""Scale benchmark (issue 17 item 9, issue 29 item 4): what one ingress replica, the replicated log
+and a shard worker restart cost on the multi-node aggregator, each beside a baseline measured in the
+same run.
 
 Runs a whole multi-node deployment on this machine (:class:`~ldpsynth.simulation.local_cluster.LocalCluster`:
-a Ray head and ``--worker-nodes`` worker nodes, 3 NATS servers with R=3 streams, 2 ingress
-replicas, ``--shards`` shard workers; everything on 127.0.0.1) and measures:
+a Ray head and ``--worker-nodes`` worker nodes, 3 NATS servers with R=3 streams, ``--replicas``
+ingress replicas (default 2), ``--shards`` shard workers; everything on 127.0.0.1) and measures:
 
-(a) **Server CPU per device stream and per report, one replica.** A client process (its own,
-    not counted) sends ``--streams`` device streams, each one ``SubmitReports`` call carrying one
-    batch of ``--reports`` fresh reports and reading its one ``BatchAck``, ``--concurrency`` at a
-    time, in two shapes: *one connection per stream* (a new channel, hence a new TCP + HTTP/2
-    connection, per stream: what devices do) and *long-lived connections* (``--concurrency``
-    channels, each carrying its streams one after the other). The client sends pre-serialized
-    ``ReportBatch`` bytes through the SDK's channel settings, so it does the same work for every
-    server. Baseline: a bare ``grpc.aio`` server in its own process (defined here) whose
-    stream-stream handler reads each request's bytes and writes one ack-sized message (the 2
-    bytes of ``BatchAck(accepted=10)``), driven the same way in the same run, alternating with
-    the replica. CPU is ``utime + stime`` from ``/proc/<pid>/stat`` (every thread of the process)
-    read just before the client starts its measured streams and just after it has the last ack:
+(a) **Server CPU per device stream and per report, one replica.** ``--clients`` client processes
+    (default 1; their own, not counted) send ``--streams`` device streams, each one
+    ``SubmitReports`` call carrying one batch of ``--reports`` fresh reports and reading its one
+    ``BatchAck``, ``--concurrency`` at a time; each process takes its share of the streams, the
+    warm-up streams and the lanes. The go is sent to all of them at once; the wall time runs from
+    the go to the last process's last ack, and p50/p99 are of every process's stream latencies
+    merged. Two connection shapes (``--connections both``, the default; ``long-lived``: the second
+    only): *one connection per stream* (a new channel, hence a new TCP + HTTP/2 connection, per
+    stream: what devices do) and *long-lived connections* (one channel per lane, each carrying its
+    streams one after the other). The clients send pre-serialized ``ReportBatch`` bytes through
+    the SDK's channel settings, so they do the same work for every server. Baseline: a bare
+    ``grpc.aio`` server in its own process (defined here) whose stream-stream handler reads each
+    request's bytes and writes one ack-sized message (the 2 bytes of ``BatchAck(accepted=10)``),
+    driven the same way in the same run, alternating with the replica. CPU is ``utime + stime``
+    from ``/proc/<pid>/stat`` (every thread of the process) read just before the go and just after
+    the last process has its last ack:
 
     * **replica**: the ``aggregator serve`` process that was driven (and its descendants: none
       in cluster mode) -- the ingress cost a replica is sized by; the goal is checked on it;
@@ -28,12 +33,16 @@ replicas, ``--shards`` shard workers; everything on 127.0.0.1) and measures:
       ``/proc/<pid>/comm`` and ``cmdline``; a process that exits within the window is missed.
 
     The CPU each process spends while idle is read over ``--idle-seconds`` before every run and
-    shown as ms per second (it is included in the per-stream figures, not subtracted).
+    shown as ms per second (it is included in the per-stream figures, not subtracted). The tables
+    show, for the bare handler and the replica runs driven the same way, reports/s, p50/p99 stream
+    latency and CPU per report per role (driven server(s), shard workers, NATS, Ray system, total),
+    each beside the bare handler's with the ratio.
 
-(b) **1 vs 2 replicas side by side**: the long-lived-connection shape through one replica
-    (target ``A``) and through both (``A,B``: gRPC client-side round robin), alternating in one
-    run; acknowledged reports/s over the client's wall time and CPU per report (the driven
-    replicas; the whole system). Afterwards every record of the log is read back and checked
+(b) **1 vs ``--replicas`` replicas side by side** (with ``--replicas 1``: one replica only): the
+    long-lived-connection shape through one replica (target ``A``) and through all of them
+    (``A,B,...``: gRPC client-side round robin), alternating in one run with (a); the same columns
+    as (a) beside the bare handler's long-lived run, and reports/s beside one replica's.
+    Afterwards every record of the log is read back and checked
     (:func:`~ldpsynth.aggregator.runtime.verify.verify_log`): each acknowledged report stored exactly once.
 
 (c) **Log append throughput**: :meth:`~ldpsynth.aggregator.storage.jetstream.ReplicatedLog.append` of
@@ -54,14 +63,21 @@ replicas, ``--shards`` shard workers; everything on 127.0.0.1) and measures:
     memory, then SIGKILLs itself too. Goal: what a restart replays does not grow with the stored
     count (at most twice the snapshot interval of reports at every size).
 
+``--shape`` picks a run shape, i.e. defaults of the options above (an option given explicitly
+wins): ``default`` (the defaults as listed) or ``concurrent256`` (issue 29 item 4: ``--shards 16
+--concurrency 256 --reports 10 --connections long-lived``: 256 concurrent streams of one 10-report
+batch each on long-lived connections, 16 shards).
+
 Timings are wall-clock or CPU time on a machine shared with other work: the load average is
-printed at the start of every part and written beside the numbers. The client runs on the same
+printed at the start of every part and written beside the numbers. The clients run on the same
 cores as the servers.
 
-Goals: (a) in both shapes, the replica's CPU per device stream at most 1.5x the bare handler's
-(issue 17 item 9); (c) the R=3 log takes at least the planned peak, 10^5 reports/s, with 4
-writers; (d) as above. The tables keep the best of ``--repeats`` alternating runs (least CPU per
-stream in (a), most reports/s in (b) and (c)); the CSV has every run.
+Goals: (a) in each shape run, the replica's CPU per device stream at most 1.5x the bare handler's
+(issue 17 item 9, issue 29); with long-lived connections, one replica's p50 stream latency at most
+2x the bare handler's and the whole system's CPU per report (the replica, shard workers, NATS, Ray)
+at most 5x the bare handler's (issue 29); (c) the R=3 log takes at least the planned peak, 10^5
+reports/s, with 4 writers; (d) as above. The tables keep the best of ``--repeats`` alternating runs
+(least CPU per stream in (a) and its goals, most reports/s in (b) and (c)); the CSV has every run.
 
 Prints Markdown tables and writes ``scale.md`` and ``scale.csv`` to ``--out`` (default
 ``benchmarks/results``). ``--quick``: small sizes, goals not checked (the smoke test). Exit
@@ -124,8 +140,14 @@ SUBMIT_METHOD = "/" + pb.DESCRIPTOR.services_by_name["CollectionService"].full_n
 BARE_METHOD = "/ldpsynth.bench.Bare/SubmitReports"
 #: The bare server's answer to every batch: an ack's size (2 bytes), not parsed from the batch.
 BARE_ACK = pb.BatchAck(sequence=0, accepted=10).SerializeToString()
-#: Goal of issue 17 item 9 (a): a device stream costs at most this times the bare handler's CPU.
+#: Goal of issue 17 item 9 (a) and issue 29: a device stream costs one replica at most this times the
+#: bare handler's CPU.
 GOAL_STREAM_RATIO = 1.5
+#: Goals of issue 29, one replica beside the bare handler (long-lived connections): its p50 stream
+#: latency at most this times the bare handler's ...
+GOAL_LATENCY_RATIO = 2.0
+#: ... and the whole system's CPU per report (replica, shard workers, NATS, Ray) at most this times.
+GOAL_SYSTEM_RATIO = 5.0
 #: The capacity plan's peak (issue 17 item 9); the R=3 log must take it (our reading of item 2).
 PEAK_REPORTS_PER_SECOND = 1e5
 #: (d) commits: this many segments of SEGMENT_REPORTS reports per call (one group commit).
@@ -254,7 +276,7 @@ def _batches(count: int, reports: int, rng: np.random.Generator) -> list[bytes]:
 
 async def _drive(drive: Drive) -> dict[str, Any]:
     """The client process: warm up, say ready, wait for "go" on stdin, send the measured streams;
-    the outcome (wall seconds, reports acknowledged as new, latency percentiles, errors)."""
+    the outcome (when the last ack came, reports acknowledged as new, each stream's latency, errors)."""
     rng = np.random.default_rng()  # codes only (data); ids come from the OS CSPRNG
     warm, measured = _batches(drive.warmup, drive.reports, rng), _batches(drive.streams, drive.reports, rng)
     lanes = [] if drive.connect_each else [_channel(drive.target) for _ in range(drive.concurrency)]
@@ -291,17 +313,47 @@ async def _drive(drive: Drive) -> dict[str, Any]:
             outcome["errors"] = [f"warm-up: {e}" for e in warm_errors[:5]]
         print(json.dumps({"event": "ready"}), flush=True)
         await asyncio.to_thread(sys.stdin.readline)
-        started = time.perf_counter()
         await asyncio.gather(*(lane(i, measured) for i in range(drive.concurrency)))
-        outcome["seconds"] = time.perf_counter() - started
+        outcome["finished"] = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on Linux
     finally:
         await asyncio.gather(*(channel.close() for channel in lanes))
-    lat = np.asarray(outcome.pop("latencies") or [math.nan]) * 1e3
-    outcome.update(p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
-                   streams=len(lat) if not math.isnan(lat[0]) else 0, event="done")
-    outcome["errors"] = outcome["errors"][:20] + ([f"... {len(outcome['errors']) - 20} more"]
-                                                  if len(outcome["errors"]) > 20 else [])
+    outcome["event"] = "done"
     return outcome
+
+
+def split_drive(drive: Drive, clients: int) -> list[Drive]:
+    """``drive`` shared by ``clients`` processes: each takes its share of the streams, the warm-up
+    streams and the lanes (``clients <= drive.concurrency``)."""
+    return [dataclasses.replace(drive, streams=s, warmup=w, concurrency=c) for s, w, c in
+            zip(shares(drive.streams, clients), shares(drive.warmup, clients), shares(drive.concurrency, clients))]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal integers (the larger ones first)."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the client processes of one run did, merged."""
+
+    streams: int  # acknowledged measured streams
+    seconds: float  # from the go to the last process's last ack
+    accepted: int  # reports acknowledged as new, warm-up included
+    p50_ms: float
+    p99_ms: float
+    errors: list[str]
+
+
+def merge_outcomes(outcomes: Sequence[dict[str, Any]], go_at: float) -> Outcome:
+    """Merge the ``done`` lines of the client processes of one run, sent the go at ``go_at``
+    (``time.monotonic()``): the latencies of all of them, the wall time to the last ack."""
+    latencies = np.asarray([x for o in outcomes for x in o["latencies"]] or [math.nan]) * 1e3
+    errors = [e for o in outcomes for e in o["errors"]]
+    return Outcome(sum(len(o["latencies"]) for o in outcomes), max(o["finished"] for o in outcomes) - go_at,
+                   sum(o["accepted"] + o["warm_accepted"] for o in outcomes),
+                   float(np.percentile(latencies, 50)), float(np.percentile(latencies, 99)),
+                   errors[:20] + ([f"... {len(errors) - 20} more"] if len(errors) > 20 else []))
 
 
 class LineReader:
@@ -338,7 +390,7 @@ class LineReader:
 class Run:
     """One measured client run."""
 
-    server: str  # "bare", "1 replica", "2 replicas"
+    replicas: int  # how many replicas were driven (0: the bare server)
     shape: str  # "one connection per stream", "long-lived connections"
     streams: int
     reports: int
@@ -350,6 +402,10 @@ class Run:
     p99_ms: float
     errors: list[str]
     load: str
+
+    @property
+    def server(self) -> str:
+        return server_name(self.replicas)
 
     def server_cpu(self, roles: Sequence[str]) -> float:
         return sum(self.cpu.get(r, 0.0) for r in roles)
@@ -366,34 +422,51 @@ class Run:
 CONNECT_EACH, LONG_LIVED = "one connection per stream", "long-lived connections"
 
 
-def client_run(server: str, drive: Drive, roles: Roles, idle_seconds: float, scratch: Path) -> Run:
-    """Start a client process for ``drive``, read the idle CPU, let it go, read the CPU it caused."""
-    log_path = scratch / "client.log"
+def server_name(replicas: int) -> str:
+    """``bare`` (0), ``1 replica``, ``N replicas``."""
+    return "bare" if replicas == 0 else f"{replicas} replica{'s' if replicas > 1 else ''}"
+
+
+def _start_client(drive: Drive, log_path: Path) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as err:
-        proc = subprocess.Popen([sys.executable, str(SCRIPT), "--drive", json.dumps(asdict(drive))],
+        return subprocess.Popen([sys.executable, str(SCRIPT), "--drive", json.dumps(asdict(drive))],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+
+
+def client_run(replicas: int, drive: Drive, clients: int, roles: Roles, idle_seconds: float, scratch: Path) -> Run:
+    """Start ``clients`` client processes sharing ``drive``, read the idle CPU once all are warm, send
+    the go to all, read the CPU they caused up to the last one's last ack (theirs not counted)."""
+    log_path = scratch / "client.log"
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        lines = LineReader(proc, log_path)
-        lines.next(CLIENT_TIMEOUT, "client warm-up")
-        counted = Roles(roles.named, frozenset({proc.pid}))
+        for part in split_drive(drive, clients):
+            procs.append(_start_client(part, log_path))
+        readers = [LineReader(proc, log_path) for proc in procs]
+        for reader in readers:
+            reader.next(CLIENT_TIMEOUT, "client warm-up")
+        counted = Roles(roles.named, frozenset(proc.pid for proc in procs))
         start_load = load()
         idle_from = CpuSnapshot.take(counted)
         time.sleep(idle_seconds)
         before = CpuSnapshot.take(counted)
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        proc.stdin.flush()
-        done = lines.next(CLIENT_TIMEOUT, "client run")
+        go_at = time.monotonic()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        outcome = merge_outcomes([reader.next(CLIENT_TIMEOUT, "client run") for reader in readers], go_at)
         after = CpuSnapshot.take(counted)
-        proc.wait(60)
+        for proc in procs:
+            proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     idle = {k: v / (before.at - idle_from.at) for k, v in before.since(idle_from).items()}
-    return Run(server, CONNECT_EACH if drive.connect_each else LONG_LIVED, done["streams"], drive.reports,
-               done["seconds"], after.since(before), idle, done["accepted"] + done["warm_accepted"],
-               done["p50_ms"], done["p99_ms"], done["errors"], start_load)
+    return Run(replicas, CONNECT_EACH if drive.connect_each else LONG_LIVED, outcome.streams, drive.reports,
+               outcome.seconds, after.since(before), idle, outcome.accepted, outcome.p50_ms, outcome.p99_ms,
+               outcome.errors, start_load)
 
 
 @dataclass
@@ -406,20 +479,32 @@ class ClusterResults:
     load: str = ""
     shards: int = 0
     worker_nodes: int = 0
+    replicas: int = 0
     start_failures: list[str] = field(default_factory=list)
 
-    def best(self, server: str, shape: str, key: Callable[[Run], float]) -> Run:
-        """The run of ``server`` in ``shape`` with the least ``key``."""
-        return min((r for r in self.runs if r.server == server and r.shape == shape), key=key)
+    def best(self, replicas: int, shape: str, key: Callable[[Run], float]) -> Run:
+        """The run driving ``replicas`` replicas (0: the bare server) in ``shape`` with the least ``key``."""
+        return min((r for r in self.runs if r.replicas == replicas and r.shape == shape), key=key)
+
+    @property
+    def shapes(self) -> list[str]:
+        """The connection shapes that were run, in order."""
+        return list(dict.fromkeys(r.shape for r in self.runs))
 
 
-def replica_roles(run: Run) -> list[str]:
-    return [f"{REPLICA} 1"] if run.server == "1 replica" else [f"{REPLICA} 1", f"{REPLICA} 2"]
+def driven_roles(run: Run) -> list[str]:
+    """The roles of the server processes ``run`` drove: the bare server or its replicas."""
+    return [BARE] if run.replicas == 0 else [f"{REPLICA} {i}" for i in range(1, run.replicas + 1)]
 
 
 def per_stream_cpu(run: Run) -> float:
     """CPU seconds per stream of the server that was driven (the replica(s) or the bare server)."""
-    return run.server_cpu([BARE] if run.server == "bare" else replica_roles(run)) / run.streams
+    return run.server_cpu(driven_roles(run)) / run.streams
+
+
+def system_cpu(run: Run) -> float:
+    """CPU seconds of the whole system during ``run``: the driven server(s), shard workers, NATS, Ray."""
+    return run.server_cpu([*driven_roles(run), WORKERS, NATS, RAY])
 
 
 def slowness(run: Run) -> float:
@@ -427,34 +512,40 @@ def slowness(run: Run) -> float:
     return 1.0 / run.reports_per_second
 
 
+def run_plan(replicas: int, connections: str) -> list[tuple[int, bool]]:
+    """One repeat of (a) and (b): ``(replicas driven, one connection per stream)`` in order: the bare
+    server and 1 replica alternating in each connection shape, then all ``replicas`` (long-lived)."""
+    plan = [(n, each) for each in ((True, False) if connections == "both" else (False,)) for n in (0, 1)]
+    return plan + ([(replicas, False)] if replicas > 1 else [])
+
+
 def cluster_part(args: argparse.Namespace, scratch: Path) -> ClusterResults:
     """(a) and (b); see the module docstring."""
-    results = ClusterResults(load=load(), shards=args.shards, worker_nodes=args.worker_nodes)
+    results = ClusterResults(load=load(), shards=args.shards, worker_nodes=args.worker_nodes, replicas=args.replicas)
     collection = scratch / "ratings.json"
     collection.write_text(SCHEMA.dumps(), encoding="utf-8")
     log(f"(a, b) starting the local cluster: Ray head + {args.worker_nodes} worker nodes, 3 NATS servers (R=3), "
-        f"2 replicas, {args.shards} shards (load average {results.load}) ...")
+        f"{args.replicas} replica(s), {args.shards} shards (load average {results.load}) ...")
     system = start_cluster(args, scratch, collection, results.start_failures)
     try:
         bare = ServerProcess([sys.executable, str(SCRIPT), "--serve-bare"], scratch / "bare.log")
         try:
-            a, b = system.replicas[0].address, system.replicas[1].address
-            roles = Roles({system.replicas[0].proc.pid: f"{REPLICA} 1", system.replicas[1].proc.pid: f"{REPLICA} 2",
+            addresses = [replica.address for replica in system.replicas]
+            roles = Roles({**{replica.proc.pid: f"{REPLICA} {i}" for i, replica in enumerate(system.replicas, 1)},
                            bare.proc.pid: BARE})
-            log(f"(a, b) replicas at {a} and {b}, bare server at {bare.address}")
-            plan = [("bare", bare.address, True), ("1 replica", a, True),
-                    ("bare", bare.address, False), ("1 replica", a, False), ("2 replicas", f"{a},{b}", False)]
+            log(f"(a, b) replicas at {', '.join(addresses)}, bare server at {bare.address}; "
+                f"{args.clients} client process(es)")
             for repeat in range(args.repeats):
-                for server, target, connect_each in plan:
-                    drive = Drive(target, BARE_METHOD if server == "bare" else SUBMIT_METHOD, args.streams,
-                                  args.reports, args.concurrency, connect_each, args.warmup, server != "bare")
-                    run = client_run(server, drive, roles, args.idle_seconds, scratch)
+                for replicas, connect_each in run_plan(args.replicas, args.connections):
+                    target = bare.address if replicas == 0 else ",".join(addresses[:replicas])
+                    drive = Drive(target, BARE_METHOD if replicas == 0 else SUBMIT_METHOD, args.streams,
+                                  args.reports, args.concurrency, connect_each, args.warmup, replicas > 0)
+                    run = client_run(replicas, drive, args.clients, roles, args.idle_seconds, scratch)
                     results.runs.append(run)
-                    log(f"(a, b) repeat {repeat + 1}/{args.repeats}: {server}, {run.shape}: {run.streams:,} streams in "
-                        f"{run.seconds:.2f} s, {per_stream_cpu(run) * 1e3:.3f} ms server CPU per stream, "
-                        f"{len(run.errors)} errors (load {run.load})")
-                    if server != "bare":
-                        results.acknowledged += run.accepted
+                    log(f"(a, b) repeat {repeat + 1}/{args.repeats}: {run.server}, {run.shape}: {run.streams:,} "
+                        f"streams in {run.seconds:.2f} s, {per_stream_cpu(run) * 1e3:.3f} ms server CPU per stream, "
+                        f"p50 {run.p50_ms:.1f} ms, {len(run.errors)} errors (load {run.load})")
+                    results.acknowledged += run.accepted  # 0 from the bare server
         finally:
             bare.terminate()
         log("(b) reading back and checking every record of the cluster's log ...")
@@ -467,14 +558,14 @@ def cluster_part(args: argparse.Namespace, scratch: Path) -> ClusterResults:
 
 def start_cluster(args: argparse.Namespace, scratch: Path, collection: Path, failures: list[str],
                   attempts: int = 3) -> LocalCluster:
-    """A started :class:`LocalCluster` with 2 replicas. A start that fails (a loaded machine can miss
-    Ray's start-up deadlines) is noted in ``failures`` and tried again on a fresh cluster, up to
-    ``attempts`` times."""
+    """A started :class:`LocalCluster` with ``--replicas`` replicas. A start that fails (a loaded machine
+    can miss Ray's start-up deadlines) is noted in ``failures`` and tried again on a fresh cluster, up
+    to ``attempts`` times."""
     for attempt in range(1, attempts + 1):
         system = LocalCluster(scratch / f"cluster-{attempt}", [collection], shards=args.shards,
                               worker_nodes=args.worker_nodes)
         try:
-            return system.start(replicas=2)
+            return system.start(replicas=args.replicas)
         except (RuntimeError, LogUnavailable) as exc:
             system.stop()
             reason = str(exc).strip().splitlines()[-1][:300]
@@ -720,15 +811,27 @@ def restart_part(args: argparse.Namespace, scratch: Path) -> list[Restart]:
 
 
 # ----- goals and output ---------------------------------------------------------------------------
+def best_pair(cluster: ClusterResults, shape: str) -> tuple[Run, Run]:
+    """The (a) runs of ``shape`` compared: ``(1 replica, bare)``, each its least CPU per stream."""
+    return cluster.best(1, shape, per_stream_cpu), cluster.best(0, shape, per_stream_cpu)
+
+
 def goals(cluster: ClusterResults, appends: list[AppendRun], restarts: list[Restart]) -> list[tuple[str, str, bool]]:
     """``(goal, measured, met)`` rows."""
     rows = []
-    for shape in (CONNECT_EACH, LONG_LIVED):
-        replica = cluster.best("1 replica", shape, per_stream_cpu)
-        bare = cluster.best("bare", shape, per_stream_cpu)
+    for shape in cluster.shapes:
+        replica, bare = best_pair(cluster, shape)
         ratio = per_stream_cpu(replica) / per_stream_cpu(bare)
-        rows.append((f"(a) {shape}: replica CPU per device stream <= {GOAL_STREAM_RATIO}x the bare handler's",
-                     f"{ratio:.2f}x", ratio <= GOAL_STREAM_RATIO))
+        rows.append((f"(a) {shape}: replica CPU per device stream <= {GOAL_STREAM_RATIO}x the bare handler's "
+                     "(issues 17, 29)", f"{ratio:.2f}x", ratio <= GOAL_STREAM_RATIO))
+    replica, bare = best_pair(cluster, LONG_LIVED)
+    latency = replica.p50_ms / bare.p50_ms
+    rows.append((f"(a) {LONG_LIVED}: one replica's p50 stream latency <= {GOAL_LATENCY_RATIO:g}x the bare "
+                 "handler's (issue 29)", f"{latency:.2f}x", latency <= GOAL_LATENCY_RATIO))
+    system = system_cpu(replica) / replica.streams / per_stream_cpu(bare)
+    rows.append((f"(a) {LONG_LIVED}: whole-system CPU per report (one replica, shard workers, NATS, Ray) <= "
+                 f"{GOAL_SYSTEM_RATIO:g}x the bare handler's (issue 29)",
+                 f"{system:.2f}x", system <= GOAL_SYSTEM_RATIO))
     r3 = max((r for r in appends if r.log.startswith("3") and r.shards == 4), key=lambda r: r.reports_per_second)
     rows.append((f"(c) R=3 log, 4 writers: >= {PEAK_REPORTS_PER_SECOND:,.0f} reports/s (the planned peak)",
                  f"{r3.reports_per_second:,.0f} reports/s", r3.reports_per_second >= PEAK_REPORTS_PER_SECOND))
@@ -753,49 +856,59 @@ def integrity(cluster: ClusterResults) -> list[str]:
     return problems
 
 
-def _us(seconds: float, count: int) -> str:
-    return f"{seconds / count * 1e6:,.1f}"
+def _vs(value: float, base: float, digits: int = 1) -> str:
+    """``value`` beside its ratio to the bare handler's ``base``."""
+    return f"{value:,.{digits}f} ({value / base:.2f}x)"
+
+
+def _us(run: Run, roles: Sequence[str]) -> float:
+    """CPU µs per report of ``roles`` during ``run``."""
+    return run.server_cpu(roles) / run.total_reports * 1e6
+
+
+def role_cells(run: Run, bare: Run) -> str:
+    """CPU µs per report of each role during ``run`` and in all, each beside ``bare``'s handler's
+    (the bare run's rest of the system is not its cost: ``-``)."""
+    base = _us(bare, [BARE])
+    if run.replicas == 0:
+        return f"{_vs(base, base)} | - | - | - | {_vs(base, base)}"
+    parts = [driven_roles(run), [WORKERS], [NATS], [RAY], [*driven_roles(run), WORKERS, NATS, RAY]]
+    return " | ".join(_vs(_us(run, roles), base) for roles in parts)
+
+
+ROLE_HEADER = ("driven server(s) CPU (µs/report) | shard workers (µs/report) | NATS, 3 servers (µs/report) | "
+               "Ray system (µs/report) | total CPU (µs/report)")
 
 
 def table_a(cluster: ClusterResults) -> tuple[str, str]:
-    lines = ["| shape | server | streams | reports | wall (s) | server process CPU (s) | CPU per stream (ms) | "
-             "CPU per report (µs) | vs bare | idle CPU (ms/s) | load avg at start |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    rest = ["| shape | replica (µs/report) | shard workers (µs/report) | NATS, 3 servers (µs/report) | "
-            "Ray system (µs/report) | total (µs/report) | total per stream (ms) |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
-    for shape in (CONNECT_EACH, LONG_LIVED):
-        bare = cluster.best("bare", shape, per_stream_cpu)
-        for run in (bare, cluster.best("1 replica", shape, per_stream_cpu)):
-            roles = [BARE] if run.server == "bare" else replica_roles(run)
-            cpu = run.server_cpu(roles)
-            idle = sum(run.idle.get(r, 0.0) for r in roles)
+    lines = ["| shape | server | streams | reports | wall (s) | reports/s | p50 (ms) | p99 (ms) | "
+             "server process CPU (s) | CPU per stream (ms) | idle CPU (ms/s) | load avg at start |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rest = [f"| shape | server | {ROLE_HEADER} |", "|---|---|---:|---:|---:|---:|---:|"]
+    for shape in cluster.shapes:
+        replica, bare = best_pair(cluster, shape)
+        for run in (bare, replica):
+            cpu = run.server_cpu(driven_roles(run))
+            idle = sum(run.idle.get(r, 0.0) for r in driven_roles(run))
             lines.append(f"| {shape} | {run.server} | {run.streams:,} | {run.total_reports:,} | {run.seconds:.2f} | "
-                         f"{cpu:.2f} | {cpu / run.streams * 1e3:.3f} | {_us(cpu, run.total_reports)} | "
-                         f"{per_stream_cpu(run) / per_stream_cpu(bare):.2f}x | {idle * 1e3:.1f} | {run.load} |")
-            if run.server != "bare":
-                total = run.server_cpu([*roles, WORKERS, NATS, RAY])
-                rest.append(f"| {shape} | {_us(cpu, run.total_reports)} | "
-                            f"{_us(run.cpu.get(WORKERS, 0), run.total_reports)} | "
-                            f"{_us(run.cpu.get(NATS, 0), run.total_reports)} | "
-                            f"{_us(run.cpu.get(RAY, 0), run.total_reports)} "
-                            f"| {_us(total, run.total_reports)} | {total / run.streams * 1e3:.3f} |")
+                         f"{_vs(run.reports_per_second, bare.reports_per_second, 0)} | "
+                         f"{_vs(run.p50_ms, bare.p50_ms)} | {_vs(run.p99_ms, bare.p99_ms)} | {cpu:.2f} | "
+                         f"{_vs(per_stream_cpu(run) * 1e3, per_stream_cpu(bare) * 1e3, 3)} | {idle * 1e3:.1f} | "
+                         f"{run.load} |")
+            rest.append(f"| {shape} | {run.server} | {role_cells(run, bare)} |")
     return "\n".join(lines) + "\n", "\n".join(rest) + "\n"
 
 
 def table_b(cluster: ClusterResults) -> str:
-    lines = ["| replicas driven | streams | reports | wall (s) | streams/s | reports/s | vs 1 replica | "
-             "replicas' CPU (µs/report) | total CPU (µs/report) | p50 (ms) | p99 (ms) | errors | load avg at start |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    one = cluster.best("1 replica", LONG_LIVED, slowness)
-    for run in (one, cluster.best("2 replicas", LONG_LIVED, slowness)):
-        roles = replica_roles(run)
+    lines = ["| server | streams | reports | wall (s) | streams/s | reports/s | vs 1 replica | p50 (ms) | p99 (ms) | "
+             f"{ROLE_HEADER} | errors | load avg at start |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    bare, one = cluster.best(0, LONG_LIVED, slowness), cluster.best(1, LONG_LIVED, slowness)
+    for run in [bare, one] + ([cluster.best(cluster.replicas, LONG_LIVED, slowness)] if cluster.replicas > 1 else []):
         lines.append(f"| {run.server} | {run.streams:,} | {run.total_reports:,} | {run.seconds:.2f} | "
-                     f"{run.streams / run.seconds:,.0f} | {run.reports_per_second:,.0f} | "
-                     f"{run.reports_per_second / one.reports_per_second:.2f}x | "
-                     f"{_us(run.server_cpu(roles), run.total_reports)} | "
-                     f"{_us(run.server_cpu([*roles, WORKERS, NATS, RAY]), run.total_reports)} | {run.p50_ms:.1f} | "
-                     f"{run.p99_ms:.1f} | {len(run.errors)} | {run.load} |")
+                     f"{run.streams / run.seconds:,.0f} | {_vs(run.reports_per_second, bare.reports_per_second, 0)} | "
+                     f"{run.reports_per_second / one.reports_per_second:.2f}x | {_vs(run.p50_ms, bare.p50_ms)} | "
+                     f"{_vs(run.p99_ms, bare.p99_ms)} | {role_cells(run, bare)} | {len(run.errors)} | {run.load} |")
     return "\n".join(lines) + "\n"
 
 
@@ -858,22 +971,29 @@ def write_results(args: argparse.Namespace, command: str, info: dict[str, str], 
     text = (
         f"# Scale benchmark\n\n`{command}`\n\n{machine_line}\n\n"
         "A shared machine: every timing below is wall-clock or CPU time taken while other engineers' jobs ran "
-        "(the load average at the start of each run is beside it); the load client runs on the same cores."
+        "(the load average at the start of each run is beside it); the load clients run on the same cores."
         f"{' **Quick run: sizes reduced, goals not checked.**' if args.quick else ''}\n\n"
         f"Deployment (`LocalCluster`, all on 127.0.0.1): Ray head + {cluster.worker_nodes} worker node(s), "
-        f"{cluster.shards} shard workers, 3 NATS servers (streams R=3, file storage, sync_interval always), 2 ingress "
-        f"replicas (`aggregator serve --nats ... --ray-address ...`). Load average when it started: {cluster.load}."
+        f"{cluster.shards} shard workers, 3 NATS servers (streams R=3, file storage, sync_interval always), "
+        f"{cluster.replicas} ingress replica(s) (`aggregator serve --nats ... --ray-address ...`). Load average when "
+        f"it started: {cluster.load}."
         f"{start_note(cluster)}\n\n"
         f"## (a) server CPU per device stream, one replica\n\n"
         f"{args.streams:,} device streams per run, each one `SubmitReports` call with one batch of {args.reports} "
-        f"fresh reports, {args.concurrency} at a time, from a separate client process; best (least CPU per stream) of "
-        f"{args.repeats} alternating runs. CPU = utime + stime (/proc/PID/stat) of the driven server process, from the "
-        f"client's go to its last ack; idle CPU read over {args.idle_seconds:g} s just before (included, not "
-        "subtracted). Bare: a grpc.aio stream-stream handler reading the same ReportBatch bytes and writing a 2-byte "
-        f"ack per batch, in its own process.\n\n{a_table}\n"
-        "The rest of the system during the same replica runs (CPU per report; NATS: all 3 servers; Ray system: GCS, "
-        f"raylets, agents, idle workers, monitors):\n\n{a_rest}\n"
-        f"## (b) 1 vs 2 replicas (long-lived connections, round robin over both)\n\n{table_b(cluster)}\n"
+        f"fresh reports, {args.concurrency} at a time, from {args.clients} separate client process(es) sharing the "
+        f"streams and lanes; best (least CPU per stream) of {args.repeats} alternating runs. Wall time: from the go "
+        "(sent to every client at once) to the last ack; p50/p99: one call's latency, all clients' streams merged. "
+        "CPU = utime + stime (/proc/PID/stat) of the driven server process over that window; idle CPU read over "
+        f"{args.idle_seconds:g} s just before (included, not subtracted). Bare: a grpc.aio stream-stream handler "
+        "reading the same ReportBatch bytes and writing a 2-byte ack per batch, in its own process. In brackets: "
+        f"the ratio to the bare handler's run of the same shape.\n\n{a_table}\n"
+        "Where the system's CPU goes during the same runs (CPU per report; NATS: all 3 servers; Ray system: GCS, "
+        "raylets, agents, idle workers, monitors), each beside the bare handler's CPU per report:"
+        f"\n\n{a_rest}\n"
+        f"## (b) 1 replica vs {server_name(cluster.replicas)} (long-lived connections, round robin over the replicas "
+        "driven)\n\n"
+        f"Driven like (a); best (most reports/s) of {args.repeats} runs each; in brackets: the ratio to the bare "
+        f"handler's best run.\n\n{table_b(cluster)}\n"
         f"After the runs: {stored}.\n\n"
         f"## (c) log append throughput\n\nOne writer per shard, one append in flight each (a shard worker's pattern), "
         f"pre-encoded records; best of {args.repeats} alternating runs. NATS CPU: utime + stime of the log's server "
@@ -881,7 +1001,7 @@ def write_results(args: argparse.Namespace, command: str, info: dict[str, str], 
         f"## (d) shard worker restart (kill without close, default snapshot interval {DEFAULT_FLUSH_IDS:,} reports)\n\n"
         f"Filled with commits of {SEGMENTS_PER_COMMIT} x {SEGMENT_REPORTS:,} reports; each restart in a new process, "
         f"`ShardWorker(spec).start()` timed, {args.restart_repeats} restart(s) per size.\n\n{table_d(restarts)}\n"
-        f"## Goals (issue 17 item 9)\n\n{table_goals(goals(cluster, appends, restarts), not args.quick)}")
+        f"## Goals (issue 17 item 9, issue 29)\n\n{table_goals(goals(cluster, appends, restarts), not args.quick)}")
     if problems:
         text += "\n**Integrity problems:**\n\n" + "\n".join(f"- {p}" for p in problems[:20]) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -900,10 +1020,9 @@ def write_csv(path: Path, info: dict[str, str], cluster: ClusterResults, appends
               restarts: list[Restart]) -> None:
     rows: list[dict[str, Any]] = []
     for run in cluster.runs:
-        shape_bare = cluster.best("bare", run.shape, per_stream_cpu)
-        roles = [BARE] if run.server == "bare" else replica_roles(run)
-        cpu, n = run.server_cpu(roles), run.total_reports
-        part = {"bare": "a", "2 replicas": "b"}.get(run.server, "a" if run.shape == CONNECT_EACH else "a+b")
+        shape_bare = cluster.best(0, run.shape, per_stream_cpu)
+        cpu, n = run.server_cpu(driven_roles(run)), run.total_reports
+        part = "a" if run.replicas == 0 or run.shape == CONNECT_EACH else "a+b" if run.replicas == 1 else "b"
         rows.append({"part": part, "measurement": run.server, "shape": run.shape,
                      "streams": run.streams, "reports": n, "seconds": f"{run.seconds:.6f}",
                      "reports_per_s": f"{run.reports_per_second:.1f}", "server_cpu_s": f"{cpu:.3f}",
@@ -911,7 +1030,7 @@ def write_csv(path: Path, info: dict[str, str], cluster: ClusterResults, appends
                      "workers_us_per_report": f"{run.cpu.get(WORKERS, 0) / n * 1e6:.2f}",
                      "nats_us_per_report": f"{run.cpu.get(NATS, 0) / n * 1e6:.2f}",
                      "ray_us_per_report": f"{run.cpu.get(RAY, 0) / n * 1e6:.2f}",
-                     "total_us_per_report": f"{run.server_cpu([*roles, WORKERS, NATS, RAY]) / n * 1e6:.2f}",
+                     "total_us_per_report": f"{system_cpu(run) / n * 1e6:.2f}",
                      "vs_baseline": f"{per_stream_cpu(run) / per_stream_cpu(shape_bare):.4f}",
                      "p50_ms": f"{run.p50_ms:.2f}", "p99_ms": f"{run.p99_ms:.2f}", "errors": len(run.errors),
                      "load_at_start": run.load})
@@ -938,8 +1057,19 @@ def write_csv(path: Path, info: dict[str, str], cluster: ClusterResults, appends
 
 
 # ----- main -----------------------------------------------------------------------------------
+#: Run shapes (``--shape``): defaults of other options; an option given explicitly wins.
+SHAPES: dict[str, dict[str, Any]] = {
+    "default": {},
+    # issue 29 item 4: 16 shards, 256 streams in flight, one 10-report batch each, long-lived connections
+    "concurrent256": {"shards": 16, "concurrency": 256, "reports": 10, "connections": "long-lived"},
+}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="default",
+                        help="a run shape: defaults of the options below (concurrent256: --shards 16 "
+                             "--concurrency 256 --reports 10 --connections long-lived)")
     parser.add_argument("--streams", type=int, default=2000, help="(a, b) device streams per run (default 2000)")
     parser.add_argument("--reports", type=int, default=10, help="(a, b) reports in each stream's batch (default 10)")
     parser.add_argument("--concurrency", type=int, default=100, help="(a, b) streams in flight (default 100)")
@@ -948,6 +1078,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=float, default=2.0,
                         help="(a, b) idle CPU window before a run (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="(a, b, c) alternating repeats, best kept (default 3)")
+    parser.add_argument("--connections", choices=["both", "long-lived"], default="both",
+                        help="(a) the connection shapes run: one per stream and long-lived, or long-lived only "
+                             "(default both)")
+    parser.add_argument("--replicas", type=int, default=2,
+                        help="(a, b) ingress replicas started; (b) drives 1 and all of them (default 2)")
+    parser.add_argument("--clients", type=int, default=1,
+                        help="(a, b) client processes sharing each run's streams and lanes, 1 to --concurrency "
+                             "(default 1)")
     parser.add_argument("--shards", type=int, default=4, help="(a, b) shard workers (default 4)")
     parser.add_argument("--worker-nodes", type=int, default=2, help="(a, b) Ray worker nodes (default 2)")
     parser.add_argument("--append-records", type=int, default=200, help="(c) records per shard and run (default 200)")
@@ -962,12 +1100,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--drive", help=argparse.SUPPRESS)
     parser.add_argument("--worker-run", help=argparse.SUPPRESS)
+    parser.set_defaults(**SHAPES[parser.parse_known_args(argv)[0].shape])
     args = parser.parse_args(argv)
     if args.quick:
         args.streams, args.concurrency, args.warmup, args.idle_seconds, args.repeats = 200, 20, 20, 0.5, 1
         args.append_records, args.restart_sizes, args.restart_repeats = 10, [10**4, 10**5], 1
-    require_positive(parser, args, ("streams", "reports", "concurrency", "repeats", "shards", "worker_nodes",
-                                    "append_records", "record_reports", "restart_repeats"))
+    require_positive(parser, args, ("streams", "reports", "concurrency", "replicas", "clients", "repeats", "shards",
+                                    "worker_nodes", "append_records", "record_reports", "restart_repeats"))
+    if args.clients > args.concurrency:
+        parser.error(f"--clients: an integer from 1 to --concurrency ({args.concurrency}), got {args.clients}")
     if args.warmup < 0 or args.idle_seconds <= 0:
         parser.error("--warmup: >= 0; --idle-seconds: > 0")
     if any(s < 1 for s in args.restart_sizes) or args.restart_sizes != sorted(set(args.restart_sizes)):
