@@ -38,10 +38,10 @@ from ldpsynth.aggregator.errors import (
     TryLater,
     WrongState,
 )
+from ldpsynth.aggregator.ingress.group_commit import GroupCommitter
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
 from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.aggregator.storage.group_commit import GroupCommitter
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import Credential

@@ -154,15 +154,13 @@ class Backend:
         keep_signal_handlers()
         if cluster is None:
             assert datadir is not None
-            specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), max_group_rows=config.max_group_rows,
-                                flush_ids=config.snapshot_ids, acknowledged=str(datadir.acknowledged_file(k)),
-                                otlp_endpoint=config.otlp_endpoint)
+            specs = [WorkerSpec(layout, k, settings, str(datadir.shard_dir(k)), flush_ids=config.snapshot_ids,
+                                acknowledged=str(datadir.acknowledged_file(k)), otlp_endpoint=config.otlp_endpoint)
                      for k in range(layout.shards)]
             await asyncio.to_thread(_end_stale_workers, layout)  # left by an earlier run of this directory
         else:
             specs = [WorkerSpec(layout, k, settings, str(cluster.worker_dir), publish_snapshots=True,
-                                max_group_rows=config.max_group_rows, flush_ids=config.snapshot_ids,
-                                otlp_endpoint=config.otlp_endpoint)
+                                flush_ids=config.snapshot_ids, otlp_endpoint=config.otlp_endpoint)
                      for k in range(layout.shards)]
         workers = await _finish_in_thread(parts, "workers" if cluster is None else "", RayWorkers.attach, specs,
                                           cluster is not None, cluster.worker_resource if cluster is not None else None)

@@ -28,7 +28,6 @@ from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.observe.histogram import LatencyHistogram
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
-from ldpsynth.aggregator.storage.group_commit import GroupCommitter
 from ldpsynth.aggregator.storage.idindex import IdIndex, repeats, sort_ids
 from ldpsynth.aggregator.storage.idstore import (
     DiskIdIndex,
@@ -104,8 +103,6 @@ READY, STARTING, DAMAGED = "ready", "starting", "damaged"
 #: New ids a worker keeps in memory before it writes them to a run file (16 MiB of ids).
 DEFAULT_FLUSH_IDS = 1 << 20
 DEFAULT_FLUSH_SECONDS = 30.0
-#: Reports one group commit takes at most (a record is split further to fit the log's message size).
-DEFAULT_MAX_GROUP_ROWS = 1 << 18
 DEFAULT_PIN_SECONDS = 600.0
 #: A start that failed with one of these may succeed later (space freed, a file system back): retried.
 _TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
@@ -124,7 +121,6 @@ class WorkerSpec:
     publish_snapshots: bool = False
     flush_ids: int = DEFAULT_FLUSH_IDS
     flush_seconds: float = DEFAULT_FLUSH_SECONDS
-    max_group_rows: int = DEFAULT_MAX_GROUP_ROWS
     pin_seconds: float = DEFAULT_PIN_SECONDS
     #: The shard's acknowledged file (one machine: ``DIR/acknowledged/shard-NNN``); ``None``: none kept.
     acknowledged: str | None = None
@@ -184,7 +180,8 @@ class ShardWorker:
         self._synced = False
         self._damage: str | None = None
         self._started: asyncio.Task[None] | None = None
-        self._committer = GroupCommitter(self._commit_group, spec.max_group_rows)
+        self._writer = asyncio.Lock()  # one commit at a time: the shard's log has one writer
+        self._closing = False
         self._persisting: asyncio.Task[None] | None = None
         self._last_flush = time.monotonic()
         self._snapshot_offset = 1
@@ -394,13 +391,13 @@ class ShardWorker:
 
     # ----- write path --------------------------------------------------------------------------
     async def commit(self, segments: Sequence[Segment]) -> CommitOutcome:
-        """Store ``segments`` exactly once (with concurrent callers' segments, in groups)."""
+        """Store ``segments`` exactly once, as one unit: a replica's group commit for this shard (the one
+        place reports are grouped), committed after the commits before it (one writer)."""
         await self.start()
-        outcomes = await asyncio.gather(*(self._committer.enqueue(s) for s in segments))
-        quota: dict[QuotaKey, int] = {}
-        for _, counters in outcomes:
-            quota.update(counters)
-        return CommitOutcome(tuple(result for result, _ in outcomes), quota)
+        if self._closing:
+            raise ShardUnavailable(f"shard {self.spec.shard} is shutting down; retry")
+        async with self._writer:
+            return await self._commit_group(list(segments))
 
     async def commit_pack(self, pack: SegmentPack, trace: dict[str, str] | None = None) -> CommitOutcome:
         """:meth:`commit` of segments packed for one Ray call, in a span continuing the caller's ``trace``."""
@@ -754,7 +751,9 @@ class ShardWorker:
     async def close(self) -> None:
         """Finish queued commits, write a snapshot, disconnect."""
         try:
-            await self._committer.close()
+            self._closing = True
+            async with self._writer:  # commits that came before finish (the lock is FIFO); later ones are refused
+                pass
             if self._started is not None and self._started.done() and self._damage is None:
                 await self.flush()
                 self._ack_wake.set()

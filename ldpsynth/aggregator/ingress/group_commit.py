@@ -1,10 +1,13 @@
 """Group commit: one shard transaction for many concurrently submitted batches.
 
-Each shard has one :class:`GroupCommitter`. Batches (their part for this shard) queue up while
-the shard commits the previous group; when it returns, everything queued so far (up to
+A replica has one :class:`GroupCommitter` per shard: the one place reports are grouped (the shard
+worker commits each group it receives as one unit). Batches (their part for this shard) queue up
+while the shard commits the previous group; when it returns, everything queued so far (up to
 ``max_group_rows`` reports) goes into the next commit. Under load one fsync thus serves many
-batches; when idle a batch is committed at once (no fixed waiting window). One commit per
-shard is in flight at a time, so a shard has exactly one writer.
+batches; when idle a batch is committed at once (no fixed waiting window). One commit per shard
+is in flight at a time from each replica (two in flight cost more CPU per report on a loaded
+machine: smaller groups, more appends; benchmarks/bench_scale.py), and the worker appends one
+group at a time, so a shard has exactly one writer.
 
 A failed commit fails every batch of its group (the server answers UNAVAILABLE and clients
 retry with the same ids, which is safe: duplicates are ignored).
