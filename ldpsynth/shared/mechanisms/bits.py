@@ -5,9 +5,9 @@ All exact integer arithmetic (int64 / uint64), vectorized over rows.
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
 
-from . import bit_kernel
+import numpy as np
 
 __all__ = [
     "pack_rows",
@@ -32,6 +32,14 @@ def pack_rows(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits, axis=1, bitorder="little")
 
 
+def _kernel() -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """The compiled column-count kernel (:mod:`ldpsynth.shared.mechanisms.bit_kernel`), or None without numba.
+    Imported on first use: ``import ldpsynth`` loads no numba (nor the scipy numba loads)."""
+    from . import bit_kernel
+
+    return bit_kernel.KERNEL
+
+
 def _words(bitmaps: np.ndarray) -> np.ndarray:
     """The bitmaps ``(n, B)`` as uint64 words ``(n, ceil(B/8))``: a view, or a zero-padded copy."""
     n, width = bitmaps.shape
@@ -49,7 +57,7 @@ def column_counts(bitmaps: np.ndarray, size: int) -> np.ndarray:
     otherwise :func:`_lane_counts`."""
     w = _words(bitmaps)
     counts = np.zeros(w.shape[1] * 64, np.int64)
-    (bit_kernel.KERNEL or _lane_counts)(w, counts)
+    (_kernel() or _lane_counts)(w, counts)
     return counts[:size]
 
 
@@ -84,12 +92,13 @@ def grouped_column_counts(bitmaps: np.ndarray, groups: np.ndarray, count: int, s
         return column_counts(bitmaps, size)[None, :]
     order = np.argsort(groups, kind="stable")
     ordered = groups[order]
-    if bit_kernel.KERNEL is not None and len(order):
+    kernel = _kernel()
+    if kernel is not None and len(order):
         w = _words(bitmaps)[order]
         out = np.zeros((count, w.shape[1] * 64), np.int64)
         runs = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))).tolist()
         for begin, end in zip(runs, [*runs[1:], len(order)], strict=True):
-            bit_kernel.KERNEL(w[begin:end], out[ordered[begin]])
+            kernel(w[begin:end], out[ordered[begin]])
         return np.ascontiguousarray(out[:, :size])
     out = np.zeros((count, size), np.int64)
     rows = max(1, _CHUNK_WORDS * 8 // max(size, 1))
