@@ -45,6 +45,7 @@ class PairTotals:
         self.sources, self.targets, self.columns = sources, targets, values.shape[1]
         self.matrix: np.ndarray | None = None
         self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._exact32 = False
         if sources * targets > DENSE_PAIRS:
             self._pairs = (src, dst, values.astype(np.float64))
             return
@@ -54,14 +55,9 @@ class PairTotals:
         if np.issubdtype(values.dtype, np.integer) and (values.size == 0 or values.min() >= 0):
             largest = int(matrix.max(initial=0))
             matrix = matrix.astype(np.min_scalar_type(largest) if largest > 0 else np.dtype(np.uint8))
+            # Counts: a float32 product is exact while every partial sum (at most V_s times the largest) < 2^24.
+            self._exact32 = sources * largest < _FLOAT32_EXACT
         self.matrix = matrix
-
-    @property
-    def nbytes(self) -> int:
-        if self.matrix is not None:
-            return int(self.matrix.nbytes)
-        assert self._pairs is not None
-        return sum(int(a.nbytes) for a in self._pairs)
 
     def totals(self, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """``(Q, C)``: per query, the sums of every value column over the pairs in ``sources x targets``
@@ -71,9 +67,7 @@ class PairTotals:
                                   f"got {sources.shape} and {targets.shape}")
         if self.matrix is None:
             return self._pair_list_totals(sources, targets)
-        integral = np.issubdtype(self.matrix.dtype, np.integer)
-        exact32 = integral and self.sources * int(self.matrix.max(initial=0)) < _FLOAT32_EXACT
-        dtype = np.float32 if exact32 else np.float64
+        dtype = np.float32 if self._exact32 else np.float64
         s = sources.astype(dtype)
         product = np.zeros((len(sources), self.matrix.shape[1]), dtype)
         for start in range(0, self.sources, ROW_BLOCK):
