@@ -36,6 +36,23 @@ def _csa(a: np.uint64, b: np.uint64, c: np.uint64) -> tuple[np.uint64, np.uint64
 _csa = compiled(_csa, inline=True)
 
 
+def _eight_rows(w: np.ndarray, i: int, j: int, o: np.uint64, t: np.uint64, f: np.uint64
+                ) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:  # pragma: no cover - numba
+    """Rows ``i .. i + 7`` of word j added to the ones, twos and fours counters by 7 carry-save adders:
+    (the carry of weight 8, ones, twos, fours)."""
+    ta, o = _csa(o, w[i, j], w[i + 1, j])
+    tb, o = _csa(o, w[i + 2, j], w[i + 3, j])
+    fa, t = _csa(t, ta, tb)
+    ta, o = _csa(o, w[i + 4, j], w[i + 5, j])
+    tb, o = _csa(o, w[i + 6, j], w[i + 7, j])
+    fb, t = _csa(t, ta, tb)
+    e, f = _csa(f, fa, fb)
+    return e, o, t, f
+
+
+_eight_rows = compiled(_eight_rows, inline=True)
+
+
 @compiled
 def _empty_lanes(lanes: np.ndarray, weight: int, counts: np.ndarray) -> None:  # pragma: no cover - numba
     """Add ``weight`` times the byte-lane counters ``lanes[b, j]`` (bit ``8 m + b`` of word j in byte m)
@@ -69,22 +86,9 @@ def _column_counts(w: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cov
     spills, i = 0, 0
     while i + 16 <= n:
         for j in range(width):
-            o, t, f, e = ones[j], twos[j], fours[j], eights[j]
-            ta, o = _csa(o, w[i, j], w[i + 1, j])
-            tb, o = _csa(o, w[i + 2, j], w[i + 3, j])
-            fa, t = _csa(t, ta, tb)
-            ta, o = _csa(o, w[i + 4, j], w[i + 5, j])
-            tb, o = _csa(o, w[i + 6, j], w[i + 7, j])
-            fb, t = _csa(t, ta, tb)
-            ea, f = _csa(f, fa, fb)
-            ta, o = _csa(o, w[i + 8, j], w[i + 9, j])
-            tb, o = _csa(o, w[i + 10, j], w[i + 11, j])
-            fa, t = _csa(t, ta, tb)
-            ta, o = _csa(o, w[i + 12, j], w[i + 13, j])
-            tb, o = _csa(o, w[i + 14, j], w[i + 15, j])
-            fb, t = _csa(t, ta, tb)
-            eb, f = _csa(f, fa, fb)
-            s, e = _csa(e, ea, eb)
+            ea, o, t, f = _eight_rows(w, i, j, ones[j], twos[j], fours[j])
+            eb, o, t, f = _eight_rows(w, i + 8, j, o, t, f)
+            s, e = _csa(eights[j], ea, eb)
             ones[j], twos[j], fours[j], eights[j] = o, t, f, e
             for b in range(8):
                 lanes[b, j] += (s >> np.uint64(b)) & _LOW_BITS
