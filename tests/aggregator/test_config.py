@@ -42,6 +42,8 @@ def test_collection_file_is_a_schema_or_a_card(collection_files: list[Path], tmp
     ({"limits": Limits(max_message_bytes=2**31)}, "--max-message-bytes"),
     ({"limits": Limits(max_rows_per_client=-1)}, "--max-rows-per-client"),
     ({"grace_seconds": float("nan")}, "--grace"),
+    ({"max_commit_interval": -0.1}, "--max-commit-interval"),
+    ({"max_commit_interval": 11.0}, "--max-commit-interval: seconds from 0 to 10, got 11.0"),
 ])
 def test_invalid_settings_name_the_flag(tmp_path: Path, changes: dict[str, object], message: str) -> None:
     settings: dict[str, object] = {"data_dir": tmp_path, "collections": (RATINGS_CARD,)}

@@ -4,6 +4,7 @@ ShardBackend seam, writing to an embedded NATS log (127.0.0.1) in the test's dir
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -325,6 +326,33 @@ def test_concurrent_batches_share_group_commits(harness: Harness, rng: np.random
     assert sum(a.accepted for a in acks) == 4000 == harness.stored()
     commits = [c.commits for c in harness.ingestor.committers]
     assert all(0 < c < 10 for c in commits), commits
+
+
+def test_the_commit_interval_grows_with_the_batches_in_flight(harness: Harness, rng: np.random.Generator) -> None:
+    """Under load a shard's commits are spaced by 2 ms per batch in flight (up to the replica's
+    ``max_commit_interval``), so groups grow; a lone device sending batch after batch waits 2 ms at most."""
+    harness.ingestor = Ingestor(harness.catalog, harness.backend, harness.quota, max_group_rows=1 << 20,
+                                max_commit_interval=1.0)
+
+    async def one_by_one() -> float:
+        started = time.monotonic()
+        for i in range(10):
+            assert (await harness.submit(batch(make_reports(RATINGS, 30, rng), sequence=i))).accepted == 30
+        return time.monotonic() - started
+
+    assert harness.run(one_by_one()) < 3.0  # a fixed 1 s interval would take 9 s or more
+    before = [c.commits for c in harness.ingestor.committers]
+
+    async def many() -> float:
+        started = time.monotonic()
+        await asyncio.gather(*(harness.submit(batch(make_reports(RATINGS, 30, rng), sequence=i)) for i in range(200)))
+        return time.monotonic() - started
+
+    seconds = harness.run(many())
+    commits = [c.commits - b for c, b in zip(harness.ingestor.committers, before)]
+    assert all(1 <= c <= 3 for c in commits), commits  # 200 in flight: commits 0.4 s apart, each carrying
+    assert seconds < 5.0  # all that arrived meanwhile
+    assert harness.stored() == 300 + 6000
 
 
 def test_shard_failure_is_unavailable_and_retry_is_exact(harness: Harness, rng: np.random.Generator) -> None:

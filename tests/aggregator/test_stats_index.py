@@ -123,6 +123,20 @@ def test_id_index_is_an_exact_set(batches: list[list[tuple[int, int]]]) -> None:
         assert len(index) == len(reference)
 
 
+@settings(max_examples=150, deadline=None)
+@given(id_pairs)
+def test_sort_ids_orders_by_hi_lo_arrival_also_when_already_sorted(pairs: list[tuple[int, int]]) -> None:
+    """The order is (hi, lo, arrival) whether the input came unsorted (the sort) or in order (a record's
+    ids, returned as they are): sorting the sorted output gives it back with the identity permutation."""
+    ordered = sort_ids(ids_from_pairs(pairs))
+    expected = sorted(range(len(pairs)), key=lambda i: (pairs[i][0], pairs[i][1], i))
+    assert ordered.order.tolist() == expected
+    assert list(zip(ordered.hi.tolist(), ordered.lo.tolist())) == [pairs[i] for i in expected]
+    again = sort_ids(ids_from_pairs([pairs[i] for i in expected]))
+    assert again.order.tolist() == list(range(len(pairs)))
+    assert again.hi.tolist() == ordered.hi.tolist() and again.lo.tolist() == ordered.lo.tolist()
+
+
 def test_id_index_many_runs() -> None:
     rng = np.random.default_rng(3)
     index = IdIndex()

@@ -487,15 +487,38 @@ def test_records_are_as_large_as_the_message_limit_allows(log: Log) -> None:
     assert status.offset == 2 and status.rows == {"ratings": 100_000}  # genesis + one record
 
 
-def test_a_segment_pack_holds_its_segments_exactly() -> None:
+def test_a_group_of_two_collections_counts_each_segment_and_credential(log: Log) -> None:
+    """One pack, as a replica's group commit sends it: segments of two collections and three credentials
+    interleaved, ids repeated within a segment, across segments and across collections (a collection's ids
+    are its own). Each segment gets its own (accepted, duplicates), each credential its new reports."""
     rng = np.random.default_rng(10)
-    segments = [segment(n, rng, credential=f"c{n}") for n in (3, 1, 7)]
-    unpacked = SegmentPack.of(segments).segments()
-    assert [(s.collection, s.credential, len(s)) for s in unpacked] == [("ratings", "c3", 3), ("ratings", "c1", 1),
-                                                                         ("ratings", "c7", 7)]
-    for got, sent in zip(unpacked, segments):
-        assert np.array_equal(got.report_ids, sent.report_ids) and np.array_equal(got.public_keys, sent.public_keys)
-        assert np.array_equal(got.private_codes, sent.private_codes)
+    ids = new_report_ids(40)
+
+    def graph(ids: np.ndarray, credential: str) -> Segment:
+        return Segment("graph", credential, ids, rng.integers(0, 2048 * 2048, len(ids)), rng.integers(0, 2, len(ids)))
+
+    async def scenario() -> None:
+        worker = ShardWorker(log.spec())
+        await worker.start()
+        await worker.commit([segment(0, rng, ids[30:35])])  # stored before: duplicates from now on
+        pack = SegmentPack.of([
+            segment(0, rng, np.concatenate([ids[:10], ids[:2]]), "a"),  # 10 new, 2 repeated in the segment
+            graph(ids[:10], "a"),  # the same ids in another collection: all new there
+            segment(0, rng, ids[5:15], "b"),  # 5 seen in the first segment, 5 new
+            graph(ids[10:12], "c"),
+            segment(0, rng, ids[28:33], "c"),  # 2 new (28, 29), 3 stored before
+        ])
+        outcome = await worker.commit_pack(pack)
+        assert outcome.results == ((10, 2), (10, 0), (5, 5), (2, 0), (2, 3))
+        assert outcome.quota == {("ratings", "a"): 10, ("graph", "a"): 10, ("ratings", "b"): 5,
+                                 ("graph", "c"): 2, ("ratings", "c"): 2}
+        status = await worker.status()
+        assert status.rows == {"ratings": 5 + 17, "graph": 12}
+        assert await worker.count_existing("ratings", ids[:35]) == 22
+        assert await worker.count_existing("graph", ids[:35]) == 12
+        await worker.close()
+
+    run(scenario())
 
 
 def test_a_lost_last_record_is_missing_not_late(log: Log) -> None:

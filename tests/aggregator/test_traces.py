@@ -112,10 +112,9 @@ def test_a_call_is_linked_to_its_commit_and_its_log_append(start_process: StartP
         while chain[-1].parent_span_id and chain[-1].parent_span_id in by_id:
             chain.append(parent(chain[-1])[1])
         assert [span.name for span in chain] == ["ldpsynth.log.append", "ldpsynth.shard.group_commit",
-                                                 "ldpsynth.shard.commit", "ldpsynth.shard.commit_call",
-                                                 "ldpsynth.ingest.commit",
+                                                 "ldpsynth.shard.commit_call", "ldpsynth.ingest.commit",
                                                  "ldpsynth.v1.CollectionService/SubmitReports"]
-        assert [by_id[span.span_id][0] for span in chain] == ["ldpsynth-shard-worker"] * 3 + ["ldpsynth-replica"] * 3
+        assert [by_id[span.span_id][0] for span in chain] == ["ldpsynth-shard-worker"] * 2 + ["ldpsynth-replica"] * 3
     reported = sum(a.value.int_value for span in appends for a in span.attributes if a.key == "ldpsynth.reports")
     assert reported == 300
     text = " ".join(str(span) for _, span in collector.spans)

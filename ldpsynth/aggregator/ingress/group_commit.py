@@ -9,70 +9,82 @@ is in flight at a time from each replica (two in flight cost more CPU per report
 machine: smaller groups, more appends; benchmarks/bench_scale.py), and the worker appends one
 group at a time, so a shard has exactly one writer.
 
-A failed commit fails every batch of its group (the server answers UNAVAILABLE and clients
-retry with the same ids, which is safe: duplicates are ignored).
+Each queued part settles itself (:meth:`Part.settle`) with its ``(accepted, duplicates)`` or the
+error of its group: no future per part, so a batch spread over many shards costs one future. A
+failed commit fails every part of its group (the server answers UNAVAILABLE and clients retry with
+the same ids, which is safe: duplicates are ignored).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
 
-from ldpsynth.aggregator.storage.segments import CommitOutcome, QuotaKey, Segment
-
-SegmentResult = tuple[tuple[int, int], dict[QuotaKey, int]]
-#: A committer that committed this recently is busy: it waits ``linger`` before its next commit.
-BUSY_SECONDS = 0.05
+from ldpsynth.aggregator.storage.segments import CommitOutcome
 
 
-class GroupCommitter:
-    """Queues segments for one shard and commits them in groups.
+class Part(Protocol):
+    """What a group commit carries for one batch: its reports bound for this shard."""
 
-    ``commit`` stores a group durably and returns its :class:`CommitOutcome`. ``linger``: when the
-    committer is busy (it committed within :data:`BUSY_SECONDS`), it waits this long before taking
-    the next group, so more batches share one commit (a replica's group is one Ray call: fewer,
-    larger calls cost less CPU per batch); an idle committer commits at once.
+    def __len__(self) -> int: ...
+
+    def settle(self, outcome: tuple[int, int] | BaseException) -> None:
+        """This part's ``(accepted, duplicates)``, or the error that failed its group."""
+
+
+P = TypeVar("P", bound=Part)
+
+
+class GroupCommitter(Generic[P]):
+    """Queues one shard's parts and commits them in groups.
+
+    ``commit`` stores a group durably and returns its :class:`CommitOutcome` (``results[i]`` is the
+    i-th part's). ``interval()``: the least time between the starts of two commits, asked before each
+    (the caller lets it grow with the load); a part queued sooner after the last commit began waits
+    for the rest of it, so a group holds what arrives in that time (every commit costs the replica a
+    Ray call and the worker, the log and Ray a fixed amount), while a part reaching an idle committer
+    is committed at once.
     """
 
-    def __init__(self, commit: Callable[[list[Segment]], Awaitable[CommitOutcome]], max_group_rows: int,
-                 linger: float = 0.0):
+    def __init__(self, commit: Callable[[list[P]], Awaitable[CommitOutcome]], max_group_rows: int,
+                 interval: Callable[[], float] = lambda: 0.0):
         self._commit = commit
         self._max_group_rows = max_group_rows
-        self._linger = linger
-        self._last_commit = 0.0
-        self._queue: list[tuple[Segment, asyncio.Future[SegmentResult]]] = []
+        self._interval = interval
+        self._last_commit = -math.inf
+        self._queue: list[P] = []
+        self._queued_rows = 0
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self.commits = 0  # number of group commits issued (observability, tests)
 
-    def enqueue(self, segment: Segment) -> asyncio.Future[SegmentResult]:
-        """Queue ``segment`` for the next commit; the future resolves to its ``(accepted,
-        duplicates)`` and the quota counters the commit reported (a future, not a coroutine: a
-        batch spread over many shards awaits them together without a task per shard)."""
+    def enqueue(self, part: P) -> None:
+        """Queue ``part`` for the next commit; it is settled once that commit ends."""
         if self._closing:
             raise RuntimeError("GroupCommitter is closed")
-        future: asyncio.Future[SegmentResult] = asyncio.get_running_loop().create_future()
-        self._queue.append((segment, future))
+        self._queue.append(part)
+        self._queued_rows += len(part)
         self._wakeup.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._run())
-        return future
 
-    async def submit(self, segment: Segment) -> SegmentResult:
-        """Commit ``segment`` (with others): :meth:`enqueue`, then wait."""
-        return await self.enqueue(segment)
-
-    def _take_group(self) -> list[tuple[Segment, asyncio.Future[SegmentResult]]]:
+    def _take_group(self) -> list[P]:
+        if self._queued_rows <= self._max_group_rows:
+            group, self._queue, self._queued_rows = self._queue, [], 0
+            return group
         rows = 0
         count = 0
-        for segment, _ in self._queue:
-            if count and rows + len(segment) > self._max_group_rows:
+        for part in self._queue:
+            if count and rows + len(part) > self._max_group_rows:
                 break
-            rows += len(segment)
+            rows += len(part)
             count += 1
         group, self._queue = self._queue[:count], self._queue[count:]
+        self._queued_rows -= rows
         return group
 
     async def _run(self) -> None:
@@ -80,21 +92,20 @@ class GroupCommitter:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
-                if self._linger and time.monotonic() - self._last_commit < BUSY_SECONDS:
-                    await asyncio.sleep(self._linger)  # busy: let more batches join this commit
+                wait = self._last_commit + self._interval() - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # busy: let more batches join this commit
                 group = self._take_group()
                 self.commits += 1
                 self._last_commit = time.monotonic()
                 try:
-                    outcome = await self._commit([segment for segment, _ in group])
-                except Exception as exc:  # noqa: BLE001 - handed to every waiting batch
-                    for _, future in group:
-                        if not future.done():
-                            future.set_exception(exc)
+                    outcome = await self._commit(group)
+                except Exception as exc:  # noqa: BLE001 - handed to every part of the group
+                    for part in group:
+                        part.settle(exc)
                     continue
-                for (_, future), result in zip(group, outcome.results):
-                    if not future.done():
-                        future.set_result((result, outcome.quota))
+                for part, result in zip(group, outcome.results):
+                    part.settle(result)
             if self._closing:
                 return
 

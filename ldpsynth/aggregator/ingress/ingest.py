@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from opentelemetry import trace
 
 from ldpsynth.aggregator.errors import (
     LimitExceeded,
@@ -45,14 +46,18 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import Credential
+from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.protocol import reports_from_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 log = events.get(__name__)
 
-#: Seconds a busy shard's group commit waits for more batches (one Ray call per group per shard).
-REPLICA_LINGER = 0.003
+#: Least seconds between the starts of two group commits of a shard from one replica (one Ray call, one
+#: worker commit and one log append each), per batch the replica is committing (up to the replica's
+#: ``max_commit_interval``): a lone device's batch waits 2 ms at most, 150 streams in flight or more make
+#: groups of what arrives in 0.3 s (benchmarks/bench_scale.py --shape concurrent256).
+COMMIT_INTERVAL_PER_BATCH = 0.002
 
 
 class ShardBackend(Protocol):
@@ -110,34 +115,108 @@ class Admitted:
         return sum(len(segment) for _, segment in self.parts)
 
 
+class _BatchCommit:
+    """One admitted batch being committed: the sums of its parts' results, settled once the last part is
+    (one future per batch, whatever the number of shards it spans)."""
+
+    __slots__ = ("ingestor", "admitted", "future", "remaining", "accepted", "duplicates", "failed", "span", "trace")
+
+    def __init__(self, ingestor: Ingestor, admitted: Admitted):
+        self.ingestor = ingestor
+        self.admitted = admitted
+        self.future: asyncio.Future[pb.BatchAck] = asyncio.get_running_loop().create_future()
+        self.remaining = len(admitted.parts)
+        self.accepted = self.duplicates = 0
+        self.failed: BaseException | None = None
+        self.span: trace.Span | None = None
+        self.trace: dict[str, str] = {}
+
+    def start(self) -> asyncio.Future[pb.BatchAck]:
+        """Queue every part with its shard's group commit (in a span of its own when tracing is on)."""
+        if tracing.enabled():
+            self.span = tracing.tracer().start_span("ldpsynth.ingest.commit", attributes={
+                "ldpsynth.collection": self.admitted.quota_key[0], "ldpsynth.reports": self.admitted.reports})
+            self.trace = tracing.carrier(self.span)
+        if not self.remaining:
+            self.ingestor._finish(self)
+        committers = self.ingestor.committers
+        for shard, segment in self.admitted.parts:
+            committers[shard].enqueue(_ShardPart(self, segment))
+        return self.future
+
+    def settle(self, outcome: tuple[int, int] | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            self.failed = outcome
+        else:
+            self.accepted += outcome[0]
+            self.duplicates += outcome[1]
+        self.remaining -= 1
+        if not self.remaining:
+            self.ingestor._finish(self)
+
+
+class _ShardPart:
+    """A batch's reports bound for one shard, as its group commit carries them."""
+
+    __slots__ = ("batch", "segment", "rows")
+
+    def __init__(self, batch: _BatchCommit, segment: Segment):
+        self.batch = batch
+        self.segment = segment
+        self.rows = len(segment)
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def settle(self, outcome: tuple[int, int] | BaseException) -> None:
+        self.batch.settle(outcome)
+
+
 class Ingestor:
     """Admits and commits report batches for the collections of a :class:`Catalog`."""
 
     def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int,
-                 sole_replica: bool = True, clock: Callable[[], float] = time.time):
+                 sole_replica: bool = True, clock: Callable[[], float] = time.time, max_commit_interval: float = 0.0):
         self._catalog = catalog
         self._backend = backend
         self._quota = quota
         self._sole_replica = sole_replica
         self._clock = clock
-        self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, REPLICA_LINGER)
+        self._max_commit_interval = max_commit_interval
+        self._in_flight: set[_BatchCommit] = set()
+        self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, self._commit_interval)
                             for s in range(backend.num_shards)]
 
-    def _commit_to(self, shard: int) -> Callable[[list[Segment]], Awaitable[CommitOutcome]]:
-        """The commit of ``shard``'s groups: through the backend as it is at call time, in a span that
-        continues the first batch's trace and links the others'."""
-        async def commit(segments: list[Segment]) -> CommitOutcome:
-            carriers = [s.trace for s in segments if s.trace]
-            with tracing.tracer().start_as_current_span(
-                    "ldpsynth.shard.commit_call", context=tracing.extract(carriers[0]) if carriers else None,
-                    links=tracing.links(carriers[1:]),
-                    attributes={"ldpsynth.shard": shard, "ldpsynth.batches": len(segments),
-                                "ldpsynth.reports": sum(len(s) for s in segments)}):
-                return await self._backend.commit(shard, segments, tracing.carrier())
+    def _commit_interval(self) -> float:
+        """Seconds between the starts of two group commits of a shard: grows with the batches in flight."""
+        return min(self._max_commit_interval, COMMIT_INTERVAL_PER_BATCH * len(self._in_flight))
+
+    def _commit_to(self, shard: int) -> Callable[[list[_ShardPart]], Awaitable[CommitOutcome]]:
+        """The commit of ``shard``'s groups: through the backend as it is at call time (in a span that
+        continues the first batch's trace and links the others' when tracing is on); the quota
+        counters it returns go into the mirror, which a failure marks stale for the shard."""
+        async def commit(parts: list[_ShardPart]) -> CommitOutcome:
+            segments = [part.segment for part in parts]
+            try:
+                if not tracing.enabled():
+                    outcome = await self._backend.commit(shard, segments, {})
+                else:
+                    carriers = [part.batch.trace for part in parts if part.batch.trace]
+                    with tracing.tracer().start_as_current_span(
+                            "ldpsynth.shard.commit_call", context=tracing.extract(carriers[0]) if carriers else None,
+                            links=tracing.links(carriers[1:]),
+                            attributes={"ldpsynth.shard": shard, "ldpsynth.batches": len(segments),
+                                        "ldpsynth.reports": sum(len(s) for s in segments)}):
+                        outcome = await self._backend.commit(shard, segments, tracing.carrier())
+            except BaseException:
+                self._quota.stale.add(shard)
+                raise
+            self._quota.observe(shard, outcome.quota)
+            return outcome
         return commit
 
     @property
-    def committers(self) -> list[GroupCommitter]:
+    def committers(self) -> list[GroupCommitter[_ShardPart]]:
         return self._committers
 
     async def load_quota(self, shards: Iterable[int] | None = None) -> None:
@@ -184,8 +263,9 @@ class Ingestor:
         (:mod:`~ldpsynth.aggregator.ingress.shuffled`). The caller checked the collection and the reports."""
         info = self._catalog.get(collection)
         parts = [(shard, Segment(collection, credential.id, ids, keys, codes))
-                 for shard, (ids, keys, codes) in split_by_shard(reports.report_ids, reports.public_keys(info.schema),
-                                                                  reports.private_codes, self._backend.num_shards)]
+                 for shard, (ids, keys, codes) in split_by_shard(
+                     reports.report_ids, reports.public_keys(info.schema), reports.private_codes,
+                     self._backend.num_shards)]
         quota_key = (collection, credential.id)
         reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
         return Admitted(sequence, quota_key, reserved, tuple(parts))
@@ -218,42 +298,41 @@ class Ingestor:
         self._quota.reserve(key, new)
         return new
 
-    async def commit(self, admitted: Admitted) -> pb.BatchAck:
-        """Commit an admitted batch; the ack is built once every shard part is durable.
+    def commit(self, admitted: Admitted) -> asyncio.Future[pb.BatchAck]:
+        """Commit an admitted batch: its ack (a future) once every shard part is durable.
 
-        Shielded: if the caller is cancelled (client gone), the commit still completes and the
-        quota mirror is settled.
-        """
-        return await asyncio.shield(self._commit(admitted))
+        The commit goes on whatever happens to the caller (the shards' group committers own it): if
+        the caller stops waiting, the batch is still stored and the quota mirror settled."""
+        commit = _BatchCommit(self, admitted)
+        self._in_flight.add(commit)
+        return commit.start()
 
-    async def _commit(self, admitted: Admitted) -> pb.BatchAck:
-        with tracing.tracer().start_as_current_span(
-                "ldpsynth.ingest.commit", attributes={"ldpsynth.collection": admitted.quota_key[0],
-                                                      "ldpsynth.reports": admitted.reports}):
-            trace = tracing.carrier()
-            outcomes = await asyncio.gather(*(self._committers[shard].enqueue(replace(segment, trace=trace))
-                                              for shard, segment in admitted.parts),
-                                            return_exceptions=True)
-        accepted = duplicates = 0
-        failed: BaseException | None = None
-        for (shard, _), outcome in zip(admitted.parts, outcomes):
-            if isinstance(outcome, BaseException):
-                failed = outcome
-                self._quota.stale.add(shard)
-                continue
-            (acc, dup), counters = outcome
-            self._quota.observe(shard, counters)
-            accepted += acc
-            duplicates += dup
+    def refuse_waiting(self, error: LdpsynthError) -> None:
+        """Answer every batch being committed with ``error`` now (the log's storage is full: its
+        appends wait for an answer that does not come); the commits go on, and settle the quota."""
+        for commit in self._in_flight:
+            if not commit.future.done():
+                commit.future.set_exception(error)
+
+    def _finish(self, commit: _BatchCommit) -> None:
+        """Every part of ``commit`` settled: release its quota reservation, answer its caller."""
+        self._in_flight.discard(commit)
+        admitted, failed = commit.admitted, commit.failed
         self._quota.release(admitted.quota_key, admitted.reserved)
         if isinstance(failed, ShardFull):
             log.error("log.full", f"the log's storage is full ({failed}): batches are refused until an operator "
                       "adds space", detail=str(failed))
         elif isinstance(failed, ShardUnavailable):
             log.warning("batch.unacknowledged", f"batch not acknowledged: {failed}", detail=str(failed))
+        if commit.span is not None:
+            commit.span.end()
+        if commit.future.done():  # the caller went away
+            return
         if failed is not None:
-            raise failed
-        return pb.BatchAck(sequence=admitted.sequence, accepted=accepted, duplicates=duplicates)
+            commit.future.set_exception(failed)
+        else:
+            commit.future.set_result(pb.BatchAck(sequence=admitted.sequence, accepted=commit.accepted,
+                                                 duplicates=commit.duplicates))
 
     async def close(self) -> None:
         """Let queued group commits finish."""

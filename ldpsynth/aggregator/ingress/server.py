@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -74,7 +75,27 @@ log = events.get(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CollectionService"].full_name
 #: Seconds between two health checks of the shard workers.
 HEALTH_INTERVAL = 1.0
+#: The message a graceful stop cancels a stream's reader with while it waits for the next batch.
+_DRAIN = "ldpsynth: draining"
 _SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
+
+
+class _Pending(NamedTuple):
+    """A stream's batch being committed: what it is, its ack (a future), when its commit began."""
+
+    admitted: Admitted
+    ack: asyncio.Future[pb.BatchAck]
+    started: float
+
+
+def _drained() -> TryLater:
+    return TryLater("the server is shutting down; resend the unacknowledged batches to another replica or later")
+
+
+def _retrieve(future: asyncio.Future[pb.BatchAck]) -> None:
+    """Mark the outcome of a commit nobody waits for any more as seen (no "never retrieved" warning)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _host_port(host: str, port: int) -> str:
@@ -107,9 +128,9 @@ class AggregatorServer:
         self._authenticator: Authenticator | None = None
         self._monitor: asyncio.Task[None] | None = None
         self._serving = (False, False)  # (ingest, queries) as the health service says
-        self._storage_full = asyncio.Event()  # set while the log's storage is full
         self._stopping = False
         self._draining = asyncio.Event()  # set as a graceful stop begins: open report streams end
+        self._idle_readers: set[asyncio.Task[LdpsynthError | None]] = set()  # streams' readers awaiting a batch
         self._streams = 0  # report streams open
         self._no_streams = asyncio.Event()
         self._no_streams.set()
@@ -147,7 +168,8 @@ class AggregatorServer:
             workers = self.backend.workers
             quota = QuotaBook(workers.num_shards)
             self._ingestor = Ingestor(self.catalog, workers, quota, config.max_group_rows,
-                                      sole_replica=self.backend.owns_workers, clock=self.clock)
+                                      sole_replica=self.backend.owns_workers, clock=self.clock,
+                                      max_commit_interval=config.max_commit_interval)
             await self._ingestor.load_quota()
             self.catalog.publish_sealing(None if self.backend.opening_key is None else self.backend.opening_key.public)
             self._shuffled = ShuffledIngest(self.catalog, self._ingestor, self.backend.opening_key,
@@ -204,10 +226,8 @@ class AggregatorServer:
             await asyncio.sleep(HEALTH_INTERVAL)
             self.backend.check_storage()
             full = self.backend.storage_full
-            if full is not None:
-                self._storage_full.set()
-            else:
-                self._storage_full.clear()
+            if full is not None and self._ingestor is not None:
+                self._ingestor.refuse_waiting(ShardFull(full))
             self.metrics.storage_full.set(1 if full is not None else 0)
             await self._observe_workers()
             try:
@@ -293,6 +313,8 @@ class AggregatorServer:
         log.info("replica.stopping", f"stopping: NOT_SERVING, draining {self._streams} report streams (grace "
                  f"{grace:.1f} s)", grace_seconds=grace, streams=self._streams)
         self._draining.set()
+        for reader in list(self._idle_readers):
+            reader.cancel(_DRAIN)
         if self._monitor is not None:
             self._monitor.cancel()
             await asyncio.gather(self._monitor, return_exceptions=True)
@@ -387,15 +409,17 @@ class AggregatorServer:
         return await self._commit_counted(admitted)
 
     async def _commit_counted(self, admitted: Admitted) -> pb.BatchAck:
-        """:meth:`_commit_unless_full` of a batch admitted outside a report stream, counted in the metrics
+        """:meth:`_commit` of a batch admitted outside a report stream, counted in the metrics
         as a stream's batches are."""
         collection = admitted.quota_key[0]
         self.metrics.admitted(collection, admitted.reports)
+        started = time.perf_counter()
         try:
-            ack = await self._commit_unless_full(admitted)
+            ack = await self._commit(admitted)
         except LdpsynthError as exc:
             self.metrics.not_acknowledged(collection, admitted.reports, exc)
             raise
+        self.metrics.commit_seconds.labels(self.metrics.collection(collection)).observe(time.perf_counter() - started)
         self.metrics.acknowledged(collection, ack.accepted, ack.duplicates)
         return ack
 
@@ -458,33 +482,33 @@ class AggregatorServer:
                       context: grpc.aio.ServicerContext) -> LdpsynthError | None:
         """Admit batches in order, commit up to ``max_inflight_batches`` at once, ack in order.
 
+        One reader task admits; this task writes the acks as the commits (futures, no task each) end.
         Returns the error that ends the stream (``None``: the client closed it)."""
-        slots = asyncio.Semaphore(self.config.max_inflight_batches)
-        commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None] = asyncio.Queue()
-        reader = asyncio.create_task(self._read(credential, requests, commits, slots))
+        commits: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read(credential, requests, commits))
         failure: LdpsynthError | None = None
         try:
             while (item := await commits.get()) is not None:
-                admitted, task = item
                 try:
-                    ack = await task
+                    ack = await item.ack
                 except LdpsynthError as exc:
-                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports, exc)
+                    self.metrics.not_acknowledged(item.admitted.quota_key[0], item.admitted.reports, exc)
                     failure = exc
                     break
-                slots.release()
+                collection = item.admitted.quota_key[0]
+                self.metrics.commit_seconds.labels(self.metrics.collection(collection)).observe(
+                    time.perf_counter() - item.started)
                 await context.write(ack)
-                self.metrics.acknowledged(admitted.quota_key[0], ack.accepted, ack.duplicates)
+                self.metrics.acknowledged(collection, ack.accepted, ack.duplicates)
         finally:
             if not reader.done():
                 reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             while not commits.empty():  # batches admitted after a failed one: never acknowledged
                 if (item := commits.get_nowait()) is not None:
-                    admitted, task = item
-                    self.metrics.not_acknowledged(admitted.quota_key[0], admitted.reports,
+                    self.metrics.not_acknowledged(item.admitted.quota_key[0], item.admitted.reports,
                                                   failure or TryLater("the stream ended"))
-                    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+                    item.ack.add_done_callback(_retrieve)
         return failure if failure is not None else reader.result()
 
     def _refuse_if_full(self, full: str | None = None) -> None:
@@ -493,52 +517,36 @@ class AggregatorServer:
         if full is not None:
             raise ShardFull(full)
 
-    async def _commit_unless_full(self, admitted: Admitted) -> pb.BatchAck:
-        """The batch's commit, unless the log's storage is found full first: its append would wait for
-        an answer that does not come. The commit goes on (a record that made it is a duplicate when
-        the batch is retried); the batch is not acknowledged."""
-        assert self._ingestor is not None
-        start = time.perf_counter()
-        commit = asyncio.ensure_future(self._ingestor.commit(admitted))
-        full = asyncio.ensure_future(self._storage_full.wait())
-        try:
-            await asyncio.wait((commit, full), return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when the caller is cancelled (its deadline passed, it went away): the commit goes on
-            full.cancel()
-            if not commit.done():
-                commit.add_done_callback(lambda task: task.cancelled() or task.exception())
-        if commit.done():
-            ack = commit.result()
-            self.metrics.commit_seconds.labels(self.metrics.collection(admitted.quota_key[0])).observe(
-                time.perf_counter() - start)
-            return ack
-        self._refuse_if_full("the log's storage is full")
-        raise AssertionError("unreachable: _refuse_if_full raised")
-
     async def _read(self, credential: Credential, requests: AsyncIterator[bytes],
-                    commits: asyncio.Queue[tuple[Admitted, asyncio.Task[pb.BatchAck]] | None],
-                    slots: asyncio.Semaphore) -> LdpsynthError | None:
+                    commits: asyncio.Queue[_Pending | None]) -> LdpsynthError | None:
         """Read and admit the stream's batches until it ends, one is refused, or a graceful stop
-        begins (then :class:`TryLater`: what was admitted is still committed and acknowledged)."""
+        begins (then :class:`TryLater`: what was admitted is still committed and acknowledged). At most
+        ``max_inflight_batches`` of them are being committed: the reader waits for the oldest first.
+        While it waits for the next batch a graceful stop cancels it (:data:`_DRAIN`)."""
         batches = requests.__aiter__()
-        draining = asyncio.ensure_future(self._draining.wait())
+        window: deque[asyncio.Future[pb.BatchAck]] = deque()
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while True:
-                arrived = asyncio.ensure_future(batches.__anext__())
-                # Retrieved even when this reader is cancelled first (the device went away mid-stream):
-                # the read then ends later, unobserved.
-                arrived.add_done_callback(lambda task: task.cancelled() or task.exception())
-                await asyncio.wait((arrived, draining), return_when=asyncio.FIRST_COMPLETED)
-                if not arrived.done():
-                    arrived.cancel()
-                    await asyncio.gather(arrived, return_exceptions=True)
-                    return TryLater("the server is shutting down; resend the unacknowledged batches to another "
-                                    "replica or later")
+                while window and window[0].done():
+                    window.popleft()
+                if len(window) >= self.config.max_inflight_batches:
+                    await asyncio.wait((window[0],))
+                    continue
+                if self._draining.is_set():
+                    return _drained()
+                self._idle_readers.add(task)
                 try:
-                    raw = arrived.result()
+                    raw = await batches.__anext__()
                 except StopAsyncIteration:
                     return None
-                await slots.acquire()
+                except asyncio.CancelledError as exc:
+                    if exc.args == (_DRAIN,):
+                        return _drained()
+                    raise
+                finally:
+                    self._idle_readers.discard(task)
                 collection, reports = "", 0
                 try:
                     batch = parse(pb.ReportBatch, raw)
@@ -548,7 +556,16 @@ class AggregatorServer:
                     self.metrics.rejected(collection, reports, exc)
                     return exc
                 self.metrics.admitted(collection, admitted.reports)
-                commits.put_nowait((admitted, asyncio.create_task(self._commit_unless_full(admitted))))
+                pending = _Pending(admitted, self._commit(admitted), time.perf_counter())
+                window.append(pending.ack)
+                commits.put_nowait(pending)
         finally:
-            draining.cancel()
             commits.put_nowait(None)
+
+    def _commit(self, admitted: Admitted) -> asyncio.Future[pb.BatchAck]:
+        """The batch's commit: its ack once durable. The ack is refused (RESOURCE_EXHAUSTED) if the
+        log's storage is found full first (its append would wait for an answer that does not come:
+        :meth:`_watch_workers`); the commit goes on (a record that made it is a duplicate when the
+        batch is retried)."""
+        assert self._ingestor is not None
+        return self._ingestor.commit(admitted)

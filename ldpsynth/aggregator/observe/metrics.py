@@ -92,24 +92,37 @@ class ServiceCalls:
     def __init__(self, metrics: CallMetrics, service: str):
         self.metrics = metrics
         self.service = service
+        self._series: dict[str, tuple[Any, Any, Any]] = {}  # method -> its started, in-flight and seconds series
+
+    def _of(self, method: str) -> tuple[Any, Any, Any]:
+        series = self._series.get(method)
+        if series is None:
+            labels = (self.service, method)
+            series = self._series[method] = (self.metrics.started.labels(*labels),
+                                             self.metrics.in_flight.labels(*labels),
+                                             self.metrics.seconds.labels(*labels))
+        return series
 
     @contextmanager
     def call(self, method: str, metadata: Any, current: bool = True) -> Iterator[Call]:
         """Record one call of ``method``: started, in flight, then handled with ``Call.code`` and its
-        duration. A span named ``service/method`` continues the caller's trace (``traceparent`` in the
-        call's ``metadata``); it is the current span inside when ``current`` (a coroutine handler; an
-        async generator's span cannot be current across its yields)."""
-        labels = (self.service, method)
-        self.metrics.started.labels(*labels).inc()
-        self.metrics.in_flight.labels(*labels).inc()
-        parent = tracing.extract(metadata or ())
-        span = tracing.tracer().start_span(f"{self.service}/{method}", context=parent, kind=trace.SpanKind.SERVER,
-                                           attributes={"rpc.system": "grpc", "rpc.service": self.service,
-                                                       "rpc.method": method})
+        duration. With tracing on, a span named ``service/method`` continues the caller's trace
+        (``traceparent`` in the call's ``metadata``); it is the current span inside when ``current`` (a
+        coroutine handler; an async generator's span cannot be current across its yields)."""
+        started, in_flight, seconds = self._of(method)
+        started.inc()
+        in_flight.inc()
+        if tracing.enabled():
+            span = tracing.tracer().start_span(f"{self.service}/{method}", context=tracing.extract(metadata or ()),
+                                               kind=trace.SpanKind.SERVER,
+                                               attributes={"rpc.system": "grpc", "rpc.service": self.service,
+                                                           "rpc.method": method})
+        else:
+            span = trace.INVALID_SPAN
         record = Call(span=span)
         start = time.perf_counter()
         try:
-            if current:
+            if current and span is not trace.INVALID_SPAN:
                 with trace.use_span(span, end_on_exit=False):
                     yield record
             else:
@@ -119,11 +132,10 @@ class ServiceCalls:
                 record.code = "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
             raise
         finally:
-            self.metrics.in_flight.labels(*labels).dec()
-            self.metrics.handled.labels(*labels, record.code).inc()
-            self.metrics.seconds.labels(*labels).observe(time.perf_counter() - start)
+            in_flight.dec()
+            self.metrics.handled.labels(self.service, method, record.code).inc()
+            seconds.observe(time.perf_counter() - start)
             span.set_attribute("rpc.grpc.status_code", record.code)
             if record.code != "OK":
                 span.set_status(trace.Status(trace.StatusCode.ERROR, record.code))
             span.end()
-

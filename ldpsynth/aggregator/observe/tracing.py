@@ -52,14 +52,20 @@ def flush() -> None:
         _provider.force_flush()
 
 
+def enabled() -> bool:
+    """Whether this process exports spans (:func:`configure` was given an endpoint): the hot paths
+    skip building spans and carriers otherwise."""
+    return _provider is not None
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
-def carrier() -> dict[str, str]:
-    """The current span's context as W3C headers (empty without tracing)."""
+def carrier(span: trace.Span | None = None) -> dict[str, str]:
+    """The context of ``span`` (default: the current span) as W3C headers (empty without tracing)."""
     headers: dict[str, str] = {}
-    propagate.inject(headers)
+    propagate.inject(headers, context=None if span is None else trace.set_span_in_context(span))
     return headers
 
 

@@ -97,8 +97,10 @@ class ServerConfig:
     shard per CPU for a new one. ``ray_address`` None: join the Ray runtime of this process if
     there is one, else start a local one. ``max_inflight_batches`` bounds the batches of one
     stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
-    of one group commit. ``snapshot_ids``: new report ids a shard worker holds in memory before it
-    writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
+    of one group commit; ``max_commit_interval`` (``--max-commit-interval``) bounds the seconds between
+    two group commits of a shard (the interval grows with the batches in flight up to it: larger groups,
+    less CPU per report, later acks under load). ``snapshot_ids``: new report ids a shard worker holds in
+    memory before it writes a snapshot (the most a restart replays from the log). ``verbose``: Ray's own log lines too.
     ``accept_lost_records`` (one machine): serve a log that lost acknowledged records, recording the
     loss in the data directory (``--accept-lost-records``). ``shuffle_key`` (cluster): the file of the
     key sealed reports are opened with, the same on every replica (``--shuffle-key``; one machine
@@ -122,6 +124,7 @@ class ServerConfig:
     grace_seconds: float = 5.0
     max_inflight_batches: int = 4
     max_group_rows: int = 1 << 20
+    max_commit_interval: float = 0.3
     snapshot_ids: int = 1 << 20
     verbose: bool = False
     accept_lost_records: bool = False
@@ -163,6 +166,8 @@ class ServerConfig:
             for name, value, low, high in checks:
                 check_int(value, name, low, high)
             check_seconds(self.grace_seconds, "--grace", allow_zero=True)
+            if check_seconds(self.max_commit_interval, "--max-commit-interval", allow_zero=True) > 10:
+                raise ConfigError(f"--max-commit-interval: seconds from 0 to 10, got {self.max_commit_interval}")
             if self.web_port is not None:
                 check_int(self.web_port, "--web-port", 0, 65535)
         if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(("http://", "https://")):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -61,8 +61,7 @@ class WorkerStatus:
 class Segment:
     """Reports of one batch bound for one shard (the unit a replica hands to a shard's group commit).
 
-    ``credential`` only charges the quota counter of the credential that sent the batch; ``trace`` is
-    the batch's trace context (W3C headers; empty without tracing), for the group commit's span.
+    ``credential`` only charges the quota counter of the credential that sent the batch.
     """
 
     collection: str
@@ -70,7 +69,6 @@ class Segment:
     report_ids: np.ndarray  # (n, 16) uint8
     public_keys: np.ndarray  # (n,) int64
     private_codes: np.ndarray  # (n,) int64; a frequency oracle's reports (n,) int64 or (n, width) uint8
-    trace: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
         return int(self.private_codes.shape[0])
@@ -94,11 +92,6 @@ class SegmentPack:
                    np.cumsum([len(s) for s in segments]), np.concatenate([s.report_ids for s in segments]),
                    np.concatenate([s.public_keys for s in segments]),
                    np.concatenate([s.private_codes for s in segments]))
-
-    def segments(self) -> list[Segment]:
-        starts = np.concatenate(([0], self.ends[:-1]))
-        return [Segment(c, k, self.report_ids[a:b], self.public_keys[a:b], self.private_codes[a:b])
-                for c, k, a, b in zip(self.collections, self.credentials, starts.tolist(), self.ends.tolist())]
 
 
 @dataclass(frozen=True)

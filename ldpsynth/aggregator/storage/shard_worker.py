@@ -11,7 +11,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -391,35 +391,33 @@ class ShardWorker:
 
     # ----- write path --------------------------------------------------------------------------
     async def commit(self, segments: Sequence[Segment]) -> CommitOutcome:
-        """Store ``segments`` exactly once, as one unit: a replica's group commit for this shard (the one
-        place reports are grouped), committed after the commits before it (one writer)."""
+        """:meth:`commit_pack` of ``segments`` (each one batch's reports), packed here."""
+        return await self.commit_pack(SegmentPack.of(list(segments)))
+
+    async def commit_pack(self, pack: SegmentPack, trace: dict[str, str] | None = None) -> CommitOutcome:
+        """Store the pack's segments exactly once, as one unit: a replica's group commit for this shard
+        (the one place reports are grouped), committed after the commits before it (one writer), in a
+        span continuing the caller's ``trace`` when tracing is on."""
         await self.start()
         if self._closing:
             raise ShardUnavailable(f"shard {self.spec.shard} is shutting down; retry")
         async with self._writer:
-            return await self._commit_group(list(segments))
+            if not tracing.enabled():
+                return await self._commit_group(pack)
+            with tracing.tracer().start_as_current_span("ldpsynth.shard.group_commit",
+                                                        context=tracing.extract(trace or {}),
+                                                        attributes={"ldpsynth.shard": self.spec.shard,
+                                                                    "ldpsynth.segments": len(pack.collections)}):
+                return await self._commit_group(pack)
 
-    async def commit_pack(self, pack: SegmentPack, trace: dict[str, str] | None = None) -> CommitOutcome:
-        """:meth:`commit` of segments packed for one Ray call, in a span continuing the caller's ``trace``."""
-        with tracing.tracer().start_as_current_span("ldpsynth.shard.commit", context=tracing.extract(trace or {}),
-                                                    attributes={"ldpsynth.shard": self.spec.shard,
-                                                                "ldpsynth.segments": len(pack.collections)}):
-            carrier = tracing.carrier()
-            return await self.commit([replace(s, trace=carrier) for s in pack.segments()])
-
-    async def _commit_group(self, segments: list[Segment]) -> CommitOutcome:
+    async def _commit_group(self, pack: SegmentPack) -> CommitOutcome:
         if self._damage is not None:
             raise ShardDamaged(self._damage)
-        carriers = [s.trace for s in segments if s.trace]
         start = time.perf_counter()
         try:
-            with tracing.tracer().start_as_current_span(
-                    "ldpsynth.shard.group_commit", context=tracing.extract(carriers[0]) if carriers else None,
-                    links=tracing.links(carriers[1:]),
-                    attributes={"ldpsynth.shard": self.spec.shard, "ldpsynth.segments": len(segments)}):
-                if not self._synced:
-                    await self._catch_up()
-                outcome = await self._store(segments)
+            if not self._synced:
+                await self._catch_up()
+            outcome = await self._store(pack)
             self._commit_seconds.observe(time.perf_counter() - start)
             self._groups += 1
             self._stored += sum(accepted for accepted, _ in outcome.results)
@@ -437,40 +435,42 @@ class ShardWorker:
         except ShardDamaged as exc:
             raise ShardDamaged(self._damaged(str(exc))) from None
 
-    async def _store(self, segments: list[Segment]) -> CommitOutcome:
-        results: list[tuple[int, int]] = [(0, 0)] * len(segments)
-        by_collection: dict[str, list[int]] = defaultdict(list)
-        for i, seg in enumerate(segments):
-            by_collection[seg.collection].append(i)
-        sections: list[Section] = []
-        charged: set[QuotaKey] = set()
-        for name, members in by_collection.items():
+    async def _store(self, pack: SegmentPack) -> CommitOutcome:
+        """Append the pack's new reports (each id once: not stored yet, first in the pack) per
+        collection, in id order (no trace of arrival order), and count each segment's new reports
+        and duplicates (a running sum of the new-report mask, read at the segments' ends)."""
+        ends = pack.ends.astype(np.int64, copy=False)
+        starts = np.concatenate(([0], ends[:-1]))
+        names = pack.collections
+        new = np.zeros(len(pack.report_ids), bool)
+        found: list[tuple[str, str, np.ndarray]] = []  # (collection, card, positions of its new reports)
+        for name in dict.fromkeys(names):
             coll = await self._collection(name)
-            ids = np.concatenate([segments[i].report_ids for i in members])
-            ordered = sort_ids(ids)
+            if names.count(name) == len(names):  # the usual group: one collection
+                positions = np.arange(len(new))
+            else:
+                positions = np.concatenate([np.arange(a, b) for c, a, b in zip(names, starts, ends) if c == name])
+            ordered = sort_ids(pack.report_ids[positions])
             new_sorted = ~repeats(ordered) & ~coll.index.contains(ordered)
-            new = np.empty_like(new_sorted)
-            new[ordered.order] = new_sorted
-            charges: dict[str, int] = defaultdict(int)
-            start = 0
-            for i in members:
-                n = len(segments[i])
-                accepted = int(new[start:start + n].sum())
-                results[i] = (accepted, n - accepted)
-                charges[segments[i].credential] += accepted
-                charged.add((name, segments[i].credential))
-                start += n
             if new_sorted.any():
-                rows = ordered.order[new_sorted]  # stored in id order: no trace of arrival order
-                keys = np.concatenate([segments[i].public_keys for i in members])[rows]
-                codes = np.concatenate([segments[i].private_codes for i in members])[rows]
-                sections.append(Section(name, coll.digest, ids[rows], keys, codes,
-                                        {k: v for k, v in charges.items() if v}))
+                stored = positions[ordered.order[new_sorted]]  # in id order: no trace of arrival order
+                new[stored] = True
+                found.append((name, coll.digest, stored))
+        counts = np.concatenate(([0], np.cumsum(new)))
+        accepted = (counts[ends] - counts[starts]).tolist()
+        charges: dict[QuotaKey, int] = defaultdict(int)
+        for name, credential, n in zip(names, pack.credentials, accepted):
+            charges[(name, credential)] += n
+        sections = [Section(name, card, pack.report_ids[rows], pack.public_keys[rows], pack.private_codes[rows],
+                            {credential: n for (c, credential), n in charges.items() if c == name and n})
+                    for name, card, rows in found]
         for chunk in self._records(sections):
             await self._append(chunk)
         self._maybe_persist()
         self._maybe_acknowledge()
-        return CommitOutcome(tuple(results), {key: self._quota[key] for key in charged})
+        sizes = (ends - starts).tolist()
+        return CommitOutcome(tuple(zip(accepted, (size - n for size, n in zip(sizes, accepted)))),
+                             {key: self._quota[key] for key in charges})
 
     def _records(self, sections: list[Section]) -> list[list[Section]]:
         """Sections split into records that fit the log's message size (each report once)."""
