@@ -22,6 +22,7 @@ a private value must not end up in a server log.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import numbers
@@ -600,20 +601,20 @@ class Schema:
         return self.min_batch, "min_batch"
 
     # ----- views -------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def private_attributes(self) -> tuple[Attribute, ...]:
         return tuple(a for a in self.attributes if not a.public)
 
-    @property
+    @functools.cached_property
     def public_attributes(self) -> tuple[Attribute, ...]:
         return tuple(a for a in self.attributes if a.public)
 
-    @property
+    @functools.cached_property
     def private_domain_size(self) -> int:
         """:math:`|D|`, the product of the private attributes' sizes."""
         return math.prod(a.size for a in self.private_attributes)
 
-    @property
+    @functools.cached_property
     def public_domain_size(self) -> int:
         """Number of distinct public keys (1 when there are no public attributes)."""
         return math.prod(a.size for a in self.public_attributes)
@@ -729,6 +730,18 @@ class Schema:
             column of another length.
         """
         return self._combine(self.private_attributes, digits, encoded=True, offset=0)
+
+    @functools.cached_property
+    def _public_weights(self) -> np.ndarray:
+        return _radix_weights([a.size for a in self.public_attributes])
+
+    def fold_public_codes(self, codes: np.ndarray) -> np.ndarray:
+        """Public keys of an ``(n, m)`` int64 array of public codes already checked against their
+        attributes (a validated :class:`~ldpsynth.shared.reports.Reports`' ``public_codes``): the same mixed
+        radix as :meth:`public_keys_of`, as one product with the place values, without checking again."""
+        if not self.public_attributes:
+            return np.zeros(len(codes), np.int64)
+        return codes @ self._public_weights
 
     def public_keys_of(self, digits: Mapping[str, npt.ArrayLike], rows: int) -> np.ndarray:
         """Per-attribute public codes (checked) -> public keys (zeros when there is no public attribute).

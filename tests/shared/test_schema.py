@@ -267,6 +267,9 @@ def test_mixed_radix_matches_numpy_for_any_sizes(data, sizes):
     assert (schema.public_domain_size if public else schema.private_domain_size) == math.prod(sizes)
     digits = schema.public_digits(codes) if public else schema.private_digits(codes)
     assert all(np.array_equal(digits[k], v) for k, v in columns.items())
+    if public:  # the fold of checked codes (admission) is the same radix
+        stacked = np.column_stack([np.asarray(v, np.int64) for v in columns.values()])
+        assert np.array_equal(schema.fold_public_codes(stacked), codes)
 
 
 def test_first_attribute_is_most_significant():
@@ -278,6 +281,7 @@ def test_no_public_attributes_gives_zero_keys():
     schema = schema_with(BinaryAttribute("b"))
     assert schema.public_domain_size == 1
     assert schema.encode_public({"b": [0, 1, 1]}).tolist() == [0, 0, 0]
+    assert schema.fold_public_codes(np.zeros((3, 0), np.int64)).tolist() == [0, 0, 0]
 
 
 def test_column_errors():

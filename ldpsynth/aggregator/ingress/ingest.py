@@ -264,7 +264,7 @@ class Ingestor:
         info = self._catalog.get(collection)
         parts = [(shard, Segment(collection, credential.id, ids, keys, codes))
                  for shard, (ids, keys, codes) in split_by_shard(
-                     reports.report_ids, reports.public_keys(info.schema), reports.private_codes,
+                     reports.report_ids, info.schema.fold_public_codes(reports.public_codes), reports.private_codes,
                      self._backend.num_shards)]
         quota_key = (collection, credential.id)
         reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
