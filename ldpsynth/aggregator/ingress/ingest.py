@@ -55,9 +55,9 @@ log = events.get(__name__)
 
 #: Least seconds between the starts of two group commits of a shard from one replica (one Ray call, one
 #: worker commit and one log append each), per batch the replica is committing (up to the replica's
-#: ``max_commit_interval``): a lone device's batch waits 2 ms at most, 150 streams in flight or more make
+#: ``max_commit_interval``): a lone device's batch waits 4 ms at most, 75 batches in flight or more make
 #: groups of what arrives in 0.3 s (benchmarks/bench_scale.py --shape concurrent256).
-COMMIT_INTERVAL_PER_BATCH = 0.002
+COMMIT_INTERVAL_PER_BATCH = 0.004
 
 
 class ShardBackend(Protocol):
@@ -103,11 +103,12 @@ def split_by_shard(report_ids: np.ndarray, keys: np.ndarray, codes: np.ndarray, 
 
 @dataclass(frozen=True)
 class Admitted:
-    """A batch that passed admission: its parts per shard and the quota it reserved."""
+    """A batch that passed admission: its parts per shard and the quota each reserved (released as the
+    part's commit ends, when the shard's counters that include it are in the mirror)."""
 
     sequence: int
     quota_key: QuotaKey
-    reserved: int
+    reserved: tuple[int, ...]
     parts: tuple[tuple[int, Segment], ...]
 
     @property
@@ -140,11 +141,15 @@ class _BatchCommit:
         if not self.remaining:
             self.ingestor._finish(self)
         committers = self.ingestor.committers
-        for shard, segment in self.admitted.parts:
-            committers[shard].enqueue(_ShardPart(self, segment))
+        for (shard, segment), reserved in zip(self.admitted.parts, self.admitted.reserved):
+            committers[shard].enqueue(_ShardPart(self, segment, reserved))
         return self.future
 
-    def settle(self, outcome: tuple[int, int] | BaseException) -> None:
+    def settle(self, outcome: tuple[int, int] | BaseException, reserved: int) -> None:
+        """A part's outcome; its reservation is released in the same step as the group's counters,
+        which count it, entered the mirror (no moment when both count it)."""
+        if reserved:
+            self.ingestor.release_quota(self.admitted.quota_key, reserved)
         if isinstance(outcome, BaseException):
             self.failed = outcome
         else:
@@ -158,18 +163,19 @@ class _BatchCommit:
 class _ShardPart:
     """A batch's reports bound for one shard, as its group commit carries them."""
 
-    __slots__ = ("batch", "segment", "rows")
+    __slots__ = ("batch", "segment", "rows", "reserved")
 
-    def __init__(self, batch: _BatchCommit, segment: Segment):
+    def __init__(self, batch: _BatchCommit, segment: Segment, reserved: int):
         self.batch = batch
         self.segment = segment
         self.rows = len(segment)
+        self.reserved = reserved
 
     def __len__(self) -> int:
         return self.rows
 
     def settle(self, outcome: tuple[int, int] | BaseException) -> None:
-        self.batch.settle(outcome)
+        self.batch.settle(outcome, self.reserved)
 
 
 class Ingestor:
@@ -270,33 +276,35 @@ class Ingestor:
         reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
         return Admitted(sequence, quota_key, reserved, tuple(parts))
 
-    async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> int:
-        """Reserve the batch's new reports under ``limit``: its distinct ids (a repeated id is stored
-        once), less those already stored when that matters. The shard workers hold the exact
+    async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> tuple[int, ...]:
+        """Reserve the batch's new reports under ``limit``, per part: its distinct ids (a repeated id is
+        stored once, on the one shard its id routes to), less those already stored when that matters. The
+        shard workers hold the exact
         counters; the mirror is exact while this is the only replica, otherwise the credential's
         counters are read from every worker before each batch (replicas admitting the same
         credential at the same moment can together pass the limit by their batches in flight)."""
         if not limit:
-            return 0
-        n = sum(int((~repeats(sort_ids(segment.report_ids))).sum()) for _, segment in parts)
+            return (0,) * len(parts)
+        news = [int((~repeats(sort_ids(segment.report_ids))).sum()) for _, segment in parts]
+        new = sum(news)
         if not self._sole_replica:
             await self._refresh_quota(key)
         elif self._quota.stale:  # a shard failed mid-commit: its counter may be ahead of the mirror
             await self.load_quota(sorted(self._quota.stale))
-        new = n
         if new > self._quota.available(key, limit):
             try:
                 existing = await asyncio.gather(*(self._backend.count_existing(shard, seg.collection, seg.report_ids)
                                                   for shard, seg in parts))
             except ShardUnavailable as exc:
                 raise TryLater("a storage shard is unavailable; retry the batch") from exc
-            new = n - sum(existing)
+            news = [n - stored for n, stored in zip(news, existing)]
+            new = sum(news)
             if new > self._quota.available(key, limit):
                 raise QuotaExceeded(f"max_rows_per_client: credential {key[1]!r} may store at most {limit} "
                                     f"reports in collection {key[0]!r}; {self._quota.used(key)} are stored and this "
                                     f"batch adds {new}")
         self._quota.reserve(key, new)
-        return new
+        return tuple(news)
 
     def commit(self, admitted: Admitted) -> asyncio.Future[pb.BatchAck]:
         """Commit an admitted batch: its ack (a future) once every shard part is durable.
@@ -306,6 +314,10 @@ class Ingestor:
         commit = _BatchCommit(self, admitted)
         self._in_flight.add(commit)
         return commit.start()
+
+    def release_quota(self, key: QuotaKey, count: int) -> None:
+        """Release ``count`` reports of ``key``'s reservation (a part's commit ended)."""
+        self._quota.release(key, count)
 
     def refuse_waiting(self, error: LdpsynthError) -> None:
         """Answer every batch being committed with ``error`` now (the log's storage is full: its
@@ -318,7 +330,6 @@ class Ingestor:
         """Every part of ``commit`` settled: release its quota reservation, answer its caller."""
         self._in_flight.discard(commit)
         admitted, failed = commit.admitted, commit.failed
-        self._quota.release(admitted.quota_key, admitted.reserved)
         if isinstance(failed, ShardFull):
             log.error("log.full", f"the log's storage is full ({failed}): batches are refused until an operator "
                       "adds space", detail=str(failed))
