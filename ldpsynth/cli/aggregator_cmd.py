@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="seconds open report streams and queries get to finish on SIGTERM (default 5)")
     serve.add_argument("--max-commit-interval", type=float, default=0.3, metavar="SECONDS",
                        help="most seconds between two group commits of a shard under load (the interval grows with "
-                            "the batches in flight, 2 ms each: larger groups cost less CPU per report, acks come "
+                            "the batches in flight, 4 ms each: larger groups cost less CPU per report, acks come "
                             "later; 0 commits every group at once; default %(default)s)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     serve.add_argument("--web-port", type=int,

@@ -41,26 +41,33 @@ class Shard:
         return CommitOutcome(tuple((len(p), 0) for p in parts), {})
 
 
-def test_an_idle_committer_commits_at_once_and_a_busy_one_groups_what_arrives_in_its_interval() -> None:
-    async def scenario() -> tuple[Shard, list[Part], float]:
-        shard = Shard()
-        committer = GroupCommitter(shard.commit, max_group_rows=1000, interval=lambda: 0.2)
+def test_an_idle_committer_commits_at_once_and_busy_ones_commit_together_on_the_next_tick() -> None:
+    async def scenario() -> tuple[list[Shard], list[Part], float]:
+        shards = [Shard(), Shard()]
+        committers = [GroupCommitter(shard.commit, max_group_rows=1000, interval=lambda: 1.0) for shard in shards]
+        await asyncio.sleep(1.01 - time.monotonic() % 1.0)  # just after a tick: the next one is a second away
         started = time.monotonic()
         first = Part(1)
-        committer.enqueue(first)
-        await asyncio.sleep(0.02)  # committed at once: the committer was idle
-        later = [Part(2) for _ in range(5)]
-        for part in later:  # within the interval: they wait for its end and share one commit
-            committer.enqueue(part)
-            await asyncio.sleep(0.01)
-        await committer.close()
-        return shard, [first, *later], started
+        committers[0].enqueue(first)
+        await asyncio.sleep(0.005)  # committed at once: the committer was idle
+        later = [Part(2) for _ in range(4)]
+        committers[0].enqueue(later[0])  # busy: waits for the next tick, and takes what arrives meanwhile
+        committers[1].enqueue(later[1])  # idle: at once
+        await asyncio.sleep(0.005)
+        for part in later[2:]:
+            committers[1].enqueue(part)  # busy now: the same tick as the first committer's
+        for committer in committers:
+            await committer.close()
+        return shards, [first, *later], started
 
-    shard, parts, started = asyncio.run(scenario())
-    assert [sizes for _, sizes in shard.groups] == [[1], [2, 2, 2, 2, 2]]
-    assert shard.groups[0][0] - started < 0.1
-    assert shard.groups[1][0] - shard.groups[0][0] >= 0.2 - 1e-3
-    assert [p.outcome for p in parts] == [(1, 0)] + [(2, 0)] * 5
+    shards, parts, started = asyncio.run(scenario())
+    assert [sizes for _, sizes in shards[0].groups] == [[1], [2]]
+    assert [sizes for _, sizes in shards[1].groups] == [[2], [2, 2]]
+    assert shards[0].groups[0][0] - started < 0.1 and shards[1].groups[0][0] - started < 0.1
+    ticks = [shards[0].groups[1][0], shards[1].groups[1][0]]
+    assert abs(ticks[0] - ticks[1]) < 0.02  # one clock: a batch spanning both shards waits once
+    assert all(0.9 < t - started < 1.1 and min(t % 1.0, 1.0 - t % 1.0) < 0.05 for t in ticks)
+    assert [p.outcome for p in parts] == [(1, 0)] + [(2, 0)] * 4
 
 
 def test_a_group_holds_at_most_max_group_rows_unless_one_part_is_larger() -> None:

@@ -42,11 +42,11 @@ class GroupCommitter(Generic[P]):
     """Queues one shard's parts and commits them in groups.
 
     ``commit`` stores a group durably and returns its :class:`CommitOutcome` (``results[i]`` is the
-    i-th part's). ``interval()``: the least time between the starts of two commits, asked before each
-    (the caller lets it grow with the load); a part queued sooner after the last commit began waits
-    for the rest of it, so a group holds what arrives in that time (every commit costs the replica a
-    Ray call and the worker, the log and Ray a fixed amount), while a part reaching an idle committer
-    is committed at once.
+    i-th part's). ``interval()``: the time between two commits under load, asked before each (the
+    caller lets it grow with the load); a part queued less than that after the last commit began waits
+    for the next tick of a clock shared by every committer (:meth:`_wait`), so a group holds what arrives
+    in an interval (every commit costs the replica a Ray call and the worker, the log and Ray a fixed
+    amount), while a part reaching an idle committer is committed at once.
     """
 
     def __init__(self, commit: Callable[[list[P]], Awaitable[CommitOutcome]], max_group_rows: int,
@@ -87,12 +87,22 @@ class GroupCommitter(Generic[P]):
         self._queued_rows -= rows
         return group
 
+    def _wait(self) -> float:
+        """Seconds until the next commit: none after an idle interval, else until the next tick of a clock
+        every committer of the process shares (``interval()`` seconds apart): a batch's parts for
+        different shards then wait for the same tick, not each for its own shard's."""
+        interval = self._interval()
+        now = time.monotonic()
+        if interval <= 0 or now - self._last_commit >= interval:
+            return 0.0
+        return interval - now % interval
+
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
-                wait = self._last_commit + self._interval() - time.monotonic()
+                wait = self._wait()
                 if wait > 0:
                     await asyncio.sleep(wait)  # busy: let more batches join this commit
                 group = self._take_group()
