@@ -97,7 +97,7 @@ def rpc(method: str, doing: str) -> Callable[[F], F]:
             async def stream(*args: Any) -> AsyncIterator[Any]:
                 owner: Served = args[0]
                 context = args[-1]
-                with owner.calls.call(method, context.invocation_metadata(), current=False) as call:
+                with owner.calls.call(method, context.invocation_metadata, current=False) as call:
                     try:
                         async for item in handler(*args):
                             yield item
@@ -109,7 +109,7 @@ def rpc(method: str, doing: str) -> Callable[[F], F]:
         async def unary(*args: Any) -> Any:
             owner: Served = args[0]
             context = args[-1]
-            with owner.calls.call(method, context.invocation_metadata()) as call:
+            with owner.calls.call(method, context.invocation_metadata) as call:
                 try:
                     return await handler(*args)
                 except Exception as exc:  # noqa: BLE001 (every error ends the call with its status; abort logs bugs)

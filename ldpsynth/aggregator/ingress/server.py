@@ -59,6 +59,8 @@ from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
+from ldpsynth.aggregator.storage.segments import WorkerStatus
+from ldpsynth.aggregator.storage.shard_worker import READY
 from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.serving.tls import server_credentials
@@ -229,9 +231,12 @@ class AggregatorServer:
             if full is not None and self._ingestor is not None:
                 self._ingestor.refuse_waiting(ShardFull(full))
             self.metrics.storage_full.set(1 if full is not None else 0)
-            await self._observe_workers()
-            try:
-                await self.backend.workers.status()
+            statuses = await self._observe_workers()
+            unsettled = [shard for shard, status in enumerate(statuses)
+                         if not isinstance(status, WorkerStatus) or status.state != READY]
+            try:  # a worker not ready now is given STATUS_DEADLINE to become so
+                if unsettled:
+                    await self.backend.workers.status(shards=unsettled)
                 healthy, reason = True, ""
             except (ShardUnavailable, ShardDamaged) as exc:
                 healthy, reason = False, str(exc)
@@ -250,9 +255,9 @@ class AggregatorServer:
                                 ingest="NOT_SERVING", queries="SERVING", detail=full)
                 await self._set_health(*serving)
 
-    async def _observe_workers(self) -> None:
+    async def _observe_workers(self) -> list[WorkerStatus | ShardUnavailable]:
         """The workers' statuses as they are (a restarted one says it is restoring), the logs' last
-        sequences and Ray's restart counts, for the metrics."""
+        sequences and Ray's restart counts, for the metrics; the statuses."""
         assert self.backend is not None
         backend = self.backend
         statuses = await backend.workers.statuses()
@@ -261,6 +266,7 @@ class AggregatorServer:
         restarts = await asyncio.to_thread(backend.workers.restarts)
         self.metrics.workers.update(statuses, [None if isinstance(s, BaseException) else s.last for s in states],
                                     restarts)
+        return statuses
 
     def _build_server(self) -> grpc.aio.Server:
         limit = self.config.limits.max_message_bytes

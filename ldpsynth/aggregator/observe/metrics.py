@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,16 +104,17 @@ class ServiceCalls:
         return series
 
     @contextmanager
-    def call(self, method: str, metadata: Any, current: bool = True) -> Iterator[Call]:
+    def call(self, method: str, metadata: Callable[[], Any], current: bool = True) -> Iterator[Call]:
         """Record one call of ``method``: started, in flight, then handled with ``Call.code`` and its
         duration. With tracing on, a span named ``service/method`` continues the caller's trace
-        (``traceparent`` in the call's ``metadata``); it is the current span inside when ``current`` (a
-        coroutine handler; an async generator's span cannot be current across its yields)."""
+        (``traceparent`` in the call's metadata, read with ``metadata()`` only then); it is the current
+        span inside when ``current`` (a coroutine handler; an async generator's span cannot be current
+        across its yields)."""
         started, in_flight, seconds = self._of(method)
         started.inc()
         in_flight.inc()
         if tracing.enabled():
-            span = tracing.tracer().start_span(f"{self.service}/{method}", context=tracing.extract(metadata or ()),
+            span = tracing.tracer().start_span(f"{self.service}/{method}", context=tracing.extract(metadata() or ()),
                                                kind=trace.SpanKind.SERVER,
                                                attributes={"rpc.system": "grpc", "rpc.service": self.service,
                                                            "rpc.method": method})

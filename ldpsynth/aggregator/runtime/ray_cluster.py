@@ -217,8 +217,13 @@ class _WorkerActor:
     async def close(self) -> None:
         await self._worker.close()
 
-    async def commit_pack(self, pack: SegmentPack, trace: dict[str, str]) -> CommitOutcome:
-        return await self._worker.commit_pack(pack, trace)
+    async def commit_pack(self, collections: tuple[str, ...], credentials: tuple[str, ...], ends: np.ndarray,
+                          report_ids: np.ndarray, public_keys: np.ndarray, private_codes: np.ndarray,
+                          trace: dict[str, str]) -> CommitOutcome:
+        """The pack's fields as separate arguments: Ray serialises tuples of strings and arrays on its fast
+        paths, a dataclass with cloudpickle (a replica's main cost per Ray call)."""
+        return await self._worker.commit_pack(
+            SegmentPack(collections, credentials, ends, report_ids, public_keys, private_codes), trace)
 
     async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
         return await self._worker.count_existing(collection, report_ids)
@@ -310,9 +315,13 @@ class RayWorkers:
         return list(await asyncio.gather(*(self._call(s, call, deadline=deadline) for s in range(self.num_shards))))
 
     # ----- lifecycle and health ----------------------------------------------------------------
-    async def status(self, deadline: float = STATUS_DEADLINE) -> list[WorkerStatus]:
-        """Every worker's status (raises if one cannot answer)."""
-        return await self._all(lambda actor: actor.status.remote(), deadline=deadline)
+    async def status(self, deadline: float = STATUS_DEADLINE, shards: Sequence[int] | None = None
+                     ) -> list[WorkerStatus]:
+        """Every worker's status, or the ``shards``' (raises if one cannot answer)."""
+        if shards is None:
+            return await self._all(lambda actor: actor.status.remote(), deadline=deadline)
+        return list(await asyncio.gather(*(self._call(s, lambda actor: actor.status.remote(), deadline=deadline)
+                                           for s in shards)))
 
     async def statuses(self, deadline: float = STATUS_DEADLINE) -> list[WorkerStatus | ShardUnavailable]:
         """Every worker's status as it is now, without waiting for a start (a worker restoring its state
@@ -391,7 +400,9 @@ class RayWorkers:
     # ----- ingest backend ----------------------------------------------------------------------
     async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
         pack = SegmentPack.of(segments)
-        return await self._call(shard, lambda actor: actor.commit_pack.remote(pack, trace))
+        return await self._call(shard, lambda actor: actor.commit_pack.remote(
+            pack.collections, pack.credentials, pack.ends, pack.report_ids, pack.public_keys, pack.private_codes,
+            trace))
 
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
         return await self._call(shard, lambda actor: actor.count_existing.remote(collection, report_ids))
