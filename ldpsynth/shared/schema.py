@@ -736,9 +736,21 @@ class Schema:
         return _radix_weights([a.size for a in self.public_attributes])
 
     def fold_public_codes(self, codes: np.ndarray) -> np.ndarray:
-        """Public keys of an ``(n, m)`` int64 array of public codes already checked against their
-        attributes (a validated :class:`~ldpsynth.shared.reports.Reports`' ``public_codes``): the same mixed
-        radix as :meth:`public_keys_of`, as one product with the place values, without checking again."""
+        """Public keys of public codes already checked against their attributes, not checked again.
+
+        The same mixed radix as :meth:`public_keys_of` (the schema's one set of place values), as one
+        product: for the ``public_codes`` of a validated :class:`~ldpsynth.shared.reports.Reports`.
+
+        Parameters
+        ----------
+        codes : numpy.ndarray
+            ``(n, m)`` int64 codes, column ``j`` in ``[0, size)`` of the j-th public attribute.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)`` int64 public keys (zeros when there is no public attribute).
+        """
         if not self.public_attributes:
             return np.zeros(len(codes), np.int64)
         return codes @ self._public_weights
