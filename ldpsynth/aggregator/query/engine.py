@@ -45,7 +45,7 @@ import numpy as np
 
 from ldpsynth.aggregator.errors import PinExpired, TryLater, WrongState
 from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.aggregator.storage.idindex import sort_ids
+from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, row_block_sums, table_block_sums
@@ -94,7 +94,7 @@ class QueryShards(Protocol):
 def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
     """The shards' rows as one chunk ordered by report id (each part is already ordered)."""
     ids = np.concatenate([p.report_ids for p in parts])
-    order = sort_ids(ids).order
+    order = merge_sorted_ids(ids).order
     return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
                     np.concatenate([p.private_codes for p in parts])[order])
 
@@ -235,7 +235,7 @@ class QueryEngine:
                                   f"{n} weight lists, one per stored row (in report-id order, as exported)",
                                   f"got {block.weights.shape[1]}")
         parts = await self.shards.rows(pins, collection)
-        merged_order = sort_ids(np.concatenate([p.report_ids for p in parts])).order
+        merged_order = merge_sorted_ids(np.concatenate([p.report_ids for p in parts])).order
         position = np.empty(n, np.int64)
         position[merged_order] = np.arange(n)          # global rank of every row, shard by shard
         starts = np.cumsum([0] + [len(p) for p in parts])

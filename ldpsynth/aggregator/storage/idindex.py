@@ -42,11 +42,28 @@ def sort_ids(report_ids: np.ndarray) -> SortedIds:
     or a 2^-64 coincidence) are re-sorted by (hi, lo, arrival): equal ids keep their arrival order.
     Ids already in order (a record's, stored in id order) are not sorted again: one comparison pass.
     """
-    words = np.ascontiguousarray(report_ids, dtype=np.uint8).reshape(-1, REPORT_ID_BYTES).view("<u8")
-    hi, lo = words[:, 0], words[:, 1]
+    hi, lo = _halves(report_ids)
     if bool(np.all(hi[1:] > hi[:-1])):  # strictly increasing hi: sorted, and no tie to order by lo
         return SortedIds(np.arange(hi.size), hi, lo)
-    order = np.argsort(hi)
+    return _sorted(np.argsort(hi), hi, lo)
+
+
+def merge_sorted_ids(report_ids: np.ndarray) -> SortedIds:
+    """:func:`sort_ids` of ids that are runs already in order one after another (a collection's
+    sections, each stored in id order, or the shards' parts): a stable sort on ``hi`` (timsort) merges
+    :math:`k` runs of :math:`n` ids in :math:`O(n \\log k)`, where a quicksort sorts again."""
+    hi, lo = _halves(report_ids)
+    return _sorted(np.argsort(hi, kind="stable"), hi, lo)
+
+
+def _halves(report_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The little-endian uint64 halves ``(hi, lo)`` of ``(n, 16)`` uint8 ids."""
+    words = np.ascontiguousarray(report_ids, dtype=np.uint8).reshape(-1, REPORT_ID_BYTES).view("<u8")
+    return words[:, 0], words[:, 1]
+
+
+def _sorted(order: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> SortedIds:
+    """``order`` (ids ranked by ``hi``) with the runs of equal ``hi`` ranked by (lo, arrival)."""
     ranked = hi[order]
     ties = np.flatnonzero(ranked[1:] == ranked[:-1])
     if ties.size:

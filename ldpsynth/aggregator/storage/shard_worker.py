@@ -28,7 +28,7 @@ from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.observe.histogram import LatencyHistogram
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
-from ldpsynth.aggregator.storage.idindex import IdIndex, repeats, sort_ids
+from ldpsynth.aggregator.storage.idindex import IdIndex, merge_sorted_ids, repeats, sort_ids
 from ldpsynth.aggregator.storage.idstore import (
     DiskIdIndex,
     RunOwner,
@@ -56,6 +56,7 @@ from ldpsynth.aggregator.storage.log_records import (
     record_crc,
     reports_per_record,
 )
+from ldpsynth.aggregator.storage.record_ranges import RecordRanges
 from ldpsynth.aggregator.storage.refusals import (
     StoreRefused,
     damaged_log,
@@ -142,6 +143,8 @@ class _Collection:
     stats: StatsAccumulator | TallyAccumulator
     rows: int = 0
     oracle: FrequencyOracle | None = None
+    #: The log records holding its reports (what a read of its rows reads).
+    records: RecordRanges = field(default_factory=RecordRanges)
 
     @property
     def record_bytes(self) -> int:
@@ -287,6 +290,7 @@ class ShardWorker:
             coll.index = DiskIdIndex(runs[name])
             coll.stats = self._restored_stats(coll, c.stats)
             coll.rows = c.rows
+            coll.records = c.records
         self._quota.update(snapshot.quota)
         self._offset = self._snapshot_offset = self._frozen_upto = snapshot.offset
         self._total = snapshot.total
@@ -383,6 +387,7 @@ class ShardWorker:
             coll.index.add(sort_ids(section.report_ids))
             coll.stats.add(section.public_keys, section.private_codes)
             coll.rows += len(section)
+            coll.records.add(record.sequence, record.before)
             for credential, count in section.quota.items():
                 self._quota[(section.collection, credential)] += count
         self._offset = record.sequence
@@ -582,7 +587,7 @@ class ShardWorker:
             if frozen is not None:
                 self._ranges[id(frozen)] = (self._frozen_upto + 1, offset)
         self._frozen_upto = offset
-        state = {name: (c.rows, c.stats.snapshot()) for name, c in self._collections.items()}
+        state = {name: (c.rows, c.stats.snapshot(), c.records.to_array()) for name, c in self._collections.items()}
         layout, shard = self.spec.layout.id, self.spec.shard
         try:
             for name, coll in self._collections.items():
@@ -682,21 +687,22 @@ class ShardWorker:
         return m, y1, rows
 
     async def rows(self, pin_id: str, collection: str) -> RowChunk:
-        """Every report of ``collection`` up to the pinned sequence, read from the log and verified,
-        ordered by report id (:func:`~ldpsynth.aggregator.storage.idindex.sort_ids`)."""
+        """Every report of ``collection`` up to the pinned sequence, read from the log records that hold
+        them (:class:`~ldpsynth.aggregator.storage.record_ranges.RecordRanges`) and verified, ordered by
+        report id (each record's section is: :func:`~ldpsynth.aggregator.storage.idindex.merge_sorted_ids`)."""
         self._check()
         offset, rows, _ = self._pinned(pin_id, collection)
         assert self._log is not None
         parts: list[Section] = []
-        before = 0
         try:
-            async for sequence, data in self._log.read(self.spec.shard, 2, offset):
-                record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
-                if record.before != before:
-                    raise LogCorruption(f"log of shard {self.spec.shard}, sequence {sequence}: a record before it "
-                                        "is missing or out of place")
-                before += record.reports
-                parts += [s for s in record.sections if s.collection == collection]
+            for first, last, before in self._collections[collection].records.spans(offset):
+                async for sequence, data in self._log.read(self.spec.shard, first, last):
+                    record = decode(data, layout=self.spec.layout.id, shard=self.spec.shard, sequence=sequence)
+                    if record.before != before:
+                        raise LogCorruption(f"log of shard {self.spec.shard}, sequence {sequence}: a record before "
+                                            "it is missing or out of place")
+                    before += record.reports
+                    parts += [s for s in record.sections if s.collection == collection]
         except LogCorruption as exc:
             raise ShardDamaged(self._damaged(damaged_log(str(exc)))) from None
         except LogUnavailable as exc:
@@ -708,7 +714,7 @@ class ShardWorker:
         if len(ids) != rows:
             raise ShardDamaged(f"shard {self.spec.shard}: the log holds {len(ids)} reports of {collection!r} up to "
                                f"sequence {offset}, its statistics {rows}")
-        order = sort_ids(ids).order
+        order = merge_sorted_ids(ids).order
         return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
                         np.concatenate([p.private_codes for p in parts])[order])
 

@@ -7,19 +7,20 @@ A snapshot is a set of :mod:`~ldpsynth.aggregator.storage.checked_file` files in
   file and, per collection, its card digest, rows and id run files, each file bound by its
   :class:`~ldpsynth.aggregator.storage.checked_file.Seal` (size and CRC-32), each run also by what it
   says it holds (:class:`~ldpsynth.aggregator.storage.idstore.RunEntry`);
-* a *state* file: per collection its domain sizes, stored rows and the sufficient statistics
-  (counts per cell; a frequency oracle's collection: per public key its reports and their tally), and
+* a *state* file: per collection its domain sizes, stored rows, the sufficient statistics
+  (counts per cell; a frequency oracle's collection: per public key its reports and their tally) and
+  the runs of log records holding its reports (:mod:`~ldpsynth.aggregator.storage.record_ranges`), and
   the quota counters of every (collection, credential);
 * the id *run* files (:mod:`~ldpsynth.aggregator.storage.idstore`).
 
 Each file is checksummed and written atomically, and the manifest is written last, so a crash at
 any moment leaves the previous snapshot or the new one. :func:`read_snapshot` refuses a file that
 is damaged, of another layout, shard or sequence, or intact but not the file the manifest lists
-(another directory's, an earlier one), and a snapshot of the format before these identities
-(kind ``/1``); the worker then checks the snapshot against the log itself (the record at
-``offset`` must be the one the snapshot was taken at). A snapshot is a view the log can rebuild:
-a worker that finds none, or one that fails a check, replays the log from its first record and
-says so (:mod:`~ldpsynth.aggregator.storage.refusals`).
+(another directory's, an earlier one), a snapshot of the format before these identities (kind
+``/1``) and a state file without the record runs (kind ``/2``); the worker then checks the snapshot
+against the log itself (the record at ``offset`` must be the one the snapshot was taken at). A
+snapshot is a view the log can rebuild: a worker that finds none, or one that fails a check,
+replays the log from its first record and says so (:mod:`~ldpsynth.aggregator.storage.refusals`).
 
 In a cluster the files are also uploaded to the layout's object store
 (:class:`~ldpsynth.aggregator.storage.jetstream.SnapshotBucket`, replicated like the log), so a worker
@@ -39,12 +40,13 @@ import numpy as np
 
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, Seal, read_checked, write_checked
 from ldpsynth.aggregator.storage.idstore import RunEntry
+from ldpsynth.aggregator.storage.record_ranges import RecordRanges
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
 
 MANIFEST = "MANIFEST"
 MANIFEST_KIND = "ldpsynth.shard-manifest/2"
-STATE_KIND = "ldpsynth.shard-state/2"
+STATE_KIND = "ldpsynth.shard-state/3"
 #: The state's kind of statistics of a frequency oracle's collection (E's counts have none: the format before).
 TALLIES = "tallies"
 #: The manifest kind of main 5612345 and before (files listed by name only).
@@ -75,6 +77,7 @@ class CollectionSnapshot:
     runs: tuple[RunEntry, ...]
     rows: int
     stats: SufficientStatistics | TallyArrays
+    records: RecordRanges
 
 
 @dataclass(frozen=True)
@@ -117,14 +120,16 @@ def _identity(layout: str, shard: int, position: Position) -> dict[str, Any]:
 
 
 def write_state(directory: Path, layout: str, shard: int, position: Position,
-                collections: Mapping[str, tuple[int, SufficientStatistics | KeyedTallies]],
+                collections: Mapping[str, tuple[int, SufficientStatistics | KeyedTallies, np.ndarray]],
                 quota: Mapping[QuotaKey, int]) -> tuple[str, Seal]:
-    """Write the statistics and quota counters at ``position``; return the new state file's name and seal."""
+    """Write the statistics, record runs (:meth:`RecordRanges.to_array`) and quota counters at ``position``;
+    return the new state file's name and seal."""
     arrays: dict[str, np.ndarray] = {}
     described: dict[str, Any] = {}
-    for i, (name, (rows, stats)) in enumerate(sorted(collections.items())):
+    for i, (name, (rows, stats, records)) in enumerate(sorted(collections.items())):
         described[name] = {"index": i, "rows": rows, "public": stats.public_domain_size,
                            "private": stats.domain_size}
+        arrays[f"{i}.records"] = records
         if isinstance(stats, KeyedTallies):
             described[name]["kind"] = TALLIES
             arrays[f"{i}.keys"], arrays[f"{i}.sizes"] = stats.present_keys, stats.group_sizes
@@ -226,7 +231,8 @@ def read_snapshot(directory: Path, layout: str, shard: int) -> Snapshot | None:
                                              arrays[f"{i}.keys"].astype(np.int64),
                                              arrays[f"{i}.codes"].astype(np.int64),
                                              arrays[f"{i}.counts"].astype(np.int64))
-            collections[name] = CollectionSnapshot(card, runs, rows, stats)
+            collections[name] = CollectionSnapshot(card, runs, rows, stats,
+                                                   RecordRanges.from_array(arrays[f"{i}.records"], position.offset))
         quota = {(str(c), str(k)): int(v) for c, k, v in state["quota"]}
     except (KeyError, TypeError, ValueError):
         raise CheckedFileError(f"{directory / state_file}: does not describe the manifest's collections") from None
