@@ -120,10 +120,12 @@ class _BatchCommit:
     """One admitted batch being committed: the sums of its parts' results, settled once the last part is
     (one future per batch, whatever the number of shards it spans)."""
 
-    __slots__ = ("ingestor", "admitted", "future", "remaining", "accepted", "duplicates", "failed", "span", "trace")
+    __slots__ = ("ingestor", "quota", "admitted", "future", "remaining", "accepted", "duplicates", "failed", "span",
+                 "trace")
 
-    def __init__(self, ingestor: Ingestor, admitted: Admitted):
+    def __init__(self, ingestor: Ingestor, quota: QuotaBook, admitted: Admitted):
         self.ingestor = ingestor
+        self.quota = quota
         self.admitted = admitted
         self.future: asyncio.Future[pb.BatchAck] = asyncio.get_running_loop().create_future()
         self.remaining = len(admitted.parts)
@@ -149,7 +151,7 @@ class _BatchCommit:
         """A part's outcome; its reservation is released in the same step as the group's counters,
         which count it, entered the mirror (no moment when both count it)."""
         if reserved:
-            self.ingestor.release_quota(self.admitted.quota_key, reserved)
+            self.quota.release(self.admitted.quota_key, reserved)
         if isinstance(outcome, BaseException):
             self.failed = outcome
         else:
@@ -311,13 +313,9 @@ class Ingestor:
 
         The commit goes on whatever happens to the caller (the shards' group committers own it): if
         the caller stops waiting, the batch is still stored and the quota mirror settled."""
-        commit = _BatchCommit(self, admitted)
+        commit = _BatchCommit(self, self._quota, admitted)
         self._in_flight.add(commit)
         return commit.start()
-
-    def release_quota(self, key: QuotaKey, count: int) -> None:
-        """Release ``count`` reports of ``key``'s reservation (a part's commit ended)."""
-        self._quota.release(key, count)
 
     def refuse_waiting(self, error: LdpsynthError) -> None:
         """Answer every batch being committed with ``error`` now (the log's storage is full: its
@@ -327,7 +325,7 @@ class Ingestor:
                 commit.future.set_exception(error)
 
     def _finish(self, commit: _BatchCommit) -> None:
-        """Every part of ``commit`` settled: release its quota reservation, answer its caller."""
+        """Every part of ``commit`` settled (each released its quota reservation): answer its caller."""
         self._in_flight.discard(commit)
         admitted, failed = commit.admitted, commit.failed
         if isinstance(failed, ShardFull):

@@ -16,8 +16,11 @@ method and code. Never a credential, a peer address, a report id or a report's v
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -124,6 +127,12 @@ class ReplicaMetrics:
 
     def admitted(self, collection: str, reports: int) -> None:
         self.batch_reports.labels(self.collection(collection)).observe(reports)
+
+    def committed(self, collection: str, started: float, ack: asyncio.Future[Any]) -> None:
+        """A batch's commit ended (``ack`` done): its duration since ``started`` (``time.perf_counter``)
+        if it was acknowledged."""
+        if not ack.cancelled() and ack.exception() is None:
+            self.commit_seconds.labels(self.collection(collection)).observe(time.perf_counter() - started)
 
     def acknowledged(self, collection: str, accepted: int, duplicates: int) -> None:
         label = self.collection(collection)

@@ -38,6 +38,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 from importlib.metadata import version
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -83,11 +84,10 @@ _SERVICES = ("", SERVICE_NAME, QUERY_SERVICE_NAME)
 
 
 class _Pending(NamedTuple):
-    """A stream's batch being committed: what it is, its ack (a future), when its commit began."""
+    """A stream's batch being committed: what it is and its ack (a future)."""
 
     admitted: Admitted
     ack: asyncio.Future[pb.BatchAck]
-    started: float
 
 
 def _drained() -> TryLater:
@@ -419,13 +419,11 @@ class AggregatorServer:
         as a stream's batches are."""
         collection = admitted.quota_key[0]
         self.metrics.admitted(collection, admitted.reports)
-        started = time.perf_counter()
         try:
             ack = await self._commit(admitted)
         except LdpsynthError as exc:
             self.metrics.not_acknowledged(collection, admitted.reports, exc)
             raise
-        self.metrics.commit_seconds.labels(self.metrics.collection(collection)).observe(time.perf_counter() - started)
         self.metrics.acknowledged(collection, ack.accepted, ack.duplicates)
         return ack
 
@@ -501,11 +499,8 @@ class AggregatorServer:
                     self.metrics.not_acknowledged(item.admitted.quota_key[0], item.admitted.reports, exc)
                     failure = exc
                     break
-                collection = item.admitted.quota_key[0]
-                self.metrics.commit_seconds.labels(self.metrics.collection(collection)).observe(
-                    time.perf_counter() - item.started)
                 await context.write(ack)
-                self.metrics.acknowledged(collection, ack.accepted, ack.duplicates)
+                self.metrics.acknowledged(item.admitted.quota_key[0], ack.accepted, ack.duplicates)
         finally:
             if not reader.done():
                 reader.cancel()
@@ -562,16 +557,16 @@ class AggregatorServer:
                     self.metrics.rejected(collection, reports, exc)
                     return exc
                 self.metrics.admitted(collection, admitted.reports)
-                pending = _Pending(admitted, self._commit(admitted), time.perf_counter())
+                pending = _Pending(admitted, self._commit(admitted))
                 window.append(pending.ack)
                 commits.put_nowait(pending)
         finally:
             commits.put_nowait(None)
 
     def _commit(self, admitted: Admitted) -> asyncio.Future[pb.BatchAck]:
-        """The batch's commit: its ack once durable. The ack is refused (RESOURCE_EXHAUSTED) if the
-        log's storage is found full first (its append would wait for an answer that does not come:
-        :meth:`_watch_workers`); the commit goes on (a record that made it is a duplicate when the
-        batch is retried)."""
+        """The batch's commit (:meth:`Ingestor.commit`): its ack once durable, the commit's duration
+        observed when it is acknowledged (:meth:`ReplicaMetrics.committed`)."""
         assert self._ingestor is not None
-        return self._ingestor.commit(admitted)
+        ack = self._ingestor.commit(admitted)
+        ack.add_done_callback(partial(self.metrics.committed, admitted.quota_key[0], time.perf_counter()))
+        return ack
