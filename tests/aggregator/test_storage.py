@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable
+from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardUnavailable
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.runtime.verify import verify_log
 from ldpsynth.aggregator.storage.acknowledged import read_acknowledged
@@ -41,6 +41,7 @@ from ldpsynth.aggregator.storage.segments import RowChunk, Segment, SegmentPack
 from ldpsynth.aggregator.storage.shard_worker import ACKNOWLEDGED_SECONDS, ShardWorker, WorkerSpec
 from ldpsynth.aggregator.storage.snapshot import MANIFEST
 from ldpsynth.aggregator.storage.stats import StatsAccumulator
+from ldpsynth.shared.estimators.engine import row_block_sums
 from ldpsynth.shared.reports import new_report_ids
 
 from .conftest import GRAPH_CARD, RATINGS_CARD
@@ -577,6 +578,48 @@ def test_rows_read_only_the_records_of_their_collection_and_come_in_id_order(log
     run(_status_after(spec, fill))
     restarted = run(_status_after(spec, check))
     assert restarted.replayed == 0  # the runs came from the snapshot, not from a replay
+
+
+def test_dense_sums_are_computed_where_the_rows_are_from_one_read_per_pin(log: Log) -> None:
+    """A dense block's sums (issue 29 item 3): the worker reads its pinned rows once (row_ids), keeps them with
+    the pin, and sums the weight lists it is sent over them: the same sums as over the rows exported. The rows
+    go with the pin; a released pin is refused."""
+    rng = np.random.default_rng(13)
+    mechanism = RATINGS_CARD.mechanism
+
+    async def scenario() -> None:
+        worker = ShardWorker(log.spec())
+        await worker.start()
+        try:
+            for _ in range(3):
+                await worker.commit([segment(40, rng)])
+            pin, _, rows = await worker.pin("ratings")
+            assert worker._log is not None
+            reads: list[tuple[int, int]] = []
+            read = worker._log.read
+
+            def counted(shard: int, first: int, last: int) -> Any:
+                reads.append((first, last))
+                return read(shard, first, last)
+
+            worker._log.read = counted  # type: ignore[method-assign]
+            ids = await worker.row_ids(pin, "ratings")
+            chunk = await worker.rows(pin, "ratings")
+            assert np.array_equal(ids, chunk.report_ids) and rows == 120
+            weights = rng.random((2, rows, mechanism.domain_size))
+            reads.clear()
+            sums = await worker.dense_sums(pin, "ratings", weights)
+            assert reads == []  # from the rows kept with the pin
+            expected = row_block_sums(weights, chunk.private_codes, mechanism, workers=1)
+            for name in ("t_hat", "v_hat", "low", "high", "spread", "a_min", "b_max", "c_min", "varying"):
+                assert np.array_equal(getattr(sums, name), getattr(expected, name)), name
+            await worker.unpin(pin)
+            with pytest.raises(PinExpired):
+                await worker.dense_sums(pin, "ratings", weights)
+        finally:
+            await worker.close()
+
+    run(scenario())
 
 
 def test_record_ranges_join_near_runs_and_refuse_a_damaged_snapshot_of_them() -> None:

@@ -14,9 +14,11 @@ refused because of ingest.
 * **Cut blocks** (graph collections, WYZ eq. 33): every shard worker computes the pair totals
   :math:`(m, y_1)` over its pinned statistics (:class:`~ldpsynth.shared.estimators.pairs.PairTotals`);
   the totals add up.
-* **Dense blocks** (one weight list per row, small n): the pinned rows of every shard, read from
-  the log and ordered by report id (the order of an export); each shard's rows are a Ray task
-  computing the block's :class:`~ldpsynth.shared.estimators.formulas.BlockSums`; the sums merge.
+* **Dense blocks** (one weight list per row, small n): every shard reads its pinned rows from the
+  log records of the collection and keeps them with the pin; the engine ranks their ids (the order
+  of an export: the shards' id runs merged), sends each shard its rows' weight lists, and each
+  shard computes the block's :class:`~ldpsynth.shared.estimators.formulas.BlockSums` where its rows
+  are (the codes never leave it); the sums merge.
 
 A pin lost to a restarted worker makes the evaluation start again on new pins (at most
 :data:`ATTEMPTS` times, then UNAVAILABLE). Querying reads the perturbed rows only, so it spends
@@ -48,7 +50,7 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, row_block_sums, table_block_sums
+from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
@@ -85,10 +87,13 @@ class QueryShards(Protocol):
 
     async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
 
+    async def row_ids(self, pins: Pins, collection: str) -> list[np.ndarray]: ...
+
+    async def dense_sums(self, pins: Pins, collection: str, weights: Sequence[np.ndarray | None]
+                         ) -> list[BlockSums | None]: ...
+
     async def cut_totals(self, pins: Pins, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
                          targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]: ...
-
-    async def map_tasks(self, function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]: ...
 
 
 def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
@@ -105,11 +110,6 @@ def _check(schema: Schema, labels: Sequence[str], counts: np.ndarray, what: str)
         check_min_batch(schema, labels, counts, what)
     except BelowMinimumBatch as exc:
         raise WrongState(str(exc)) from None
-
-
-def _dense_sums(weights: np.ndarray, codes: np.ndarray, mechanism: Mechanism) -> BlockSums:
-    """A Ray task: the sums of a dense block over one shard's rows (one worker thread per task)."""
-    return row_block_sums(weights, codes, mechanism, workers=1)
 
 
 def merge_statistics(parts: Sequence[Statistics]) -> Statistics:
@@ -226,22 +226,22 @@ class QueryEngine:
             y1 = np.sum([p[1] for p in parts], axis=0)
             assert isinstance(mechanism, MechanismE)
             return cut_block_sums(m, y1, mechanism)
-        return await self._dense(collection, block, batch, mechanism, pins, n)
+        return await self._dense(collection, block, batch, pins, n)
 
-    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, mechanism: Mechanism, pins: Pins,
-                     n: int) -> BlockSums:
+    async def _dense(self, collection: str, block: RowBlock, batch: QueryBatch, pins: Pins, n: int) -> BlockSums:
+        """A dense block's sums: the replica ranks the shards' ids (the rows' order, as exported), each shard
+        sums its rows' weight lists where its rows are (:meth:`ShardWorker.dense_sums`)."""
         if block.weights.shape[1] != n:
             raise ValidationError(f"queries[{batch.origins[block.positions[0]]}].table",
                                   f"{n} weight lists, one per stored row (in report-id order, as exported)",
                                   f"got {block.weights.shape[1]}")
-        parts = await self.shards.rows(pins, collection)
-        merged_order = merge_sorted_ids(np.concatenate([p.report_ids for p in parts])).order
+        ids = await self.shards.row_ids(pins, collection)
+        merged_order = merge_sorted_ids(np.concatenate(ids)).order
         position = np.empty(n, np.int64)
         position[merged_order] = np.arange(n)          # global rank of every row, shard by shard
-        starts = np.cumsum([0] + [len(p) for p in parts])
-        tasks = [(block.weights[:, position[a:b]], part.private_codes, mechanism)
-                 for a, b, part in zip(starts[:-1], starts[1:], parts) if b > a]
-        sums = await self.shards.map_tasks(_dense_sums, tasks)
+        starts = np.cumsum([0] + [len(part) for part in ids])
+        weights = [block.weights[:, position[a:b]] if b > a else None for a, b in zip(starts[:-1], starts[1:])]
+        sums = [part for part in await self.shards.dense_sums(pins, collection, weights) if part is not None]
         total = sums[0]
         for other in sums[1:]:
             total = total.merge(other)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import ray
@@ -55,11 +55,11 @@ from ldpsynth.aggregator.storage.segments import (
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
+from ldpsynth.shared.estimators.formulas import BlockSums
 
 log = events.get(__name__)
 
 NAMESPACE = "ldpsynth"
-T = TypeVar("T")
 #: Deadlines of worker calls (seconds): commits, quick status calls, and reads of whole shards.
 COMMIT_DEADLINE = 60.0
 STATUS_DEADLINE = 10.0
@@ -250,14 +250,14 @@ class _WorkerActor:
     async def rows(self, pin_id: str, collection: str) -> RowChunk:
         return await self._worker.rows(pin_id, collection)
 
+    async def row_ids(self, pin_id: str, collection: str) -> np.ndarray:
+        return await self._worker.row_ids(pin_id, collection)
+
+    async def dense_sums(self, pin_id: str, collection: str, weights: np.ndarray) -> BlockSums:
+        return await self._worker.dense_sums(pin_id, collection, weights)
+
     def node(self) -> str:
         return ray.get_runtime_context().get_node_id()
-
-
-@ray.remote(num_cpus=1)
-def _run_task(function: Callable[..., T], *args: Any) -> T:
-    """A query task over one partition of the rows (see :meth:`RayWorkers.map_tasks`)."""
-    return function(*args)
 
 
 class RayWorkers:
@@ -445,9 +445,19 @@ class RayWorkers:
     async def rows(self, pins: Sequence[Pin], collection: str) -> list[RowChunk]:
         return await self._pinned(pins, lambda actor, pin: actor.rows.remote(pin.id, collection))
 
-    async def map_tasks(self, function: Callable[..., T], arguments: Sequence[tuple[Any, ...]]) -> list[T]:
-        """``function(*args)`` for every ``args`` of ``arguments``, as parallel Ray tasks (one CPU each)."""
-        return list(await asyncio.gather(*(_run_task.remote(function, *args) for args in arguments)))
+    async def row_ids(self, pins: Sequence[Pin], collection: str) -> list[np.ndarray]:
+        return await self._pinned(pins, lambda actor, pin: actor.row_ids.remote(pin.id, collection))
+
+    async def dense_sums(self, pins: Sequence[Pin], collection: str, weights: Sequence[np.ndarray | None]
+                         ) -> list[BlockSums | None]:
+        """Each shard's sums of a dense block over its pinned rows, ``weights[s]`` their weight lists
+        (``None``: the shard has no rows, and is not asked)."""
+        async def one(shard: int, pin: Pin, part: np.ndarray | None) -> BlockSums | None:
+            if part is None:
+                return None
+            return await self._call(shard, lambda actor: actor.dense_sums.remote(pin.id, collection, part),
+                                    deadline=READ_DEADLINE)
+        return list(await asyncio.gather(*(one(s, pin, part) for s, (pin, part) in enumerate(zip(pins, weights)))))
 
     async def nodes(self) -> list[str]:
         """The node each worker runs on (tests)."""

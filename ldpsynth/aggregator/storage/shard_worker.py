@@ -89,7 +89,8 @@ from ldpsynth.aggregator.storage.stats import StatsAccumulator, TallyAccumulator
 from ldpsynth.aggregator.storage.store_check import check_position, load_snapshot, log_position, published_manifest
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators.engine import Statistics
+from ldpsynth.shared.estimators.engine import Statistics, row_block_sums
+from ldpsynth.shared.estimators.formulas import BlockSums
 from ldpsynth.shared.estimators.pairs import PairTotals, edge_pair_totals
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
@@ -157,6 +158,8 @@ class _Pin:
     offset: int
     deadline: float
     stats: dict[str, tuple[int, Statistics]] = field(default_factory=dict)
+    #: Rows read for the pin (:meth:`ShardWorker.row_ids`), kept for its dense blocks until it is released.
+    rows: dict[str, RowChunk] = field(default_factory=dict)
 
 
 class ShardWorker:
@@ -653,9 +656,15 @@ class ShardWorker:
                                   {collection: (coll.rows, coll.stats.snapshot())})
         return Pin(pin_id, self._offset, coll.rows)
 
-    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, Statistics]:
+    def _pin(self, pin_id: str) -> _Pin:
         pin = self._pins.get(pin_id)
-        if pin is None or collection not in pin.stats:
+        if pin is None:
+            raise PinExpired(f"shard {self.spec.shard}: the query's pin expired; evaluate it again")
+        return pin
+
+    def _pinned(self, pin_id: str, collection: str) -> tuple[int, int, Statistics]:
+        pin = self._pin(pin_id)
+        if collection not in pin.stats:
             raise PinExpired(f"shard {self.spec.shard}: the query's pin expired; evaluate it again")
         rows, stats = pin.stats[collection]
         return pin.offset, rows, stats
@@ -717,6 +726,25 @@ class ShardWorker:
         order = merge_sorted_ids(ids).order
         return RowChunk(ids[order], np.concatenate([p.public_keys for p in parts])[order],
                         np.concatenate([p.private_codes for p in parts])[order])
+
+    async def row_ids(self, pin_id: str, collection: str) -> np.ndarray:
+        """The ids of the pinned :meth:`rows` (in id order); the rows stay with the pin for :meth:`dense_sums`."""
+        return (await self._pinned_rows(pin_id, collection)).report_ids
+
+    async def dense_sums(self, pin_id: str, collection: str, weights: np.ndarray) -> BlockSums:
+        """:func:`~ldpsynth.shared.estimators.engine.row_block_sums` of a dense block over the pinned rows
+        (``weights`` ``(Q, m, |D|)``: a weight list per row, in id order), where the rows are: their codes
+        never leave the worker."""
+        chunk = await self._pinned_rows(pin_id, collection)
+        mechanism = MechanismCard.from_json(self._collections[collection].card_json).mechanism
+        return await asyncio.to_thread(row_block_sums, weights, chunk.private_codes, mechanism, 1)
+
+    async def _pinned_rows(self, pin_id: str, collection: str) -> RowChunk:
+        """The pin's :meth:`rows` of ``collection``, read once per pin."""
+        pin = self._pin(pin_id)
+        if collection not in pin.rows:
+            pin.rows[collection] = await self.rows(pin_id, collection)
+        return pin.rows[collection]
 
     async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
         """How many distinct ids of ``report_ids`` are already stored (quota admission: duplicates are free)."""
