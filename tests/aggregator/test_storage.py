@@ -22,6 +22,7 @@ import pytest
 from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardUnavailable
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.runtime.verify import verify_log
+from ldpsynth.aggregator.storage import shard_worker
 from ldpsynth.aggregator.storage.acknowledged import read_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked, write_checked
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError
@@ -266,6 +267,33 @@ def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
         assert restarted.rows == status.rows
         assert restarted.replayed <= 1000 // 250  # records after the last snapshot, never the whole log
         assert restarted.memory_ids <= 1000
+
+
+def test_commits_wait_for_a_slow_snapshot_rather_than_leave_more_than_two_intervals_to_replay(
+        log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits faster than the snapshots (each takes 0.3 s here): the ids after the last written snapshot,
+    what a restart replays, never exceed 2 * flush_ids; a kill-like restart replays at most that."""
+    rng = np.random.default_rng(14)
+    spec = log.spec(flush_ids=1000)
+    write_state = shard_worker.write_state
+
+    def slow_write_state(*args: Any) -> Any:
+        time.sleep(0.3)
+        return write_state(*args)
+
+    monkeypatch.setattr(shard_worker, "write_state", slow_write_state)
+    unwritten: list[int] = []
+
+    async def fill(worker: ShardWorker) -> None:
+        for _ in range(20):
+            await worker.commit([segment(300, rng)])
+            status = await worker.status()
+            unwritten.append((status.offset - status.snapshot_offset) * 300)  # reports after the written snapshot
+
+    run(_status_after(spec, fill))
+    assert max(unwritten) <= 2 * 1000 and max(unwritten) > 1000  # the snapshots fell behind, and were waited for
+    restarted = run(_status_after(spec))
+    assert restarted.replayed * 300 <= 2 * 1000
 
 
 @pytest.mark.parametrize("damage", ["flip a byte of a run", "truncate the state", "delete a run", "garbage manifest",

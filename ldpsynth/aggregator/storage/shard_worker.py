@@ -191,6 +191,7 @@ class ShardWorker:
         self._persisting: asyncio.Task[None] | None = None
         self._last_flush = time.monotonic()
         self._snapshot_offset = 1
+        self._snapshot_total = 0  # the shard's reports up to the last written snapshot
         self._published: set[str] = set()
         self._pins: dict[str, _Pin] = {}
         self._pairs: dict[tuple[str, int, str, str, str], PairTotals] = {}
@@ -296,7 +297,7 @@ class ShardWorker:
             coll.records = c.records
         self._quota.update(snapshot.quota)
         self._offset = self._snapshot_offset = self._frozen_upto = snapshot.offset
-        self._total = snapshot.total
+        self._total = self._snapshot_total = snapshot.total
         self._crc = snapshot.position.record_crc
         self._published = set(snapshot.files) if self._bucket is not None else set()
         return snapshot.offset
@@ -472,6 +473,7 @@ class ShardWorker:
         sections = [Section(name, card, pack.report_ids[rows], pack.public_keys[rows], pack.private_codes[rows],
                             {credential: n for (c, credential), n in charges.items() if c == name and n})
                     for name, card, rows in found]
+        await self._room_for(sum(len(section) for section in sections))
         for chunk in self._records(sections):
             await self._append(chunk)
         self._maybe_persist()
@@ -564,6 +566,15 @@ class ShardWorker:
             return True
 
     # ----- snapshots ---------------------------------------------------------------------------
+    async def _room_for(self, reports: int) -> None:
+        """Wait for the snapshot being written if ``reports`` more would take the reports after the last
+        written snapshot (what a restart replays) past two snapshot intervals (``2 * flush_ids``): the
+        bound holds however fast reports come."""
+        if self._persisting is None or self._persisting.done():
+            return
+        if self._total - self._snapshot_total + reports > 2 * self.spec.flush_ids:
+            await asyncio.shield(self._persisting)
+
     def _maybe_persist(self) -> None:
         memory = sum(c.index.memory_ids for c in self._collections.values())
         due = memory >= self.spec.flush_ids or (
@@ -593,7 +604,8 @@ class ShardWorker:
         state = {name: (c.rows, c.stats.snapshot(), c.records.to_array()) for name, c in self._collections.items()}
         layout, shard = self.spec.layout.id, self.spec.shard
         try:
-            for name, coll in self._collections.items():
+            # The collections in the state: one made while this snapshot is written is in the next one.
+            for name, coll in [(name, self._collections[name]) for name in state]:
                 owner, key = RunOwner(layout, shard, name), collection_key(name)
                 for tail in list(coll.index.frozen):  # also tails a failed snapshot left frozen
                     hi, lo = tail.merged()
@@ -615,7 +627,7 @@ class ShardWorker:
             log.warning("shard.snapshot_not_written", f"shard {self.spec.shard}: snapshot not written ({exc}); the "
                         "log keeps every record", shard=self.spec.shard, detail=str(exc))
             return
-        self._snapshot_offset = offset
+        self._snapshot_offset, self._snapshot_total = offset, position.total
         keep = {state_file[0], MANIFEST} | {r.file for _, _, runs in listed.values() for r in runs}
         await self._publish(keep)
         remove_unreferenced(self.directory, keep, prefix="ids-")
