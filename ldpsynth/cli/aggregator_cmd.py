@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
+from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
 
@@ -201,7 +202,7 @@ def serve_command(args: argparse.Namespace) -> int:
         otlp_endpoint=args.otlp_endpoint,
     )
     events.configure(args.log_format)
-    return asyncio.run(_serve(config))
+    return event_loop.run(_serve(config))
 
 
 async def _serve(config: ServerConfig) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpsynth.cli.options import add_command, add_observability_arguments
+from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_int, check_seconds
 
@@ -117,7 +118,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     config = _config(args)
     events.configure(args.log_format)
-    return asyncio.run(_serve(config))
+    return event_loop.run(_serve(config))
 
 
 async def _serve(config: ShufflerConfig) -> int:
