@@ -412,17 +412,20 @@ class ReplicatedLog:
 
     # ----- retiring a collection (ldpsynth.aggregator.runtime.retire) ------------------------------------
     async def retired(self) -> dict[str, dict[str, object]]:
-        """The retired collections: name -> what their retirement recorded."""
+        """The retired collections: name -> what their retirement recorded.
+
+        The keys are the bucket stream's subjects under ``retired.``, as the server lists them: nats-py's
+        ``KeyValue.keys()`` may end before the client has read every key (its watcher takes "nothing
+        pending on the server" for "nothing more to read": nats-io/nats.py#842)."""
         meta = await self._meta_bucket()
-        try:
-            keys = await meta.keys()
-        except nats.js.errors.NoKeysError:
-            return {}
+        prefix = f"$KV.{META_BUCKET}."
+        info = await self._js.stream_info(f"KV_{META_BUCKET}", subjects_filter=f"{prefix}{_RETIRED}>")
         found = {}
-        for key in keys:
-            if key.startswith(_RETIRED):
-                entry = await meta.get(key)
-                found[bytes.fromhex(key[len(_RETIRED):]).decode("utf-8")] = json.loads(entry.value or b"{}")
+        for subject in sorted(info.state.subjects or {}):
+            key = subject[len(prefix):]
+            value = await self._get(meta, key)
+            if value is not None:  # None: deleted
+                found[bytes.fromhex(key[len(_RETIRED):]).decode("utf-8")] = json.loads(value or b"{}")
         return found
 
     async def layout_id(self) -> str:
