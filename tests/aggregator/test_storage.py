@@ -551,6 +551,20 @@ def test_a_group_of_two_collections_counts_each_segment_and_credential(log: Log)
     run(scenario())
 
 
+def _count_reads(worker: ShardWorker) -> list[tuple[int, int]]:
+    """The ``(first, last)`` sequences of every log read ``worker`` starts from now on."""
+    assert worker._log is not None
+    calls: list[tuple[int, int]] = []
+    read = worker._log.read
+
+    def counted(shard: int, first: int, last: int) -> Any:
+        calls.append((first, last))
+        return read(shard, first, last)
+
+    worker._log.read = counted  # type: ignore[method-assign]
+    return calls
+
+
 def test_rows_read_only_the_records_of_their_collection_and_come_in_id_order(log: Log) -> None:
     """Export and dense queries read a collection's records only (issue 29 item 3): the log holds 3
     records of ratings, 2 * READ_THROUGH of graph, 2 of ratings; a read of ratings skips the graph run
@@ -563,21 +577,9 @@ def test_rows_read_only_the_records_of_their_collection_and_come_in_id_order(log
     def graph(n: int) -> Segment:
         return Segment("graph", "dev", new_report_ids(n), rng.integers(0, 2048 * 2048, n), rng.integers(0, 2, n))
 
-    async def reads(worker: ShardWorker, collection: str) -> tuple[list[tuple[int, int]], RowChunk]:
-        assert worker._log is not None
-        calls: list[tuple[int, int]] = []
-        read = worker._log.read
-
-        def counted(shard: int, first: int, last: int) -> Any:
-            calls.append((first, last))
-            return read(shard, first, last)
-
-        worker._log.read = counted  # type: ignore[method-assign]
-        try:
-            pin, _, _ = await worker.pin(collection)
-            return calls, await worker.rows(pin, collection)
-        finally:
-            worker._log.read = read  # type: ignore[method-assign]
+    async def rows(worker: ShardWorker, collection: str) -> RowChunk:
+        pin, _, _ = await worker.pin(collection)
+        return await worker.rows(pin, collection)
 
     ratings_ids: list[np.ndarray] = []
 
@@ -595,12 +597,14 @@ def test_rows_read_only_the_records_of_their_collection_and_come_in_id_order(log
         await worker.flush()
 
     async def check(worker: ShardWorker) -> None:
-        calls, chunk = await reads(worker, "ratings")
+        calls = _count_reads(worker)
+        chunk = await rows(worker, "ratings")
         after = 4 + graph_records
         assert calls == [(2, 4), (after + 1, after + 2)]
         stored = np.concatenate(ratings_ids)
         assert np.array_equal(chunk.report_ids, stored[sort_ids(stored).order])
-        calls, chunk = await reads(worker, "graph")
+        calls.clear()
+        chunk = await rows(worker, "graph")
         assert calls == [(5, after)] and len(chunk) == 3 * graph_records
 
     run(_status_after(spec, fill))
@@ -622,15 +626,7 @@ def test_dense_sums_are_computed_where_the_rows_are_from_one_read_per_pin(log: L
             for _ in range(3):
                 await worker.commit([segment(40, rng)])
             pin, _, rows = await worker.pin("ratings")
-            assert worker._log is not None
-            reads: list[tuple[int, int]] = []
-            read = worker._log.read
-
-            def counted(shard: int, first: int, last: int) -> Any:
-                reads.append((first, last))
-                return read(shard, first, last)
-
-            worker._log.read = counted  # type: ignore[method-assign]
+            reads = _count_reads(worker)
             ids = await worker.row_ids(pin, "ratings")
             chunk = await worker.rows(pin, "ratings")
             assert np.array_equal(ids, chunk.report_ids) and rows == 120
