@@ -10,7 +10,7 @@ recomputes all of it from the schema and refuses a card that differs in any fiel
 export and its card can reproduce every answer offline.
 
 A shuffled collection's card also has a top-level ``"shuffle"`` block (:func:`shuffle_block`): the
-schema's :class:`~ldpsynth.shared.schema.ShuffleSpec` and whom each guarantee protects against.
+schema's :class:`~ldpsynth.shared.shuffle_spec.ShuffleSpec` and whom each guarantee protects against.
 The central ε itself depends on the counts of a release or an answer, which are stated with them
 (:mod:`ldpsynth.shared.guarantees`); the card says how it is computed.
 """

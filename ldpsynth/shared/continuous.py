@@ -1,7 +1,7 @@
 """Mechanism E on continuous data (WYZ §V-A, Prop. 1): discretise, release, answer Lipschitz queries.
 
 A row :math:`x \\in [lo, hi]^d` is discretised coordinate-wise to ``k`` bits
-(:class:`~ldpsynth.shared.schema.ContinuousAttribute`, one per coordinate), released with E over the
+(:class:`~ldpsynth.shared.attributes.ContinuousAttribute`, one per coordinate), released with E over the
 product domain of :math:`2^{kd}` cells, and a statistical query with row function :math:`\\varphi`
 is answered by the companion estimator (eq. 17) applied to the weight table
 :math:`W[v] = \\varphi(\\hat x_v)`, :math:`\\hat x_v` the representative of cell :math:`v`. Everything
@@ -13,7 +13,7 @@ representative the centre, :math:`|\\varphi(x) - \\varphi(\\hat x)| \\le L\\,\\|
 uses the lower edge, for which the bound is twice that (``representative="lower"``).
 
 **Bits.** WYZ §V-A balances the two error terms for :math:`d = 1` with :math:`2^{2k} = \\sqrt n`
-(:func:`~ldpsynth.shared.schema.bits_for_rows`). For :math:`d` coordinates the estimation error grows
+(:func:`~ldpsynth.shared.attributes.bits_for_rows`). For :math:`d` coordinates the estimation error grows
 like :math:`|D|/\\sqrt n = 2^{kd}/\\sqrt n` (eq. 20 with :math:`g(\\epsilon) \\approx |D|e^{-\\epsilon}`) while
 the discretisation error is :math:`O(2^{-k})`; balancing gives :math:`2^{k(d+1)} = \\sqrt n`,
 :math:`k = \\log_2 n / (2(d+1))` (derived here), which is WYZ's choice (§V-A) at :math:`d = 1`

@@ -7,6 +7,8 @@ private value: the message may travel to a server log or back over the wire.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 __all__ = [
@@ -14,6 +16,7 @@ __all__ = [
     "LdpsynthError",
     "ValidationError",
     "SchemaError",
+    "schema_field",
     "LedgerError",
     "PrivacyBudgetExceeded",
     "CardChanged",
@@ -75,6 +78,15 @@ class ValidationError(LdpsynthError, ValueError):
 
 class SchemaError(ValidationError):
     """The collection schema itself is malformed."""
+
+
+@contextmanager
+def schema_field() -> Iterator[None]:
+    """Checks of a field of the schema itself: their :class:`ValidationError` is a :class:`SchemaError`."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise SchemaError(exc.field, exc.legal, exc.problem, exc.position) from None
 
 
 class LedgerError(ValidationError):

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import ldpsynth.shared.schema as schema_module
+import ldpsynth.shared.attributes as schema_module  # the schema's doctest (bits_for_rows) moved with it
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.schema import (
     MAX_BATCH_WEIGHTS,

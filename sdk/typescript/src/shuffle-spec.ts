@@ -1,6 +1,6 @@
 /**
  * A shuffled collection's `shuffle` block of the schema (docs/contract.md §2; the reference's
- * `ldpsynth.shared.schema.ShuffleSpec`): the central guarantee reports sent through a shuffler buy.
+ * `ldpsynth.shared.shuffle_spec.ShuffleSpec`): the central guarantee reports sent through a shuffler buy.
  * A device only needs to read it (the accountant is the aggregator's): parsed and checked with the
  * reference's fields and ranges, kept so the schema (and the ledger's fingerprint) says it.
  */
