@@ -1,7 +1,7 @@
 """Predicted against empirical standard errors: ``ldpsynth plan`` checked by simulated releases.
 
 For a data set x, a schema and its queries, the plan whose prior is x itself predicts the exact
-standard error of every query over releases of exactly these rows (``shared/planning/planner.py``, WYZ
+standard error of every query over releases of exactly these rows (``shared/planning/``, WYZ
 eq. 17). Here R releases of x are drawn with ``MechanismE.perturb`` (seeded), answered with
 ``shared.estimators.estimate`` (the code ``ldpsynth estimate`` and the aggregator run), and the
 empirical variance S² of each query's estimates is compared with the predicted σ²:

@@ -38,9 +38,13 @@ import numpy as np
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.planning.planner import EPSILON_STEP, MAX_EPSILON, Choice, Figures, Plan, plan, plan_shuffle
+from ldpsynth.shared.planning.choice import Choice
+from ldpsynth.shared.planning.inverse import EPSILON_STEP, MAX_EPSILON
+from ldpsynth.shared.planning.planner import Plan, plan
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
+from ldpsynth.shared.planning.shuffled import plan_shuffle
+from ldpsynth.shared.planning.variances import Figures
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema

@@ -17,8 +17,9 @@ from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.estimators.offline import estimate_release
-from ldpsynth.shared.planning.planner import plan, plan_shuffle
+from ldpsynth.shared.planning.planner import plan
 from ldpsynth.shared.planning.row_distribution import SampleRows
+from ldpsynth.shared.planning.shuffled import plan_shuffle
 from ldpsynth.shared.queries.wire import guarantees_from_proto, guarantees_to_proto
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.schema import Schema, ShuffleSpec

@@ -1,4 +1,4 @@
-"""The planner's closed forms (shared/planning/planner.py) against exact enumeration, the worst case against every
+"""The planner's closed forms (shared/planning/) against exact enumeration, the worst case against every
 data set, the inverse answers round trip, schema changes against the changed schemas, the oracles by simulation."""
 
 from __future__ import annotations

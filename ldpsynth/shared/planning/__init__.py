@@ -1,7 +1,12 @@
 """Planning a collection before any device reports: the error bars of E and of the frequency oracles.
 
 * :mod:`~ldpsynth.shared.planning.planner`: :func:`plan` (WYZ eqs. 17-20 at a planned population; the
-  frequency oracles of :mod:`ldpsynth.shared.mechanisms` beside E, and the mechanism to choose);
+  frequency oracles of :mod:`ldpsynth.shared.mechanisms` beside E, and the mechanism to choose), from
+  :mod:`~ldpsynth.shared.planning.moments` (the ε-free sums of a batch),
+  :mod:`~ldpsynth.shared.planning.variances` (variances and standard errors),
+  :mod:`~ldpsynth.shared.planning.choice` (the oracles beside E, the mechanism to choose) and
+  :mod:`~ldpsynth.shared.planning.inverse` (the devices or the ε a target half-width needs);
+* :mod:`~ldpsynth.shared.planning.shuffled`: the plan of a collection behind a shuffler;
 * :mod:`~ldpsynth.shared.planning.row_distribution`: a prior over rows (:class:`RowDistribution`);
 * :mod:`~ldpsynth.shared.planning.schema_changes`: the error of a changed schema.
 """

@@ -1,31 +1,40 @@
-"""Planning a collection: the error of every query of mechanism E and of the frequency oracles, known before a
-single device reports, and the mechanism to choose.
+"""Planning a collection: :func:`plan`, the error of every query of mechanism E and of the frequency oracles,
+known before a single device reports, and the mechanism to choose.
+
+WYZ eqs. 17-20 at a planned population: the ε-free sums (:mod:`~ldpsynth.shared.planning.moments`), E's
+and the oracles' variances (:mod:`~ldpsynth.shared.planning.variances`, :mod:`~ldpsynth.shared.planning.choice`),
+the feasible range and eq. 20's bound, the inverse questions (:mod:`~ldpsynth.shared.planning.inverse`) and
+E's error under changed schemas; behind a shuffler: :mod:`~ldpsynth.shared.planning.shuffled`.
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.planning.planner``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.estimators.formulas import Debias, rms_bound
+from ldpsynth.shared.estimators.formulas import rms_bound
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
-from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, max_domain_size, private_wire
+from ldpsynth.shared.planning.choice import CLOSE, ORACLE_NAMES, Choice, costs, oracle_choices, recommend
+from ldpsynth.shared.planning.inverse import EPSILON_STEP, MAX_EPSILON, Inverse, inverse_answers
+from ldpsynth.shared.planning.moments import Moments, moments
 from ldpsynth.shared.planning.row_distribution import RowDistribution, UniformRows
-from ldpsynth.shared.planning.schema_changes import COARSER, SchemaChange
-from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.planning.schema_changes import SchemaChange
+from ldpsynth.shared.planning.variances import Figures, e_coefficients, e_coefficients_at, normalisers, variances
+from ldpsynth.shared.queries.batch import QueryBatch, RowBlock
 from ldpsynth.shared.queries.compiler import compile_queries
-from ldpsynth.shared.queries.model import MEAN, NORMALIZATIONS, RANGE, SUM, Query
+from ldpsynth.shared.queries.model import NORMALIZATIONS, Query
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
+# The names of moments, variances, choice and inverse stay public names of this module, as they were
+# before those modules were split off.
 __all__ = [
     "EPSILON_STEP",
     "MAX_EPSILON",
@@ -50,304 +59,8 @@ __all__ = [
     "plan",
 ]
 
-#: Weights per chunk of queries (2 MiB of float64): the temporaries of one chunk stay in cache.
-CHUNK_WEIGHTS = 1 << 18
-#: The ε answered by the inverse question is a multiple of this, rounded up.
-EPSILON_STEP = 0.01
-#: Largest ε the inverse question tries (E's exact sampler delivers at most about 43).
-MAX_EPSILON = 40.0
 #: Status of a query in a plan.
 OK, HOPELESS, CONSTANT, UNDEFINED = "ok", "hopeless", "constant", "undefined"
-#: The frequency oracles a plan sets beside E (:mod:`ldpsynth.shared.mechanisms`).
-ORACLE_NAMES = ("OUE", "OLH", "HR", "SS")
-#: Mechanisms whose typical standard error is within this factor of the best one's are told apart by the
-#: bytes of a report, then by the cost of decoding.
-CLOSE = 1.05
-
-
-# ----- ε-free sums of a batch -----------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Moments:
-    """Per query, the ε-free sums of the module docstring per row of the data set (shares f_g, not counts).
-
-    ``spread`` :math:`\\sum_g f_g\\sum_v D_g(v)`; ``worst_high`` / ``worst_low`` :math:`\\sum_g f_g \\max_v`
-    / :math:`\\min_v D_g(v)`; ``prior`` :math:`\\sum_{g,v}\\pi(g,v)D_g(v)`; ``width`` :math:`\\sum_g f_g c_g`;
-    ``varying``, ``a``, ``b``, ``c``: eq. 20's :math:`n'/n, a, b, c` over the groups with :math:`c_g > 0`;
-    ``bias_high``, ``bias_low``, ``bias_prior``: the same sums of a coarser schema's weight change
-    :math:`\\beta` (zeros otherwise); ``fixed``: dense queries, whose n is their table's.
-    """
-
-    spread: np.ndarray
-    worst_high: np.ndarray
-    worst_low: np.ndarray
-    prior: np.ndarray
-    width: np.ndarray
-    varying: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    c: np.ndarray
-    bias_high: np.ndarray
-    bias_low: np.ndarray
-    bias_prior: np.ndarray
-    fixed: np.ndarray
-
-    @classmethod
-    def empty(cls, size: int) -> Moments:
-        return cls(**{f.name: np.zeros(size) for f in fields(cls) if f.name != "fixed"}, fixed=np.zeros(size, bool))
-
-
-@dataclass(frozen=True, eq=False)
-class _Groups:
-    """A block as weight tables over groups of rows and those groups' shares of the rows.
-
-    ``tables(start, stop)`` gives the tables ``(q, G, |D|)`` of queries ``[start, stop)``; ``joint`` the
-    shares ``(G, |D|)``. With ``scale`` (cut queries) every query has the one table ``tables(0, 1)`` over
-    the rows of its own S x T, whose share is ``scale[j]``. ``fixed``: dense queries (n is their table's).
-    """
-
-    size: int
-    positions: np.ndarray
-    joint: np.ndarray
-    tables: Callable[[int, int], np.ndarray]
-    scale: np.ndarray | None = None
-    fixed: bool = False
-
-
-def _table_groups(block: TableBlock, rows: RowDistribution) -> _Groups:
-    """The listed values of the block's attribute that hold rows, and the other rows when some query's
-    ``default`` is not constant (a constant row function adds nothing to any sum)."""
-    listed, other = rows.by_group(block)
-    present = np.flatnonzero(listed.sum(axis=1) > 0)
-    with_default = other.sum() > 0 and bool(np.ptp(block.default, axis=1).any())
-    joint = np.concatenate([listed[present], other[None, :]]) if with_default else listed[present]
-    every = len(present) == len(listed)
-
-    def tables(start: int, stop: int) -> np.ndarray:
-        w = block.weights[start:stop] if every else block.weights[start:stop][:, present]
-        return np.concatenate([w, block.default[start:stop, None, :]], axis=1) if with_default else w
-
-    return _Groups(len(block.positions), block.positions, joint, tables)
-
-
-def _row_groups(block: RowBlock, rows: RowDistribution) -> _Groups:
-    """Dense queries: each stored row is its own group (:meth:`RowDistribution.stored_rows`)."""
-    count = block.weights.shape[1]
-    joint = rows.stored_rows(count)
-    return _Groups(len(block.positions), block.positions, joint, lambda start, stop: block.weights[start:stop],
-                   fixed=True)
-
-
-def _cut_groups(block: CutBlock, rows: RowDistribution, schema: Schema) -> _Groups:
-    """Cut queries: the edge bit's indicator on the rows of S x T (its D_g is 1/4 at every value, so the
-    private shares within S x T do not matter; the overall ones stand in for them)."""
-    k = schema.private_domain_size
-    edge = (schema.private_digits(np.arange(k))[block.edge] == 1).astype(np.float64)
-    return _Groups(len(block.positions), block.positions, rows.private()[None, :],
-                   lambda start, stop: edge[None, None, :], scale=rows.cut_share(block))
-
-
-def _groups(batch: QueryBatch, rows: RowDistribution) -> list[_Groups]:
-    out = []
-    for block in batch.blocks:
-        if isinstance(block, TableBlock):
-            out.append(_table_groups(block, rows))
-        elif isinstance(block, RowBlock):
-            out.append(_row_groups(block, rows))
-        else:
-            out.append(_cut_groups(block, rows, batch.schema))
-    return out
-
-
-def _fill(out: Moments, where: np.ndarray, w: np.ndarray, joint: np.ndarray, beta: np.ndarray | None,
-          fine_joint: np.ndarray, scale: np.ndarray | float) -> None:
-    """The sums of the tables ``w`` (q, G, k') over rows with shares ``joint``, times ``scale``; ``beta`` is
-    a coarser schema's weight change ``(q, G, k)`` over the original rows' shares ``fine_joint``.
-
-    Value-major copies (k', q, G): every reduction over the values is then a pass of elementwise
-    operations over contiguous (q, G) slabs, about ten times faster than reducing the short last axis."""
-    f = joint.sum(axis=1)
-    d = np.array(w.transpose(2, 0, 1), order="C")  # a copy: d is changed in place below
-    low, high = np.minimum.reduce(d, axis=0), np.maximum.reduce(d, axis=0)
-    d -= np.add.reduce(d, axis=0) / len(d)
-    np.square(d, out=d)
-    spread = high - low
-    live = (spread > 0) & (f > 0)
-    out.spread[where] = scale * (np.add.reduce(d, axis=0) @ f)
-    out.worst_high[where] = scale * (np.maximum.reduce(d, axis=0) @ f)
-    out.worst_low[where] = scale * (np.minimum.reduce(d, axis=0) @ f)
-    out.prior[where] = scale * np.einsum("vqg,vg->q", d, joint.T)
-    out.width[where] = scale * (spread @ f)
-    out.varying[where] = scale * (live @ f)
-    out.a[where] = np.where(live, low, np.inf).min(axis=1, initial=np.inf)
-    out.b[where] = np.where(live, high, -np.inf).max(axis=1, initial=-np.inf)
-    out.c[where] = np.where(live, spread, np.inf).min(axis=1, initial=np.inf)
-    if beta is not None:
-        f_fine = fine_joint.sum(axis=1)
-        bt = np.ascontiguousarray(beta.transpose(2, 0, 1))
-        out.bias_high[where] = scale * (np.maximum.reduce(bt, axis=0) @ f_fine)
-        out.bias_low[where] = scale * (np.minimum.reduce(bt, axis=0) @ f_fine)
-        out.bias_prior[where] = scale * np.einsum("vqg,vg->q", bt, fine_joint.T)
-
-
-def moments(batch: QueryBatch, rows: RowDistribution, change: SchemaChange | None = None) -> Moments:
-    """The :class:`Moments` of every compiled query of ``batch`` under ``rows`` (of ``change``'s schema if given)."""
-    out = Moments.empty(batch.size)
-    for groups in _groups(batch, rows):
-        joint = groups.joint if change is None else change.joint(groups.joint)
-        coarser = change is not None and change.kind == COARSER
-        count = 1 if groups.scale is not None else groups.size
-        chunk = max(1, CHUNK_WEIGHTS // max(1, groups.joint.size))
-        for start in range(0, count, chunk):
-            stop = min(start + chunk, count)
-            fine = groups.tables(start, stop)
-            w = fine if change is None else change.weights(fine)
-            beta = change.coarse_at_fine(w) - fine if coarser else None  # type: ignore[union-attr]
-            if groups.scale is None:
-                _fill(out, groups.positions[start:stop], w, joint, beta, groups.joint, 1.0)
-            else:  # one table for every cut query, over its own share of the rows
-                _fill(out, groups.positions, w, joint, beta, groups.joint, groups.scale)
-        out.fixed[groups.positions] = groups.fixed
-    return out
-
-
-# ----- variances -----------------------------------------------------------------------------
-def e_coefficients(mechanism: MechanismE) -> tuple[float, float]:
-    """:math:`A = q/r^2` and :math:`B = s/r` of E's eq. 17 estimator, from the mechanism's exact probabilities."""
-    d = Debias.of(mechanism)
-    return d.q / d.r**2, d.s / d.r
-
-
-def e_coefficients_at(epsilon: np.ndarray, domain_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """:math:`A = (e^\\epsilon + k - 1)/(e^\\epsilon - 1)^2`, :math:`B = k/(e^\\epsilon - 1)` at ideal
-    probabilities (vectorised over ε; the inverse question's search)."""
-    grown = np.expm1(epsilon)
-    return (grown + domain_size) / grown**2, domain_size / grown
-
-
-def normalisers(m: Moments, norms: np.ndarray, n: int) -> np.ndarray:
-    """Z per query at n rows: :math:`n\\sum_g f_g c_g` (eq. 10), 1 (sum) or n (mean)."""
-    return np.where(norms == RANGE, n * m.width, np.where(norms == MEAN, float(n), 1.0))
-
-
-def variances(m: Moments, a: float | np.ndarray, b: float | np.ndarray, n: int, z: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Worst-case and prior variance at n rows for coefficients A, B: :math:`n(A\\cdot\\mathrm{spread} + B x)/Z^2`."""
-    worst_term = np.where(np.asarray(b) >= 0, m.worst_high, m.worst_low)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        worst = n * (a * m.spread + b * worst_term) / z**2
-        prior = n * (a * m.spread + b * m.prior) / z**2
-    return worst, prior
-
-
-# ----- the plan ------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Figures:
-    """Standard errors of one estimator per query: worst case over the private values, and under the
-    prior (None without one)."""
-
-    se_worst: np.ndarray
-    se_prior: np.ndarray | None
-
-    @classmethod
-    def of(cls, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Figures:
-        return cls(np.sqrt(worst), np.sqrt(prior) if with_prior else None)
-
-    @property
-    def headline(self) -> np.ndarray:
-        """The prior's figure when there is one, else the worst case."""
-        return self.se_worst if self.se_prior is None else self.se_prior
-
-
-@dataclass(frozen=True, eq=False)
-class Choice:
-    """One mechanism for the planned collection: its predicted errors, the size of a report, its decoding.
-
-    ``error_ratio``: the geometric mean, over the queries with a non-zero error, of its headline standard
-    error over E's (1 for E; below 1: better). ``report_bytes``: the wire bytes of a report's private part.
-    ``tally_operations``: work per report when a shard counts it (E, HR: one increment; OLH: g signed
-    increments; OUE, SS: |D| bits). ``transform``: additions per public key a query batch adds (OLH, HR: a
-    Walsh-Hadamard transform of 2^t integers, t 2^t; 0 otherwise). ``available``: False, with ``why``, when the
-    mechanism cannot serve the schema (|D| over its largest domain).
-    """
-
-    mechanism: str
-    epsilon: float
-    figures: Figures | None
-    report_bytes: int
-    tally_operations: int
-    transform: int
-    error_ratio: float
-    available: bool = True
-    why: str = ""
-
-
-def _costs(mechanism: Mechanism) -> tuple[int, int, int]:
-    """``(report bytes, tally operations per report, transform additions per key)`` of ``mechanism``."""
-    wire = private_wire(mechanism)[0]
-    if not isinstance(mechanism, FrequencyOracle):
-        return wire, 1, 0
-    name, size = mechanism.name, mechanism.tally_size
-    transform = size * max(1, size.bit_length() - 1) if name in ("OLH", "HR") else 0
-    per_report = {"OLH": int(getattr(mechanism, "hash_range", 1)), "HR": 1}.get(name, mechanism.domain_size)
-    return wire, per_report, transform
-
-
-def _ratio(figures: Figures, e: Figures) -> float:
-    """Geometric mean of ``figures``' headline standard errors over E's, where both are positive and finite."""
-    mine, theirs = figures.headline, e.headline
-    live = (mine > 0) & (theirs > 0) & np.isfinite(mine) & np.isfinite(theirs)
-    return float(np.exp(np.mean(np.log(mine[live] / theirs[live])))) if live.any() else 1.0
-
-
-def recommend(choices: Sequence[Choice]) -> tuple[str, str]:
-    """The mechanism to choose and why: E (the default) while its typical error (``error_ratio``) is within
-    :data:`CLOSE` of the smallest; otherwise, of the oracles within :data:`CLOSE` of the smallest, the one with
-    the smallest report, then the cheapest decoding (``tally_operations``, ``transform``)."""
-    usable = [c for c in choices if c.available]
-    best = min(c.error_ratio for c in usable)
-    close = [c for c in usable if c.error_ratio <= best * CLOSE]
-    pick = min(close, key=lambda c: (c.mechanism != "E", c.report_bytes, c.tally_operations, c.transform,
-                                     c.error_ratio))
-    others = ", ".join(f"{c.mechanism} {c.error_ratio:.3g}" for c in usable if c is not pick)
-    why = (f"{pick.mechanism}: standard errors {pick.error_ratio:.3g} x E's (geometric mean over the queries; "
-           f"{others}), {pick.report_bytes} bytes per report")
-    if len(close) > 1:
-        why += (f"; of those within {CLOSE - 1:.0%} of the best error ({', '.join(c.mechanism for c in close)}) "
-                + ("the default" if pick.mechanism == "E" else "the smallest report and decoding"))
-    return pick.mechanism, why
-
-
-def _oracle_choices(m: Moments, eps: float, k: int, n: int, z: np.ndarray, with_prior: bool,
-                    e: Figures) -> list[Choice]:
-    """Each frequency oracle of :data:`ORACLE_NAMES` at ``eps`` (its exact probabilities): the variance of the
-    estimator of its collections (weights centred per group: :math:`a\\,n S_2 + b H_2`), or unavailable."""
-    out = []
-    for name in ORACLE_NAMES:
-        largest = max_domain_size(name)
-        if k > largest:
-            out.append(Choice(name, eps, None, 0, 0, 0, float("inf"), False, f"|D| = {k:,} > {largest:,}"))
-            continue
-        oracle = make_mechanism(name, eps, k)
-        assert isinstance(oracle, FrequencyOracle)
-        a, b = oracle.protocol.centred_coefficients()
-        figures = Figures.of(*variances(m, a, b, n, z), with_prior)
-        out.append(Choice(name, oracle.epsilon, figures, *_costs(oracle), _ratio(figures, e)))
-    return out
-
-
-@dataclass(frozen=True, eq=False)
-class Inverse:
-    """Answers to a target half-width: devices needed at the plan's ε, ε needed at the plan's devices.
-
-    ``devices_*`` are NaN for queries whose half-width does not fall with more devices (sums, dense);
-    ``epsilon_*`` are multiples of :data:`EPSILON_STEP`, ``inf`` beyond :data:`MAX_EPSILON`.
-    """
-
-    target_halfwidth: float
-    devices_worst: np.ndarray
-    devices_prior: np.ndarray | None
-    epsilon_worst: np.ndarray
-    epsilon_prior: np.ndarray | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -363,7 +76,7 @@ class Alternative:
 
 @dataclass(frozen=True, eq=False)
 class ShufflePlan:
-    """The planned collection behind a shuffler (module docstring, :func:`plan_shuffle`).
+    """The planned collection behind a shuffler (:func:`~ldpsynth.shared.planning.shuffled.plan_shuffle`).
 
     ``at_planned``: the guarantees of a release at the plan's ε0, per public-key group of the planned
     rows (``group_reports``, floor of n times the group's share); ``below_min_batch`` marks groups a
@@ -484,57 +197,6 @@ def _status(range_: np.ndarray, halfwidth: np.ndarray, z_norm: np.ndarray) -> np
     return status
 
 
-def _devices_needed(variance: np.ndarray, m: Moments, norms: np.ndarray, n: int, rows_per_device: int,
-                    target_variance: float) -> np.ndarray:
-    """:math:`\\lceil\\lceil n\\mathrm{Var}(n)/(H/z)^2\\rceil / R\\rceil` where Var falls like 1/n; NaN elsewhere."""
-    scales = (norms != SUM) & ~m.fixed & np.isfinite(variance)
-    rows = np.maximum(1.0, np.ceil(n * variance / target_variance))
-    return np.where(scales, np.ceil(rows / rows_per_device), np.nan)
-
-
-def _epsilon_needed(m: Moments, which: np.ndarray, n: int, z_norm: np.ndarray, k: int, target_variance: float
-                    ) -> np.ndarray:
-    """The smallest multiple of :data:`EPSILON_STEP` up to :data:`MAX_EPSILON` at which the variance (h-term
-    ``which``) is at most the target, else inf: a binary search over that grid per query (the variance falls
-    with ε) with the ideal A(ε), B(ε), then checked with E's exact probabilities at each answer (and
-    raised a step where they differ in the last bits)."""
-    per_unit = round(1.0 / EPSILON_STEP)
-    grid = np.arange(1, round(MAX_EPSILON * per_unit) + 1)
-    a_grid, b_grid = e_coefficients_at(grid / per_unit, k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        budget = target_variance * z_norm**2 / n         # A(ε) spread + B(ε) which <= budget
-    lo, hi = np.zeros(len(z_norm), np.int64), np.full(len(z_norm), len(grid) - 1)
-    reachable = (a_grid[-1] * m.spread + b_grid[-1] * which <= budget) & (z_norm > 0)
-    while (lo < hi).any():
-        mid = (lo + hi) // 2
-        good = a_grid[mid] * m.spread + b_grid[mid] * which <= budget
-        hi, lo = np.where(good, mid, hi), np.where(good, lo, mid + 1)
-    steps = np.where(reachable, grid[lo], np.inf)
-    for value in np.unique(steps[reachable]):  # a few distinct answers: E's exact probabilities at each
-        sel = np.flatnonzero(steps == value)
-        while value <= grid[-1]:
-            a, b = e_coefficients(MechanismE(value / per_unit, k))
-            over = a * m.spread[sel] + b * which[sel] > budget[sel]
-            if not over.any():
-                break
-            sel = sel[over]
-            value += 1
-            steps[sel] = value if value <= grid[-1] else np.inf
-    return steps / per_unit
-
-
-def _inverse(target: float, m: Moments, norms: np.ndarray, n: int, rows_per_device: int, z_norm: np.ndarray,
-             z_level: float, k: int, worst: np.ndarray, prior: np.ndarray, with_prior: bool) -> Inverse:
-    target = check_epsilon(target, "target_halfwidth")  # a finite number > 0
-    target_variance = (target / z_level) ** 2
-    return Inverse(
-        target,
-        _devices_needed(worst, m, norms, n, rows_per_device, target_variance),
-        _devices_needed(prior, m, norms, n, rows_per_device, target_variance) if with_prior else None,
-        _epsilon_needed(m, m.worst_high, n, z_norm, k, target_variance),  # E's B = s/r > 0: max_v D_g
-        _epsilon_needed(m, m.prior, n, z_norm, k, target_variance) if with_prior else None)
-
-
 def _check_dense_rows(batch: QueryBatch, n: int) -> None:
     for block in batch.blocks:
         if isinstance(block, RowBlock) and block.weights.shape[1] != n:
@@ -619,10 +281,10 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
     e = Figures.of(worst, prior_var, with_prior)
     with np.errstate(divide="ignore", invalid="ignore"):
         range_ = n * m.width / z_norm
-    inverse = None if target_halfwidth is None else _inverse(
+    inverse = None if target_halfwidth is None else inverse_answers(
         target_halfwidth, m, norms, n, rows_per_device, z_norm, z_level, k, worst, prior_var, with_prior)
-    choices = [Choice("E", mechanism.epsilon, e, *_costs(mechanism), 1.0),
-               *_oracle_choices(m, eps, k, n, z_norm, with_prior, e)]
+    choices = [Choice("E", mechanism.epsilon, e, *costs(mechanism), 1.0),
+               *oracle_choices(m, eps, k, n, z_norm, with_prior, e)]
     recommended, why = recommend(choices)
     alternatives = []
     for change in changes:
@@ -642,67 +304,3 @@ def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *,
         status=_status(range_, z_level * e.headline, z_norm),
         inverse=inverse, alternatives=tuple(alternatives), choices=tuple(choices), recommended=recommended,
         recommendation=why)
-
-
-def planned_groups(schema: Schema, rows: RowDistribution, n: int) -> tuple[list[str], np.ndarray]:
-    """The public-key groups of ``n`` planned rows and their planned counts (floor of n x share): the
-    prior's keys, or every key of the public domain at n / (its size) (one line for them all)."""
-    from ldpsynth.shared.guarantees import key_names
-    from ldpsynth.shared.planning.row_distribution import SampleRows
-
-    if isinstance(rows, SampleRows) and schema.public_attributes:
-        shares = rows.stats.group_sizes / float(rows.stats.n)
-        return key_names(schema, rows.stats.present_keys), np.floor(n * shares).astype(np.int64)
-    size = schema.public_domain_size
-    label = "all rows" if size == 1 else f"each of the {size:,} public keys (uniform)"
-    return [label], np.array([n // size], np.int64)
-
-
-def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDistribution | None = None,
-                 delta: float | None = None, min_batch: int | None = None, shuffler: str | None = None,
-                 target_central_epsilon: float | None = None) -> Plan:
-    """``p`` with its :class:`ShufflePlan`: the collection behind a shuffler (module docstring).
-
-    ``delta``, ``min_batch`` and ``shuffler`` default to the schema's shuffle block (δ = 1e-9, a minimum
-    batch of 1 and "aggregator-operator" without one); the target central ε defaults to the plan's ε
-    (the same promise, made centrally). Needs the accountant (scipy).
-    """
-    from ldpsynth.shared import guarantees
-    from ldpsynth.shared.schema import ShuffleSpec
-
-    base = schema.shuffle
-    spec = ShuffleSpec(delta if delta is not None else (base.delta if base else 1e-9),
-                       min_batch if min_batch is not None else (base.min_batch if base else 1),
-                       p.rows_per_device, shuffler if shuffler is not None else
-                       (base.shuffler if base else "aggregator-operator"))
-    target = p.epsilon if target_central_epsilon is None else check_epsilon(target_central_epsilon,
-                                                                            "target_central_epsilon")
-    rows = prior if prior is not None else UniformRows(schema)
-    labels, counts = planned_groups(schema, rows, p.n)
-    k = p.domain_size
-    at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, labels, counts)
-    live = counts[counts >= p.rows_per_device]
-    epsilon0 = central = shuffled = None
-    if live.size:
-        weakest = int(live.min())
-        epsilon0 = min(MAX_EPSILON, guarantees.local_epsilon_for(target, k, weakest, spec.delta, p.rows_per_device))
-        central = guarantees.central_at(epsilon0, k, weakest // p.rows_per_device, spec.delta, p.rows_per_device)
-        shuffled = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior,
-                        epsilon=epsilon0, level=p.level).e
-    at_target = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
-                     level=p.level)
-    oracles = tuple(c for c in at_target.choices if c.mechanism != "E")
-    recommended, why = "E", "no group has a report: nothing to compare"
-    if shuffled is not None and epsilon0 is not None:  # E behind the shuffler against the oracles without one
-        behind = replace(at_target.choice("E"), epsilon=epsilon0, figures=shuffled, error_ratio=1.0)
-        oracles = tuple(c if c.figures is None else replace(c, error_ratio=_ratio(c.figures, shuffled))
-                        for c in oracles)
-        ranked = list(oracles)
-        recommended, why = recommend([behind, *ranked])
-        ratios = ", ".join(f"{c.mechanism} {c.error_ratio:.3g}" for c in ranked if c.available)
-        why = (f"E behind the shuffler at ε0 = {epsilon0:.4g}: the oracles without a shuffler at local ε = {target:g} "
-               f"have standard errors {ratios} times its (geometric mean over the queries)" if recommended == "E" else
-               why.replace("x E's", "x those of E behind the shuffler") + " (no shuffler)")
-    return replace(p, shuffle=ShufflePlan(spec.delta, spec.min_batch, spec.shuffler, spec.against, at_planned,
-                                          counts < spec.min_batch, target, epsilon0, central, shuffled, at_target.e,
-                                          oracles, recommended, why))

@@ -1,0 +1,85 @@
+"""Planning a shuffled collection: the collection behind a shuffler (design §9), :func:`plan_shuffle`.
+
+Per public-key group of the planned rows, the central (ε, δ) at the planned ε0 (the shuffle accountant,
+:mod:`ldpsynth.shared.guarantees`); for a target central ε, the ε0 that reaches it at the weakest group and
+every query's error at that ε0, beside plain LDP at the target (E and each frequency oracle): the same
+closed forms at the two ε, and which to choose. Needs the accountant (scipy).
+
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.planning.shuffled``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ldpsynth.shared import guarantees
+from ldpsynth.shared.planning.choice import error_ratio, recommend
+from ldpsynth.shared.planning.inverse import MAX_EPSILON
+from ldpsynth.shared.planning.planner import Plan, ShufflePlan, plan
+from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
+from ldpsynth.shared.queries.batch import QueryBatch
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.shuffle_spec import ShuffleSpec
+from ldpsynth.shared.validation import check_epsilon
+
+__all__ = ["planned_groups", "plan_shuffle"]
+
+
+def planned_groups(schema: Schema, rows: RowDistribution, n: int) -> tuple[list[str], np.ndarray]:
+    """The public-key groups of ``n`` planned rows and their planned counts (floor of n x share): the
+    prior's keys, or every key of the public domain at n / (its size) (one line for them all)."""
+    if isinstance(rows, SampleRows) and schema.public_attributes:
+        shares = rows.stats.group_sizes / float(rows.stats.n)
+        return guarantees.key_names(schema, rows.stats.present_keys), np.floor(n * shares).astype(np.int64)
+    size = schema.public_domain_size
+    label = "all rows" if size == 1 else f"each of the {size:,} public keys (uniform)"
+    return [label], np.array([n // size], np.int64)
+
+
+def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDistribution | None = None,
+                 delta: float | None = None, min_batch: int | None = None, shuffler: str | None = None,
+                 target_central_epsilon: float | None = None) -> Plan:
+    """``p`` with its :class:`ShufflePlan`: the collection behind a shuffler (module docstring).
+
+    ``delta``, ``min_batch`` and ``shuffler`` default to the schema's shuffle block (δ = 1e-9, a minimum
+    batch of 1 and "aggregator-operator" without one); the target central ε defaults to the plan's ε
+    (the same promise, made centrally). Needs the accountant (scipy).
+    """
+    base = schema.shuffle
+    spec = ShuffleSpec(delta if delta is not None else (base.delta if base else 1e-9),
+                       min_batch if min_batch is not None else (base.min_batch if base else 1),
+                       p.rows_per_device, shuffler if shuffler is not None else
+                       (base.shuffler if base else "aggregator-operator"))
+    target = p.epsilon if target_central_epsilon is None else check_epsilon(target_central_epsilon,
+                                                                            "target_central_epsilon")
+    rows = prior if prior is not None else UniformRows(schema)
+    labels, counts = planned_groups(schema, rows, p.n)
+    k = p.domain_size
+    at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, labels, counts)
+    live = counts[counts >= p.rows_per_device]
+    epsilon0 = central = shuffled = None
+    if live.size:
+        weakest = int(live.min())
+        epsilon0 = min(MAX_EPSILON, guarantees.local_epsilon_for(target, k, weakest, spec.delta, p.rows_per_device))
+        central = guarantees.central_at(epsilon0, k, weakest // p.rows_per_device, spec.delta, p.rows_per_device)
+        shuffled = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior,
+                        epsilon=epsilon0, level=p.level).e
+    at_target = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
+                     level=p.level)
+    oracles = tuple(c for c in at_target.choices if c.mechanism != "E")
+    recommended, why = "E", "no group has a report: nothing to compare"
+    if shuffled is not None and epsilon0 is not None:  # E behind the shuffler against the oracles without one
+        behind = replace(at_target.choice("E"), epsilon=epsilon0, figures=shuffled, error_ratio=1.0)
+        oracles = tuple(c if c.figures is None else replace(c, error_ratio=error_ratio(c.figures, shuffled))
+                        for c in oracles)
+        ranked = list(oracles)
+        recommended, why = recommend([behind, *ranked])
+        ratios = ", ".join(f"{c.mechanism} {c.error_ratio:.3g}" for c in ranked if c.available)
+        why = (f"E behind the shuffler at ε0 = {epsilon0:.4g}: the oracles without a shuffler at local ε = {target:g} "
+               f"have standard errors {ratios} times its (geometric mean over the queries)" if recommended == "E" else
+               why.replace("x E's", "x those of E behind the shuffler") + " (no shuffler)")
+    return replace(p, shuffle=ShufflePlan(spec.delta, spec.min_batch, spec.shuffler, spec.against, at_planned,
+                                          counts < spec.min_batch, target, epsilon0, central, shuffled, at_target.e,
+                                          oracles, recommended, why))
