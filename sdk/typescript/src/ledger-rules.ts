@@ -1,6 +1,6 @@
 /**
  * The rules every privacy ledger of this SDK keeps, wherever it is stored (docs/contract.md §5, §14;
- * the Python SDK's `PrivacyLedger`, client/ledger.py), exactly, as rationals:
+ * the Python SDK's `PrivacyLedger`, whose rules are client/ledger/rules.py), exactly, as rationals:
  *
  * - **Budget**, fixed when the ledger is created and stored in it: an ε per collection, or (default)
  *   {@link DEFAULT_BUDGET_MULTIPLE} × each collection's ε. A later session may lower it, never raise it.

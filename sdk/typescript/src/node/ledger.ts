@@ -1,6 +1,6 @@
 /**
  * The device's privacy ledger in Node (docs/contract.md §5, §14), with the semantics of the Python
- * SDK's `PrivacyLedger` (client/ledger.py) and the rules every ledger of this SDK keeps
+ * SDK's `PrivacyLedger` (client/ledger/) and the rules every ledger of this SDK keeps
  * (../ledger-rules.ts):
  *
  * - Basic composition, exactly: a collection's spend is the sum of the card's delivered ε over its
