@@ -1,62 +1,15 @@
 """An LDP audit by a distinguishing game (LDP-Auditor, AG24 §4), and the exact check behind it on small domains.
 
-**The game** (AG24 §4, for a pure :math:`\\epsilon`-LDP claim, :math:`\\delta = 0`). Take two inputs
-:math:`v_1 \\ne v_2` of the domain and an event :math:`S` of the report space. Run the *shipped*
-randomizer (the code a device runs: :meth:`~ldpsynth.shared.mechanism.MechanismE.perturb_secure`,
-:meth:`~ldpsynth.shared.mechanisms.oracle.FrequencyOracle.perturb_secure`, on ``os.urandom``) N times on
-:math:`v_1` and N times on :math:`v_2`, and count the reports in :math:`S`:
-:math:`\\mathrm{TP}` of the first N, :math:`\\mathrm{FP}` of the second. An :math:`\\epsilon`-LDP
-mechanism has :math:`P[S \\mid v_1] \\le e^{\\epsilon} P[S \\mid v_2]` for every S, so with a
-Clopper-Pearson (CP34) lower bound :math:`\\underline{\\mathrm{TPR}}` of :math:`P[S \\mid v_1]` and an
-upper bound :math:`\\overline{\\mathrm{FPR}}` of :math:`P[S \\mid v_2]`, each one-sided at level
-:math:`\\alpha/2`,
+The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.audit``.
 
-.. math::  \\hat\\epsilon_{\\mathrm{lower}}
-           = \\ln \\frac{\\underline{\\mathrm{TPR}} - \\delta}{\\overline{\\mathrm{FPR}}}
-           \\qquad (\\delta = 0)
-
-is a lower bound of the mechanism's real ε that holds with probability at least :math:`1 - \\alpha`
-(union bound over the two intervals). The audit **finds a violation** when
-:math:`\\hat\\epsilon_{\\mathrm{lower}}` exceeds the claimed ε; for a mechanism that keeps its claim this
-happens with probability at most α (:func:`audit_power` computes it exactly). The point estimate
-:math:`\\hat\\epsilon = \\ln(\\mathrm{TP}/\\mathrm{FP})` is reported beside it. LDP-Auditor's code passes
-α/2 to a two-sided interval (each side at α/4); here each side is at α/2, so that α is the audit's
-false-alarm level.
-
-**The events.** Each mechanism's report y has a *support* :math:`\\mathrm{Supp}(y) \\subseteq D`, the
-values it speaks for (E: :math:`\\{y\\}`; OUE, SS: the bit set; OLH: the values whose hash is the
-bucket; HR: the values whose Hadamard coefficient at the row is the bit). The event is
-
-.. math::  S = \\{ y : v_1 \\in \\mathrm{Supp}(y),\\ v_2 \\notin \\mathrm{Supp}(y) \\}.
-
-For E it is AG24's event for GRR (:math:`y = v_1`). For the oracles it refines AG24's guesses (a
-uniform draw from the support, or "v1 in the support") so that the event's likelihood ratio is the
-mechanism's worst case: with weights A, L (E, SS, OLH) or the true-bit/other-bit probabilities
-:math:`p, q` (OUE) or the coin p (HR),
-
-* E: :math:`\\mathrm{TPR} = A/N`, :math:`\\mathrm{FPR} = L/N`;
-* OUE: :math:`\\mathrm{TPR} = p(1-q)`, :math:`\\mathrm{FPR} = q(1-p)`, ratio :math:`\\frac{p(1-q)}{q(1-p)}`;
-* SS (subset size d): :math:`\\mathrm{TPR} = p\\frac{k-d}{k-1}`, :math:`\\mathrm{FPR} = (1-p)\\frac{d}{k-1}`,
-  :math:`p = \\frac{dA}{dA + (k-d)L}`, ratio A/L;
-* OLH (g buckets, a pairwise-uniform hash): :math:`\\mathrm{TPR} = p(1 - 1/g)`,
-  :math:`\\mathrm{FPR} = (1-1/g)\\frac{1-p}{g-1}`, :math:`p = \\frac{A}{A + (g-1)L}`, ratio A/L
-  (the event "the hash of :math:`v_1` is the bucket" alone has ratio :math:`pg < A/L`);
-* HR (K rows): :math:`\\mathrm{TPR} = p\\frac{K/2}{K-1}`, :math:`\\mathrm{FPR} = (1-p)\\frac{K/2}{K-1}`,
-  ratio :math:`p/(1-p)` (the event "consistent with :math:`v_1`'s row" alone has ratio
-  :math:`p/q^* < p/(1-p)`).
-
-So a correct mechanism audits at :math:`\\hat\\epsilon \\approx \\epsilon`, and one whose real ε exceeds
-its claim is found with the power :func:`audit_power` gives. :func:`event_probabilities` computes
-TPR and FPR exactly (for the oracles, from their enumerated laws: the formulas above are not used).
-
-**The exact check** (k <= 16). :func:`output_law` is :math:`P[y \\mid x]` for every report y as exact
-fractions: for the oracles, their own sampler run on coins that enumerate every outcome
-(:func:`ldpsynth.shared.mechanisms.exact.output_distribution`: every seed of OLH's hash family, every
-row of HR); for E, the shipped :meth:`~ldpsynth.shared.mechanism.MechanismE.perturb_secure` map from its
-uniform draw :math:`R \\in [0, N)` to the report, evaluated at both ends of each of its k intervals
-(keep :math:`[0, A)`, the j-th other value :math:`[A + jL, A + (j+1)L)`). :func:`worst_case_ratio` is
-:math:`\\max_{y, x, x'} P[y \\mid x]/P[y \\mid x']` and :func:`satisfies_exactly` compares its log with ε
-exactly (:func:`~ldpsynth.shared.privacy.log_ratio_exceeds`).
+:func:`audit` plays AG24's game against a mechanism's device sampler (``perturb_secure``, the OS CSPRNG):
+N reports of v1 and N of v2, the event S = "v1 in the report's support, v2 not" (:func:`distinguishing_event`),
+Clopper-Pearson (CP34) bounds one-sided at α/2 each (:func:`clopper_pearson`), and
+:math:`\\hat\\epsilon_{\\mathrm{lower}} = \\ln(\\underline{\\mathrm{TPR}}/\\overline{\\mathrm{FPR}})`, which is
+below the real ε with probability >= 1 − α; a violation is :math:`\\hat\\epsilon_{\\mathrm{lower}}` above the
+claimed ε. :func:`audit_power` is the exact probability of finding one. :func:`output_law`,
+:func:`worst_case_ratio`, :func:`satisfies_exactly` and :func:`event_probabilities` are the exact laws on
+domains of k <= 16 (the event's TPR/FPR is every mechanism's worst-case ratio, e^ε).
 
 Imports scipy (the CP bounds): ``import ldpsynth`` does not import this module.
 """
@@ -146,7 +99,7 @@ def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, f
 
 # ----- the event ------------------------------------------------------------------------------------
 def supports(mechanism: Mechanism, reports: npt.ArrayLike, value: int) -> np.ndarray:
-    """Whether ``value`` is in each report's support (module docstring), computed from the report alone.
+    """Whether ``value`` is in each report's support (docs/internals.md), computed from the report alone.
 
     Parameters
     ----------
@@ -183,7 +136,7 @@ def supports(mechanism: Mechanism, reports: npt.ArrayLike, value: int) -> np.nda
 
 
 def distinguishing_event(mechanism: Mechanism, reports: npt.ArrayLike, v1: int, v2: int) -> np.ndarray:
-    """The audit's event S: ``v1`` in the report's support and ``v2`` not (module docstring).
+    """The audit's event S: ``v1`` in the report's support and ``v2`` not (docs/internals.md).
 
     Parameters
     ----------
@@ -288,7 +241,7 @@ def _log_ratio(top: float, bottom: float) -> float:
 def audit(mechanism: Mechanism, draws: int = DEFAULT_DRAWS, *, v1: int = 0, v2: int | None = None,
           alpha: float = DEFAULT_ALPHA, claimed_epsilon: float | None = None,
           rng: np.random.Generator | None = None) -> AuditResult:
-    """Play the distinguishing game against ``mechanism``'s shipped randomizer (AG24 §4; module docstring).
+    """Play the distinguishing game against ``mechanism``'s shipped randomizer (AG24 §4; docs/internals.md).
 
     Parameters
     ----------
@@ -398,7 +351,7 @@ def _e_output_law(mechanism: MechanismE, code: int) -> dict[bytes, Fraction]:
 
 
 def output_law(mechanism: Mechanism, code: int) -> dict[bytes, Fraction]:
-    """:math:`P[y \\mid \\mathrm{code}]` of every possible report y, exactly (module docstring); k <= 16.
+    """:math:`P[y \\mid \\mathrm{code}]` of every possible report y, exactly (docs/internals.md); k <= 16.
 
     Parameters
     ----------
