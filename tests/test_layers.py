@@ -39,11 +39,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ldpsynth"
 
-AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldpsynth.aggregator.storage",
-              "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
+AGGREGATOR = ["ldpsynth.serving.errors", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
+              "ldpsynth.aggregator.storage", "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query",
+              "ldpsynth.aggregator.ingress"]
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
-    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1], *(["ldpsynth.serving"] if i >= 3 else [])])
+    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1], *(["ldpsynth.serving"] if i >= 4 else [])])
       for i, layer in enumerate(AGGREGATOR)),
     ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
                           "ldpsynth.serving"]),

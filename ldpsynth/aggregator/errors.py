@@ -1,6 +1,9 @@
-"""The aggregator's errors that end a request, free of any transport.
+"""The aggregator's own errors that end a request, free of any transport: its shards, its shard
+workers, a query's pins, its web port, a collection's lifecycle.
 
-Each says how the request ends (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
+They extend the vocabulary every serving tier shares (:mod:`ldpsynth.serving.errors`: a bad request,
+a wrong state, a limit, a credential, try later, a configuration error) and say how the request
+ends as those do (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
 lists the statuses and what a caller does with each); :mod:`ldpsynth.serving.status` is
 the one mapping to gRPC. Messages name the field and its legal range and never carry a private
 value, a token or a peer address: they travel back to the caller and into the server's log.
@@ -10,30 +13,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import LdpsynthError, Status
 
-__all__ = ["BadRequest", "NotServed", "WrongState", "OutsideLifecycle", "LimitExceeded", "QuotaExceeded",
-           "Unauthenticated", "PermissionDenied", "TryLater", "ShardUnavailable", "ShardFull", "ShardDamaged",
-           "WorkerStartFailed", "PinExpired", "ConfigError"]
-
-
-class BadRequest(LdpsynthError):
-    """The request's bytes are not a message of its type (INVALID_ARGUMENT)."""
-
-    refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
+__all__ = ["NotServed", "OutsideLifecycle", "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed",
+           "PinExpired"]
 
 
 class NotServed(LdpsynthError):
     """A call this port does not serve: a method it does not have, a compressed request body (UNIMPLEMENTED)."""
 
     refused_as: ClassVar[Status | None] = Status.UNIMPLEMENTED
-
-
-class WrongState(LdpsynthError):
-    """Not a request this server can take now: an unknown or closed collection, another mechanism
-    version, a query that does not fit the collection's schema (FAILED_PRECONDITION)."""
-
-    refused_as: ClassVar[Status | None] = Status.FAILED_PRECONDITION
 
 
 class OutsideLifecycle(WrongState):
@@ -43,35 +33,6 @@ class OutsideLifecycle(WrongState):
     def __init__(self, message: str, state: str):
         super().__init__(message)
         self.state = state
-
-
-class LimitExceeded(LdpsynthError):
-    """Over a limit: a batch's size, a credential's quota, the message size (RESOURCE_EXHAUSTED)."""
-
-    refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
-
-
-class QuotaExceeded(LimitExceeded):
-    """A batch that would take a credential over its quota in a collection (RESOURCE_EXHAUSTED)."""
-
-
-class Unauthenticated(LdpsynthError):
-    """No valid credential (UNAUTHENTICATED)."""
-
-    refused_as: ClassVar[Status | None] = Status.UNAUTHENTICATED
-
-
-class PermissionDenied(LdpsynthError):
-    """A valid credential without the role or the collection it asks for (PERMISSION_DENIED)."""
-
-    refused_as: ClassVar[Status | None] = Status.PERMISSION_DENIED
-
-
-class TryLater(LdpsynthError):
-    """The server cannot take the request now (stopping, workers restarted during a query); retry it
-    later, with the same report ids (UNAVAILABLE)."""
-
-    refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
 
 
 class ShardUnavailable(LdpsynthError):
@@ -101,8 +62,3 @@ class WorkerStartFailed(ShardUnavailable):
 
 class PinExpired(TryLater):
     """A query's pin of a shard's state was released (its worker restarted, or it timed out)."""
-
-
-class ConfigError(LdpsynthError):
-    """A configuration value or file is invalid (a flag, a collection file, a tokens file); the message
-    names it and its legal range. Not something a request causes: a server does not start with it."""

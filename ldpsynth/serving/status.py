@@ -21,9 +21,10 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from ldpsynth.aggregator.errors import BadRequest, ShardFull, ShardUnavailable
+from ldpsynth.aggregator.errors import ShardFull, ShardUnavailable
 from ldpsynth.aggregator.observe import events
 from ldpsynth.aggregator.observe.metrics import Call, ServiceCalls
+from ldpsynth.serving.errors import BadRequest
 from ldpsynth.shared.errors import LdpsynthError
 
 log = events.get(__name__)

@@ -26,23 +26,20 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ldpsynth.aggregator.errors import (
-    BadRequest,
-    LimitExceeded,
-    OutsideLifecycle,
-    PermissionDenied,
-    QuotaExceeded,
-    ShardDamaged,
-    ShardFull,
-    ShardUnavailable,
-    TryLater,
-    Unauthenticated,
-    WrongState,
-)
+from ldpsynth.aggregator.errors import OutsideLifecycle, ShardDamaged, ShardFull, ShardUnavailable
 from ldpsynth.aggregator.observe.histogram import LATENCY_BUCKETS, HistogramSnapshot
 from ldpsynth.aggregator.observe.metrics import CallMetrics
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.segments import WorkerStatus
+from ldpsynth.serving.errors import (
+    BadRequest,
+    LimitExceeded,
+    PermissionDenied,
+    QuotaExceeded,
+    TryLater,
+    Unauthenticated,
+    WrongState,
+)
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.lifecycle import OPEN
 

@@ -16,14 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import (
-    PinExpired,
-    ShardDamaged,
-    ShardFull,
-    ShardUnavailable,
-    WorkerStartFailed,
-    WrongState,
-)
+from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.observe.histogram import LatencyHistogram
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
@@ -87,6 +80,7 @@ from ldpsynth.aggregator.storage.snapshot import (
 )
 from ldpsynth.aggregator.storage.stats import StatsAccumulator, TallyAccumulator, accumulator_for
 from ldpsynth.aggregator.storage.store_check import check_position, load_snapshot, log_position, published_manifest
+from ldpsynth.serving.errors import WrongState
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import Statistics, row_block_sums
