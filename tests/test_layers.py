@@ -39,17 +39,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ldpsynth"
 
-AGGREGATOR = ["ldpsynth.serving.errors", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
+AGGREGATOR = ["ldpsynth.serving.errors", "ldpsynth.serving.observe", "ldpsynth.aggregator.errors",
               "ldpsynth.aggregator.storage", "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query",
               "ldpsynth.aggregator.ingress"]
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
     *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1], *(["ldpsynth.serving"] if i >= 4 else [])])
       for i, layer in enumerate(AGGREGATOR)),
-    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
-                          "ldpsynth.serving"]),
-    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
-                           "ldpsynth.serving", "ldpsynth.client", "ldpsynth.shuffler"]),
+    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving"]),
+    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.serving", "ldpsynth.client",
+                           "ldpsynth.shuffler"]),
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
     ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",
@@ -122,8 +121,9 @@ def test_every_module_has_a_layer_and_the_roles_are_folders() -> None:
     assert len(found) > 140
     for name in found:
         layer_of(name)
-    for role in ("ingress", "storage", "runtime", "query", "observe"):
+    for role in ("ingress", "storage", "runtime", "query"):
         assert (PACKAGE / "aggregator" / role / "__init__.py").is_file()
+    assert (PACKAGE / "serving" / "observe" / "__init__.py").is_file()
     assert not [p for p in (PACKAGE / "aggregator").glob("*.py") if p.name not in ("__init__.py", "errors.py")]
 
 

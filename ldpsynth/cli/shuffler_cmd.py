@@ -114,7 +114,7 @@ def _otlp_endpoint(url: str | None) -> str | None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``shuffler serve``."""
-    from ldpsynth.aggregator.observe import events
+    from ldpsynth.serving.observe import events
 
     config = _config(args)
     events.configure(args.log_format)

@@ -6,7 +6,7 @@ An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.r
 that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with
 its status and its message (which names the field and its legal range, never a private value, a
 token or a peer address), and anything without a status is a bug: logged, answered INTERNAL. The
-same wrapper records every call (:class:`~ldpsynth.aggregator.observe.metrics.ServiceCalls`: counts
+same wrapper records every call (:class:`~ldpsynth.serving.observe.metrics.ServiceCalls`: counts
 by status code, durations, a trace span continuing the caller's): the servicer that owns a handler
 keeps its recorder as ``calls``.
 """
@@ -22,9 +22,9 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from ldpsynth.aggregator.errors import ShardFull, ShardUnavailable
-from ldpsynth.aggregator.observe import events
-from ldpsynth.aggregator.observe.metrics import Call, ServiceCalls
 from ldpsynth.serving.errors import BadRequest
+from ldpsynth.serving.observe import events
+from ldpsynth.serving.observe.metrics import Call, ServiceCalls
 from ldpsynth.shared.errors import LdpsynthError
 
 log = events.get(__name__)

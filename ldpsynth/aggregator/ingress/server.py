@@ -26,7 +26,7 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
   and acknowledged, then it ends with UNAVAILABLE (clients resend the rest elsewhere or later); the
   streams get ``grace`` seconds for that, then ``stop`` cancels what is left (queries too); then the
   backend closes. No stream ends without a status, no acknowledged report is lost.
-* Operating it (:mod:`ldpsynth.aggregator.observe`): Prometheus metrics on ``--metrics-port``
+* Operating it (:mod:`ldpsynth.serving.observe`): Prometheus metrics on ``--metrics-port``
   (:mod:`~ldpsynth.aggregator.ingress.replica_metrics`), trace spans to ``--otlp-endpoint``, log
   events (JSON lines with ``--log-format json``). Logs, labels and spans carry counts, names of
   collections, shards and statuses; never tokens, peer addresses or report values.
@@ -55,8 +55,6 @@ from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
-from ldpsynth.aggregator.observe import events, tracing
-from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
@@ -64,6 +62,8 @@ from ldpsynth.aggregator.storage.segments import WorkerStatus
 from ldpsynth.aggregator.storage.shard_worker import READY
 from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
 from ldpsynth.serving.errors import TryLater
+from ldpsynth.serving.observe import events, tracing
+from ldpsynth.serving.observe.metrics import MetricsEndpoint
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.serving.tls import server_credentials
 from ldpsynth.shared.errors import LdpsynthError
