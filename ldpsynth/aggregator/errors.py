@@ -38,15 +38,20 @@ class OutsideLifecycle(WrongState):
 class ShardUnavailable(LdpsynthError):
     """A storage shard could not commit or answer (its worker died or is restarting, the log did not
     answer): UNAVAILABLE. A batch it stopped is not acknowledged; retrying it with the same report ids
-    is safe whether or not the shard committed before failing (duplicates are ignored)."""
+    is safe whether or not the shard committed before failing (duplicates are ignored). The caller is
+    told what was not done, and the failure is logged as a warning."""
 
     refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+    told_as: ClassVar[str] = "{doing}: {message}; retry later"
+    warns: ClassVar[bool] = True
 
 
 class ShardFull(ShardUnavailable):
-    """The log's storage is full: nothing more can be stored until there is room (RESOURCE_EXHAUSTED)."""
+    """The log's storage is full: nothing more can be stored until there is room (RESOURCE_EXHAUSTED).
+    The caller is told so without the message, which names the server's paths."""
 
     refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
+    told_as: ClassVar[str] = "{doing}: the aggregator's log storage is full; retry later (an operator must add space)"
 
 
 class ShardDamaged(ShardUnavailable):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+from typing import ClassVar
 
 import grpc
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from ldpsynth.aggregator.errors import NotServed, PinExpired, ShardFull, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.ingress import query_service, server
 from ldpsynth.serving.errors import BadRequest, LimitExceeded, PermissionDenied, TryLater, Unauthenticated, WrongState
-from ldpsynth.serving.status import INTERNAL, status_of
+from ldpsynth.serving.status import INTERNAL, refusal, status_of
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 from ldpsynth.shared.queries.wire import BatchTooLarge
 
@@ -41,6 +43,31 @@ def test_a_shard_failure_says_what_was_not_done() -> None:
     code, details = status_of(ShardFull("the log's storage is full (/data/log: 0 bytes free)"), DOING)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "/data" not in details  # no server path to callers
     assert details == f"{DOING}: the aggregator's log storage is full; retry later (an operator must add space)"
+
+
+def test_an_error_of_any_tier_says_how_it_is_told() -> None:
+    """The mapping knows no tier's classes: what a caller is told is the error's ``told_as``."""
+
+    class PoolClosed(LdpsynthError):
+        refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+        told_as: ClassVar[str] = "{doing}: pool closed ({message})"
+
+    assert status_of(PoolClosed("pool 3"), DOING) == (grpc.StatusCode.UNAVAILABLE, f"{DOING}: pool closed (pool 3)")
+
+
+@pytest.mark.parametrize("error, level", [
+    (ShardUnavailable("shard 2: no answer within 60 s"), logging.WARNING),
+    (ShardFull("the log's storage is full"), logging.WARNING),
+    (WorkerStartFailed("shard 1: OSError"), logging.WARNING),
+    (WrongState("collection: 'x' is not served here"), logging.INFO),
+    (TryLater("the server is shutting down; retry the batch"), logging.INFO),
+    (RuntimeError("a bug"), logging.ERROR),
+])
+def test_a_refusal_is_logged_as_its_error_says(error: Exception, level: int, caplog: pytest.LogCaptureFixture) -> None:
+    """A shard's failure as a warning (an operator may have to act), another refusal as info, a bug as an error."""
+    caplog.set_level(logging.INFO, logger="ldpsynth.serving.status")
+    refusal(error, "SubmitReports", DOING)
+    assert [record.levelno for record in caplog.records if record.name == "ldpsynth.serving.status"] == [level]
 
 
 @pytest.mark.parametrize("error", [RuntimeError("a bug"), KeyError("k"), LdpsynthError("no status: internal")])
