@@ -4,15 +4,18 @@ Statically (every import of every module, in functions too, read with ``ast``), 
 
 * ``ldpsynth.shared``: what both sides need; imports nothing else of ldpsynth;
 * ``ldpsynth.client``: the device SDK; shared only;
-* ``ldpsynth.aggregator``: ``errors``; ``observe`` (log events, metrics, traces: what every layer above
-  records); ``storage`` (the log, the shard workers, the index, the data
-  directory); ``runtime`` (Ray, the embedded NATS server, the backend, verify); ``query``; ``ingress``
-  (gRPC and the web port: servers, handlers, quotas), each importing only those before it (and from
-  ``runtime`` on, serving);
-* ``ldpsynth.serving``: what every tier that serves gRPC calls shares (the error-to-status mapping,
-  authentication, TLS files); shared, the aggregator's errors (the one error vocabulary) and observe;
-* ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16); shared, the aggregator's errors and observe,
-  serving, and the client SDK's transport (it calls the replicas);
+* ``ldpsynth.serving``: what every tier that serves gRPC calls shares, the aggregator's replicas and
+  the shuffler alike: ``serving.errors`` (the errors that end a request, the one vocabulary), then
+  ``serving.observe`` (log events, metrics, traces: what every serving process records), then the
+  rest (the error-to-status mapping, authentication, TLS files, the event loop); shared and serving
+  only, and nothing of ``ldpsynth.aggregator``;
+* ``ldpsynth.aggregator``: ``errors`` (its own: shards, shard workers, pins, the web port);
+  ``storage`` (the log, the shard workers, the index, the data directory); ``runtime`` (Ray, the
+  embedded NATS server, the backend, verify); ``query``; ``ingress`` (gRPC and the web port: servers,
+  handlers, quotas), each importing shared, serving's errors and observe, and only those before it
+  (and from ``runtime`` on, all of serving);
+* ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16), which another party runs: shared,
+  serving and the client SDK's transport (it calls the replicas); nothing of ``ldpsynth.aggregator``;
 * ``ldpsynth.simulation``: simulated devices and local clusters; shared, client, aggregator, shuffler;
 * ``ldpsynth.evaluation``: the central mechanisms; shared, and the simulation's data sets;
 * ``ldpsynth.cli``: everything (the evaluation commands only in their handlers).
@@ -39,16 +42,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ldpsynth"
 
-AGGREGATOR = ["ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe", "ldpsynth.aggregator.storage",
-              "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query", "ldpsynth.aggregator.ingress"]
+#: From the bottom up, each importing shared and those before it (and, from the aggregator's runtime
+#: on, all of serving): serving's errors and observe, then the aggregator's roles.
+STACK = ["ldpsynth.serving.errors", "ldpsynth.serving.observe", "ldpsynth.aggregator.errors",
+         "ldpsynth.aggregator.storage", "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query",
+         "ldpsynth.aggregator.ingress"]
+#: The tiers that stand apart from the aggregator (the shuffler is run by another party): they import
+#: no module of ``ldpsynth.aggregator``.
+APART = ("ldpsynth.serving", "ldpsynth.shuffler")
 #: (layer, what it may import of ldpsynth), the most specific layer first.
 LAYERS: list[tuple[str, list[str]]] = [
-    *((layer, ["ldpsynth.shared", *AGGREGATOR[:i + 1], *(["ldpsynth.serving"] if i >= 3 else [])])
-      for i, layer in enumerate(AGGREGATOR)),
-    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
-                          "ldpsynth.serving"]),
-    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.aggregator.errors", "ldpsynth.aggregator.observe",
-                           "ldpsynth.serving", "ldpsynth.client", "ldpsynth.shuffler"]),
+    *((layer, ["ldpsynth.shared", *STACK[:i + 1],
+               *(["ldpsynth.serving"] if i >= STACK.index("ldpsynth.aggregator.runtime") else [])])
+      for i, layer in enumerate(STACK)),
+    ("ldpsynth.serving", ["ldpsynth.shared", "ldpsynth.serving"]),
+    ("ldpsynth.shuffler", ["ldpsynth.shared", "ldpsynth.serving", "ldpsynth.client", "ldpsynth.shuffler"]),
     ("ldpsynth.shared", ["ldpsynth.shared"]),
     ("ldpsynth.client", ["ldpsynth.shared", "ldpsynth.client"]),
     ("ldpsynth.simulation", ["ldpsynth.shared", "ldpsynth.client", "ldpsynth.aggregator", "ldpsynth.serving",
@@ -121,9 +129,26 @@ def test_every_module_has_a_layer_and_the_roles_are_folders() -> None:
     assert len(found) > 140
     for name in found:
         layer_of(name)
-    for role in ("ingress", "storage", "runtime", "query", "observe"):
+    for role in ("ingress", "storage", "runtime", "query"):
         assert (PACKAGE / "aggregator" / role / "__init__.py").is_file()
+    assert (PACKAGE / "serving" / "observe" / "__init__.py").is_file()
     assert not [p for p in (PACKAGE / "aggregator").glob("*.py") if p.name not in ("__init__.py", "errors.py")]
+
+
+def test_the_tiers_apart_import_nothing_of_the_aggregator() -> None:
+    """Serving and the shuffler import no ``ldpsynth.aggregator`` module (in functions neither), and no
+    rule of theirs would let them."""
+    def of_aggregator(name: str) -> bool:
+        return within(name, ["ldpsynth.aggregator"])
+
+    assert [(layer, allowed) for layer, allowed in LAYERS if within(layer, APART) and any(
+        of_aggregator(name) or within("ldpsynth.aggregator", [name]) for name in allowed)] == []
+    apart = {name: path for name, path in modules().items() if within(name, APART)}
+    assert {"ldpsynth.serving.status", "ldpsynth.serving.observe.metrics", "ldpsynth.shuffler.server"} <= apart.keys()
+    found = {name: sorted(other for other in imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+                          if of_aggregator(other))
+             for name, path in apart.items()}
+    assert {name: names for name, names in found.items() if names} == {}
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
@@ -144,6 +169,14 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     ("ldpsynth.aggregator.runtime.x", "from hypercorn.asyncio import serve", "imports a web server"),
     ("ldpsynth.simulation.x", "import sqlglot", "imports an evaluation package"),
     ("ldpsynth.aggregator.ingress.x", "from ldpsynth.evaluation import pqd", "imports ldpsynth.evaluation"),
+    ("ldpsynth.serving.status", "from ldpsynth.aggregator.errors import ShardFull",
+     "imports ldpsynth.aggregator.errors"),
+    ("ldpsynth.serving.observe.metrics", "def f():\n    from ldpsynth.aggregator.ingress import server",
+     "imports ldpsynth.aggregator.ingress"),
+    ("ldpsynth.shuffler.x", "from ..aggregator import errors", "imports ldpsynth.aggregator"),
+    ("ldpsynth.shuffler.x", "import ldpsynth.aggregator.storage.segments", "imports ldpsynth.aggregator.storage"),
+    ("ldpsynth.serving.errors", "from ldpsynth.serving.observe import events", "imports ldpsynth.serving.observe"),
+    ("ldpsynth.serving.observe.events", "from ..status import rpc", "imports ldpsynth.serving.status"),
 ])
 def test_the_check_sees_a_violation(module: str, text: str, expected: str) -> None:
     found = violations(module, imports(text, module, False))

@@ -74,10 +74,10 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def tier_modules() -> list[str]:
     """The modules of the public tiers: the shared core and its packages, the client SDK, the
-    aggregator's errors (the generated wire code aside)."""
+    serving tiers' errors and the aggregator's (the generated wire code aside)."""
     package = ROOT / "ldpsynth"
     paths = [*(package / "shared").rglob("*.py"), *(package / "client").rglob("*.py"),
-             package / "aggregator" / "errors.py"]
+             package / "serving" / "errors.py", package / "aggregator" / "errors.py"]
     names = []
     for path in sorted(paths):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)

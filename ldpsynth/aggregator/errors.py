@@ -1,6 +1,9 @@
-"""The aggregator's errors that end a request, free of any transport.
+"""The aggregator's own errors that end a request, free of any transport: its shards, its shard
+workers, a query's pins, its web port, a collection's lifecycle.
 
-Each says how the request ends (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
+They extend the vocabulary every serving tier shares (:mod:`ldpsynth.serving.errors`: a bad request,
+a wrong state, a limit, a credential, try later, a configuration error) and say how the request
+ends as those do (``refused_as``, a :class:`~ldpsynth.shared.errors.Status`; docs/contract.md §9
 lists the statuses and what a caller does with each); :mod:`ldpsynth.serving.status` is
 the one mapping to gRPC. Messages name the field and its legal range and never carry a private
 value, a token or a peer address: they travel back to the caller and into the server's log.
@@ -10,30 +13,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import LdpsynthError, Status
 
-__all__ = ["BadRequest", "NotServed", "WrongState", "OutsideLifecycle", "LimitExceeded", "QuotaExceeded",
-           "Unauthenticated", "PermissionDenied", "TryLater", "ShardUnavailable", "ShardFull", "ShardDamaged",
-           "WorkerStartFailed", "PinExpired", "ConfigError"]
-
-
-class BadRequest(LdpsynthError):
-    """The request's bytes are not a message of its type (INVALID_ARGUMENT)."""
-
-    refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
+__all__ = ["NotServed", "OutsideLifecycle", "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed",
+           "PinExpired"]
 
 
 class NotServed(LdpsynthError):
     """A call this port does not serve: a method it does not have, a compressed request body (UNIMPLEMENTED)."""
 
     refused_as: ClassVar[Status | None] = Status.UNIMPLEMENTED
-
-
-class WrongState(LdpsynthError):
-    """Not a request this server can take now: an unknown or closed collection, another mechanism
-    version, a query that does not fit the collection's schema (FAILED_PRECONDITION)."""
-
-    refused_as: ClassVar[Status | None] = Status.FAILED_PRECONDITION
 
 
 class OutsideLifecycle(WrongState):
@@ -45,47 +35,23 @@ class OutsideLifecycle(WrongState):
         self.state = state
 
 
-class LimitExceeded(LdpsynthError):
-    """Over a limit: a batch's size, a credential's quota, the message size (RESOURCE_EXHAUSTED)."""
-
-    refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
-
-
-class QuotaExceeded(LimitExceeded):
-    """A batch that would take a credential over its quota in a collection (RESOURCE_EXHAUSTED)."""
-
-
-class Unauthenticated(LdpsynthError):
-    """No valid credential (UNAUTHENTICATED)."""
-
-    refused_as: ClassVar[Status | None] = Status.UNAUTHENTICATED
-
-
-class PermissionDenied(LdpsynthError):
-    """A valid credential without the role or the collection it asks for (PERMISSION_DENIED)."""
-
-    refused_as: ClassVar[Status | None] = Status.PERMISSION_DENIED
-
-
-class TryLater(LdpsynthError):
-    """The server cannot take the request now (stopping, workers restarted during a query); retry it
-    later, with the same report ids (UNAVAILABLE)."""
-
-    refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
-
-
 class ShardUnavailable(LdpsynthError):
     """A storage shard could not commit or answer (its worker died or is restarting, the log did not
     answer): UNAVAILABLE. A batch it stopped is not acknowledged; retrying it with the same report ids
-    is safe whether or not the shard committed before failing (duplicates are ignored)."""
+    is safe whether or not the shard committed before failing (duplicates are ignored). The caller is
+    told what was not done, and the failure is logged as a warning."""
 
     refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+    told_as: ClassVar[str] = "{doing}: {message}; retry later"
+    warns: ClassVar[bool] = True
 
 
 class ShardFull(ShardUnavailable):
-    """The log's storage is full: nothing more can be stored until there is room (RESOURCE_EXHAUSTED)."""
+    """The log's storage is full: nothing more can be stored until there is room (RESOURCE_EXHAUSTED).
+    The caller is told so without the message, which names the server's paths."""
 
     refused_as: ClassVar[Status | None] = Status.RESOURCE_EXHAUSTED
+    told_as: ClassVar[str] = "{doing}: the aggregator's log storage is full; retry later (an operator must add space)"
 
 
 class ShardDamaged(ShardUnavailable):
@@ -101,8 +67,3 @@ class WorkerStartFailed(ShardUnavailable):
 
 class PinExpired(TryLater):
     """A query's pin of a shard's state was released (its worker restarted, or it timed out)."""
-
-
-class ConfigError(LdpsynthError):
-    """A configuration value or file is invalid (a flag, a collection file, a tokens file); the message
-    names it and its legal range. Not something a request causes: a server does not start with it."""

@@ -157,8 +157,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
-    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
+    from ldpsynth.serving.observe import events
     from ldpsynth.shared.protocol import Limits
 
     defaults = Limits()
@@ -207,8 +207,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
 async def _serve(config: ServerConfig) -> int:
     from ldpsynth.aggregator.ingress.server import AggregatorServer
-    from ldpsynth.aggregator.observe import events
     from ldpsynth.aggregator.runtime.backend import WorkersDidNotStart
+    from ldpsynth.serving.observe import events
 
     server = AggregatorServer(config)
     stop = asyncio.Event()

@@ -73,8 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> ShufflerConfig:
-    from ldpsynth.aggregator.errors import ConfigError
     from ldpsynth.serving.auth import read_secret
+    from ldpsynth.serving.errors import ConfigError
     from ldpsynth.serving.tls import TlsFiles
     from ldpsynth.shuffler.server import ShufflerConfig
 
@@ -104,7 +104,7 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
 
 
 def _otlp_endpoint(url: str | None) -> str | None:
-    from ldpsynth.aggregator.errors import ConfigError
+    from ldpsynth.serving.errors import ConfigError
 
     if url is not None and not url.startswith(("http://", "https://")):
         raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
@@ -114,7 +114,7 @@ def _otlp_endpoint(url: str | None) -> str | None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``shuffler serve``."""
-    from ldpsynth.aggregator.observe import events
+    from ldpsynth.serving.observe import events
 
     config = _config(args)
     events.configure(args.log_format)

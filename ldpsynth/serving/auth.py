@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsynth.aggregator.errors import ConfigError, PermissionDenied, Unauthenticated
+from ldpsynth.serving.errors import ConfigError, PermissionDenied, Unauthenticated
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 

@@ -2,11 +2,13 @@
 replicas' and the shuffler's, docs/contract.md §9 and §16), gRPC's and the replicas' web port's (whose
 Connect and gRPC-Web codes are gRPC's, :mod:`~ldpsynth.aggregator.ingress.web_protocol`).
 
-An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`); here
-that becomes a gRPC code. Handlers are wrapped by :func:`rpc`: whatever they raise ends the call with
-its status and its message (which names the field and its legal range, never a private value, a
-token or a peer address), and anything without a status is a bug: logged, answered INTERNAL. The
-same wrapper records every call (:class:`~ldpsynth.aggregator.observe.metrics.ServiceCalls`: counts
+An error says how a request ends (:attr:`~ldpsynth.shared.errors.LdpsynthError.refused_as`), what the
+caller is told (``told_as``) and whether its refusal is logged as a warning (``warns``); here that
+becomes a gRPC code and its details, whichever tier's error it is. Handlers are wrapped by
+:func:`rpc`: whatever they raise ends the call with its status and its message (which names the
+field and its legal range, never a private value, a token or a peer address), and anything without
+a status is a bug: logged, answered INTERNAL. The
+same wrapper records every call (:class:`~ldpsynth.serving.observe.metrics.ServiceCalls`: counts
 by status code, durations, a trace span continuing the caller's): the servicer that owns a handler
 keeps its recorder as ``calls``.
 """
@@ -21,9 +23,9 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from ldpsynth.aggregator.errors import BadRequest, ShardFull, ShardUnavailable
-from ldpsynth.aggregator.observe import events
-from ldpsynth.aggregator.observe.metrics import Call, ServiceCalls
+from ldpsynth.serving.errors import BadRequest
+from ldpsynth.serving.observe import events
+from ldpsynth.serving.observe.metrics import Call, ServiceCalls
 from ldpsynth.shared.errors import LdpsynthError
 
 log = events.get(__name__)
@@ -39,15 +41,11 @@ INTERNAL = (grpc.StatusCode.INTERNAL, "internal server error (see the server log
 
 
 def status_of(exc: BaseException, doing: str) -> tuple[grpc.StatusCode, str]:
-    """``(code, details)`` of a call that ``exc`` ended. ``doing`` says what was not done (a shard's
-    failure is told with it: "the batch was not acknowledged (retry it with the same report ids): ...")."""
-    if isinstance(exc, ShardFull):
-        return grpc.StatusCode.RESOURCE_EXHAUSTED, (f"{doing}: the aggregator's log storage is full; retry later "
-                                                   "(an operator must add space)")
-    if isinstance(exc, ShardUnavailable):
-        return grpc.StatusCode.UNAVAILABLE, f"{doing}: {exc}; retry later"
+    """``(code, details)`` of a call that ``exc`` ended: its ``refused_as`` and its ``told_as``. ``doing``
+    says what was not done, for the errors told with it (a shard's failure: "the batch was not
+    acknowledged (retry it with the same report ids): ...")."""
     if isinstance(exc, LdpsynthError) and exc.refused_as is not None:
-        return grpc.StatusCode[exc.refused_as.name], str(exc)
+        return grpc.StatusCode[exc.refused_as.name], exc.told_as.format(message=str(exc), doing=doing)
     return INTERNAL
 
 
@@ -66,7 +64,7 @@ class Served(Protocol):
 
 
 def refusal(exc: BaseException, method: str, doing: str, call: Call | None = None) -> tuple[grpc.StatusCode, str]:
-    """:func:`status_of`, logged (INTERNAL with its traceback, shards as warnings) and recorded on
+    """:func:`status_of`, logged (INTERNAL with its traceback, an error that ``warns`` as a warning) and recorded on
     ``call``: how every call that ``exc`` ended answers, over gRPC (:func:`abort`) and on the web port
     (:mod:`~ldpsynth.aggregator.ingress.web`)."""
     code, details = status_of(exc, doing)
@@ -74,7 +72,7 @@ def refusal(exc: BaseException, method: str, doing: str, call: Call | None = Non
         call.code = code.name
     if code == grpc.StatusCode.INTERNAL:
         log.error("rpc.failed", f"{method} failed", exc_info=exc, method=method, code=code.name)
-    elif isinstance(exc, ShardUnavailable):
+    elif isinstance(exc, LdpsynthError) and exc.warns:
         log.warning("rpc.unavailable", f"{method}: {details}", method=method, code=code.name, detail=details)
     else:
         log.info("rpc.refused", f"{method} refused: {code.name}", method=method, code=code.name)

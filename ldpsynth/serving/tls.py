@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from ldpsynth.aggregator.errors import ConfigError
+from ldpsynth.serving.errors import ConfigError
 
 
 def read_file(path: Path, flag: str) -> bytes:

@@ -41,10 +41,15 @@ class LdpsynthError(Exception):
     """Base class of all ldpsynth errors.
 
     ``refused_as``: how a request this error refuses ends (``None``: not something a request can
-    cause; a service answers INTERNAL and logs it).
+    cause; a service answers INTERNAL and logs it). ``told_as``: what the caller is told, of
+    ``{message}`` (the error's own words) and ``{doing}`` (what the call did not do, e.g. "the batch was
+    not acknowledged (retry it with the same report ids)"). ``warns``: a request it refuses is logged as a
+    warning (the server's trouble, which an operator may have to see to) rather than as information.
     """
 
     refused_as: ClassVar[Status | None] = None
+    told_as: ClassVar[str] = "{message}"
+    warns: ClassVar[bool] = False
 
 
 class ValidationError(LdpsynthError, ValueError):

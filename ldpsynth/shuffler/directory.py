@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from ldpsynth.aggregator.errors import TryLater, WrongState
-from ldpsynth.aggregator.observe import events
+from ldpsynth.serving.errors import TryLater, WrongState
+from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.sealing import sealed_report_bytes

@@ -19,8 +19,8 @@ import time
 import grpc
 import numpy as np
 
-from ldpsynth.aggregator.errors import LimitExceeded, TryLater, WrongState
-from ldpsynth.aggregator.observe import events
+from ldpsynth.serving.errors import LimitExceeded, TryLater, WrongState
+from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shuffler.directory import Route

@@ -1,10 +1,10 @@
 """What one shuffler process exposes on ``--metrics-port`` (docs/deployment.md, "Monitoring and alerts").
 
-On a registry of its own, served by :class:`~ldpsynth.aggregator.observe.metrics.MetricsEndpoint` as
+On a registry of its own, served by :class:`~ldpsynth.serving.observe.metrics.MetricsEndpoint` as
 the replicas' metrics are:
 
 * ``grpc_server_*`` of ``ldpsynth.v1.ShufflerService`` (calls by method and status code, durations,
-  calls in flight: :class:`~ldpsynth.aggregator.observe.metrics.CallMetrics`, which the one
+  calls in flight: :class:`~ldpsynth.serving.observe.metrics.CallMetrics`, which the one
   error-to-status mapping drives);
 * ``ldpsynth_shuffler_reports_total{collection, outcome}``: reports of devices' calls that reached a
   pool, by how their call ended: ``acknowledged`` (the replicas acknowledged them) or
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ldpsynth.aggregator.observe.metrics import CALL_BUCKETS, CallMetrics, ServiceCalls
+from ldpsynth.serving.observe.metrics import CALL_BUCKETS, CallMetrics, ServiceCalls
 
 __all__ = ["ShufflerMetrics"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import TryLater
-from ldpsynth.aggregator.observe import events
+from ldpsynth.serving.errors import TryLater
+from ldpsynth.serving.observe import events
 from ldpsynth.shuffler.directory import Route
 from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.permutation import uniform_permutation

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ldpsynth.aggregator.errors import QuotaExceeded
+from ldpsynth.serving.errors import QuotaExceeded
 from ldpsynth.shared.validation import check_int
 
 __all__ = ["DeviceQuota"]

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import grpc
 
-from ldpsynth.aggregator.errors import ConfigError, LimitExceeded, TryLater, WrongState
-from ldpsynth.aggregator.observe import events, tracing
-from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.client.transport import channel_credentials, grpc_target
 from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
+from ldpsynth.serving.errors import ConfigError, LimitExceeded, TryLater, WrongState
+from ldpsynth.serving.observe import events, tracing
+from ldpsynth.serving.observe.metrics import MetricsEndpoint
 from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.serving.tls import TlsFiles, server_credentials
 from ldpsynth.shared.errors import ValidationError

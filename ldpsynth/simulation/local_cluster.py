@@ -25,9 +25,9 @@ from typing import Any
 
 import ray
 
-from ldpsynth.aggregator.observe.histogram import HistogramSnapshot
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats, _free_port
 from ldpsynth.aggregator.storage.segments import WorkerStatus
+from ldpsynth.serving.observe.histogram import HistogramSnapshot
 
 
 class LocalRayCluster:

@@ -14,7 +14,7 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.observe import events
+from ldpsynth.serving.observe import events
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.simulation.local_cluster import ServerProcess
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+from typing import ClassVar
 
 import grpc
 import pytest
 
-from ldpsynth.aggregator import errors
+from ldpsynth.aggregator.errors import NotServed, PinExpired, ShardFull, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.ingress import query_service, server
-from ldpsynth.serving.status import INTERNAL, status_of
+from ldpsynth.serving.errors import BadRequest, LimitExceeded, PermissionDenied, TryLater, Unauthenticated, WrongState
+from ldpsynth.serving.status import INTERNAL, refusal, status_of
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 from ldpsynth.shared.queries.wire import BatchTooLarge
 
@@ -20,13 +23,13 @@ DOING = "the batch was not acknowledged (retry it with the same report ids)"
 @pytest.mark.parametrize("error, code", [
     (ValidationError("rows", "an integer in [1, 5]", "got 7", position=3), grpc.StatusCode.INVALID_ARGUMENT),
     (BatchTooLarge("at most 2^22 queries"), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (errors.BadRequest("request: not a valid ReportBatch"), grpc.StatusCode.INVALID_ARGUMENT),
-    (errors.WrongState("collection: 'x' is not served here"), grpc.StatusCode.FAILED_PRECONDITION),
-    (errors.LimitExceeded("max_rows_per_client: ..."), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (errors.Unauthenticated("authorization: unknown token"), grpc.StatusCode.UNAUTHENTICATED),
-    (errors.PermissionDenied("credential 'd' lacks the role query"), grpc.StatusCode.PERMISSION_DENIED),
-    (errors.TryLater("the server is shutting down; retry the batch"), grpc.StatusCode.UNAVAILABLE),
-    (errors.PinExpired("shard 0: pin expired"), grpc.StatusCode.UNAVAILABLE),
+    (BadRequest("request: not a valid ReportBatch"), grpc.StatusCode.INVALID_ARGUMENT),
+    (WrongState("collection: 'x' is not served here"), grpc.StatusCode.FAILED_PRECONDITION),
+    (LimitExceeded("max_rows_per_client: ..."), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (Unauthenticated("authorization: unknown token"), grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied("credential 'd' lacks the role query"), grpc.StatusCode.PERMISSION_DENIED),
+    (TryLater("the server is shutting down; retry the batch"), grpc.StatusCode.UNAVAILABLE),
+    (PinExpired("shard 0: pin expired"), grpc.StatusCode.UNAVAILABLE),
 ])
 def test_each_error_ends_a_call_with_its_status_and_its_words(error: LdpsynthError, code: grpc.StatusCode) -> None:
     assert status_of(error, DOING) == (code, str(error))
@@ -34,12 +37,37 @@ def test_each_error_ends_a_call_with_its_status_and_its_words(error: LdpsynthErr
 
 
 def test_a_shard_failure_says_what_was_not_done() -> None:
-    assert status_of(errors.ShardUnavailable("shard 2: no answer within 60 s"), DOING) == (
+    assert status_of(ShardUnavailable("shard 2: no answer within 60 s"), DOING) == (
         grpc.StatusCode.UNAVAILABLE, f"{DOING}: shard 2: no answer within 60 s; retry later")
-    assert status_of(errors.WorkerStartFailed("shard 1: OSError"), DOING)[0] == grpc.StatusCode.UNAVAILABLE
-    code, details = status_of(errors.ShardFull("the log's storage is full (/data/log: 0 bytes free)"), DOING)
+    assert status_of(WorkerStartFailed("shard 1: OSError"), DOING)[0] == grpc.StatusCode.UNAVAILABLE
+    code, details = status_of(ShardFull("the log's storage is full (/data/log: 0 bytes free)"), DOING)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "/data" not in details  # no server path to callers
     assert details == f"{DOING}: the aggregator's log storage is full; retry later (an operator must add space)"
+
+
+def test_an_error_of_any_tier_says_how_it_is_told() -> None:
+    """The mapping knows no tier's classes: what a caller is told is the error's ``told_as``."""
+
+    class PoolClosed(LdpsynthError):
+        refused_as: ClassVar[Status | None] = Status.UNAVAILABLE
+        told_as: ClassVar[str] = "{doing}: pool closed ({message})"
+
+    assert status_of(PoolClosed("pool 3"), DOING) == (grpc.StatusCode.UNAVAILABLE, f"{DOING}: pool closed (pool 3)")
+
+
+@pytest.mark.parametrize("error, level", [
+    (ShardUnavailable("shard 2: no answer within 60 s"), logging.WARNING),
+    (ShardFull("the log's storage is full"), logging.WARNING),
+    (WorkerStartFailed("shard 1: OSError"), logging.WARNING),
+    (WrongState("collection: 'x' is not served here"), logging.INFO),
+    (TryLater("the server is shutting down; retry the batch"), logging.INFO),
+    (RuntimeError("a bug"), logging.ERROR),
+])
+def test_a_refusal_is_logged_as_its_error_says(error: Exception, level: int, caplog: pytest.LogCaptureFixture) -> None:
+    """A shard's failure as a warning (an operator may have to act), another refusal as info, a bug as an error."""
+    caplog.set_level(logging.INFO, logger="ldpsynth.serving.status")
+    refusal(error, "SubmitReports", DOING)
+    assert [record.levelno for record in caplog.records if record.name == "ldpsynth.serving.status"] == [level]
 
 
 @pytest.mark.parametrize("error", [RuntimeError("a bug"), KeyError("k"), LdpsynthError("no status: internal")])
@@ -74,4 +102,4 @@ def test_the_web_port_names_every_code_as_connect_and_grpc_web_do(code: grpc.Sta
 
 
 def test_unimplemented_is_a_status_of_the_vocabulary() -> None:
-    assert status_of(errors.NotServed("SubmitReports: not on this port"), DOING)[0] == grpc.StatusCode.UNIMPLEMENTED
+    assert status_of(NotServed("SubmitReports: not on this port"), DOING)[0] == grpc.StatusCode.UNIMPLEMENTED

@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.errors import LimitExceeded, TryLater, WrongState
+from ldpsynth.serving.errors import LimitExceeded, TryLater, WrongState
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shuffler.directory import Route

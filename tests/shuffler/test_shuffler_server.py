@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.aggregator.errors import ConfigError
 from ldpsynth.client import AsyncClient, RetryPolicy, Shuffler, SubmitError
+from ldpsynth.serving.errors import ConfigError
 from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import ENC_BYTES, seal_reports

@@ -30,22 +30,15 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
-from ldpsynth.aggregator.errors import (
-    LimitExceeded,
-    OutsideLifecycle,
-    QuotaExceeded,
-    ShardFull,
-    ShardUnavailable,
-    TryLater,
-    WrongState,
-)
+from ldpsynth.aggregator.errors import OutsideLifecycle, ShardFull, ShardUnavailable
 from ldpsynth.aggregator.ingress.group_commit import GroupCommitter
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
-from ldpsynth.aggregator.observe import events, tracing
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import Credential
+from ldpsynth.serving.errors import LimitExceeded, QuotaExceeded, TryLater, WrongState
+from ldpsynth.serving.observe import events, tracing
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.protocol import reports_from_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports

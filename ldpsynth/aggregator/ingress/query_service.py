@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import grpc
 import numpy as np
 
-from ldpsynth.aggregator.errors import LimitExceeded
-from ldpsynth.aggregator.observe.metrics import ServiceCalls
 from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.serving.auth import QUERY, Credential
+from ldpsynth.serving.errors import LimitExceeded
+from ldpsynth.serving.observe.metrics import ServiceCalls
 from ldpsynth.serving.status import parse, rpc
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import private_wire

@@ -2,7 +2,7 @@
 queries, the shard workers it stands on and the collections it serves.
 
 One :class:`ReplicaMetrics` per replica, on a registry of its own, served on ``--metrics-port``
-(:class:`~ldpsynth.aggregator.observe.metrics.MetricsEndpoint`). The shard workers run in Ray's
+(:class:`~ldpsynth.serving.observe.metrics.MetricsEndpoint`). The shard workers run in Ray's
 processes: they keep counters and latency histograms in their
 :class:`~ldpsynth.aggregator.storage.segments.WorkerStatus`, which the replica already asks for every
 second for its health, and :class:`ShardCollector` exposes the last answers (one port per replica,
@@ -26,23 +26,20 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ldpsynth.aggregator.errors import (
+from ldpsynth.aggregator.errors import OutsideLifecycle, ShardDamaged, ShardFull, ShardUnavailable
+from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.storage.segments import WorkerStatus
+from ldpsynth.serving.errors import (
     BadRequest,
     LimitExceeded,
-    OutsideLifecycle,
     PermissionDenied,
     QuotaExceeded,
-    ShardDamaged,
-    ShardFull,
-    ShardUnavailable,
     TryLater,
     Unauthenticated,
     WrongState,
 )
-from ldpsynth.aggregator.observe.histogram import LATENCY_BUCKETS, HistogramSnapshot
-from ldpsynth.aggregator.observe.metrics import CallMetrics
-from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.aggregator.storage.segments import WorkerStatus
+from ldpsynth.serving.observe.histogram import LATENCY_BUCKETS, HistogramSnapshot
+from ldpsynth.serving.observe.metrics import CallMetrics
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.lifecycle import OPEN
 

@@ -4,7 +4,7 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
 * ``ldpsynth.v1.CollectionService`` is registered with a generic handler that receives raw
   request bytes and parses them itself, so garbage bytes end as INVALID_ARGUMENT rather than
   the INTERNAL a failing deserializer produces. Every error a request can cause says its status
-  (:mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.serving.status.rpc` maps it, and
+  (:mod:`ldpsynth.serving.errors`, :mod:`ldpsynth.aggregator.errors`); :func:`~ldpsynth.serving.status.rpc` maps it, and
   only a bug yields INTERNAL.
 * ``SubmitShuffled`` (role ``shuffler``) takes one shuffled batch of sealed reports, opens them with
   the deployment's sealing key (:mod:`~ldpsynth.aggregator.ingress.shuffled`), and admits and commits
@@ -26,7 +26,7 @@ handler and the query engine, standing on a :class:`~ldpsynth.aggregator.runtime
   and acknowledged, then it ends with UNAVAILABLE (clients resend the rest elsewhere or later); the
   streams get ``grace`` seconds for that, then ``stop`` cancels what is left (queries too); then the
   backend closes. No stream ends without a status, no acknowledged report is lost.
-* Operating it (:mod:`ldpsynth.aggregator.observe`): Prometheus metrics on ``--metrics-port``
+* Operating it (:mod:`ldpsynth.serving.observe`): Prometheus metrics on ``--metrics-port``
   (:mod:`~ldpsynth.aggregator.ingress.replica_metrics`), trace spans to ``--otlp-endpoint``, log
   events (JSON lines with ``--log-format json``). Logs, labels and spans carry counts, names of
   collections, shards and statuses; never tokens, peer addresses or report values.
@@ -46,7 +46,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, TryLater
+from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable
 from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.query_service import QUERY_METHODS, QUERY_SERVICE_NAME, QueryServicer
@@ -55,14 +55,15 @@ from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
-from ldpsynth.aggregator.observe import events, tracing
-from ldpsynth.aggregator.observe.metrics import MetricsEndpoint
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
 from ldpsynth.aggregator.storage.segments import WorkerStatus
 from ldpsynth.aggregator.storage.shard_worker import READY
 from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential, TokenTable
+from ldpsynth.serving.errors import TryLater
+from ldpsynth.serving.observe import events, tracing
+from ldpsynth.serving.observe.metrics import MetricsEndpoint
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
 from ldpsynth.serving.tls import server_credentials
 from ldpsynth.shared.errors import LdpsynthError

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import LimitExceeded, WrongState
 from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.serving.auth import Credential
+from ldpsynth.serving.errors import LimitExceeded, WrongState
 from ldpsynth.shared.sealing import (
     OpeningKey,
     decode_plaintexts,

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from ldpsynth.aggregator.errors import BadRequest, LimitExceeded, NotServed
+from ldpsynth.aggregator.errors import NotServed
 from ldpsynth.aggregator.ingress.cors import Cors
 from ldpsynth.aggregator.ingress.web_protocol import (
     CONTENT_TYPES,
@@ -34,6 +34,7 @@ from ldpsynth.aggregator.ingress.web_protocol import (
     header,
 )
 from ldpsynth.serving.auth import Credential
+from ldpsynth.serving.errors import BadRequest, LimitExceeded
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, refusal
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.wire import collection_pb2 as pb

@@ -32,7 +32,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from ldpsynth.aggregator.errors import BadRequest, LimitExceeded, NotServed
+from ldpsynth.aggregator.errors import NotServed
+from ldpsynth.serving.errors import BadRequest, LimitExceeded
 from ldpsynth.serving.status import parse
 
 M = TypeVar("M", bound=Message)

@@ -45,10 +45,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import PinExpired, TryLater, WrongState
+from ldpsynth.aggregator.errors import PinExpired
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk
+from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums

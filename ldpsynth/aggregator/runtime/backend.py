@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
-from ldpsynth.aggregator.observe import events
 from ldpsynth.aggregator.runtime.config import Catalog, ServerConfig
 from ldpsynth.aggregator.runtime.nats_process import EMBEDDED_MAX_PAYLOAD, EmbeddedNats, StoreSpace
 from ldpsynth.aggregator.runtime.ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
@@ -43,6 +42,7 @@ from ldpsynth.aggregator.storage.refusals import damaged_log, layout_edited
 from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, data_dir_key, read_key_file
 from ldpsynth.aggregator.storage.shard_worker import WorkerSpec
 from ldpsynth.aggregator.storage.store_check import check_data_dir
+from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.sealing import OpeningKey
 

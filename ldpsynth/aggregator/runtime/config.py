@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ldpsynth.aggregator.errors import ConfigError, WrongState
+from ldpsynth.serving.errors import ConfigError, WrongState
 from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard

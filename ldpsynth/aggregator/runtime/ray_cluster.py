@@ -40,7 +40,6 @@ import numpy as np
 import ray
 
 from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
-from ldpsynth.aggregator.observe import events
 from ldpsynth.aggregator.runtime.config import ConfigError
 from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_reaper, start_time, stop_reaper
 from ldpsynth.aggregator.storage.segments import (
@@ -53,6 +52,7 @@ from ldpsynth.aggregator.storage.segments import (
     WorkerStatus,
 )
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
+from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.estimators.engine import Statistics
 from ldpsynth.shared.estimators.formulas import BlockSums

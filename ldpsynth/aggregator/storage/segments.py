@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ldpsynth.aggregator.observe.histogram import HistogramSnapshot
+from ldpsynth.serving.observe.histogram import HistogramSnapshot
 from ldpsynth.shared.reports import REPORT_ID_BYTES
 from ldpsynth.shared.schema import Schema
 

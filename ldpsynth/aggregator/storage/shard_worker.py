@@ -16,16 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpsynth.aggregator.errors import (
-    PinExpired,
-    ShardDamaged,
-    ShardFull,
-    ShardUnavailable,
-    WorkerStartFailed,
-    WrongState,
-)
-from ldpsynth.aggregator.observe import events, tracing
-from ldpsynth.aggregator.observe.histogram import LatencyHistogram
+from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
 from ldpsynth.aggregator.storage.idindex import IdIndex, merge_sorted_ids, repeats, sort_ids
@@ -87,6 +78,9 @@ from ldpsynth.aggregator.storage.snapshot import (
 )
 from ldpsynth.aggregator.storage.stats import StatsAccumulator, TallyAccumulator, accumulator_for
 from ldpsynth.aggregator.storage.store_check import check_position, load_snapshot, log_position, published_manifest
+from ldpsynth.serving.errors import WrongState
+from ldpsynth.serving.observe import events, tracing
+from ldpsynth.serving.observe.histogram import LatencyHistogram
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.engine import Statistics, row_block_sums

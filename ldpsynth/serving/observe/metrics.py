@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ldpsynth.aggregator.observe import tracing
+from ldpsynth.serving.observe import tracing
 
 #: gRPC's status codes, by name (every method's series start at 0 for each).
 GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
