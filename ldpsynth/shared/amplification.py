@@ -22,8 +22,6 @@ __all__ = [
     "central_epsilon_lower_bound",
     "local_epsilon_for",
     "reports_needed",
-    "GroupGuarantee",
-    "group_guarantees",
     "composed_epsilon",
 ]
 
@@ -398,35 +396,41 @@ def central_epsilon_lower_bound(epsilon0: float, domain_size: int, n: int, delta
 # --------------------------------------------------------------------------- inverses
 
 
-def _certifies(eps0: float, k: int, n: int, target: float, delta: float, bound: str) -> bool:
-    """Whether the bound certifies (target, δ) at (ε0, n): central ε <= target."""
-    if eps0 <= target:
+def _certifies(eps0: float, k: int, n: int, target: float, delta: float, bound: str, rounds: int = 1) -> bool:
+    """Whether the bound certifies (target, δ) at (ε0, n) for ``rounds`` reports per device: central ε <= target."""
+    if rounds * eps0 <= target:
         return True
+    if rounds > 1:
+        return composed_epsilon(eps0, k, n, delta, rounds, bound=bound) <= target
     if bound == "fmt21-closed-form":
         return _fmt21_closed_form(eps0, n, delta) <= target
     return _certified(_delta_curve(bound, eps0, k, n, delta), target, delta)
 
 
 def local_epsilon_for(central_epsilon: float, domain_size: int, n: int, delta: float, *,
-                      bound: str = "blanket") -> float:
-    """The largest local ε0 whose bound at ``n`` reports is at most ``central_epsilon``.
+                      reports_per_device: int = 1, bound: str = "blanket") -> float:
+    """The largest local ε0 whose central ε at ``n`` reports per round is at most ``central_epsilon``,
+    each device sending ``reports_per_device`` = m reports (``composed_epsilon``; m = 1: ``central_epsilon``).
 
-    Rounded down to a relative :data:`RTOL` (the returned ε0 is checked to certify the target).
-    At least ``central_epsilon`` itself (no amplification needed), at most :data:`MAX_EPSILON0`.
+    Rounded down to a relative :data:`RTOL` (the returned ε0 is checked to certify the target). At
+    least ``central_epsilon / m`` (basic composition of the local guarantee needs no amplification), at
+    most :data:`MAX_EPSILON0`.
     """
     target = check_real(central_epsilon, "central_epsilon", low=0.0, high=MAX_EPSILON0, low_open=True)
     k = check_int(domain_size, "domain_size", 2)
     n = _check_n(n)
     dlt = check_probability(delta, "delta")
+    rounds = check_int(reports_per_device, "reports_per_device", 1, 10**6)
     bound = check_choice(bound, "bound", BOUNDS)
-    lo, hi = target, min(2.0 * target + 1.0, MAX_EPSILON0)
-    while _certifies(hi, k, n, target, dlt, bound):
+    lo = target / rounds
+    hi = min(2.0 * lo + 1.0, MAX_EPSILON0)
+    while _certifies(hi, k, n, target, dlt, bound, rounds):
         if hi >= MAX_EPSILON0:
             return MAX_EPSILON0
         lo, hi = hi, min(2.0 * hi + 1.0, MAX_EPSILON0)
     while hi - lo > RTOL * hi:
         mid = (lo + hi) / 2.0
-        if _certifies(mid, k, n, target, dlt, bound):
+        if _certifies(mid, k, n, target, dlt, bound, rounds):
             lo = mid
         else:
             hi = mid
@@ -458,56 +462,6 @@ def reports_needed(epsilon0: float, domain_size: int, central_epsilon: float, de
         else:
             lo = mid
     return hi
-
-
-# --------------------------------------------------------------------------- public-key groups
-
-
-@dataclass(frozen=True)
-class GroupGuarantee:
-    """Per public-key group, the (ε, δ) its members get, and the weakest over the groups.
-
-    ``epsilon[g], delta[g]`` is the bound's (ε, δ) when it is below ε0, else ``(ε0, 0.0)`` (the
-    local guarantee: a group too small to amplify, including an empty one). ``weakest`` is
-    ``(max ε, max δ)``: every group satisfies it.
-    """
-
-    epsilon: np.ndarray
-    delta: np.ndarray
-    weakest: tuple[float, float]
-
-
-def _check_counts(counts: npt.ArrayLike) -> np.ndarray:
-    arr = np.asarray(counts)
-    legal = f"a 1-d array of integers in [0, {MAX_REPORTS}]"
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValidationError("group_counts", legal, f"got {arr.ndim} dimensions and {arr.size} entries")
-    if arr.dtype.kind not in "iu":
-        raise ValidationError("group_counts", legal, "not integers")
-    bad = (arr < 0) | (arr > MAX_REPORTS)
-    if bad.any():
-        raise ValidationError("group_counts", legal, "out of range", int(np.flatnonzero(bad)[0]))
-    return arr.astype(np.int64)
-
-
-def group_guarantees(epsilon0: float, domain_size: int, group_counts: npt.ArrayLike, delta: float, *,
-                     bound: str = "blanket") -> GroupGuarantee:
-    """The guarantee of each public-key group: its reports hide only among reports with the same key.
-
-    ``group_counts[g]`` is the number of reports (one per device) of group g. Each distinct count
-    is computed once.
-    """
-    eps0, k, dlt = _check_common(epsilon0, domain_size, delta)
-    counts = _check_counts(group_counts)
-    bound = check_choice(bound, "bound", BOUNDS)
-    eps = np.full(counts.shape, eps0)
-    dlts = np.zeros(counts.shape)
-    for count in np.unique(counts[counts > 0]):
-        value = _central(eps0, k, int(count), dlt, bound)
-        if value < eps0:
-            eps[counts == count] = value
-            dlts[counts == count] = dlt
-    return GroupGuarantee(eps, dlts, (float(eps.max()), float(dlts.max())))
 
 
 # --------------------------------------------------------------------------- several reports per device

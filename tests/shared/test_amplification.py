@@ -23,7 +23,6 @@ from ldpsynth.shared.amplification import (
     central_epsilon,
     central_epsilon_lower_bound,
     composed_epsilon,
-    group_guarantees,
     local_epsilon_for,
     reports_needed,
 )
@@ -301,16 +300,13 @@ def test_reports_needed_refuses_an_unreachable_target():
 # --------------------------------------------------------------------------- groups and several reports
 
 
-def test_group_guarantees_are_per_group_with_the_local_one_for_small_groups():
-    counts = np.array([0, 1, 10**4, 50, 10**4])
-    got = group_guarantees(4.0, K, counts, DELTA)
-    assert got.epsilon[2] == got.epsilon[4] == central_epsilon(4.0, K, 10**4, DELTA)
-    assert got.delta[2] == DELTA
-    assert got.epsilon[0] == 4.0 and got.delta[0] == 0.0  # an empty group: the local guarantee
-    small = central_epsilon(4.0, K, 1, DELTA)
-    assert (got.epsilon[1], got.delta[1]) == ((small, DELTA) if small < 4.0 else (4.0, 0.0))
-    assert got.weakest == (float(got.epsilon.max()), float(got.delta.max()))
-    assert got.weakest[0] == 4.0
+def test_local_epsilon_for_several_reports_per_device_certifies_the_target_composed():
+    """One inverse for m = 1 and m > 1: the ε0 found composes to at most the target, a little more does not."""
+    n, m, target = 10**4, 3, 0.5
+    eps0 = local_epsilon_for(target, K, n, DELTA, reports_per_device=m)
+    assert target / m <= eps0 and composed_epsilon(eps0, K, n, DELTA, m) <= target
+    assert composed_epsilon(eps0 * (1 + 1e-4), K, n, DELTA, m) > target
+    assert local_epsilon_for(target, K, n, DELTA, reports_per_device=1) == local_epsilon_for(target, K, n, DELTA)
 
 
 def test_composition_is_between_one_round_and_basic_composition():
@@ -352,9 +348,7 @@ def test_kov_composition_of_pure_rr_matches_its_closed_form():
     (lambda: central_epsilon_lower_bound(1.0, 2, 10, DELTA), "domain_size"),
     (lambda: local_epsilon_for(-1.0, K, 10, DELTA), "central_epsilon"),
     (lambda: reports_needed(1.0, K, float("inf"), DELTA), "central_epsilon"),
-    (lambda: group_guarantees(1.0, K, [3, -1], DELTA), "group_counts"),
-    (lambda: group_guarantees(1.0, K, [1.5], DELTA), "group_counts"),
-    (lambda: group_guarantees(1.0, K, [[1]], DELTA), "group_counts"),
+    (lambda: local_epsilon_for(1.0, K, 10, DELTA, reports_per_device=0), "reports_per_device"),
     (lambda: composed_epsilon(1.0, K, 10, DELTA, 0), "reports_per_device"),
 ])
 def test_bad_arguments_name_the_field_and_its_legal_range(call, field):
