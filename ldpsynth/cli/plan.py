@@ -5,7 +5,8 @@
     ldpsynth plan --collection C.json --devices N --queries Q.json [--rows-per-device R]
                   [--prior rows.csv | --prior-uniform] [--epsilon E] [--level 0.95]
                   [--target-halfwidth H] [--merge ATTR=A+B,C+D ...] [--json]
-                  [--shuffler [--delta D] [--min-batch B] [--target-central-epsilon E]]
+                  [--shuffler [--delta D] [--min-batch B] [--assume-injected F]
+                              [--target-central-epsilon E]]
 
 prints, per (compiled) query, the predicted standard error and interval half-width of the eq. 17
 estimator, worst case over the private values and (with a prior) under the prior, the eq. 20 bound
@@ -16,13 +17,15 @@ Exact closed forms (:mod:`ldpsynth.shared.planning`), no simulation. ``--json`` 
 numbers as one JSON object (null where a figure does not apply, e.g. the devices a count needs, or
 where an ε beyond 40 would be needed).
 
-``--shuffler``: the collection behind a shuffler (design §9; docs/planning.md): per public-key group
-of the planned rows, the central ε and δ at the planned ε0 (and whether the group is below the
-minimum batch), the ε0 to choose for a target central ε (default: the plan's ε), and every query's
-error at that ε0 beside plain LDP at the same central ε, E's and each frequency oracle's, and which to
-choose. In ``--json``: ``"shuffle"`` with ``central_epsilon`` and ``central_delta`` (the weakest
-group's), ``groups``, ``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures
-(``plain_ldp_olh_*``, ... for the oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
+``--shuffler``: the collection behind a shuffler (design §9; docs/planning.md): the guarantee per device
+against each party at the planned ε0 (the shuffler: the local one; the aggregator's operator and analysts:
+the central one at the pool floor, ``--min-batch`` reports of one public key less ``--assume-injected``;
+docs/shuffle-accountant.md §6), the planned public-key groups and those a release would withhold (below the
+minimum batch), the ε0 to choose for a target central ε (default: the plan's ε), and every query's error at
+that ε0 beside plain LDP at the same central ε, E's and each frequency oracle's, and which to choose. In
+``--json``: ``"shuffle"`` with ``against`` (per party: ``epsilon``, ``delta``, ``basis``), ``groups``,
+``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures (``plain_ldp_olh_*``, ... for the
+oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy as np
 
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.guarantees import PARTIES
 from ldpsynth.shared.planning.choice import Choice
 from ldpsynth.shared.planning.inverse import EPSILON_STEP, MAX_EPSILON
 from ldpsynth.shared.planning.planner import Plan, plan
@@ -80,8 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "the ε0 for a target central ε, and the error at it beside plain LDP")
     shuffle.add_argument("--delta", type=float, help="δ of the central guarantee (default: the collection's "
                                                      "shuffle.delta, else 1e-9)")
-    shuffle.add_argument("--min-batch", type=int, help="minimum batch (default: the collection's shuffle.min_batch, "
-                                                       "else 1)")
+    shuffle.add_argument("--min-batch", type=int, help="minimum batch: the fewest reports of one public key per pool "
+                                                       "(default: the collection's shuffle.min_batch, else 1)")
+    shuffle.add_argument("--assume-injected", type=int, metavar="F",
+                         help="reports per pool an adversary may inject, not counted as honest (default: the "
+                              "collection's shuffle.assume_injected, else one device's quota: --rows-per-device)")
     shuffle.add_argument("--target-central-epsilon", type=float, metavar="E",
                          help="the central ε to reach (default: the planned ε, the same promise made centrally)")
 
@@ -128,9 +135,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
              epsilon=args.epsilon, level=args.level, target_halfwidth=args.target_halfwidth, changes=changes)
     if getattr(args, "shuffler", False):
         p = plan_shuffle(p, schema, p.batch, prior=prior, delta=args.delta, min_batch=args.min_batch,
-                         target_central_epsilon=args.target_central_epsilon)
-    elif any(getattr(args, name, None) is not None for name in ("delta", "min_batch", "target_central_epsilon")):
-        raise ValidationError("--shuffler", "given with --delta, --min-batch or --target-central-epsilon", "missing")
+                         assume_injected=args.assume_injected, target_central_epsilon=args.target_central_epsilon)
+    elif any(getattr(args, name, None) is not None for name in ("delta", "min_batch", "assume_injected",
+                                                                 "target_central_epsilon")):
+        raise ValidationError("--shuffler", "given with --delta, --min-batch, --assume-injected or "
+                              "--target-central-epsilon", "missing")
     return p
 
 
@@ -200,20 +209,16 @@ def _choice_json(c: Choice) -> dict[str, Any]:
 
 
 def _shuffle_json(p: Plan) -> dict[str, Any]:
-    """The ``"shuffle"`` object of ``--json``: fields named central_epsilon and central_delta."""
+    """The ``"shuffle"`` object of ``--json``: the guarantee against each party, the planned groups."""
     s = p.shuffle
     assert s is not None
     g = s.at_planned
-    groups = []
-    if g.shuffled:
-        groups = [{"group": label, "reports": int(c), "central_epsilon": float(e), "central_delta": float(d),
-                   "below_min_batch": bool(b)}
-                  for label, c, e, d, b in zip(g.labels, g.counts.tolist(), g.epsilon.tolist(), g.delta.tolist(),
-                                               s.below_min_batch.tolist())]
     return {"local_epsilon": p.epsilon, "rows_per_device": p.rows_per_device, "delta": s.delta,
-            "min_batch": s.min_batch, "shuffler": s.shuffler, "against": s.against,
-            "central_epsilon": g.central_epsilon, "central_delta": g.central_delta, "weakest_group": g.weakest_group,
-            "groups": groups, "any_group_below_min_batch": bool(s.below_min_batch.any()),
+            "min_batch": s.min_batch, "assume_injected": s.assume_injected, "shuffler": s.shuffler,
+            "against": {party: g.against(party).to_json() for party in PARTIES},
+            "groups": [{"group": label, "reports": int(c), "below_min_batch": bool(b)}
+                       for label, c, b in zip(s.labels, s.planned_reports.tolist(), s.below_min_batch.tolist())],
+            "any_group_below_min_batch": bool(s.below_min_batch.any()),
             "target_central_epsilon": s.target, "epsilon0_for_target": s.epsilon0,
             "central_epsilon_at_epsilon0": s.central_at_epsilon0,
             "central_delta_at_epsilon0": None if s.epsilon0 is None else s.delta,
@@ -344,17 +349,21 @@ def _shuffle_text(p: Plan) -> str:
     s = p.shuffle
     assert s is not None
     g = s.at_planned
-    text = (f"\nBehind a shuffler (δ = {s.delta:g}, minimum batch {s.min_batch:,}, {p.rows_per_device} row(s) per "
-            f"device; central guarantee against {s.against}; ε0 = {p.epsilon:.6g} holds against everyone):\n\n")
-    rows = [[label, f"{int(c):,}", _fmt(e), f"{d:g}", "below: refused" if b else "ok"]
-            for label, c, e, d, b in zip(g.labels, g.counts.tolist(), g.epsilon.tolist(), g.delta.tolist(),
-                                         s.below_min_batch.tolist())] if g.shuffled else []
-    text += _table(["public-key group", "planned reports", f"central ε at ε0 = {p.epsilon:.4g}", "central δ",
-                    "minimum batch"], rows)
+    text = (f"\nBehind a shuffler (δ = {s.delta:g}, minimum batch {s.min_batch:,} reports of one public key per pool, "
+            f"{s.assume_injected:,} of them assumed injected, {p.rows_per_device} row(s) per device), per device:\n\n")
+    rows = []
+    for party in PARTIES:
+        got = g.against(party)
+        rows.append([party, _fmt(got.epsilon), f"{got.delta:g}", got.basis])
+    text += _table(["against", f"ε at ε0 = {p.epsilon:.4g}", "δ", "why"], rows)
+    rows = [[label, f"{int(c):,}", "withheld (below the minimum batch)" if b else "released"]
+            for label, c, b in zip(s.labels, s.planned_reports.tolist(), s.below_min_batch.tolist())]
+    text += "\n" + _table(["public-key group", "planned reports", "in answers and exports"], rows)
     if s.epsilon0 is None:
-        return text + f"\nNo group has a report: no ε0 reaches central ε = {s.target:g}.\n"
+        return text + (f"\nThe pool floor ({s.min_batch:,} less {s.assume_injected:,} injected) holds fewer honest "
+                       f"reports than one per row of a device: no ε0 reaches central ε = {s.target:g}.\n")
     text += (f"\nTarget central ε = {s.target:g} (δ = {s.delta:g}): choose ε0 = {s.epsilon0:.6g} (central ε there "
-             f"{_fmt(s.central_at_epsilon0 or 0.0)} at the weakest group). ±{p.level:.0%} half-width:\n\n")
+             f"{_fmt(s.central_at_epsilon0 or 0.0)} at the pool floor). ±{p.level:.0%} half-width:\n\n")
     which = "prior" if p.has_prior else "worst"
     assert s.shuffled is not None
     oracles = [c for c in s.oracles if c.figures is not None]

@@ -100,10 +100,10 @@ def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
     if spec is None:
         raise ValidationError("card", "the card of a shuffled collection (with a shuffle block)",
                               f"collection {card.schema.name!r} is not shuffled")
-    minimum = card.schema.minimum_batch[0]
     m = max(spec.rows_per_device, reports)
-    stated = of_card(card, RELEASE, ["minimum batch"], np.array([minimum], np.int64), rows_per_device=m)
-    return CentralGuarantee(spec.delta, minimum, m, stated.central_epsilon, stated.central_delta)
+    stated = of_card(card, RELEASE, [], np.zeros(0, np.int64), rows_per_device=m)
+    central = stated.central or (None, None)
+    return CentralGuarantee(spec.delta, spec.min_batch, m, central[0], central[1])
 
 
 def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger, *,

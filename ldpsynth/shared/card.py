@@ -102,12 +102,22 @@ def oracle_fields(oracle: FrequencyOracle) -> dict[str, Any]:
 
 
 def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
-    """The card's ``"shuffle"`` block: the spec, both guarantees and whom they protect against."""
+    """The card's ``"shuffle"`` block: the spec, the guarantee against each party and what it rests on
+    (docs/shuffle-accountant.md §6). The central ε is a function of the card alone (the pool floor), which
+    every answer and release states, computed."""
     return {**spec.to_json(),
             "local": {"epsilon": epsilon0, "delta": 0.0, "per": "report", "against": LOCAL_AGAINST},
-            "central": {"delta": spec.delta, "against": spec.against,
-                        "epsilon": "per release and per answer, from the counts of reports of each public-key "
-                                   "group (ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md)"}}
+            "central": {"delta": spec.delta, "honest_reports_per_pool": spec.honest_per_pool,
+                        "assume_injected": spec.injected, "per": "device",
+                        "epsilon": "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, "
+                                   "rows_per_device) (ldpsynth.shared.amplification, blanket bound; "
+                                   "docs/shuffle-accountant.md §6), stated with every answer and release",
+                        "against": {"shuffler": "the local guarantee only: the shuffler sees who sends each report",
+                                    "operator": ("the central guarantee: the shuffler is run by an independent party"
+                                                 if spec.independent else "the local guarantee only: the aggregator's "
+                                                 "operator runs the shuffler too"),
+                                    "analysts": "the central guarantee, whenever they ask: answers asked before and "
+                                                "after one pool lands differ by that pool"}}}
 
 
 @dataclass(frozen=True)

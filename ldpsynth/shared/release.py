@@ -434,13 +434,13 @@ class Release:
         Returns
         -------
         dict
-            ``collection``, ``rows``, ``epsilon``, ``mechanism_version`` and, for a shuffled
-            collection's release, its guarantees' summary, ``weakest_group`` and ``groups``.
+            ``collection``, ``rows``, ``epsilon``, ``mechanism_version`` and, for a release stated per
+            group (a shuffled collection's, or one with a minimum batch), its guarantees' summary (per party,
+            and what was withheld) and ``groups``.
         """
         out: dict[str, object] = {"collection": self.card.schema.name, "rows": len(self),
                                   "epsilon": self.card.mechanism.epsilon, "mechanism_version": self.card.version}
-        if self.guarantees is not None and self.guarantees.shuffle is not None:
+        if self.guarantees is not None:
             out.update(self.guarantees.summary())
-            out["weakest_group"] = self.guarantees.weakest_group
             out["groups"] = len(self.guarantees.labels)
         return out

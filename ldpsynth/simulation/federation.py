@@ -41,14 +41,7 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.formulas import Answers
-from ldpsynth.shared.guarantees import (
-    RELEASE,
-    BelowMinimumBatch,
-    Guarantees,
-    check_min_batch,
-    of_card,
-    release_groups,
-)
+from ldpsynth.shared.guarantees import RELEASE, Guarantees, key_names, of_card, withhold
 from ldpsynth.shared.queries.json_form import queries_to_json
 from ldpsynth.shared.queries.wire import AnswerTable
 from ldpsynth.shared.schema import Schema, ShuffleSpec
@@ -256,22 +249,25 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
     answers = answer(work, population, stats, card.mechanism_e, settings.level) if stats.n else None
     guarantees, withheld = None, ""
     if shuffle is not None and stats.n:
-        labels, counts = release_groups(schema, stats.present_keys, stats.group_sizes)
-        guarantees = of_card(card, RELEASE, labels, counts)
-        try:  # as the query service would: no answer from a group below the minimum batch
-            check_min_batch(schema, labels, counts, "the demo queries were")
-        except BelowMinimumBatch as exc:
-            answers, withheld = None, str(exc)
+        rule = withhold(schema.minimum_batch[0], stats.group_sizes)
+        guarantees = of_card(card, RELEASE, key_names(schema, stats.present_keys[rule.kept]),
+                             stats.group_sizes[rule.kept], withheld=rule)
+        if rule.groups:  # the query service would leave them out, and the demo's truth is over every row
+            answers, withheld = None, (f"{rule.groups} public-key groups ({rule.reports} reports) are below the "
+                                       f"collection's minimum batch of {schema.minimum_batch[0]}: the query service "
+                                       "leaves them out of every answer, so no answer is set against the truth")
     return SimulationReport(population.description, target, True, seconds, outcome, stats.n, distinct, work,
                             answers, guarantees, withheld)
 
 
 async def _host_shuffler(target: str, tier: ShuffleTier) -> ShufflerServer:
-    """A shuffler on a free loopback port in front of ``target`` (no tokens: the simulation's loopback)."""
+    """A shuffler on a free loopback port in front of ``target`` (no tokens: the simulation's loopback, its devices
+    anonymous; the simulation knows every device is honest)."""
     from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
 
     shuffler = ShufflerServer(ShufflerConfig(listen="127.0.0.1:0", aggregator=target, token=None,
-                                             threshold=tier.threshold, max_wait=tier.max_wait))
+                                             threshold=tier.threshold, max_wait=tier.max_wait,
+                                             anonymous_devices=True))
     await shuffler.start()
     return shuffler
 

@@ -58,7 +58,7 @@ def edit(path, *statements: str) -> None:
 def test_a_sealed_submission_records_the_accountants_guarantee_at_the_minimum_batch(tmp_path) -> None:
     info = shuffled_info(min_batch=1000)
     eps0 = info.card.mechanism.epsilon
-    expected = amplification.central_epsilon(eps0, 10, 1000, DELTA, bound="blanket")
+    expected = amplification.central_epsilon(eps0, 10, 999, DELTA, bound="blanket")  # the pool floor: 1000 - F
     assert 0 < expected < eps0
     with PrivacyLedger(tmp_path / "l.sqlite") as ledger:
         prepared = prepare(ledger, info, ratings_rows(1, seed=1))
@@ -68,26 +68,27 @@ def test_a_sealed_submission_records_the_accountants_guarantee_at_the_minimum_ba
 
 
 def test_the_guarantee_composes_over_rows_per_device_and_over_more_reports_when_the_device_sent_more(tmp_path) -> None:
-    """m = shuffle.rows_per_device: composed_epsilon at n = min_batch // m; a device that has sent r > m reports:
-    at m = r (its own reports compose over r rounds)."""
+    """m = shuffle.rows_per_device: composed_epsilon at n = (min_batch - F) // m (F = m by default); a device that
+    has sent r > m reports: at m = r (its own reports compose over r rounds)."""
     info = shuffled_info(min_batch=600, rows_per_device=2)
     eps0 = info.card.mechanism.epsilon
     with PrivacyLedger(tmp_path / "l.sqlite") as ledger:
         prepare(ledger, info, ratings_rows(2, seed=2))
-        at_two = amplification.composed_epsilon(eps0, 10, 300, DELTA, 2, bound="blanket")
+        at_two = amplification.composed_epsilon(eps0, 10, 299, DELTA, 2, bound="blanket")
         assert ledger.guarantees("ratings") == CentralGuarantee(DELTA, 600, 2, at_two, DELTA)
         prepare(ledger, info, ratings_rows(1, seed=2, start=2))
-        at_three = amplification.composed_epsilon(eps0, 10, 200, DELTA, 3, bound="blanket")
+        at_three = amplification.composed_epsilon(eps0, 10, 199, DELTA, 3, bound="blanket")
         assert ledger.guarantees("ratings") == CentralGuarantee(DELTA, 600, 3, at_three, DELTA)
         assert at_three > at_two
 
 
-def test_the_minimum_batch_is_the_larger_of_min_batch_and_shuffle_min_batch(tmp_path) -> None:
+def test_the_guarantee_is_at_the_shuffle_blocks_minimum_batch(tmp_path) -> None:
+    """A larger schema min_batch makes pools larger still; the promise counts the shuffle block's (safe)."""
     info = shuffled_info(min_batch=100, schema_min_batch=1000)
     with PrivacyLedger(tmp_path / "l.sqlite") as ledger:
         guarantee = prepare(ledger, info, ratings_rows(1)).central
-    assert guarantee is not None and guarantee.min_batch == 1000
-    assert guarantee.central_epsilon == amplification.central_epsilon(info.card.mechanism.epsilon, 10, 1000, DELTA,
+    assert guarantee is not None and guarantee.min_batch == 100
+    assert guarantee.central_epsilon == amplification.central_epsilon(info.card.mechanism.epsilon, 10, 99, DELTA,
                                                                       bound="blanket")
 
 
@@ -207,8 +208,8 @@ def test_without_the_accountant_the_terms_are_recorded_and_no_epsilon(tmp_path, 
 
 def test_cli_submit_through_a_shuffler_prints_the_central_guarantee(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr(cli_main, "SUBCOMMAND_MODULES", ("ldpsynth.cli.client_cmd",))
-    info = shuffled_info(rows_per_device=3)  # three rows: m = 3, n = 1000 // 3 per round
-    expected = amplification.composed_epsilon(info.card.mechanism.epsilon, 10, 333, DELTA, 3, bound="blanket")
+    info = shuffled_info(rows_per_device=3)  # three rows: m = 3, n = (1000 - 3) // 3 per round
+    expected = amplification.composed_epsilon(info.card.mechanism.epsilon, 10, 332, DELTA, 3, bound="blanket")
     shuffler = FakeShufflerService(sealed_report_bytes(info.schema, info.card.version))
     rows = tmp_path / "rows.csv"
     data = ratings_rows(3, seed=7)
@@ -222,8 +223,9 @@ def test_cli_submit_through_a_shuffler_prints_the_central_guarantee(tmp_path, ca
         assert (out["central_epsilon"], out["central_delta"]) == (expected, DELTA)
         with Client(agg.target, retry=RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.05)) as client, \
                 PrivacyLedger(tmp_path / "l2.sqlite") as ledger:
-            clear = client.submit("ratings", data, ledger=ledger)  # the same collection in clear: none
-        assert not clear.shuffled and clear.central_epsilon is None and clear.central_delta is None
+            with pytest.raises(ValidationError, match="shuffler"):  # the same collection in clear: refused
+                client.submit("ratings", data, ledger=ledger)
+            assert ledger.spent("ratings") == 0
     with PrivacyLedger(tmp_path / "l.sqlite") as ledger:
         assert ledger.guarantees("ratings") == CentralGuarantee(DELTA, 1000, 3, expected, DELTA)
 
@@ -237,6 +239,6 @@ def test_the_sdk_result_through_a_shuffler_carries_the_recorded_guarantee(tmp_pa
         recorded = ledger.guarantees("ratings")
     assert recorded is not None and result.shuffled
     assert (result.central_epsilon, result.central_delta) == (recorded.central_epsilon, recorded.central_delta)
-    assert result.central_epsilon == amplification.central_epsilon(info.card.mechanism.epsilon, 10, 500, DELTA,
+    assert result.central_epsilon == amplification.central_epsilon(info.card.mechanism.epsilon, 10, 499, DELTA,
                                                                    bound="blanket")
     assert Fraction(result.central_epsilon) < Fraction(info.card.mechanism.epsilon)

@@ -135,8 +135,8 @@ class QueryServicer:
                                 "(--max-message-bytes)")
         chunk_rows = export_chunk_rows(info.schema, limit)
         start = time.perf_counter()
-        rows = await self.engine.export_rows(request.collection)
-        guarantees = await self.engine.release_guarantees(request.collection, rows)  # refused below min_batch
+        rows, guarantees = await self.engine.release(request.collection,  # groups below min_batch withheld
+                                                     await self.engine.export_rows(request.collection))
         self._metrics.query(request.collection, "export", len(rows), time.perf_counter() - start)
         head.rows = len(rows)
         if guarantees is not None:

@@ -24,16 +24,17 @@ A pin lost to a restarted worker makes the evaluation start again on new pins (a
 :data:`ATTEMPTS` times, then UNAVAILABLE). Querying reads the perturbed rows only, so it spends
 no privacy budget.
 
-**A shuffled collection** (its schema's shuffle block): on the same pins, the groups of rows the
-batch reads and their counts (:func:`~ldpsynth.shared.guarantees.batch_groups`); a group below the
-minimum batch refuses the batch (``WrongState``, FAILED_PRECONDITION, naming the group, its count
-and the minimum) before anything is evaluated; the answers carry both guarantees, the central one
-from those counts (the accountant, in a worker thread, cached per count). An export
-(:meth:`QueryEngine.export_rows` then :meth:`QueryEngine.release_guarantees`) is refused the same way
-per public key, and states its guarantees per public key.
+**The minimum batch** (the schema's ``min_batch``, or a shuffled collection's ``shuffle.min_batch``;
+docs/shuffle-accountant.md §6): on the same pins, a public-key group of fewer reports is never released
+nor counted, whatever the query (:func:`~ldpsynth.shared.guarantees.withhold`): table blocks are
+evaluated over the other groups only (``n`` counts them only), a cut or dense block that reads such a
+group is refused (``WrongState``, FAILED_PRECONDITION, naming the group, its count and the minimum), and
+so is a batch all of whose groups read are below it. An export (:meth:`QueryEngine.export_rows` then
+:meth:`QueryEngine.release`) leaves those groups' rows out.
 
-**A minimum batch** (the schema's ``min_batch``, any collection): the same groups and the same refusal,
-without guarantees to state (:func:`~ldpsynth.shared.guarantees.check_min_batch`, one rule for both).
+**A shuffled collection** (its schema's shuffle block): the answers and releases carry the guarantees per
+party (:func:`~ldpsynth.shared.guarantees.of_card`: the central one at the pool floor, the accountant
+in a worker thread, cached), with the public-key groups read and their counts, and what was withheld.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk
 from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.eligible import by_group, eligible
 from ldpsynth.shared.estimators.engine import Statistics, cut_oracle_sums, table_block_sums
 from ldpsynth.shared.estimators.formulas import Answers, BlockSums, answers_from_sums, cut_block_sums
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
@@ -60,11 +62,10 @@ from ldpsynth.shared.guarantees import (
     RELEASE,
     BelowMinimumBatch,
     Guarantees,
-    batch_groups,
-    check_min_batch,
+    key_names,
     of_card,
-    release_groups,
-    releases_by_group,
+    refuse_withheld,
+    withhold,
 )
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import Mechanism
@@ -105,10 +106,10 @@ def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
                     np.concatenate([p.private_codes for p in parts])[order])
 
 
-def _check(schema: Schema, labels: Sequence[str], counts: np.ndarray, what: str) -> None:
-    """The minimum batch, as this service's ``WrongState`` (FAILED_PRECONDITION)."""
+def _refuse(schema: Schema, keys: np.ndarray, sizes: np.ndarray, what: str) -> None:
+    """The minimum batch's refusal, as this service's ``WrongState`` (FAILED_PRECONDITION)."""
     try:
-        check_min_batch(schema, labels, counts, what)
+        refuse_withheld(schema, key_names(schema, keys), sizes, what)
     except BelowMinimumBatch as exc:
         raise WrongState(str(exc)) from None
 
@@ -179,45 +180,54 @@ class QueryEngine:
             n = sum(pin.rows for pin in pins)
             if n == 0:
                 raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
-            groups = None
-            if releases_by_group(info.schema):  # the groups the batch reads, on the same pins; refused below min_batch
-                stats = await self.statistics(collection, pins)
-                groups = await asyncio.to_thread(batch_groups, batch, stats.present_keys, stats.group_sizes)
-                _check(info.schema, *groups, "the queries were")
-            sums = [await self._block(collection, block, batch, mechanism, pins, n) for block in batch.blocks]
+            if not by_group(info.schema):
+                sums = [await self._block(collection, block, batch, mechanism, pins, n, None)
+                        for block in batch.blocks]
+                return await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
+            stats = await self.statistics(collection, pins)  # the groups the batch reads, on the same pins
+            try:
+                kept = await asyncio.to_thread(eligible, batch, stats)
+            except BelowMinimumBatch as exc:
+                raise WrongState(str(exc)) from None
+            n = kept.stats.n
+            sums = [await self._block(collection, block, batch, mechanism, pins, n, kept.stats)
+                    for block in batch.blocks]
             answers = await asyncio.to_thread(answers_from_sums, batch, sums, n, mechanism, level=level)
-            if groups is None or info.schema.shuffle is None:
+            if info.schema.shuffle is None and not kept.withheld.groups:
                 return answers
-            guarantees = await asyncio.to_thread(of_card, info.card, ANSWERS, *groups)
+            guarantees = await asyncio.to_thread(of_card, info.card, ANSWERS, kept.labels, kept.counts,
+                                                 withheld=kept.withheld)
             return replace(answers, guarantees=guarantees)
 
         return await self._pinned(collection, evaluate)
 
-    async def release_guarantees(self, collection: str, rows: RowChunk) -> Guarantees | None:
-        """The guarantees of an export of ``rows`` (None: not shuffled), per public key; ``WrongState``
-        when a public key holds fewer reports than the minimum batch (a shuffled collection's, or any
-        collection's ``min_batch``)."""
+    async def release(self, collection: str, rows: RowChunk) -> tuple[RowChunk, Guarantees | None]:
+        """What an export of ``rows`` releases: the rows of the public-key groups at or above the minimum
+        batch (the others withheld: ``WrongState`` when none is left), and their guarantees per party
+        (``None`` for a collection without a shuffle block or a minimum batch)."""
         info = self.catalog.get(collection)
-        if not releases_by_group(info.schema):
-            return None
-        keys, sizes = np.unique(np.asarray(rows.public_keys), return_counts=True)
-        if not len(keys):
-            sizes = np.zeros(1, np.int64)
-            keys = np.zeros(1, np.int64)
-        labels, counts = release_groups(info.schema, keys, sizes)
-        _check(info.schema, labels, counts, "the export was")
-        if info.schema.shuffle is None:
-            return None
-        return await asyncio.to_thread(of_card, info.card, RELEASE, labels, counts)
+        if not by_group(info.schema):
+            return rows, None
+        keys, inverse, sizes = np.unique(np.asarray(rows.public_keys), return_inverse=True, return_counts=True)
+        rule = withhold(info.schema.minimum_batch[0], sizes)
+        if not rule.kept.any():
+            _refuse(info.schema, keys, sizes, "the export was")
+        if rule.groups:
+            keep = rule.kept[inverse.reshape(-1)]
+            rows = RowChunk(rows.report_ids[keep], rows.public_keys[keep], rows.private_codes[keep])
+        guarantees = await asyncio.to_thread(of_card, info.card, RELEASE, key_names(info.schema, keys[rule.kept]),
+                                             sizes[rule.kept], withheld=rule)
+        return rows, guarantees
 
     async def _block(self, collection: str, block: Any, batch: QueryBatch, mechanism: Mechanism, pins: Pins,
-                     n: int) -> BlockSums:
+                     n: int, kept: Statistics | None) -> BlockSums:
+        """One block's sums over the pinned rows (``kept``: the statistics of the groups not withheld)."""
         if isinstance(block, TableBlock):
-            stats = await self.statistics(collection, pins)
+            stats = kept if kept is not None else await self.statistics(collection, pins)
             return await asyncio.to_thread(table_block_sums, block, stats, batch.schema, mechanism)
         if isinstance(block, CutBlock) and not isinstance(mechanism, MechanismE):
             # an oracle's pairs: their estimates from the merged tallies (the shards' pair counts are E's)
-            tallies = await self.statistics(collection, pins)
+            tallies = kept if kept is not None else await self.statistics(collection, pins)
             assert isinstance(tallies, KeyedTallies)
             return await asyncio.to_thread(cut_oracle_sums, block, tallies, batch.schema)
         if isinstance(block, CutBlock):

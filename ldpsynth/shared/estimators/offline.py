@@ -23,15 +23,17 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.eligible import by_group, eligible
 from ldpsynth.shared.estimators.engine import Statistics, estimate
 from ldpsynth.shared.estimators.formulas import Answers
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
-from ldpsynth.shared.guarantees import ANSWERS, batch_groups, check_min_batch, of_card, releases_by_group
+from ldpsynth.shared.guarantees import ANSWERS, of_card
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.queries.compiler import compile_queries
@@ -68,11 +70,13 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     """The answers to ``queries`` from the synthetic database of ``release``, at confidence ``level``.
 
     WYZ eq. 17 estimate, eq. 21 proper estimate, standard error and normal interval, eq. 20/22
-    bounds. The queries are checked against the card's schema before any row is read. A shuffled
-    collection's release (its card's schema has a shuffle block): the answers' ``guarantees``
-    state the local ε0 and the central (ε, δ) of the groups of rows the batch reads, from their
-    counts (:mod:`ldpsynth.shared.guarantees`), and a group below the minimum batch refuses the
-    batch, as the query service does.
+    bounds. The queries are checked against the card's schema before any row is read. A public-key
+    group below the collection's minimum batch is never counted (its rows left out of table queries;
+    a cut or dense query that reads it, or a batch that reads only such groups, refused), as the query
+    service does (:mod:`ldpsynth.shared.estimators.eligible`). A shuffled collection's release (its
+    card's schema has a shuffle block): the answers' ``guarantees`` state the local ε0 and the central
+    (ε, δ) per party, with the public-key groups read and what was withheld
+    (:mod:`ldpsynth.shared.guarantees`).
 
     Parameters
     ----------
@@ -92,8 +96,9 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     level : float, default 0.95
         Confidence level of the intervals: a number in (0, 1).
     rows_per_device : int or None, default None
-        A shuffled collection: the most reports per device the central guarantee composes over,
-        an integer in [1, 10^6]; ``None``: the card's. Not used for a collection that is not shuffled.
+        A shuffled collection: the most reports per device the central guarantee composes over, an
+        integer from the card's ``shuffle.rows_per_device`` (fewer would overstate the guarantee) to
+        10^6; ``None``: the card's. Not used for a collection that is not shuffled.
 
     Returns
     -------
@@ -110,8 +115,8 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
         verifying), ``queries`` or ``queries[j]...``, ``release`` (a file that cannot be read),
         ``synthetic.<attribute>`` or ``<attribute>`` (a row), ``rows_per_device``.
     BelowMinimumBatch
-        A group read by the queries holds fewer reports than the collection's minimum batch
-        (the schema's ``min_batch``, or a shuffled collection's ``shuffle.min_batch``):
+        Every group the queries read, or one a cut or dense query reads, holds fewer reports than the
+        collection's minimum batch (the schema's ``min_batch``, or a shuffled collection's ``shuffle.min_batch``):
         :class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`, an
         :class:`~ldpsynth.shared.errors.LdpsynthError`.
     """
@@ -130,12 +135,15 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
                                                    public_domain_size=schema.public_domain_size)
     else:
         stats = SufficientStatistics.from_schema(schema, keys, codes)
-    if not releases_by_group(schema):
+    if not by_group(schema):
         return estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
-    labels, counts = batch_groups(batch, stats.present_keys, stats.group_sizes)
-    check_min_batch(schema, labels, counts, "the queries were")
-    answers = estimate(batch, stats, mechanism_card.mechanism, level=level, codes=codes)
-    if schema.shuffle is None:
+    kept = eligible(batch, stats)
+    if kept.stats.n != stats.n:  # the rows of the groups kept (a dense block, which needs them, reads no other)
+        codes = codes[np.isin(keys if keys is not None else np.zeros(len(codes), np.int64),
+                              kept.stats.present_keys)]
+    answers = estimate(batch, kept.stats, mechanism_card.mechanism, level=level, codes=codes)
+    if schema.shuffle is None and not kept.withheld.groups:
         return answers
-    guarantees = of_card(mechanism_card, ANSWERS, labels, counts, rows_per_device=rows_per_device)
+    guarantees = of_card(mechanism_card, ANSWERS, kept.labels, kept.counts, rows_per_device=rows_per_device,
+                         withheld=kept.withheld)
     return replace(answers, guarantees=guarantees)

@@ -128,6 +128,12 @@ class SufficientStatistics:
         """Counts per private value over all rows, ``(|D|,)`` int64."""
         return self.table.sum(axis=0)
 
+    def restricted(self, kept: np.ndarray) -> SufficientStatistics:
+        """The statistics of the rows whose public key is kept (``kept``: a mask over :attr:`present_keys`)."""
+        if kept.all():
+            return self
+        return self._of_table(self.present_keys[kept], self.table[kept], self.public_domain_size)
+
     @property
     def n(self) -> int:
         """Number of rows."""

@@ -67,6 +67,13 @@ class KeyedTallies:
         """:func:`count_estimates` of every present key, ``(G, k)``."""
         return count_estimates(self.oracle, self.table, self.group_sizes)
 
+    def restricted(self, kept: np.ndarray) -> KeyedTallies:
+        """The tallies of the reports whose public key is kept (``kept``: a mask over :attr:`present_keys`)."""
+        if kept.all():
+            return self
+        return KeyedTallies(self.oracle, self.public_domain_size, self.present_keys[kept], self.group_sizes[kept],
+                            self.table[kept])
+
     @classmethod
     def empty(cls, oracle: FrequencyOracle, public_domain_size: int) -> KeyedTallies:
         """No reports."""

@@ -78,10 +78,11 @@ class Alternative:
 class ShufflePlan:
     """The planned collection behind a shuffler (:func:`~ldpsynth.shared.planning.shuffled.plan_shuffle`).
 
-    ``at_planned``: the guarantees of a release at the plan's ε0, per public-key group of the planned
-    rows (``group_reports``, floor of n times the group's share); ``below_min_batch`` marks groups a
-    release would be refused for. ``target`` is the central ε asked for; ``epsilon0`` the ε0 that
-    reaches it at the weakest non-empty group (None when no group has a report); ``shuffled`` E's
+    ``at_planned``: the guarantees per party of a release at the plan's ε0 (the central one at the pool
+    floor, ``min_batch - assume_injected`` honest reports); ``labels``/``planned_reports``: the public-key
+    groups of the planned rows (floor of n times the group's share), ``below_min_batch`` marks those a
+    release would withhold. ``target`` is the central ε asked for; ``epsilon0`` the ε0 that reaches it at
+    the pool floor (None when the floor is below one report per round); ``shuffled`` E's
     errors at ``epsilon0``, ``plain`` E's at local ε = ``target`` (plain LDP, the same central promise);
     ``oracles`` the frequency oracles' at local ε = ``target`` (they are not run behind a shuffler: the
     accountant is k-RR's), and ``recommended`` / ``recommendation`` the choice among E behind the shuffler
@@ -93,6 +94,8 @@ class ShufflePlan:
     shuffler: str
     against: str
     at_planned: Any
+    labels: list[str]
+    planned_reports: np.ndarray
     below_min_batch: np.ndarray
     target: float
     epsilon0: float | None
@@ -102,6 +105,7 @@ class ShufflePlan:
     oracles: tuple[Choice, ...] = ()
     recommended: str = "E"
     recommendation: str = ""
+    assume_injected: int = 0
 
 
 @dataclass(frozen=True, eq=False)

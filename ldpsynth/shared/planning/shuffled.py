@@ -1,8 +1,10 @@
 """Planning a shuffled collection: the collection behind a shuffler (design §9), :func:`plan_shuffle`.
 
-Per public-key group of the planned rows, the central (ε, δ) at the planned ε0 (the shuffle accountant,
-:mod:`ldpsynth.shared.guarantees`); for a target central ε, the ε0 that reaches it at the weakest group and
-every query's error at that ε0, beside plain LDP at the target (E and each frequency oracle): the same
+The guarantees per party at the planned ε0 (the shuffle accountant, :mod:`ldpsynth.shared.guarantees`: the
+central (ε, δ) at the pool floor, ``min_batch`` less the ``assume_injected`` reports, against analysts and,
+with an independent shuffler, the aggregator's operator), the planned public-key groups and those a release
+would withhold (below the minimum batch); for a target central ε, the ε0 that reaches it at the pool floor
+and every query's error at that ε0, beside plain LDP at the target (E and each frequency oracle): the same
 closed forms at the two ε, and which to choose. Needs the accountant (scipy).
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.planning.shuffled``.
@@ -14,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ldpsynth.shared import guarantees
+from ldpsynth.shared import amplification, guarantees
 from ldpsynth.shared.planning.choice import error_ratio, recommend
 from ldpsynth.shared.planning.inverse import MAX_EPSILON
 from ldpsynth.shared.planning.planner import Plan, ShufflePlan, plan
@@ -40,30 +42,34 @@ def planned_groups(schema: Schema, rows: RowDistribution, n: int) -> tuple[list[
 
 def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDistribution | None = None,
                  delta: float | None = None, min_batch: int | None = None, shuffler: str | None = None,
-                 target_central_epsilon: float | None = None) -> Plan:
+                 assume_injected: int | None = None, target_central_epsilon: float | None = None) -> Plan:
     """``p`` with its :class:`ShufflePlan`: the collection behind a shuffler (module docstring).
 
-    ``delta``, ``min_batch`` and ``shuffler`` default to the schema's shuffle block (δ = 1e-9, a minimum
-    batch of 1 and "aggregator-operator" without one); the target central ε defaults to the plan's ε
-    (the same promise, made centrally). Needs the accountant (scipy).
+    ``delta``, ``min_batch``, ``shuffler`` and ``assume_injected`` default to the schema's shuffle block (δ =
+    1e-9, a minimum batch of 1, "aggregator-operator" and one device's quota without one); the target central
+    ε defaults to the plan's ε (the same promise, made centrally). Needs the accountant (scipy).
     """
     base = schema.shuffle
     spec = ShuffleSpec(delta if delta is not None else (base.delta if base else 1e-9),
                        min_batch if min_batch is not None else (base.min_batch if base else 1),
                        p.rows_per_device, shuffler if shuffler is not None else
-                       (base.shuffler if base else "aggregator-operator"))
+                       (base.shuffler if base else "aggregator-operator"),
+                       assume_injected if assume_injected is not None else
+                       (base.assume_injected if base and min_batch is None else None))
     target = p.epsilon if target_central_epsilon is None else check_epsilon(target_central_epsilon,
                                                                             "target_central_epsilon")
     rows = prior if prior is not None else UniformRows(schema)
     labels, counts = planned_groups(schema, rows, p.n)
     k = p.domain_size
-    at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, labels, counts)
-    live = counts[counts >= p.rows_per_device]
+    below = counts < spec.min_batch
+    at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, [x for x, b in zip(labels, below) if not b],
+                                    counts[~below], withheld=guarantees.withhold(spec.min_batch, counts))
+    per_round = spec.honest_per_pool // p.rows_per_device
     epsilon0 = central = shuffled = None
-    if live.size:
-        weakest = int(live.min())
-        epsilon0 = min(MAX_EPSILON, guarantees.local_epsilon_for(target, k, weakest, spec.delta, p.rows_per_device))
-        central = guarantees.central_at(epsilon0, k, weakest // p.rows_per_device, spec.delta, p.rows_per_device)
+    if per_round >= 1:
+        epsilon0 = min(MAX_EPSILON, amplification.local_epsilon_for(target, k, per_round, spec.delta,
+                                                                    reports_per_device=p.rows_per_device))
+        central = guarantees.central_at(epsilon0, k, per_round, spec.delta, p.rows_per_device)
         shuffled = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior,
                         epsilon=epsilon0, level=p.level).e
     at_target = plan(schema, queries, p.devices, rows_per_device=p.rows_per_device, prior=prior, epsilon=target,
@@ -81,5 +87,5 @@ def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDist
                f"have standard errors {ratios} times its (geometric mean over the queries)" if recommended == "E" else
                why.replace("x E's", "x those of E behind the shuffler") + " (no shuffler)")
     return replace(p, shuffle=ShufflePlan(spec.delta, spec.min_batch, spec.shuffler, spec.against, at_planned,
-                                          counts < spec.min_batch, target, epsilon0, central, shuffled, at_target.e,
-                                          oracles, recommended, why))
+                                          labels, counts, below, target, epsilon0, central, shuffled, at_target.e,
+                                          oracles, recommended, why, spec.injected))

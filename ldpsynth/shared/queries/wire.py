@@ -266,45 +266,42 @@ def _at(first: int, build: Any) -> Any:
 def guarantees_to_proto(g: Guarantees) -> pb.Guarantees:
     """The :class:`~ldpsynth.shared.guarantees.Guarantees` as a message (per-group columns packed)."""
     msg = pb.Guarantees(scope=g.scope, local_epsilon=g.local_epsilon, rows_per_device=g.rows_per_device,
-                        domain_size=g.domain_size, note=g.note)
+                        domain_size=g.domain_size, note=g.note, withheld_groups=g.withheld_groups,
+                        withheld_reports=g.withheld_reports)
+    msg.group_labels.extend(g.labels)
+    if g.counts is not None:
+        msg.group_reports = np.ascontiguousarray(g.counts, _U64).tobytes()
     if g.shuffle is not None:
         msg.shuffled = True
         msg.target_delta, msg.min_batch, msg.shuffler = g.shuffle.delta, g.shuffle.min_batch, g.shuffle.shuffler
-        msg.group_labels.extend(g.labels)
-        if g.counts is not None:
-            msg.group_reports = np.ascontiguousarray(g.counts, _U64).tobytes()
-    if g.shuffled:
-        assert g.epsilon is not None and g.delta is not None and g.evaluated is not None
+        msg.assume_injected = g.shuffle.injected
+        msg.operator_covered = g.shuffle.independent
+    if g.central is not None:
         msg.computed = True
-        msg.group_epsilon = np.ascontiguousarray(g.epsilon, _F64).tobytes()
-        msg.group_delta = np.ascontiguousarray(g.delta, _F64).tobytes()
-        msg.group_evaluated_at = np.ascontiguousarray(g.evaluated, _U64).tobytes()
+        msg.central_epsilon, msg.central_delta = g.central
+        msg.central_evaluated_at = g.evaluated_at
     return msg
 
 
 def guarantees_from_proto(msg: pb.Guarantees) -> Guarantees:
-    """The inverse of :func:`guarantees_to_proto` (columns checked to have one entry per group)."""
+    """The inverse of :func:`guarantees_to_proto` (the counts checked to have one entry per group)."""
     spec = None
     if msg.shuffled:
         try:
-            spec = ShuffleSpec(msg.target_delta, msg.min_batch, msg.rows_per_device or 1, msg.shuffler)
+            spec = ShuffleSpec(msg.target_delta, msg.min_batch, msg.rows_per_device or 1, msg.shuffler,
+                               int(msg.assume_injected))
         except ValidationError as exc:
             raise ValidationError(f"guarantees.{exc.field}", exc.legal, exc.problem) from None
     groups = len(msg.group_labels)
-
-    def column(raw: bytes, dtype: np.dtype, name: str) -> np.ndarray:
-        if len(raw) != 8 * groups:
-            raise ValidationError(f"guarantees.{name}", f"{groups} values of 8 bytes", f"got {len(raw)} bytes")
-        return np.frombuffer(raw, dtype).astype(np.int64 if dtype == _U64 else np.float64)
-
+    if len(msg.group_reports) != 8 * groups:
+        raise ValidationError("guarantees.group_reports", f"{groups} values of 8 bytes",
+                              f"got {len(msg.group_reports)} bytes")
     kwargs: dict[str, Any] = {}
-    if msg.shuffled:
-        kwargs.update(labels=tuple(msg.group_labels), counts=column(msg.group_reports, _U64, "group_reports"))
     if msg.computed:
-        kwargs.update(epsilon=column(msg.group_epsilon, _F64, "group_epsilon"),
-                      delta=column(msg.group_delta, _F64, "group_delta"),
-                      evaluated=column(msg.group_evaluated_at, _U64, "group_evaluated_at"))
+        kwargs.update(central=(msg.central_epsilon, msg.central_delta), evaluated_at=int(msg.central_evaluated_at))
     return Guarantees(msg.scope, msg.local_epsilon, int(msg.domain_size), int(msg.rows_per_device or 1), spec,
+                      tuple(msg.group_labels), np.frombuffer(msg.group_reports, _U64).astype(np.int64),
+                      withheld_groups=int(msg.withheld_groups), withheld_reports=int(msg.withheld_reports),
                       note=msg.note, **kwargs)
 
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/query.proto.
  */
 export const file_ldpsynth_v1_query: GenFile = /*@__PURE__*/
-  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIrMCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcyLCAgoKR3VhcmFudGVlcxINCgVzY29wZRgBIAEoCRIVCg1sb2NhbF9lcHNpbG9uGAIgASgBEhcKD3Jvd3NfcGVyX2RldmljZRgDIAEoDRITCgtkb21haW5fc2l6ZRgEIAEoBBIQCghzaHVmZmxlZBgFIAEoCBIUCgx0YXJnZXRfZGVsdGEYBiABKAESEQoJbWluX2JhdGNoGAcgASgEEhAKCHNodWZmbGVyGAggASgJEhQKDGdyb3VwX2xhYmVscxgJIAMoCRIVCg1ncm91cF9yZXBvcnRzGAogASgMEhUKDWdyb3VwX2Vwc2lsb24YCyABKAwSEwoLZ3JvdXBfZGVsdGEYDCABKAwSGgoSZ3JvdXBfZXZhbHVhdGVkX2F0GA0gASgMEhAKCGNvbXB1dGVkGA4gASgIEgwKBG5vdGUYDyABKAkiIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIuIBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDBIWCg5yZXBvcnRfYml0bWFwcxgGIAEoDBIRCglvbGhfc2VlZHMYByABKAwSEwoLb2xoX2J1Y2tldHMYCCABKAwSGAoQaGFkYW1hcmRfcmVwb3J0cxgJIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
+  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzIrMCChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcyLAAwoKR3VhcmFudGVlcxINCgVzY29wZRgBIAEoCRIVCg1sb2NhbF9lcHNpbG9uGAIgASgBEhcKD3Jvd3NfcGVyX2RldmljZRgDIAEoDRITCgtkb21haW5fc2l6ZRgEIAEoBBIQCghzaHVmZmxlZBgFIAEoCBIUCgx0YXJnZXRfZGVsdGEYBiABKAESEQoJbWluX2JhdGNoGAcgASgEEhAKCHNodWZmbGVyGAggASgJEhQKDGdyb3VwX2xhYmVscxgJIAMoCRIVCg1ncm91cF9yZXBvcnRzGAogASgMEhAKCGNvbXB1dGVkGA4gASgIEgwKBG5vdGUYDyABKAkSFwoPYXNzdW1lX2luamVjdGVkGBAgASgEEhcKD2NlbnRyYWxfZXBzaWxvbhgSIAEoARIVCg1jZW50cmFsX2RlbHRhGBMgASgBEhwKFGNlbnRyYWxfZXZhbHVhdGVkX2F0GBQgASgEEhgKEG9wZXJhdG9yX2NvdmVyZWQYESABKAgSFwoPd2l0aGhlbGRfZ3JvdXBzGBUgASgEEhgKEHdpdGhoZWxkX3JlcG9ydHMYFiABKARKBAgLEAxKBAgMEA1KBAgNEA4iIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIuIBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDBIWCg5yZXBvcnRfYml0bWFwcxgGIAEoDBIRCglvbGhfc2VlZHMYByABKAwSEwoLb2xoX2J1Y2tldHMYCCABKAwSGAoQaGFkYW1hcmRfcmVwb3J0cxgJIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
 
 /**
  * Q linear queries: the same weight list over D for every row.
@@ -242,8 +242,9 @@ export type EstimateResponse = Message<"ldpsynth.v1.EstimateResponse"> & {
   total: bigint;
 
   /**
-   * First page only: both guarantees of the batch's answers (a shuffled collection: the central
-   * (epsilon, delta) of the groups of rows the batch reads, with their counts).
+   * First page only: the guarantees of the batch's answers, per party (a shuffled collection: the central
+   * (epsilon, delta) against analysts per public-key group read, and against the aggregator's operator),
+   * and the groups withheld below the minimum batch.
    *
    * @generated from field: ldpsynth.v1.Guarantees guarantees = 15;
    */
@@ -258,8 +259,8 @@ export const EstimateResponseSchema: GenMessage<EstimateResponse> = /*@__PURE__*
   messageDesc(file_ldpsynth_v1_query, 3);
 
 /**
- * The guarantees of a batch of answers or of a release (docs/contract.md §2, shuffled collections;
- * ldpsynth.shared.guarantees). Per-group columns are packed little-endian arrays, one entry per group.
+ * The guarantees of a batch of answers or of a release, per party (docs/contract.md §2, shuffled collections;
+ * docs/shuffle-accountant.md §6; ldpsynth.shared.guarantees). Per-group columns are packed little-endian arrays.
  *
  * @generated from message ldpsynth.v1.Guarantees
  */
@@ -272,7 +273,8 @@ export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
   scope: string;
 
   /**
-   * Local: epsilon0 per report (delta 0), against everyone. A device spends rows_per_device x epsilon0.
+   * Local: epsilon0 per report (delta 0), against everyone, the shuffler included. A device spends
+   * rows_per_device x epsilon0.
    *
    * @generated from field: double local_epsilon = 2;
    */
@@ -313,9 +315,8 @@ export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
   shuffler: string;
 
   /**
-   * Central, per group: its label, its reports (uint64), its (epsilon, delta) (float64) and the n per
-   * round the accountant was evaluated at (uint64; 0: too small to amplify, the local guarantee).
-   * Empty with a note when the central guarantee was not computed.
+   * The public-key groups the answers read (or the release holds), at or above the minimum batch: label and
+   * reports (uint64). A report hides only among reports of its own public key.
    *
    * @generated from field: repeated string group_labels = 9;
    */
@@ -327,21 +328,8 @@ export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
   groupReports: Uint8Array;
 
   /**
-   * @generated from field: bytes group_epsilon = 11;
-   */
-  groupEpsilon: Uint8Array;
-
-  /**
-   * @generated from field: bytes group_delta = 12;
-   */
-  groupDelta: Uint8Array;
-
-  /**
-   * @generated from field: bytes group_evaluated_at = 13;
-   */
-  groupEvaluatedAt: Uint8Array;
-
-  /**
+   * Whether the central guarantee was computed (false with a note, e.g. no scipy).
+   *
    * @generated from field: bool computed = 14;
    */
   computed: boolean;
@@ -350,6 +338,50 @@ export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
    * @generated from field: string note = 15;
    */
   note: string;
+
+  /**
+   * Reports per pool the accountant assumes an adversary may have injected (shuffle.assume_injected).
+   *
+   * @generated from field: uint64 assume_injected = 16;
+   */
+  assumeInjected: bigint;
+
+  /**
+   * Central (epsilon, delta) per device, from the fewest honest reports of one public key any forwarded pool
+   * holds (min_batch - assume_injected), evaluated at that count / rows_per_device per round (0: too few to
+   * amplify: the local rows_per_device x epsilon0, delta 0). It holds against analysts always, and against the
+   * aggregator's operator when operator_covered (an independent shuffler).
+   *
+   * @generated from field: double central_epsilon = 18;
+   */
+  centralEpsilon: number;
+
+  /**
+   * @generated from field: double central_delta = 19;
+   */
+  centralDelta: number;
+
+  /**
+   * @generated from field: uint64 central_evaluated_at = 20;
+   */
+  centralEvaluatedAt: bigint;
+
+  /**
+   * @generated from field: bool operator_covered = 17;
+   */
+  operatorCovered: boolean;
+
+  /**
+   * Public-key groups below the minimum batch: never released nor counted (their reports in total).
+   *
+   * @generated from field: uint64 withheld_groups = 21;
+   */
+  withheldGroups: bigint;
+
+  /**
+   * @generated from field: uint64 withheld_reports = 22;
+   */
+  withheldReports: bigint;
 };
 
 /**
