@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                     "forward)")
     commands = parser.add_subparsers(dest="shuffler_command", metavar="COMMAND", required=True)
     serve = add_command(commands, "serve", serve_command, help="serve ShufflerService over gRPC until SIGTERM/SIGINT",
-                        description="Pool devices' sealed reports per collection, release a pool only at a randomized "
+                        description="Pool devices' sealed reports per collection and public key, release a pool only "
+                                    "at a randomized "
                                     "threshold, permute it uniformly, strip the devices' metadata and forward it to "
                                     "the replicas (SubmitShuffled); a device is acknowledged once the replicas "
                                     "acknowledged its reports.")
@@ -57,16 +58,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="the shuffler's client certificate toward mutual-TLS replicas (PEM)")
     serve.add_argument("--aggregator-tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
     serve.add_argument("--threshold", type=int, required=True, metavar="T",
-                       help="fewest reports a pool of one collection is released with, before its noise (at least "
-                            "the collection's shuffle.min_batch)")
+                       help="fewest distinct reports a pool of one collection and public key is released with, "
+                            "before its noise (at least the collection's minimum batch)")
     serve.add_argument("--max-wait", type=float, required=True, metavar="SECONDS",
                        help="seconds a pool may wait for its threshold; then its devices get UNAVAILABLE (they retry)")
     serve.add_argument("--patience", type=float, default=30.0, metavar="SECONDS",
                        help="seconds a forwarded batch is retried while the replicas answer UNAVAILABLE "
                             "(default %(default)s)")
-    serve.add_argument("--max-reports-per-device", type=int, default=0, metavar="N",
-                       help="the most reports one device credential may send of one collection through this "
-                            "process (default 0: no limit; needs --tokens or --tls-client-ca)")
+    serve.add_argument("--max-reports-per-device", type=int, default=None, metavar="N",
+                       help="the most reports one device credential may send of one collection (default: a "
+                            "shuffled collection's shuffle.rows_per_device, no limit for the others; 0: no limit; "
+                            "a limit needs --tokens or --tls-client-ca)")
+    serve.add_argument("--anonymous-devices", action="store_true",
+                       help="forward shuffled collections' reports from devices without credentials (no --tokens, "
+                            "no --tls-client-ca): their central guarantee then assumes a per-device bound nobody "
+                            "enforces (default: such calls are refused FAILED_PRECONDITION)")
     serve.add_argument("--grace", type=float, default=5.0, metavar="SECONDS",
                        help="seconds in-flight calls may finish at a stop (default %(default)s)")
     add_observability_arguments(serve)
@@ -100,7 +106,9 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
                           metrics_port=None if args.metrics_port is None
                           else check_int(args.metrics_port, "--metrics-port", 0, 65535),
                           otlp_endpoint=_otlp_endpoint(args.otlp_endpoint),
-                          max_reports_per_device=check_int(args.max_reports_per_device, "--max-reports-per-device", 0))
+                          max_reports_per_device=None if args.max_reports_per_device is None
+                          else check_int(args.max_reports_per_device, "--max-reports-per-device", 0),
+                          anonymous_devices=args.anonymous_devices)
 
 
 def _otlp_endpoint(url: str | None) -> str | None:

@@ -275,9 +275,13 @@ class AsyncClient:
         return await self._deliver(info, reports, self._capacity(info, batch_size))
 
     def _capacity(self, info: CollectionInfo, batch_size: int | None) -> int:
-        """Reports per batch; through a shuffler, refuses a collection that takes no sealed reports
-        (before anything is charged: never sent in clear instead)."""
+        """Reports per batch; through a shuffler, refuses a collection that takes no sealed reports, and
+        without one a shuffled collection (before anything is charged: never sent in clear instead)."""
         if self.shuffler is None:
+            if info.schema.shuffle is not None:
+                raise ValidationError("shuffler", "a shuffler for a shuffled collection (Client(..., shuffler=...)): "
+                                      "its reports travel only sealed, never in clear",
+                                      f"collection {info.schema.name!r} is shuffled and no shuffler was given")
             return batch_capacity(info, self._max_message_bytes, batch_size)
         info.sealing_key()  # refuses a collection without a usable key
         return sealed_batch_capacity(info, self._max_message_bytes, batch_size)
@@ -289,7 +293,8 @@ class AsyncClient:
             return await streamer.run()
         key = info.sealing_key()
         sealed = await asyncio.to_thread(seal_reports, key, info.schema.name, info.card.version, reports)
-        sender = SealedSender(self._shuffler_stub, info.schema.name, key.key_id, sealed, capacity=capacity,
+        sender = SealedSender(self._shuffler_stub, info.schema.name, key.key_id, sealed,
+                              info.schema.fold_public_codes(reports.public_codes), capacity=capacity,
                               deadline=self.deadline, metadata=self._shuffler_metadata, retry=self.retry,
                               rng=self._rng)
         return await sender.run()

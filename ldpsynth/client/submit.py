@@ -246,7 +246,8 @@ def sealed_batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: 
     schema = info.schema
     width = sealed_report_bytes(schema, info.card.version)
     limit = min(x for x in (info.limits.max_message_bytes, channel_limit) if x > 0)
-    envelope = pb.SealedBatch(collection=schema.name, key_id=b"\xff" * KEY_ID_BYTES, sequence=2**64 - 1).ByteSize()
+    envelope = pb.SealedBatch(collection=schema.name, key_id=b"\xff" * KEY_ID_BYTES, sequence=2**64 - 1,
+                              pool_key=2**64 - 1).ByteSize()
     fit = rows_that_fit(limit, envelope, width, 1)
     if fit < 1:
         raise ValidationError("max_message_bytes", f"at least {envelope + FIELD_HEADER_BYTES + width} bytes (one "
@@ -257,6 +258,18 @@ def sealed_batch_capacity(info: CollectionInfo, channel_limit: int, batch_size: 
     return min(caps)
 
 
+def sealed_parts(sealed: np.ndarray, public_keys: np.ndarray, capacity: int) -> list[tuple[int, np.ndarray]]:
+    """``sealed`` cut into batches of at most ``capacity`` reports of one public key each: ``(pool_key,
+    rows)`` per batch, the keys in order of first appearance, each key's reports in their order."""
+    keys = np.asarray(public_keys, np.int64)
+    _, first = np.unique(keys, return_index=True)
+    parts = []
+    for key in keys[np.sort(first)].tolist():
+        rows = sealed[keys == key]
+        parts += [(int(key), rows[start:start + capacity]) for start in range(0, len(rows), capacity)]
+    return parts
+
+
 class SealedSender(_Delivery):
     """Delivers one submission's sealed reports to a shuffler (``ShufflerService.SubmitSealed``, one
     unary call per batch, up to ``concurrency`` at once), retrying with the same machinery as
@@ -264,16 +277,18 @@ class SealedSender(_Delivery):
     sealed bytes (so the same report ids: stored once, whoever forwards them how often).
 
     ``sealed`` is ``(n, sealed_report_bytes)`` uint8 (:func:`ldpsynth.shared.sealing.seal_reports`);
-    ``key_id`` the key they are sealed to. A shuffler cannot tell duplicates (it cannot open the
-    reports): what it acknowledges counts as ``acknowledged``, and ``duplicates`` stays 0."""
+    ``key_id`` the key they are sealed to; ``public_keys`` each report's public key (folded public
+    codes). A batch holds reports of one public key (its ``pool_key``: the shuffler pools per public
+    key), so the reports are sent in batches per key, in order of first appearance. A shuffler cannot
+    tell duplicates (it cannot open the reports): what it acknowledges counts as ``acknowledged``, and
+    ``duplicates`` stays 0."""
 
     method = "SubmitSealed"
 
     def __init__(self, stub: shuffler_grpc.ShufflerServiceStub, collection: str, key_id: bytes, sealed: np.ndarray,
-                 *, capacity: int, deadline: float, metadata: tuple[tuple[str, str], ...], retry: RetryPolicy,
-                 rng: random.Random, concurrency: int = 4):
-        super().__init__({seq: sealed[start:start + capacity]
-                          for seq, start in enumerate(range(0, len(sealed), capacity))}, len(sealed),
+                 public_keys: np.ndarray, *, capacity: int, deadline: float, metadata: tuple[tuple[str, str], ...],
+                 retry: RetryPolicy, rng: random.Random, concurrency: int = 4):
+        super().__init__(dict(enumerate(sealed_parts(sealed, public_keys, capacity))), len(sealed),
                          deadline=deadline, metadata=metadata, retry=retry, rng=rng)
         self._stub = stub
         self._collection = collection
@@ -286,12 +301,13 @@ class SealedSender(_Delivery):
 
         async def send(sequence: int, part: object) -> None:
             nonlocal failure
-            assert isinstance(part, np.ndarray)
+            assert isinstance(part, tuple)
             async with window:
                 if failure is not None:
                     return
+                pool_key, rows = part
                 batch = pb.SealedBatch(collection=self._collection, key_id=self._key_id, sequence=sequence,
-                                       reports=part.tobytes())
+                                       reports=rows.tobytes(), pool_key=pool_key)
                 try:
                     ack = await self._stub.SubmitSealed(batch, timeout=self._deadline, metadata=self._metadata)
                 except grpc.aio.AioRpcError as exc:

@@ -35,6 +35,7 @@ class Status(enum.Enum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     UNAVAILABLE = "UNAVAILABLE"
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    ABORTED = "ABORTED"
 
 
 class LdpsynthError(Exception):

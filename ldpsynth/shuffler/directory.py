@@ -1,5 +1,6 @@
 """What the shuffler knows of each collection, learnt from the replicas' ``GetCollection`` (docs/contract.md
-§6, §16): its sealing key id, the size of a sealed report, its minimum batch and limits.
+§6, §16): its sealing key id, the size of a sealed report, its minimum batch, limits, public domain size
+and (shuffled) reports per device.
 
 The shuffler is configured with no collection: it asks the replicas (under its own credential) the
 first time a device names one, and keeps the answer (the key never changes while a deployment runs;
@@ -29,21 +30,38 @@ log = events.get(__name__)
 LOOKUP_DEADLINE = 10.0
 #: Longest collection name the shuffler asks the replicas about (a schema's name is shorter).
 MAX_NAME_CHARACTERS = 256
+#: Bytes of a SealedBatch besides its reports, at most (collection name, key id, sequence, pool key, tags, lengths).
+ENVELOPE_BYTES = 512
 
 
 @dataclass(frozen=True)
 class Route:
-    """One collection as the shuffler pools and forwards it."""
+    """One collection as the shuffler pools and forwards it.
+
+    ``public_keys``: the public domain size (a batch's ``pool_key`` lies below it); ``min_batch``: the
+    fewest reports of one public key a pool is released with (the schema's minimum batch, 1 when it
+    has none), which the replicas check again per forwarded batch; ``rows_per_device``: a shuffled
+    collection's ``shuffle.rows_per_device`` (the default per-device quota), ``None`` for a collection
+    without a shuffle block (no central guarantee, no default quota).
+    """
 
     name: str
     key_id: bytes
     sealed_report_bytes: int
     min_batch: int
     limits: Limits
+    public_keys: int = 1
+    rows_per_device: int | None = None
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether the collection states a central guarantee (its schema has a shuffle block)."""
+        return self.rows_per_device is not None
 
     @classmethod
     def of(cls, info: CollectionInfo) -> Route:
-        """The route of a collection the replicas described; WrongState when it takes no sealed reports.
+        """The route of a collection the replicas described; WrongState when it takes no sealed reports,
+        or when its minimum batch could not be kept by every forwarded batch (over half the largest one).
 
         Parameters
         ----------
@@ -53,7 +71,7 @@ class Route:
         Returns
         -------
         Route
-            Its key id, report size, minimum batch (1 without a shuffle block) and limits.
+            Its key id, report size, minimum batch, limits, public domain size and reports per device.
         """
         name = info.schema.name
         try:
@@ -62,8 +80,33 @@ class Route:
             raise WrongState(f"collection: {name!r} takes no sealed reports this shuffler can forward "
                              f"({exc.problem})") from None
         shuffle = info.schema.shuffle
-        return cls(name, key.key_id, sealed_report_bytes(info.schema, info.card.version),
-                   1 if shuffle is None else shuffle.min_batch, info.limits)
+        minimum, field = info.schema.minimum_batch
+        route = cls(name, key.key_id, sealed_report_bytes(info.schema, info.card.version), minimum, info.limits,
+                    info.schema.public_domain_size, None if shuffle is None else shuffle.rows_per_device)
+        largest = forward_batch_reports(route)
+        if minimum > largest // 2:
+            raise WrongState(f"collection: {name!r} has a minimum batch of {minimum} reports ({field}), over half "
+                             f"the {largest} reports the replicas take in one batch (max_batch_reports, "
+                             "max_message_bytes): a pool cut in two could not keep it; the replicas' operator must "
+                             "raise --max-batch-reports")
+        return route
+
+
+def forward_batch_reports(route: Route) -> int:
+    """Most reports of ``route``'s collection in one forwarded ``SealedBatch``.
+
+    Parameters
+    ----------
+    route : Route
+        The collection.
+
+    Returns
+    -------
+    int
+        ``min(max_batch_reports, (max_message_bytes - ENVELOPE_BYTES) // sealed_report_bytes)``, at least 1.
+    """
+    fit = (route.limits.max_message_bytes - ENVELOPE_BYTES - len(route.name.encode())) // route.sealed_report_bytes
+    return max(1, min(route.limits.max_batch_reports, fit))
 
 
 class Directory:

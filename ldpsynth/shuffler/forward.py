@@ -1,13 +1,19 @@
 """Forwarding a released pool to the replicas (``CollectionService.SubmitShuffled``, docs/contract.md §16).
 
-The permuted reports are cut, in their new order, into ``SealedBatch`` messages of at most the
-collection's ``max_batch_reports`` reports and ``max_message_bytes`` bytes. Each message is built
-here from nothing but the collection, its key id, the reports and a sequence number counted by this
-process: no peer address, metadata, token, device sequence or arrival order of the devices' calls
-reaches it. The call carries only the shuffler's own credential. A message the replicas do not
-acknowledge with UNAVAILABLE or DEADLINE_EXCEEDED is sent again, byte for byte the same (the report
-ids inside make a repeat harmless: the replicas count it as duplicates), with exponential backoff,
-for at most ``patience`` seconds; then the devices get UNAVAILABLE (they retry, with the same bytes).
+A pool's permuted reports are cut, in their new order, into ``q = ⌈n / s⌉`` ``SealedBatch`` messages of
+sizes ``⌊n/q⌋`` or ``⌈n/q⌉`` (``s``: the most the collection's ``max_batch_reports`` and
+``max_message_bytes`` allow, :func:`~ldpsynth.shuffler.directory.forward_batch_reports`), so no part is
+small: every part holds at least ``⌊s/2⌋`` reports when ``q > 1`` (the replicas check each forwarded
+batch against the minimum batch). Cutting a uniformly permuted multiset is a random split independent
+of the data, so the parts together show no more than the pool's multiset (docs/shuffle-accountant.md
+§6). Each message is built here from nothing but the collection, its key id, the pool's public key,
+the reports and a sequence number counted by this process: no peer address, metadata, token, device
+sequence or arrival order of the devices' calls reaches it. The call carries only the shuffler's own
+credential. A message the replicas do not acknowledge with UNAVAILABLE or DEADLINE_EXCEEDED is sent
+again, byte for byte the same (the report ids inside make a repeat harmless: the replicas count it as
+duplicates), with exponential backoff, for at most ``patience`` seconds. Every part is sent whatever
+became of the others, and the outcome of each is returned: a device is answered by the parts that
+hold its reports (:mod:`~ldpsynth.shuffler.pools`).
 """
 
 from __future__ import annotations
@@ -23,15 +29,13 @@ from ldpsynth.serving.errors import LimitExceeded, TryLater, WrongState
 from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.wire import collection_pb2 as pb
-from ldpsynth.shuffler.directory import Route
+from ldpsynth.shuffler.directory import Route, forward_batch_reports
 
 log = events.get(__name__)
 
 SHUFFLED_METHOD = "/ldpsynth.v1.CollectionService/SubmitShuffled"
 #: Codes after which the same bytes are sent again.
 RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-#: Bytes of a SealedBatch besides its reports, at most (collection name, key id, sequence, tags, lengths).
-ENVELOPE_BYTES = 512
 #: Seconds one SubmitShuffled attempt may take.
 ATTEMPT_DEADLINE = 60.0
 #: First and largest pause between two attempts, in seconds.
@@ -40,24 +44,31 @@ FIRST_BACKOFF, MAX_BACKOFF = 0.05, 2.0
 
 class ForwardFailed(TryLater):
     """The replicas refused a forwarded batch with a status no device caused (the shuffler's own
-    credential, its configuration): logged for the operator; the devices get UNAVAILABLE and retry later."""
+    credential, its configuration, a pool the replicas found below the minimum batch): logged for the
+    operator; the devices get UNAVAILABLE and retry later."""
 
 
-def forward_batch_reports(route: Route) -> int:
-    """Most reports of ``route``'s collection in one forwarded ``SealedBatch``.
+def part_bounds(reports: int, largest: int) -> np.ndarray:
+    """Where a pool of ``reports`` reports is cut: ``q + 1`` increasing offsets from 0 to ``reports``,
+    ``q = ⌈reports / largest⌉`` parts whose sizes differ by at most one.
 
     Parameters
     ----------
-    route : Route
-        The collection.
+    reports : int
+        The pool's reports, >= 1.
+    largest : int
+        The most reports one forwarded batch may hold, >= 1.
 
     Returns
     -------
-    int
-        ``min(max_batch_reports, (max_message_bytes - ENVELOPE_BYTES) // sealed_report_bytes)``, at least 1.
+    numpy.ndarray
+        The offsets (int64).
+
+    >>> part_bounds(25, 10).tolist()
+    [0, 8, 16, 25]
     """
-    fit = (route.limits.max_message_bytes - ENVELOPE_BYTES - len(route.name.encode())) // route.sealed_report_bytes
-    return max(1, min(route.limits.max_batch_reports, fit))
+    parts = -(-reports // largest)
+    return (np.arange(parts + 1, dtype=np.int64) * reports) // parts
 
 
 class Forwarder:
@@ -70,27 +81,35 @@ class Forwarder:
         self._patience = patience
         self._sequence = itertools.count()
 
-    async def forward(self, route: Route, rows: np.ndarray) -> list[pb.ShuffledAck]:
-        """Send ``rows`` (``(n, sealed_report_bytes)`` uint8, already permuted) in order; return the acks
-        once the replicas acknowledged every part.
+    async def forward(self, route: Route, pool_key: int, rows: np.ndarray
+                      ) -> tuple[np.ndarray, list[pb.ShuffledAck | LdpsynthError]]:
+        """Send ``rows`` (``(n, sealed_report_bytes)`` uint8, already permuted) in parts, in order; return
+        where each part starts and ends, and each part's ack or the error it ended with.
 
         Parameters
         ----------
         route : Route
             The collection.
+        pool_key : int
+            The public key every report of the pool holds (``SealedBatch.pool_key``).
         rows : numpy.ndarray
             The sealed reports, one per row, in the order they are to be forwarded.
 
         Returns
         -------
-        list of ShuffledAck
-            One per forwarded ``SealedBatch``.
+        tuple of numpy.ndarray and list
+            The parts' offsets (:func:`part_bounds`), and per part its ``ShuffledAck`` or its error.
         """
-        size = forward_batch_reports(route)
-        parts = [pb.SealedBatch(collection=route.name, key_id=route.key_id, sequence=next(self._sequence),
-                                reports=rows[start:start + size].tobytes())
-                 for start in range(0, len(rows), size)]
-        return [await self._send(part) for part in parts]
+        bounds = part_bounds(len(rows), forward_batch_reports(route))
+        outcomes: list[pb.ShuffledAck | LdpsynthError] = []
+        for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            part = pb.SealedBatch(collection=route.name, key_id=route.key_id, sequence=next(self._sequence),
+                                  reports=rows[start:end].tobytes(), pool_key=pool_key)
+            try:
+                outcomes.append(await self._send(part))
+            except LdpsynthError as exc:
+                outcomes.append(exc)
+        return bounds, outcomes
 
     async def _send(self, batch: pb.SealedBatch) -> pb.ShuffledAck:
         give_up = time.monotonic() + self._patience
@@ -123,8 +142,15 @@ def refused(code: grpc.StatusCode, details: str) -> LdpsynthError:
     -------
     LdpsynthError
         FAILED_PRECONDITION (another key, a collection no longer served: the device reads the
-        collection again), RESOURCE_EXHAUSTED (the log is full, a quota), else :class:`ForwardFailed`.
+        collection again), RESOURCE_EXHAUSTED (the log is full, a quota), ABORTED (a pool the replicas
+        found below the minimum batch once opened: :class:`TryLater`, the devices send again into a
+        new pool), else :class:`ForwardFailed`.
     """
+    if code == grpc.StatusCode.ABORTED:
+        log.warning("shuffler.pool_refused", f"SubmitShuffled: the aggregator refused a pool: {details}",
+                    code=code.name)
+        return TryLater("the aggregator refused the pool that held these reports (too few valid reports of one "
+                        "public key once opened); nothing of it was stored: retry the batch with the same reports")
     if code == grpc.StatusCode.FAILED_PRECONDITION:
         return WrongState(f"the aggregator refused the shuffled batch: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:

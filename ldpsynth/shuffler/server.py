@@ -13,13 +13,21 @@ checked, in this order, before any of it is pooled:
    (FAILED_PRECONDITION otherwise; :mod:`~ldpsynth.shuffler.directory`);
 3. ``key_id``: 16 bytes (INVALID_ARGUMENT), the collection's key (FAILED_PRECONDITION: seal to the
    key the aggregator publishes);
-4. at most ``max_batch_reports`` reports (RESOURCE_EXHAUSTED), ``reports`` a non-zero multiple of
-   ``sealed_report_bytes`` (INVALID_ARGUMENT).
+4. ``pool_key`` below the collection's public domain size (INVALID_ARGUMENT);
+5. at most ``max_batch_reports`` reports (RESOURCE_EXHAUSTED), ``reports`` a non-zero multiple of
+   ``sealed_report_bytes`` (INVALID_ARGUMENT);
+6. for a shuffled collection, a device the shuffler can tell apart from others: without device
+   credentials (no tokens file, no mutual TLS) FAILED_PRECONDITION, unless the shuffler was started
+   with ``anonymous_devices`` (the collection's guarantee then rests on an assumption nobody enforces);
+7. the device's quota (:mod:`~ldpsynth.shuffler.quota`: on by default for shuffled collections):
+   RESOURCE_EXHAUSTED.
 
-Then the reports wait in their pool (:mod:`~ldpsynth.shuffler.pools`) and the call is answered
-``SealedAck{sequence, accepted = n}`` once the replicas acknowledged them. Nothing of a call (its
-peer address, metadata, token, sequence, arrival order) is kept beyond it or forwarded, and the log
-holds only counts and collection names: never ciphertexts, addresses or tokens.
+Then the reports wait in the pool of their collection and public key (:mod:`~ldpsynth.shuffler.pools`)
+and the call is answered ``SealedAck{sequence, accepted = n}`` once the replicas acknowledged them.
+Nothing of a call (its peer address, metadata, token, sequence, arrival order) is kept beyond it or
+forwarded, and the log holds only counts and collection names: never ciphertexts, addresses or tokens.
+The standard gRPC health service answers SERVING while the shuffler takes calls and NOT_SERVING once
+it is stopping.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ldpsynth.client.transport import channel_credentials, grpc_target
 from ldpsynth.serving.auth import SUBMIT, Authenticator, TokenTable
@@ -46,7 +55,7 @@ from ldpsynth.shuffler.directory import Directory
 from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.metrics import ShufflerMetrics
 from ldpsynth.shuffler.pools import Pools
-from ldpsynth.shuffler.quota import DeviceQuota
+from ldpsynth.shuffler.quota import DeviceQuota, LocalQuotas, QuotaStore
 
 log = events.get(__name__)
 
@@ -91,10 +100,14 @@ class ShufflerConfig:
         ``None``: off (:mod:`~ldpsynth.shuffler.metrics`).
     otlp_endpoint : str or None, default None
         Send the calls' trace spans to this OTLP/HTTP collector; ``None``: no tracing.
-    max_reports_per_device : int, default 0
-        The most reports one device credential may send of one collection through this process
-        (:mod:`~ldpsynth.shuffler.quota`); 0: no limit. Needs device credentials (``tokens_file``
-        or mutual TLS).
+    max_reports_per_device : int or None, default None
+        The most reports one device credential may send of one collection (:mod:`~ldpsynth.shuffler.quota`);
+        ``None``: a shuffled collection's ``rows_per_device``, no limit for the others; 0: no limit. A
+        limit needs device credentials (``tokens_file`` or mutual TLS).
+    anonymous_devices : bool, default False
+        Forward shuffled collections' reports from devices it cannot tell apart (no device credentials):
+        their central guarantee then assumes a per-device bound nobody enforces. Without it, such calls
+        are refused FAILED_PRECONDITION.
     """
 
     listen: str
@@ -112,13 +125,14 @@ class ShufflerConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     otlp_endpoint: str | None = None
-    max_reports_per_device: int = 0
+    max_reports_per_device: int | None = None
+    anonymous_devices: bool = False
 
 
 class ShufflerServer:
     """One shuffler process: ``await start()`` (returns the address), ``await stop()``."""
 
-    def __init__(self, config: ShufflerConfig):
+    def __init__(self, config: ShufflerConfig, quotas: QuotaStore | None = None):
         self.config = config
         self.address = ""
         self.metrics = ShufflerMetrics(SERVICE_NAME, version("ldpsynth"))
@@ -130,7 +144,9 @@ class ShufflerServer:
         self._pools: Pools | None = None
         self._directory: Directory | None = None
         self._authenticator: Authenticator | None = None
-        self._quota = DeviceQuota(config.max_reports_per_device)
+        self._quota = DeviceQuota(config.max_reports_per_device, quotas if quotas is not None else LocalQuotas())
+        self._identified = config.tokens_file is not None or bool(config.tls and config.tls.client_ca)
+        self._health = health.aio.HealthServicer()
 
     async def start(self) -> str:
         """Open the channel to the replicas and listen.
@@ -141,7 +157,7 @@ class ShufflerServer:
             ``HOST:PORT`` the shuffler serves on (the real port when ``listen`` asked for port 0).
         """
         config = self.config
-        if config.max_reports_per_device and config.tokens_file is None and not (config.tls and config.tls.client_ca):
+        if config.max_reports_per_device and not self._identified:
             raise ConfigError("--max-reports-per-device: needs device credentials (--tokens, or --tls-client-ca): "
                               "without them every device is 'anonymous' and one limit would bound them all")
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
@@ -168,6 +184,7 @@ class ShufflerServer:
                                                       response_serializer=spb.SealedAck.SerializeToString)
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, {"SubmitSealed": handler}),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         host = config.listen.rpartition(":")[0]
         try:
             bound = (server.add_insecure_port(config.listen) if credentials is None
@@ -179,6 +196,8 @@ class ShufflerServer:
             raise ConfigError(f"--listen: cannot listen on {config.listen} ({exc})") from None
         self._server = server
         await server.start()
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self.address = f"{host}:{bound}"
         log.info("shuffler.serving", f"shuffling on {self.address} toward the aggregator (threshold "
                  f"{config.threshold}, max wait {config.max_wait:g} s)", threshold=config.threshold,
@@ -204,6 +223,7 @@ class ShufflerServer:
         None
         """
         self._stopping = True
+        await self._health.enter_graceful_shutdown()
         if self._pools is not None:
             await self._pools.close()
         if self._server is not None:
@@ -213,6 +233,7 @@ class ShufflerServer:
         if self._endpoint is not None:
             self._endpoint.stop()
             self._endpoint = None
+        await self._quota.store.close()
         tracing.flush()
 
     @rpc("SubmitSealed", NOT_ACKNOWLEDGED)
@@ -233,23 +254,31 @@ class ShufflerServer:
             raise WrongState(f"key_id: the reports are sealed to key {key_id.hex()!r}, the aggregator's key for "
                              f"collection {route.name!r} is {route.key_id.hex()!r}; fetch the collection again "
                              "(GetCollection: Collection.sealing) and seal to its key")
+        if batch.pool_key >= route.public_keys:
+            raise ValidationError("pool_key", f"the reports' public key, an integer in [0, {route.public_keys})",
+                                  f"got {batch.pool_key}")
         claimed = len(batch.reports) // route.sealed_report_bytes
         if claimed > route.limits.max_batch_reports:
             raise LimitExceeded(f"reports: at most max_batch_reports = {route.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         rows = split_sealed(batch.reports, route.sealed_report_bytes)
-        self._quota.reserve(credential.id, route.name, len(rows))
+        if route.shuffled and not self._identified and not self.config.anonymous_devices:
+            raise WrongState(f"collection {route.name!r} is shuffled: its central guarantee assumes each device sends "
+                             f"at most {route.rows_per_device} reports, which this shuffler cannot enforce without "
+                             "device credentials (--tokens or --tls-client-ca); its operator may start it with "
+                             "--anonymous-devices to forward them anyway")
+        reserved = await self._quota.reserve(credential.id, route, len(rows))
         self.metrics.pooled_call(route.name, len(rows))
         start, acknowledged = time.perf_counter(), False
         try:
-            await self._pools.submit(route, rows)
+            await self._pools.submit(route, int(batch.pool_key), rows)
             acknowledged = True
         except WrongState:
             self._directory.forget(route.name)
             raise
         finally:
-            if not acknowledged:
-                self._quota.release(credential.id, route.name, len(rows))
+            if reserved and not acknowledged:
+                await self._quota.release(credential.id, route, len(rows))
             self.metrics.ended_call(route.name, len(rows), acknowledged, time.perf_counter() - start)
         return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
 

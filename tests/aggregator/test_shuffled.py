@@ -13,6 +13,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from ldpsynth.aggregator.storage.log_records import decode
 from ldpsynth.aggregator.storage.sealing_key import FILE_NAME, read_key_file
 from ldpsynth.client import Client, PrivacyLedger, QueryClient
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_to_proto
 from ldpsynth.shared.queries.builders import marginal
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
@@ -96,28 +98,35 @@ def shuffled(server: ServerThread, batch: pb.SealedBatch | bytes, token: str | N
         return None, exc.code(), exc.details() or ""
 
 
+def one_key(schema: Schema, n: int, rng: np.random.Generator) -> Reports:
+    """``n`` valid reports of one public key (every public code 0, so pool key 0): what one pool holds."""
+    reports = make_reports(schema, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, np.zeros_like(reports.public_codes))
+
+
 def sealed_batch(key: SealingKey, reports: Reports, collection: str = "ratings", sequence: int = 0,
-                 key_id: bytes | None = None) -> pb.SealedBatch:
+                 key_id: bytes | None = None, pool_key: int = 0) -> pb.SealedBatch:
     sealed = seal_reports(key, collection, VERSION, reports)
     return pb.SealedBatch(collection=collection, key_id=key.key_id if key_id is None else key_id,
-                          sequence=sequence, reports=sealed.tobytes())
+                          sequence=sequence, reports=sealed.tobytes(), pool_key=pool_key)
 
 
 class StandInShuffler:
-    """Test harness: pools devices' sealed reports, permutes them, forwards them in batches of
-    ``forward_batch`` to the replica's ``SubmitShuffled`` and acknowledges each device once every
-    forwarded batch was acknowledged. Flushes every ``linger`` seconds. Records what it saw. ``schema``: a
-    collection's besides ratings and graph (its sealed reports' width)."""
+    """Test harness: pools devices' sealed reports per (collection, key, public key), permutes them, forwards
+    them in batches of ``forward_batch`` to the replica's ``SubmitShuffled`` and acknowledges each device once
+    every forwarded batch was acknowledged. Flushes every ``linger`` seconds the pools of at least ``threshold``
+    reports. Records what it saw. ``schema``: a collection's besides ratings and graph (its sealed reports' width)."""
 
     def __init__(self, replica: str, token: str, forward_batch: int = 50, linger: float = 0.3, seed: int = 7,
-                 schema: Schema = GRAPH):
+                 schema: Schema = GRAPH, threshold: int = 1):
         self.replica, self.token, self.forward_batch, self.linger = replica, token, forward_batch, linger
+        self.threshold = threshold
         self.schema = schema
         self.rng = np.random.default_rng(seed)
         self.received: list[bytes] = []  # every sealed report a device sent, as sent
         self.acks: list[pb.ShuffledAck] = []
         self.orders: list[np.ndarray] = []
-        self._pool: list[tuple[asyncio.Future[None], np.ndarray, str, bytes]] = []
+        self._pool: list[tuple[asyncio.Future[None], np.ndarray, tuple[str, bytes, int]]] = []
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
@@ -142,16 +151,19 @@ class StandInShuffler:
         rows = np.frombuffer(batch.reports, np.uint8).reshape(-1, width)
         self.received += [row.tobytes() for row in rows]
         done = asyncio.get_running_loop().create_future()
-        self._pool.append((done, rows, batch.collection, bytes(batch.key_id)))
+        self._pool.append((done, rows, (batch.collection, bytes(batch.key_id), batch.pool_key)))
         await done  # acknowledged once the replica acknowledged every forwarded batch
         return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
 
     async def _flush_forever(self) -> None:
         while True:
             await asyncio.sleep(self.linger)
-            pool, self._pool = self._pool, []
-            for collection, key_id in {(c, k) for _, _, c, k in pool}:
-                mine = [p for p in pool if (p[2], p[3]) == (collection, key_id)]
+            pool = self._pool
+            ready = {where for _, _, where in pool
+                     if sum(len(p[1]) for p in pool if p[2] == where) >= self.threshold}
+            self._pool = [p for p in pool if p[2] not in ready]
+            for collection, key_id, pool_key in ready:
+                mine = [p for p in pool if p[2] == (collection, key_id, pool_key)]
                 rows = np.concatenate([p[1] for p in mine])
                 order = self.rng.permutation(len(rows))  # the stand-in's "shuffle"
                 self.orders.append(order)
@@ -159,10 +171,10 @@ class StandInShuffler:
                 for i, start in enumerate(range(0, len(rows), self.forward_batch)):
                     part = rows[start:start + self.forward_batch]
                     ack = await self._forward(pb.SealedBatch(collection=collection, key_id=key_id, sequence=i,
-                                                             reports=part.tobytes()),
+                                                             reports=part.tobytes(), pool_key=pool_key),
                                               metadata=bearer(self.token), timeout=60)
                     self.acks.append(ack)
-                for done, _, _, _ in mine:
+                for done, _, _ in mine:
                     done.set_result(None)
 
     def stop(self) -> None:
@@ -198,23 +210,35 @@ def test_the_ledger_records_the_central_guarantee_the_server_states_for_the_mini
                        {"name": "rating", "type": "integer", "min": 1, "max": 5}],
         "shuffle": {"delta": 1e-9, "min_batch": 500, "shuffler": "independent"}})
     server = start_server(collections=(MechanismCard.for_schema(schema),), tokens_file=tokens_file(tmp_path))
-    shuffler = StandInShuffler(server.address, MIXER, schema=schema)
-    try:
+    shuffler = StandInShuffler(server.address, MIXER, schema=schema, threshold=500, forward_batch=500)
+    others = one_key(schema, 499, rng)
+    others = Reports(others.report_ids, others.private_codes, np.ones_like(others.public_codes))  # movie 1 too
+    outcome: list = []
+
+    def device() -> None:  # waits in the pool of movie 1 until the other 499 reports join it
         with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger, \
                 Client(server.address, token=DEVICE, shuffler=shuffler.address) as client:
-            result = client.submit("shuffled", {"movie": [1], "rating": [4]}, ledger=ledger)
-            recorded = ledger.guarantees("shuffled")
-            others = client.submit_reports(collection_of(server, "shuffled", DEVICE), make_reports(schema, 499, rng))
+            outcome.append(client.submit("shuffled", {"movie": [1], "rating": [4]}, ledger=ledger))
+            outcome.append(ledger.guarantees("shuffled"))
+
+    try:
+        waiting = threading.Thread(target=device)
+        waiting.start()
+        time.sleep(0.5)
+        with Client(server.address, token=DEVICE, shuffler=shuffler.address) as client:
+            rest = client.submit_reports(collection_of(server, "shuffled", DEVICE), others)
+        waiting.join(60)
     finally:
         shuffler.stop()
-    assert result.shuffled and result.acknowledged == 1 and others.acknowledged == 499
+    result, recorded = outcome
+    assert result.shuffled and result.acknowledged == 1 and rest.acknowledged == 499
     assert recorded is not None and (recorded.min_batch, recorded.rows_per_device, recorded.delta) == (500, 1, 1e-9)
     assert (result.central_epsilon, result.central_delta) == (recorded.central_epsilon, recorded.central_delta)
     with QueryClient(server.address, token=ANALYST) as analyst:
         answers = analyst.estimate("shuffled", queries=[marginal("rating")])
     stated = answers.guarantees
     assert stated is not None and stated.counts.tolist() == [500]
-    assert (stated.central_epsilon, stated.central_delta) == (recorded.central_epsilon, 1e-9)
+    assert stated.central == (recorded.central_epsilon, 1e-9) and stated.evaluated_at == 499  # the pool floor
     assert recorded.central_epsilon is not None and recorded.central_epsilon < stated.local_epsilon
 
 
@@ -270,7 +294,7 @@ def test_the_ledger_and_memoization_are_as_today_and_a_memoized_row_is_sealed_af
     assert len(resent) == 2 and not set(resent) & set(sent_first)  # new ciphertexts, not the old bytes
     assert not {r[:ENC_BYTES] for r in resent} & {r[:ENC_BYTES] for r in sent_first}
     assert stored_rows(server, "ratings") == 2  # the same report ids: duplicates at the replica
-    assert [a.duplicates for a in stand_in.acks][-1:] == [2]
+    assert sum(a.duplicates for a in stand_in.acks[-2:]) == 2  # one batch per public key (movies 3 and 9)
 
 
 def test_a_shuffler_refuses_a_collection_without_a_key_before_charging(
@@ -289,13 +313,13 @@ def test_a_shuffler_refuses_a_collection_without_a_key_before_charging(
 
 def test_who_may_call_submit_shuffled(server: ServerThread, rng: np.random.Generator) -> None:
     key = collection_of(server).sealing
-    batch = sealed_batch(key, make_reports(RATINGS, 3, rng))
+    batch = sealed_batch(key, one_key(RATINGS, 3, rng))
     assert shuffled(server, batch, token=None)[1] == grpc.StatusCode.UNAUTHENTICATED
     assert shuffled(server, batch, token="nope")[1] == grpc.StatusCode.UNAUTHENTICATED
     assert shuffled(server, batch, token=DEVICE)[1] == grpc.StatusCode.PERMISSION_DENIED
     assert shuffled(server, batch, token=ANALYST)[1] == grpc.StatusCode.PERMISSION_DENIED
     graph = pb.SealedBatch(collection="graph", key_id=key.key_id,
-                           reports=seal_reports(key, "graph", VERSION, make_reports(GRAPH, 2, rng)).tobytes())
+                           reports=seal_reports(key, "graph", VERSION, one_key(GRAPH, 2, rng)).tobytes())
     assert shuffled(server, graph, token=MIXER_RATINGS)[1] == grpc.StatusCode.PERMISSION_DENIED
     assert stored_rows(server, "ratings") == stored_rows(server, "graph") == 0
     ack, code, _ = shuffled(server, graph, token=MIXER)
@@ -307,7 +331,7 @@ def test_who_may_call_submit_shuffled(server: ServerThread, rng: np.random.Gener
 def test_batches_bad_as_a_whole_are_refused_and_nothing_is_stored(server: ServerThread,
                                                                    rng: np.random.Generator) -> None:
     key = collection_of(server).sealing
-    reports = make_reports(RATINGS, 4, rng)
+    reports = one_key(RATINGS, 4, rng)
     good = sealed_batch(key, reports)
     other_key = OpeningKey.generate().public
     cases = [
@@ -331,9 +355,9 @@ def test_over_the_limits_is_resource_exhausted(start_server: StartServer, tmp_pa
                                                rng: np.random.Generator) -> None:
     server = start_server(tokens_file=tokens_file(tmp_path), limits=Limits(max_batch_reports=10))
     key = collection_of(server).sealing
-    ack, code, details = shuffled(server, sealed_batch(key, make_reports(RATINGS, 11, rng)))
+    ack, code, details = shuffled(server, sealed_batch(key, one_key(RATINGS, 11, rng)))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_batch_reports = 10" in details
-    ack, code, _ = shuffled(server, sealed_batch(key, make_reports(RATINGS, 10, rng)))
+    ack, code, _ = shuffled(server, sealed_batch(key, one_key(RATINGS, 10, rng)))
     assert code == grpc.StatusCode.OK and ack.accepted == 10
 
 
@@ -342,17 +366,17 @@ def test_undecryptable_and_invalid_reports_are_dropped_and_counted_the_rest_stor
     caplog.set_level(logging.DEBUG, logger="ldpsynth")
     key = collection_of(server).sealing
     width = sealed_report_bytes(RATINGS, VERSION)
-    valid = make_reports(RATINGS, 5, rng)
-    stored_before = make_reports(RATINGS, 2, rng)
+    valid = one_key(RATINGS, 5, rng)
+    stored_before = one_key(RATINGS, 2, rng)
     assert shuffled(server, sealed_batch(key, stored_before))[0].accepted == 2
-    tampered = seal_reports(key, "ratings", VERSION, make_reports(RATINGS, 3, rng)).copy()
+    tampered = seal_reports(key, "ratings", VERSION, one_key(RATINGS, 3, rng)).copy()
     tampered[:, -1] ^= 0x80
-    other_collection = seal_reports(key, "graph", VERSION, make_reports(RATINGS, 2, rng))
-    other_key = seal_reports(OpeningKey.generate().public, "ratings", VERSION, make_reports(RATINGS, 2, rng))
+    other_collection = seal_reports(key, "graph", VERSION, one_key(RATINGS, 2, rng))
+    other_key = seal_reports(OpeningKey.generate().public, "ratings", VERSION, one_key(RATINGS, 2, rng))
     garbage = np.frombuffer(os.urandom(2 * width), np.uint8).reshape(2, width)
     out_of_range = Reports(new_report_ids(3), np.array([5, 0, 2**63 + 1]), np.array([[0], [100], [1]]))
     invalid = seal_reports(key, "ratings", VERSION, out_of_range)
-    other_version = _seal_plain(key, encode_plaintexts(make_reports(RATINGS, 1, rng), "E/9"))
+    other_version = _seal_plain(key, encode_plaintexts(one_key(RATINGS, 1, rng), "E/9"))
     replayed = seal_reports(key, "ratings", VERSION, stored_before)  # the same ids, sealed again
     parts = [seal_reports(key, "ratings", VERSION, valid), tampered, other_collection, other_key, garbage, invalid,
              other_version, replayed]
@@ -377,6 +401,87 @@ def test_undecryptable_and_invalid_reports_are_dropped_and_counted_the_rest_stor
     host, port = server.address.rsplit(":", 1)
     assert MIXER not in said and f":{port}" not in said and "ipv4:" not in said
     assert not any(row[:8].tobytes().hex() in said or repr(row[:8].tobytes())[2:-1] in said for row in rows)
+
+
+SURVEY = Schema.from_json({"name": "survey", "epsilon": 2.0, "opens": "2026-01-01T00:00:00Z", "attributes": [
+    {"name": "region", "type": "integer", "min": 0, "max": 3, "public": True},
+    {"name": "rating", "type": "integer", "min": 1, "max": 5}],
+    "shuffle": {"delta": 1e-9, "min_batch": 20, "shuffler": "independent"}})
+
+
+def survey_reports(n: int, rng: np.random.Generator, region: int = 2) -> Reports:
+    reports = make_reports(SURVEY, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, np.full_like(reports.public_codes, region))
+
+
+def test_a_shuffled_collection_takes_no_report_in_clear(start_server: StartServer, tmp_path: Path,
+                                                          rng: np.random.Generator) -> None:
+    """Reports in clear to a shuffled collection are refused whole, FAILED_PRECONDITION, nothing stored: by the
+    replica (SubmitBatch, SubmitReports) and, before anything is charged, by the SDK without a shuffler."""
+    server = start_server(collections=(MechanismCard.for_schema(SURVEY),), tokens_file=tokens_file(tmp_path))
+    stub = pb_grpc.CollectionServiceStub(server.channel())
+    batch = reports_to_proto(survey_reports(30, rng), "survey", VERSION, 0)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.SubmitBatch(batch, metadata=bearer(DEVICE), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "'survey' is shuffled" in caught.value.details() and "never in clear" in caught.value.details()
+    stream = stub.SubmitReports(iter([batch]), metadata=bearer(DEVICE), timeout=30)
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stream)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    ledger = PrivacyLedger.for_simulation()
+    with Client(server.address, token=DEVICE) as client:
+        with pytest.raises(ValidationError, match="shuffler"):
+            client.submit("survey", {"region": [1], "rating": [3]}, ledger=ledger)
+    assert ledger.spent("survey") == 0 and stored_rows(server, "survey") == 0
+
+
+def test_a_forwarded_pool_below_the_minimum_batch_once_opened_is_aborted_and_nothing_stored(
+        start_server: StartServer, tmp_path: Path, rng: np.random.Generator) -> None:
+    """min_batch 20 per forwarded batch of one public key, counted once opened: 19 valid reports (ABORTED), 18
+    valid + 2 undecryptable, 18 + 2 of another region, 18 + 2 repeating an id (each ABORTED, nothing stored);
+    20 valid, stored; the shuffler's devices would send theirs again into another pool."""
+    server = start_server(collections=(MechanismCard.for_schema(SURVEY),), tokens_file=tokens_file(tmp_path))
+    key = collection_of(server, "survey").sealing
+
+    def pool(*parts: np.ndarray) -> pb.SealedBatch:
+        return pb.SealedBatch(collection="survey", key_id=key.key_id, pool_key=2,
+                              reports=np.concatenate(parts).tobytes())
+
+    def seal(reports: Reports) -> np.ndarray:
+        return seal_reports(key, "survey", VERSION, reports)
+
+    width = sealed_report_bytes(SURVEY, VERSION)
+    eighteen = survey_reports(18, rng)
+    again = Reports(eighteen.report_ids[:2], eighteen.private_codes[:2], eighteen.public_codes[:2])
+    for batch in (pool(seal(survey_reports(19, rng))),
+                  pool(seal(eighteen), np.frombuffer(os.urandom(2 * width), np.uint8).reshape(2, width)),
+                  pool(seal(eighteen), seal(survey_reports(2, rng, region=3))),
+                  pool(seal(eighteen), seal(again))):
+        ack, code, details = shuffled(server, batch)
+        assert (ack, code) == (None, grpc.StatusCode.ABORTED), details
+        assert "18 distinct valid" in details or "19 distinct valid" in details
+        assert "minimum batch of 20 (shuffle.min_batch)" in details and "nothing was stored" in details
+    assert stored_rows(server, "survey") == 0
+    twenty = survey_reports(20, rng)
+    ack, code, _ = shuffled(server, pool(seal(twenty), seal(Reports(twenty.report_ids[:1], twenty.private_codes[:1],
+                                                                    twenty.public_codes[:1]))))
+    assert code == grpc.StatusCode.OK and (ack.accepted, ack.duplicates) == (20, 1)   # the repeated id: once
+    assert stored_rows(server, "survey") == 20
+
+
+def test_a_closed_collection_takes_no_shuffled_report(start_server: StartServer, tmp_path: Path,
+                                                      rng: np.random.Generator) -> None:
+    """The lifecycle holds on the shuffler's path as on a device's: a shuffled batch after ``closes`` is refused
+    FAILED_PRECONDITION naming the field; nothing stored."""
+    closed = Schema.from_json({**SURVEY.to_json(), "closes": "2026-02-01T00:00:00Z"})
+    server = start_server(collections=(MechanismCard.for_schema(closed),), tokens_file=tokens_file(tmp_path))
+    key = collection_of(server, "survey").sealing
+    batch = pb.SealedBatch(collection="survey", key_id=key.key_id, pool_key=2,
+                           reports=seal_reports(key, "survey", VERSION, survey_reports(20, rng)).tobytes())
+    ack, code, details = shuffled(server, batch)
+    assert (ack, code) == (None, grpc.StatusCode.FAILED_PRECONDITION) and "(closes)" in details
+    assert stored_rows(server, "survey") == 0
 
 
 def _seal_plain(key: SealingKey, plaintexts: np.ndarray, collection: str = "ratings") -> np.ndarray:

@@ -53,21 +53,46 @@ def servers():
         yield info, aggregator, shuffler, agg.target, shuf.target
 
 
+def one_key(rows: dict[str, list]) -> dict[str, list]:
+    """``rows`` with the public attributes of the first row everywhere: one public key, one pool."""
+    return {name: [column[0]] * len(column) if name in ("movie", "region") else column for name, column in rows.items()}
+
+
 def test_submit_through_a_shuffler_seals_each_report_and_retries_with_the_same_bytes(servers, tmp_path) -> None:
     info, aggregator, shuffler, agg, shuf = servers
-    rows = ratings_rows(20, seed=4)
+    rows = one_key(ratings_rows(20, seed=4))
     with PrivacyLedger(tmp_path / "l.sqlite", budget=100.0) as ledger, \
             Client(agg, retry=FAST, shuffler=Shuffler(shuf, token="shuffler-token")) as client:
         result = client.submit("ratings", rows, ledger=ledger, batch_size=5)
         memo = {bytes(i): c for i, c in zip(*_memo(ledger))}
-    assert result.shuffled and (result.sent, result.acknowledged, result.duplicates) == (20, 20, 0)
-    assert result.batches == 4 and result.retries >= 1  # two UNAVAILABLE calls, resent
+    distinct = len(memo)  # identical rows (one public key, 10 private values) share a memoized report
+    assert result.shuffled and (result.sent, result.acknowledged, result.duplicates) == (distinct, distinct, 0)
+    assert result.batches == -(-distinct // 5) and result.retries >= 1  # two UNAVAILABLE calls, resent
     assert aggregator.stored == {} and aggregator.attempts == 0  # nothing in clear to the aggregator
     assert all(m["authorization"] == "Bearer shuffler-token" for m in shuffler.metadata)
     assert all(b.key_id == KEY.key_id and b.collection == "ratings" for b in shuffler.batches)
-    assert len(shuffler.sealed) == 20 == len(set(shuffler.sealed))
+    assert len(shuffler.sealed) == distinct == len(set(shuffler.sealed))
     stored = opened(shuffler, info)
     assert {i: c for i, (c, _) in stored.items()} == memo  # the memoized ids and perturbed codes
+    key = info.schema.fold_public_codes(np.array([next(iter(stored.values()))[1]]))[0]
+    assert {b.pool_key for b in shuffler.batches} == {key}
+
+
+def test_a_devices_rows_travel_in_one_batch_per_public_key(servers, tmp_path) -> None:
+    """Rows of 3 public keys (4 identical rows each: one memoized report per key): one call per key, its
+    pool_key the key every report in it holds."""
+    info, _, shuffler, agg, shuf = servers
+    rows = ratings_rows(3, seed=6)
+    rows = {name: [v for v in column for _ in range(4)] for name, column in rows.items()}  # 4 rows per key
+    with Client(agg, retry=FAST, shuffler=Shuffler(shuf, token="shuffler-token")) as client:
+        result = client.submit("ratings", rows, ledger=PrivacyLedger.for_simulation(budget=100.0))
+    assert (result.rows, result.acknowledged, result.batches) == (12, 3, 3)
+    for batch in shuffler.batches:
+        plain, ok = KEY.open_all(np.frombuffer(batch.reports, np.uint8).reshape(-1, len(shuffler.sealed[0])),
+                                 "ratings", plaintext_bytes(info.schema, info.card.version))
+        decoded = decode_plaintexts(plain, info.schema, info.card.version)
+        assert ok.all() and set(info.schema.fold_public_codes(decoded.reports.public_codes).tolist()) == {
+            batch.pool_key}
 
 
 def _memo(ledger: PrivacyLedger) -> tuple[list[bytes], list[int]]:
@@ -97,7 +122,7 @@ def test_a_final_status_from_the_shuffler_is_not_retried(tmp_path) -> None:
     with ServerThread(FakeCollectionService(info)) as agg, ServerThread(None, shuffler=shuffler) as shuf:
         with Client(agg.target, retry=FAST, shuffler=shuf.target) as client:
             with pytest.raises(SubmitError) as caught:
-                client.submit("ratings", ratings_rows(3), ledger=PrivacyLedger.for_simulation())
+                client.submit("ratings", one_key(ratings_rows(3)), ledger=PrivacyLedger.for_simulation())
     error = caught.value
     assert (error.method, error.status, error.attempts, error.sent) == ("SubmitSealed", "FAILED_PRECONDITION", 1, 3)
     assert shuffler.calls == 1

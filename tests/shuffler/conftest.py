@@ -9,6 +9,7 @@ import json
 import sys
 import threading
 from collections.abc import Coroutine, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +19,9 @@ import pytest
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import Section, decode
 from ldpsynth.serving.tls import TlsFiles
+from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2 as spb
@@ -31,6 +34,11 @@ DEVICE, MIXER, ANALYST = "device-token-7", "mixer-token-7", "analyst-token-7"
 SEALED_METHOD = "/ldpsynth.v1.ShufflerService/SubmitSealed"
 #: The replica's limits: small batches, so that a released pool is forwarded in several SealedBatches.
 LIMITS = Limits(max_batch_reports=64)
+#: A shuffled collection beside ratings and graph: 2 reports per device, pools of at least 5 of one public key.
+SURVEY = Schema.from_json({"name": "survey", "epsilon": 2.0, "attributes": [
+    {"name": "region", "type": "integer", "min": 0, "max": 3, "public": True},
+    {"name": "rating", "type": "integer", "min": 1, "max": 5}],
+    "shuffle": {"delta": 1e-9, "min_batch": 5, "rows_per_device": 2}})
 
 
 def write_tokens(path: Path) -> Path:
@@ -47,8 +55,9 @@ def write_tokens(path: Path) -> Path:
 def replica(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:  # noqa: F811
     """One replica with one shard (a record keeps the forwarded order), tokens, a sealing key."""
     directory = tmp_path_factory.mktemp("replica")
-    server = ServerThread(base_config(directory / "data", shards=1, limits=LIMITS,
-                                      tokens_file=write_tokens(directory / "tokens.json")))
+    config = base_config(directory / "data", shards=1, limits=LIMITS,
+                         tokens_file=write_tokens(directory / "tokens.json"))
+    server = ServerThread(replace(config, collections=(*config.collections, MechanismCard.for_schema(SURVEY))))
     yield server
     server.stop(0)
 
@@ -76,14 +85,14 @@ class ShufflerThread:
 
     def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None,
                  tls: TlsFiles | None = None, aggregator: str | None = None, metrics_port: int | None = None,
-                 max_reports_per_device: int = 0):
+                 max_reports_per_device: int | None = 0, anonymous_devices: bool = False):
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.server = ShufflerServer(ShufflerConfig(
             listen="127.0.0.1:0", aggregator=aggregator or replica.address, token=MIXER, threshold=threshold,
             max_wait=max_wait, tokens_file=tokens_file, tls=tls, patience=5.0, grace=1.0, metrics_port=metrics_port,
-            max_reports_per_device=max_reports_per_device))
+            max_reports_per_device=max_reports_per_device, anonymous_devices=anonymous_devices))
         self.address = self.run(self.server.start())
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:

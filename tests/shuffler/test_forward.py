@@ -1,6 +1,7 @@
 """Forwarding (ldpsynth.shuffler.forward) against a scripted stand-in replica on 127.0.0.1: a batch the
-replica answers UNAVAILABLE is sent again byte for byte, batches are cut at the collection's limits,
-refusals reach the devices with their status; and the CLI's refusals of its own flags."""
+replica answers UNAVAILABLE is sent again byte for byte, a pool is cut into parts of equal size (none
+small) within the collection's limits, every part is sent whatever became of the others, refusals reach
+the devices with their status; and the CLI's refusals of its own flags."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 from ldpsynth.serving.errors import LimitExceeded, TryLater, WrongState
 from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.wire import collection_pb2 as pb
-from ldpsynth.shuffler.directory import Route
-from ldpsynth.shuffler.forward import Forwarder, ForwardFailed, forward_batch_reports
+from ldpsynth.shuffler.directory import Route, forward_batch_reports
+from ldpsynth.shuffler.forward import Forwarder, ForwardFailed, part_bounds
 
 ROUTE = Route("ratings", bytes(range(16)), 84, 1, Limits(max_batch_reports=10))
 
@@ -43,16 +44,16 @@ async def scripted_replica(answers: list[grpc.StatusCode], received: list[bytes]
 
 
 async def forward(answers: list[grpc.StatusCode], rows: np.ndarray, patience: float = 5.0
-                  ) -> tuple[list[pb.ShuffledAck] | BaseException, list[bytes]]:
+                  ) -> tuple[list[pb.ShuffledAck | BaseException], list[bytes]]:
+    """The outcome of every forwarded part (an ack or the error it ended with), and what the replica received."""
     received: list[bytes] = []
     server, address = await scripted_replica(answers, received)
     try:
         async with grpc.aio.insecure_channel(address) as channel:
             forwarder = Forwarder(channel, (("authorization", "Bearer mixer"),), patience)
-            try:
-                return await forwarder.forward(ROUTE, rows), received
-            except Exception as exc:  # noqa: BLE001 (the test looks at which error)
-                return exc, received
+            bounds, outcomes = await forwarder.forward(ROUTE, 3, rows)
+            assert bounds[0] == 0 and bounds[-1] == len(rows) and len(bounds) == len(outcomes) + 1
+            return list(outcomes), received
     finally:
         await server.stop(0)
 
@@ -64,12 +65,28 @@ def rows_of(n: int) -> np.ndarray:
 def test_a_batch_answered_unavailable_is_sent_again_with_the_same_bytes() -> None:
     rows = rows_of(25)
     acks, received = asyncio.run(forward([grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED], rows))
-    assert [a.accepted for a in acks] == [10, 10, 5]  # cut at max_batch_reports, in order
+    assert [a.accepted for a in acks] == [8, 8, 9]  # three parts of equal size within max_batch_reports, in order
     assert received[0] == received[1] == received[2]  # the first batch, three times, byte for byte
     batches = [pb.SealedBatch.FromString(r) for r in received[2:]]
     assert b"".join(b.reports for b in batches) == rows.tobytes()
-    assert {(b.collection, bytes(b.key_id)) for b in batches} == {("ratings", bytes(range(16)))}
+    assert {(b.collection, bytes(b.key_id), b.pool_key) for b in batches} == {("ratings", bytes(range(16)), 3)}
     assert len({b.sequence for b in batches}) == 3
+
+
+@pytest.mark.parametrize("reports, largest", [(1, 1), (1, 10), (10, 10), (11, 10), (25, 10), (65_537, 65_536),
+                                              (131_071, 65_536), (999, 7)])
+def test_a_pool_is_cut_into_parts_of_equal_size_none_below_half_the_largest(reports: int, largest: int) -> None:
+    bounds = part_bounds(reports, largest)
+    sizes = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == reports and len(sizes) == -(-reports // largest)
+    assert sizes.max() <= largest and sizes.max() - sizes.min() <= 1
+    assert len(sizes) == 1 or sizes.min() >= largest // 2
+
+
+def test_every_part_is_sent_and_answered_on_its_own() -> None:
+    outcomes, received = asyncio.run(forward([grpc.StatusCode.OK, grpc.StatusCode.FAILED_PRECONDITION], rows_of(25)))
+    assert len(received) == 3 and isinstance(outcomes[1], WrongState)
+    assert [o.accepted for o in (outcomes[0], outcomes[2])] == [8, 9]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("code, error, words", [
@@ -80,13 +97,18 @@ def test_a_batch_answered_unavailable_is_sent_again_with_the_same_bytes() -> Non
 ])
 def test_a_refused_forward_reaches_the_devices_with_its_status(code: grpc.StatusCode, error: type,
                                                                words: str) -> None:
-    exc, received = asyncio.run(forward([code], rows_of(3)))
+    (exc,), received = asyncio.run(forward([code], rows_of(3)))
     assert type(exc) is error and words in str(exc) and len(received) == 1
     assert isinstance(ForwardFailed("x"), TryLater)  # the shuffler's own credential: UNAVAILABLE to devices
 
 
+def test_a_pool_the_replicas_find_too_small_sends_its_devices_back_unavailable() -> None:
+    (exc,), received = asyncio.run(forward([grpc.StatusCode.ABORTED], rows_of(3)))
+    assert type(exc) is TryLater and "same reports" in str(exc) and len(received) == 1
+
+
 def test_replicas_unavailable_beyond_the_patience_give_unavailable() -> None:
-    exc, received = asyncio.run(forward([grpc.StatusCode.UNAVAILABLE] * 100, rows_of(3), patience=0.3))
+    (exc,), received = asyncio.run(forward([grpc.StatusCode.UNAVAILABLE] * 100, rows_of(3), patience=0.3))
     assert type(exc) is TryLater and "same reports" in str(exc) and 2 <= len(received) < 100
 
 

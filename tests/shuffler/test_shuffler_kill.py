@@ -20,6 +20,15 @@ from tests.aggregator.conftest import RATINGS, ServerThread, make_reports, store
 
 from .conftest import DEVICE, collection_info, shuffler_process
 
+#: Public keys the reports use: pools are per public key, and two keys fill their pools as fast as the test needs.
+MOVIES = 2
+
+
+def reports_of(n: int, rng: np.random.Generator) -> Reports:
+    """``n`` valid reports of movie codes below :data:`MOVIES`."""
+    reports = make_reports(RATINGS, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, reports.public_codes % MOVIES)
+
 KILLS = 20
 DEVICES = 4
 #: The SDK keeps retrying across a restart (about a second) without giving up.
@@ -56,7 +65,7 @@ async def filler(replica: str, target: str, info: CollectionInfo, rng: np.random
     running: set[asyncio.Task[None]] = set()
     try:
         while True:
-            sent.append(make_reports(RATINGS, 1, rng))
+            sent.append(reports_of(1, rng))
             task = asyncio.ensure_future(one(sent[-1]))
             running.add(task)
             task.add_done_callback(running.discard)
@@ -71,7 +80,7 @@ async def round_of_devices(replica: str, target: str, info: CollectionInfo, rng:
                            kill: float, restart) -> tuple[list[Reports], list[Reports]]:
     """Devices submit at once; after ``kill`` seconds the shuffler is SIGKILLed and restarted. Returns the
     submissions acknowledged in full, and all the submissions."""
-    parts = [make_reports(RATINGS, int(rng.integers(60, 151)), rng) for _ in range(DEVICES)]
+    parts = [reports_of(int(rng.integers(60, 151)), rng) for _ in range(DEVICES)]
     filled: list[Reports] = []
     fillers: list[Reports] = []
     fill = asyncio.ensure_future(filler(replica, target, info, rng, fillers, filled))

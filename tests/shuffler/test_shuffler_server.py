@@ -1,6 +1,7 @@
-"""The shuffler (ldpsynth.shuffler) in front of a real replica: pooling across devices, the threshold,
-the permutation end to end, the statuses of bad batches, and what reaches the log and the shuffler's
-own log. Shufflers run in process on 127.0.0.1 (their logs are captured); devices use the SDK.
+"""The shuffler (ldpsynth.shuffler) in front of a real replica: pooling across devices per public key, the
+threshold over distinct reports, the permutation end to end, the statuses of bad batches, what reaches the log
+and the shuffler's own log, the per-device quota, the health service. Shufflers run in process on 127.0.0.1
+(their logs are captured); devices use the SDK.
 
 α of the χ² check: 1e-3, with a seeded permutation source (deterministic)."""
 
@@ -29,7 +30,7 @@ from ldpsynth.shuffler import permutation, pools
 from tests.aggregator.conftest import RATINGS, VERSION, ServerThread, make_reports, stored_ids
 from tests.aggregator.scrape import scrape, value
 
-from .conftest import ANALYST, DEVICE, MIXER, ShufflerThread, collection_info, log_sections, write_tokens
+from .conftest import ANALYST, DEVICE, MIXER, SURVEY, ShufflerThread, collection_info, log_sections, write_tokens
 
 ALPHA = 1e-3
 
@@ -65,10 +66,20 @@ def shuffler(replica: ServerThread) -> Iterator[ShufflerThread]:
     mixer.stop()
 
 
-def sealed(replica: ServerThread, reports: Reports, sequence: int = 0) -> pb.SealedBatch:
+def one_movie(n: int, rng: np.random.Generator, movie: int = 7) -> Reports:
+    """``n`` valid reports of one public key (movie code ``movie``): what one pool holds."""
+    reports = make_reports(RATINGS, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, np.full_like(reports.public_codes, movie))
+
+
+def sealed(replica: ServerThread, reports: Reports, sequence: int = 0, pool_key: int | None = None
+           ) -> pb.SealedBatch:
+    """A SealedBatch of ``reports``, its pool key their first report's (they share one) unless given."""
     key = collection_info(replica).sealing_key()
+    keys = RATINGS.fold_public_codes(reports.public_codes)
     return pb.SealedBatch(collection="ratings", key_id=key.key_id, sequence=sequence,
-                          reports=seal_reports(key, "ratings", VERSION, reports).tobytes())
+                          reports=seal_reports(key, "ratings", VERSION, reports).tobytes(),
+                          pool_key=int(keys[0]) if pool_key is None else pool_key)
 
 
 def stored(replica: ServerThread) -> int:
@@ -88,12 +99,13 @@ async def devices(address: str, replica: ServerThread, parts: list[Reports], bat
 
 def test_devices_are_pooled_permuted_forwarded_in_batches_and_stored_once(
         replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
-    """7 devices x 20 reports, one pool of threshold 140: released once, forwarded as 64 + 64 + 12
-    (the replica's max_batch_reports), every device acknowledged, every report stored once."""
+    """7 devices x 20 reports of one movie, one pool of threshold 140: released once, forwarded as 46 + 47 + 47
+    (three parts of equal size within the replica's max_batch_reports of 64), every device acknowledged, every
+    report stored once."""
     fixed_threshold[0] = 140
     mixer = ShufflerThread(replica, threshold=100, max_wait=20.0)
     try:
-        parts = [make_reports(RATINGS, 20, rng) for _ in range(7)]
+        parts = [one_movie(20, rng) for _ in range(7)]
         before = stored(replica)
         assert asyncio.run(devices(mixer.address, replica, parts, batch_size=20)) == [20] * 7
     finally:
@@ -102,7 +114,7 @@ def test_devices_are_pooled_permuted_forwarded_in_batches_and_stored_once(
     assert ids <= stored_ids(replica, "ratings") and stored(replica) == before + 140
     sections, _ = log_sections(replica)
     mine = [s for s in sections if {bytes(r) for r in s.report_ids} & ids]
-    assert sorted(len(s) for s in mine) == [12, 64, 64] and all(dict(s.quota) == {"mixer": len(s)} for s in mine)
+    assert sorted(len(s) for s in mine) == [46, 47, 47] and all(dict(s.quota) == {"mixer": len(s)} for s in mine)
     forwarded = np.concatenate([s.report_ids for s in mine])
     sent = np.concatenate([p.report_ids for p in parts])
     assert not np.array_equal(forwarded, sent)  # not in the devices' order
@@ -114,7 +126,7 @@ def test_below_its_threshold_a_pool_forwards_nothing_and_its_devices_get_unavail
     mixer = ShufflerThread(replica, threshold=40, max_wait=0.5)
     try:
         before = stored(replica)
-        reports = make_reports(RATINGS, 39, rng)
+        reports = one_movie(39, rng)
         ack, code, details = mixer.submit(sealed(replica, reports))
         assert (ack, code) == (None, grpc.StatusCode.UNAVAILABLE) and "threshold" in details
         assert "nothing was forwarded" in details
@@ -133,7 +145,7 @@ def test_the_forwarded_order_is_independent_of_the_arrival_order(
     tagged = []
     try:
         for _ in range(60):
-            reports = make_reports(RATINGS, 10, rng)
+            reports = one_movie(10, rng)
             tagged.append((bytes(reports.report_ids[0]), {bytes(r) for r in reports.report_ids}))
             assert mixer.submit(sealed(replica, reports))[1] == grpc.StatusCode.OK
     finally:
@@ -162,6 +174,7 @@ def test_the_forwarded_order_is_independent_of_the_arrival_order(
     (lambda b: b.__setattr__("reports", b.reports + bytes(16)) or b, grpc.StatusCode.INVALID_ARGUMENT,
      ["reports", "multiple of 84 bytes", "got 100 bytes"]),
     (lambda b: b.__setattr__("reports", b"") or b, grpc.StatusCode.INVALID_ARGUMENT, ["reports", "non-zero multiple"]),
+    (lambda b: b.__setattr__("pool_key", 100) or b, grpc.StatusCode.INVALID_ARGUMENT, ["pool_key", "[0, 100)"]),
     (lambda b: b.__setattr__("reports", b.reports * 65) or b, grpc.StatusCode.RESOURCE_EXHAUSTED,
      ["max_batch_reports = 64", "got 65"]),
 ])
@@ -169,7 +182,7 @@ def test_a_bad_batch_gets_its_status_naming_the_field_and_nothing_is_stored(
         replica: ServerThread, shuffler: ShufflerThread, rng: np.random.Generator, change, code: grpc.StatusCode,
         words: list[str]) -> None:
     before = stored(replica)
-    batch = change(sealed(replica, make_reports(RATINGS, 1, rng)))
+    batch = change(sealed(replica, one_movie(1, rng)))
     ack, got, details = shuffler.submit(batch)
     assert (ack, got) == (None, code), details
     assert all(w in details for w in words), details
@@ -180,7 +193,7 @@ def test_the_devices_tokens_are_checked_as_on_the_replicas(replica: ServerThread
                                                             rng: np.random.Generator) -> None:
     mixer = ShufflerThread(replica, threshold=1, max_wait=2.0, tokens_file=write_tokens(tmp_path / "devices.json"))
     try:
-        batch = sealed(replica, make_reports(RATINGS, 3, rng))
+        batch = sealed(replica, one_movie(3, rng))
         assert mixer.submit(batch, token=None)[1] == grpc.StatusCode.UNAUTHENTICATED
         assert mixer.submit(batch, token="not-a-token")[1] == grpc.StatusCode.UNAUTHENTICATED
         assert mixer.submit(batch, token=ANALYST)[1:] == (grpc.StatusCode.PERMISSION_DENIED,
@@ -195,7 +208,7 @@ def test_bad_ciphertexts_are_forwarded_and_dropped_and_a_replayed_batch_is_store
         replica: ServerThread, shuffler: ShufflerThread, rng: np.random.Generator) -> None:
     """The shuffler cannot open reports: it takes 10 good and 3 garbage ones (accepted 13); the replica
     stores the 10. The same bytes again: accepted again, nothing stored twice."""
-    good = make_reports(RATINGS, 10, rng)
+    good = one_movie(10, rng)
     batch = sealed(replica, good, sequence=5)
     garbage = np.frombuffer(rng.bytes(3 * 84), np.uint8)
     batch.reports = batch.reports + garbage.tobytes()
@@ -212,14 +225,14 @@ def test_neither_the_log_nor_the_shufflers_log_holds_device_metadata_tokens_or_c
     caplog.set_level(logging.DEBUG)
     mixer = ShufflerThread(replica, threshold=1, max_wait=0.5, tokens_file=write_tokens(tmp_path / "devices.json"))
     try:
-        reports = make_reports(RATINGS, 30, rng)
+        reports = one_movie(30, rng)
         batch = sealed(replica, reports, sequence=987654321)
         assert mixer.submit(batch)[1] == grpc.StatusCode.OK
         assert mixer.submit(batch, token="wrong-token-123")[1] == grpc.StatusCode.UNAUTHENTICATED
         wrong_key = sealed(replica, reports)
         wrong_key.key_id = os.urandom(16)
         assert mixer.submit(wrong_key)[1] == grpc.StatusCode.FAILED_PRECONDITION
-        assert asyncio.run(devices(mixer.address, replica, [make_reports(RATINGS, 5, rng)], 5)) == [5]
+        assert asyncio.run(devices(mixer.address, replica, [one_movie(5, rng)], 5)) == [5]
     finally:
         mixer.stop()
     said = caplog.text
@@ -249,7 +262,7 @@ def test_devices_reach_a_tls_shuffler_with_its_ca_and_not_in_clear(
             shuffler = Shuffler(mixer.address, token=DEVICE, root_certificates=root)
             async with AsyncClient(replica.address, token=DEVICE, shuffler=shuffler, retry=RetryPolicy(max_attempts=1),
                                    deadline=5.0) as client:
-                return (await client.submit_reports(info, make_reports(RATINGS, 4, rng))).acknowledged
+                return (await client.submit_reports(info, one_movie(4, rng))).acknowledged
 
         assert asyncio.run(device(certs / "ca.pem")) == 4
         with pytest.raises(SubmitError):
@@ -270,7 +283,7 @@ def test_a_call_that_ends_while_waiting_leaves_the_pool_and_is_not_forwarded(
     fixed_threshold[0] = 10
     mixer = ShufflerThread(replica, threshold=10, max_wait=20.0)
     try:
-        a, b, c = (make_reports(RATINGS, k, rng) for k in (4, 4, 6))
+        a, b, c = (one_movie(k, rng) for k in (4, 4, 6))
         results: list = []
         waiting_b = threading.Thread(target=lambda: results.append(mixer.submit(sealed(replica, b))))
         waiting_b.start()
@@ -292,7 +305,7 @@ def test_with_several_replicas_a_dead_one_is_passed_over(replica: ServerThread, 
     answer; every batch is forwarded and stored."""
     mixer = ShufflerThread(replica, threshold=1, max_wait=5.0, aggregator=f"127.0.0.1:1,{replica.address}")
     try:
-        parts = [make_reports(RATINGS, 3, rng) for _ in range(6)]
+        parts = [one_movie(3, rng) for _ in range(6)]
         assert [mixer.submit(sealed(replica, p))[1] for p in parts] == [grpc.StatusCode.OK] * 6
     finally:
         mixer.stop()
@@ -308,10 +321,10 @@ def test_the_metrics_count_what_the_devices_sent_and_name_no_device(
     try:
         url = mixer.server.metrics_url
         assert url is not None and url.startswith("http://127.0.0.1:")
-        parts = [make_reports(RATINGS, 10, rng) for _ in range(3)]
+        parts = [one_movie(10, rng) for _ in range(3)]
         assert asyncio.run(devices(mixer.address, replica, parts, batch_size=10)) == [10] * 3
         fixed_threshold[0] = 40
-        assert mixer.submit(sealed(replica, make_reports(RATINGS, 5, rng)))[1] == grpc.StatusCode.UNAVAILABLE
+        assert mixer.submit(sealed(replica, one_movie(5, rng)))[1] == grpc.StatusCode.UNAVAILABLE
         samples = scrape(url)
     finally:
         mixer.stop()
@@ -333,16 +346,16 @@ def test_a_device_over_its_quota_is_refused_naming_the_flag_and_an_unacknowledge
     mixer = ShufflerThread(replica, threshold=1, max_wait=0.5, tokens_file=write_tokens(tmp_path / "tokens.json"),
                            max_reports_per_device=30)
     try:
-        assert mixer.submit(sealed(replica, make_reports(RATINGS, 20, rng)))[1] == grpc.StatusCode.OK
+        assert mixer.submit(sealed(replica, one_movie(20, rng)))[1] == grpc.StatusCode.OK
         before = stored(replica)
-        ack, code, details = mixer.submit(sealed(replica, make_reports(RATINGS, 15, rng), sequence=1))
+        ack, code, details = mixer.submit(sealed(replica, one_movie(15, rng), sequence=1))
         assert (ack, code) == (None, grpc.StatusCode.RESOURCE_EXHAUSTED)
         assert "--max-reports-per-device" in details and "at most 30" in details and "20 were taken" in details
         fixed_threshold[0] = 40
-        assert mixer.submit(sealed(replica, make_reports(RATINGS, 10, rng), sequence=2))[1] == \
+        assert mixer.submit(sealed(replica, one_movie(10, rng), sequence=2))[1] == \
             grpc.StatusCode.UNAVAILABLE
         fixed_threshold[0] = 10
-        assert mixer.submit(sealed(replica, make_reports(RATINGS, 10, rng), sequence=3))[1] == grpc.StatusCode.OK
+        assert mixer.submit(sealed(replica, one_movie(10, rng), sequence=3))[1] == grpc.StatusCode.OK
         assert stored(replica) == before + 10
     finally:
         mixer.stop()
@@ -351,3 +364,141 @@ def test_a_device_over_its_quota_is_refused_naming_the_flag_and_an_unacknowledge
 def test_a_per_device_quota_needs_device_credentials(replica: ServerThread) -> None:
     with pytest.raises(ConfigError, match="--max-reports-per-device"):
         ShufflerThread(replica, threshold=1, max_wait=1.0, max_reports_per_device=5)
+
+
+def test_pools_are_per_public_key_and_count_distinct_sealed_reports(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """Threshold 10: 6 reports of movie 7 and 6 of movie 8 do not make a pool (each key waits for its own 10);
+    5 reports of movie 9 sent twice, the same sealed bytes, count 5 (a copy adds nothing) and wait too. Then 4
+    more of movie 7 release movie 7's pool alone: its 10 reports are one forwarded batch of one key."""
+    fixed_threshold[0] = 10
+    mixer = ShufflerThread(replica, threshold=10, max_wait=3.0)
+    try:
+        first = one_movie(6, rng, movie=7)
+        results: dict[str, tuple] = {}
+
+        def call(name: str, batch: pb.SealedBatch) -> None:
+            results[name] = mixer.submit(batch)
+
+        copies = sealed(replica, one_movie(5, rng, movie=9))
+        waiting = [threading.Thread(target=call, args=(name, batch)) for name, batch in (
+            ("7a", sealed(replica, first)), ("8", sealed(replica, one_movie(6, rng, movie=8))),
+            ("9a", copies), ("9b", copies))]
+        for thread in waiting:
+            thread.start()
+        time.sleep(0.5)
+        more = one_movie(4, rng, movie=7)
+        assert mixer.submit(sealed(replica, more))[1] == grpc.StatusCode.OK
+        for thread in waiting:
+            thread.join(30)
+    finally:
+        mixer.stop()
+    assert results["7a"][1] == grpc.StatusCode.OK
+    assert results["8"][1] == results["9a"][1] == results["9b"][1] == grpc.StatusCode.UNAVAILABLE
+    sections, _ = log_sections(replica)
+    mine = {bytes(r) for r in (*first.report_ids, *more.report_ids)}
+    holding = [s for s in sections if {bytes(r) for r in s.report_ids} & mine]
+    assert len(holding) == 1 and {bytes(r) for r in holding[0].report_ids} == mine
+    assert set(holding[0].public_keys.tolist()) == {7}
+
+
+def test_copies_of_a_sealed_report_travel_once(replica: ServerThread, fixed_threshold: list[int],
+                                              rng: np.random.Generator) -> None:
+    """Threshold 8: 8 distinct reports, 3 of them also sent by a second call, byte for byte: one pool of 8 is
+    forwarded, every call acknowledged, the replica receives each report once (no duplicates to count)."""
+    fixed_threshold[0] = 8
+    mixer = ShufflerThread(replica, threshold=8, max_wait=10.0)
+    reports = one_movie(8, rng, movie=11)
+    batch = sealed(replica, reports)
+    rows = np.frombuffer(batch.reports, np.uint8).reshape(8, -1)
+    replay = pb.SealedBatch(collection="ratings", key_id=batch.key_id, sequence=1, reports=rows[:3].tobytes(),
+                            pool_key=batch.pool_key)
+    try:
+        results: list = []
+        waiting = threading.Thread(target=lambda: results.append(mixer.submit(replay)))
+        waiting.start()
+        time.sleep(0.3)
+        assert mixer.submit(batch)[1] == grpc.StatusCode.OK
+        waiting.join(30)
+    finally:
+        mixer.stop()
+    assert results[0][1] == grpc.StatusCode.OK
+    sections, _ = log_sections(replica)
+    ids = {bytes(r) for r in reports.report_ids}
+    holding = [s for s in sections if {bytes(r) for r in s.report_ids} & ids]
+    assert sum(len(s) for s in holding) == 8 and {bytes(r) for s in holding for r in s.report_ids} == ids
+
+
+def test_a_report_of_another_public_key_is_dropped_by_the_replica(
+        replica: ServerThread, shuffler: ShufflerThread, rng: np.random.Generator) -> None:
+    """A batch declared movie 3 holding 4 reports of movie 3 and 2 of movie 4: the shuffler cannot tell (it takes
+    6), the replica stores the 4 and drops the 2 as invalid."""
+    ours, theirs = one_movie(4, rng, movie=3), one_movie(2, rng, movie=4)
+    batch = sealed(replica, Reports.concat([ours, theirs], 1), pool_key=3)
+    ack, code, _ = shuffler.submit(batch)
+    assert code == grpc.StatusCode.OK and ack.accepted == 6
+    held = stored_ids(replica, "ratings")
+    assert {bytes(r) for r in ours.report_ids} <= held and not {bytes(r) for r in theirs.report_ids} & held
+
+
+def test_the_health_service_is_serving_until_the_shuffler_stops(replica: ServerThread) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    mixer = ShufflerThread(replica, threshold=1, max_wait=1.0)
+    with grpc.insecure_channel(mixer.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "ldpsynth.v1.ShufflerService"):
+            answer = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        mixer.stop()
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def survey_batch(replica: ServerThread, n: int, rng: np.random.Generator, sequence: int = 0) -> pb.SealedBatch:
+    """``n`` reports of the shuffled collection ``survey``, all of region code 2."""
+    key = collection_info(replica, "survey").sealing_key()
+    reports = make_reports(SURVEY, n, rng)
+    reports = Reports(reports.report_ids, reports.private_codes, np.full_like(reports.public_codes, 2))
+    return pb.SealedBatch(collection="survey", key_id=key.key_id, sequence=sequence, pool_key=2,
+                          reports=seal_reports(key, "survey", VERSION, reports).tobytes())
+
+
+def test_a_shuffled_collection_needs_devices_the_shuffler_can_tell_apart(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator) -> None:
+    """Without device credentials a shuffled collection's batch is refused FAILED_PRECONDITION naming the flags
+    (its guarantee assumes a per-device bound); --anonymous-devices forwards it; an unshuffled one is not
+    concerned."""
+    fixed_threshold[0] = 2
+    mixer = ShufflerThread(replica, threshold=1, max_wait=5.0)
+    try:
+        ack, code, details = mixer.submit(survey_batch(replica, 2, rng), token=None)
+        assert (ack, code) == (None, grpc.StatusCode.FAILED_PRECONDITION)
+        assert "'survey' is shuffled" in details and "--tokens" in details and "--anonymous-devices" in details
+        assert mixer.submit(sealed(replica, one_movie(2, rng)), token=None)[1] == grpc.StatusCode.OK
+    finally:
+        mixer.stop()
+    fixed_threshold[0] = 5
+    anonymous = ShufflerThread(replica, threshold=1, max_wait=5.0, anonymous_devices=True)
+    try:
+        assert anonymous.submit(survey_batch(replica, 5, rng), token=None)[1] == grpc.StatusCode.OK
+    finally:
+        anonymous.stop()
+
+
+def test_a_shuffled_collections_devices_are_held_to_its_rows_per_device_by_default(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator, tmp_path: Path) -> None:
+    """survey's rows_per_device is 2: with device tokens and no --max-reports-per-device, a device's third report
+    is refused (RESOURCE_EXHAUSTED naming the flag); reports of a pool that missed its threshold are given back."""
+    fixed_threshold[0] = 5
+    mixer = ShufflerThread(replica, threshold=1, max_wait=0.5, tokens_file=write_tokens(tmp_path / "tokens.json"),
+                           max_reports_per_device=None)
+    try:
+        ack, code, details = mixer.submit(survey_batch(replica, 3, rng))
+        assert (ack, code) == (None, grpc.StatusCode.RESOURCE_EXHAUSTED) and "at most 2" in details
+        assert mixer.submit(survey_batch(replica, 2, rng, 1))[1] == grpc.StatusCode.UNAVAILABLE  # below 5: given back
+        assert mixer.submit(survey_batch(replica, 2, rng, 2))[1] == grpc.StatusCode.UNAVAILABLE  # so it fits again
+        assert mixer.submit(sealed(replica, one_movie(30, rng)))[1] == grpc.StatusCode.OK  # ratings: no limit
+    finally:
+        mixer.stop()

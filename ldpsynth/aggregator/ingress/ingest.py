@@ -40,7 +40,7 @@ from ldpsynth.serving.auth import Credential
 from ldpsynth.serving.errors import LimitExceeded, QuotaExceeded, TryLater, WrongState
 from ldpsynth.serving.observe import events, tracing
 from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.protocol import reports_from_proto
+from ldpsynth.shared.protocol import CollectionInfo, reports_from_proto
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -240,13 +240,25 @@ class Ingestor:
         for shard, count in enumerate(counts):
             self._quota.observe(shard, {key: count})
 
-    async def admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
-        """Check a batch and reserve its quota; raise (an error with its status) to reject it whole."""
-        credential.require_collection(batch.collection)
-        info = self._catalog.get(batch.collection)
-        refusal = info.schema.lifecycle.refusal(batch.collection, self._clock())
+    def check_open(self, collection: str) -> CollectionInfo:
+        """The collection's description, if it takes reports now (its lifecycle: ``OutsideLifecycle``)."""
+        info = self._catalog.get(collection)
+        refusal = info.schema.lifecycle.refusal(collection, self._clock())
         if refusal is not None:
             raise OutsideLifecycle(refusal, info.schema.lifecycle.state(self._clock()))
+        return info
+
+    async def admit(self, credential: Credential, batch: pb.ReportBatch) -> Admitted:
+        """Check a batch and reserve its quota; raise (an error with its status) to reject it whole.
+
+        A shuffled collection takes no report in clear (FAILED_PRECONDITION): its central guarantee
+        counts only reports that reached it sealed through a shuffler (docs/shuffle-accountant.md §6)."""
+        credential.require_collection(batch.collection)
+        info = self.check_open(batch.collection)
+        if info.schema.shuffle is not None:
+            raise WrongState(f"collection {batch.collection!r} is shuffled: it takes reports only sealed, through a "
+                             "shuffler (ShufflerService.SubmitSealed), never in clear; a report sent in clear would "
+                             "be linked to its sender and would weaken every other device's central guarantee")
         if batch.mechanism_version != info.card.version:
             raise WrongState(f"mechanism_version: expected {info.card.version!r} for collection "
                              f"{batch.collection!r}, got {batch.mechanism_version[:64]!r}")

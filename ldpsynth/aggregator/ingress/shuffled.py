@@ -6,18 +6,27 @@ docs/contract.md §16). Per batch:
 
 1. **The batch as a whole**, each failure refusing it with nothing opened and nothing stored: the
    credential may use the collection (PERMISSION_DENIED; its role ``shuffler`` is checked by the
-   server), the collection is served and this aggregator holds a sealing key (FAILED_PRECONDITION),
+   server), the collection is served and takes reports now (its lifecycle, as for a device's batch)
+   and this aggregator holds a sealing key (FAILED_PRECONDITION),
    ``key_id`` names that key (FAILED_PRECONDITION: the shuffler, or the device, has a stale key),
-   ``⌊len(reports) / sealed_report_bytes⌋ ≤ max_batch_reports`` (RESOURCE_EXHAUSTED), and
-   ``reports`` is a non-zero multiple of the collection's ``sealed_report_bytes`` (INVALID_ARGUMENT).
+   ``⌊len(reports) / sealed_report_bytes⌋ ≤ max_batch_reports`` (RESOURCE_EXHAUSTED), ``reports`` is
+   a non-zero multiple of the collection's ``sealed_report_bytes`` and ``pool_key`` lies below the
+   public domain size (INVALID_ARGUMENT).
 2. **Each report**: opened (HPKE, on one thread of its own, or spread over ``--open-processes``
    worker processes: the event loop stays free), then decoded
    and checked as a device batch is (the mechanism version, every code in its range), all at once with
    numpy. A report that does not open (tampered, sealed to another key or for another collection,
-   garbage) is counted ``undecryptable``, one that opens to something invalid ``invalid``; both are
+   garbage) is counted ``undecryptable``; one that opens to something invalid, or whose public codes
+   fold to another public key than the batch's ``pool_key``, is counted ``invalid``; both are
    dropped, and the rest of the batch goes on: a sealed report cannot be traced to a device, so
-   refusing the batch would only make the shuffler drop every other device's report with it.
-3. **The rest** is admitted exactly as a device's batch (:meth:`Ingestor.admit_reports`: routed by
+   refusing the batch would only make the shuffler drop every other device's report with it. A report
+   id that comes twice in the batch is kept once (the copies count as duplicates).
+3. **The pool's size, checked** (docs/shuffle-accountant.md §6): the operator sees each forwarded
+   batch on its own, so each must hold at least the collection's minimum batch of distinct valid
+   reports of its one public key (:attr:`~ldpsynth.shared.schema.Schema.minimum_batch`). A batch with
+   fewer is refused whole, ABORTED (:class:`PoolBelowMinimum`), before anything is stored: the shuffler
+   answers its devices UNAVAILABLE and they send their reports again, into another pool.
+4. **The rest** is admitted exactly as a device's batch (:meth:`Ingestor.admit_reports`: routed by
    report id, the quota of the credential, which is the shuffler's) and committed by the same
    :meth:`Ingestor.commit`: stored once per report id, acknowledged once durable.
 
@@ -39,6 +48,9 @@ from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.serving.auth import Credential
 from ldpsynth.serving.errors import LimitExceeded, WrongState
+from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
+from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import (
     OpeningKey,
     decode_plaintexts,
@@ -51,20 +63,56 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 log = logging.getLogger(__name__)
 
 
+class PoolBelowMinimum(LdpsynthError):
+    """A forwarded batch holds fewer distinct valid reports of its public key than the collection's
+    minimum batch once opened (ABORTED): nothing of it is stored; the shuffler's devices send again."""
+
+    refused_as = Status.ABORTED
+
+
 @dataclass(frozen=True)
 class ShuffledAdmission:
     """A shuffled batch opened and admitted: what is left to commit (``None``: nothing valid), and the
-    reports dropped."""
+    reports dropped (``repeated``: report ids that came more than once in the batch, kept once and
+    acknowledged as duplicates)."""
 
     sequence: int
     reports: int
     undecryptable: int
     invalid: int
     admitted: Admitted | None
+    repeated: int = 0
 
     def ack(self, accepted: int = 0, duplicates: int = 0) -> pb.ShuffledAck:
-        return pb.ShuffledAck(sequence=self.sequence, accepted=accepted, duplicates=duplicates,
+        return pb.ShuffledAck(sequence=self.sequence, accepted=accepted, duplicates=duplicates + self.repeated,
                               undecryptable=self.undecryptable, invalid=self.invalid)
+
+
+def pool_reports(reports: Reports, schema: Schema, pool_key: int) -> tuple[Reports, int, int]:
+    """The reports of one pool that count: those whose public codes fold to ``pool_key``, each report id once.
+
+    Parameters
+    ----------
+    reports : Reports
+        The valid reports of a forwarded batch, in its order.
+    schema : Schema
+        Their collection's schema.
+    pool_key : int
+        The batch's ``pool_key``.
+
+    Returns
+    -------
+    tuple of (Reports, int, int)
+        The reports kept (first occurrence of each id, in order), the reports of another public key, and
+        the repeated ids dropped.
+    """
+    keys = schema.fold_public_codes(reports.public_codes)
+    ours = np.flatnonzero(keys == pool_key)
+    ids = np.ascontiguousarray(reports.report_ids[ours]).view(np.dtype((np.void, reports.report_ids.shape[1])))
+    _, first = np.unique(ids.reshape(-1), return_index=True)
+    keep = ours[np.sort(first)]
+    kept = Reports(reports.report_ids[keep], reports.private_codes[keep], reports.public_codes[keep])
+    return kept, len(reports) - len(ours), len(ours) - len(keep)
 
 
 #: Fewest reports a batch gives each opening process (below that, fewer processes share it).
@@ -121,7 +169,7 @@ class ShuffledIngest:
         """Check the batch, open and validate its reports, admit the valid ones; raise (an error with
         its status) to refuse the whole batch."""
         credential.require_collection(batch.collection)
-        info = self._catalog.get(batch.collection)
+        info = self._ingestor.check_open(batch.collection)
         key = self._key
         if key is None:
             raise WrongState("this aggregator takes no sealed reports: it holds no sealing key (a cluster's replicas "
@@ -137,17 +185,27 @@ class ShuffledIngest:
             raise LimitExceeded(f"reports: at most max_batch_reports = {info.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         sealed = split_sealed(batch.reports, width)
+        if batch.pool_key >= schema.public_domain_size:
+            raise ValidationError("pool_key", "the reports' public key, an integer in "
+                                  f"[0, {schema.public_domain_size})", f"got {batch.pool_key}")
         plaintexts, opened = await self._open(key, sealed, batch.collection, plaintext_bytes(schema, version))
         decoded = decode_plaintexts(plaintexts, schema, version)
-        undecryptable, invalid = len(sealed) - int(opened.sum()), decoded.invalid
-        if undecryptable or invalid:
-            log.warning("SubmitShuffled (credential %r, collection %r): of %d reports %d did not open and %d opened "
-                        "invalid; dropped", credential.id, batch.collection, len(sealed), undecryptable, invalid)
+        reports, other_key, repeated = pool_reports(decoded.reports, schema, int(batch.pool_key))
+        undecryptable, invalid = len(sealed) - int(opened.sum()), decoded.invalid + other_key
+        if undecryptable or invalid or repeated:
+            log.warning("SubmitShuffled (credential %r, collection %r): of %d reports %d did not open, %d opened "
+                        "invalid or of another public key (dropped), %d repeated a report id", credential.id,
+                        batch.collection, len(sealed), undecryptable, invalid, repeated)
+        minimum, field = schema.minimum_batch
+        if minimum > 1 and len(reports) < minimum:
+            raise PoolBelowMinimum(f"the shuffled batch holds {len(reports)} distinct valid reports of its public key "
+                                   f"once opened ({undecryptable} did not open, {invalid} were invalid or of another "
+                                   f"key, {repeated} repeated an id), below the collection's minimum batch of "
+                                   f"{minimum} ({field}): nothing was stored")
         admitted = None
-        if len(decoded.reports):
-            admitted = await self._ingestor.admit_reports(credential, batch.collection, decoded.reports,
-                                                          int(batch.sequence))
-        return ShuffledAdmission(int(batch.sequence), len(sealed), undecryptable, invalid, admitted)
+        if len(reports):
+            admitted = await self._ingestor.admit_reports(credential, batch.collection, reports, int(batch.sequence))
+        return ShuffledAdmission(int(batch.sequence), len(sealed), undecryptable, invalid, admitted, repeated)
 
     def close(self) -> None:
         self._opener.shutdown(wait=False, cancel_futures=True)

@@ -91,16 +91,18 @@ class BatchAck(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., accepted: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class SealedBatch(_message.Message):
-    __slots__ = ("collection", "key_id", "sequence", "reports")
+    __slots__ = ("collection", "key_id", "sequence", "reports", "pool_key")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
+    POOL_KEY_FIELD_NUMBER: _ClassVar[int]
     collection: str
     key_id: bytes
     sequence: int
     reports: bytes
-    def __init__(self, collection: _Optional[str] = ..., key_id: _Optional[bytes] = ..., sequence: _Optional[int] = ..., reports: _Optional[bytes] = ...) -> None: ...
+    pool_key: int
+    def __init__(self, collection: _Optional[str] = ..., key_id: _Optional[bytes] = ..., sequence: _Optional[int] = ..., reports: _Optional[bytes] = ..., pool_key: _Optional[int] = ...) -> None: ...
 
 class ShuffledAck(_message.Message):
     __slots__ = ("sequence", "accepted", "duplicates", "undecryptable", "invalid")
