@@ -1,9 +1,11 @@
 """A shard worker: the single writer of one shard's log, with its deduplication index and statistics.
 
 Plain asyncio code (no Ray): :mod:`~ldpsynth.aggregator.runtime.ray_cluster` runs one per shard as a
-Ray actor, and the tests run it directly. This module is the worker's lifecycle and its write path
-(one group commit at a time: new ids found, one record appended, then applied); its other parts are
-modules of their own: the applied state (:mod:`~ldpsynth.aggregator.storage.shard_state`), the start
+Ray actor, :mod:`~ldpsynth.aggregator.runtime.local_shards` on the caller's event loop; both reach
+it by name through :meth:`ShardWorker.call` (:data:`CALLS`). This module is the worker's lifecycle
+and its write path (one group commit at a time: new ids found, one record appended, then applied);
+its other parts are modules of their own: the applied state
+(:mod:`~ldpsynth.aggregator.storage.shard_state`), the start
 (:mod:`~ldpsynth.aggregator.storage.recovery`), the snapshots
 (:mod:`~ldpsynth.aggregator.storage.snapshots`), the acknowledged file
 (:mod:`~ldpsynth.aggregator.storage.acknowledged`) and the queries' pins
@@ -21,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +75,9 @@ DEFAULT_FLUSH_SECONDS = 30.0
 DEFAULT_PIN_SECONDS = 600.0
 #: A start that failed with one of these may succeed later (space freed, a file system back): retried.
 _TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
+#: The methods a replica calls by name (:meth:`ShardWorker.call`); no other attribute is reachable that way.
+CALLS = frozenset({"commit_pack", "count_existing", "quota_usage", "quota_of", "pin", "unpin", "pinned_stats",
+                   "cut_totals", "rows", "row_ids", "dense_sums", "status", "flush", "close"})
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,12 @@ class ShardWorker:
         self._stored = 0
         self._duplicates = 0
         tracing.configure(spec.otlp_endpoint, "ldpsynth-shard-worker")
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """``method`` (one of :data:`CALLS`) on ``args``: what the Ray actor and the local shards forward."""
+        if method not in CALLS:
+            raise AttributeError(f"shard worker: {method!r} is not one of its calls")
+        return await getattr(self, method)(*args)
 
     # ----- start ------------------------------------------------------------------------------
     async def start(self) -> None:
