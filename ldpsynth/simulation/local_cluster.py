@@ -281,7 +281,7 @@ class LocalCluster:
             "import dataclasses\n"
             "name = [a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
             f"if a['name'].endswith('-shard-{shard:03d}')][0]\n"
-            "print(json.dumps(dataclasses.asdict(ray.get(ray.get_actor(name).status.remote()))))")
+            "print(json.dumps(dataclasses.asdict(ray.get(ray.get_actor(name).call.remote('status')))))")
         histograms = {key: HistogramSnapshot(tuple(found[key]["bounds"]), tuple(found[key]["cumulative"]),
                                              found[key]["count"], found[key]["total"])
                       for key in ("commit_seconds", "append_seconds") if found.get(key)}

@@ -1,9 +1,10 @@
 """The ingest handler without a server or Ray: shard workers on this event loop behind the
-ShardBackend seam, writing to an embedded NATS log (127.0.0.1) in the test's directory."""
+Shards protocol (LocalShards), writing to an embedded NATS log (127.0.0.1) in the test's directory."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import replace
@@ -17,11 +18,14 @@ import pytest
 from ldpsynth.aggregator.errors import ShardUnavailable
 from ldpsynth.aggregator.ingress.ingest import Ingestor, route, split_by_shard
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
+from ldpsynth.aggregator.query.engine import QueryEngine
 from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.runtime.local_shards import LocalShards
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
-from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.idindex import sort_ids
+from ldpsynth.aggregator.storage.jetstream import LogSettings
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
-from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
+from ldpsynth.aggregator.storage.shard_worker import CALLS, ShardWorker
 from ldpsynth.serving.auth import ANONYMOUS, Credential
 from ldpsynth.serving.status import status_of
 from ldpsynth.shared.errors import LdpsynthError
@@ -34,52 +38,32 @@ from .conftest import GRAPH, GRAPH_CARD, RATINGS, RATINGS_CARD, batch, make_repo
 T = TypeVar("T")
 
 
-class LocalShards:
-    """ShardBackend over shard workers on the caller's event loop; can fail a shard before or after it commits."""
+class FailingShards(LocalShards):
+    """LocalShards that can fail a shard before or after it commits."""
 
     def __init__(self, workers: list[ShardWorker]):
-        self.workers = workers
+        super().__init__(workers)
         self.fail_before: set[int] = set()
         self.fail_after: set[int] = set()
-
-    @classmethod
-    async def open(cls, directory: Path, url: str, cards: dict[str, str], shards: int) -> LocalShards:
-        settings = LogSettings((url,))
-        log = await ReplicatedLog.connect(settings, "test")
-        layout = await log.open_layout(shards)
-        for name, card in cards.items():
-            await log.register_card(name, card)
-        await log.close()
-        workers = [ShardWorker(WorkerSpec(layout, k, settings, str(directory / f"shard-{k}"))) for k in range(shards)]
-        for worker in workers:
-            await worker.start()
-        return cls(workers)
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.workers)
 
     async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
         await asyncio.sleep(0.002)  # let concurrent batches queue up, as a real commit does
-        outcome = await self.workers[shard].commit(segments)
+        outcome = await super().commit(shard, segments, trace)
         if shard in self.fail_after:
             raise ShardUnavailable(f"shard {shard}: reply lost")
         return outcome
 
-    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
-        return await self.workers[shard].count_existing(collection, report_ids)
-
     async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
-        return await self.workers[shard].quota_usage()
+        return await super().quota_usage(shard)
 
     async def quota_of(self, shard: int, collection: str, credential: str) -> int:
         if shard in self.fail_before:
             raise ShardUnavailable(f"shard {shard} down")
-        return await self.workers[shard].quota_of(collection, credential)
+        return await super().quota_of(shard, collection, credential)
 
     async def rows_of(self, shard: int, collection: str = "ratings") -> int:
         return (await self.workers[shard].status()).rows.get(collection, 0)
@@ -87,20 +71,16 @@ class LocalShards:
     async def stored(self, collection: str = "ratings") -> int:
         return sum([await self.rows_of(k, collection) for k in range(self.num_shards)])
 
-    async def close(self) -> None:
-        for worker in self.workers:
-            await worker.close()
-
 
 class Harness:
-    """An Ingestor over LocalShards (and their embedded log), driven on one event loop of its own."""
+    """An Ingestor over FailingShards (and their embedded log), driven on one event loop of its own."""
 
     def __init__(self, tmp_path: Path, limits: Limits | None = None, shards: int = 3, sole_replica: bool = True):
         self.loop = asyncio.new_event_loop()
         self.catalog = Catalog([RATINGS_CARD, GRAPH_CARD], limits or Limits())
         self.nats = EmbeddedNats(tmp_path / "log")
         url = self.nats.start()
-        self.backend = self.run(LocalShards.open(tmp_path, url, self.catalog.cards_json(), shards))
+        self.backend = self.run(FailingShards.open(tmp_path, LogSettings((url,)), self.catalog.cards_json(), shards))
         self.quota = QuotaBook(shards)
         self.ingestor = Ingestor(self.catalog, self.backend, self.quota, max_group_rows=1 << 20,
                                  sole_replica=sole_replica)
@@ -388,6 +368,23 @@ def test_resync_while_shard_down_is_unavailable(open_harness: Callable[..., Harn
     h.quota.stale.add(1)
     h.backend.fail_before.add(1)
     assert h.status(batch(make_reports(RATINGS, 1, rng))) == grpc.StatusCode.UNAVAILABLE
+
+
+def test_local_shards_answer_the_query_engine_and_call_only_the_workers_calls(harness: Harness,
+                                                                                rng: np.random.Generator) -> None:
+    """The query side of the Shards protocol over LocalShards (pins, statistics, rows in id order), and
+    a worker reached by name answers only its CALLS, each one of its coroutine methods."""
+    reports = make_reports(RATINGS, 300, rng)
+    harness.run(harness.submit(batch(reports)))
+    engine = QueryEngine(harness.catalog, harness.backend)
+    rows = harness.run(engine.export_rows("ratings"))
+    assert np.array_equal(rows.report_ids, reports.report_ids[sort_ids(reports.report_ids).order])
+    pins = harness.run(harness.backend.pin("ratings"))
+    assert sum(s.n for s in harness.run(harness.backend.pinned_stats(pins, "ratings"))) == 300
+    harness.run(harness.backend.unpin(pins))
+    assert all(inspect.iscoroutinefunction(getattr(ShardWorker, name)) for name in CALLS)
+    with pytest.raises(AttributeError, match="not one of its calls"):
+        harness.run(harness.backend.call(0, "start", deadline=1.0))
 
 
 def test_route_is_stable_and_spread(rng: np.random.Generator) -> None:

@@ -22,8 +22,8 @@ import pytest
 from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardUnavailable
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.runtime.verify import verify_log
-from ldpsynth.aggregator.storage import shard_worker
-from ldpsynth.aggregator.storage.acknowledged import read_acknowledged
+from ldpsynth.aggregator.storage import snapshots
+from ldpsynth.aggregator.storage.acknowledged import ACKNOWLEDGED_SECONDS, read_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked, write_checked
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError
 from ldpsynth.aggregator.storage.idindex import SortedIds, merge_sorted_ids, sort_ids
@@ -39,7 +39,7 @@ from ldpsynth.aggregator.storage.log_records import (
 )
 from ldpsynth.aggregator.storage.record_ranges import READ_THROUGH, RecordRanges
 from ldpsynth.aggregator.storage.segments import RowChunk, Segment, SegmentPack
-from ldpsynth.aggregator.storage.shard_worker import ACKNOWLEDGED_SECONDS, ShardWorker, WorkerSpec
+from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.aggregator.storage.snapshot import MANIFEST
 from ldpsynth.aggregator.storage.stats import StatsAccumulator
 from ldpsynth.shared.estimators.engine import row_block_sums
@@ -256,8 +256,8 @@ def test_restart_replays_only_records_after_the_snapshot(log: Log) -> None:
         for _ in range(batches):
             await worker.commit([segment(250, rng)])
         await asyncio.sleep(0)  # let the last snapshot start
-        if worker._persisting is not None:
-            await worker._persisting
+        if worker._snapshots.writing is not None:
+            await worker._snapshots.writing
 
     for batches, stored in ((8, 2000), (80, 22000)):
         status = run(_status_after(spec, lambda w, b=batches: fill(w, b)))
@@ -275,13 +275,13 @@ def test_commits_wait_for_a_slow_snapshot_rather_than_leave_more_than_two_interv
     what a restart replays, never exceed 2 * flush_ids; a kill-like restart replays at most that."""
     rng = np.random.default_rng(14)
     spec = log.spec(flush_ids=1000)
-    write_state = shard_worker.write_state
+    write_state = snapshots.write_state
 
     def slow_write_state(*args: Any) -> Any:
         time.sleep(0.3)
         return write_state(*args)
 
-    monkeypatch.setattr(shard_worker, "write_state", slow_write_state)
+    monkeypatch.setattr(snapshots, "write_state", slow_write_state)
     unwritten: list[int] = []
 
     async def fill(worker: ShardWorker) -> None:

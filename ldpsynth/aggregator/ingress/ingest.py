@@ -1,7 +1,8 @@
 """The ingestion handler: validate -> authorize -> quota -> route by report id -> group commit -> ack.
 
-Independent of gRPC transport and of Ray (the shards are any :class:`ShardBackend`), so it is
-tested without a server. Per batch (docs/contract.md §6 "What the server does with a batch", §7):
+Independent of gRPC transport and of Ray (the shards are any
+:class:`~ldpsynth.aggregator.runtime.shards.Shards`), so it is tested without a server. Per batch
+(docs/contract.md §6 "What the server does with a batch", §7):
 
 1. **Admission** (:meth:`Ingestor.admit`), in stream order: the collection must be served
    (else FAILED_PRECONDITION) and allowed for the credential (PERMISSION_DENIED), and take reports
@@ -25,7 +26,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 from opentelemetry import trace
@@ -34,6 +34,7 @@ from ldpsynth.aggregator.errors import OutsideLifecycle, ShardFull, ShardUnavail
 from ldpsynth.aggregator.ingress.group_commit import GroupCommitter
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
 from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.runtime.shards import Shards
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import Credential
@@ -51,22 +52,6 @@ log = events.get(__name__)
 #: ``max_commit_interval``): a lone device's batch waits 4 ms at most, 75 batches in flight or more make
 #: groups of what arrives in 0.3 s (benchmarks/bench_scale.py --shape concurrent256).
 COMMIT_INTERVAL_PER_BATCH = 0.004
-
-
-class ShardBackend(Protocol):
-    """The shards, wherever they run. Methods raise :class:`ShardUnavailable` when a shard
-    cannot answer."""
-
-    @property
-    def num_shards(self) -> int: ...
-
-    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome: ...
-
-    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int: ...
-
-    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]: ...
-
-    async def quota_of(self, shard: int, collection: str, credential: str) -> int: ...
 
 
 def route(report_ids: np.ndarray, num_shards: int) -> np.ndarray:
@@ -176,7 +161,7 @@ class _ShardPart:
 class Ingestor:
     """Admits and commits report batches for the collections of a :class:`Catalog`."""
 
-    def __init__(self, catalog: Catalog, backend: ShardBackend, quota: QuotaBook, max_group_rows: int,
+    def __init__(self, catalog: Catalog, backend: Shards, quota: QuotaBook, max_group_rows: int,
                  sole_replica: bool = True, clock: Callable[[], float] = time.time, max_commit_interval: float = 0.0):
         self._catalog = catalog
         self._backend = backend

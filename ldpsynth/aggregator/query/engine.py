@@ -42,14 +42,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ldpsynth.aggregator.errors import PinExpired
 from ldpsynth.aggregator.runtime.config import Catalog
+from ldpsynth.aggregator.runtime.shards import Pins, Shards
 from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
-from ldpsynth.aggregator.storage.segments import Pin, RowChunk
+from ldpsynth.aggregator.storage.segments import RowChunk
 from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.eligible import by_group, eligible
@@ -74,28 +75,6 @@ from ldpsynth.shared.schema import Schema
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
 ATTEMPTS = 3
-
-Pins = Sequence[Pin]
-
-
-class QueryShards(Protocol):
-    """What the engine needs from the shards (:class:`~ldpsynth.aggregator.runtime.ray_cluster.RayWorkers`)."""
-
-    async def pin(self, collection: str) -> list[Pin]: ...
-
-    async def unpin(self, pins: Pins) -> None: ...
-
-    async def pinned_stats(self, pins: Pins, collection: str) -> list[Statistics]: ...
-
-    async def rows(self, pins: Pins, collection: str) -> list[RowChunk]: ...
-
-    async def row_ids(self, pins: Pins, collection: str) -> list[np.ndarray]: ...
-
-    async def dense_sums(self, pins: Pins, collection: str, weights: Sequence[np.ndarray | None]
-                         ) -> list[BlockSums | None]: ...
-
-    async def cut_totals(self, pins: Pins, collection: str, source: str, target: str, edge: str, sources: np.ndarray,
-                         targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]: ...
 
 
 def merge_sorted_rows(parts: Sequence[RowChunk]) -> RowChunk:
@@ -124,7 +103,7 @@ def merge_statistics(parts: Sequence[Statistics]) -> Statistics:
 class QueryEngine:
     """Answers query batches of the collections of ``catalog`` from ``shards``."""
 
-    def __init__(self, catalog: Catalog, shards: QueryShards):
+    def __init__(self, catalog: Catalog, shards: Shards):
         self.catalog = catalog
         self.shards = shards
         self._statistics: dict[str, tuple[tuple[int, ...], Statistics]] = {}

@@ -11,14 +11,15 @@ Ray runtime reachable from the network runs whatever code it is sent. That runti
 watches the raylet and logs its death (the aggregator cannot go on without it). Ray's own log
 lines are kept out of the output unless ``verbose``.
 
-Workers (:class:`RayWorkers`). One :class:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker` per
-shard runs in a *named, detached* actor of the ``ldpsynth`` namespace
-(``ldpsynth-<layout>-shard-<k>``): every replica of the deployment finds the same workers by name
+Workers (:class:`RayWorkers`, the :class:`~ldpsynth.aggregator.runtime.shards.Shards` of a replica).
+One :class:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker` per shard runs in a *named,
+detached* actor of the ``ldpsynth`` namespace (``ldpsynth-<layout>-shard-<k>``), which forwards
+calls to it by name: every replica of the deployment finds the same workers by name
 (``get_if_exists``), they outlive the replica that created them, Ray spreads them over the nodes
 (``SPREAD``) and restarts one whose process or node died (``max_restarts=-1``), elsewhere if need
 be. Calls in flight when a worker dies fail, and every call has a deadline: both surface as
-:class:`~ldpsynth.serving.status.ShardUnavailable` (the replica answers UNAVAILABLE; devices
-retry). A worker restarted on another node starts from its snapshot in the object store.
+:class:`~ldpsynth.serving.status.ShardUnavailable` (the replica answers UNAVAILABLE; devices retry).
+A worker restarted on another node starts from its snapshot in the object store.
 """
 
 from __future__ import annotations
@@ -42,28 +43,15 @@ import ray
 from ldpsynth.aggregator.errors import ShardDamaged, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.runtime.config import ConfigError
 from ldpsynth.aggregator.runtime.reaper import descendants, describe, start_reaper, start_time, stop_reaper
-from ldpsynth.aggregator.storage.segments import (
-    CommitOutcome,
-    Pin,
-    QuotaKey,
-    RowChunk,
-    Segment,
-    SegmentPack,
-    WorkerStatus,
-)
+from ldpsynth.aggregator.runtime.shards import COMMIT_DEADLINE, READ_DEADLINE, STATUS_DEADLINE, Shards
+from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment, SegmentPack, WorkerStatus
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 from ldpsynth.serving.observe import events
 from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.estimators.engine import Statistics
-from ldpsynth.shared.estimators.formulas import BlockSums
 
 log = events.get(__name__)
 
 NAMESPACE = "ldpsynth"
-#: Deadlines of worker calls (seconds): commits, quick status calls, and reads of whole shards.
-COMMIT_DEADLINE = 60.0
-STATUS_DEADLINE = 10.0
-READ_DEADLINE = 900.0
 _RAYLET_POLL = 0.5
 #: A worker that died this many times before it first answered will not start: the replica gives up.
 START_DEATHS = 3
@@ -198,8 +186,9 @@ class RayRuntime:
 
 @ray.remote
 class _WorkerActor:
-    """The actor around one :class:`ShardWorker`: each method forwards to the worker's method of
-    that name (only these are callable remotely; the worker's other attributes are not)."""
+    """The actor around one :class:`ShardWorker`: :meth:`call` forwards to the worker's method of that
+    name (:meth:`ShardWorker.call`: only :data:`~ldpsynth.aggregator.storage.shard_worker.CALLS`; the
+    worker's other attributes are not callable remotely)."""
 
     def __init__(self, spec: WorkerSpec, per_node: bool):
         if per_node:  # a node-local directory: a worker restarted on another node never shares files
@@ -208,14 +197,8 @@ class _WorkerActor:
                            directory=str(Path(spec.directory) / node / spec.layout.id / f"shard-{spec.shard:03d}"))
         self._worker = ShardWorker(spec)
 
-    async def status(self, wait: bool = True) -> WorkerStatus:
-        return await self._worker.status(wait)
-
-    async def flush(self) -> None:
-        await self._worker.flush()
-
-    async def close(self) -> None:
-        await self._worker.close()
+    async def call(self, method: str, *args: Any) -> Any:
+        return await self._worker.call(method, *args)
 
     async def commit_pack(self, collections: tuple[str, ...], credentials: tuple[str, ...], ends: np.ndarray,
                           report_ids: np.ndarray, public_keys: np.ndarray, private_codes: np.ndarray,
@@ -225,43 +208,13 @@ class _WorkerActor:
         return await self._worker.commit_pack(
             SegmentPack(collections, credentials, ends, report_ids, public_keys, private_codes), trace)
 
-    async def count_existing(self, collection: str, report_ids: np.ndarray) -> int:
-        return await self._worker.count_existing(collection, report_ids)
-
-    async def quota_usage(self) -> dict[QuotaKey, int]:
-        return await self._worker.quota_usage()
-
-    async def quota_of(self, collection: str, credential: str) -> int:
-        return await self._worker.quota_of(collection, credential)
-
-    async def pin(self, collection: str) -> Pin:
-        return await self._worker.pin(collection)
-
-    async def unpin(self, pin_id: str) -> None:
-        await self._worker.unpin(pin_id)
-
-    async def pinned_stats(self, pin_id: str, collection: str) -> Statistics:
-        return await self._worker.pinned_stats(pin_id, collection)
-
-    async def cut_totals(self, pin_id: str, collection: str, source: str, target: str, edge: str,
-                         sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        return await self._worker.cut_totals(pin_id, collection, source, target, edge, sources, targets)
-
-    async def rows(self, pin_id: str, collection: str) -> RowChunk:
-        return await self._worker.rows(pin_id, collection)
-
-    async def row_ids(self, pin_id: str, collection: str) -> np.ndarray:
-        return await self._worker.row_ids(pin_id, collection)
-
-    async def dense_sums(self, pin_id: str, collection: str, weights: np.ndarray) -> BlockSums:
-        return await self._worker.dense_sums(pin_id, collection, weights)
-
     def node(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
 
-class RayWorkers:
-    """The shard workers of one layout; implements the ingest and query backends."""
+class RayWorkers(Shards):
+    """The shard workers of one layout as Ray actors: the :class:`Shards` protocol over :meth:`call`, and
+    the workers' lifecycle."""
 
     def __init__(self, actors: Sequence[Any], layout_id: str):
         self._actors = list(actors)
@@ -287,7 +240,20 @@ class RayWorkers:
         """The actor of ``shard`` (fault injection, tests)."""
         return self._actors[shard]
 
-    async def _call(self, shard: int, call: Callable[[Any], Any], deadline: float = COMMIT_DEADLINE) -> Any:
+    async def call(self, shard: int, method: str, *args: Any, deadline: float) -> Any:
+        return await self._remote(shard, lambda actor: actor.call.remote(method, *args), deadline)
+
+    def share(self, value: np.ndarray) -> Any:
+        return ray.put(value)
+
+    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
+        """The pack goes as its fields (:meth:`_WorkerActor.commit_pack`)."""
+        pack = SegmentPack.of(segments)
+        return await self._remote(shard, lambda actor: actor.commit_pack.remote(
+            pack.collections, pack.credentials, pack.ends, pack.report_ids, pack.public_keys, pack.private_codes,
+            trace), COMMIT_DEADLINE)
+
+    async def _remote(self, shard: int, call: Callable[[Any], Any], deadline: float) -> Any:
         """``call(actor)`` (an actor method's ``.remote(...)``) on ``shard``'s worker, within ``deadline``.
 
         An error the worker raised comes back as itself (its type and fields), if it says how a
@@ -311,24 +277,19 @@ class RayWorkers:
                 raise ShardUnavailable(f"shard {shard}: {cause}") from None
             raise
 
-    async def _all(self, call: Callable[[Any], Any], deadline: float = STATUS_DEADLINE) -> list[Any]:
-        return list(await asyncio.gather(*(self._call(s, call, deadline=deadline) for s in range(self.num_shards))))
-
     # ----- lifecycle and health ----------------------------------------------------------------
     async def status(self, deadline: float = STATUS_DEADLINE, shards: Sequence[int] | None = None
                      ) -> list[WorkerStatus]:
         """Every worker's status, or the ``shards``' (raises if one cannot answer)."""
-        if shards is None:
-            return await self._all(lambda actor: actor.status.remote(), deadline=deadline)
-        return list(await asyncio.gather(*(self._call(s, lambda actor: actor.status.remote(), deadline=deadline)
-                                           for s in shards)))
+        return list(await asyncio.gather(*(self.call(s, "status", deadline=deadline)
+                                           for s in (range(self.num_shards) if shards is None else shards))))
 
     async def statuses(self, deadline: float = STATUS_DEADLINE) -> list[WorkerStatus | ShardUnavailable]:
         """Every worker's status as it is now, without waiting for a start (a worker restoring its state
         says so), or why it could not answer."""
         async def one(shard: int) -> WorkerStatus | ShardUnavailable:
             try:
-                return await self._call(shard, lambda actor: actor.status.remote(False), deadline=deadline)
+                return await self.call(shard, "status", False, deadline=deadline)
             except ShardUnavailable as exc:
                 return exc
         return list(await asyncio.gather(*(one(shard) for shard in range(self.num_shards))))
@@ -375,19 +336,19 @@ class RayWorkers:
         """The status of a starting worker; an exception its start raised (not a damaged or
         unreachable log, which have their own errors) means it cannot start: :class:`WorkerStartFailed`."""
         try:
-            return await self._call(shard, lambda actor: actor.status.remote(), deadline=deadline)
+            return await self.call(shard, "status", deadline=deadline)
         except ray.exceptions.RayTaskError as exc:
             raise WorkerStartFailed(f"shard {shard}: {type(exc.cause).__name__}: {exc.cause}") from None
 
     async def flush(self) -> None:
-        await self._all(lambda actor: actor.flush.remote(), deadline=READ_DEADLINE)
+        await asyncio.gather(*(self.call(s, "flush", deadline=READ_DEADLINE) for s in range(self.num_shards)))
 
     async def stop_workers(self) -> None:
         """Close every worker (queued commits, a last snapshot) and end its actor (the owner of a
         one-machine deployment only: in a cluster the workers outlive any replica). Every close is
         waited for before any actor ends, also when one fails."""
-        closed = await asyncio.gather(*(self._call(s, lambda actor: actor.close.remote(), deadline=READ_DEADLINE)
-                                        for s in range(self.num_shards)), return_exceptions=True)
+        closed = await asyncio.gather(*(self.call(s, "close", deadline=READ_DEADLINE) for s in range(self.num_shards)),
+                                      return_exceptions=True)
         for failed in closed:
             if isinstance(failed, (ShardUnavailable, ShardDamaged)):
                 log.warning("workers.close_failed", f"a shard worker did not close cleanly ({failed}); its log stays "
@@ -396,68 +357,6 @@ class RayWorkers:
                 raise failed
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
-
-    # ----- ingest backend ----------------------------------------------------------------------
-    async def commit(self, shard: int, segments: list[Segment], trace: dict[str, str]) -> CommitOutcome:
-        pack = SegmentPack.of(segments)
-        return await self._call(shard, lambda actor: actor.commit_pack.remote(
-            pack.collections, pack.credentials, pack.ends, pack.report_ids, pack.public_keys, pack.private_codes,
-            trace))
-
-    async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
-        return await self._call(shard, lambda actor: actor.count_existing.remote(collection, report_ids))
-
-    async def quota_usage(self, shard: int) -> dict[QuotaKey, int]:
-        return await self._call(shard, lambda actor: actor.quota_usage.remote(), deadline=STATUS_DEADLINE)
-
-    async def quota_of(self, shard: int, collection: str, credential: str) -> int:
-        return await self._call(shard, lambda actor: actor.quota_of.remote(collection, credential),
-                                deadline=STATUS_DEADLINE)
-
-    # ----- query backend -----------------------------------------------------------------------
-    async def pin(self, collection: str) -> list[Pin]:
-        """Pin ``collection`` in every shard (one :class:`Pin` per shard, in shard order)."""
-        return await self._all(lambda actor: actor.pin.remote(collection))
-
-    async def _pinned(self, pins: Sequence[Pin], call: Callable[[Any, Pin], Any],
-                      deadline: float = READ_DEADLINE) -> list[Any]:
-        """``call(actor, pin)`` on every shard's worker with the shard's pin."""
-        def with_pin(pin: Pin) -> Callable[[Any], Any]:
-            return lambda actor: call(actor, pin)
-        return list(await asyncio.gather(*(self._call(s, with_pin(pin), deadline=deadline)
-                                           for s, pin in enumerate(pins))))
-
-    async def unpin(self, pins: Sequence[Pin]) -> None:
-        try:
-            await self._pinned(pins, lambda actor, pin: actor.unpin.remote(pin.id), deadline=STATUS_DEADLINE)
-        except ShardUnavailable:
-            pass  # a pin of a worker that is gone is gone with it; the others expire in time
-
-    async def pinned_stats(self, pins: Sequence[Pin], collection: str) -> list[Statistics]:
-        return await self._pinned(pins, lambda actor, pin: actor.pinned_stats.remote(pin.id, collection))
-
-    async def cut_totals(self, pins: Sequence[Pin], collection: str, source: str, target: str, edge: str,
-                         sources: np.ndarray, targets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        masks = (ray.put(sources), ray.put(targets))  # shipped once, shared by the workers
-        return await self._pinned(pins, lambda actor, pin: actor.cut_totals.remote(pin.id, collection, source,
-                                                                                    target, edge, *masks))
-
-    async def rows(self, pins: Sequence[Pin], collection: str) -> list[RowChunk]:
-        return await self._pinned(pins, lambda actor, pin: actor.rows.remote(pin.id, collection))
-
-    async def row_ids(self, pins: Sequence[Pin], collection: str) -> list[np.ndarray]:
-        return await self._pinned(pins, lambda actor, pin: actor.row_ids.remote(pin.id, collection))
-
-    async def dense_sums(self, pins: Sequence[Pin], collection: str, weights: Sequence[np.ndarray | None]
-                         ) -> list[BlockSums | None]:
-        """Each shard's sums of a dense block over its pinned rows, ``weights[s]`` their weight lists
-        (``None``: the shard has no rows, and is not asked)."""
-        async def one(shard: int, pin: Pin, part: np.ndarray | None) -> BlockSums | None:
-            if part is None:
-                return None
-            return await self._call(shard, lambda actor: actor.dense_sums.remote(pin.id, collection, part),
-                                    deadline=READ_DEADLINE)
-        return list(await asyncio.gather(*(one(s, pin, part) for s, (pin, part) in enumerate(zip(pins, weights)))))
 
     async def nodes(self) -> list[str]:
         """The node each worker runs on (tests)."""

@@ -8,7 +8,7 @@ the in-memory :class:`~ldpsynth.aggregator.storage.idindex.IdIndex` made durable
 of **runs**:
 
 * new ids go to an in-memory *tail* (bounded: the shard worker flushes it every
-  ``flush_ids`` ids, see :mod:`~ldpsynth.aggregator.storage.shard_worker`);
+  ``flush_ids`` ids, see :mod:`~ldpsynth.aggregator.storage.snapshots`);
 * a flush writes the tail as one immutable run file (the ids sorted by their first 64 bits,
   :mod:`~ldpsynth.aggregator.storage.checked_file` format: checksummed, written atomically);
 * runs are merged like a binary counter (a run is merged into the one before it when that one is
