@@ -8,9 +8,10 @@ prints a JSON array with one object per (compiled) query: ``label``, ``estimate`
 ``proper_estimate`` and ``proper_kind`` (eq. 21), ``std_error``, ``ci_low``, ``ci_high``,
 ``level``, ``bound`` (RMS of eq. 20), ``bound_proper`` (eq. 22), ``n`` and ``epsilon``
 (delivered); a shuffled collection's release adds ``local_epsilon``, ``rows_per_device``,
-``central_epsilon`` and ``central_delta`` (the weakest group of rows the queries read), and
-``--guarantees`` prints ``{"answers": [...], "guarantees": {...}}`` with every group's count and
-central (ε, δ) (:mod:`ldpsynth.shared.guarantees`). The query JSON is documented in
+``analysts_epsilon``, ``analysts_delta``, ``operator_epsilon`` and ``operator_delta`` (per device,
+docs/shuffle-accountant.md §6), a group below the minimum batch is withheld (``withheld_groups``,
+``withheld_reports``), and ``--guarantees`` prints ``{"answers": [...], "guarantees": {...}}`` with every
+public-key group read and the guarantee against each party (:mod:`ldpsynth.shared.guarantees`). The query JSON is documented in
 :mod:`ldpsynth.shared.queries.json_form`; in Python, the same answers come from one call,
 :func:`ldpsynth.estimate_release`
 (:func:`ldpsynth.shared.estimators.offline.estimate_release`).
@@ -45,8 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_level_argument(parser)
     add_guarantees_argument(parser)
     parser.add_argument("--rows-per-device", type=int, metavar="M",
-                        help="a shuffled release: the most rows one device sent, for the central guarantee "
-                             "(default: the card's shuffle.rows_per_device)")
+                        help="a shuffled release: the most rows one device sent, for the central guarantee, at "
+                             "least the card's shuffle.rows_per_device (default: that)")
 
 
 def run(args: argparse.Namespace) -> int:

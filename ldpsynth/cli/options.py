@@ -69,10 +69,11 @@ def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:
     """``--guarantees``: print the answers with the full statement of their guarantees."""
     parser.add_argument("--guarantees", action="store_true",
-                        help="print {\"answers\": [...], \"guarantees\": {...}}: the local epsilon0 and, for a "
-                             "shuffled collection, the central (epsilon, delta) of every group of rows the queries "
-                             "read, with its count (every answer carries local_epsilon, central_epsilon and "
-                             "central_delta in any case)")
+                        help="print {\"answers\": [...], \"guarantees\": {...}}: the local epsilon0, the public-key "
+                             "groups the queries read with their counts and those withheld, and for a shuffled "
+                             "collection the (epsilon, delta) against the shuffler, the aggregator's operator and "
+                             "analysts (every answer carries local_epsilon, analysts_epsilon and operator_epsilon in "
+                             "any case)")
 
 
 def answers_json(answers: Any, with_guarantees: bool) -> Any:

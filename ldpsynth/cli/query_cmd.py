@@ -6,10 +6,11 @@
     ldpsynth export --target HOST:PORT --collection NAME --out DIR [--token T]
 
 ``query`` prints a JSON array with the fields of ``ldpsynth estimate`` (one object per compiled
-query; a shuffled collection's answers carry both guarantees, ``--guarantees`` prints them per group);
-``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and ``synthetic.parquet`` when
-pyarrow is installed; a shuffled collection's ``DIR/guarantees.json``) and prints a JSON summary
-(with the central ε and δ of the weakest public-key group). ``ldpsynth estimate`` on an export returns the
+query; a shuffled collection's answers carry the guarantee against each party, ``--guarantees`` prints them
+with the public-key groups read); ``export`` writes ``DIR/card.json``, ``DIR/synthetic.csv`` (and
+``synthetic.parquet`` when pyarrow is installed; a shuffled collection's, or one with a minimum batch,
+``DIR/guarantees.json``) and prints a JSON summary (with the central ε and δ against analysts and the
+aggregator's operator, and the groups withheld below the minimum batch). ``ldpsynth estimate`` on an export returns the
 numbers ``ldpsynth query`` gets from the server. Only the ``[client]`` extra is needed.
 
 ``query`` sends the file's queries in chunks of whole queries, each within the server's message
