@@ -15,7 +15,8 @@ aggregator (its card and its sealing key, over the aggregator's TLS), but the re
 shuffler, each sealed on its own to the aggregator's key (:func:`~ldpsynth.shared.sealing.seal_reports`,
 the ``[shuffle]`` extra): the shuffler sees who sends, not what; the aggregator what, not who.
 Ledger and memoization are the same either way: a memoized row is sealed afresh (a new ciphertext)
-around its memoized report id and perturbed code.
+around its memoized report id and perturbed code; a memoized report is only resent the way it was
+first sent, sealed or in clear (docs/contract.md §14).
 """
 
 from __future__ import annotations

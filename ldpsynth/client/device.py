@@ -8,8 +8,9 @@ code with probability :math:`L/N`), or the card's frequency oracle's exact sampl
 What comes out holds only perturbed codes (or reports), the public codes and fresh random report ids;
 the raw private codes stay here.
 
-Reports of a shuffled collection sent through a shuffler are charged with the central guarantee the
-collection promises them (:func:`promised_guarantee`), recorded in the same ledger transaction.
+Reports of a shuffled collection sent through a shuffler are charged with what the collection promises
+them per party (:func:`promised_guarantee`), recorded in the same ledger transaction. A memoized report
+keeps the path it was first sent by: sealed or in clear (:func:`prepare_reports`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ldpsynth.client.ledger import CentralGuarantee, PrivacyLedger
 from ldpsynth.client.rows import EncodedRows
 from ldpsynth.shared.card import MechanismCard, oracle_fields
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.guarantees import RELEASE, of_card
+from ldpsynth.shared.guarantees import ANALYSTS, RELEASE, of_card
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import layout_of
 from ldpsynth.shared.protocol import CollectionInfo
@@ -87,14 +88,17 @@ def collection_fingerprint(card: MechanismCard) -> bytes:
 
 
 def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
-    """The central guarantee a shuffled collection promises a device that has sent it ``reports`` reports.
+    """What a shuffled collection promises, per party, a device that has sent it ``reports`` reports.
 
-    That of a release of one group of the collection's minimum batch (the fewest reports anything is
-    released or answered from), by the rule every release states (docs/contract.md §2:
-    :func:`ldpsynth.shared.guarantees.of_card`, ``composed_epsilon`` at ⌊N/m⌋ for m reports per device):
-    m is the collection's ``shuffle.rows_per_device``, or ``reports`` when the device has sent more than
-    that (its reports then compose over more rounds; docs/internals.md, ``ldpsynth.shared.guarantees``).
-    Without scipy the central ε is not computed (``None``).
+    By the rule every release states (docs/shuffle-accountant.md §6: :func:`ldpsynth.shared.guarantees.of_card`,
+    :meth:`~ldpsynth.shared.guarantees.Guarantees.against`): against analysts, and against the aggregator's
+    operator when ``shuffle.shuffler`` is ``"independent"`` (``operator``), the central guarantee at the pool
+    floor, ``composed_epsilon(ε0, |D|, ⌊(min_batch − F)/m⌋, δ, m)`` for F = ``shuffle.assume_injected``
+    (:attr:`~ldpsynth.shared.schema.ShuffleSpec.injected`, recorded as ``assume_injected``), or the local
+    (m·ε0, 0) when that is no better; against the shuffler the local guarantee. m is the collection's
+    ``shuffle.rows_per_device``, or ``reports`` when the device has sent more than that (its reports then
+    compose over more rounds; docs/internals.md, ``ldpsynth.shared.guarantees``). Without scipy the central ε
+    is not computed (``None``).
     """
     spec = card.schema.shuffle
     if spec is None:
@@ -102,8 +106,13 @@ def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
                               f"collection {card.schema.name!r} is not shuffled")
     m = max(spec.rows_per_device, reports)
     stated = of_card(card, RELEASE, [], np.zeros(0, np.int64), rows_per_device=m)
-    central = stated.central or (None, None)
-    return CentralGuarantee(spec.delta, spec.min_batch, m, central[0], central[1])
+    if stated.central is None:  # not computed: no accountant
+        central: tuple[float | None, float | None] = (None, None)
+    else:
+        analysts = stated.against(ANALYSTS)
+        central = (analysts.epsilon, analysts.delta)
+    return CentralGuarantee(spec.delta, spec.min_batch, m, central[0], central[1], assume_injected=spec.injected,
+                            operator=spec.independent)
 
 
 def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger, *,
@@ -118,8 +127,11 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` and nothing is recorded.
 
     ``sealed``: the reports go through a shuffler. For a shuffled collection the same transaction then
-    records the central guarantee it promises them (:func:`promised_guarantee`, when every earlier report
-    to it went through a shuffler too), and removes it when they are sent in clear.
+    records what it promises them (:func:`promised_guarantee`, when every earlier report to it went through
+    a shuffler too), and removes it when they are sent in clear. Each new report is memoized with its path
+    (sealed or in clear), and a memoized report is only ever resent the same way: a row whose report was
+    first sent the other way refuses the whole submission with :class:`~ldpsynth.shared.errors.ValidationError`
+    naming ``rows`` (it would link the report to this device), before anything is charged or recorded.
     """
     card = info.card
     mechanism = card.mechanism
@@ -132,7 +144,7 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     rows_of = np.fromiter(first_row.values(), dtype=np.int64, count=len(distinct))
     report_ids = np.empty((len(distinct), REPORT_ID_BYTES), np.uint8)
     codes = np.empty((len(distinct), layout.width), np.uint8) if layout.bitmap else np.empty(len(distinct), np.int64)
-    with ledger.transaction(card.schema.name, mechanism.epsilon) as tx:
+    with ledger.transaction(card.schema.name, mechanism.epsilon, sealed=sealed) as tx:
         known = tx.lookup(distinct, layout.width)
         fresh = np.fromiter((key not in known for key in distinct), dtype=bool, count=len(distinct))
         for j in np.flatnonzero(~fresh):
@@ -147,7 +159,7 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
         report_ids[fresh] = fresh_ids
         codes[fresh] = fresh_codes
         total = tx.spent
-        shuffled = sealed and card.schema.shuffle is not None and tx.promisable()
+        shuffled = tx.sealed and card.schema.shuffle is not None and tx.promisable()
         central = tx.promise(promised_guarantee(card, tx.reports) if shuffled else None)
     new = int(fresh.sum())
     reports = Reports(report_ids, codes, rows.public_codes[rows_of])

@@ -27,9 +27,9 @@ from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceed
 from .client_fakes import FakeCollectionService, ServerThread, ratings_info, ratings_rows
 
 
-def prepare(ledger: PrivacyLedger, rows: dict, epsilon: float = 1.0):
+def prepare(ledger: PrivacyLedger, rows: dict, epsilon: float = 1.0, sealed: bool = False):
     info = ratings_info(epsilon)
-    return prepare_reports(info, encode_columns(info.schema, rows), ledger)
+    return prepare_reports(info, encode_columns(info.schema, rows), ledger, sealed=sealed)
 
 
 def memo_rows(path) -> list[tuple]:
@@ -116,6 +116,47 @@ def test_another_public_key_gets_an_independent_report(tmp_path) -> None:
         assert b.memoized == 0 and b.epsilon_spent > 0
         assert a.reports.report_ids.tobytes() != b.reports.report_ids.tobytes()
         assert ledger.reports("ratings") == 2
+
+
+def sealed_memos(path) -> list[bytes]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [key for (key,) in conn.execute("SELECT memo_key FROM memo_sealed ORDER BY 1")]
+
+
+@pytest.mark.parametrize(("first", "then", "problem"), [
+    (False, True, "first sent in clear; sending it sealed would link the report to this device"),
+    (True, False, "first sent sealed, through a shuffler; sending it in clear would link the report to this device"),
+], ids=["clear then sealed", "sealed then clear"])
+def test_a_memoized_report_keeps_its_path(tmp_path, first, then, problem) -> None:
+    """A report memoized in clear is never sealed later (its sealed copy would be matched to the clear one), nor
+    a sealed one sent in clear: the whole submission is refused naming rows, nothing charged or recorded, even
+    its new rows; the same path again is the free memoized resend."""
+    path = tmp_path / "l.sqlite"
+    with PrivacyLedger(path, budget=100.0) as ledger:
+        sent = prepare(ledger, ratings_rows(3), sealed=first)
+        before = (memo_rows(path), sealed_memos(path), ledger.spent("ratings"), ledger.reports("ratings"))
+        assert len(before[1]) == (3 if first else 0)  # marked sealed in the memo's transaction
+        new = ratings_rows(1, start=50)
+        mixed = {name: column[:2] + new[name] for name, column in ratings_rows(3).items()}  # 2 memoized, 1 new
+        with pytest.raises(ValidationError, match=rf"rows: .*collection 'ratings': 2 of these rows have a report "
+                                                  rf"{problem}"):
+            prepare(ledger, mixed, sealed=then)
+        assert (memo_rows(path), sealed_memos(path), ledger.spent("ratings"), ledger.reports("ratings")) == before
+        again = prepare(ledger, mixed, sealed=first)
+        assert again.memoized == 2 and again.epsilon_spent > 0 and ledger.reports("ratings") == 4
+        np.testing.assert_array_equal(again.reports.report_ids[:2], sent.reports.report_ids[:2])
+        assert len(sealed_memos(path)) == (4 if first else 0)
+
+
+def test_the_path_is_per_report_not_per_collection(tmp_path) -> None:
+    """A collection that is not shuffled may take some rows in clear and others sealed (transport anonymity):
+    each memoized report keeps its own path."""
+    with PrivacyLedger(tmp_path / "l.sqlite", budget=100.0) as ledger:
+        prepare(ledger, ratings_rows(2), sealed=False)
+        prepare(ledger, ratings_rows(2, start=10), sealed=True)
+        assert prepare(ledger, ratings_rows(2), sealed=False).memoized == 2
+        assert prepare(ledger, ratings_rows(2, start=10), sealed=True).memoized == 2
+        assert ledger.reports("ratings") == 4
 
 
 def test_ledger_survives_reopen(tmp_path) -> None:
@@ -538,27 +579,27 @@ def test_a_ledger_of_format_1_is_upgraded_with_its_collections_pinned(tmp_path) 
     info = ratings_info(1.0)
     with PrivacyLedger(path) as ledger:
         prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
-    edit(path, "DROP TABLE pinned", "DROP TABLE memo_report", "DROP TABLE central",
+    edit(path, "DROP TABLE pinned", "DROP TABLE memo_report", "DROP TABLE promise", "DROP TABLE memo_sealed",
          "DELETE FROM device WHERE name = 'budget'", "PRAGMA user_version = 1")
     with PrivacyLedger(path, budget=5.0) as ledger:
         assert ledger.reports("ratings") == 4 and ledger.budget_for(1.0) == 5.0
         with pytest.raises(CardChanged):
             prepare_reports(ratings_info(2.0), encode_columns(info.schema, ratings_rows(1, start=70)), ledger)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("SELECT epsilon FROM pinned").fetchall() == [(str(Fraction(info.card.mechanism.epsilon)),)]
 
 
 def test_a_ledger_of_format_2_is_upgraded_with_the_table_of_bit_set_reports(tmp_path) -> None:
-    """A ledger written before the frequency oracles (format 2) opens as format 4, its memo kept."""
+    """A ledger written before the frequency oracles (format 2) opens as format 5, its memo kept (in clear)."""
     path = tmp_path / "l.sqlite"
     info = ratings_info(1.0)
     with PrivacyLedger(path) as ledger:
         first = prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
-    edit(path, "DROP TABLE memo_report", "DROP TABLE central", "PRAGMA user_version = 2")
+    edit(path, "DROP TABLE memo_report", "DROP TABLE promise", "DROP TABLE memo_sealed", "PRAGMA user_version = 2")
     with PrivacyLedger(path) as ledger:
         again = prepare_reports(info, encode_columns(info.schema, ratings_rows(4)), ledger)
         assert again.memoized == 4 and np.array_equal(again.reports.private_codes, first.reports.private_codes)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("SELECT COUNT(*) FROM memo_report").fetchone()[0] == 0

@@ -115,6 +115,26 @@ def test_memoized_rows_are_sealed_afresh_and_cost_nothing(servers, tmp_path) -> 
     assert len(reopened) == 6
 
 
+def test_rows_sent_in_clear_are_never_sealed_later_nor_the_reverse(servers, tmp_path) -> None:
+    """A collection that is not shuffled takes both paths, but a memoized report keeps the one it was first sent
+    by: resending it the other way would link the report to this device. Refused before anything is charged
+    or sent."""
+    _, aggregator, shuffler, agg, shuf = servers
+    with PrivacyLedger(tmp_path / "l.sqlite") as ledger:
+        with Client(agg, retry=FAST) as clear, \
+                Client(agg, retry=FAST, shuffler=Shuffler(shuf, token="shuffler-token")) as sealed:
+            assert clear.submit("ratings", ratings_rows(2, seed=8), ledger=ledger).acknowledged == 2
+            with pytest.raises(ValidationError, match="rows: .*first sent in clear; sending it sealed would link"):
+                sealed.submit("ratings", ratings_rows(2, seed=8), ledger=ledger)
+            assert shuffler.calls == 0 and ledger.reports("ratings") == 2
+            assert sealed.submit("ratings", ratings_rows(1, seed=8, start=9), ledger=ledger).shuffled
+            calls, stored = shuffler.calls, dict(aggregator.stored)
+            with pytest.raises(ValidationError, match="rows: .*first sent sealed, through a shuffler; sending it in "
+                                                      "clear would link"):
+                clear.submit("ratings", ratings_rows(1, seed=8, start=9), ledger=ledger)
+            assert (shuffler.calls, aggregator.stored, ledger.reports("ratings")) == (calls, stored, 3)
+
+
 def test_a_final_status_from_the_shuffler_is_not_retried(tmp_path) -> None:
     info = sealed_info()
     shuffler = FakeShufflerService(sealed_report_bytes(info.schema, info.card.version), refuse=frozenset({0}),

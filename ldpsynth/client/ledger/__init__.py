@@ -1,8 +1,8 @@
-"""The on-device privacy ledger: ε spent per collection, the budget, the memoized reports, and the central
-guarantee each shuffled collection promised.
+"""The on-device privacy ledger: ε spent per collection, the budget, the memoized reports (each with the path
+it was first sent by: sealed or in clear), and what each shuffled collection promised, per party.
 
 :class:`PrivacyLedger` composes the rules (:mod:`.rules`: budget, exact composition, pins, what may be
-promised, memo keys), the SQLite store (:mod:`.store`: formats, checks, upgrades, transactions) and the
+promised, the memo path, memo keys), the SQLite store (:mod:`.store`: formats, checks, upgrades, transactions) and the
 file around it (:mod:`.files`: creation, marker, reset). The math and the reasoning behind it:
 docs/internals.md, ``ldpsynth.client.ledger``.
 """
@@ -216,7 +216,10 @@ class PrivacyLedger:
         return self._read_spend(collection)[1]
 
     def guarantees(self, collection: str) -> CentralGuarantee | None:
-        """The central guarantee ``collection`` promised this device's reports, sent through a shuffler.
+        """What ``collection`` promised this device's reports, sent through a shuffler, per party.
+
+        The central guarantee at the pool floor against analysts, and against the aggregator's operator
+        when ``operator``; the shuffler gets the local guarantee (:class:`CentralGuarantee`).
 
         Parameters
         ----------
@@ -228,7 +231,8 @@ class PrivacyLedger:
         CentralGuarantee or None
             Recorded with the last submission's spend; ``None`` for a collection that is not shuffled,
             never reported to, or some of whose reports were sent in clear or before the ledger
-            recorded guarantees (format 4).
+            recorded guarantees (format 4). A promise carried over from format 4 has
+            ``assume_injected`` ``None`` and ``operator`` ``False`` until the next sealed submission.
 
         Raises
         ------
@@ -268,7 +272,7 @@ class PrivacyLedger:
         return rules.memo_keys(self._secret, collection_fingerprint, public_codes, private_codes)
 
     @contextmanager
-    def transaction(self, collection: str, epsilon: float) -> Iterator[LedgerTransaction]:
+    def transaction(self, collection: str, epsilon: float, *, sealed: bool = False) -> Iterator[LedgerTransaction]:
         """One durable write transaction for a submission to ``collection`` released at ``epsilon``.
 
         Commits (fsync) when the block ends; rolls back if it raises, e.g. on
@@ -281,12 +285,17 @@ class PrivacyLedger:
             The collection's name.
         epsilon : float
             The ε its reports are released at, a finite number > 0.
+        sealed : bool, default False
+            Whether the submission's reports go sealed through a shuffler (else in clear): new reports are
+            memoized with that path, a memoized one first sent the other way is refused (``lookup`` raises
+            :class:`~ldpsynth.shared.errors.ValidationError` naming ``rows``), and only a sealed
+            submission records a promise.
 
         Yields
         ------
         LedgerTransaction
-            Looks up memoized reports and records new ones (``record`` raises
-            :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` over the budget).
+            Looks up memoized reports (``lookup`` refuses one first sent the other way) and records new
+            ones (``record`` raises :class:`~ldpsynth.shared.errors.PrivacyBudgetExceeded` over the budget).
 
         Raises
         ------
@@ -302,7 +311,8 @@ class PrivacyLedger:
         with self._lock, store.ledger_errors(self.path, "cannot read or write it"), store.write(self._conn):
             store.pin(self._conn, self.path, collection, eps)
             yield LedgerTransaction(self._conn, self.path, collection, eps,
-                                    self.budget.effective(eps, self.session_budget), *self._read_spend(collection))
+                                    self.budget.effective(eps, self.session_budget), *self._read_spend(collection),
+                                    sealed=sealed)
 
     def close(self) -> None:
         """Close the database connection."""

@@ -1,5 +1,5 @@
 """The rules every privacy ledger keeps, wherever it is stored: the budget, exact basic composition, the
-pinned ε, what may be promised, and the keys of the memo.
+pinned ε, what may be promised (and against whom), the path a memoized report keeps, and the keys of the memo.
 
 Pure functions of their arguments (no SQLite, no files), as the TypeScript SDK's
 ``sdk/typescript/src/ledger-rules.ts``; the reasoning: docs/internals.md, ``ldpsynth.client.ledger``.
@@ -37,6 +37,7 @@ __all__ = [
     "central_row",
     "may_promise",
     "promised",
+    "check_path",
     "memo_keys",
     "ledger_id",
 ]
@@ -187,29 +188,43 @@ def checked_spend(path: Path | str, collection: object, epsilon: object, reports
 
 @dataclass(frozen=True)
 class CentralGuarantee:
-    """The central guarantee a shuffled collection promised this device's reports, as its ledger records it.
+    """What a shuffled collection promised this device's reports, per party, as its ledger records it.
+
+    Against analysts always, and against the aggregator's operator when ``operator`` (an independent
+    shuffler), the central guarantee ``(central_epsilon, central_delta)`` per device at the pool floor;
+    the shuffler, which sees who sends each sealed report, gets the local guarantee only
+    (``rows_per_device`` × ε0, δ = 0; docs/shuffle-accountant.md §6).
 
     Recorded for a collection every one of whose reports this device charged for a shuffler, in the
-    transaction of each such submission (docs/contract.md §14). With the card's ε0 and |D| it is
-    reproducible: ``ldpsynth.shared.guarantees.compute`` of one group of ``min_batch`` reports at
-    ``rows_per_device`` (docs/contract.md §2).
+    transaction of each such submission, recomputed with each (docs/contract.md §14). With the card's ε0
+    and |D| it is reproducible: ``composed_epsilon(ε0, |D|, (min_batch − F) // m, delta, m)`` for
+    F = ``assume_injected`` and m = ``rows_per_device`` (``ldpsynth.shared.guarantees.compute``), or the
+    local (m × ε0, 0) when that is no better.
 
     Attributes
     ----------
     delta : float
         The collection's δ (``shuffle.delta``).
     min_batch : int
-        The fewest reports of a group the aggregator releases or answers from (the schema's
-        minimum batch: the larger of ``min_batch`` and ``shuffle.min_batch``), so the weakest release.
+        The shuffle block's ``shuffle.min_batch``: the fewest reports of one public key in any pool the
+        aggregator stores.
     rows_per_device : int
         The reports per device the guarantee composes over: the collection's
         ``shuffle.rows_per_device``, or this device's reports when it has sent more.
     central_epsilon : float or None
-        The central ε of a group of ``min_batch`` reports (the rows_per_device × ε0 of the local
-        guarantee when that shuffle amplifies nothing); ``None``: not computed, the device had no
-        accountant (scipy).
+        The central ε at the pool floor (the rows_per_device × ε0 of the local guarantee when that
+        shuffle amplifies nothing); ``None``: not computed, the device had no accountant (scipy).
     central_delta : float or None
         ``delta``, or 0.0 with the local ε; ``None`` when ``central_epsilon`` is.
+    assume_injected : int or None, default None
+        F, the reports per pool the guarantee assumes are not honest (``shuffle.assume_injected``, by
+        default ``rows_per_device`` clipped to ``min_batch`` − 1), in [0, min_batch − 1]. ``None``: a
+        promise carried over from ledger format 4, made by the former rule (one group of ``min_batch``
+        reports, no injected report counted).
+    operator : bool, default False
+        Whether the central guarantee holds against the aggregator's operator too
+        (``shuffle.shuffler == "independent"``); else against analysts only. Always ``False`` for a
+        promise carried over from format 4.
     """
 
     delta: float
@@ -217,19 +232,33 @@ class CentralGuarantee:
     rows_per_device: int
     central_epsilon: float | None
     central_delta: float | None
+    assume_injected: int | None = None
+    operator: bool = False
 
 
-def central_row(guarantee: CentralGuarantee) -> tuple[str, int, int, str | None, str | None]:
-    """The fields the ledger stores of ``guarantee`` (exact rationals as text, like a spend)."""
+def central_row(guarantee: CentralGuarantee) -> tuple[str, int, int | None, int, str | None, str | None, int]:
+    """The columns the ledger stores of ``guarantee``, in the order of its table (format 5, ``promise``):
+    delta, min_batch, assume_injected, rows_per_device, central_epsilon, central_delta, operator (exact
+    rationals as text, like a spend; ``operator`` as 0 or 1)."""
     def stored(value: float | None) -> str | None:
         return None if value is None else str(Fraction(value))
-    return (str(Fraction(guarantee.delta)), guarantee.min_batch, guarantee.rows_per_device,
-            stored(guarantee.central_epsilon), stored(guarantee.central_delta))
+    return (str(Fraction(guarantee.delta)), guarantee.min_batch, guarantee.assume_injected, guarantee.rows_per_device,
+            stored(guarantee.central_epsilon), stored(guarantee.central_delta), int(guarantee.operator))
 
 
-def checked_central(path: Path | str, collection: object, delta: object, min_batch: object,
-                    rows_per_device: object, central_epsilon: object, central_delta: object) -> CentralGuarantee:
-    """A stored central guarantee; :class:`LedgerError` unless it is one the ledger writes."""
+def checked_central(path: Path | str, collection: object, delta: object, min_batch: object, assume_injected: object,
+                    rows_per_device: object, central_epsilon: object, central_delta: object,
+                    operator: object) -> CentralGuarantee:
+    """A stored promise (the columns of :func:`central_row`); :class:`LedgerError` unless it is one the ledger
+    writes:
+
+    * ``delta`` an exact rational in (0, 1); ``min_batch`` and ``rows_per_device`` integers >= 1;
+    * ``assume_injected`` an integer in [0, min_batch − 1], or none (carried over from format 4);
+    * ``central_epsilon`` an exact rational > 0, or none (not computed); ``central_delta`` ``delta`` or 0,
+      none exactly when ``central_epsilon`` is;
+    * ``operator`` 0 or 1, and 0 when ``assume_injected`` is none (the former rule promised nothing
+      against the operator).
+    """
     def bad(field: str, value: object, legal: str) -> LedgerError:
         return refused(path, f"collection {shown(collection)}: the central guarantee's {field} is {shown(value)}, "
                              f"not {legal}")
@@ -240,15 +269,24 @@ def checked_central(path: Path | str, collection: object, delta: object, min_bat
     for field, value in (("min_batch", min_batch), ("rows_per_device", rows_per_device)):
         if type(value) is not int or value < 1:
             raise bad(field, value, "an integer >= 1")
+    assert isinstance(min_batch, int) and isinstance(rows_per_device, int)
+    if assume_injected is not None and (type(assume_injected) is not int or not 0 <= assume_injected < min_batch):
+        raise bad("assume_injected", assume_injected, f"an integer in [0, {min_batch - 1}] (min_batch - 1; or none: "
+                                                      "a promise carried over from format 4)")
     eps = None if central_epsilon is None else exact(central_epsilon)
     if central_epsilon is not None and (eps is None or eps <= 0):
         raise bad("central_epsilon", central_epsilon, "an exact number > 0 (or none: not computed)")
     dlt = None if central_delta is None else exact(central_delta)
     if (dlt is None) != (eps is None) or (dlt is not None and dlt not in (0, target)):
         raise bad("central_delta", central_delta, "its delta or 0 (none only with central_epsilon)")
-    assert isinstance(min_batch, int) and isinstance(rows_per_device, int)
+    if type(operator) is not int or operator not in (0, 1):
+        raise bad("operator", operator, "0 or 1")
+    if operator and assume_injected is None:
+        raise bad("operator", operator, "0 for a promise carried over from format 4 (assume_injected none: "
+                                        "against analysts only)")
+    assert assume_injected is None or isinstance(assume_injected, int)
     return CentralGuarantee(float(target), min_batch, rows_per_device, None if eps is None else float(eps),
-                            None if dlt is None else float(dlt))
+                            None if dlt is None else float(dlt), assume_injected, bool(operator))
 
 
 def may_promise(reported_before: bool, promised_before: Callable[[], bool]) -> bool:
@@ -257,11 +295,35 @@ def may_promise(reported_before: bool, promised_before: Callable[[], bool]) -> b
     return not reported_before or promised_before()
 
 
-def promised(guarantee: CentralGuarantee | None, reports: int,
+def promised(guarantee: CentralGuarantee | None, sealed: bool, reports: int,
              promisable: Callable[[], bool]) -> CentralGuarantee | None:
-    """What a submission leaves recorded: ``guarantee`` (its reports went through a shuffler) when the collection
-    has reports and ``promisable()``; else none (with ``None``: sent in clear, known to be this device's)."""
-    return None if guarantee is None or not reports or not promisable() else guarantee
+    """What a submission leaves recorded for its collection (the promise rule).
+
+    ``guarantee`` when the submission went through a shuffler (``sealed``), the collection has reports and
+    ``promisable()`` (:func:`may_promise`: every earlier report went through one too); else none, and any
+    promise recorded before is removed: a submission in clear (or ``guarantee`` ``None``) leaves reports the
+    aggregator knows are this device's, and no later sealed submission brings the promise back.
+    """
+    return None if guarantee is None or not sealed or not reports or not promisable() else guarantee
+
+
+def check_path(collection: str, sealed: bool, switched: int) -> None:
+    """The memo path rule: a memoized report is always resent the way it was first sent.
+
+    Each memoized report records whether it was first sent sealed (through a shuffler) or in clear, in the
+    transaction that memoizes it. A report memoized in clear is never later sealed (its sealed copy would be
+    matched to the clear one, which the aggregator knows is this device's), and a report first sent sealed
+    never later goes in clear (that links the device to its sealed report). ``switched``: the rows of a
+    submission sent ``sealed`` (or not) whose memoized reports were first sent the other way; any refuses the
+    whole submission with :class:`ValidationError` naming ``rows``, before anything is charged or recorded.
+    """
+    if switched:
+        first, now = ("in clear", "sealed") if sealed else ("sealed, through a shuffler", "in clear")
+        raise ValidationError(
+            "rows", "rows sent the way their memoized reports were first sent (a report memoized in clear is "
+                    "never sealed later, nor a sealed one sent in clear)",
+            f"collection {collection!r}: {switched} of these rows have a report first sent {first}; sending it "
+            f"{now} would link the report to this device (nothing was charged or sent)")
 
 
 def memo_keys(secret: bytes, collection_fingerprint: bytes, public_codes: np.ndarray,
