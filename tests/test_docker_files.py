@@ -27,7 +27,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-import tomllib
 import yaml
 
 from ldpsynth.aggregator.runtime.config import ClusterConfig
@@ -36,6 +35,7 @@ from ldpsynth.cli.main import build_parser
 from ldpsynth.client.rows import load_rows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.simulation.datasets import ratings_schema
+from tests.tomlcompat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
