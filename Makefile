@@ -1,9 +1,10 @@
 # Two set-up commands (README): `make demo` and `make test`. Both create the environment.
+# While editing, `make test-fast`: the linters, then the tests not marked slow (no TypeScript SDK).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-web test lint env bench clean proto conformance test-ts sdk-browser
+.PHONY: demo demo-web test test-fast lint env bench clean proto conformance test-ts sdk-browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,15 +29,21 @@ sdk-browser:
 	cd sdk/typescript && npm ci --no-audit --no-fund && npm run build:browser
 
 # The linters first (ruff: lint + import order; mypy on the package ldpsynth/), then every test
-# (pytest also runs the package's docstring examples: --doctest-modules in pyproject.toml), then the
-# TypeScript SDK's (test-ts: Node, and headless Chromium against real replicas).
+# (pytest also runs the package's docstring examples: --doctest-modules in pyproject.toml; the 30
+# slowest are listed at the end), then the TypeScript SDK's (test-ts: Node, and headless Chromium
+# against real replicas).
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/mypy ldpsynth
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 	$(MAKE) test-ts
+
+# The edit-test loop: the linters, then every test not marked slow (pytest -m "not slow"); CI runs
+# them all (make test).
+test-fast: lint
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: env
 	$(BIN)/python benchmarks/bench_mechanism.py

@@ -117,7 +117,8 @@ from machine import machine_info  # benchmarks/machine.py
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.runtime.reaper import descendants
 from ldpsynth.aggregator.runtime.verify import Verification, verify_log
-from ldpsynth.aggregator.storage.jetstream import Layout, LogSettings, LogUnavailable, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LogSettings, LogUnavailable
 from ldpsynth.aggregator.storage.log_records import Section, card_digest, encode_reports
 from ldpsynth.aggregator.storage.segments import Segment
 from ldpsynth.aggregator.storage.shard_worker import DEFAULT_FLUSH_IDS, ShardWorker, WorkerSpec

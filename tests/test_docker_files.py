@@ -27,7 +27,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-import tomllib
 import yaml
 
 from ldpsynth.aggregator.runtime.config import ClusterConfig
@@ -36,6 +35,7 @@ from ldpsynth.cli.main import build_parser
 from ldpsynth.client.rows import load_rows
 from ldpsynth.shared.schema import Schema
 from ldpsynth.simulation.datasets import ratings_schema
+from tests.tomlcompat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -531,7 +531,7 @@ def test_copy_sources_exist_and_named_files_are_copied(name: str) -> None:
 @pytest.mark.parametrize("name, extra", [("Dockerfile.aggregator", "aggregator"), ("Dockerfile.client", "client")])
 def test_each_image_installs_exactly_its_extra(name: str, extra: str) -> None:
     """One ``pip install`` of one extra per image: the aggregator image gets the serving dependencies only,
-    never the [evaluation] extra (tests/central/test_serving_imports.py checks what each extra holds)."""
+    never the [evaluation] extra (tests/test_layers.py checks what each extra holds)."""
     installs = [shlex.split(args) for instruction, args in dockerfile_instructions(name) if instruction == "RUN"
                 and "pip install" in args]
     assert [words[words.index("install") + 1:words.index("install") + 4] for words in installs] \

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 
 import ldpsynth
+from tests.tomlcompat import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("grpc", "ray", "scipy", "numba", "pyarrow")

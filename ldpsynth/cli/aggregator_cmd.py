@@ -264,7 +264,8 @@ def sealing_key_command(args: argparse.Namespace) -> int:
 def verify_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator verify``."""
     from ldpsynth.aggregator.runtime.verify import Verification, verify_data_dir, verify_log
-    from ldpsynth.aggregator.storage.jetstream import LogSettings, LogUnavailable, ReplicatedLog
+    from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+    from ldpsynth.aggregator.storage.log_layout import LogSettings, LogUnavailable
 
     async def run() -> Verification:
         if args.data_dir is not None:

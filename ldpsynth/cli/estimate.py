@@ -11,8 +11,8 @@ prints a JSON array with one object per (compiled) query: ``label``, ``estimate`
 ``analysts_epsilon``, ``analysts_delta``, ``operator_epsilon`` and ``operator_delta`` (per device,
 docs/shuffle-accountant.md §6), a group below the minimum batch is withheld (``withheld_groups``,
 ``withheld_reports``), and ``--guarantees`` prints ``{"answers": [...], "guarantees": {...}}`` with every
-public-key group read and the guarantee against each party (:mod:`ldpsynth.shared.guarantees`). The query JSON is documented in
-:mod:`ldpsynth.shared.queries.json_form`; in Python, the same answers come from one call,
+public-key group read and the guarantee against each party (:mod:`ldpsynth.shared.guarantees`). The query
+JSON is documented in :mod:`ldpsynth.shared.queries.json_form`; in Python, the same answers come from one call,
 :func:`ldpsynth.estimate_release`
 (:func:`ldpsynth.shared.estimators.offline.estimate_release`).
 """

@@ -17,7 +17,7 @@ Exact closed forms (:mod:`ldpsynth.shared.planning`), no simulation. ``--json`` 
 numbers as one JSON object (null where a figure does not apply, e.g. the devices a count needs, or
 where an ε beyond 40 would be needed).
 
-``--shuffler``: the collection behind a shuffler (design §9; docs/planning.md): the guarantee per device
+``--shuffler``: the collection behind a shuffler (docs/planning.md): the guarantee per device
 against each party at the planned ε0 (the shuffler: the local one; the aggregator's operator and analysts:
 the central one at the pool floor, ``--min-batch`` reports of one public key less ``--assume-injected``;
 docs/shuffle-accountant.md §6), the planned public-key groups and those a release would withhold (below the

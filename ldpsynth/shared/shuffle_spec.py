@@ -1,5 +1,5 @@
 """A shuffled collection's central guarantee: :class:`ShuffleSpec`, the schema's optional ``"shuffle"`` block
-(design §9; the accountant it feeds: :mod:`ldpsynth.shared.amplification`, docs/shuffle-accountant.md)."""
+(docs/contract.md §2; the accountant it feeds: :mod:`ldpsynth.shared.amplification`, docs/shuffle-accountant.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ SHUFFLERS = ("aggregator-operator", "independent")
 class ShuffleSpec:
     """A shuffled collection's central guarantee: the schema's optional ``"shuffle"`` block.
 
-    Reports reach the aggregator through a shuffler (design §9); then mechanism E at the local ε0 is
+    Reports reach the aggregator through a shuffler (docs/contract.md §16); then mechanism E at the local ε0 is
     (ε, δ)-DP centrally, ε computed from the number of reports by ``ldpsynth.shared.amplification``
     (docs/shuffle-accountant.md; docs/contract.md §2 says how the fields are used).
 

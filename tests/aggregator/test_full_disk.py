@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ldpsynth.aggregator.ingress.query_service import QUERY_SERVICE_NAME
 from ldpsynth.aggregator.ingress.server import SERVICE_NAME
-from ldpsynth.aggregator.storage.jetstream import LogSettings
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 

@@ -23,7 +23,7 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.local_shards import LocalShards
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.storage.idindex import sort_ids
-from ldpsynth.aggregator.storage.jetstream import LogSettings
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.aggregator.storage.shard_worker import CALLS, ShardWorker
 from ldpsynth.serving.auth import ANONYMOUS, Credential

@@ -30,7 +30,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ldpsynth.aggregator.runtime.reaper import descendants
 from ldpsynth.aggregator.runtime.verify import Verification, verify_log
-from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.sealing_key import write_key_file
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.protocol import CollectionInfo

@@ -21,7 +21,8 @@ from ldpsynth.aggregator.runtime.backend import BackendError, _open_sealing_key
 from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.storage.checked_file import write_checked
-from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.sealing_key import KIND, SealingKeyError, read_key_file, write_key_file
 from ldpsynth.serving.auth import Credential
 from ldpsynth.serving.status import status_of

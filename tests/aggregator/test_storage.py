@@ -28,7 +28,8 @@ from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_chec
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError
 from ldpsynth.aggregator.storage.idindex import SortedIds, merge_sorted_ids, sort_ids
 from ldpsynth.aggregator.storage.idstore import DiskIdIndex, RunOwner, merge_runs, write_run
-from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LayoutError, LogSettings
 from ldpsynth.aggregator.storage.log_records import (
     LogCorruption,
     Section,

@@ -13,7 +13,7 @@ from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path
 
 try:
     from .pqd_fixtures import private_table
-except ImportError:  # tests/central is not a package
+except ImportError:  # tests/evaluation is not a package
     from pqd_fixtures import private_table
 
 
@@ -62,7 +62,7 @@ def test_evaluation_mode_reports_errors(files, capsys):
 
 def test_a_decider_that_is_not_differentially_private_is_refused_in_private_mode(files, capsys):
     """The audit's sequence: on main 5612345 this printed ``epsilon_total 2.0`` for EM_count_legacy,
-    whose privacy loss is unbounded (tests/central/test_pqd_privacy.py)."""
+    whose privacy loss is unbounded (tests/evaluation/test_pqd_privacy.py)."""
     code = main(["pqd", "--private", str(files / "private.csv"), "--synthetic", str(files / "synthetic.csv"),
                  "--query", "SELECT COUNT(*) FROM t WHERE g = 'a'", "--tau", "0.032", "--relative",
                  "--epsilon", "1", "--decider", "EM_count", "--decider", "EM_count_legacy"])

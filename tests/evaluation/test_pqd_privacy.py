@@ -36,7 +36,7 @@ from ldpsynth.shared.errors import PrivacyBudgetExceeded, ValidationError
 
 try:
     from .pqd_fixtures import neighbours, private_table
-except ImportError:  # tests/central is not a package
+except ImportError:  # tests/evaluation is not a package
     from pqd_fixtures import neighbours, private_table
 
 EPS = 0.5

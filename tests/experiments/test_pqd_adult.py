@@ -1,7 +1,7 @@
 """experiments/pqd_adult.py and its summary over seeds (pqd_adult_summary.py): the t-intervals, per-seed cell
 means and paired comparisons on known inputs, and the experiment's query families and E-release routing.
 
-The end-to-end quick run on Adult is in tests/central/test_pqd_mwem.py."""
+The end-to-end quick run on Adult is in tests/evaluation/test_pqd_mwem.py."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Per-credential quotas: reports a credential may store in a collection (``max_rows_per_client``).
 
-The persistent truth is each shard's ``quota`` table, updated in the same transaction as the
-reports it counts (see :mod:`ldpsynth.aggregator.store`), so it equals what is stored even
-after a crash between any two instructions — no recovery step, no under- or over-count. The
-server keeps a mirror here:
+The persistent truth is each shard's quota counters, whose charges are written in the same log
+record as the reports they count (:mod:`ldpsynth.aggregator.storage.log_records`; counted by
+:mod:`ldpsynth.aggregator.storage.shard_state`), so it equals what is stored even after a crash
+between any two instructions — no recovery step, no under- or over-count. The server keeps a
+mirror here:
 
 * ``used``: per shard, the last counter value that shard reported (absolute, monotone), so
   merging by ``max`` is exact whatever order replies arrive in; loaded from every shard at

@@ -36,7 +36,8 @@ from ldpsynth.aggregator.runtime.config import Catalog, ServerConfig
 from ldpsynth.aggregator.runtime.nats_process import EMBEDDED_MAX_PAYLOAD, EmbeddedNats, StoreSpace
 from ldpsynth.aggregator.runtime.ray_cluster import RayRuntime, RayWorkers, end_actor, keep_signal_handlers, worker_name
 from ldpsynth.aggregator.storage.datadir import DataDir
-from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LayoutError, LogSettings, LogUnavailable
 from ldpsynth.aggregator.storage.log_records import LogCorruption
 from ldpsynth.aggregator.storage.refusals import damaged_log, layout_edited
 from ldpsynth.aggregator.storage.sealing_key import SealingKeyError, data_dir_key, read_key_file

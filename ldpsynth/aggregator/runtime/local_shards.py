@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ldpsynth.aggregator.runtime.shards import Shards
-from ldpsynth.aggregator.storage.jetstream import LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.shard_worker import ShardWorker, WorkerSpec
 
 L = TypeVar("L", bound="LocalShards")

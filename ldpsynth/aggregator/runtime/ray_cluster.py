@@ -18,7 +18,7 @@ calls to it by name: every replica of the deployment finds the same workers by n
 (``get_if_exists``), they outlive the replica that created them, Ray spreads them over the nodes
 (``SPREAD``) and restarts one whose process or node died (``max_restarts=-1``), elsewhere if need
 be. Calls in flight when a worker dies fail, and every call has a deadline: both surface as
-:class:`~ldpsynth.serving.status.ShardUnavailable` (the replica answers UNAVAILABLE; devices retry).
+:class:`~ldpsynth.aggregator.errors.ShardUnavailable` (the replica answers UNAVAILABLE; devices retry).
 A worker restarted on another node starts from its snapshot in the object store.
 """
 

@@ -36,7 +36,8 @@ from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, read_acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError, os_problem
-from ldpsynth.aggregator.storage.jetstream import Layout, LogSettings, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LogSettings
 from ldpsynth.aggregator.storage.log_records import LogCorruption, card_digest, decode, encode_reports
 from ldpsynth.aggregator.storage.refusals import record_out_of_place
 from ldpsynth.aggregator.storage.store_check import check_data_dir, log_position

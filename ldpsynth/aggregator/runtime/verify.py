@@ -25,7 +25,8 @@ import numpy as np
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError, DataDirInUse
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
-from ldpsynth.aggregator.storage.jetstream import Layout, LayoutError, LogSettings, LogUnavailable, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LayoutError, LogSettings, LogUnavailable
 from ldpsynth.aggregator.storage.log_records import LogCorruption, Section, card_digest, decode
 from ldpsynth.aggregator.storage.refusals import (
     damaged_log,

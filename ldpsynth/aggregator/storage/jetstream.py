@@ -1,24 +1,17 @@
-"""The NATS seam: the only module that imports ``nats``. The replicated log, its layout, the
-collection registry and the snapshot store, all on NATS JetStream.
+"""The replicated log on NATS JetStream: :class:`ReplicatedLog` connects, opens (or creates) the
+layout (:mod:`~ldpsynth.aggregator.storage.log_layout`), and appends to and reads the shards'
+streams. Its registry (cards, sealing key, retirements) is
+:mod:`~ldpsynth.aggregator.storage.log_registry`, its snapshot store
+:mod:`~ldpsynth.aggregator.storage.snapshot_bucket`: these three modules are the only ones that import
+``nats``.
 
-* **Layout** (KV bucket ``LDPSYNTH``, key ``layout``): a random id, the shard count and the
-  replication factor, fixed when the first replica starts. Reports are routed to shards by id, so
-  the shard count can never change; every stream, record and snapshot names the layout it belongs
-  to and is refused under another.
-* **Log**: one stream per shard, ``LDPSYNTH_<layout>_<shard>`` on subject
-  ``ldpsynth.<layout>.<shard>``, file storage, ``num_replicas`` copies (3 in a cluster: it survives
-  the loss of any one server), deletes and purges denied. Its first record is the shard's genesis
-  (:mod:`~ldpsynth.aggregator.storage.log_records`). A record is appended with
-  ``Nats-Expected-Last-Sequence``: the append succeeds only if the writer has seen every record
-  before it, so a stale writer (a worker Ray has already restarted elsewhere) is fenced off and
-  the log never holds a report id twice.
-* **Collections** (KV keys ``collection.<hex name>``): each collection's mechanism card, registered
-  by the first replica that serves it; a replica with another card for the name is refused.
-* **Sealing key** (KV key ``sealing-key``): the id of the HPKE key the replicas open sealed reports
-  with (:mod:`~ldpsynth.shared.sealing`), registered by the first replica that holds one; a replica
-  with another key, or with none, is refused (the private key itself never enters the log).
-* **Snapshots** (object store ``LDPSYNTH_<layout>_SNAP``): shard workers' snapshot files, so a
-  worker restarted on another node starts from its last snapshot, not from the first record.
+The **log** is one stream per shard, ``LDPSYNTH_<layout>_<shard>`` on subject
+``ldpsynth.<layout>.<shard>``, file storage, ``num_replicas`` copies (3 in a cluster: it survives
+the loss of any one server), deletes and purges denied. Its first record is the shard's genesis
+(:mod:`~ldpsynth.aggregator.storage.log_records`). A record is appended with
+``Nats-Expected-Last-Sequence``: the append succeeds only if the writer has seen every record
+before it, so a stale writer (a worker Ray has already restarted elsewhere) is fenced off and
+the log never holds a report id twice.
 
 Server settings the deployment must use (docs/deployment.md): JetStream with file storage and
 ``sync_interval: always`` (a record is fsynced before it is acknowledged).
@@ -27,14 +20,11 @@ Server settings the deployment must use (docs/deployment.md): JetStream with fil
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import nats.errors
@@ -46,122 +36,38 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     DiscardPolicy,
-    KeyValueConfig,
     ObjectStoreConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
 )
-from nats.js.kv import KeyValue
-from nats.js.object_store import ObjectStore
 
+from ldpsynth.aggregator.storage.log_layout import (
+    LAYOUT_KEY,
+    META_BUCKET,
+    TOKEN_ENV,
+    Layout,
+    LayoutError,
+    LogFenced,
+    LogFull,
+    LogSettings,
+    LogUnavailable,
+    StreamState,
+    layout_from,
+)
 from ldpsynth.aggregator.storage.log_records import LogCorruption, decode, encode_genesis
-from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.aggregator.storage.log_registry import LogRegistry
+from ldpsynth.aggregator.storage.snapshot_bucket import SnapshotBucket
 
-META_BUCKET = "LDPSYNTH"
-LAYOUT_KEY = "layout"
-#: KV key of the id of the aggregator's sealing key (docs/contract.md §16): one key for every replica.
-SEALING_KEY = "sealing-key"
-LAYOUT_FORMAT = "ldpsynth.layout/1"
 #: JetStream's error code for a failed ``Nats-Expected-Last-Sequence`` check.
 _WRONG_LAST_SEQUENCE = 10071
 _EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
 #: JetStream's error codes for a store out of space (insufficient resources; storage limits exceeded).
 _STORAGE_FULL = frozenset({10023, 10028, 10047})
-#: Environment variable holding the NATS servers' authorization token, on replicas and on every Ray
-#: node that runs shard workers (never a flag: it would show in ``ps``; never an actor argument: it
-#: would be kept in Ray's GCS).
-TOKEN_ENV = "LDPSYNTH_NATS_TOKEN"
 #: Seconds between two checks of a read that waits for its next record.
 _POLL = 1.0
 #: How long a replica waits for another one that is creating the layout.
 _CREATION_WAIT = 60.0
-
-
-class LogUnavailable(LdpsynthError):
-    """The log could not be reached, or an append's outcome is unknown (retry)."""
-
-
-class LogFull(LdpsynthError):
-    """The log's servers are out of storage (JetStream: insufficient resources, or a full disk):
-    the append was refused and nothing was stored."""
-
-
-class LogFenced(LdpsynthError):
-    """An append was refused because the stream holds records this writer has not seen."""
-
-
-class LayoutError(LdpsynthError):
-    """The log's layout, streams or collection registry do not match what was asked for."""
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    """How to reach the NATS servers of the log.
-
-    ``servers``: ``nats://HOST:PORT`` URLs (several: the client fails over between them);
-    ``replicas``: copies of every stream (1 on one machine, 3 in a cluster); ``tls_ca`` /
-    ``tls_cert`` / ``tls_key``: PEM files for TLS to the servers (``tls_cert`` + ``tls_key``:
-    mutual TLS); ``token``: the servers' authorization token, if any (``None``: :data:`TOKEN_ENV`
-    of this process's environment, if set).
-    """
-
-    servers: tuple[str, ...]
-    replicas: int = 1
-    tls_ca: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    token: str | None = None
-    timeout: float = 10.0
-
-    def tls_context(self) -> ssl.SSLContext | None:
-        if not (self.tls_ca or self.tls_cert):
-            return None
-        context = ssl.create_default_context(cafile=self.tls_ca)
-        if self.tls_cert:
-            context.load_cert_chain(self.tls_cert, self.tls_key)
-        return context
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The fixed shape of a deployment's log."""
-
-    id: str
-    shards: int
-    replicas: int
-
-    def stream(self, shard: int) -> str:
-        return f"LDPSYNTH_{self.id}_{shard:03d}"
-
-    def subject(self, shard: int) -> str:
-        return f"ldpsynth.{self.id}.{shard}"
-
-    @property
-    def snapshot_bucket(self) -> str:
-        return f"LDPSYNTH_{self.id}_SNAP"
-
-    def to_json(self, state: str) -> bytes:
-        return json.dumps({"format": LAYOUT_FORMAT, "id": self.id, "shards": self.shards, "replicas": self.replicas,
-                           "state": state}, sort_keys=True).encode("utf-8")
-
-
-@dataclass(frozen=True)
-class StreamState:
-    first: int
-    last: int
-    messages: int
-    deleted: int
-
-
-def _layout_from(raw: bytes) -> tuple[Layout, str]:
-    try:
-        obj = json.loads(raw)
-        if obj["format"] != LAYOUT_FORMAT:
-            raise ValueError
-        return Layout(str(obj["id"]), int(obj["shards"]), int(obj["replicas"])), str(obj["state"])
-    except (ValueError, KeyError, TypeError):
-        raise LayoutError(f"KV {META_BUCKET}/{LAYOUT_KEY}: not an ldpsynth layout") from None
 
 
 def _no_layout(expected_id: str | None) -> str:
@@ -171,36 +77,13 @@ def _no_layout(expected_id: str | None) -> str:
             "replaced (restore it, or use a new data directory)")
 
 
-def sealing_key_mismatch(stored: str | None, given: str | None) -> str:
-    """Why a replica's sealing key does not fit the log (one sentence, with what to do)."""
-    if given is None:
-        return (f"the log is served with sealing key {stored}: every replica opens sealed reports with it; give "
-                "this replica the same key file (--shuffle-key FILE)")
-    return (f"the log is served with sealing key {stored}, not {given}: every replica must hold the same key "
-            "(give --shuffle-key the key file of the others; a device's sealed reports open only with it)")
-
-
-def _collection_key(name: str) -> str:
-    return "collection." + name.encode("utf-8").hex()
-
-
-#: KV keys of retired collections: ``retired.<hex name>`` -> what the retirement removed (JSON).
-_RETIRED = "retired."
-
-
-def _retired_key(name: str) -> str:
-    return _RETIRED + name.encode("utf-8").hex()
-
-
-class ReplicatedLog:
-    """One connection to the NATS servers of the log (use :meth:`connect`)."""
+class ReplicatedLog(LogRegistry):
+    """One connection to the NATS servers of the log (use :meth:`connect`); its registry methods are
+    :class:`~ldpsynth.aggregator.storage.log_registry.LogRegistry`'s."""
 
     def __init__(self, nc: nats.NATS, settings: LogSettings):
+        super().__init__(nc.jetstream(timeout=settings.timeout), settings)
         self._nc = nc
-        self._js = nc.jetstream(timeout=settings.timeout)
-        self.settings = settings
-        self.layout: Layout | None = None
-        self._meta: KeyValue | None = None
 
     @classmethod
     async def connect(cls, settings: LogSettings, name: str) -> ReplicatedLog:
@@ -229,19 +112,7 @@ class ReplicatedLog:
         """Largest message the servers accept, in bytes."""
         return int(self._nc.max_payload)
 
-    # ----- metadata --------------------------------------------------------------------------
-    async def _meta_bucket(self) -> KeyValue:
-        if self._meta is None:
-            try:
-                self._meta = await self._js.key_value(META_BUCKET)
-            except nats.js.errors.BucketNotFoundError:
-                try:
-                    self._meta = await self._js.create_key_value(KeyValueConfig(
-                        bucket=META_BUCKET, history=1, storage=StorageType.FILE, replicas=self.settings.replicas))
-                except nats.js.errors.BadRequestError:  # created meanwhile by another replica
-                    self._meta = await self._js.key_value(META_BUCKET)
-        return self._meta
-
+    # ----- the layout and its streams ---------------------------------------------------------
     async def open_layout(self, shards: int | None, default_shards: int = 1, expected_id: str | None = None,
                           create: bool = True) -> Layout:
         """The log's layout, created with ``shards`` (else ``default_shards``) shards if there is none yet
@@ -278,7 +149,7 @@ class ReplicatedLog:
                 except nats.js.errors.KeyWrongLastSequenceError:
                     continue  # another replica created it first: read theirs
                 continue
-            layout, state = _layout_from(entry.value or b"")
+            layout, state = layout_from(entry.value or b"")
             if expected_id is not None and layout.id != expected_id:
                 raise LayoutError(f"the log holds layout {layout.id}, but this data directory belongs to layout "
                                   f"{expected_id}: they are from different deployments; put back this directory's own "
@@ -346,93 +217,6 @@ class ReplicatedLog:
         if record.kind != "genesis" or record.meta.get("shards") != layout.shards:
             raise LogCorruption(f"log stream {name}: sequence 1 is not the genesis record of this layout")
 
-    async def register_card(self, collection: str, card_json: str) -> None:
-        """Register ``collection``'s card, or check it against the registered one (:class:`LayoutError`);
-        a retired collection is refused (its reports are gone: it is not served again under its name)."""
-        try:
-            meta = await self._meta_bucket()
-            retired = await self._get(meta, _retired_key(collection))
-            if retired is not None:
-                raise LayoutError(f"collection {collection!r} was retired at {json.loads(retired).get('retired_at')} "
-                                  "(its reports removed from the log): it is not served again; remove it from "
-                                  "--collection, or serve a new collection under another name")
-            try:
-                await meta.create(_collection_key(collection), card_json.encode("utf-8"))
-                return
-            except nats.js.errors.KeyWrongLastSequenceError:
-                pass
-            stored = await self.card(collection)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
-            raise LogUnavailable(f"the log did not answer ({type(exc).__name__})") from None
-        if stored != card_json:
-            raise LayoutError(f"collection {collection!r} is registered in the log with a different mechanism card "
-                              "(schema or epsilon); serve it with its original card")
-
-    async def register_sealing_key(self, key_id: str | None) -> str | None:
-        """Register the id (hex) of the key the replicas open sealed reports with, or check it against
-        the one registered (:class:`LayoutError`: every replica must hold the same key); ``None``: this
-        replica holds no key, refused if the log has one. Returns the id registered (``None``: none)."""
-        try:
-            meta = await self._meta_bucket()
-            if key_id is not None:
-                try:
-                    await meta.create(SEALING_KEY, key_id.encode("ascii"))
-                    return key_id
-                except nats.js.errors.KeyWrongLastSequenceError:
-                    pass
-            stored = await self.sealing_key_id()
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
-            raise LogUnavailable(f"the log did not answer ({type(exc).__name__})") from None
-        if stored != key_id:
-            raise LayoutError(sealing_key_mismatch(stored, key_id))
-        return stored
-
-    async def sealing_key_id(self) -> str | None:
-        """The registered sealing key id (hex; ``None``: none registered)."""
-        meta = await self._meta_bucket()
-        try:
-            entry = await meta.get(SEALING_KEY)
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        return (entry.value or b"").decode("ascii", "replace")
-
-    async def card(self, collection: str) -> str | None:
-        """The registered card JSON of ``collection`` (``None``: not registered)."""
-        found = await self._get(await self._meta_bucket(), _collection_key(collection))
-        return None if found is None else found.decode("utf-8")
-
-    @staticmethod
-    async def _get(meta: KeyValue, key: str) -> bytes | None:
-        """The value of ``key`` (``None``: never set, deleted or purged)."""
-        try:
-            entry = await meta.get(key)
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-            return None
-        return entry.value or b""
-
-    # ----- retiring a collection (ldpsynth.aggregator.runtime.retire) ------------------------------------
-    async def retired(self) -> dict[str, dict[str, object]]:
-        """The retired collections: name -> what their retirement recorded.
-
-        The keys are the bucket stream's subjects under ``retired.``, as the server lists them: nats-py's
-        ``KeyValue.keys()`` may end before the client has read every key (its watcher takes "nothing
-        pending on the server" for "nothing more to read": nats-io/nats.py#842)."""
-        meta = await self._meta_bucket()
-        prefix = f"$KV.{META_BUCKET}."
-        info = await self._js.stream_info(f"KV_{META_BUCKET}", subjects_filter=f"{prefix}{_RETIRED}>")
-        found = {}
-        for subject in sorted(info.state.subjects or {}):
-            key = subject[len(prefix):]
-            value = await self._get(meta, key)
-            if value is not None:  # None: deleted
-                found[bytes.fromhex(key[len(_RETIRED):]).decode("utf-8")] = json.loads(value or b"{}")
-        return found
-
-    async def layout_id(self) -> str:
-        """The id of the log's layout now (it changes when a collection is retired)."""
-        meta = await self._meta_bucket()
-        return _layout_from((await meta.get(LAYOUT_KEY)).value or b"")[0].id
-
     async def create_streams(self, layout: Layout) -> None:
         """Create every stream of ``layout`` with its genesis record (idempotent), for a layout that is
         not the log's yet (a retirement's copy)."""
@@ -450,23 +234,6 @@ class ReplicatedLog:
             await self._js.delete_object_store(layout.snapshot_bucket)
         except nats.js.errors.NotFoundError:
             pass
-
-    async def switch_layout(self, old: Layout, new: Layout) -> None:
-        """Make ``new`` the log's layout in place of ``old``: one update of the layout key, refused
-        (:class:`LayoutError`) unless the log's layout is ``old``. From here on ``new`` is served."""
-        meta = await self._meta_bucket()
-        entry = await meta.get(LAYOUT_KEY)
-        found, _ = _layout_from(entry.value or b"")
-        if found.id != old.id:
-            raise LayoutError(f"the log's layout is {found.id}, not {old.id}: it changed meanwhile")
-        await meta.update(LAYOUT_KEY, new.to_json("ready"), last=entry.revision)
-        self.layout = new
-
-    async def retire_card(self, collection: str, record: dict[str, object]) -> None:
-        """Record ``collection`` as retired and unregister its card."""
-        meta = await self._meta_bucket()
-        await meta.put(_retired_key(collection), json.dumps(record, sort_keys=True).encode("utf-8"))
-        await meta.purge(_collection_key(collection))
 
     # ----- the log ---------------------------------------------------------------------------
     def _require_layout(self) -> Layout:
@@ -596,53 +363,6 @@ class ReplicatedLog:
             return None
         except (nats.errors.Error, asyncio.TimeoutError) as exc:
             raise LogUnavailable(f"snapshot store unavailable ({type(exc).__name__})") from None
-
-
-class SnapshotBucket:
-    """Files in the layout's object store (names are ``<shard>/<file>``)."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-
-    async def probe(self) -> None:
-        """Return once the store answers (:class:`LogUnavailable` if it does not yet)."""
-        try:
-            await self._store.get_info("probe/none")
-        except nats.js.errors.ObjectNotFoundError:
-            return
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
-            raise LogUnavailable(f"the snapshot store does not answer yet ({type(exc).__name__})") from None
-
-    async def put(self, name: str, path: Path) -> None:
-        try:
-            with open(path, "rb") as fh:
-                await self._store.put(name, fh)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
-            raise LogUnavailable(f"snapshot upload of {name} failed ({type(exc).__name__})") from None
-
-    async def get(self, name: str, path: Path) -> bool:
-        """Download ``name`` to ``path``; ``False`` if there is no such object."""
-        tmp = path.with_name(path.name + ".download")
-        try:
-            with open(tmp, "wb") as fh:
-                await self._store.get(name, writeinto=fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except nats.js.errors.ObjectNotFoundError:
-            tmp.unlink(missing_ok=True)
-            return False
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise LogUnavailable(f"snapshot download of {name} failed ({type(exc).__name__})") from None
-        os.replace(tmp, path)
-        return True
-
-    async def delete(self, names: Sequence[str]) -> None:
-        for name in names:
-            try:
-                await self._store.delete(name)
-            except (nats.errors.Error, asyncio.TimeoutError):
-                pass  # an orphan snapshot file costs space, never correctness
 
 
 async def _ignore(exc: Exception) -> None:

@@ -23,7 +23,8 @@ import numpy as np
 
 from ldpsynth.aggregator.errors import PinExpired, ShardDamaged, ShardUnavailable
 from ldpsynth.aggregator.storage.idindex import merge_sorted_ids
-from ldpsynth.aggregator.storage.jetstream import LogUnavailable, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import LogUnavailable
 from ldpsynth.aggregator.storage.log_records import LogCorruption, Section, decode
 from ldpsynth.aggregator.storage.refusals import damaged_log
 from ldpsynth.aggregator.storage.segments import Pin, RowChunk

@@ -23,7 +23,8 @@ from ldpsynth.aggregator.errors import ShardDamaged
 from ldpsynth.aggregator.storage.acknowledged import AcknowledgedWriter
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError
 from ldpsynth.aggregator.storage.idstore import DiskIdIndex
-from ldpsynth.aggregator.storage.jetstream import Layout, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout
 from ldpsynth.aggregator.storage.log_records import LogCorruption, Record, decode, record_crc
 from ldpsynth.aggregator.storage.refusals import (
     no_snapshot,

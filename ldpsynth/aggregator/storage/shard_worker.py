@@ -30,14 +30,8 @@ import numpy as np
 from ldpsynth.aggregator.errors import ShardDamaged, ShardFull, ShardUnavailable, WorkerStartFailed
 from ldpsynth.aggregator.storage.acknowledged import AcknowledgedWriter
 from ldpsynth.aggregator.storage.idindex import repeats, sort_ids
-from ldpsynth.aggregator.storage.jetstream import (
-    Layout,
-    LogFenced,
-    LogFull,
-    LogSettings,
-    LogUnavailable,
-    ReplicatedLog,
-)
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout, LogFenced, LogFull, LogSettings, LogUnavailable
 from ldpsynth.aggregator.storage.log_records import (
     LogCorruption,
     Record,

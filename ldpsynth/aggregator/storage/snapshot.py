@@ -23,7 +23,7 @@ snapshot is a view the log can rebuild: a worker that finds none, or one that fa
 replays the log from its first record and says so (:mod:`~ldpsynth.aggregator.storage.refusals`).
 
 In a cluster the files are also uploaded to the layout's object store
-(:class:`~ldpsynth.aggregator.storage.jetstream.SnapshotBucket`, replicated like the log), so a worker
+(:class:`~ldpsynth.aggregator.storage.snapshot_bucket.SnapshotBucket`, replicated like the log), so a worker
 restarted on another node downloads the last snapshot instead of replaying everything.
 """
 

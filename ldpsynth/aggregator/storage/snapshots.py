@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError, read_checked
 from ldpsynth.aggregator.storage.idstore import RunOwner, merge_plan, merge_runs, remove_unreferenced, write_run
-from ldpsynth.aggregator.storage.jetstream import LogUnavailable, SnapshotBucket
+from ldpsynth.aggregator.storage.log_layout import LogUnavailable
 from ldpsynth.aggregator.storage.shard_state import ShardState
 from ldpsynth.aggregator.storage.snapshot import (
     MANIFEST,
@@ -29,6 +29,7 @@ from ldpsynth.aggregator.storage.snapshot import (
     write_manifest,
     write_state,
 )
+from ldpsynth.aggregator.storage.snapshot_bucket import SnapshotBucket
 from ldpsynth.serving.observe import events
 
 log = events.get(__name__)

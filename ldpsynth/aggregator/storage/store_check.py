@@ -25,7 +25,8 @@ from ldpsynth.aggregator.storage.acknowledged import Acknowledged, Loss, read_ac
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError, os_problem
 from ldpsynth.aggregator.storage.idstore import Run, RunOwner, open_run
-from ldpsynth.aggregator.storage.jetstream import Layout, ReplicatedLog
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
+from ldpsynth.aggregator.storage.log_layout import Layout
 from ldpsynth.aggregator.storage.log_records import decode, record_crc
 from ldpsynth.aggregator.storage.refusals import (
     ACCEPTABLE,

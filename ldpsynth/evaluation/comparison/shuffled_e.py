@@ -1,7 +1,7 @@
 """Mechanism E behind a shuffler as a contestant of the comparison harness, at a *central* ε.
 
 The central mechanisms promise central (ε, δ)-DP; plain E promises ε-LDP per row, a different (and
-stronger) promise at the same number. Behind a shuffler (design §9) E at local ε0 is central
+stronger) promise at the same number. Behind a shuffler (docs/shuffle-accountant.md §1) E at local ε0 is central
 (ε, δ)-DP with ε far below ε0 (:mod:`ldpsynth.shared.amplification`), so E can be set beside the
 central mechanisms at the *same* central ε: for the figure's ε, ε0 = ``local_epsilon_for(ε, |D|, n, δ)``,
 then E at ε0 and the companion estimator (eq. 17). Two ways to hold the label:

@@ -12,7 +12,7 @@
   and :math:`\\ge 2^{-53}` on its neighbour, an unbounded loss. So the probability is kept in
   :math:`[2^{-20}, 1 - 2^{-20}]` (a clamp is monotone, so it never widens a ratio) and the exponent
   uses :math:`\\epsilon - 2^{-29}`: the sampler's rounding (relative :math:`\\le 2^{-31}` of a probability
-  :math:`\\ge 2^{-20}`) then keeps the realised loss below ε (tests/central/test_pqd_privacy.py
+  :math:`\\ge 2^{-20}`) then keeps the realised loss below ε (tests/evaluation/test_pqd_privacy.py
   computes it exactly). The error it adds is at most :math:`2^{-20}`.
 * **EM_count_legacy** reproduces the artifact: it exponentiates the raw weights and, when a
   weight overflows to infinity, replaces the NaN probability by 1 (one overflow: that outcome is

@@ -10,9 +10,10 @@ The standard library's ``logging`` with a JSON formatter rather than structlog: 
 gRPC log through ``logging``, so one formatter renders every line of a process, the shard
 workers' processes included, with no second pipeline to configure and no new dependency.
 
-Privacy (design §5): fields hold counts, names of collections, shard numbers, statuses and
-durations; never a token, a peer address, a report id or a report's value. Callers pass only such
-fields; :data:`FORBIDDEN_FIELDS` are refused outright so that no call can slip one in by name.
+Privacy (docs/deployment.md, "Monitoring and alerts"): fields hold counts, names of collections,
+shard numbers, statuses and durations; never a token, a peer address, a report id or a report's
+value. Callers pass only such fields; :data:`FORBIDDEN_FIELDS` are refused outright so that no call
+can slip one in by name.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Planning a shuffled collection: the collection behind a shuffler (design §9), :func:`plan_shuffle`.
+"""Planning a shuffled collection: the collection behind a shuffler (docs/planning.md), :func:`plan_shuffle`.
 
 The guarantees per party at the planned ε0 (the shuffle accountant, :mod:`ldpsynth.shared.guarantees`: the
 central (ε, δ) at the pool floor, ``min_batch`` less the ``assume_injected`` reports, against analysts and,
