@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.main import main_alone
 from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
 from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
@@ -338,15 +339,7 @@ def _check_health(target: str, credentials: object, service: str, deadline: floa
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldpsynth.cli.aggregator_cmd serve ...`` (this subcommand alone)."""
-    parser = argparse.ArgumentParser(prog="ldpsynth-aggregator", description="The ldpsynth aggregator.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(sub)
-    args = parser.parse_args(["aggregator", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args))
-    except LdpsynthError as exc:
-        print(f"ldpsynth aggregator: error: {exc}", file=sys.stderr)
-        return 2
+    return main_alone("aggregator", register, "The ldpsynth aggregator.", argv)
 
 
 if __name__ == "__main__":

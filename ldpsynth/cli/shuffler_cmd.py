@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.main import main_alone
 from ldpsynth.cli.options import add_command, add_observability_arguments
 from ldpsynth.serving import event_loop
-from ldpsynth.shared.errors import LdpsynthError
 
 if TYPE_CHECKING:
     from ldpsynth.shuffler.config import ShufflerConfig
@@ -130,15 +130,7 @@ async def _serve(config: ShufflerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldpsynth.cli.shuffler_cmd serve ...`` (this subcommand alone)."""
-    parser = argparse.ArgumentParser(prog="ldpsynth-shuffler", description="The ldpsynth shuffler.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(sub)
-    args = parser.parse_args(["shuffler", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args))
-    except LdpsynthError as exc:
-        print(f"ldpsynth shuffler: error: {exc}", file=sys.stderr)
-        return 2
+    return main_alone("shuffler", register, "The ldpsynth shuffler.", argv)
 
 
 if __name__ == "__main__":
