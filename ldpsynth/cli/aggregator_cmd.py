@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.main import main_alone
 from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
 from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
@@ -157,16 +158,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
-    from ldpsynth.aggregator.runtime.config import ClusterConfig, ConfigError, ServerConfig, TlsFiles, load_collection
+    from ldpsynth.aggregator.runtime.config import ClusterConfig, ServerConfig, TlsFiles, load_collection
     from ldpsynth.serving.observe import events
     from ldpsynth.shared.protocol import Limits
 
     defaults = Limits()
 
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise ConfigError("--tls-cert and --tls-key: give both or neither")
-    if args.tls_client_ca is not None and args.tls_cert is None:
-        raise ConfigError("--tls-client-ca: needs --tls-cert and --tls-key (mutual TLS runs over TLS)")
+    tls = TlsFiles.from_flags(args.tls_cert, args.tls_key, args.tls_client_ca)
     cluster = None
     if args.nats:
         cluster = ClusterConfig(tuple(u.strip() for u in args.nats.split(",") if u.strip()), args.log_replicas,
@@ -182,7 +180,7 @@ def serve_command(args: argparse.Namespace) -> int:
         port=args.port,
         shards=args.shards,
         ray_address=args.ray_address,
-        tls=TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None,
+        tls=tls,
         tokens_file=args.tokens,
         limits=Limits(
             defaults.max_rows_per_client if args.max_rows_per_client is None else args.max_rows_per_client,
@@ -302,11 +300,11 @@ def health_command(args: argparse.Namespace) -> int:
     replicas: ``--target a:1,b:2``; exit 0 only if every one is SERVING), over TLS when a ``--tls-*``
     file is given (the client's channel credentials), else plaintext."""
     from ldpsynth.client.transport import channel_credentials, split_targets
+    from ldpsynth.serving.tls import check_pair
     from ldpsynth.shared.errors import ValidationError
 
     check_seconds(args.deadline, "--deadline")
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise LdpsynthError("--tls-cert and --tls-key: give both or neither (mutual TLS)")
+    check_pair(args.tls_cert, args.tls_key, "--tls-cert", "--tls-key", "mutual TLS")
     try:
         credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
     except ValidationError as exc:  # its fields are the SDK's parameter names
@@ -342,15 +340,7 @@ def _check_health(target: str, credentials: object, service: str, deadline: floa
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldpsynth.cli.aggregator_cmd serve ...`` (this subcommand alone)."""
-    parser = argparse.ArgumentParser(prog="ldpsynth-aggregator", description="The ldpsynth aggregator.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(sub)
-    args = parser.parse_args(["aggregator", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args))
-    except LdpsynthError as exc:
-        print(f"ldpsynth aggregator: error: {exc}", file=sys.stderr)
-        return 2
+    return main_alone("aggregator", register, "The ldpsynth aggregator.", argv)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ldpsynth.cli.main import main_alone
 from ldpsynth.cli.options import add_command, add_observability_arguments
 from ldpsynth.serving import event_loop
-from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.validation import check_int, check_seconds
 
 if TYPE_CHECKING:
-    from ldpsynth.shuffler.server import ShufflerConfig
+    from ldpsynth.shuffler.config import ShufflerConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,45 +78,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> ShufflerConfig:
+    """The flags as a :class:`ShufflerConfig`, which checks them (ConfigError naming the flag)."""
     from ldpsynth.serving.auth import read_secret
     from ldpsynth.serving.errors import ConfigError
     from ldpsynth.serving.tls import TlsFiles
-    from ldpsynth.shuffler.server import ShufflerConfig
+    from ldpsynth.shuffler.config import ShufflerConfig
 
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise ConfigError("--tls-cert and --tls-key: give both or neither")
-    if args.tls_client_ca is not None and args.tls_cert is None:
-        raise ConfigError("--tls-client-ca: needs --tls-cert and --tls-key (mutual TLS runs over TLS)")
-    if (args.aggregator_tls_cert is None) != (args.aggregator_tls_key is None):
-        raise ConfigError("--aggregator-tls-cert and --aggregator-tls-key: give both or neither")
+    tls = TlsFiles.from_flags(args.tls_cert, args.tls_key, args.tls_client_ca)
     token = None
     if args.token_file is not None:
         token = read_secret(args.token_file, "--token-file").decode("utf-8", "replace").strip()
         if not token or not token.isprintable() or " " in token:
             raise ConfigError(f"--token-file: {args.token_file}: one bearer token (printable, no spaces)")
-    return ShufflerConfig(listen=args.listen, aggregator=args.aggregator, token=token,
-                          threshold=check_int(args.threshold, "--threshold", 1, 10**12),
-                          max_wait=check_seconds(args.max_wait, "--max-wait"), tokens_file=args.tokens,
-                          tls=TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None,
+    return ShufflerConfig(listen=args.listen, aggregator=args.aggregator, token=token, threshold=args.threshold,
+                          max_wait=args.max_wait, tokens_file=args.tokens, tls=tls,
                           aggregator_ca=args.aggregator_tls_ca, aggregator_cert=args.aggregator_tls_cert,
-                          aggregator_key=args.aggregator_tls_key,
-                          patience=check_seconds(args.patience, "--patience"),
-                          grace=check_seconds(args.grace, "--grace"), metrics_host=args.metrics_host,
-                          metrics_port=None if args.metrics_port is None
-                          else check_int(args.metrics_port, "--metrics-port", 0, 65535),
-                          otlp_endpoint=_otlp_endpoint(args.otlp_endpoint),
-                          max_reports_per_device=None if args.max_reports_per_device is None
-                          else check_int(args.max_reports_per_device, "--max-reports-per-device", 0),
+                          aggregator_key=args.aggregator_tls_key, patience=args.patience, grace=args.grace,
+                          metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+                          otlp_endpoint=args.otlp_endpoint, max_reports_per_device=args.max_reports_per_device,
                           anonymous_devices=args.anonymous_devices)
-
-
-def _otlp_endpoint(url: str | None) -> str | None:
-    from ldpsynth.serving.errors import ConfigError
-
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
-                          f"(e.g. http://127.0.0.1:4318), got {url[:200]!r}")
-    return url
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -151,15 +130,7 @@ async def _serve(config: ShufflerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldpsynth.cli.shuffler_cmd serve ...`` (this subcommand alone)."""
-    parser = argparse.ArgumentParser(prog="ldpsynth-shuffler", description="The ldpsynth shuffler.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(sub)
-    args = parser.parse_args(["shuffler", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args))
-    except LdpsynthError as exc:
-        print(f"ldpsynth shuffler: error: {exc}", file=sys.stderr)
-        return 2
+    return main_alone("shuffler", register, "The ldpsynth shuffler.", argv)
 
 
 if __name__ == "__main__":

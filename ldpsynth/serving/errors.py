@@ -10,12 +10,14 @@ The aggregator's own errors (its shards, its workers, its web port) are :mod:`ld
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
-from ldpsynth.shared.errors import LdpsynthError, Status
+from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 
 __all__ = ["BadRequest", "WrongState", "LimitExceeded", "QuotaExceeded", "Unauthenticated", "PermissionDenied",
-           "TryLater", "ConfigError"]
+           "TryLater", "ConfigError", "flag_checks"]
 
 
 class BadRequest(LdpsynthError):
@@ -63,3 +65,13 @@ class TryLater(LdpsynthError):
 class ConfigError(LdpsynthError):
     """A configuration value or file is invalid (a flag, a collection file, a tokens file); the message
     names it and its legal range. Not something a request causes: a server does not start with it."""
+
+
+@contextmanager
+def flag_checks() -> Iterator[None]:
+    """Checks of flags (:mod:`ldpsynth.shared.validation`) in a tier's configuration: their
+    ValidationError is a ConfigError with the same message (it names the flag)."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None

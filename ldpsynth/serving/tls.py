@@ -1,5 +1,6 @@
 """TLS of a tier that serves gRPC calls (the replicas' ``--tls-*`` flags, the shuffler's): the PEM files,
-checked with OpenSSL before a port is bound, and the gRPC server credentials made of them."""
+checked with OpenSSL before a port is bound, and the gRPC server credentials made of them; and the one
+check of every pair of a certificate and its key a serving process is given (:func:`check_pair`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,22 @@ def read_file(path: Path, flag: str) -> bytes:
         raise ConfigError(f"{flag} {path}: cannot read ({exc.strerror})") from None
 
 
+def check_pair(cert: object, key: object, cert_flag: str, key_flag: str, why: str = "") -> None:
+    """A certificate and its private key go together: ConfigError naming both flags when only one is given.
+
+    Parameters
+    ----------
+    cert, key : object
+        The certificate's and the key's values (``None``: not given).
+    cert_flag, key_flag : str
+        The options that name them (``--tls-cert``, ``--tls-key``; ``--nats-tls-cert``, ...).
+    why : str, default ""
+        What the pair is for, said in parentheses after the message (e.g. ``mutual TLS``).
+    """
+    if (cert is None) != (key is None):
+        raise ConfigError(f"{cert_flag} and {key_flag}: give both or neither" + (f" ({why})" if why else ""))
+
+
 @dataclass(frozen=True)
 class TlsFiles:
     """PEM files: the server's certificate chain and key, and the CA that signs client
@@ -41,6 +58,16 @@ class TlsFiles:
     cert: Path
     key: Path
     client_ca: Path | None = None
+
+    @classmethod
+    def from_flags(cls, cert: Path | None, key: Path | None, client_ca: Path | None) -> TlsFiles | None:
+        """The files a server's ``--tls-cert``, ``--tls-key`` and ``--tls-client-ca`` name (the replicas', the
+        shuffler's); ``None``: no TLS. ConfigError naming the flags: a certificate without its key or a key
+        without its certificate, a client CA without them (mutual TLS runs over TLS)."""
+        check_pair(cert, key, "--tls-cert", "--tls-key")
+        if client_ca is not None and cert is None:
+            raise ConfigError("--tls-client-ca: needs --tls-cert and --tls-key (mutual TLS runs over TLS)")
+        return None if cert is None or key is None else cls(cert, key, client_ca)
 
     def check(self) -> None:
         """Refuse, naming the flag, what OpenSSL cannot load: a ``--tls-cert`` without a PEM certificate,

@@ -33,9 +33,7 @@ it is stopping.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from importlib.metadata import version
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,11 +44,12 @@ from ldpsynth.serving.errors import ConfigError, LimitExceeded, TryLater, WrongS
 from ldpsynth.serving.observe import events, tracing
 from ldpsynth.serving.observe.metrics import MetricsEndpoint
 from ldpsynth.serving.status import NOT_ACKNOWLEDGED, parse, rpc
-from ldpsynth.serving.tls import TlsFiles, server_credentials
+from ldpsynth.serving.tls import server_credentials
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.sealing import KEY_ID_BYTES, split_sealed
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shuffler.config import ShufflerConfig
 from ldpsynth.shuffler.directory import Directory
 from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.metrics import ShufflerMetrics
@@ -62,71 +61,6 @@ log = events.get(__name__)
 SERVICE_NAME = spb.DESCRIPTOR.services_by_name["ShufflerService"].full_name
 #: Largest message the shuffler takes or sends (a collection's own limit is checked per batch).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ShufflerConfig:
-    """How one shuffler process runs (the flags of ``ldpsynth shuffler serve``).
-
-    Parameters
-    ----------
-    listen : str
-        ``HOST:PORT`` to serve devices on (port 0: a free one).
-    aggregator : str
-        ``HOST:PORT`` of the replicas (a load balancer, or one replica), or several comma-separated
-        (round robin; a replica that fails drops out of the rotation, its batches are resent to the others).
-    token : str or None
-        The shuffler's own bearer token toward the replicas (a credential with the role ``shuffler``).
-    threshold : int
-        T: the fewest reports a pool is released with, before its noise (>= 1).
-    max_wait : float
-        Seconds a pool may wait for its threshold before its calls end UNAVAILABLE.
-    tokens_file : Path or None, default None
-        The devices' tokens (the replicas' format); ``None``: devices are not authenticated.
-    tls : TlsFiles or None, default None
-        The shuffler's certificate and key toward devices (with a client CA: mutual TLS), as the
-        replicas' ``--tls-*``; ``None``: an insecure port (loopback only).
-    aggregator_ca, aggregator_cert, aggregator_key : Path or None, default None
-        TLS toward the replicas: the CA of their certificate, and for mutual TLS the shuffler's own
-        certificate and key; no CA and no certificate: an insecure channel (loopback only).
-    patience : float, default 30.0
-        Seconds a forwarded batch is retried while the replicas answer UNAVAILABLE.
-    grace : float, default 5.0
-        Seconds in-flight calls may finish when the shuffler stops.
-    metrics_host : str, default "127.0.0.1"
-        Address of the metrics port.
-    metrics_port : int or None, default None
-        Serve Prometheus metrics on ``metrics_host:metrics_port`` (``/metrics``; 0: a free port);
-        ``None``: off (:mod:`~ldpsynth.shuffler.metrics`).
-    otlp_endpoint : str or None, default None
-        Send the calls' trace spans to this OTLP/HTTP collector; ``None``: no tracing.
-    max_reports_per_device : int or None, default None
-        The most reports one device credential may send of one collection (:mod:`~ldpsynth.shuffler.quota`);
-        ``None``: a shuffled collection's ``rows_per_device``, no limit for the others; 0: no limit. A
-        limit needs device credentials (``tokens_file`` or mutual TLS).
-    anonymous_devices : bool, default False
-        Forward shuffled collections' reports from devices it cannot tell apart (no device credentials):
-        their central guarantee then assumes a per-device bound nobody enforces. Without it, such calls
-        are refused FAILED_PRECONDITION.
-    """
-
-    listen: str
-    aggregator: str
-    token: str | None
-    threshold: int
-    max_wait: float
-    tokens_file: Path | None = None
-    tls: TlsFiles | None = None
-    aggregator_ca: Path | None = None
-    aggregator_cert: Path | None = None
-    aggregator_key: Path | None = None
-    patience: float = 30.0
-    grace: float = 5.0
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = None
-    otlp_endpoint: str | None = None
-    max_reports_per_device: int | None = None
-    anonymous_devices: bool = False
 
 
 class ShufflerServer:
@@ -145,7 +79,6 @@ class ShufflerServer:
         self._directory: Directory | None = None
         self._authenticator: Authenticator | None = None
         self._quota = DeviceQuota(config.max_reports_per_device, quotas if quotas is not None else LocalQuotas())
-        self._identified = config.tokens_file is not None or bool(config.tls and config.tls.client_ca)
         self._health = health.aio.HealthServicer()
 
     async def start(self) -> str:
@@ -157,9 +90,6 @@ class ShufflerServer:
             ``HOST:PORT`` the shuffler serves on (the real port when ``listen`` asked for port 0).
         """
         config = self.config
-        if config.max_reports_per_device and not self._identified:
-            raise ConfigError("--max-reports-per-device: needs device credentials (--tokens, or --tls-client-ca): "
-                              "without them every device is 'anonymous' and one limit would bound them all")
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
@@ -262,7 +192,7 @@ class ShufflerServer:
             raise LimitExceeded(f"reports: at most max_batch_reports = {route.limits.max_batch_reports} reports per "
                                 f"batch, got {claimed}")
         rows = split_sealed(batch.reports, route.sealed_report_bytes)
-        if route.shuffled and not self._identified and not self.config.anonymous_devices:
+        if route.shuffled and not self.config.identified_devices and not self.config.anonymous_devices:
             raise WrongState(f"collection {route.name!r} is shuffled: its central guarantee assumes each device sends "
                              f"at most {route.rows_per_device} reports, which this shuffler cannot enforce without "
                              "device credentials (--tokens or --tls-client-ca); its operator may start it with "

@@ -263,7 +263,8 @@ async def simulate(population: Population, settings: SimulationSettings = Simula
 async def _host_shuffler(target: str, tier: ShuffleTier) -> ShufflerServer:
     """A shuffler on a free loopback port in front of ``target`` (no tokens: the simulation's loopback, its devices
     anonymous; the simulation knows every device is honest)."""
-    from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
+    from ldpsynth.shuffler.config import ShufflerConfig
+    from ldpsynth.shuffler.server import ShufflerServer
 
     shuffler = ShufflerServer(ShufflerConfig(listen="127.0.0.1:0", aggregator=target, token=None,
                                              threshold=tier.threshold, max_wait=tier.max_wait,

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from ldpsynth.aggregator.errors import NotServed, PinExpired, ShardFull, ShardUnavailable, WorkerStartFailed
-from ldpsynth.aggregator.ingress import query_service, server
+from ldpsynth.aggregator.ingress import collection_service, query_service
 from ldpsynth.serving.errors import BadRequest, LimitExceeded, PermissionDenied, TryLater, Unauthenticated, WrongState
 from ldpsynth.serving.status import INTERNAL, refusal, status_of
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
@@ -79,8 +79,9 @@ def test_every_status_of_the_vocabulary_is_a_grpc_code() -> None:
     assert {grpc.StatusCode[s.name] for s in Status} <= set(grpc.StatusCode)
 
 
-@pytest.mark.parametrize("handler", [server.AggregatorServer._get_collection, server.AggregatorServer._submit_reports,
-                                     server.AggregatorServer._submit_batch,
+@pytest.mark.parametrize("handler", [collection_service.CollectionServicer._get_collection,
+                                     collection_service.CollectionServicer._submit_reports,
+                                     collection_service.CollectionServicer._submit_batch,
                                      query_service.QueryServicer.estimate, query_service.QueryServicer.export])
 def test_every_handler_goes_through_the_mapping(handler: object) -> None:
     """Each grpc.aio handler is wrapped by ``rpc`` (its code is the wrapper's, which calls ``abort``)."""

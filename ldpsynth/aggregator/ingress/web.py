@@ -3,8 +3,8 @@
 ``POST /ldpsynth.v1.CollectionService/SubmitBatch`` and ``.../GetCollection`` over the Connect
 protocol or gRPC-Web (:mod:`~ldpsynth.aggregator.ingress.web_protocol`), on HTTP/1.1 or HTTP/2.
 A call is served by the replica's own handlers (:class:`CollectionCalls`: the
-:class:`~ldpsynth.aggregator.ingress.server.AggregatorServer`), the ones its gRPC calls use: the
-same authentication (the ``authorization`` header), admission, commit and ack, and every error
+:class:`~ldpsynth.aggregator.ingress.collection_service.CollectionServicer`), the ones its gRPC calls
+use: the same authentication (the ``authorization`` header), admission, commit and ack, and every error
 answered through :func:`~ldpsynth.serving.status.refusal`, the one mapping. Request
 bodies are read up to the message limit (RESOURCE_EXHAUSTED past it, before the rest is read).
 ``SubmitReports`` needs a streamed request body, which browsers cannot send: UNIMPLEMENTED here.

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ldpsynth.serving.errors import ConfigError, WrongState
-from ldpsynth.serving.tls import TlsFiles
+from ldpsynth.serving.errors import ConfigError, WrongState, flag_checks
+from ldpsynth.serving.observe.tracing import check_endpoint
+from ldpsynth.serving.tls import TlsFiles, check_pair
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
@@ -30,15 +30,6 @@ from ldpsynth.shared.wire import collection_pb2 as pb
 _ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(:[0-9]{1,5})?")
 #: gRPC keeps message sizes in a signed 32-bit int.
 MAX_MESSAGE_BYTES = 2**31 - 1
-
-
-@contextmanager
-def _flag_checks() -> Iterator[None]:
-    """Checks of flags (:mod:`ldpsynth.shared.validation`): their ValidationError is a ConfigError."""
-    try:
-        yield
-    except ValidationError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def load_collection(path: str | Path) -> MechanismCard:
@@ -82,10 +73,9 @@ class ClusterConfig:
         for url in self.servers:
             if not url.startswith(("nats://", "tls://")) or ":" not in url.split("://", 1)[1]:
                 raise ConfigError(f"--nats: URLs of the form nats://HOST:PORT, got {url[:200]!r}")
-        with _flag_checks():
+        with flag_checks():
             check_int(self.replicas, "--log-replicas", 1, 5, legal="an integer in [1, 5] (JetStream's limit)")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("--nats-tls-cert and --nats-tls-key: give both or neither")
+        check_pair(self.tls_cert, self.tls_key, "--nats-tls-cert", "--nats-tls-key")
 
 
 @dataclass(frozen=True)
@@ -162,7 +152,7 @@ class ServerConfig:
             ("--open-processes", self.open_processes, 0, 256),
             ("--metrics-port", 0 if self.metrics_port is None else self.metrics_port, 0, 65535),
         )
-        with _flag_checks():
+        with flag_checks():
             for name, value, low, high in checks:
                 check_int(value, name, low, high)
             check_seconds(self.grace_seconds, "--grace", allow_zero=True)
@@ -170,9 +160,7 @@ class ServerConfig:
                 raise ConfigError(f"--max-commit-interval: seconds from 0 to 10, got {self.max_commit_interval}")
             if self.web_port is not None:
                 check_int(self.web_port, "--web-port", 0, 65535)
-        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
-                              f"(e.g. http://127.0.0.1:4318), got {self.otlp_endpoint[:200]!r}")
+        check_endpoint(self.otlp_endpoint)
         self._check_web()
 
     def _check_web(self) -> None:

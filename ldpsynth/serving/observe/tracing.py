@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import context, propagate, trace
 
+from ldpsynth.serving.errors import ConfigError
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -25,6 +27,14 @@ TRACER_NAME = "ldpsynth"
 #: Seconds between two exports of finished spans.
 EXPORT_EVERY = 1.0
 _provider: TracerProvider | None = None
+
+
+def check_endpoint(endpoint: str | None) -> None:
+    """``--otlp-endpoint``, the collector :func:`configure` is given (a replica's, a shuffler's): an
+    ``http://`` or ``https://`` URL, or ``None`` (no tracing); ConfigError naming the flag otherwise."""
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"--otlp-endpoint: an OTLP/HTTP collector's URL, http://HOST:PORT or https://HOST:PORT "
+                          f"(e.g. http://127.0.0.1:4318), got {endpoint[:200]!r}")
 
 
 def configure(endpoint: str | None, service: str) -> None:
