@@ -5,6 +5,14 @@ real port with ``--listen HOST:0``; with ``--metrics-port`` also ``"metrics": UR
 as text or (``--log-format json``) JSON lines. SIGTERM/SIGINT stop it gracefully (waiting
 devices answered UNAVAILABLE, forwards under way finished) and it exits 0.
 
+The per-device quota (``--max-reports-per-device``, on by default for shuffled collections) is counted
+in this process unless ``--quota-nats nats://HOST:PORT[,...]`` names the shuffler operator's own NATS
+servers (JetStream on; never the aggregator's log), whose key-value bucket every shuffler process of
+the tier then shares: one credential, one quota, wherever its calls land
+(:mod:`ldpsynth.shuffler.quota_nats`). TLS to them: ``--quota-nats-tls-ca`` (with
+``--quota-nats-tls-cert``/``--quota-nats-tls-key``: mutual TLS); their authorization token, if any, in
+``$LDPSYNTH_QUOTA_NATS_TOKEN`` (never a flag: it would show in ``ps``).
+
 Also runnable alone: ``python -m ldpsynth.cli.shuffler_cmd serve ...``.
 """
 
@@ -13,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -67,7 +76,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-reports-per-device", type=int, default=None, metavar="N",
                        help="the most reports one device credential may send of one collection (default: a "
                             "shuffled collection's shuffle.rows_per_device, no limit for the others; 0: no limit; "
-                            "a limit needs --tokens or --tls-client-ca)")
+                            "a limit needs --tokens or --tls-client-ca); counted in this process unless "
+                            "--quota-nats")
+    serve.add_argument("--quota-nats", metavar="URL[,URL...]",
+                       help="count the per-device quota in this NATS JetStream store (nats://HOST:PORT, several "
+                            "comma-separated), shared by every shuffler process of the tier: one credential, one "
+                            "quota, wherever its calls land. The shuffler operator's own NATS, never the "
+                            "aggregator's; its token, if any, in $LDPSYNTH_QUOTA_NATS_TOKEN. Default: counted in "
+                            "this process (a device gets one quota per shuffler process)")
+    serve.add_argument("--quota-nats-replicas", type=int, default=1, metavar="R",
+                       help="copies of the quota bucket when a shuffler creates it (3 in a cluster of 3; default "
+                            "%(default)s)")
+    serve.add_argument("--quota-nats-tls-ca", type=Path, metavar="FILE",
+                       help="CA of the quota store's certificates (PEM): TLS to it")
+    serve.add_argument("--quota-nats-tls-cert", type=Path, metavar="FILE",
+                       help="the shuffler's client certificate for the quota store (PEM; mutual TLS)")
+    serve.add_argument("--quota-nats-tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
     serve.add_argument("--anonymous-devices", action="store_true",
                        help="forward shuffled collections' reports from devices without credentials (no --tokens, "
                             "no --tls-client-ca): their central guarantee then assumes a per-device bound nobody "
@@ -80,11 +104,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace) -> ShufflerConfig:
     """The flags as a :class:`ShufflerConfig`, which checks them (ConfigError naming the flag)."""
     from ldpsynth.serving.auth import read_secret
-    from ldpsynth.serving.errors import ConfigError
-    from ldpsynth.serving.tls import TlsFiles
+    from ldpsynth.serving.errors import ConfigError, flag_checks
+    from ldpsynth.serving.tls import TlsFiles, check_pair
+    from ldpsynth.shared.validation import check_int
     from ldpsynth.shuffler.config import ShufflerConfig
 
     tls = TlsFiles.from_flags(args.tls_cert, args.tls_key, args.tls_client_ca)
+    quota_nats = None
+    if args.quota_nats is not None:
+        from ldpsynth.shuffler.quota_nats import TOKEN_ENV, QuotaNats, parse_servers
+
+        check_pair(args.quota_nats_tls_cert, args.quota_nats_tls_key, "--quota-nats-tls-cert", "--quota-nats-tls-key")
+        with flag_checks():
+            replicas = check_int(args.quota_nats_replicas, "--quota-nats-replicas", 1, 5)
+        quota_nats = QuotaNats(parse_servers(args.quota_nats, "--quota-nats"), replicas=replicas,
+                               tls_ca=args.quota_nats_tls_ca, tls_cert=args.quota_nats_tls_cert,
+                               tls_key=args.quota_nats_tls_key, token=os.environ.get(TOKEN_ENV) or None)
+    elif args.quota_nats_tls_ca or args.quota_nats_tls_cert or args.quota_nats_tls_key:
+        raise ConfigError("--quota-nats-tls-*: TLS to the quota store, which --quota-nats names")
     token = None
     if args.token_file is not None:
         token = read_secret(args.token_file, "--token-file").decode("utf-8", "replace").strip()
@@ -96,7 +133,7 @@ def _config(args: argparse.Namespace) -> ShufflerConfig:
                           aggregator_key=args.aggregator_tls_key, patience=args.patience, grace=args.grace,
                           metrics_host=args.metrics_host, metrics_port=args.metrics_port,
                           otlp_endpoint=args.otlp_endpoint, max_reports_per_device=args.max_reports_per_device,
-                          anonymous_devices=args.anonymous_devices)
+                          anonymous_devices=args.anonymous_devices, quota_nats=quota_nats)
 
 
 def serve_command(args: argparse.Namespace) -> int:

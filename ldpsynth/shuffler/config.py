@@ -11,6 +11,7 @@ from ldpsynth.serving.errors import ConfigError, flag_checks
 from ldpsynth.serving.observe.tracing import check_endpoint
 from ldpsynth.serving.tls import TlsFiles, check_pair
 from ldpsynth.shared.validation import check_int, check_seconds
+from ldpsynth.shuffler.quota_nats import QuotaNats
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,10 @@ class ShufflerConfig:
         Forward shuffled collections' reports from devices it cannot tell apart (no device credentials):
         their central guarantee then assumes a per-device bound nobody enforces. Without it, such calls
         are refused FAILED_PRECONDITION.
+    quota_nats : QuotaNats or None, default None
+        Count the per-device quota in this NATS JetStream store, shared by every shuffler process of the
+        tier (:mod:`~ldpsynth.shuffler.quota_nats`); ``None``: in this process (a device then gets one
+        quota per shuffler process).
     """
 
     listen: str
@@ -77,6 +82,7 @@ class ShufflerConfig:
     otlp_endpoint: str | None = None
     max_reports_per_device: int | None = None
     anonymous_devices: bool = False
+    quota_nats: QuotaNats | None = None
 
     def __post_init__(self) -> None:
         check_pair(self.aggregator_cert, self.aggregator_key, "--aggregator-tls-cert", "--aggregator-tls-key")

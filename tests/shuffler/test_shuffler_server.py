@@ -8,11 +8,13 @@ and the shuffler's own log, the per-device quota, the health service. Shufflers 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -27,10 +29,26 @@ from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import ENC_BYTES, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shuffler import permutation, pools
+from ldpsynth.shuffler.quota_nats import LEASE_MARGIN, NatsQuotas, quota_key
 from tests.aggregator.conftest import RATINGS, VERSION, ServerThread, make_reports, stored_ids
 from tests.aggregator.scrape import scrape, value
 
-from .conftest import ANALYST, DEVICE, MIXER, SURVEY, ShufflerThread, collection_info, log_sections, write_tokens
+from .conftest import (
+    ANALYST,
+    DEVICE,
+    MIXER,
+    QUOTA_TOKEN,
+    SEALED_METHOD,
+    SURVEY,
+    QuotaServer,
+    ShufflerThread,
+    bearer,
+    collection_info,
+    log_sections,
+    needs_nats,
+    shuffler_process,
+    write_tokens,
+)
 
 ALPHA = 1e-3
 
@@ -361,6 +379,109 @@ def test_a_device_over_its_quota_is_refused_naming_the_flag_and_an_unacknowledge
         mixer.stop()
 
 
+@needs_nats
+def test_two_shufflers_sharing_a_quota_store_count_a_device_once(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator, tmp_path: Path,
+        quota_server: QuotaServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Two shuffler processes' worth (each its own event loop, its own connection) on one quota store, limit 30:
+    20 acknowledged through A; 15 more through B refused (RESOURCE_EXHAUSTED naming the flag); 10 through B whose
+    pool misses its threshold are leased meanwhile (for max_wait + patience + the margin), then given back; 10
+    more through B fit; the next one through A does not."""
+    caplog.set_level(logging.INFO)
+    tokens = write_tokens(tmp_path / "tokens.json")
+    fixed_threshold[0] = 20
+    a, b = (ShufflerThread(replica, threshold=1, max_wait=2.0, tokens_file=tokens, max_reports_per_device=30,
+                           quota_nats=quota_server.settings) for _ in range(2))
+    store = b.run(NatsQuotas.connect(quota_server.settings, 60.0))  # the test's own view of the bucket
+    try:
+        assert a.submit(sealed(replica, one_movie(20, rng)))[1] == grpc.StatusCode.OK
+        before = stored(replica)
+        ack, code, details = b.submit(sealed(replica, one_movie(15, rng), sequence=1))
+        assert (ack, code) == (None, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert "--max-reports-per-device" in details and "at most 30" in details and "20 were taken" in details
+        fixed_threshold[0] = 40
+        waiting = threading.Thread(target=lambda: b.submit(sealed(replica, one_movie(10, rng), sequence=2)))
+        waiting.start()
+        key = quota_key("device-7", "ratings")
+        while b.run(store.usage("device-7", "ratings")) != (20, 10):
+            time.sleep(0.05)
+        leases = json.loads(b.run(store._bucket.get(key)).value or b"")["leases"]
+        [(reports, expires)] = leases.values()
+        assert reports == 10 and 2.0 + 5.0 + LEASE_MARGIN - 5 < expires - time.time() <= 2.0 + 5.0 + LEASE_MARGIN
+        waiting.join(30)
+        assert b.run(store.usage("device-7", "ratings")) == (20, 0)  # UNAVAILABLE: given back
+        fixed_threshold[0] = 10
+        assert b.submit(sealed(replica, one_movie(10, rng), sequence=3))[1] == grpc.StatusCode.OK
+        assert stored(replica) == before + 10
+        ack, code, details = a.submit(sealed(replica, one_movie(1, rng), sequence=4))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "30 were taken" in details
+        assert b.run(store.usage("device-7", "ratings")) == (30, 0)
+    finally:
+        b.run(store.close())
+        a.stop()
+        b.stop()
+    assert caplog.text.count("per-device quotas are counted in the bucket LDPSYNTH_SHUFFLER_QUOTA") == 3  # and ours
+    assert "counted in this process only" not in caplog.text
+
+
+def test_without_a_quota_store_the_shuffler_says_once_that_the_quota_is_per_process(
+        replica: ServerThread, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    mixer = ShufflerThread(replica, threshold=1, max_wait=1.0, tokens_file=write_tokens(tmp_path / "tokens.json"),
+                           max_reports_per_device=None)
+    mixer.stop()
+    assert caplog.text.count("the per-device quota is counted in this process only") == 1
+    assert "--quota-nats" in caplog.text
+
+
+@needs_nats
+def test_a_quota_store_that_stops_answering_ends_calls_unavailable_never_internal(
+        replica: ServerThread, fixed_threshold: list[int], rng: np.random.Generator, tmp_path: Path,
+        quota_server: QuotaServer) -> None:
+    fixed_threshold[0] = 5
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0, tokens_file=write_tokens(tmp_path / "tokens.json"),
+                           max_reports_per_device=30, quota_nats=replace(quota_server.settings, timeout=1.0))
+    try:
+        assert mixer.submit(sealed(replica, one_movie(5, rng)))[1] == grpc.StatusCode.OK
+        quota_server.stop()
+        ack, code, details = mixer.submit(sealed(replica, one_movie(5, rng), sequence=1))
+        assert (ack, code) == (None, grpc.StatusCode.UNAVAILABLE) and "quota store did not answer" in details
+        assert mixer.submit(sealed(replica, one_movie(5, rng), sequence=2), timeout=10)[1] == \
+            grpc.StatusCode.UNAVAILABLE
+    finally:
+        mixer.stop()
+
+
+@needs_nats
+def test_two_shuffler_processes_with_quota_nats_share_one_quota(
+        replica: ServerThread, rng: np.random.Generator, tmp_path: Path, quota_server: QuotaServer,
+        mixer_token_file: Path) -> None:
+    """``ldpsynth shuffler serve --quota-nats URL`` twice (its token from $LDPSYNTH_QUOTA_NATS_TOKEN): a device
+    that took 20 of its 30 reports through one is refused 15 more through the other."""
+    flags = ["--tokens", str(write_tokens(tmp_path / "tokens.json")), "--max-reports-per-device", "30",
+             "--quota-nats", quota_server.url]
+    env = {**os.environ, "LDPSYNTH_QUOTA_NATS_TOKEN": QUOTA_TOKEN}
+    first, second = (shuffler_process(replica, mixer_token_file, tmp_path / f"shuffler{i}.log", threshold=1,
+                                      max_wait=5.0, flags=flags, env=env) for i in range(2))
+    try:
+        with grpc.insecure_channel(first.address) as one, grpc.insecure_channel(second.address) as other:
+            def call(channel: grpc.Channel, batch: pb.SealedBatch) -> tuple[grpc.StatusCode, str]:
+                try:
+                    channel.unary_unary(SEALED_METHOD)(batch.SerializeToString(), metadata=bearer(DEVICE), timeout=30)
+                    return grpc.StatusCode.OK, ""
+                except grpc.RpcError as exc:
+                    return exc.code(), exc.details() or ""
+
+            assert call(one, sealed(replica, one_movie(20, rng))) == (grpc.StatusCode.OK, "")
+            code, details = call(other, sealed(replica, one_movie(15, rng), sequence=1))
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max-reports-per-device" in details
+            assert "20 were taken" in details
+            assert call(other, sealed(replica, one_movie(10, rng), sequence=2)) == (grpc.StatusCode.OK, "")
+    finally:
+        assert first.terminate() == 0 and second.terminate() == 0
+    assert "counted in the bucket" in first.log() and "counted in this process only" not in first.log()
+
+
 def test_a_per_device_quota_needs_device_credentials(replica: ServerThread) -> None:
     with pytest.raises(ConfigError, match="--max-reports-per-device"):
         ShufflerThread(replica, threshold=1, max_wait=1.0, max_reports_per_device=5)
@@ -480,9 +601,11 @@ def test_a_shuffled_collection_needs_devices_the_shuffler_can_tell_apart(
     finally:
         mixer.stop()
     fixed_threshold[0] = 5
-    anonymous = ShufflerThread(replica, threshold=1, max_wait=5.0, anonymous_devices=True)
+    anonymous = ShufflerThread(replica, threshold=1, max_wait=5.0, anonymous_devices=True,
+                               max_reports_per_device=None)  # the default: anonymous devices share no quota
     try:
         assert anonymous.submit(survey_batch(replica, 5, rng), token=None)[1] == grpc.StatusCode.OK
+        assert anonymous.submit(survey_batch(replica, 5, rng, 1), token=None)[1] == grpc.StatusCode.OK
     finally:
         anonymous.stop()
 
