@@ -151,6 +151,24 @@ def test_card_variants_are_accepted(case: dict[str, Any]) -> None:
     assert MechanismCard.from_json(case["card_json"]).mechanism.domain_size == 24
 
 
+@pytest.mark.parametrize("case", CARDS["shuffled"], ids=ids(CARDS["shuffled"]))
+def test_shuffled_card_states_the_pool_floor_of_its_block(case: dict[str, Any]) -> None:
+    card = MechanismCard.from_json(case["card_json"])
+    spec = card.schema.shuffle
+    assert spec is not None and spec.to_json() == {"rows_per_device": 1, "shuffler": "aggregator-operator",
+                                                   **case["shuffle"]}
+    assert (spec.injected, spec.honest_per_pool, spec.independent) == (
+        case["assume_injected"], case["honest_reports_per_pool"], case["independent"])
+    central = card.to_json()["shuffle"]["central"]
+    assert (central["assume_injected"], central["honest_reports_per_pool"]) == (
+        case["assume_injected"], case["honest_reports_per_pool"])
+
+
+@pytest.mark.parametrize("case", CARDS["shuffled_variants"], ids=ids(CARDS["shuffled_variants"]))
+def test_shuffled_card_variants_are_accepted(case: dict[str, Any]) -> None:
+    assert MechanismCard.from_json(case["card_json"]).schema.shuffle is not None
+
+
 # ----- the sampler ------------------------------------------------------------------------------------
 
 
