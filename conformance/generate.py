@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.client import submit
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared import sealing
 from ldpsynth.shared.card import MechanismCard
@@ -794,9 +795,12 @@ def sealed_vectors() -> dict[str, Any]:
              + plain[28:])):
         enc, ct = _seal_with(rng.randbytes(32), key[1], sealing.info("demo"), bad)
         invalid.append({"id": case_id, "why": why, "plaintext": bad.hex(), "sealed": (enc + ct).hex()})
-    demo_sealed = [c for c in cases if c["collection"] == "demo"]
-    batch = pb.SealedBatch(collection="demo", key_id=sealing.key_id(key[1]), sequence=7,
-                           reports=b"".join(bytes.fromhex(c["sealed"]) for c in demo_sealed))
+    by_id = {c["id"]: c for c in cases}
+    demo_keys = demo.fold_public_codes(np.asarray([[1]], np.int64)).tolist()
+    sealed_batches = [_sealed_batch(key[1], case_id, by_id, sequence, pool_key) for case_id, sequence, pool_key in (
+        ("worked-example-contract-16", 7, demo_keys[0]),  # region 1: the public key 1
+        ("no-public-attribute", 0, 0),  # no public attribute: the key 0, the field left out
+        ("largest-codes", 2**64 - 1, 2**62 - 1))]  # one public attribute: its code is the key
     collection = CollectionInfo(card, Limits(max_rows_per_client=10), sealing.SealingKey(key[1])).to_proto()
     shuffled_acks = [{"sequence": dec(q), "accepted": a, "duplicates": d, "undecryptable": u, "invalid": i,
                       "hex": pb.ShuffledAck(sequence=q, accepted=a, duplicates=d, undecryptable=u,
@@ -812,8 +816,7 @@ def sealed_vectors() -> dict[str, Any]:
                     "key_id": sealing.key_id(key[1]).hex()},
             "other_key": {"ikm": bytes(range(32, 64)).hex(), "public_key": other[1].hex()},
             "cases": cases, "must_not_open": must_not_open, "invalid": invalid,
-            "sealed_batch": {"collection": "demo", "key_id": batch.key_id.hex(), "sequence": "7",
-                             "reports": [c["id"] for c in demo_sealed], "hex": batch.SerializeToString().hex()},
+            "sealed_batches": sealed_batches, "batch_parts": _batch_parts(),
             "collection": {"name": "demo", "card_json": card.dumps(),
                            "sealing": {"suite": sealing.SUITE_NAME, "kem_id": sealing.KEM_ID,
                                        "kdf_id": sealing.KDF_ID, "aead_id": sealing.AEAD_ID,
@@ -821,6 +824,33 @@ def sealed_vectors() -> dict[str, Any]:
                                        "sealed_report_bytes": sealing.sealed_report_bytes(demo, "E/1")},
                            "hex": collection.SerializeToString().hex()},
             "shuffled_acks": shuffled_acks, "sealed_acks": sealed_acks}
+
+
+def _sealed_batch(public_key: bytes, case_id: str, by_id: Mapping[str, dict[str, Any]], sequence: int,
+                  pool_key: int) -> dict[str, Any]:
+    """The SealedBatch of one sealed case, with its public key ``pool_key`` in clear."""
+    case = by_id[case_id]
+    batch = pb.SealedBatch(collection=case["collection"], key_id=sealing.key_id(public_key), sequence=sequence,
+                           reports=bytes.fromhex(case["sealed"]), pool_key=pool_key)
+    return {"id": case_id, "collection": case["collection"], "key_id": batch.key_id.hex(), "sequence": dec(sequence),
+            "pool_key": dec(pool_key), "reports": [case_id], "hex": batch.SerializeToString().hex()}
+
+
+def _batch_parts() -> list[dict[str, Any]]:
+    """How a device cuts its sealed reports into batches of one public key each (``sealed_parts``): the reports'
+    public keys and the capacity -> per batch, in order, its ``pool_key`` and the indices of its reports."""
+    rng = random.Random(38)
+    inputs = [("one-key", [0, 0, 0, 0, 0], 2), ("keys-in-order-of-first-appearance", [3, 1, 3, 0, 1, 3], 10),
+              ("capacity-cuts-each-key", [5, 2, 5, 5, 2, 5, 5, 2], 2), ("capacity-1", [1, 0, 1], 1),
+              ("large-keys", [2**62 - 1, 0, 2**62 - 1, 2**40], 3),
+              ("seeded", [rng.randrange(4) for _ in range(40)], 3)]
+    out = []
+    for case_id, keys, capacity in inputs:
+        rows = np.arange(len(keys), dtype=np.int64).reshape(-1, 1)
+        parts = submit.sealed_parts(rows, np.asarray(keys, np.int64), capacity)
+        out.append({"id": case_id, "public_keys": dec(keys), "capacity": capacity,
+                    "batches": [{"pool_key": dec(k), "reports": part[:, 0].tolist()} for k, part in parts]})
+    return out
 
 
 def _aad_seal(ikm_e: bytes, public_key: bytes, info: bytes, plaintext: bytes) -> str:
