@@ -4,6 +4,7 @@
  * message limit, and the result of a submission.
  */
 import { ValidationError } from "./errors.js";
+import type { CentralGuarantee } from "./ledger-rules.js";
 import type { CollectionInfo } from "./reports.js";
 import type { StreamResult } from "./submit-error.js";
 
@@ -21,6 +22,8 @@ export interface SubmitResult extends StreamResult {
   readonly epsilonTotal: number;
   /** Whether the reports were sealed and sent through a shuffler. */
   readonly shuffled: boolean;
+  /** The promise the ledger records for a shuffled collection with this submission (through a shuffler). */
+  readonly central?: CentralGuarantee | undefined;
 }
 
 /**

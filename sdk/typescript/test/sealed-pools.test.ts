@@ -3,7 +3,8 @@
  * every SealedBatch: a submission to a shuffled collection is cut into batches of one public key each,
  * whose `pool_key` is the key of every report in it (checked by opening each report with the vectors'
  * private key), the keys in order of first appearance, each key's reports in order, at most the
- * capacity per batch. A shuffled collection without a shuffler is refused before anything is charged.
+ * capacity per batch. The ledger records the collection's promise with the spend; a shuffled collection
+ * without a shuffler, and rows reported in clear before through one, are refused before anything is charged.
  */
 import assert from "node:assert/strict";
 import http2 from "node:http2";
@@ -21,9 +22,12 @@ import { SealingSchema, type SealedBatch } from "../src/gen/ldpsynth/v1/collecti
 import { ShufflerService } from "../src/gen/ldpsynth/v1/shuffler_pb.js";
 import { AEAD_ID, deriveKeyPair, KDF_ID, KEM_ID, keyScheduleContext, sealBase, type EphemeralKey } from "../src/hpke.js";
 import type { JsonObject } from "../src/json.js";
+import { decodeCollection } from "../src/collection.js";
 import { Client } from "../src/node/client.js";
+import { prepareReports } from "../src/node/device.js";
 import { FileLedger } from "../src/node/ledger.js";
 import type { CollectionInfo } from "../src/reports.js";
+import { encodeRows } from "../src/rows.js";
 import { sealedReportBytes, sealingInfo, SUITE_NAME } from "../src/sealing.js";
 import { cases, fromHex, hex, str, vectors } from "./vectors.js";
 
@@ -110,8 +114,14 @@ const ROWS = [[3, 1], [7, 2], [3, 3], [9, 4], [7, 5], [3, 5], [3, 2]].map(([movi
 test("one SealedBatch per public key, pool_key in clear: the key of every report in it, opened", async () => {
   const recipient = await deriveKeyPair(fromHex(str(key["ikm"])));
   assert.equal(hex(recipient.publicKey), key["public_key"]);
-  const result = await client().submit(info, ROWS, ledger(), 2);
+  const book = ledger();
+  const result = await client().submit(info, ROWS, book, 2);
   assert.deepEqual([result.sent, result.acknowledged, result.batches, result.shuffled], [7, 7, 4, true]);
+  // The promise, recorded with the spend: min_batch 10000, F = rows_per_device = 1, m = the device's 7 reports.
+  const promise = { delta: 1e-9, minBatch: 10000, assumeInjected: 1, rowsPerDevice: 7, centralEpsilon: null,
+    centralDelta: null, operator: true };
+  assert.deepEqual(result.central, promise);
+  assert.deepEqual(book.guarantees(schema.name), promise);
   const ordered = [...kept].sort((a, b) => Number(a.sequence - b.sequence));
   assert.deepEqual(ordered.map((b) => [b.sequence, b.poolKey, b.reports.length / WIDTH]),
     [[0n, 2n, 2], [1n, 2n, 2], [2n, 6n, 2], [3n, 8n, 1]]);
@@ -139,4 +149,16 @@ test("a shuffled collection without a shuffler is refused naming `shuffler`, bef
   await assert.rejects(client(false).submitReports(info, { reportIds: new Uint8Array(16), privateCodes: [0n],
     publicCodes: [[0n]] }), (err) => err instanceof ValidationError && err.field === "shuffler");
   assert.equal(kept.length, 0);
+});
+
+test("rows reported in clear are refused through a shuffler naming `shuffler`: nothing charged, nothing sent", async () => {
+  const demo = decodeCollection(fromHex(str((sealed["collection"] as JsonObject)["hex"]))); // not shuffled, sealing
+  const book = ledger();
+  const rows = [{ region: "south", age: 18, smoker: 0, score: 0.5 }]; // south: region code 1, the public key 1
+  prepareReports(demo.card, encodeRows(demo.card.schema, rows), book); // sent in clear (by another client)
+  await assert.rejects(client().submit(demo, [...rows, { ...rows[0]!, age: 19 }], book),
+    (err) => err instanceof ValidationError && err.field === "shuffler" && /reported in clear/.test(err.message));
+  assert.deepEqual([book.reports("demo"), kept.length], [1, 0]);
+  const through = await client().submit(demo, [{ ...rows[0]!, age: 19 }], book); // a new row goes sealed
+  assert.deepEqual([through.acknowledged, through.shuffled, through.central, kept[0]!.poolKey], [1, true, undefined, 1n]);
 });

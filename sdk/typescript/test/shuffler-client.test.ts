@@ -94,11 +94,14 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     for (const r of results) {
       assert.deepEqual([r.rows, r.sent, r.acknowledged, r.duplicates, r.memoized], [PER_DEVICE, PER_DEVICE, PER_DEVICE, 0, 0]);
       assert.ok(Math.abs(r.epsilonSpent - PER_DEVICE * info.card.epsilon) < 1e-9, "ε charged for every new report");
+      // The promise: min_batch 20, F = rows_per_device = 13 by default, against the operator too (independent).
+      assert.deepEqual(r.central, { delta: 1e-9, minBatch: 20, assumeInjected: 13, rowsPerDevice: 13,
+        centralEpsilon: null, centralDelta: null, operator: true });
     }
     // What each device sent: its memoized reports (the same ids and codes, charged once).
     const expected = new Map<string, number>();
     for (const [i, d] of devices.entries()) {
-      const memo = prepareReports(info.card, encodeRows(info.card.schema, rowsOf(i)), d.ledger!);
+      const memo = prepareReports(info.card, encodeRows(info.card.schema, rowsOf(i)), d.ledger!, { sealed: true });
       assert.deepEqual([memo.memoized, memo.epsilonSpent], [PER_DEVICE, 0]);
       countsOf(memo.reports, expected);
     }

@@ -135,7 +135,10 @@ export class Client {
   /**
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
    * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent;
-   * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`).
+   * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`);
+   * without one, a shuffled collection; either way, rows whose memoized reports went the other way
+   * (ValidationError naming `shuffler`). Through a shuffler to a shuffled collection, the ledger records the
+   * collection's promise with the spend (`central` in the result: its terms; ε and δ not computed here).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
    * resends the same memoized reports at no further cost.
    */
@@ -145,10 +148,11 @@ export class Client {
     const route = await this.route(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
-    const prepared = prepareReports(info.card, encoded, ledger);
+    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined });
     const stream = await this.deliver(info, prepared.reports, route);
     return { ...stream, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
-      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: route.key !== undefined };
+      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: route.key !== undefined,
+      central: prepared.central };
   }
 
   /**
