@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.client import submit
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared import sealing
 from ldpsynth.shared.card import MechanismCard
@@ -30,7 +31,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_to_proto
 from ldpsynth.shared.reports import Reports
-from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.schema import Schema, ShuffleSpec
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import shuffler_pb2 as spb
 
@@ -285,6 +286,20 @@ def _bad_schema_texts() -> Iterator[tuple[str, str]]:
     yield "public-domain-over-2^62", json.dumps(_schema("s", _attr("a", "integer", True, min=0, max=2**31),
                                                         _attr("b", "integer", True, min=0, max=2**31 - 1),
                                                         _attr("y", "binary")))
+    shuffle = {"delta": 1e-9, "min_batch": 20}
+    yield "shuffle-not-an-object", with_top(shuffle=[1])
+    yield "shuffle-unknown-field", with_top(shuffle={**shuffle, "threshold": 20})
+    yield "shuffle-delta-missing", with_top(shuffle={"min_batch": 20})
+    yield "shuffle-delta-one", with_top(shuffle={**shuffle, "delta": 1})
+    yield "shuffle-min-batch-float", with_top(shuffle={**shuffle, "min_batch": 20.0})
+    yield "shuffle-rows-per-device-null", with_top(shuffle={**shuffle, "rows_per_device": None})
+    yield "shuffle-shuffler-unknown", with_top(shuffle={**shuffle, "shuffler": "nobody"})
+    yield "shuffle-assume-injected-at-min-batch", with_top(shuffle={**shuffle, "assume_injected": 20})
+    yield "shuffle-assume-injected-negative", with_top(shuffle={**shuffle, "assume_injected": -1})
+    yield "shuffle-assume-injected-float", with_top(shuffle={**shuffle, "assume_injected": 1.0})
+    yield "shuffle-assume-injected-boolean", with_top(shuffle={**shuffle, "assume_injected": True})
+    yield "shuffle-assume-injected-with-min-batch-1", with_top(shuffle={**shuffle, "min_batch": 1,
+                                                                        "assume_injected": 1})
 
 
 ROWS_SCHEMA = _schema("rows",
@@ -432,6 +447,77 @@ def _accepted_variants() -> Iterator[tuple[str, str]]:
                                                                            '"epsilon_requested": 1')
 
 
+def shuffled_schema(**shuffle: Any) -> dict[str, Any]:
+    """A shuffled collection (docs/contract.md §2): one public and one private attribute, ``shuffle`` its block."""
+    return {**_schema("ratings", _attr("movie", "integer", True, min=1, max=1682),
+                      _attr("rating", "integer", min=1, max=5), epsilon=4.0), "shuffle": shuffle}
+
+
+#: (id, the schema's shuffle block) of the cards of shuffled collections: with and without assume_injected.
+SHUFFLED_BLOCKS: list[tuple[str, dict[str, Any]]] = [
+    ("contract-example", {"delta": 1e-9, "min_batch": 10000, "rows_per_device": 1, "shuffler": "independent"}),
+    ("defaults-only", {"delta": 1e-6, "min_batch": 20}),
+    ("assume-injected-0", {"delta": 1e-9, "min_batch": 500, "shuffler": "independent", "assume_injected": 0}),
+    ("assume-injected-min-batch-minus-1", {"delta": 1e-9, "min_batch": 500, "assume_injected": 499}),
+    ("assume-injected-above-rows-per-device", {"delta": 1e-9, "min_batch": 1000, "rows_per_device": 3,
+                                               "shuffler": "independent", "assume_injected": 50}),
+    ("rows-per-device-above-min-batch", {"delta": 1e-9, "min_batch": 2, "rows_per_device": 3}),
+    ("min-batch-1", {"delta": 0.5, "min_batch": 1, "rows_per_device": 1000000}),
+]
+
+
+def _shuffled_card_case(case_id: str, block: dict[str, Any]) -> dict[str, Any]:
+    card = MechanismCard.for_schema(Schema.from_json(shuffled_schema(**block)))
+    spec = card.schema.shuffle
+    assert spec is not None
+    return {"id": case_id, "shuffle": block, "assume_injected": spec.injected,
+            "honest_reports_per_pool": spec.honest_per_pool, "independent": spec.independent,
+            "card_json": card.dumps()}
+
+
+def _tampered_shuffled_cards() -> Iterator[tuple[str, str]]:
+    spec = {"delta": 1e-9, "min_batch": 500, "shuffler": "independent"}
+    base = MechanismCard.for_schema(Schema.from_json(shuffled_schema(**spec))).to_json()
+    block = base["shuffle"]
+
+    def changed(**fields: Any) -> str:
+        return json.dumps({**base, "shuffle": {**block, **fields}}, indent=2, sort_keys=True)
+
+    def central(**fields: Any) -> str:
+        return changed(central={**block["central"], **fields})
+
+    plain = MechanismCard.for_schema(Schema.from_json(card_schema(1.0, 24))).to_json()
+    yield "shuffle-block-on-a-collection-not-shuffled", json.dumps({**plain, "shuffle": block})
+    yield "shuffle-block-missing", json.dumps({k: v for k, v in base.items() if k != "shuffle"})
+    yield "shuffle-block-not-an-object", json.dumps({**base, "shuffle": [block]})
+    yield "shuffle-min-batch-differs-from-schema", changed(min_batch=501)
+    yield "shuffle-shuffler-differs-from-schema", changed(shuffler="aggregator-operator")
+    yield "shuffle-assume-injected-not-in-schema", changed(assume_injected=1)
+    yield "shuffle-unknown-field", changed(threshold=500)
+    yield "shuffle-local-epsilon-is-requested", changed(local={**block["local"], "epsilon": 4.0})
+    yield "shuffle-central-assume-injected-wrong", central(assume_injected=0)
+    yield "shuffle-central-honest-reports-wrong", central(honest_reports_per_pool=500)
+    yield "shuffle-central-operator-claims-central", central(
+        against={**block["central"]["against"], "shuffler": block["central"]["against"]["operator"]})
+    yield "shuffle-central-of-the-previous-card-format", changed(central={
+        "delta": spec["delta"], "against": ShuffleSpec.from_json(spec).against,
+        "epsilon": "per release and per answer, from the counts of reports of each public-key group "
+                   "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md)"})
+    with_injected = MechanismCard.for_schema(Schema.from_json(shuffled_schema(**spec, assume_injected=7))).to_json()
+    yield "shuffle-assume-injected-missing-from-the-block", json.dumps(
+        {**with_injected, "shuffle": {k: v for k, v in with_injected["shuffle"].items() if k != "assume_injected"}})
+
+
+def _accepted_shuffled_variants() -> Iterator[tuple[str, str]]:
+    base = MechanismCard.for_schema(Schema.from_json(shuffled_schema(delta=1e-9, min_batch=500))).to_json()
+    block = base["shuffle"]
+    yield "shuffle-min-batch-as-float-literal", json.dumps({**base, "shuffle": {**block, "min_batch": "@"}}).replace(
+        '"@"', "500.0")
+    yield "shuffle-local-delta-as-integer-literal", json.dumps({**base, "shuffle": {**block, "local": {
+        **block["local"], "delta": 0}}})
+    yield "shuffle-compact-json", json.dumps(base, separators=(",", ":"))
+
+
 def card_vectors() -> dict[str, Any]:
     cases = [_card_case(eps, k) for eps, k in CARD_PAIRS]
     refused = []
@@ -443,12 +529,20 @@ def card_vectors() -> dict[str, Any]:
     for case_id, text in _tampered_cards():
         field, _ = _field_of(MechanismCard.from_json, text)
         bad.append({"id": case_id, "card_json": text, "field": field})
+    for case_id, text in _tampered_shuffled_cards():
+        field, _ = _field_of(MechanismCard.from_json, text)
+        bad.append({"id": case_id, "card_json": text, "field": field})
     accepted = []
     for case_id, text in _accepted_variants():
         MechanismCard.from_json(text)
         accepted.append({"id": case_id, "card_json": text})
+    shuffled = [_shuffled_card_case(case_id, block) for case_id, block in SHUFFLED_BLOCKS]
+    shuffled_variants = []
+    for case_id, text in _accepted_shuffled_variants():
+        MechanismCard.from_json(text)
+        shuffled_variants.append({"id": case_id, "card_json": text})
     return {"format": FORMAT, "file": "cards", "cases": cases, "refused": refused, "bad_cards": bad,
-            "accepted_variants": accepted}
+            "accepted_variants": accepted, "shuffled": shuffled, "shuffled_variants": shuffled_variants}
 
 
 # ----- the sampler ----------------------------------------------------------------------------------
@@ -701,9 +795,12 @@ def sealed_vectors() -> dict[str, Any]:
              + plain[28:])):
         enc, ct = _seal_with(rng.randbytes(32), key[1], sealing.info("demo"), bad)
         invalid.append({"id": case_id, "why": why, "plaintext": bad.hex(), "sealed": (enc + ct).hex()})
-    demo_sealed = [c for c in cases if c["collection"] == "demo"]
-    batch = pb.SealedBatch(collection="demo", key_id=sealing.key_id(key[1]), sequence=7,
-                           reports=b"".join(bytes.fromhex(c["sealed"]) for c in demo_sealed))
+    by_id = {c["id"]: c for c in cases}
+    demo_keys = demo.fold_public_codes(np.asarray([[1]], np.int64)).tolist()
+    sealed_batches = [_sealed_batch(key[1], case_id, by_id, sequence, pool_key) for case_id, sequence, pool_key in (
+        ("worked-example-contract-16", 7, demo_keys[0]),  # region 1: the public key 1
+        ("no-public-attribute", 0, 0),  # no public attribute: the key 0, the field left out
+        ("largest-codes", 2**64 - 1, 2**62 - 1))]  # one public attribute: its code is the key
     collection = CollectionInfo(card, Limits(max_rows_per_client=10), sealing.SealingKey(key[1])).to_proto()
     shuffled_acks = [{"sequence": dec(q), "accepted": a, "duplicates": d, "undecryptable": u, "invalid": i,
                       "hex": pb.ShuffledAck(sequence=q, accepted=a, duplicates=d, undecryptable=u,
@@ -719,8 +816,7 @@ def sealed_vectors() -> dict[str, Any]:
                     "key_id": sealing.key_id(key[1]).hex()},
             "other_key": {"ikm": bytes(range(32, 64)).hex(), "public_key": other[1].hex()},
             "cases": cases, "must_not_open": must_not_open, "invalid": invalid,
-            "sealed_batch": {"collection": "demo", "key_id": batch.key_id.hex(), "sequence": "7",
-                             "reports": [c["id"] for c in demo_sealed], "hex": batch.SerializeToString().hex()},
+            "sealed_batches": sealed_batches, "batch_parts": _batch_parts(),
             "collection": {"name": "demo", "card_json": card.dumps(),
                            "sealing": {"suite": sealing.SUITE_NAME, "kem_id": sealing.KEM_ID,
                                        "kdf_id": sealing.KDF_ID, "aead_id": sealing.AEAD_ID,
@@ -728,6 +824,33 @@ def sealed_vectors() -> dict[str, Any]:
                                        "sealed_report_bytes": sealing.sealed_report_bytes(demo, "E/1")},
                            "hex": collection.SerializeToString().hex()},
             "shuffled_acks": shuffled_acks, "sealed_acks": sealed_acks}
+
+
+def _sealed_batch(public_key: bytes, case_id: str, by_id: Mapping[str, dict[str, Any]], sequence: int,
+                  pool_key: int) -> dict[str, Any]:
+    """The SealedBatch of one sealed case, with its public key ``pool_key`` in clear."""
+    case = by_id[case_id]
+    batch = pb.SealedBatch(collection=case["collection"], key_id=sealing.key_id(public_key), sequence=sequence,
+                           reports=bytes.fromhex(case["sealed"]), pool_key=pool_key)
+    return {"id": case_id, "collection": case["collection"], "key_id": batch.key_id.hex(), "sequence": dec(sequence),
+            "pool_key": dec(pool_key), "reports": [case_id], "hex": batch.SerializeToString().hex()}
+
+
+def _batch_parts() -> list[dict[str, Any]]:
+    """How a device cuts its sealed reports into batches of one public key each (``sealed_parts``): the reports'
+    public keys and the capacity -> per batch, in order, its ``pool_key`` and the indices of its reports."""
+    rng = random.Random(38)
+    inputs = [("one-key", [0, 0, 0, 0, 0], 2), ("keys-in-order-of-first-appearance", [3, 1, 3, 0, 1, 3], 10),
+              ("capacity-cuts-each-key", [5, 2, 5, 5, 2, 5, 5, 2], 2), ("capacity-1", [1, 0, 1], 1),
+              ("large-keys", [2**62 - 1, 0, 2**62 - 1, 2**40], 3),
+              ("seeded", [rng.randrange(4) for _ in range(40)], 3)]
+    out = []
+    for case_id, keys, capacity in inputs:
+        rows = np.arange(len(keys), dtype=np.int64).reshape(-1, 1)
+        parts = submit.sealed_parts(rows, np.asarray(keys, np.int64), capacity)
+        out.append({"id": case_id, "public_keys": dec(keys), "capacity": capacity,
+                    "batches": [{"pool_key": dec(k), "reports": part[:, 0].tolist()} for k, part in parts]})
+    return out
 
 
 def _aad_seal(ikm_e: bytes, public_key: bytes, info: bytes, plaintext: bytes) -> str:

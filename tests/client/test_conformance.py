@@ -151,6 +151,24 @@ def test_card_variants_are_accepted(case: dict[str, Any]) -> None:
     assert MechanismCard.from_json(case["card_json"]).mechanism.domain_size == 24
 
 
+@pytest.mark.parametrize("case", CARDS["shuffled"], ids=ids(CARDS["shuffled"]))
+def test_shuffled_card_states_the_pool_floor_of_its_block(case: dict[str, Any]) -> None:
+    card = MechanismCard.from_json(case["card_json"])
+    spec = card.schema.shuffle
+    assert spec is not None and spec.to_json() == {"rows_per_device": 1, "shuffler": "aggregator-operator",
+                                                   **case["shuffle"]}
+    assert (spec.injected, spec.honest_per_pool, spec.independent) == (
+        case["assume_injected"], case["honest_reports_per_pool"], case["independent"])
+    central = card.to_json()["shuffle"]["central"]
+    assert (central["assume_injected"], central["honest_reports_per_pool"]) == (
+        case["assume_injected"], case["honest_reports_per_pool"])
+
+
+@pytest.mark.parametrize("case", CARDS["shuffled_variants"], ids=ids(CARDS["shuffled_variants"]))
+def test_shuffled_card_variants_are_accepted(case: dict[str, Any]) -> None:
+    assert MechanismCard.from_json(case["card_json"]).schema.shuffle is not None
+
+
 # ----- the sampler ------------------------------------------------------------------------------------
 
 
@@ -304,12 +322,30 @@ def test_sealed_reports_that_open_invalid_are_invalid() -> None:
         assert decode_plaintexts(plaintexts, schema, "E/1").invalid == 1, case["id"]
 
 
+@pytest.mark.parametrize("case", SEALED["batch_parts"], ids=ids(SEALED["batch_parts"]))
+def test_sealed_reports_are_cut_into_batches_of_one_public_key(case: dict[str, Any]) -> None:
+    from ldpsynth.client.submit import sealed_parts
+    keys = np.asarray([int(k) for k in case["public_keys"]], np.int64)
+    rows = np.arange(len(keys), dtype=np.int64).reshape(-1, 1)
+    parts = sealed_parts(rows, keys, case["capacity"])
+    assert [{"pool_key": str(k), "reports": part[:, 0].tolist()} for k, part in parts] == case["batches"]
+
+
 def test_sealed_batch_collection_and_acks_on_the_wire() -> None:
     from ldpsynth.shared.wire import shuffler_pb2 as spb
-    batch = pb.SealedBatch.FromString(bytes.fromhex(SEALED["sealed_batch"]["hex"]))
     by_id = {c["id"]: c for c in SEALED["cases"]}
-    assert batch.collection == "demo" and batch.sequence == 7 and batch.key_id.hex() == SEALED["key"]["key_id"]
-    assert batch.reports.hex() == "".join(by_id[i]["sealed"] for i in SEALED["sealed_batch"]["reports"])
+    for case in SEALED["sealed_batches"]:
+        batch = pb.SealedBatch.FromString(bytes.fromhex(case["hex"]))
+        assert (batch.collection, str(batch.sequence), batch.key_id.hex(), str(batch.pool_key)) == (
+            case["collection"], case["sequence"], SEALED["key"]["key_id"], case["pool_key"])
+        assert batch.reports.hex() == "".join(by_id[i]["sealed"] for i in case["reports"])
+        assert batch.SerializeToString().hex() == case["hex"]
+        codes = [int(c) for i in case["reports"] for c in by_id[i]["public_codes"]]  # one public attribute or none
+        assert batch.pool_key == (codes[0] if codes else 0), case["id"]
+    demo = SEALED["sealed_batches"][0]
+    assert demo["id"] == "worked-example-contract-16" and len(demo["hex"]) == 2 * 114
+    schema = MechanismCard.from_json(SEALED["collection"]["card_json"]).schema  # demo: region, one public attribute
+    assert schema.fold_public_codes(np.asarray([[1]], np.int64)).tolist() == [int(demo["pool_key"])]
     info = CollectionInfo.from_proto(pb.Collection.FromString(bytes.fromhex(SEALED["collection"]["hex"])))
     assert info.sealing is not None and info.sealing.public_key.hex() == SEALED["key"]["public_key"]
     message = pb.Collection.FromString(bytes.fromhex(SEALED["collection"]["hex"]))

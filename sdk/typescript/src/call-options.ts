@@ -4,6 +4,8 @@
  * message limit, and the result of a submission.
  */
 import { ValidationError } from "./errors.js";
+import type { CentralGuarantee } from "./ledger-rules.js";
+import type { CollectionInfo } from "./reports.js";
 import type { StreamResult } from "./submit-error.js";
 
 /** Milliseconds each call may take (GetCollection, and each submission attempt). */
@@ -18,6 +20,22 @@ export interface SubmitResult extends StreamResult {
   readonly memoized: number;
   readonly epsilonSpent: number;
   readonly epsilonTotal: number;
+  /** Whether the reports were sealed and sent through a shuffler. */
+  readonly shuffled: boolean;
+  /** The promise the ledger records for a shuffled collection with this submission (through a shuffler). */
+  readonly central?: CentralGuarantee | undefined;
+}
+
+/**
+ * Refuse to send a shuffled collection's reports in clear (contract §16: it takes sealed reports only,
+ * and the replicas refuse the rest): ValidationError naming `shuffler`, before anything is charged.
+ * `legal`: how this client sends them sealed, if it can.
+ */
+export function refuseInClear(info: CollectionInfo, legal: string): void {
+  if (info.card.schema.shuffle !== undefined) {
+    throw new ValidationError("shuffler", legal,
+      `collection ${JSON.stringify(info.card.schema.name)} is shuffled and no shuffler was given`);
+  }
 }
 
 /** `authorization: Bearer <token>` (none without a token); ValidationError for a malformed token. */

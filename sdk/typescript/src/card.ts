@@ -5,11 +5,19 @@
  * field that differs (`card.keep_weight`, `card.epsilon`, ...). On top of that, the privacy
  * conditions are checked directly and exactly: 1 <= L < A, N = A + (|D| − 1)·L <= 2^62, and
  * A <= L·e^ε (the loss of one report, ln(A/L), is at most the ε asked for).
+ *
+ * A shuffled collection's card has a top-level `shuffle` block (the reference's `shuffle_block`,
+ * docs/shuffle-accountant.md §6): the schema's shuffle spec, the local guarantee and the central one
+ * per party with the pool floor it rests on (`assume_injected` F, `honest_reports_per_pool` =
+ * `min_batch` − F). It is recomputed from the schema and compared field by field with Python's
+ * equality (so `500.0` equals `500`), then its fields as a set; a card of a collection that is not
+ * shuffled must have none.
  */
 import { ValidationError } from "./errors.js";
 import { ratioAtMostExp } from "./exact-exp.js";
-import { isJsonObject, parseJson, type JsonValue } from "./json.js";
+import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
 import { Schema } from "./schema.js";
+import type { ShuffleSpec } from "./shuffle-spec.js";
 import { SPACE, derive, weightCandidates, type Weights } from "./weights.js";
 
 export const CARD_FORMAT = "ldpsynth.mechanism-card/1";
@@ -23,6 +31,75 @@ function equalsNumber(value: JsonValue | undefined, expected: number | bigint): 
   const asFloat = typeof value === "number" ? value : (expected as number);
   const asInt = typeof value === "bigint" ? value : (expected as bigint);
   return Number.isInteger(asFloat) && BigInt(asFloat) === asInt;
+}
+
+/** Python's `==` between two JSON values: numbers by value (`1 == 1.0 == true`), lists and objects member by member. */
+function pythonEquals(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
+  const numeric = (v: JsonValue | undefined): v is number | bigint | boolean =>
+    typeof v === "number" || typeof v === "bigint" || typeof v === "boolean";
+  if (numeric(a) && numeric(b)) return equalsNumber(a, typeof b === "boolean" ? (b ? 1n : 0n) : b);
+  if (a === undefined || b === undefined || a === null || b === null || typeof a !== "object" || typeof b !== "object") {
+    return a === b;
+  }
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => pythonEquals(x, b[i]));
+  }
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && pythonEquals(a[k], b[k]));
+}
+
+/** Whom the local guarantee protects against (every card of a shuffled collection says it). */
+export const LOCAL_AGAINST = "everyone: the aggregator's operator, the shuffler and analysts";
+
+/**
+ * The card's `shuffle` block of a shuffled collection released at the delivered ε0 `epsilon0`: the
+ * spec, the guarantee against each party and what it rests on, in the reference's words.
+ */
+export function shuffleBlock(spec: ShuffleSpec, epsilon0: number): JsonObject {
+  return {
+    ...spec.toJson(),
+    local: { epsilon: epsilon0, delta: 0, per: "report", against: LOCAL_AGAINST },
+    central: {
+      delta: spec.delta, honest_reports_per_pool: spec.honestPerPool, assume_injected: spec.injected, per: "device",
+      epsilon: "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
+        + "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md §6), stated with every answer "
+        + "and release",
+      against: {
+        shuffler: "the local guarantee only: the shuffler sees who sends each report",
+        operator: spec.independent ? "the central guarantee: the shuffler is run by an independent party"
+          : "the local guarantee only: the aggregator's operator runs the shuffler too",
+        analysts: "the central guarantee, whenever they ask: answers asked before and after one pool lands differ "
+          + "by that pool",
+      },
+    },
+  };
+}
+
+/** The card's `shuffle` block checked against the schema's spec, as the reference's `MechanismCard.from_json`. */
+function checkShuffleBlock(obj: JsonObject, spec: ShuffleSpec | undefined, epsilon0: number): void {
+  if (spec === undefined) {
+    if ("shuffle" in obj) {
+      throw new ValidationError("card.shuffle", "absent (the card's schema has no shuffle block)", "present");
+    }
+    return;
+  }
+  const block = obj["shuffle"];
+  if (!isJsonObject(block)) {
+    throw new ValidationError("card.shuffle", "the shuffle block of the schema's shuffle spec",
+      block === undefined || block === null ? "missing" : "not an object");
+  }
+  const expected = shuffleBlock(spec, epsilon0);
+  for (const [key, value] of Object.entries(expected)) {
+    if (!pythonEquals(block[key], value)) {
+      const shown = typeof value === "object" ? "the block the schema's shuffle spec gives" : String(value);
+      throw new ValidationError(`card.shuffle.${key}`, `${shown} (from the schema's shuffle block)`, "inconsistent");
+    }
+  }
+  const unknown = Object.keys(block).filter((k) => !Object.hasOwn(expected, k)).sort();
+  if (unknown.length) {
+    throw new ValidationError("card.shuffle", `the fields ${JSON.stringify(Object.keys(expected).sort())}`,
+      `unknown fields ${JSON.stringify(unknown)}`);
+  }
 }
 
 /** A verified card: what a device needs to perturb (the exact weights) and to charge (`epsilon`). */
@@ -91,6 +168,7 @@ export class MechanismCard {
       throw new ValidationError("card.keep_weight", "1 <= L < A, A + (|D| - 1) L <= 2^62 and A <= L e^epsilon",
         "violated");
     }
+    checkShuffleBlock(obj, schema.shuffle, d.epsilon);
     return new MechanismCard(schema, schema.epsilon, d.epsilon, domainSize, a, l, d.totalWeight, d.keepProbability,
       d.lieProbability);
   }

@@ -3,20 +3,31 @@
  * a browser): identical rows share one report, a memoized row reuses its report (same id, same
  * perturbed code), every other row gets a fresh id and a fresh perturbation. The only place where
  * raw private codes meet randomness. The caller charges the fresh reports in the same ledger
- * transaction in which it looked up the memo, before anything is sent.
+ * transaction in which it looked up the memo, before anything is sent; reports of a shuffled
+ * collection sent sealed through a shuffler are recorded there with the guarantee the collection
+ * promises them ({@link promisedGuarantee}).
  */
 import type { MechanismCard } from "./card.js";
 import * as frac from "./fraction.js";
+import type { CentralGuarantee } from "./ledger-rules.js";
+import type { ShuffleSpec } from "./shuffle-spec.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
 import type { Reports } from "./reports.js";
 import type { EncodedRows } from "./rows.js";
 import { perturb } from "./sampler.js";
 
-/** A memoized report: its collection, its id and its perturbed code. */
+/** A memoized report: its collection, its id, its perturbed code and how it was sent. */
 export interface MemoEntry {
   readonly collection: string;
   readonly reportId: Uint8Array;
   readonly privateCode: bigint;
+  /** Sent sealed through a shuffler (true) or in clear (false); undefined: recorded before the ledger kept it. */
+  readonly sealed?: boolean | undefined;
+}
+
+/** How a submission's reports travel: sealed through a shuffler, or (default) in clear. */
+export interface PathOptions {
+  readonly sealed?: boolean;
 }
 
 /** The reports of one submission, already charged and memoized in the ledger. */
@@ -30,6 +41,24 @@ export interface PreparedReports {
   readonly epsilonSpent: number;
   /** ε spent on the collection by this device, this submission included. */
   readonly epsilonTotal: number;
+  /**
+   * The guarantee the ledger records for the collection with this submission (sealed through a
+   * shuffler to a shuffled collection, every earlier report too); undefined otherwise.
+   */
+  readonly central?: CentralGuarantee | undefined;
+}
+
+/**
+ * The guarantee a shuffled collection (`spec`) promises a device that has sent it `reports` reports
+ * (docs/shuffle-accountant.md §6; the reference's `promised_guarantee`): at the pool floor, `min_batch`
+ * less F = the spec's `assume_injected`, composed over m = `rows_per_device`, or `reports` when the device
+ * has sent more; against the operator only with an independent shuffler. The central ε and δ are not
+ * computed (null): this SDK has no accountant.
+ */
+export function promisedGuarantee(spec: ShuffleSpec, reports: number): CentralGuarantee {
+  const rows = Number(spec.rowsPerDevice);
+  return { delta: spec.delta, minBatch: Number(spec.minBatch), assumeInjected: Number(spec.injected),
+    rowsPerDevice: Math.max(rows, reports), centralEpsilon: null, centralDelta: null, operator: spec.independent };
 }
 
 /** The distinct memo keys of a submission, in order of first appearance, and the first row of each. */

@@ -25,4 +25,6 @@ export {
   sealingKey, sealReports, sealingInfo, keyId, plaintextBytes, sealedReportBytes, reportPlaintext, SUITE_NAME,
   KEY_ID_BYTES, type SealingKey,
 } from "./sealing.js";
-export { sealedBatchCapacity, cutSealedBatches, sealedBatch, encodeSealedBatch, decodeSealedAck } from "./sealed-batching.js";
+export {
+  sealedBatchCapacity, cutSealedBatches, sealedParts, sealedBatch, encodeSealedBatch, decodeSealedAck, type SealedPart,
+} from "./sealed-batching.js";

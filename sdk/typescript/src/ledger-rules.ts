@@ -8,10 +8,18 @@
  *   submission that would pass the budget is refused whole (PrivacyBudgetExceeded).
  * - **The ε a collection is released at is pinned** at the device's first report to it: a card
  *   re-issued under the same name at another ε is refused (CardChanged) until the ledger is reset.
+ * - **The promise of a shuffled collection** (docs/shuffle-accountant.md §6): with each submission
+ *   whose reports went sealed through a shuffler, the ledger records the guarantee the collection
+ *   promised them ({@link CentralGuarantee}), as long as every report charged to the collection went
+ *   that way; a submission in clear removes it.
+ * - **One path per report**: each memoized report records whether it was sent sealed through a
+ *   shuffler or in clear, and a submission that would send one the other way is refused before
+ *   anything is charged (ValidationError naming `shuffler`): it would link the report to the device.
  */
 import { ValidationError } from "./errors.js";
 import * as frac from "./fraction.js";
 import type { Fraction } from "./fraction.js";
+import type { JsonValue } from "./json.js";
 import { checkEpsilon } from "./validation.js";
 
 export const DEFAULT_BUDGET_MULTIPLE = 10;
@@ -154,4 +162,112 @@ export function checkedSpend(collection: string, row: unknown): Spend | string {
 export function checkedPin(value: unknown): Fraction | undefined {
   const pinned = frac.parse(value);
   return pinned && pinned.num > 0n ? pinned : undefined;
+}
+
+/**
+ * The guarantee a shuffled collection promised this device's reports, as its ledger records it: the
+ * reference's per-party guarantee at the pool floor (docs/shuffle-accountant.md §6). Against analysts,
+ * and against the aggregator's operator when the shuffler is independent (`operator`), the central
+ * (ε, δ) = `composed_epsilon(ε0, |D|, ⌊(minBatch − assumeInjected) / rowsPerDevice⌋, delta,
+ * rowsPerDevice)`; against the shuffler, the local ε0 only. This SDK has no accountant (the reference's
+ * needs SciPy), so it records the terms and leaves the central ε and δ not computed (null), as the
+ * Python SDK does without SciPy; with the card's ε0 and |D| anyone can compute them.
+ */
+export interface CentralGuarantee {
+  /** The collection's δ (`shuffle.delta`). */
+  readonly delta: number;
+  /** The fewest reports of one public key in any pool the aggregator stores (`shuffle.min_batch`). */
+  readonly minBatch: number;
+  /** F: the reports of a pool assumed not honest (`shuffle.assume_injected`, by default one device's quota). */
+  readonly assumeInjected: number;
+  /** m: the reports per device the guarantee composes over: `shuffle.rows_per_device`, or this device's when more. */
+  readonly rowsPerDevice: number;
+  /** The central ε at the pool floor; null: not computed (no accountant here). */
+  readonly centralEpsilon: number | null;
+  /** The δ with it (`delta`, or 0 with the local ε); null when `centralEpsilon` is. */
+  readonly centralDelta: number | null;
+  /** Whether the central guarantee holds against the aggregator's operator too (the shuffler is independent). */
+  readonly operator: boolean;
+}
+
+const CENTRAL_FIELDS = ["delta", "min_batch", "assume_injected", "rows_per_device", "central_epsilon", "central_delta",
+  "operator"];
+
+/** A guarantee as the ledger stores it: its fields by their reference names, exact rationals as text (like a spend). */
+export function centralRecord(guarantee: CentralGuarantee): Record<string, JsonValue> {
+  const exact = (x: number | null): string | null => (x === null ? null : frac.format(frac.fromFloat(x)));
+  return {
+    delta: exact(guarantee.delta), min_batch: guarantee.minBatch, assume_injected: guarantee.assumeInjected,
+    rows_per_device: guarantee.rowsPerDevice, central_epsilon: exact(guarantee.centralEpsilon),
+    central_delta: exact(guarantee.centralDelta), operator: guarantee.operator,
+  };
+}
+
+/** A stored guarantee as {@link centralRecord} writes it, or the problem with it. */
+export function checkedCentral(collection: string, row: unknown): CentralGuarantee | string {
+  const bad = (field: string, value: unknown, legal: string): string =>
+    `collection ${shown(collection)}: the central guarantee's ${field} is ${shown(value)}, not ${legal}`;
+  if (typeof row !== "object" || row === null || Array.isArray(row)) return bad("record", row, "an object");
+  const record = row as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  if (keys.join() !== [...CENTRAL_FIELDS].sort().join()) return bad("fields", keys, `the fields ${CENTRAL_FIELDS.join(", ")}`);
+  const delta = frac.parse(record["delta"]);
+  if (!delta || frac.compare(delta, frac.ZERO) <= 0 || frac.compare(delta, frac.fraction(1n)) >= 0) {
+    return bad("delta", record["delta"], "an exact number in (0, 1)");
+  }
+  const integer = (v: unknown, low: number): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= low;
+  const [minBatch, injected, rows] = [record["min_batch"], record["assume_injected"], record["rows_per_device"]];
+  if (!integer(minBatch, 1)) return bad("min_batch", minBatch, "an integer >= 1");
+  if (!integer(injected, 0) || injected >= minBatch) return bad("assume_injected", injected, "an integer in [0, min_batch)");
+  if (!integer(rows, 1)) return bad("rows_per_device", rows, "an integer >= 1");
+  const rawEps = record["central_epsilon"];
+  const eps = rawEps === null ? null : frac.parse(rawEps);
+  if (eps === undefined || (eps !== null && frac.compare(eps, frac.ZERO) <= 0)) {
+    return bad("central_epsilon", rawEps, "an exact number > 0 (or null: not computed)");
+  }
+  const rawDelta = record["central_delta"];
+  const dlt = rawDelta === null ? null : frac.parse(rawDelta);
+  if (dlt === undefined || (dlt === null) !== (eps === null)
+    || (dlt !== null && frac.compare(dlt, frac.ZERO) !== 0 && frac.compare(dlt, delta) !== 0)) {
+    return bad("central_delta", rawDelta, "its delta or 0 (null only with central_epsilon)");
+  }
+  if (typeof record["operator"] !== "boolean") return bad("operator", record["operator"], "true or false");
+  return { delta: frac.toFloat(delta), minBatch, assumeInjected: injected, rowsPerDevice: rows,
+    centralEpsilon: eps === null ? null : frac.toFloat(eps), centralDelta: dlt === null ? null : frac.toFloat(dlt),
+    operator: record["operator"] };
+}
+
+/**
+ * Whether a guarantee may be recorded: every report charged before was charged for a shuffler (there was
+ * none, or `promisedBefore()`: a guarantee is recorded for them).
+ */
+export function mayPromise(reportedBefore: boolean, promisedBefore: () => boolean): boolean {
+  return !reportedBefore || promisedBefore();
+}
+
+/**
+ * What a submission leaves recorded: `guarantee` (its reports went through a shuffler) when the collection
+ * has reports and `promisable()`; else none (undefined: sent in clear, known to be this device's).
+ */
+export function promised(guarantee: CentralGuarantee | undefined, reports: number,
+  promisable: () => boolean): CentralGuarantee | undefined {
+  return guarantee === undefined || !reports || !promisable() ? undefined : guarantee;
+}
+
+/**
+ * Refuse to send a memoized report the other way than it went before (`sealed`: this submission's path;
+ * a report's own `sealed`, undefined when it was recorded before the ledger kept paths): ValidationError
+ * naming `shuffler`. A report sent sealed and then in clear is known to be this device's; one sent in
+ * clear and then sealed puts a copy known to be this device's in a pool.
+ */
+export function checkPath(collection: string, reused: Iterable<{ readonly sealed?: boolean | undefined }>,
+  sealed: boolean): void {
+  let other = 0;
+  for (const entry of reused) if (entry.sealed !== undefined && entry.sealed !== sealed) other++;
+  if (!other) return;
+  const [before, now] = sealed ? ["in clear", "sealed through a shuffler"] : ["sealed through a shuffler", "in clear"];
+  throw new ValidationError("shuffler", `the path these rows' reports took before: ${before} (submit them `
+    + `${sealed ? "without" : "with"} a shuffler)`, `collection ${JSON.stringify(collection)}: ${other} of this `
+    + `submission's rows were reported ${before}; sending their reports ${now} would link them to this device `
+    + "(nothing was charged)");
 }

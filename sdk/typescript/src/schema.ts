@@ -349,6 +349,16 @@ export class Schema {
     return combine(this.publicAttributes, this.publicPlaceValues, digits);
   }
 
+  /**
+   * The public keys of `n` rows' public codes (one column per public attribute, codes already checked):
+   * the same mixed radix as {@link publicKeyOf}, not checked again; zeros without public attributes.
+   * What a SealedBatch names as its `pool_key` (the reference's `Schema.fold_public_codes`).
+   */
+  foldPublicCodes(publicCodes: readonly (readonly bigint[])[], n: number): bigint[] {
+    return Array.from({ length: n }, (_, i) => publicCodes.reduce((key, column, j) => key
+      + column[i]! * this.publicPlaceValues[j]!, 0n));
+  }
+
   /** Per-attribute private codes of a private code (the inverse of {@link privateCodeOf}). */
   privateDigits(code: bigint): bigint[] {
     if (typeof code !== "bigint" || code < 0n || code >= this.privateDomainSize) {

@@ -3,7 +3,8 @@
  * `@ldpsynth/sdk/web`, which submits rows to a real replica's web port (Connect and gRPC-Web) through
  * its privacy ledger in IndexedDB; the replica's stored counts (its Export) must be exactly the reports
  * the page sent. The ledger's rules are checked in the browser (durable across a reload, budget stored
- * at creation, ε pinned, never silently recreated, reset), CORS refuses a page of another origin, and
+ * at creation, ε pinned, never silently recreated, reset; a shuffled collection's promise and one path
+ * per report; a ledger of version 1 upgraded), CORS refuses a page of another origin, and
  * the browser's sampler passes chi-square tests against the exact pmf.
  */
 import assert from "node:assert/strict";
@@ -17,6 +18,7 @@ import { derive, weightCandidates } from "../src/weights.js";
 import { BLANK_PAGE, jsonWithBigints, launch, NO_BROWSER, sdkBundle, sdkPage, serveStatic } from "./browser-harness.js";
 import { chiSquarePValue } from "./chi-square.js";
 import { countsOf, NO_REPLICA, startReplica, storedCounts, type Replica } from "./replica.js";
+import { cases, str, vectors } from "./vectors.js";
 
 type Sdk = typeof import("../src/web/index.js");
 declare const window: { sdk: Sdk };
@@ -170,6 +172,108 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
     assert.deepEqual([rules.resetReports, rules.resetMarker], [0, true]);
     await page.close();
   });
+
+  test("IndexedDB: a shuffled collection's promise with sealed reports, one path per report, version 1 upgraded",
+    async () => {
+      const page = await sdkPage(context, `${site.origin}/test.html`);
+      const out = await page.evaluate(async (cardJson) => {
+        const sdk = window.sdk;
+        const card = sdk.MechanismCard.parse(cardJson);
+        const rows = (pairs: number[][]) => sdk.encodeRows(card.schema, pairs.map(([movie, rating]) => ({ movie, rating })));
+        const outcome = async (f: () => Promise<unknown>) => {
+          try {
+            await f();
+            return "ok";
+          } catch (err) {
+            return `${(err as Error).name}: ${(err as { field?: string }).field}: ${(err as Error).message}`;
+          }
+        };
+        const sealed = { sealed: true };
+        const ledger = await sdk.IndexedDbLedger.open("promise", { budget: 100 });
+        const first = await sdk.prepareReports(card, rows([[1, 1], [2, 2]]), ledger, sealed);
+        const more = await sdk.prepareReports(card, rows([[3, 3], [4, 4]]), ledger, sealed);
+        const inClear = await outcome(() => sdk.prepareReports(card, rows([[5, 5], [1, 1]]), ledger));
+        const after = [await ledger.reports("ratings"), await ledger.spent("ratings")];
+        ledger.close();
+        const reopened = await sdk.IndexedDbLedger.open("promise");
+        const kept = await reopened.guarantees("ratings");
+        const cleared = await sdk.prepareReports(card, rows([[6, 1]]), reopened); // a new row in clear: promise gone
+        const gone = await reopened.guarantees("ratings");
+        reopened.close();
+
+        // A ledger of version 1, as the SDK wrote it before promises and paths: one report, of unknown path.
+        const secret = await crypto.subtle.importKey("raw", crypto.getRandomValues(new Uint8Array(32)),
+          { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+        const fingerprint = await sdk.collectionFingerprint(sdk.collectionIdentity(card));
+        const row = new DataView(new ArrayBuffer(16)); // movie 1 (code 0), rating 1 (code 0)
+        const message = new Uint8Array([...new TextEncoder().encode("ldpsynth-memo/1"), ...fingerprint,
+          ...new Uint8Array(row.buffer)]);
+        const memoKey = Array.from(new Uint8Array(await crypto.subtle.sign("HMAC", secret, message)),
+          (b) => b.toString(16).padStart(2, "0")).join("");
+        const epsilon = (() => { // the card's ε as the exact fraction the ledger writes: p/2^k
+          let den = 1n;
+          let x = card.epsilon;
+          while (!Number.isInteger(x)) {
+            x *= 2;
+            den *= 2n;
+          }
+          return `${BigInt(x)}/${den}`;
+        })();
+        await new Promise<void>((resolve, reject) => {
+          const req = indexedDB.open("ldpsynth-ledger/old", 1);
+          req.onupgradeneeded = () => {
+            const db = req.result;
+            for (const store of ["device", "spend", "pinned", "memo"]) db.createObjectStore(store);
+            const tx = req.transaction!;
+            tx.objectStore("memo").createIndex("collection", "collection");
+            const device = tx.objectStore("device");
+            device.put("ldpsynth.idb-ledger/1", "format");
+            device.put(secret, "secret");
+            device.put({ multiple: 10 }, "budget");
+            tx.objectStore("spend").put({ epsilon, reports: 1 }, "ratings");
+            tx.objectStore("pinned").put(epsilon, "ratings");
+            tx.objectStore("memo").put({ collection: "ratings", reportId: new Uint8Array(16), privateCode: "2" }, memoKey);
+          };
+          req.onsuccess = () => {
+            req.result.close();
+            resolve();
+          };
+          req.onerror = () => reject(req.error);
+        });
+        const old = await sdk.IndexedDbLedger.open("old");
+        const oldReports = await old.reports("ratings");
+        const reused = await sdk.prepareReports(card, rows([[1, 1], [7, 2]]), old, sealed); // unknown path: reused
+        const oldPromise = await old.guarantees("ratings");
+        const newPath = await outcome(() => sdk.prepareReports(card, rows([[7, 2]]), old)); // its path is known
+        old.close();
+        const version = await new Promise<[number, unknown]>((resolve) => {
+          const req = indexedDB.open("ldpsynth-ledger/old");
+          req.onsuccess = () => {
+            const db = req.result;
+            const get = db.transaction("device").objectStore("device").get("format");
+            get.onsuccess = () => {
+              resolve([db.version, get.result]);
+              db.close();
+            };
+          };
+        });
+        return { first: first.central, more: more.central, inClear, after, kept, cleared: cleared.central, gone,
+          epsilon: card.epsilon, oldReports, reused: [reused.memoized, reused.central], oldPromise, newPath, version };
+      }, str(cases(vectors("cards.json"), "shuffled").find((c) => c["id"] === "assume-injected-above-rows-per-device")!
+        ["card_json"]));
+      const promise = (m: number) => ({ delta: 1e-9, minBatch: 1000, assumeInjected: 50, rowsPerDevice: m,
+        centralEpsilon: null, centralDelta: null, operator: true });
+      assert.deepEqual([out.first, out.more, out.kept], [promise(3), promise(4), promise(4)]);
+      assert.match(out.inClear, /^ValidationError: shuffler: .*reported sealed through a shuffler; sending their reports in clear/);
+      assert.deepEqual(out.after, [4, 4 * out.epsilon]); // the refused submission charged nothing
+      assert.deepEqual([out.cleared, out.gone], [undefined, undefined]);
+      assert.equal(out.oldReports, 1);
+      assert.deepEqual(out.reused, [1, undefined]); // reused either way; an old report's path unknown: no promise
+      assert.equal(out.oldPromise, undefined);
+      assert.match(out.newPath, /^ValidationError: shuffler: /);
+      assert.deepEqual(out.version, [2, "ldpsynth.idb-ledger/2"]);
+      await page.close();
+    });
 
   test("a page of an origin not allowed (--web-origins) cannot submit: nothing is stored", async () => {
     const before = await storedCounts(replica.address, "demo");

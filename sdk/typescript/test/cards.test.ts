@@ -1,15 +1,18 @@
-/** conformance/cards.json: cards verify, every field recomputes exactly, bad cards name their field. */
+/**
+ * conformance/cards.json: cards verify, every field recomputes exactly, bad cards name their field; a shuffled
+ * collection's card states the block its schema gives (the pool floor, F, the guarantee per party).
+ */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { MechanismCard } from "../src/card.js";
+import { MechanismCard, shuffleBlock } from "../src/card.js";
 import { ValidationError } from "../src/errors.js";
 import { faithfulExp } from "../src/exact-exp.js";
 import { floatBits, floatFromBits } from "../src/float64.js";
-import type { JsonObject } from "../src/json.js";
+import { parseJson, type JsonObject, type JsonValue } from "../src/json.js";
 import { acceptBelow } from "../src/sampler.js";
 import { Schema } from "../src/schema.js";
 import { derive, weightCandidates } from "../src/weights.js";
-import { big, cases, str, vectors } from "./vectors.js";
+import { big, cases, str, stringify, vectors } from "./vectors.js";
 
 const doc = vectors("cards.json");
 
@@ -68,6 +71,34 @@ for (const c of cases(doc, "bad_cards")) {
 for (const c of cases(doc, "accepted_variants")) {
   test(`card variant accepted: ${str(c["id"])}`, () => {
     assert.equal(MechanismCard.parse(str(c["card_json"])).domainSize, 24n);
+  });
+}
+
+/** A JSON value with its objects' keys sorted (as the reference writes a card). */
+function sorted(value: JsonValue): JsonValue {
+  if (Array.isArray(value)) return value.map(sorted);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k]!)]));
+}
+
+for (const c of cases(doc, "shuffled")) {
+  test(`card of a shuffled collection: ${str(c["id"])}`, () => {
+    const text = str(c["card_json"]);
+    const card = MechanismCard.parse(text);
+    const spec = card.schema.shuffle!;
+    assert.deepEqual([spec.injected, spec.honestPerPool, spec.independent],
+      [c["assume_injected"], c["honest_reports_per_pool"], c["independent"]]);
+    const stated = c["shuffle"] as JsonObject;
+    assert.equal(spec.assumeInjected, stated["assume_injected"]);
+    // The block this SDK computes is the card's, byte for byte once written as the reference writes it.
+    const block = (parseJson(text, "card", "a card") as JsonObject)["shuffle"] as JsonObject;
+    assert.equal(stringify(sorted(shuffleBlock(spec, card.epsilon))), stringify(sorted(block)));
+  });
+}
+
+for (const c of cases(doc, "shuffled_variants")) {
+  test(`card of a shuffled collection, written differently, accepted: ${str(c["id"])}`, () => {
+    assert.ok(MechanismCard.parse(str(c["card_json"])).schema.shuffle);
   });
 }
 

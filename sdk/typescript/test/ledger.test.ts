@@ -1,4 +1,7 @@
-/** The Node ledger: exact spend, budget, memoization, durability before sending, and refusal of damage. */
+/**
+ * The Node ledger: exact spend, budget, memoization, durability before sending, and refusal of damage; a
+ * shuffled collection's promise recorded with sealed submissions, one path per memoized report.
+ */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
@@ -7,11 +10,12 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { MechanismCard } from "../src/card.js";
 import { prepareReports } from "../src/node/device.js";
-import { CardChanged, FileLedger, LedgerError, PrivacyBudgetExceeded } from "../src/node/ledger.js";
+import { CardChanged, FileLedger, LedgerError, PrivacyBudgetExceeded, type CentralGuarantee } from "../src/node/ledger.js";
+import { ValidationError } from "../src/errors.js";
 import { encodeRows } from "../src/rows.js";
 import type { JsonObject } from "../src/json.js";
 import * as frac from "../src/fraction.js";
-import { str, vectors } from "./vectors.js";
+import { cases, str, vectors } from "./vectors.js";
 
 const card = MechanismCard.parse(str((vectors("wire.json")["collections"] as JsonObject[])[0]!["card_json"]));
 const row = (age: number, smoker: number, region = "south"): Record<string, string | number> =>
@@ -193,10 +197,12 @@ test("a ledger of format 1 is upgraded at its first open: budget stored, epsilon
   doc.format = "ldpsynth.ts-ledger/1";
   delete doc.budget;
   delete doc.pinned;
+  delete doc.central;
+  for (const key of Object.keys(doc.memo)) doc.memo[key] = doc.memo[key].slice(0, 3);
   writeFileSync(path, JSON.stringify(doc));
   const upgraded = new FileLedger(path, { budget: 3 * card.epsilon });
   const stored = JSON.parse(readFileSync(path, "utf-8"));
-  assert.equal(stored.format, "ldpsynth.ts-ledger/2");
+  assert.equal(stored.format, "ldpsynth.ts-ledger/3");
   assert.deepEqual(stored.budget, { epsilon: frac.format(frac.times(frac.fromFloat(card.epsilon), 3n)) });
   assert.deepEqual(stored.pinned, { demo: frac.format(frac.fromFloat(card.epsilon)) });
   assert.equal(upgraded.reports("demo"), 2);
@@ -212,6 +218,113 @@ test("a damaged budget or pin is refused", () => {
     [(d: Record<string, any>) => { d.pinned = []; }, /malformed/]] as const) {
     const path = fresh();
     prepareReports(card, encodeRows(card.schema, [row(18, 0)]), new FileLedger(path));
+    const doc = JSON.parse(readFileSync(path, "utf-8"));
+    edit(doc);
+    writeFileSync(path, JSON.stringify(doc));
+    refusedWith(() => new FileLedger(path), problem);
+  }
+});
+
+/** A shuffled collection (movie public, rating private): min_batch 1000, rows_per_device 3, F = 50, independent. */
+const shuffled = MechanismCard.parse(str(cases(vectors("cards.json"), "shuffled")
+  .find((c) => c["id"] === "assume-injected-above-rows-per-device")!["card_json"]));
+const ratings = (...pairs: [number, number][]) => encodeRows(shuffled.schema, pairs.map(([movie, rating]) => ({ movie, rating })));
+const SEALED = { sealed: true } as const;
+const promise = (rowsPerDevice: number): CentralGuarantee => ({ delta: 1e-9, minBatch: 1000, assumeInjected: 50,
+  rowsPerDevice, centralEpsilon: null, centralDelta: null, operator: true });
+
+test("a sealed submission to a shuffled collection records its promise at the pool floor, ε and δ not computed", () => {
+  const path = fresh();
+  const ledger = new FileLedger(path);
+  const first = prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
+  assert.deepEqual(first.central, promise(3)); // m = rows_per_device while the device has sent fewer
+  assert.deepEqual(ledger.guarantees("ratings"), promise(3));
+  const stored = JSON.parse(readFileSync(path, "utf-8"));
+  assert.equal(stored.format, "ldpsynth.ts-ledger/3");
+  assert.deepEqual(stored.central, { ratings: { delta: frac.format(frac.fromFloat(1e-9)), min_batch: 1000,
+    assume_injected: 50, rows_per_device: 3, central_epsilon: null, central_delta: null, operator: true } });
+  assert.deepEqual(Object.values(stored.memo).map((row) => (row as unknown[])[3]), [true, true]);
+  // Two more reports: the device has sent 4 > 3, so its guarantee composes over 4.
+  assert.deepEqual(prepareReports(shuffled, ratings([3, 3], [4, 4], [1, 1]), ledger, SEALED).central, promise(4));
+  assert.deepEqual(new FileLedger(path).guarantees("ratings"), promise(4));
+  // The same rows again, memoized, through a shuffler: nothing charged, the promise stays.
+  const again = prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
+  assert.deepEqual([again.memoized, again.epsilonSpent, again.central], [2, 0, promise(4)]);
+});
+
+test("no promise for reports in clear, for a collection that is not shuffled, or once a report went in clear", () => {
+  const ledger = new FileLedger(fresh());
+  assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger, SEALED).central, undefined);
+  assert.equal(ledger.guarantees("demo"), undefined);
+  assert.equal(prepareReports(shuffled, ratings([1, 1]), ledger).central, undefined); // in clear
+  assert.equal(prepareReports(shuffled, ratings([2, 2]), ledger, SEALED).central, undefined); // an earlier one in clear
+  assert.equal(ledger.guarantees("ratings"), undefined);
+  assert.equal(ledger.reports("ratings"), 2);
+  const other = new FileLedger(fresh());
+  assert.deepEqual(prepareReports(shuffled, ratings([1, 1]), other, SEALED).central, promise(3));
+  assert.equal(prepareReports(shuffled, ratings([2, 2]), other).central, undefined); // in clear: the promise goes
+  assert.equal(other.guarantees("ratings"), undefined);
+  assert.equal(prepareReports(shuffled, ratings([3, 3]), other, SEALED).central, undefined); // and does not come back
+});
+
+test("a memoized report is never sent the other way: refused naming `shuffler`, nothing charged", () => {
+  const refusedPath = (err: unknown): boolean => err instanceof ValidationError && err.field === "shuffler"
+    && /would link them to this device/.test(err.message);
+  const ledger = new FileLedger(fresh());
+  prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
+  const before = [ledger.reports("ratings"), ledger.spent("ratings")];
+  assert.throws(() => prepareReports(shuffled, ratings([5, 5], [1, 1]), ledger), refusedPath); // sealed before, now clear
+  assert.deepEqual([ledger.reports("ratings"), ledger.spent("ratings")], before);
+  assert.deepEqual(ledger.guarantees("ratings"), promise(3)); // nothing changed
+  assert.equal(prepareReports(shuffled, ratings([5, 5]), ledger, SEALED).memoized, 0); // the new row was not memoized
+  const clear = new FileLedger(fresh());
+  prepareReports(card, encodeRows(card.schema, [row(18, 0)]), clear);
+  assert.throws(() => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0)]), clear, SEALED),
+    refusedPath); // in clear before, now sealed
+  assert.equal(clear.reports("demo"), 1);
+});
+
+test("a ledger of format 2 opens, upgraded: no promise, memoized reports of unknown path reused either way", () => {
+  const path = fresh();
+  prepareReports(shuffled, ratings([1, 1], [2, 2]), new FileLedger(path), SEALED);
+  const doc = JSON.parse(readFileSync(path, "utf-8"));
+  doc.format = "ldpsynth.ts-ledger/2";
+  delete doc.central;
+  for (const key of Object.keys(doc.memo)) doc.memo[key] = doc.memo[key].slice(0, 3);
+  writeFileSync(path, JSON.stringify(doc));
+  const upgraded = new FileLedger(path);
+  const stored = JSON.parse(readFileSync(path, "utf-8"));
+  assert.equal(stored.format, "ldpsynth.ts-ledger/3");
+  assert.deepEqual(stored.central, {});
+  assert.deepEqual(Object.values(stored.memo).map((r) => (r as unknown[])[3]), [null, null]);
+  assert.equal(upgraded.guarantees("ratings"), undefined);
+  // Which way the old reports went is not known: they are reused either way, and never promised.
+  assert.deepEqual([prepareReports(shuffled, ratings([1, 1]), upgraded).memoized], [1]);
+  const sealed = prepareReports(shuffled, ratings([2, 2], [3, 3]), upgraded, SEALED);
+  assert.deepEqual([sealed.memoized, sealed.central], [1, undefined]);
+  assert.throws(() => prepareReports(shuffled, ratings([3, 3]), upgraded), ValidationError); // a new one's path is known
+});
+
+test("a damaged promise or path is refused", () => {
+  const base = (): string => {
+    const path = fresh();
+    prepareReports(shuffled, ratings([1, 1]), new FileLedger(path), SEALED);
+    return path;
+  };
+  for (const [edit, problem] of [
+    [(d: Record<string, any>) => { d.central.ratings.delta = "1"; }, /delta is "1", not an exact number in \(0, 1\)/],
+    [(d: Record<string, any>) => { d.central.ratings.assume_injected = 1000; }, /assume_injected/],
+    [(d: Record<string, any>) => { d.central.ratings.rows_per_device = 0; }, /rows_per_device/],
+    [(d: Record<string, any>) => { d.central.ratings.central_epsilon = "0"; }, /central_epsilon/],
+    [(d: Record<string, any>) => { d.central.ratings.central_epsilon = "1/2"; }, /central_delta/],
+    [(d: Record<string, any>) => { d.central.ratings.operator = "yes"; }, /operator/],
+    [(d: Record<string, any>) => { d.central.ratings.extra = 1; }, /fields/],
+    [(d: Record<string, any>) => { d.central.other = d.central.ratings; }, /"other": a central guarantee is recorded but no report/],
+    [(d: Record<string, any>) => { delete d.central; }, /malformed/],
+    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = "sealed"; }, /memoized report is malformed/],
+    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k].pop(); }, /memoized report is malformed/],
+  ] as const) {
+    const path = base();
     const doc = JSON.parse(readFileSync(path, "utf-8"));
     edit(doc);
     writeFileSync(path, JSON.stringify(doc));

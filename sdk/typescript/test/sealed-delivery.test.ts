@@ -61,7 +61,7 @@ beforeEach(() => {
 /** 10 random "sealed reports" in batches of 3 (4 batches). */
 function batches(): Map<bigint, SealedBatch> {
   const sealed = globalThis.crypto.getRandomValues(new Uint8Array(10 * WIDTH));
-  return cutSealedBatches(sealed, WIDTH, 3, "demo", new Uint8Array(16).fill(7));
+  return cutSealedBatches(sealed, WIDTH, 3, "demo", new Uint8Array(16).fill(7), new Array<bigint>(10).fill(0n));
 }
 
 const options = (maxAttempts: number, concurrency = 2) => ({ timeoutMs: 10_000, headers: {}, statusOf, concurrency,

@@ -1,7 +1,7 @@
 /**
  * conformance/sealed.json (docs/contract.md §16): the plaintext and info of every case, the sealed
- * bytes with the case's ephemeral key (RFC 9180 DeriveKeyPair(ikm_e)), the SealedBatch wire bytes,
- * SealedAck decoding and the device's checks of Collection.sealing. Opening a sealed report is the
+ * bytes with the case's ephemeral key (RFC 9180 DeriveKeyPair(ikm_e)), the SealedBatch wire bytes (with
+ * their pool_key), the cut into batches of one public key each, SealedAck decoding and the device's checks of Collection.sealing. Opening a sealed report is the
  * aggregator's job (the SDK implements no open): the must_not_open and invalid cases are the
  * replicas' and are checked in the Python suite; here a device's own seals (fresh ephemeral keys)
  * are checked by their length, their enc and their difference from each other.
@@ -15,7 +15,8 @@ import { SealingSchema, type Sealing } from "../src/gen/ldpsynth/v1/collection_p
 import { deriveKeyPair, importRecipientKey, SUITE_ID } from "../src/hpke.js";
 import type { JsonObject } from "../src/json.js";
 import type { CollectionInfo, Reports } from "../src/reports.js";
-import { decodeSealedAck, encodeSealedBatch } from "../src/sealed-batching.js";
+import { decodeSealedAck, encodeSealedBatch, sealedParts } from "../src/sealed-batching.js";
+import { Schema } from "../src/schema.js";
 import {
   keyId, reportPlaintext, sealingInfo, sealingKey, sealPlaintext, sealReports, SUITE_NAME,
 } from "../src/sealing.js";
@@ -24,6 +25,8 @@ import { cases, fromHex, hex, str, vectors } from "./vectors.js";
 const doc = vectors("sealed.json");
 const key = doc["key"] as JsonObject;
 const publicKey = fromHex(str(key["public_key"]));
+const collection = doc["collection"] as JsonObject;
+const published = (): CollectionInfo => decodeCollection(fromHex(str(collection["hex"])));
 
 function reportOf(c: JsonObject): Reports {
   return {
@@ -57,13 +60,44 @@ for (const c of cases(doc, "cases")) {
   });
 }
 
-test("SealedBatch bytes of the demo cases", () => {
-  const batch = doc["sealed_batch"] as JsonObject;
-  const byId = new Map(cases(doc, "cases").map((c) => [str(c["id"]), str(c["sealed"])]));
-  const reports = fromHex((batch["reports"] as string[]).map((id) => byId.get(id)!).join(""));
-  const bytes = encodeSealedBatch(str(batch["collection"]), fromHex(str(batch["key_id"])), BigInt(str(batch["sequence"])),
-    reports);
-  assert.equal(hex(bytes), batch["hex"]);
+for (const batch of cases(doc, "sealed_batches")) {
+  test(`SealedBatch bytes, pool_key in clear: ${str(batch["id"])}`, () => {
+    const byId = new Map(cases(doc, "cases").map((c) => [str(c["id"]), c]));
+    const members = (batch["reports"] as string[]).map((id) => byId.get(id)!);
+    const reports = fromHex(members.map((c) => str(c["sealed"])).join(""));
+    const bytes = encodeSealedBatch(str(batch["collection"]), fromHex(str(batch["key_id"])),
+      BigInt(str(batch["sequence"])), reports, BigInt(str(batch["pool_key"])));
+    assert.equal(hex(bytes), batch["hex"]);
+    // Every report of the batch holds its public key: here one public attribute or none, whose code is the key.
+    for (const c of members) assert.equal(BigInt((c["public_codes"] as string[])[0] ?? "0"), BigInt(str(batch["pool_key"])));
+  });
+}
+
+test("the worked example's batch names its public key: region 1 of the demo schema", () => {
+  const demo = cases(doc, "sealed_batches")[0]!;
+  assert.equal(demo["id"], "worked-example-contract-16");
+  assert.deepEqual(published().card.schema.foldPublicCodes([[1n]], 1), [BigInt(str(demo["pool_key"]))]);
+  assert.equal(str(demo["hex"]).length, 2 * 114);
+});
+
+for (const c of cases(doc, "batch_parts")) {
+  test(`sealed reports cut into batches of one public key: ${str(c["id"])}`, () => {
+    const parts = sealedParts((c["public_keys"] as string[]).map(BigInt), Number(c["capacity"]));
+    const expected = (c["batches"] as JsonObject[]).map((b) => ({ pool_key: b["pool_key"], reports: b["reports"] }));
+    assert.deepEqual(parts.map((p) => ({ pool_key: String(p.poolKey), reports: p.reports.map(BigInt) })), expected);
+  });
+}
+
+test("a public key is the public codes folded in schema order, as encoding.json states it", () => {
+  const encoding = vectors("encoding.json");
+  for (const e of cases(encoding, "cases")) {
+    const schema = Schema.parse(e["schema"]);
+    const rows = e["rows"] as JsonObject[];
+    const m = schema.publicAttributes.length;
+    const columns = Array.from({ length: m }, (_, j) => rows.map((r) => BigInt((r["public_codes"] as string[])[j]!)));
+    assert.deepEqual(schema.foldPublicCodes(columns, rows.length), rows.map((r) => BigInt(str(r["public_key"]))),
+      str(e["id"]));
+  }
 });
 
 test("SealedAck decodes", () => {
@@ -73,8 +107,6 @@ test("SealedAck decodes", () => {
   }
 });
 
-const collection = doc["collection"] as JsonObject;
-const published = (): CollectionInfo => decodeCollection(fromHex(str(collection["hex"])));
 
 test("Collection.sealing passes the device's checks; a device's own seals are fresh every time", async () => {
   const info = published();

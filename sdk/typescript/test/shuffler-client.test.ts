@@ -24,12 +24,15 @@ import { encodeRows, type Row } from "../src/rows.js";
 import { countsOf, NO_REPLICA, startReplica, startServer, storedCounts, type Replica, type Server } from "./replica.js";
 
 /**
- * min_batch 20 and --threshold 20: a pool is released at t in [20, 25] reports. No public attribute:
- * the replica releases (exports) a group of a shuffled collection only from min_batch reports on.
+ * min_batch 20 and --threshold 20: a pool is released at t in [20, 25] reports. No public attribute
+ * (one public key, 0): the replica releases (exports) a group of a shuffled collection only from
+ * min_batch reports on. A device sends 13 reports (rows_per_device); the devices have no credentials
+ * at the shuffler, which forwards them only with --anonymous-devices (and no per-device limit: they
+ * all share one credential).
  */
 const POLL = {
   name: "poll", epsilon: 2.0, attributes: [{ name: "score", type: "integer", min: 0, max: 19 }],
-  shuffle: { delta: 1e-9, min_batch: 20, shuffler: "independent" },
+  shuffle: { delta: 1e-9, min_batch: 20, rows_per_device: 13, shuffler: "independent" },
 };
 /** 13 distinct rows per device: one device's call (13 < 20) never releases a pool, two (26 > 25) always do. */
 const PER_DEVICE = 13;
@@ -55,7 +58,8 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     replica = await startReplica(["--data-dir", join(dir, "data"), "--collection", join(dir, "poll.json"),
       "--shards", "1"]);
     const serve = (maxWait: string): Promise<Server> => startServer(["shuffler", "serve", "--listen", "127.0.0.1:0",
-      "--aggregator", replica!.address, "--threshold", "20", "--max-wait", maxWait, "--grace", "1"]);
+      "--aggregator", replica!.address, "--threshold", "20", "--max-wait", maxWait, "--grace", "1",
+      "--anonymous-devices", "--max-reports-per-device", "0"]);
     [shuffler, impatient] = await Promise.all([serve("30"), serve("1")]);
     devices.forEach((d) => (d.ledger = ledger()));
   });
@@ -90,11 +94,14 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     for (const r of results) {
       assert.deepEqual([r.rows, r.sent, r.acknowledged, r.duplicates, r.memoized], [PER_DEVICE, PER_DEVICE, PER_DEVICE, 0, 0]);
       assert.ok(Math.abs(r.epsilonSpent - PER_DEVICE * info.card.epsilon) < 1e-9, "ε charged for every new report");
+      // The promise: min_batch 20, F = rows_per_device = 13 by default, against the operator too (independent).
+      assert.deepEqual(r.central, { delta: 1e-9, minBatch: 20, assumeInjected: 13, rowsPerDevice: 13,
+        centralEpsilon: null, centralDelta: null, operator: true });
     }
     // What each device sent: its memoized reports (the same ids and codes, charged once).
     const expected = new Map<string, number>();
     for (const [i, d] of devices.entries()) {
-      const memo = prepareReports(info.card, encodeRows(info.card.schema, rowsOf(i)), d.ledger!);
+      const memo = prepareReports(info.card, encodeRows(info.card.schema, rowsOf(i)), d.ledger!, { sealed: true });
       assert.deepEqual([memo.memoized, memo.epsilonSpent], [PER_DEVICE, 0]);
       countsOf(memo.reports, expected);
     }

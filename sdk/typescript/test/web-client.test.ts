@@ -21,9 +21,12 @@ import { encodeRows, type Row } from "../src/rows.js";
 import { prepareReports } from "../src/node/device.js";
 import { FileLedger } from "../src/node/ledger.js";
 import { RetryPolicy } from "../src/retry.js";
-import type { Reports } from "../src/reports.js";
+import type { CollectionInfo, Reports } from "../src/reports.js";
 import { SubmitError } from "../src/submit-error.js";
 import { WebClient, type WebClientOptions } from "../src/web/client.js";
+import type { IndexedDbLedger } from "../src/web/ledger.js";
+import { MechanismCard } from "../src/card.js";
+import { cases, str, vectors } from "./vectors.js";
 import { countsOf, NO_REPLICA, startReplica, storedCounts, type Replica } from "./replica.js";
 
 const DEVICE = "tok-web-device-0123456789abcdef";
@@ -58,6 +61,19 @@ test("a shuffler option is refused, never ignored: the web client has no sealed 
   assert.throws(() => new WebClient("http://127.0.0.1:1", options),
     (err) => err instanceof ValidationError && err.field === "shuffler");
 });
+
+test("a shuffled collection is refused naming `shuffler` before the ledger is touched: it takes no report in clear",
+  async () => {
+    const card = MechanismCard.parse(str(cases(vectors("cards.json"), "shuffled")[0]!["card_json"]));
+    const info: CollectionInfo = { card, limits: { maxRowsPerClient: 0n, maxBatchReports: 0, maxMessageBytes: 0 } };
+    const untouched = new Proxy({}, { get: () => assert.fail("the ledger was touched") }) as IndexedDbLedger;
+    const web = new WebClient("http://127.0.0.1:1");
+    const refused = (err: unknown): boolean => err instanceof ValidationError && err.field === "shuffler"
+      && /is shuffled/.test(err.message);
+    await assert.rejects(web.submit(info, [{ movie: 3, rating: 1 }], untouched), refused);
+    await assert.rejects(web.submitReports(info, { reportIds: new Uint8Array(16), privateCodes: [0n],
+      publicCodes: [[2n]] }), refused);
+  });
 
 describe("WebClient against a real replica's web port", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-web-e2e-"));

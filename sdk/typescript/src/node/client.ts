@@ -6,9 +6,11 @@
  *
  * With a `shuffler` (contract §16) the collection still comes from the aggregator (its card and its
  * sealing key), but the reports go to the shuffler: each sealed on its own to the aggregator's key
- * (src/sealing.ts), in SealedBatches by ShufflerService.SubmitSealed, resent with the same sealed
- * bytes until acknowledged. Ledger and memoization are the same either way: a memoized row is
- * sealed afresh (a new ciphertext, the same report id and perturbed code).
+ * (src/sealing.ts), in SealedBatches of one public key each (`pool_key`, src/sealed-batching.ts) by
+ * ShufflerService.SubmitSealed, resent with the same sealed bytes until acknowledged. Ledger and
+ * memoization are the same either way: a memoized row is sealed afresh (a new ciphertext, the same
+ * report id and perturbed code). A shuffled collection takes no report in clear: without a shuffler
+ * it is refused before anything is charged.
  */
 import { createClient, type Client as ConnectClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
@@ -26,7 +28,9 @@ import { prepareReports } from "./device.js";
 import type { FileLedger } from "./ledger.js";
 import { isRetryable, RetryPolicy, statusOf } from "../retry.js";
 import { streamReports, SubmitError, type StreamResult } from "./streamer.js";
-import { bearerHeaders, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult } from "../call-options.js";
+import {
+  bearerHeaders, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, refuseInClear, type SubmitResult,
+} from "../call-options.js";
 
 export { DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult };
 
@@ -131,7 +135,10 @@ export class Client {
   /**
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
    * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent;
-   * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`).
+   * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`);
+   * without one, a shuffled collection; either way, rows whose memoized reports went the other way
+   * (ValidationError naming `shuffler`). Through a shuffler to a shuffled collection, the ledger records the
+   * collection's promise with the spend (`central` in the result: its terms; ε and δ not computed here).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
    * resends the same memoized reports at no further cost.
    */
@@ -141,10 +148,11 @@ export class Client {
     const route = await this.route(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
-    const prepared = prepareReports(info.card, encoded, ledger);
+    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined });
     const stream = await this.deliver(info, prepared.reports, route);
     return { ...stream, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
-      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal };
+      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: route.key !== undefined,
+      central: prepared.central };
   }
 
   /**
@@ -165,10 +173,14 @@ export class Client {
   /**
    * Reports per batch, and through a shuffler the key to seal to: a collection whose sealing this
    * device cannot use is refused (ValidationError naming `sealing`) before anything is charged, and
-   * never sent in clear instead.
+   * never sent in clear instead; without a shuffler, so is a shuffled collection (naming `shuffler`).
    */
   private async route(info: CollectionInfo, batchSize?: number): Promise<Route> {
-    if (this.shuffler === undefined) return { capacity: batchCapacity(info, this.maxMessageBytes, batchSize) };
+    if (this.shuffler === undefined) {
+      refuseInClear(info, "a shuffler for a shuffled collection (new Client(target, { shuffler })): its reports "
+        + "travel only sealed, never in clear");
+      return { capacity: batchCapacity(info, this.maxMessageBytes, batchSize) };
+    }
     const key = await sealingKey(info);
     return { key, capacity: sealedBatchCapacity(info, key.sealedReportBytes, this.maxMessageBytes, batchSize) };
   }
@@ -180,8 +192,10 @@ export class Client {
         capacity: route.capacity, timeoutMs: this.timeoutMs, headers: this.headers, retry: this.retry });
     }
     const sealed = await sealReports(route.key, name, info.card.version, reports);
-    const batches = cutSealedBatches(sealed, route.key.sealedReportBytes, route.capacity, name, route.key.keyId);
-    return deliverSealed(this.shuffler.client, batches, reports.privateCodes.length, { timeoutMs: this.timeoutMs,
+    const n = reports.privateCodes.length;
+    const batches = cutSealedBatches(sealed, route.key.sealedReportBytes, route.capacity, name, route.key.keyId,
+      info.card.schema.foldPublicCodes(reports.publicCodes, n));
+    return deliverSealed(this.shuffler.client, batches, n, { timeoutMs: this.timeoutMs,
       headers: this.shuffler.headers, retry: this.retry, concurrency: this.shuffler.concurrency, statusOf });
   }
 }

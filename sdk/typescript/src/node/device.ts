@@ -3,21 +3,32 @@
  * `prepare_reports`, client/device.py); the memo-or-perturb step is the platform-neutral device core.
  */
 import type { MechanismCard } from "../card.js";
-import { fillReports, planReports, prepared, type PreparedReports } from "../device-core.js";
+import {
+  fillReports, planReports, prepared, promisedGuarantee, type PathOptions, type PreparedReports,
+} from "../device-core.js";
 import type { EncodedRows } from "../rows.js";
 import { collectionFingerprint, type FileLedger } from "./ledger.js";
 
-export type { PreparedReports };
+export type { PathOptions, PreparedReports };
 
 /**
  * Memoize-or-perturb every row and record the spend in one ledger transaction, before anything is
- * sent. Throws PrivacyBudgetExceeded (nothing recorded) if the new reports would pass the budget.
+ * sent. Throws PrivacyBudgetExceeded (nothing recorded) if the new reports would pass the budget, and
+ * ValidationError naming `shuffler` (nothing recorded) if a memoized row's report went the other way
+ * than `sealed` says this one goes. With `sealed` (the reports go through a shuffler), a shuffled
+ * collection's promise is recorded in the same transaction (while every earlier report to it went
+ * through a shuffler too); sent in clear, it is removed.
  */
-export function prepareReports(card: MechanismCard, rows: EncodedRows, ledger: FileLedger): PreparedReports {
+export function prepareReports(card: MechanismCard, rows: EncodedRows, ledger: FileLedger,
+  options: PathOptions = {}): PreparedReports {
+  const sealed = options.sealed ?? false;
+  const spec = card.schema.shuffle;
   const plan = planReports(ledger.memoKeys(collectionFingerprint(card), rows.publicCodes, rows.privateCodes));
   return ledger.transaction(card.schema.name, card.epsilon, (tx) => {
     const filled = fillReports(card, rows, plan, tx.lookup(plan.distinct));
     tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
-    return prepared(card, rows, filled, tx.spent);
-  });
+    const shuffled = sealed && spec !== undefined && tx.promisable();
+    const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
+    return { ...prepared(card, rows, filled, tx.spent), central };
+  }, { sealed });
 }

@@ -4,9 +4,9 @@
  */
 export {
   FileLedger, LedgerError, PrivacyBudgetExceeded, CardChanged, Budget, LedgerTransaction, collectionFingerprint, defaultLedgerPath,
-  DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, MARKER_SUFFIX, type LedgerOptions, type MemoEntry,
+  DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, MARKER_SUFFIX, type CentralGuarantee, type LedgerOptions, type MemoEntry,
 } from "./ledger.js";
-export { prepareReports, type PreparedReports } from "./device.js";
+export { prepareReports, type PathOptions, type PreparedReports } from "./device.js";
 export {
   Client, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type ClientOptions, type ShufflerOptions, type SubmitResult,
 } from "./client.js";

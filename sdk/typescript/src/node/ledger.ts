@@ -20,7 +20,14 @@
  *   spend or memo, a ledger that is not the one its marker names: LedgerError, never a fresh ledger at
  *   ε = 0. `FileLedger.reset` starts over knowingly, moving the old files aside. A ledger of format 1
  *   (written before budgets and pins were stored) is upgraded at its first open: the budget given
- *   then (else the default) is stored and each collection's ε is pinned at its spend per report.
+ *   then (else the default) is stored and each collection's ε is pinned at its spend per report; a
+ *   ledger of format 2 (before the ledger recorded promises and paths) gets an empty table of promises,
+ *   its memoized reports keep an unknown path (null), and its collections with reports never get a
+ *   promise (which of their reports went through a shuffler is not known).
+ * - A shuffled collection's promise and one path per report (../ledger-rules.ts): with a submission
+ *   sent sealed through a shuffler the ledger records the guarantee the collection promised
+ *   (`guarantees`), while every report to it went that way; each memoized report records its path, and
+ *   a submission that would send one the other way is refused, nothing charged.
  *
  * The file is this SDK's own JSON format (not the Python SDK's SQLite file, which it refuses): a
  * device must keep using one SDK's ledger for a collection. One process at a time writes it (a lock
@@ -33,28 +40,31 @@ import {
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
-import type { MemoEntry } from "../device-core.js";
+import type { MemoEntry, PathOptions } from "../device-core.js";
 import { ValidationError } from "../errors.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
 import { collectionIdentity } from "../fingerprint.js";
 import {
-  Budget, CardChanged, charge, checkedPin, checkedSpend, checkPinned, DEFAULT_BUDGET_MULTIPLE, LedgerError, NO_SPEND,
-  PrivacyBudgetExceeded, type Spend,
+  Budget, CardChanged, centralRecord, charge, checkedCentral, checkedPin, checkedSpend, checkPath, checkPinned,
+  DEFAULT_BUDGET_MULTIPLE, LedgerError, mayPromise, NO_SPEND, PrivacyBudgetExceeded, promised, type CentralGuarantee,
+  type Spend,
 } from "../ledger-rules.js";
 import { checkEpsilon } from "../validation.js";
 
 export { Budget, CardChanged, DEFAULT_BUDGET_MULTIPLE, LedgerError, PrivacyBudgetExceeded };
 
-export type { MemoEntry };
+export type { CentralGuarantee, MemoEntry };
 
 export const LEDGER_ENV = "LDPSYNTH_TS_LEDGER";
 export const MARKER_SUFFIX = ".created";
 const LOCK_SUFFIX = ".lock";
-const FORMAT = "ldpsynth.ts-ledger/2";
-/** The format written before budgets and pins were stored: upgraded at its first open. */
+const FORMAT = "ldpsynth.ts-ledger/3";
+/** The formats written before budgets and pins were stored (1), before promises and paths (2): upgraded at their first open. */
 const FORMAT_1 = "ldpsynth.ts-ledger/1";
+const FORMAT_2 = "ldpsynth.ts-ledger/2";
+const FORMATS = [FORMAT_1, FORMAT_2, FORMAT];
 const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
 const SECRET_BYTES = 32;
 const MEMO_DOMAIN = Buffer.from("ldpsynth-memo/1");
@@ -71,6 +81,8 @@ export function defaultLedgerPath(): string {
 }
 
 interface State {
+  /** The format read (written back as the current one). */
+  format: string;
   secret: Buffer;
   device: Record<string, JsonValue>;
   /** undefined: a ledger of format 1, whose budget is stored at its first open. */
@@ -78,6 +90,8 @@ interface State {
   pinned: Map<string, Fraction>;
   spend: Map<string, Spend>;
   memo: Map<string, MemoEntry>;
+  /** The promise of each shuffled collection whose reports all went through a shuffler. */
+  central: Map<string, CentralGuarantee>;
 }
 
 function refused(path: string, problem: string): LedgerError {
@@ -121,12 +135,14 @@ function serialise(state: State): string {
   for (const [collection, s] of state.spend) spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
   const memo: Record<string, JsonValue> = {};
   for (const [key, m] of state.memo) {
-    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode)];
+    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode), m.sealed ?? null];
   }
   const pinned: Record<string, JsonValue> = {};
   for (const [collection, epsilon] of state.pinned) pinned[collection] = frac.format(epsilon);
+  const central: Record<string, JsonValue> = {};
+  for (const [collection, guarantee] of state.central) central[collection] = centralRecord(guarantee);
   return JSON.stringify({ format: FORMAT, memo_secret: state.secret.toString("hex"), device: state.device,
-    budget: state.budget!.toJson(), pinned, spend, memo });
+    budget: state.budget!.toJson(), pinned, spend, memo, central });
 }
 
 const SECRET_HEX = new RegExp(`^[0-9a-f]{${2 * SECRET_BYTES}}$`);
@@ -156,10 +172,12 @@ function readState(path: string): State {
   } catch {
     throw refused(path, "the ledger file is not a ledger of this SDK (not JSON)");
   }
-  if (!isPlain(doc) || (doc["format"] !== FORMAT && doc["format"] !== FORMAT_1)) {
+  if (!isPlain(doc) || !FORMATS.includes(doc["format"] as string)) {
     throw refused(path, `it is not a ledger of format ${FORMAT}`);
   }
-  const current = doc["format"] === FORMAT;
+  const format = doc["format"] as string;
+  const current = format !== FORMAT_1; // a budget and pins stored
+  const paths = format === FORMAT; // each memoized report's path, and the promises
   const secretHex = doc["memo_secret"];
   if (typeof secretHex !== "string" || !SECRET_HEX.test(secretHex)) {
     throw refused(path, `its memo secret is ${shown(secretHex)}, not ${SECRET_BYTES} random bytes`);
@@ -191,11 +209,13 @@ function readState(path: string): State {
   const memo = new Map<string, MemoEntry>();
   const counts = new Map<string, number>();
   for (const [key, row] of Object.entries(memoDoc)) {
-    if (!KEY_HEX.test(key) || !Array.isArray(row) || row.length !== 3 || typeof row[0] !== "string"
-      || typeof row[1] !== "string" || !ID_HEX.test(row[1]) || typeof row[2] !== "string" || !/^[0-9]+$/.test(row[2])) {
+    if (!KEY_HEX.test(key) || !Array.isArray(row) || row.length !== (paths ? 4 : 3) || typeof row[0] !== "string"
+      || typeof row[1] !== "string" || !ID_HEX.test(row[1]) || typeof row[2] !== "string" || !/^[0-9]+$/.test(row[2])
+      || (paths && row[3] !== null && typeof row[3] !== "boolean")) {
       throw refused(path, "a memoized report is malformed");
     }
-    memo.set(key, { collection: row[0], reportId: new Uint8Array(Buffer.from(row[1], "hex")), privateCode: BigInt(row[2]) });
+    memo.set(key, { collection: row[0], reportId: new Uint8Array(Buffer.from(row[1], "hex")), privateCode: BigInt(row[2]),
+      sealed: typeof row[3] === "boolean" ? row[3] : undefined });
     counts.set(row[0], (counts.get(row[0]) ?? 0) + 1);
   }
   for (const collection of new Set([...spend.keys(), ...counts.keys()])) {
@@ -206,7 +226,20 @@ function readState(path: string): State {
         + "(the ledger records both together)");
     }
   }
-  return { secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, budget, pinned, spend, memo };
+  const centralDoc = paths ? doc["central"] : {};
+  if (!isPlain(centralDoc)) throw refused(path, "its tables are missing or malformed");
+  const central = new Map<string, CentralGuarantee>();
+  for (const [collection, row] of Object.entries(centralDoc)) {
+    const checked = checkedCentral(collection, row);
+    if (typeof checked === "string") throw refused(path, checked);
+    if (!(spend.get(collection)?.reports ?? 0)) {
+      throw refused(path, `collection ${shown(collection)}: a central guarantee is recorded but no report (the ledger `
+        + "records it with the spend)");
+    }
+    central.set(collection, checked);
+  }
+  return { format, secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, budget, pinned,
+    spend, memo, central };
 }
 
 function writeMarker(path: string, id: string, reset?: JsonValue): void {
@@ -249,7 +282,8 @@ function exists(path: string): boolean {
 function createLedger(path: string, budget: Budget, device: Record<string, JsonValue> = {}): Buffer {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const secret = randomBytes(SECRET_BYTES);
-  const built = staged(path, serialise({ secret, device, budget, pinned: new Map(), spend: new Map(), memo: new Map() }));
+  const built = staged(path, serialise({ format: FORMAT, secret, device, budget, pinned: new Map(), spend: new Map(),
+    memo: new Map(), central: new Map() }));
   try {
     linkSync(built, path);
   } finally {
@@ -259,19 +293,25 @@ function createLedger(path: string, budget: Budget, device: Record<string, JsonV
   return secret;
 }
 
-/** Format 1 -> 2 under the lock: store `budget`, pin each collection's ε at its spend per report. */
+/**
+ * Format 1 or 2 -> 3 under the lock: (1 -> 2) store `budget`, pin each collection's ε at its spend per
+ * report; (2 -> 3) write the (empty) table of promises, each memoized report's path unknown (null).
+ */
 function upgrade(path: string, budget: Budget): State {
   return locked(path, () => {
     const state = readState(path);
-    if (state.budget !== undefined) return state; // another process just did it
-    state.budget = budget;
-    for (const [collection, spend] of state.spend) {
-      if (spend.reports > 0) {
-        state.pinned.set(collection, frac.fraction(spend.epsilon.num, spend.epsilon.den * BigInt(spend.reports)));
+    if (state.format === FORMAT) return state; // another process just did it
+    if (state.budget === undefined) {
+      state.budget = budget;
+      for (const [collection, spend] of state.spend) {
+        if (spend.reports > 0) {
+          state.pinned.set(collection, frac.fraction(spend.epsilon.num, spend.epsilon.den * BigInt(spend.reports)));
+        }
       }
     }
     renameSync(staged(path, serialise(state)), path);
     fsyncDirectory(dirname(path));
+    state.format = FORMAT;
     return state;
   });
 }
@@ -332,9 +372,15 @@ function locked<T>(path: string, body: () => T): T {
 /** One submission's view of the ledger inside its transaction (see {@link FileLedger.transaction}). */
 export class LedgerTransaction {
   private recorded = 0;
+  private promiseChanged = false;
+  private readonly reportedBefore: boolean;
 
   constructor(private readonly state: State, private readonly collection: string, private readonly epsilon: Fraction,
-    private readonly budget: Fraction) {}
+    private readonly budget: Fraction,
+    /** This submission's path: sealed through a shuffler, or in clear. */
+    readonly sealed: boolean) {
+    this.reportedBefore = this.spend.reports > 0;
+  }
 
   private get spend(): Spend {
     return this.state.spend.get(this.collection) ?? NO_SPEND;
@@ -345,7 +391,15 @@ export class LedgerTransaction {
     return frac.toFloat(this.spend.epsilon);
   }
 
-  /** The memoized report of every key (hex) that has one. */
+  /** Reports charged to the collection so far, this transaction's records included. */
+  get reports(): number {
+    return this.spend.reports;
+  }
+
+  /**
+   * The memoized report of every key (hex) that has one; ValidationError naming `shuffler` (nothing
+   * recorded) if one of them was sent the other way than this transaction's path.
+   */
   lookup(keys: readonly string[]): Map<string, MemoEntry> {
     const found = new Map<string, MemoEntry>();
     for (const key of keys) {
@@ -357,6 +411,7 @@ export class LedgerTransaction {
       }
       found.set(key, entry);
     }
+    checkPath(this.collection, found.values(), this.sealed);
     return found;
   }
 
@@ -370,15 +425,38 @@ export class LedgerTransaction {
     }
     keys.forEach((key, i) => {
       this.state.memo.set(key, { collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
-        privateCode: codes[i]! });
+        privateCode: codes[i]!, sealed: this.sealed });
     });
     this.state.spend.set(this.collection, spend);
     this.recorded += count;
   }
 
+  /**
+   * Whether {@link promise} records a guarantee: every report charged to the collection before this
+   * transaction was charged for a shuffler (a guarantee is recorded for them, or there was none).
+   */
+  promisable(): boolean {
+    return mayPromise(this.reportedBefore, () => this.state.central.has(this.collection));
+  }
+
+  /**
+   * Record the guarantee the collection promised this submission's reports, sent sealed through a
+   * shuffler (only when {@link promisable}), or with undefined remove it (sent in clear: known to be
+   * this device's). Returns what is recorded now.
+   */
+  promise(guarantee: CentralGuarantee | undefined): CentralGuarantee | undefined {
+    const recorded = promised(guarantee, this.reports, () => this.promisable());
+    const before = this.state.central.get(this.collection);
+    if (recorded === undefined) this.state.central.delete(this.collection);
+    else this.state.central.set(this.collection, recorded);
+    this.promiseChanged ||= JSON.stringify(before && centralRecord(before))
+      !== JSON.stringify(recorded && centralRecord(recorded));
+    return recorded;
+  }
+
   /** Whether anything was recorded. */
   get changed(): boolean {
-    return this.recorded > 0;
+    return this.recorded > 0 || this.promiseChanged;
   }
 }
 
@@ -420,7 +498,7 @@ export class FileLedger {
     let state = readState(path);
     this.secret = state.secret;
     checkMarker(path, ledgerId(state.secret));
-    if (state.budget === undefined) state = upgrade(path, Budget.of(this.sessionBudget));
+    if (state.format !== FORMAT) state = upgrade(path, Budget.of(this.sessionBudget));
     this.budget = state.budget!;
     if (this.sessionBudget !== undefined && this.budget.epsilon !== undefined) {
       this.budget.effective(this.budget.epsilon, frac.fromFloat(this.sessionBudget)); // never above the stored one
@@ -474,6 +552,15 @@ export class FileLedger {
   }
 
   /**
+   * The guarantee `collection` promised this device's reports, sent sealed through a shuffler; undefined
+   * for a collection that is not shuffled, never reported to, or some of whose reports were sent in clear
+   * or before the ledger recorded promises (format 3).
+   */
+  guarantees(collection: string): CentralGuarantee | undefined {
+    return readState(this.path).central.get(collection);
+  }
+
+  /**
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
@@ -488,11 +575,13 @@ export class FileLedger {
   }
 
   /**
-   * Run `body` as one transaction on `collection` released at `epsilon`: the file is locked, read and
-   * checked again; what `body` records is written durably before this returns. If `body` throws
-   * (e.g. PrivacyBudgetExceeded) nothing is written.
+   * Run `body` as one transaction on `collection` released at `epsilon`, for reports sent sealed through
+   * a shuffler (`sealed`) or (default) in clear: the file is locked, read and checked again; what `body`
+   * records is written durably before this returns. If `body` throws (e.g. PrivacyBudgetExceeded, or a
+   * memoized report of the other path) nothing is written.
    */
-  transaction<T>(collection: string, epsilon: number, body: (tx: LedgerTransaction) => T): T {
+  transaction<T>(collection: string, epsilon: number, body: (tx: LedgerTransaction) => T,
+    options: PathOptions = {}): T {
     const eps = frac.fromFloat(checkEpsilon(epsilon, "epsilon"));
     const budget = this.budgetFor(epsilon);
     return locked(this.path, () => {
@@ -501,7 +590,7 @@ export class FileLedger {
       if (state.budget === undefined) throw refused(this.path, "it was put back to format 1 after it was opened");
       const pinned = state.pinned.get(collection);
       checkPinned(collection, pinned, eps);
-      const tx = new LedgerTransaction(state, collection, eps, budget);
+      const tx = new LedgerTransaction(state, collection, eps, budget, options.sealed ?? false);
       const result = body(tx);
       if (pinned === undefined) state.pinned.set(collection, eps);
       if (tx.changed || pinned === undefined) {

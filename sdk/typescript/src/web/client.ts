@@ -7,13 +7,15 @@
  *
  * No shuffler path (contract §16): the reference shuffler serves gRPC only, and a browser cannot
  * speak gRPC, so a `shuffler` option is refused (ValidationError) rather than ignored, which would
- * send in clear what the caller meant to seal. Sealing itself works in browsers (src/sealing.ts).
+ * send in clear what the caller meant to seal; and a shuffled collection, which takes no report in
+ * clear, is refused (ValidationError naming `shuffler`) before anything is charged. Sealing itself
+ * works in browsers (src/sealing.ts).
  */
 import { createClient, type Client as ConnectClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { batchCapacity, cutBatches } from "../batching.js";
 import {
-  bearerHeaders, checkTimeout, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult,
+  bearerHeaders, checkTimeout, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, refuseInClear, type SubmitResult,
 } from "../call-options.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
@@ -120,19 +122,26 @@ export class WebClient {
   async submit(collection: string | CollectionInfo, rows: Columns | readonly Row[], ledger: IndexedDbLedger,
     batchSize?: number): Promise<SubmitResult> {
     const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
-    const capacity = batchCapacity(info, this.maxMessageBytes, batchSize);
+    const capacity = this.capacity(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
     const prepared = await prepareReports(info.card, encoded, ledger);
     const delivered = await this.deliver(info, prepared.reports, capacity);
     return { ...delivered, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
-      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal };
+      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: false };
   }
 
   /** Deliver reports that are already made (e.g. resend memoized ones), with no ledger; validated first. */
   async submitReports(info: CollectionInfo, reports: Reports, batchSize?: number): Promise<StreamResult> {
     validateReports(info.card.schema, reports);
-    return this.deliver(info, reports, batchCapacity(info, this.maxMessageBytes, batchSize));
+    return this.deliver(info, reports, this.capacity(info, batchSize));
+  }
+
+  /** Reports per batch; a shuffled collection, which takes sealed reports only, is refused (naming `shuffler`). */
+  private capacity(info: CollectionInfo, batchSize?: number): number {
+    refuseInClear(info, "a collection that takes reports in clear: a shuffled one takes them only sealed, through a "
+      + "shuffler, which WebClient has no path to (the Node Client's shuffler option has)");
+    return batchCapacity(info, this.maxMessageBytes, batchSize);
   }
 
   private async deliver(info: CollectionInfo, reports: Reports, capacity: number): Promise<StreamResult> {

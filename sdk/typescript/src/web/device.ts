@@ -4,22 +4,32 @@
  * ones (the platform-neutral device core) and records their spend before anything is sent.
  */
 import type { MechanismCard } from "../card.js";
-import { fillReports, planReports, prepared, type PreparedReports } from "../device-core.js";
+import {
+  fillReports, planReports, prepared, promisedGuarantee, type PathOptions, type PreparedReports,
+} from "../device-core.js";
 import { collectionIdentity } from "../fingerprint.js";
 import type { EncodedRows } from "../rows.js";
 import { collectionFingerprint, type IndexedDbLedger } from "./ledger.js";
 
 /**
  * Memoize-or-perturb every row and record the spend durably, before anything is sent. Throws
- * PrivacyBudgetExceeded or CardChanged (nothing recorded) when the ledger refuses.
+ * PrivacyBudgetExceeded or CardChanged (nothing recorded) when the ledger refuses, and ValidationError
+ * naming `shuffler` (nothing recorded) if a memoized row's report went the other way than `sealed`
+ * says this one goes. With `sealed` (the reports go through a shuffler), a shuffled collection's
+ * promise is recorded in the same transaction (while every earlier report to it went through a
+ * shuffler too); sent in clear, it is removed.
  */
-export async function prepareReports(card: MechanismCard, rows: EncodedRows,
-  ledger: IndexedDbLedger): Promise<PreparedReports> {
+export async function prepareReports(card: MechanismCard, rows: EncodedRows, ledger: IndexedDbLedger,
+  options: PathOptions = {}): Promise<PreparedReports> {
+  const sealed = options.sealed ?? false;
+  const spec = card.schema.shuffle;
   const fingerprint = await collectionFingerprint(collectionIdentity(card));
   const plan = planReports(await ledger.memoKeys(fingerprint, rows.publicCodes, rows.privateCodes));
   return ledger.transaction(card.schema.name, card.epsilon, async (tx) => {
     const filled = fillReports(card, rows, plan, await tx.lookup(plan.distinct));
     tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
-    return prepared(card, rows, filled, tx.spent);
-  });
+    const shuffled = sealed && spec !== undefined && tx.promisable();
+    const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
+    return { ...prepared(card, rows, filled, tx.spent), central };
+  }, { sealed });
 }

@@ -10,9 +10,11 @@ export {
 } from "./ledger.js";
 export { prepareReports } from "./device.js";
 export { WebClient, type WebClientOptions, type WebProtocol } from "./client.js";
-export { Budget, CardChanged, LedgerError, PrivacyBudgetExceeded, DEFAULT_BUDGET_MULTIPLE } from "../ledger-rules.js";
+export {
+  Budget, CardChanged, LedgerError, PrivacyBudgetExceeded, DEFAULT_BUDGET_MULTIPLE, type CentralGuarantee,
+} from "../ledger-rules.js";
 export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";
 export { SubmitError, type StreamResult } from "../submit-error.js";
 export { DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type SubmitResult } from "../call-options.js";
 export { collectionIdentity } from "../fingerprint.js";
-export type { MemoEntry, PreparedReports } from "../device-core.js";
+export type { MemoEntry, PathOptions, PreparedReports } from "../device-core.js";

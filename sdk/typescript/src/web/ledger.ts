@@ -19,24 +19,34 @@
  *   data" removes the database and the marker together, which no page can detect: then only the
  *   server's per-credential quota bounds the device; ask for `navigator.storage.persist()` so the
  *   browser does not evict the ledger by itself.)
+ * - A shuffled collection's promise and one path per report (../ledger-rules.ts): a transaction for
+ *   reports sent sealed through a shuffler records the guarantee the collection promised (table
+ *   `central`, `guarantees`), while every report to it went that way; each memoized report records its
+ *   path (`sealed`), and a submission that would send one the other way is refused, nothing charged.
+ *   A database of version 1 (before promises and paths) is upgraded when opened: the `central` table is
+ *   added, empty, and its memoized reports keep an unknown path; its collections with reports never
+ *   get a promise (which of their reports went through a shuffler is not known).
  */
 import { ValidationError } from "../errors.js";
-import type { MemoEntry } from "../device-core.js";
+import type { MemoEntry, PathOptions } from "../device-core.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
 import {
-  Budget, charge, checkedPin, checkedSpend, checkPinned, LedgerError, NO_SPEND, type Spend,
+  Budget, centralRecord, charge, checkedCentral, checkedPin, checkedSpend, checkPath, checkPinned, LedgerError,
+  mayPromise, NO_SPEND, promised, type CentralGuarantee, type Spend,
 } from "../ledger-rules.js";
 import { REPORT_ID_BYTES, secureRandomBytes } from "../random.js";
 import { checkEpsilon } from "../validation.js";
 
-const FORMAT = "ldpsynth.idb-ledger/1";
+const FORMAT = "ldpsynth.idb-ledger/2";
+/** The format of a database of version 1 (before promises and paths), upgraded when opened. */
+const FORMAT_1 = "ldpsynth.idb-ledger/1";
 const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
 const DB_PREFIX = "ldpsynth-ledger/";
 export const MARKER_SUFFIX = ".created";
-const VERSION = 1;
-const STORES = ["device", "spend", "pinned", "memo"] as const;
+const VERSION = 2;
+const STORES = ["device", "spend", "pinned", "memo", "central"] as const;
 const SECRET_BYTES = 32;
 const MEMO_DOMAIN = new TextEncoder().encode("ldpsynth-memo/1");
 const ID_DOMAIN = new TextEncoder().encode("ldpsynth-ledger-id/1");
@@ -115,6 +125,20 @@ function checkName(name: string): string {
   return name;
 }
 
+/**
+ * Version 1 -> 2, in the open's upgrade transaction: add the (empty) `central` table and mark the
+ * format 2, only where the database is one of format 1 (anything else is left for verify to refuse).
+ */
+function upgradeFrom1(db: IDBDatabase, tx: IDBTransaction): void {
+  if (!db.objectStoreNames.contains("central")) db.createObjectStore("central");
+  if (!db.objectStoreNames.contains("device")) return;
+  const device = tx.objectStore("device");
+  const format = device.get("format");
+  format.onsuccess = () => {
+    if (format.result === FORMAT_1) device.put(FORMAT, "format");
+  };
+}
+
 /** Open (or, where none ever was, create) the database; LedgerError for a missing or foreign one. */
 function openDatabase(factory: IDBFactory, name: string, markerExists: boolean,
   create: Record<string, unknown>): Promise<IDBDatabase> {
@@ -123,6 +147,10 @@ function openDatabase(factory: IDBFactory, name: string, markerExists: boolean,
     const req = factory.open(DB_PREFIX + name, VERSION);
     req.onupgradeneeded = (event) => {
       const tx = req.transaction!;
+      if (event.oldVersion === 1) {
+        upgradeFrom1(req.result, tx);
+        return;
+      }
       if (event.oldVersion !== 0) {
         problem = refused(name, `its database has version ${event.oldVersion}, not ${VERSION}`);
       } else if (markerExists) {
@@ -153,10 +181,11 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   }
   const tx = db.transaction([...STORES], "readonly");
   const device = tx.objectStore("device");
-  const [format, secret, budgetJson, collections, spends, pins, pinned] = await Promise.all([
+  const [format, secret, budgetJson, collections, spends, pins, pinned, promises, guarantees] = await Promise.all([
     request(device.get("format")), request(device.get("secret")), request(device.get("budget")),
     request(tx.objectStore("spend").getAllKeys()), request(tx.objectStore("spend").getAll()),
     request(tx.objectStore("pinned").getAllKeys()), request(tx.objectStore("pinned").getAll()),
+    request(tx.objectStore("central").getAllKeys()), request(tx.objectStore("central").getAll()),
   ]);
   if (format !== FORMAT) throw refused(name, `it is not a ledger of format ${FORMAT}`);
   if (!(secret instanceof CryptoKey) || secret.algorithm.name !== "HMAC" || secret.extractable) {
@@ -181,6 +210,16 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   });
   const total = await request(tx.objectStore("memo").count());
   if (total !== counts.reduce((a, b) => a + b, 0)) throw refused(name, "memoized reports of no counted collection");
+  promises.forEach((collection, i) => {
+    const shown = JSON.stringify(String(collection));
+    const checked = checkedCentral(String(collection), guarantees[i]);
+    if (typeof checked === "string") throw refused(name, checked);
+    const at = collections.indexOf(collection);
+    if (typeof collection !== "string" || at < 0 || !(spends[at] as { reports?: unknown }).reports) {
+      throw refused(name, `collection ${shown}: a central guarantee is recorded but no report (the ledger records it `
+        + "with the spend)");
+    }
+  });
   return { secret, budget };
 }
 
@@ -208,15 +247,31 @@ function writeMarker(markers: MarkerStore, name: string, id: string, reset?: Jso
 
 /** One submission's view of the ledger inside its transaction (see {@link IndexedDbLedger.transaction}). */
 export class IdbLedgerTransaction {
+  private readonly reportedBefore: boolean;
+
   constructor(private readonly tx: IDBTransaction, private readonly collection: string,
-    private readonly epsilon: Fraction, private readonly budget: Fraction, private spend: Spend) {}
+    private readonly epsilon: Fraction, private readonly budget: Fraction, private spend: Spend,
+    /** This submission's path: sealed through a shuffler, or in clear. */
+    readonly sealed: boolean,
+    /** Whether a promise is recorded for the collection (at the transaction's start). */
+    private readonly promisedBefore: boolean) {
+    this.reportedBefore = spend.reports > 0;
+  }
 
   /** ε spent on the collection so far, this transaction's records included. */
   get spent(): number {
     return frac.toFloat(this.spend.epsilon);
   }
 
-  /** The memoized report of every key (hex) that has one; LedgerError for a malformed one. */
+  /** Reports charged to the collection so far, this transaction's records included. */
+  get reports(): number {
+    return this.spend.reports;
+  }
+
+  /**
+   * The memoized report of every key (hex) that has one; LedgerError for a malformed one, ValidationError
+   * naming `shuffler` (nothing recorded) if one was sent the other way than this transaction's path.
+   */
   async lookup(keys: readonly string[]): Promise<Map<string, MemoEntry>> {
     const memo = this.tx.objectStore("memo");
     const rows = await Promise.all(keys.map((key) => request(memo.get(key))));
@@ -226,12 +281,14 @@ export class IdbLedgerTransaction {
       const entry = row as Record<string, unknown>;
       const id = entry["reportId"];
       const code = entry["privateCode"];
+      const sealed = entry["sealed"];
       if (entry["collection"] !== this.collection || !(id instanceof Uint8Array) || id.length !== REPORT_ID_BYTES
-        || typeof code !== "string" || !/^[0-9]+$/.test(code)) {
+        || typeof code !== "string" || !/^[0-9]+$/.test(code) || (sealed !== undefined && typeof sealed !== "boolean")) {
         throw new LedgerError(`a memoized report of collection ${JSON.stringify(this.collection)} is malformed`, SOUND);
       }
-      found.set(keys[i]!, { collection: this.collection, reportId: id, privateCode: BigInt(code) });
+      found.set(keys[i]!, { collection: this.collection, reportId: id, privateCode: BigInt(code), sealed });
     });
+    checkPath(this.collection, found.values(), this.sealed);
     return found;
   }
 
@@ -245,10 +302,31 @@ export class IdbLedgerTransaction {
     const memo = this.tx.objectStore("memo");
     keys.forEach((key, i) => {
       memo.add({ collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
-        privateCode: String(codes[i]!) }, key);
+        privateCode: String(codes[i]!), sealed: this.sealed }, key);
     });
     this.tx.objectStore("spend").put({ epsilon: frac.format(spend.epsilon), reports: spend.reports }, this.collection);
     this.spend = spend;
+  }
+
+  /**
+   * Whether {@link promise} records a guarantee: every report charged to the collection before this
+   * transaction was charged for a shuffler (a guarantee is recorded for them, or there was none).
+   */
+  promisable(): boolean {
+    return mayPromise(this.reportedBefore, () => this.promisedBefore);
+  }
+
+  /**
+   * Record the guarantee the collection promised this submission's reports, sent sealed through a
+   * shuffler (only when {@link promisable}), or with undefined remove it (sent in clear: known to be
+   * this device's). Returns what is recorded now.
+   */
+  promise(guarantee: CentralGuarantee | undefined): CentralGuarantee | undefined {
+    const recorded = promised(guarantee, this.reports, () => this.promisable());
+    const central = this.tx.objectStore("central");
+    if (recorded === undefined) central.delete(this.collection);
+    else central.put(centralRecord(recorded), this.collection);
+    return recorded;
   }
 }
 
@@ -342,6 +420,20 @@ export class IndexedDbLedger {
   }
 
   /**
+   * The guarantee `collection` promised this device's reports, sent sealed through a shuffler; undefined
+   * for a collection that is not shuffled, never reported to, or some of whose reports were sent in clear
+   * or before the ledger recorded promises (version 2).
+   */
+  async guarantees(collection: string): Promise<CentralGuarantee | undefined> {
+    const tx = this.db.transaction("central", "readonly");
+    const row = await request(tx.objectStore("central").get(collection));
+    if (row === undefined) return undefined;
+    const checked = checkedCentral(collection, row);
+    if (typeof checked === "string") throw refused(this.name, checked);
+    return checked;
+  }
+
+  /**
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
@@ -358,19 +450,20 @@ export class IndexedDbLedger {
   }
 
   /**
-   * Run `body` as one transaction on `collection` released at `epsilon`: the ε is pinned (CardChanged
-   * if the collection was reported to at another ε), and what `body` records is durable before this
-   * returns. If `body` throws (e.g. PrivacyBudgetExceeded) nothing is written. `body` may await only
-   * the transaction's own lookups (IndexedDB commits a transaction left without a request).
+   * Run `body` as one transaction on `collection` released at `epsilon`, for reports sent sealed through
+   * a shuffler (`sealed`) or (default) in clear: the ε is pinned (CardChanged if the collection was
+   * reported to at another ε), and what `body` records is durable before this returns. If `body` throws
+   * (e.g. PrivacyBudgetExceeded, or a memoized report of the other path) nothing is written. `body` may
+   * await only the transaction's own lookups (IndexedDB commits a transaction left without a request).
    */
   async transaction<T>(collection: string, epsilon: number,
-    body: (tx: IdbLedgerTransaction) => Promise<T>): Promise<T> {
+    body: (tx: IdbLedgerTransaction) => Promise<T>, options: PathOptions = {}): Promise<T> {
     const eps = frac.fromFloat(checkEpsilon(epsilon, "epsilon"));
-    const tx = this.db.transaction(["spend", "pinned", "memo"], "readwrite", { durability: "strict" });
+    const tx = this.db.transaction(["spend", "pinned", "memo", "central"], "readwrite", { durability: "strict" });
     const done = completion(tx);
     try {
-      const [pinnedRow, spendRow] = await Promise.all([request(tx.objectStore("pinned").get(collection)),
-        request(tx.objectStore("spend").get(collection))]);
+      const [pinnedRow, spendRow, centralRow] = await Promise.all([request(tx.objectStore("pinned").get(collection)),
+        request(tx.objectStore("spend").get(collection)), request(tx.objectStore("central").get(collection))]);
       const pinned = pinnedRow === undefined ? undefined : checkedPin(pinnedRow);
       if (pinnedRow !== undefined && pinned === undefined) {
         throw refused(this.name, `collection ${JSON.stringify(collection)}: its pinned epsilon is not an exact number > 0`);
@@ -379,8 +472,10 @@ export class IndexedDbLedger {
       if (pinned === undefined) tx.objectStore("pinned").put(frac.format(eps), collection);
       const spend = spendRow === undefined ? NO_SPEND : checkedSpend(collection, spendRow);
       if (typeof spend === "string") throw refused(this.name, spend);
+      const promise = centralRow === undefined ? undefined : checkedCentral(collection, centralRow);
+      if (typeof promise === "string") throw refused(this.name, promise);
       const result = await body(new IdbLedgerTransaction(tx, collection, eps, this.budget.effective(eps, this.session),
-        spend));
+        spend, options.sealed ?? false, promise !== undefined));
       tx.commit();
       await done;
       return result;
