@@ -201,7 +201,7 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
         const gone = await reopened.guarantees("ratings");
         reopened.close();
 
-        // A ledger of version 1, as the SDK wrote it before promises and paths: one report, of unknown path.
+        // A ledger of version 1, as the SDK wrote it before promises and paths: one report, its path not recorded (in clear).
         const secret = await crypto.subtle.importKey("raw", crypto.getRandomValues(new Uint8Array(32)),
           { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
         const fingerprint = await sdk.collectionFingerprint(sdk.collectionIdentity(card));
