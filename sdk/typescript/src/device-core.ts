@@ -21,8 +21,8 @@ export interface MemoEntry {
   readonly collection: string;
   readonly reportId: Uint8Array;
   readonly privateCode: bigint;
-  /** Sent sealed through a shuffler (true) or in clear (false); undefined: recorded before the ledger kept it. */
-  readonly sealed?: boolean | undefined;
+  /** First sent sealed through a shuffler (true) or in clear (false; so are reports memoized before paths were kept). */
+  readonly sealed: boolean;
 }
 
 /** How a submission's reports travel: sealed through a shuffler, or (default) in clear. */

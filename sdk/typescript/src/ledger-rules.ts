@@ -12,9 +12,10 @@
  *   whose reports went sealed through a shuffler, the ledger records the guarantee the collection
  *   promised them ({@link CentralGuarantee}), as long as every report charged to the collection went
  *   that way; a submission in clear removes it.
- * - **One path per report**: each memoized report records whether it was sent sealed through a
- *   shuffler or in clear, and a submission that would send one the other way is refused before
- *   anything is charged (ValidationError naming `shuffler`): it would link the report to the device.
+ * - **One path per report** (the memo path rule): each memoized report records whether it was first
+ *   sent sealed through a shuffler or in clear, and a submission that would send one the other way is
+ *   refused whole before anything is charged (ValidationError naming `rows`): it would link the report
+ *   to the device.
  */
 import { ValidationError } from "./errors.js";
 import * as frac from "./fraction.js";
@@ -246,28 +247,29 @@ export function mayPromise(reportedBefore: boolean, promisedBefore: () => boolea
 }
 
 /**
- * What a submission leaves recorded: `guarantee` (its reports went through a shuffler) when the collection
- * has reports and `promisable()`; else none (undefined: sent in clear, known to be this device's).
+ * What a submission leaves recorded for its collection (the promise rule): `guarantee` when it went
+ * through a shuffler (`sealed`), the collection has reports and `promisable()` ({@link mayPromise});
+ * else none, and any promise recorded before is removed: a submission in clear leaves reports the
+ * aggregator knows are this device's, and no later sealed submission brings the promise back.
  */
-export function promised(guarantee: CentralGuarantee | undefined, reports: number,
+export function promised(guarantee: CentralGuarantee | undefined, sealed: boolean, reports: number,
   promisable: () => boolean): CentralGuarantee | undefined {
-  return guarantee === undefined || !reports || !promisable() ? undefined : guarantee;
+  return guarantee === undefined || !sealed || !reports || !promisable() ? undefined : guarantee;
 }
 
 /**
- * Refuse to send a memoized report the other way than it went before (`sealed`: this submission's path;
- * a report's own `sealed`, undefined when it was recorded before the ledger kept paths): ValidationError
- * naming `shuffler`. A report sent sealed and then in clear is known to be this device's; one sent in
- * clear and then sealed puts a copy known to be this device's in a pool.
+ * The memo path rule (the reference's `check_path`): a memoized report is always resent the way it was
+ * first sent. A report memoized in clear is never later sealed (its sealed copy would be matched to the
+ * clear one, which the aggregator knows is this device's), and a report first sent sealed never later
+ * goes in clear (that links the device to its sealed report). `switched`: the rows of a submission sent
+ * `sealed` (or not) whose memoized reports were first sent the other way; any refuses the whole
+ * submission with ValidationError naming `rows`, before anything is charged or recorded.
  */
-export function checkPath(collection: string, reused: Iterable<{ readonly sealed?: boolean | undefined }>,
-  sealed: boolean): void {
-  let other = 0;
-  for (const entry of reused) if (entry.sealed !== undefined && entry.sealed !== sealed) other++;
-  if (!other) return;
-  const [before, now] = sealed ? ["in clear", "sealed through a shuffler"] : ["sealed through a shuffler", "in clear"];
-  throw new ValidationError("shuffler", `the path these rows' reports took before: ${before} (submit them `
-    + `${sealed ? "without" : "with"} a shuffler)`, `collection ${JSON.stringify(collection)}: ${other} of this `
-    + `submission's rows were reported ${before}; sending their reports ${now} would link them to this device `
-    + "(nothing was charged)");
+export function checkPath(collection: string, sealed: boolean, switched: number): void {
+  if (!switched) return;
+  const [first, now] = sealed ? ["in clear", "sealed"] : ["sealed, through a shuffler", "in clear"];
+  throw new ValidationError("rows", "rows sent the way their memoized reports were first sent (a report memoized in "
+    + "clear is never sealed later, nor a sealed one sent in clear)", `collection ${JSON.stringify(collection)}: `
+    + `${switched} of these rows have a report first sent ${first}; sending it ${now} would link the report to this `
+    + "device (nothing was charged or sent)");
 }

@@ -201,7 +201,7 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
         const gone = await reopened.guarantees("ratings");
         reopened.close();
 
-        // A ledger of version 1, as the SDK wrote it before promises and paths: one report, of unknown path.
+        // A ledger of version 1, as the SDK wrote it before promises and paths: one report, its path not recorded (in clear).
         const secret = await crypto.subtle.importKey("raw", crypto.getRandomValues(new Uint8Array(32)),
           { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
         const fingerprint = await sdk.collectionFingerprint(sdk.collectionIdentity(card));
@@ -242,9 +242,10 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
         });
         const old = await sdk.IndexedDbLedger.open("old");
         const oldReports = await old.reports("ratings");
-        const reused = await sdk.prepareReports(card, rows([[1, 1], [7, 2]]), old, sealed); // unknown path: reused
+        const reused = await sdk.prepareReports(card, rows([[1, 1], [7, 2]]), old); // an old report: in clear
+        const oldSealed = await outcome(() => sdk.prepareReports(card, rows([[1, 1]]), old, sealed));
+        const newSealed = await sdk.prepareReports(card, rows([[8, 3]]), old, sealed);
         const oldPromise = await old.guarantees("ratings");
-        const newPath = await outcome(() => sdk.prepareReports(card, rows([[7, 2]]), old)); // its path is known
         old.close();
         const version = await new Promise<[number, unknown]>((resolve) => {
           const req = indexedDB.open("ldpsynth-ledger/old");
@@ -258,19 +259,20 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
           };
         });
         return { first: first.central, more: more.central, inClear, after, kept, cleared: cleared.central, gone,
-          epsilon: card.epsilon, oldReports, reused: [reused.memoized, reused.central], oldPromise, newPath, version };
+          epsilon: card.epsilon, oldReports, reused: reused.memoized, oldSealed,
+          newSealed: [newSealed.memoized, newSealed.central], oldPromise, version };
       }, str(cases(vectors("cards.json"), "shuffled").find((c) => c["id"] === "assume-injected-above-rows-per-device")!
         ["card_json"]));
       const promise = (m: number) => ({ delta: 1e-9, minBatch: 1000, assumeInjected: 50, rowsPerDevice: m,
         centralEpsilon: null, centralDelta: null, operator: true });
       assert.deepEqual([out.first, out.more, out.kept], [promise(3), promise(4), promise(4)]);
-      assert.match(out.inClear, /^ValidationError: shuffler: .*reported sealed through a shuffler; sending their reports in clear/);
+      assert.match(out.inClear, /^ValidationError: rows: .*first sent sealed, through a shuffler; sending it in clear/);
       assert.deepEqual(out.after, [4, 4 * out.epsilon]); // the refused submission charged nothing
       assert.deepEqual([out.cleared, out.gone], [undefined, undefined]);
       assert.equal(out.oldReports, 1);
-      assert.deepEqual(out.reused, [1, undefined]); // reused either way; an old report's path unknown: no promise
-      assert.equal(out.oldPromise, undefined);
-      assert.match(out.newPath, /^ValidationError: shuffler: /);
+      assert.equal(out.reused, 1); // a version-1 report counts as sent in clear: resent in clear, never sealed
+      assert.match(out.oldSealed, /^ValidationError: rows: .*first sent in clear; sending it sealed/);
+      assert.deepEqual([out.newSealed, out.oldPromise], [[0, undefined], undefined]); // reports in clear before
       assert.deepEqual(out.version, [2, "ldpsynth.idb-ledger/2"]);
       await page.close();
     });

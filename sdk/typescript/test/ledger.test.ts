@@ -267,9 +267,9 @@ test("no promise for reports in clear, for a collection that is not shuffled, or
   assert.equal(prepareReports(shuffled, ratings([3, 3]), other, SEALED).central, undefined); // and does not come back
 });
 
-test("a memoized report is never sent the other way: refused naming `shuffler`, nothing charged", () => {
-  const refusedPath = (err: unknown): boolean => err instanceof ValidationError && err.field === "shuffler"
-    && /would link them to this device/.test(err.message);
+test("a memoized report is never sent the other way: refused naming `rows`, nothing charged", () => {
+  const refusedPath = (err: unknown): boolean => err instanceof ValidationError && err.field === "rows"
+    && /1 of these rows have a report first sent .* would link the report to this device/.test(err.message);
   const ledger = new FileLedger(fresh());
   prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
   const before = [ledger.reports("ratings"), ledger.spent("ratings")];
@@ -284,7 +284,7 @@ test("a memoized report is never sent the other way: refused naming `shuffler`, 
   assert.equal(clear.reports("demo"), 1);
 });
 
-test("a ledger of format 2 opens, upgraded: no promise, memoized reports of unknown path reused either way", () => {
+test("a ledger of format 2 opens, upgraded: no promise, its memoized reports marked sent in clear", () => {
   const path = fresh();
   prepareReports(shuffled, ratings([1, 1], [2, 2]), new FileLedger(path), SEALED);
   const doc = JSON.parse(readFileSync(path, "utf-8"));
@@ -296,13 +296,15 @@ test("a ledger of format 2 opens, upgraded: no promise, memoized reports of unkn
   const stored = JSON.parse(readFileSync(path, "utf-8"));
   assert.equal(stored.format, "ldpsynth.ts-ledger/3");
   assert.deepEqual(stored.central, {});
-  assert.deepEqual(Object.values(stored.memo).map((r) => (r as unknown[])[3]), [null, null]);
+  assert.deepEqual(Object.values(stored.memo).map((r) => (r as unknown[])[3]), [false, false]);
   assert.equal(upgraded.guarantees("ratings"), undefined);
-  // Which way the old reports went is not known: they are reused either way, and never promised.
-  assert.deepEqual([prepareReports(shuffled, ratings([1, 1]), upgraded).memoized], [1]);
-  const sealed = prepareReports(shuffled, ratings([2, 2], [3, 3]), upgraded, SEALED);
-  assert.deepEqual([sealed.memoized, sealed.central], [1, undefined]);
-  assert.throws(() => prepareReports(shuffled, ratings([3, 3]), upgraded), ValidationError); // a new one's path is known
+  // It recorded no promise, so its reports count as sent in clear (as the Python ledger's upgrade marks them):
+  // resent in clear, never sealed; the collection's later sealed reports get no promise.
+  assert.equal(prepareReports(shuffled, ratings([1, 1]), upgraded).memoized, 1);
+  assert.throws(() => prepareReports(shuffled, ratings([2, 2], [3, 3]), upgraded, SEALED),
+    (err) => err instanceof ValidationError && err.field === "rows");
+  const sealed = prepareReports(shuffled, ratings([3, 3]), upgraded, SEALED);
+  assert.deepEqual([sealed.memoized, sealed.central, upgraded.reports("ratings")], [0, undefined, 3]);
 });
 
 test("a damaged promise or path is refused", () => {
@@ -322,6 +324,9 @@ test("a damaged promise or path is refused", () => {
     [(d: Record<string, any>) => { d.central.other = d.central.ratings; }, /"other": a central guarantee is recorded but no report/],
     [(d: Record<string, any>) => { delete d.central; }, /malformed/],
     [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = "sealed"; }, /memoized report is malformed/],
+    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = null; }, /memoized report is malformed/],
+    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = false; },
+      /a central guarantee is recorded but 1 of its memoized reports were sent in clear/],
     [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k].pop(); }, /memoized report is malformed/],
   ] as const) {
     const path = base();

@@ -151,13 +151,13 @@ test("a shuffled collection without a shuffler is refused naming `shuffler`, bef
   assert.equal(kept.length, 0);
 });
 
-test("rows reported in clear are refused through a shuffler naming `shuffler`: nothing charged, nothing sent", async () => {
+test("rows reported in clear are refused through a shuffler naming `rows`: nothing charged, nothing sent", async () => {
   const demo = decodeCollection(fromHex(str((sealed["collection"] as JsonObject)["hex"]))); // not shuffled, sealing
   const book = ledger();
   const rows = [{ region: "south", age: 18, smoker: 0, score: 0.5 }]; // south: region code 1, the public key 1
   prepareReports(demo.card, encodeRows(demo.card.schema, rows), book); // sent in clear (by another client)
   await assert.rejects(client().submit(demo, [...rows, { ...rows[0]!, age: 19 }], book),
-    (err) => err instanceof ValidationError && err.field === "shuffler" && /reported in clear/.test(err.message));
+    (err) => err instanceof ValidationError && err.field === "rows" && /first sent in clear/.test(err.message));
   assert.deepEqual([book.reports("demo"), kept.length], [1, 0]);
   const through = await client().submit(demo, [{ ...rows[0]!, age: 19 }], book); // a new row goes sealed
   assert.deepEqual([through.acknowledged, through.shuffled, through.central, kept[0]!.poolKey], [1, true, undefined, 1n]);

@@ -136,8 +136,8 @@ export class Client {
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
    * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent;
    * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`);
-   * without one, a shuffled collection; either way, rows whose memoized reports went the other way
-   * (ValidationError naming `shuffler`). Through a shuffler to a shuffled collection, the ledger records the
+   * without one, a shuffled collection (naming `shuffler`); either way, rows whose memoized reports were
+   * first sent the other way (naming `rows`). Through a shuffler to a shuffled collection, the ledger records the
    * collection's promise with the spend (`central` in the result: its terms; ε and δ not computed here).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
    * resends the same memoized reports at no further cost.

@@ -14,7 +14,7 @@ export type { PathOptions, PreparedReports };
 /**
  * Memoize-or-perturb every row and record the spend in one ledger transaction, before anything is
  * sent. Throws PrivacyBudgetExceeded (nothing recorded) if the new reports would pass the budget, and
- * ValidationError naming `shuffler` (nothing recorded) if a memoized row's report went the other way
+ * ValidationError naming `rows` (nothing recorded) if a memoized row's report was first sent the other way
  * than `sealed` says this one goes. With `sealed` (the reports go through a shuffler), a shuffled
  * collection's promise is recorded in the same transaction (while every earlier report to it went
  * through a shuffler too); sent in clear, it is removed.

@@ -21,9 +21,9 @@
  *   ε = 0. `FileLedger.reset` starts over knowingly, moving the old files aside. A ledger of format 1
  *   (written before budgets and pins were stored) is upgraded at its first open: the budget given
  *   then (else the default) is stored and each collection's ε is pinned at its spend per report; a
- *   ledger of format 2 (before the ledger recorded promises and paths) gets an empty table of promises,
- *   its memoized reports keep an unknown path (null), and its collections with reports never get a
- *   promise (which of their reports went through a shuffler is not known).
+ *   ledger of format 2 (before the ledger recorded promises and paths) gets an empty table of promises
+ *   and its memoized reports are marked sent in clear (it recorded no promise, as the Python ledger
+ *   marks the memos of a collection without one), so its collections with reports never get a promise.
  * - A shuffled collection's promise and one path per report (../ledger-rules.ts): with a submission
  *   sent sealed through a shuffler the ledger records the guarantee the collection promised
  *   (`guarantees`), while every report to it went that way; each memoized report records its path, and
@@ -135,7 +135,7 @@ function serialise(state: State): string {
   for (const [collection, s] of state.spend) spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
   const memo: Record<string, JsonValue> = {};
   for (const [key, m] of state.memo) {
-    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode), m.sealed ?? null];
+    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode), m.sealed];
   }
   const pinned: Record<string, JsonValue> = {};
   for (const [collection, epsilon] of state.pinned) pinned[collection] = frac.format(epsilon);
@@ -211,11 +211,11 @@ function readState(path: string): State {
   for (const [key, row] of Object.entries(memoDoc)) {
     if (!KEY_HEX.test(key) || !Array.isArray(row) || row.length !== (paths ? 4 : 3) || typeof row[0] !== "string"
       || typeof row[1] !== "string" || !ID_HEX.test(row[1]) || typeof row[2] !== "string" || !/^[0-9]+$/.test(row[2])
-      || (paths && row[3] !== null && typeof row[3] !== "boolean")) {
+      || (paths && typeof row[3] !== "boolean")) {
       throw refused(path, "a memoized report is malformed");
     }
     memo.set(key, { collection: row[0], reportId: new Uint8Array(Buffer.from(row[1], "hex")), privateCode: BigInt(row[2]),
-      sealed: typeof row[3] === "boolean" ? row[3] : undefined });
+      sealed: row[3] === true });
     counts.set(row[0], (counts.get(row[0]) ?? 0) + 1);
   }
   for (const collection of new Set([...spend.keys(), ...counts.keys()])) {
@@ -235,6 +235,11 @@ function readState(path: string): State {
     if (!(spend.get(collection)?.reports ?? 0)) {
       throw refused(path, `collection ${shown(collection)}: a central guarantee is recorded but no report (the ledger `
         + "records it with the spend)");
+    }
+    const clear = [...memo.values()].filter((m) => m.collection === collection && !m.sealed).length;
+    if (clear) {
+      throw refused(path, `collection ${shown(collection)}: a central guarantee is recorded but ${clear} of its `
+        + "memoized reports were sent in clear (the ledger records one only while every report went through a shuffler)");
     }
     central.set(collection, checked);
   }
@@ -295,7 +300,7 @@ function createLedger(path: string, budget: Budget, device: Record<string, JsonV
 
 /**
  * Format 1 or 2 -> 3 under the lock: (1 -> 2) store `budget`, pin each collection's ε at its spend per
- * report; (2 -> 3) write the (empty) table of promises, each memoized report's path unknown (null).
+ * report; (2 -> 3) write the (empty) table of promises and each memoized report's path, in clear.
  */
 function upgrade(path: string, budget: Budget): State {
   return locked(path, () => {
@@ -397,8 +402,8 @@ export class LedgerTransaction {
   }
 
   /**
-   * The memoized report of every key (hex) that has one; ValidationError naming `shuffler` (nothing
-   * recorded) if one of them was sent the other way than this transaction's path.
+   * The memoized report of every key (hex) that has one; ValidationError naming `rows` (nothing
+   * recorded) if one of them was first sent the other way than this transaction's path.
    */
   lookup(keys: readonly string[]): Map<string, MemoEntry> {
     const found = new Map<string, MemoEntry>();
@@ -411,7 +416,7 @@ export class LedgerTransaction {
       }
       found.set(key, entry);
     }
-    checkPath(this.collection, found.values(), this.sealed);
+    checkPath(this.collection, this.sealed, [...found.values()].filter((m) => m.sealed !== this.sealed).length);
     return found;
   }
 
@@ -445,7 +450,7 @@ export class LedgerTransaction {
    * this device's). Returns what is recorded now.
    */
   promise(guarantee: CentralGuarantee | undefined): CentralGuarantee | undefined {
-    const recorded = promised(guarantee, this.reports, () => this.promisable());
+    const recorded = promised(guarantee, this.sealed, this.reports, () => this.promisable());
     const before = this.state.central.get(this.collection);
     if (recorded === undefined) this.state.central.delete(this.collection);
     else this.state.central.set(this.collection, recorded);

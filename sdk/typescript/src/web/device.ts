@@ -14,7 +14,7 @@ import { collectionFingerprint, type IndexedDbLedger } from "./ledger.js";
 /**
  * Memoize-or-perturb every row and record the spend durably, before anything is sent. Throws
  * PrivacyBudgetExceeded or CardChanged (nothing recorded) when the ledger refuses, and ValidationError
- * naming `shuffler` (nothing recorded) if a memoized row's report went the other way than `sealed`
+ * naming `rows` (nothing recorded) if a memoized row's report was first sent the other way than `sealed`
  * says this one goes. With `sealed` (the reports go through a shuffler), a shuffled collection's
  * promise is recorded in the same transaction (while every earlier report to it went through a
  * shuffler too); sent in clear, it is removed.

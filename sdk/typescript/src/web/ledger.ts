@@ -24,8 +24,8 @@
  *   `central`, `guarantees`), while every report to it went that way; each memoized report records its
  *   path (`sealed`), and a submission that would send one the other way is refused, nothing charged.
  *   A database of version 1 (before promises and paths) is upgraded when opened: the `central` table is
- *   added, empty, and its memoized reports keep an unknown path; its collections with reports never
- *   get a promise (which of their reports went through a shuffler is not known).
+ *   added, empty, and its memoized reports (without `sealed`) count as sent in clear (it recorded no
+ *   promise), so its collections with reports never get a promise.
  */
 import { ValidationError } from "../errors.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
@@ -210,6 +210,7 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   });
   const total = await request(tx.objectStore("memo").count());
   if (total !== counts.reduce((a, b) => a + b, 0)) throw refused(name, "memoized reports of no counted collection");
+  const promisedMemos = await Promise.all(promises.map((c) => request(memo.getAll(c))));
   promises.forEach((collection, i) => {
     const shown = JSON.stringify(String(collection));
     const checked = checkedCentral(String(collection), guarantees[i]);
@@ -218,6 +219,11 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
     if (typeof collection !== "string" || at < 0 || !(spends[at] as { reports?: unknown }).reports) {
       throw refused(name, `collection ${shown}: a central guarantee is recorded but no report (the ledger records it `
         + "with the spend)");
+    }
+    const clear = promisedMemos[i]!.filter((m) => (m as { sealed?: unknown }).sealed !== true).length;
+    if (clear) {
+      throw refused(name, `collection ${shown}: a central guarantee is recorded but ${clear} of its memoized reports `
+        + "were sent in clear (the ledger records one only while every report went through a shuffler)");
     }
   });
   return { secret, budget };
@@ -270,7 +276,7 @@ export class IdbLedgerTransaction {
 
   /**
    * The memoized report of every key (hex) that has one; LedgerError for a malformed one, ValidationError
-   * naming `shuffler` (nothing recorded) if one was sent the other way than this transaction's path.
+   * naming `rows` (nothing recorded) if one was first sent the other way than this transaction's path.
    */
   async lookup(keys: readonly string[]): Promise<Map<string, MemoEntry>> {
     const memo = this.tx.objectStore("memo");
@@ -281,14 +287,14 @@ export class IdbLedgerTransaction {
       const entry = row as Record<string, unknown>;
       const id = entry["reportId"];
       const code = entry["privateCode"];
-      const sealed = entry["sealed"];
+      const sealed = entry["sealed"] ?? false; // a report memoized in version 1: in clear
       if (entry["collection"] !== this.collection || !(id instanceof Uint8Array) || id.length !== REPORT_ID_BYTES
-        || typeof code !== "string" || !/^[0-9]+$/.test(code) || (sealed !== undefined && typeof sealed !== "boolean")) {
+        || typeof code !== "string" || !/^[0-9]+$/.test(code) || typeof sealed !== "boolean") {
         throw new LedgerError(`a memoized report of collection ${JSON.stringify(this.collection)} is malformed`, SOUND);
       }
       found.set(keys[i]!, { collection: this.collection, reportId: id, privateCode: BigInt(code), sealed });
     });
-    checkPath(this.collection, found.values(), this.sealed);
+    checkPath(this.collection, this.sealed, [...found.values()].filter((m) => m.sealed !== this.sealed).length);
     return found;
   }
 
@@ -322,7 +328,7 @@ export class IdbLedgerTransaction {
    * this device's). Returns what is recorded now.
    */
   promise(guarantee: CentralGuarantee | undefined): CentralGuarantee | undefined {
-    const recorded = promised(guarantee, this.reports, () => this.promisable());
+    const recorded = promised(guarantee, this.sealed, this.reports, () => this.promisable());
     const central = this.tx.objectStore("central");
     if (recorded === undefined) central.delete(this.collection);
     else central.put(centralRecord(recorded), this.collection);
