@@ -224,9 +224,11 @@ def render(data: dict[str, Any], level: float) -> str:
                      f"{g['central'].get('note', 'not computed')}")
     elif g is not None and g["central"] is not None:
         c = g["central"]
+        against = " and ".join(party for party in ("operator", "analysts") if c["against"][party]["central"])
         lines.append(f"guarantees        ε0 = {g['local']['epsilon']:.4g} per report against everyone; central "
-                     f"(ε, δ) = ({c['epsilon']:.4g}, {c['delta']:.3g}) against {c['against']} "
-                     f"(weakest of {len(c['groups'])} groups, {c['rows_per_device']} reports per device)")
+                     f"(ε, δ) = ({c['epsilon']:.4g}, {c['delta']:.3g}) per device against {against or 'nobody'}"
+                     f" (the pool floor: {c['min_batch'] - c['assume_injected']} honest reports of one public key, "
+                     f"{c['rows_per_device']} report(s) per device; {len(g['groups'])} public-key groups stored)")
     for failure in data["failures"][:5]:
         lines.append(f"  failure: {failure}")
     text = "\n".join(lines) + "\n"

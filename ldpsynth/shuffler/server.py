@@ -109,7 +109,7 @@ class ShufflerServer:
             # A lease outlasts a call's wait for its pool and its forward's retries (quota_nats: LEASE_MARGIN).
             self._quota.store = await NatsQuotas.connect(
                 config.quota_nats, lease=config.max_wait + config.patience + LEASE_MARGIN)
-        elif config.max_reports_per_device != 0:
+        elif config.max_reports_per_device != 0 and config.identified_devices:
             log.warning("shuffler.quota_per_process", "the per-device quota is counted in this process only: behind "
                         "several shuffler processes a device gets one quota per process; give every process of the "
                         "tier one store with --quota-nats")

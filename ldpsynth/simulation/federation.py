@@ -15,9 +15,9 @@ sent was acknowledged or already held (a duplicate of what an abandoned attempt 
 Behind a shuffler (``settings.shuffle``: :class:`ShuffleTier`): the hosted collection gets a shuffle
 block (δ, the minimum batch, the most rows a device reports) and a shuffler process between the
 devices and the aggregator (``ldpsynth.shuffler``, in this process on 127.0.0.1; or a remote one),
-the devices seal every report to the aggregator's key, and the report states both guarantees of
-what was stored (:mod:`ldpsynth.shared.guarantees`): ε0 per report against everyone and the central
-(ε, δ) of its weakest public-key group. The shuffler's pools leave only at their threshold, so the
+the devices seal every report to the aggregator's key, and the report states the guarantees of what
+was stored per party (:mod:`ldpsynth.shared.guarantees`): ε0 per report against everyone and the central
+(ε, δ) at the pool floor against analysts and (independent shuffler) the aggregator's operator. The shuffler's pools leave only at their threshold, so the
 population's last reports may wait for traffic that never comes: they are counted as *waiting*, and
 the check becomes: every acknowledged report stored once, nothing stored that was not sent.
 """

@@ -54,13 +54,14 @@ def run_session(document: Path, target: str, **names: str) -> None:
 
 def test_the_readme_tour_runs_against_a_real_server(start_server: Callable[..., ServerThread], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the shuffler the tour starts: ``ldpsynth shuffler serve --threshold 500 --max-wait 5`` in front of
-    the server, which serves both collections of the tour."""
+    """With the shuffler the tour starts: ``ldpsynth shuffler serve --threshold 500 --max-wait 5
+    --anonymous-devices`` in front of the server, which serves both collections of the tour."""
     collections = [ROOT / "docker" / "collections" / name for name in ("ratings.json", "survey-shuffled.json")]
     server = start_server(collections=tuple(MechanismCard.for_schema(Schema.load(path)) for path in collections))
     shutil.copytree(ROOT / "docker" / "collections", tmp_path / "docker" / "collections")
     monkeypatch.chdir(tmp_path)  # the tour reads docker/collections/ and writes release/ where it runs
-    shuffler = ShufflerThread(server, threshold=500, max_wait=5.0)
+    shuffler = ShufflerThread(server, threshold=500, max_wait=5.0, anonymous_devices=True,
+                              max_reports_per_device=None)  # as the README starts it: --anonymous-devices
     try:
         run_session(ROOT / "README.md", server.address, shuffler=shuffler.address)
     finally:

@@ -70,23 +70,25 @@ def test_reports_only_while_open_releases_only_from_min_batch(start_server: Star
         with pytest.raises(QueryError) as small:
             analyst.estimate("windowed", queries=[{"kind": "marginal", "attributes": ["rating"]}])
     assert small.value.status == "FAILED_PRECONDITION"
-    assert ("the queries were refused: the collection holds 60 reports, below the collection's minimum batch of 100 "
-            "reports (min_batch)") in str(small.value)
+    assert ("the queries were refused: group 'movie=0' holds 60 reports, below the collection's minimum batch of 100 "
+            "reports (min_batch); a group below it is never released nor counted") in str(small.value)
     acks, code, _ = send(stub, reports(0, 240, rng), reports(1, 300, rng), reports(2, 50, rng))
     assert code == grpc.StatusCode.OK and sum(a.accepted for a in acks) == 590
     assert value(scrape(url), "ldpsynth_collection_open", collection="windowed") == 1
 
     with QueryClient(server.address, retry=RetryPolicy(max_attempts=1)) as analyst:
         whole = analyst.estimate("windowed", queries=[{"kind": "marginal", "attributes": ["rating"]}])
-        assert whole.n == 650                     # one group of 650 rows: above the minimum batch
+        assert whole.n == 600                     # movie=2's 50 reports are below the minimum batch: left out
+        assert (whole.guarantees.withheld_groups, whole.guarantees.withheld_reports) == (1, 50)
+        grouped = analyst.estimate("windowed", queries=GROUPED)   # movie=0 answered, movie=2 left out
+        assert grouped.n == 600 and grouped.guarantees.labels == ("movie=0",)
         with pytest.raises(QueryError) as small_group:
-            analyst.estimate("windowed", queries=GROUPED)
-        with pytest.raises(QueryError) as small_key:
-            analyst.export("windowed")
-        for caught, what in ((small_group, "the queries were"), (small_key, "the export was")):
-            assert caught.value.status == "FAILED_PRECONDITION"
-            assert (f"{what} refused: group 'movie=2' holds 50 reports, below the collection's minimum batch of "
-                    "100 reports (min_batch)") in str(caught.value)
+            analyst.estimate("windowed", queries=[GROUPED[0] | {"tables": GROUPED[0]["tables"][1:]}])
+        assert small_group.value.status == "FAILED_PRECONDITION"
+        assert ("the queries were refused: group 'movie=2' holds 50 reports, below the collection's minimum batch "
+                "of 100 reports (min_batch)") in str(small_group.value)
+        partial = analyst.export("windowed")      # the export leaves movie=2's rows out
+        assert len(partial) == 600 and 2 not in set(partial.public_keys().tolist())
 
         clock.now = CLOSES - 1
         assert send(stub, reports(2, 100, rng))[1] == grpc.StatusCode.OK

@@ -35,6 +35,7 @@ from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.sealing_key import write_key_file
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.protocol import CollectionInfo
+from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import OpeningKey, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
@@ -132,6 +133,7 @@ def test_a_shuffled_batch_forwarded_through_both_replicas_is_stored_once(deploym
         keys.append(CollectionInfo.from_proto(message).sealing)
     assert keys[0] is not None and keys[0] == keys[1]
     reports = make_reports(RATINGS, 300, rng)
+    reports = Reports(reports.report_ids, reports.private_codes, np.zeros_like(reports.public_codes))  # one pool: key 0
     sealed = seal_reports(keys[0], RATINGS.name, VERSION, reports)
     acks = []
     for port in deployment.ports[:2]:

@@ -28,6 +28,7 @@ from ldpsynth.serving.auth import Credential
 from ldpsynth.serving.status import status_of
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.protocol import Limits
+from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import OpeningKey, seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -173,7 +174,7 @@ def test_quotas_count_against_the_shufflers_credential(harness: Harness) -> None
     rng = np.random.default_rng(3)
 
     def send(credential: Credential, n: int) -> pb.ShuffledAck:
-        reports = make_reports(RATINGS, n, rng)
+        reports = one_key(n, rng)
         batch = pb.SealedBatch(collection="ratings", key_id=key.key_id,
                                reports=seal_reports(key.public, "ratings", VERSION, reports).tobytes())
 
@@ -207,6 +208,12 @@ def test_without_a_key_sealed_batches_are_refused(harness: Harness) -> None:
     shuffled.close()
 
 
+def one_key(n: int, rng: np.random.Generator) -> Reports:
+    """``n`` valid reports of one public key (pool key 0), as a shuffler forwards a pool."""
+    reports = make_reports(RATINGS, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, np.zeros_like(reports.public_codes))
+
+
 @pytest.mark.parametrize("processes", [0, 2])
 def test_opening_on_a_thread_or_in_worker_processes_gives_the_same_counts_and_reports(
         tmp_path: Path, processes: int) -> None:
@@ -214,7 +221,7 @@ def test_opening_on_a_thread_or_in_worker_processes_gives_the_same_counts_and_re
     key = OpeningKey.generate()
     shuffled = ShuffledIngest(harness.catalog, harness.ingestor, key, processes=processes)
     rng = np.random.default_rng(9)
-    reports = make_reports(RATINGS, 600, rng)
+    reports = one_key(600, rng)
     sealed = seal_reports(key.public, "ratings", VERSION, reports).copy()
     sealed[::7, -3] ^= 1  # 86 reports tampered, spread over every process's part
     batch = pb.SealedBatch(collection="ratings", key_id=key.key_id, sequence=3, reports=sealed.tobytes())

@@ -133,8 +133,8 @@ def test_cli_bad_flag_names_it(capsys):
 def test_behind_a_hosted_shuffler_what_is_stored_was_acknowledged_and_both_guarantees_are_stated(ray_address,
                                                                                                  tmp_path):
     """--shuffler: 1,200 devices x 1 rating of 2 movies at ε0 = 2, threshold and min_batch 200. Every report
-    is either stored (acknowledged once) or waits in a pool below the threshold; the central ε of the
-    weakest group is the accountant's for its count, far below ε0."""
+    is either stored (acknowledged once) or waits in a pool below the threshold (pools are per movie); the
+    central ε is the accountant's at the pool floor (200 less one report assumed injected), below ε0."""
     from ldpsynth.shared.guarantees import central_at
     from ldpsynth.simulation.federation import ShuffleTier
 
@@ -149,10 +149,9 @@ def test_behind_a_hosted_shuffler_what_is_stored_was_acknowledged_and_both_guara
     assert o.acknowledged <= report.stored <= o.acknowledged + o.waiting_reports
     assert report.stored + o.waiting_reports >= report.distinct_rows == 1200 and report.consistent is True
     g = report.guarantees
-    assert g is not None and g.local_epsilon <= 2.0 and g.central_delta <= 1e-9
-    weakest = int(g.counts.min())
-    assert g.central_epsilon == pytest.approx(central_at(g.local_epsilon, 5, weakest, 1e-9, 1), rel=1e-9)
-    assert g.central_epsilon < 1.0
+    assert g is not None and g.local_epsilon <= 2.0 and g.analysts.delta <= 1e-9
+    assert g.analysts.epsilon == pytest.approx(central_at(g.local_epsilon, 5, 199, 1e-9, 1), rel=1e-9)
+    assert g.analysts.epsilon < g.local_epsilon and g.evaluated_at == 199
     assert report.answers is not None
 
 
