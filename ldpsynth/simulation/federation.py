@@ -17,9 +17,10 @@ block (δ, the minimum batch, the most rows a device reports) and a shuffler pro
 devices and the aggregator (``ldpsynth.shuffler``, in this process on 127.0.0.1; or a remote one),
 the devices seal every report to the aggregator's key, and the report states the guarantees of what
 was stored per party (:mod:`ldpsynth.shared.guarantees`): ε0 per report against everyone and the central
-(ε, δ) at the pool floor against analysts and (independent shuffler) the aggregator's operator. The shuffler's pools leave only at their threshold, so the
-population's last reports may wait for traffic that never comes: they are counted as *waiting*, and
-the check becomes: every acknowledged report stored once, nothing stored that was not sent.
+(ε, δ) at the pool floor against analysts and (independent shuffler) the aggregator's operator. The
+shuffler's pools (one per public key) leave only at their threshold, so the population's last reports may
+wait for traffic that never comes: they are counted as *waiting*, and the check becomes: every
+acknowledged report stored once, nothing stored that was not sent.
 """
 
 from __future__ import annotations
