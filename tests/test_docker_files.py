@@ -489,7 +489,8 @@ def test_grafana_provisions_the_prometheus_data_source_and_the_committed_dashboa
 
 
 def test_prometheus_configuration_and_rules_pass_promtool(tmp_path: Path) -> None:
-    """promtool (Debian's prometheus package; tests/test_prometheus.py runs the server itself)."""
+    """promtool (Debian's prometheus package; tests/aggregator/system/test_prometheus.py runs the server
+    itself)."""
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (apt-get install prometheus; .ci/run installs it in CI)")
