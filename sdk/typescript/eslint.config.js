@@ -19,7 +19,11 @@ export default defineConfig(
       // node:test's test() and describe() return promises that the runner itself awaits.
       "@typescript-eslint/no-floating-promises": [
         "error",
-        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["test", "describe", "it", "suite"] }] },
+        {
+          allowForKnownSafeCalls: [
+            { from: "package", package: "node:test", name: ["test", "describe", "it", "suite"] },
+          ],
+        },
       ],
       "@typescript-eslint/no-unused-vars": [
         "error",

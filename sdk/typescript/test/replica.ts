@@ -63,7 +63,7 @@ export async function startServer(args: readonly string[]): Promise<Server> {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
       proc.kill("SIGTERM");
       const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 60_000).unref());
-      if (await Promise.race([exited, timeout]) === "timeout") proc.kill("SIGKILL");
+      if ((await Promise.race([exited, timeout])) === "timeout") proc.kill("SIGKILL");
       return exited;
     },
     async kill() {
@@ -76,10 +76,25 @@ export async function startServer(args: readonly string[]): Promise<Server> {
 /** Start a replica with `args` (besides --host, --port 0 and --web-port, unless args has one). */
 export async function startReplica(args: readonly string[]): Promise<Replica> {
   const web = args.includes("--web-port") ? [] : ["--web-port", "0"];
-  const server = await startServer(["aggregator", "serve", "--host", "127.0.0.1", "--port", "0", ...web, "--grace", "1",
-    ...args]);
-  return { address: server.listening.address, webUrl: `http://${server.listening.web_address}`,
-    process: server.process, stop: server.stop, kill: server.kill };
+  const server = await startServer([
+    "aggregator",
+    "serve",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    ...web,
+    "--grace",
+    "1",
+    ...args,
+  ]);
+  return {
+    address: server.listening.address,
+    webUrl: `http://${server.listening.web_address}`,
+    process: server.process,
+    stop: server.stop,
+    kill: server.kill,
+  };
 }
 
 /** Key of a stored report in {@link storedCounts}: its public codes and perturbed private code. */
@@ -103,7 +118,10 @@ export async function storedCounts(address: string, collection: string, token?: 
     const priv = words(chunk.privateCodes);
     const pub = chunk.publicCodes.map(words);
     priv.forEach((code, i) => {
-      const key = reportKey(pub.map((col) => col[i]!), code);
+      const key = reportKey(
+        pub.map((col) => col[i]!),
+        code,
+      );
       counts.set(key, (counts.get(key) ?? 0) + 1);
     });
   }
@@ -111,10 +129,15 @@ export async function storedCounts(address: string, collection: string, token?: 
 }
 
 /** The counts of `reports` as {@link storedCounts} gives them. */
-export function countsOf(reports: { privateCodes: readonly bigint[]; publicCodes: readonly (readonly bigint[])[] },
-  into = new Map<string, number>()): Map<string, number> {
+export function countsOf(
+  reports: { privateCodes: readonly bigint[]; publicCodes: readonly (readonly bigint[])[] },
+  into = new Map<string, number>(),
+): Map<string, number> {
   reports.privateCodes.forEach((code, i) => {
-    const key = reportKey(reports.publicCodes.map((col) => col[i]!), code);
+    const key = reportKey(
+      reports.publicCodes.map((col) => col[i]!),
+      code,
+    );
     into.set(key, (into.get(key) ?? 0) + 1);
   });
   return into;

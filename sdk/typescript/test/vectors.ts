@@ -56,7 +56,9 @@ export function stringify(value: JsonValue): string {
   }
   if (Array.isArray(value)) return `[${value.map(stringify).join(",")}]`;
   if (value !== null && typeof value === "object") {
-    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}:${stringify(v)}`).join(",")}}`;
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}:${stringify(v)}`)
+      .join(",")}}`;
   }
   return JSON.stringify(value);
 }
