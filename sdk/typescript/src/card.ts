@@ -163,8 +163,7 @@ export class MechanismCard {
     const domainSize = schema.privateDomainSize;
     const candidates = weightCandidates(schema.epsilon, domainSize);
     // The candidate the card was computed with (they differ only where libm's exp may round either way).
-    const stated = (key: string): string | undefined =>
-      typeof obj[key] === "string" ? (obj[key] as string) : undefined;
+    const stated = (key: string): string | undefined => (typeof obj[key] === "string" ? obj[key] : undefined);
     const weights: Weights =
       candidates.find(
         (w) => String(w.keepWeight) === stated("keep_weight") && String(w.lieWeight) === stated("lie_weight"),

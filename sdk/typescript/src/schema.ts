@@ -117,7 +117,7 @@ export class BinaryAttribute extends Attribute {
   codeOf(value: RawValue): bigint | undefined {
     if (typeof value === "boolean") return value ? 1n : 0n;
     if (typeof value === "number" || typeof value === "bigint") {
-      return value == 0 ? 0n : value == 1 ? 1n : undefined; // eslint-disable-line eqeqeq -- 0, -0, 0n alike
+      return value == 0 ? 0n : value == 1 ? 1n : undefined; // == on purpose: 0, -0 and 0n alike
     }
     if (typeof value === "string") {
       const t = value.trim();
@@ -293,7 +293,7 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
       if (!Array.isArray(values) || !values.every((v) => typeof v === "string")) {
         throw new SchemaError(`attributes[${name}].values`, "a list of strings", "wrong type");
       }
-      return new CategoricalAttribute(name, isPublic, values as string[]);
+      return new CategoricalAttribute(name, isPublic, values);
     }
     case "binary":
       return new BinaryAttribute(name, isPublic);

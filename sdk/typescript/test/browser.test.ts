@@ -155,7 +155,7 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
       async (keys) => {
         const sdk = window.sdk;
         const ledger = await sdk.IndexedDbLedger.open("rules", { budget: 3 });
-        await ledger.transaction("c", 1.0, async (tx) => tx.record(keys, new Uint8Array(32), [1n, 2n]));
+        await ledger.transaction("c", 1.0, (tx) => Promise.resolve(tx.record(keys, new Uint8Array(32), [1n, 2n])));
         ledger.close();
         return keys.length;
       },
@@ -185,9 +185,11 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
           budget: ledger.budgetForEpsilon(1.0),
           higher: await outcome(() => sdk.IndexedDbLedger.open("rules", { budget: 5 })),
           over: await outcome(() =>
-            ledger.transaction("c", 1.0, async (tx) => tx.record([keys[2]!, keys[3]!], new Uint8Array(32), [3n, 4n])),
+            ledger.transaction("c", 1.0, (tx) =>
+              Promise.resolve(tx.record([keys[2]!, keys[3]!], new Uint8Array(32), [3n, 4n])),
+            ),
           ),
-          pinned: await outcome(() => ledger.transaction("c", 2.0, async () => undefined)),
+          pinned: await outcome(() => ledger.transaction("c", 2.0, () => Promise.resolve(undefined))),
           reportsAfter: await ledger.reports("c"),
           deleted: "",
           replaced: "",
@@ -331,7 +333,7 @@ describe("the SDK in headless Chromium against a real replica", { skip: SKIP }, 
             req.result.close();
             resolve();
           };
-          req.onerror = () => reject(req.error);
+          req.onerror = () => reject(req.error ?? new Error("the database did not open"));
         });
         const old = await sdk.IndexedDbLedger.open("old");
         const oldReports = await old.reports("ratings");

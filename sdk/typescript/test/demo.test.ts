@@ -124,7 +124,7 @@ function chartOf(page: Page): Promise<
 > {
   return page.$$eval(".panel", (sections) =>
     sections.map((section) => {
-      const bars = Array.from(section.querySelectorAll("rect.bar")) as SVGRectElement[];
+      const bars = Array.from(section.querySelectorAll<SVGRectElement>("rect.bar"));
       return {
         item: (section as HTMLElement).dataset["item"]!,
         responses: Number((section as HTMLElement).dataset["responses"]),

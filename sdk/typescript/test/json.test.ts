@@ -20,7 +20,7 @@ test("integer literals are exact bigints, other numbers floats", () => {
     { ...(parse('{"a": "\\u00e9\\n\\"", "b": [true, false, null]}') as object) },
     { a: 'é\n"', b: [true, false, null] },
   );
-  assert.ok(Number.isNaN(parse("NaN") as number));
+  assert.ok(Number.isNaN(parse("NaN")));
   assert.equal(parse("-Infinity"), -Infinity);
   const obj = parse('{"__proto__": 1, "k": 1, "k": 2}') as Record<string, unknown>;
   assert.equal(obj["k"], 2n);

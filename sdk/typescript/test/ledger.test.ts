@@ -189,7 +189,7 @@ test("reset moves the old ledger aside and starts a new one that records it", ()
 test("a lock left by a process that is gone is taken over; the lock is released after each transaction", () => {
   const path = fresh();
   const ledger = new FileLedger(path);
-  const gone = spawnSync(process.execPath, ["-e", "process.exit(0)"]).pid!;
+  const gone = spawnSync(process.execPath, ["-e", "process.exit(0)"]).pid;
   writeFileSync(`${path}.lock`, String(gone));
   assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger).memoized, 0);
   assert.ok(!existsSync(`${path}.lock`));

@@ -27,23 +27,23 @@ export interface Server {
   /** The listening line: `address` (HOST:PORT), and a replica's `web_address`. */
   readonly listening: { address: string; web_address?: string };
   readonly process: ChildProcess;
-  /** SIGTERM, then SIGKILL after 60 s; resolves to the exit code. */
-  stop(): Promise<number | null>;
-  kill(): Promise<void>;
+  /** SIGTERM, then SIGKILL after 60 s; resolves to the exit code. Bound to this server (no `this`). */
+  readonly stop: () => Promise<number | null>;
+  readonly kill: () => Promise<void>;
 }
 
 /** Start `ldpsynth ...args` and wait (up to 180 s) for its listening line; stopped by its pid. */
 export async function startServer(args: readonly string[]): Promise<Server> {
   const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
-  proc.stderr!.on("data", (chunk: Buffer) => {
+  proc.stderr.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)));
   const listening = await new Promise<{ address: string; web_address?: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listening line in 180 s: ${stderr}`)), 180_000);
     let out = "";
-    proc.stdout!.on("data", (chunk: Buffer) => {
+    proc.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString();
       const line = out.split("\n").find((l) => l.includes('"listening"'));
       if (line) {

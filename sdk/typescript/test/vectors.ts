@@ -16,7 +16,7 @@ export function cases(doc: JsonObject, field: string): JsonObject[] {
 }
 
 export function str(v: JsonValue | undefined): string {
-  if (typeof v !== "string") throw new Error(`expected a string, got ${String(v)}`);
+  if (typeof v !== "string") throw new Error(`expected a string, got ${typeof v}`);
   return v;
 }
 

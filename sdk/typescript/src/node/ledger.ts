@@ -50,7 +50,6 @@ import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
-import { ValidationError } from "../errors.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
@@ -431,7 +430,7 @@ function locked<T>(path: string, body: () => T): T {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
         throw refused(path, `cannot lock it (${(err as Error).message})`);
       }
-      let holder = NaN;
+      let holder: number;
       try {
         holder = Number(readFileSync(lock, "utf-8"));
       } catch {

@@ -90,14 +90,25 @@ function refused(name: string, problem: string): LedgerError {
 function request<T>(req: IDBRequest<T>): Promise<T> {
   return new Promise((resolve, reject) => {
     req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
+    req.onerror = () => reject(req.error ?? new DOMException("the request failed", "UnknownError"));
   });
+}
+
+/** A record read by key: `unknown` until checked (IndexedDB's `get` gives `any`). */
+function stored(req: IDBRequest): Promise<unknown> {
+  return request<unknown>(req);
+}
+
+/** A key of a damaged ledger, shown in its error (any IndexedDB key; a sound ledger's are strings). */
+function keyText(key: IDBValidKey): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever key was found, as String() shows it
+  return String(key);
 }
 
 function completion(tx: IDBTransaction): Promise<void> {
   return new Promise((resolve, reject) => {
     tx.oncomplete = () => resolve();
-    tx.onerror = () => reject(tx.error);
+    tx.onerror = () => reject(tx.error ?? new DOMException("the transaction failed", "UnknownError"));
     tx.onabort = () => reject(tx.error ?? new DOMException("the transaction was aborted", "AbortError"));
   });
 }
@@ -210,9 +221,9 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   const tx = db.transaction([...STORES], "readonly");
   const device = tx.objectStore("device");
   const [format, secret, budgetJson, collections, spends, pins, pinned, promises, guarantees] = await Promise.all([
-    request(device.get("format")),
-    request(device.get("secret")),
-    request(device.get("budget")),
+    stored(device.get("format")),
+    stored(device.get("secret")),
+    stored(device.get("budget")),
     request(tx.objectStore("spend").getAllKeys()),
     request(tx.objectStore("spend").getAll()),
     request(tx.objectStore("pinned").getAllKeys()),
@@ -230,19 +241,19 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
     if (typeof collection !== "string" || !checkedPin(pinned[i])) {
       throw refused(
         name,
-        `collection ${JSON.stringify(String(collection))}: its pinned epsilon is not an exact number > 0`,
+        `collection ${JSON.stringify(keyText(collection))}: its pinned epsilon is not an exact number > 0`,
       );
     }
   });
   const memo = tx.objectStore("memo").index("collection");
   const counts = await Promise.all(collections.map((c) => request(memo.count(c as string))));
   collections.forEach((collection, i) => {
-    const spend = checkedSpend(String(collection), spends[i]);
+    const spend = checkedSpend(keyText(collection), spends[i]);
     if (typeof spend === "string") throw refused(name, spend);
     if (counts[i] !== spend.reports) {
       throw refused(
         name,
-        `collection ${JSON.stringify(String(collection))}: ${spend.reports} reports counted but `
+        `collection ${JSON.stringify(keyText(collection))}: ${spend.reports} reports counted but `
           + `${counts[i]} memoized (the ledger records both together)`,
       );
     }
@@ -251,8 +262,8 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   if (total !== counts.reduce((a, b) => a + b, 0)) throw refused(name, "memoized reports of no counted collection");
   const promisedMemos = await Promise.all(promises.map((c) => request(memo.getAll(c))));
   promises.forEach((collection, i) => {
-    const shown = JSON.stringify(String(collection));
-    const checked = checkedCentral(String(collection), guarantees[i]);
+    const shown = JSON.stringify(keyText(collection));
+    const checked = checkedCentral(keyText(collection), guarantees[i]);
     if (typeof checked === "string") throw refused(name, checked);
     const at = collections.indexOf(collection);
     if (typeof collection !== "string" || at < 0 || !(spends[at] as { reports?: unknown }).reports) {
@@ -337,7 +348,7 @@ export class IdbLedgerTransaction {
    */
   async lookup(keys: readonly string[]): Promise<Map<string, MemoEntry>> {
     const memo = this.tx.objectStore("memo");
-    const rows = await Promise.all(keys.map((key) => request(memo.get(key))));
+    const rows = await Promise.all(keys.map((key) => stored(memo.get(key))));
     const found = new Map<string, MemoEntry>();
     rows.forEach((row, i) => {
       if (row === undefined) return;
@@ -498,7 +509,7 @@ export class IndexedDbLedger {
 
   private async readSpend(collection: string): Promise<Spend> {
     const tx = this.db.transaction("spend", "readonly");
-    const row = await request(tx.objectStore("spend").get(collection));
+    const row = await stored(tx.objectStore("spend").get(collection));
     if (row === undefined) return NO_SPEND;
     const spend = checkedSpend(collection, row);
     if (typeof spend === "string") throw refused(this.name, spend);
@@ -522,7 +533,7 @@ export class IndexedDbLedger {
    */
   async guarantees(collection: string): Promise<CentralGuarantee | undefined> {
     const tx = this.db.transaction("central", "readonly");
-    const row = await request(tx.objectStore("central").get(collection));
+    const row = await stored(tx.objectStore("central").get(collection));
     if (row === undefined) return undefined;
     const checked = checkedCentral(collection, row);
     if (typeof checked === "string") throw refused(this.name, checked);
@@ -568,9 +579,9 @@ export class IndexedDbLedger {
     const done = completion(tx);
     try {
       const [pinnedRow, spendRow, centralRow] = await Promise.all([
-        request(tx.objectStore("pinned").get(collection)),
-        request(tx.objectStore("spend").get(collection)),
-        request(tx.objectStore("central").get(collection)),
+        stored(tx.objectStore("pinned").get(collection)),
+        stored(tx.objectStore("spend").get(collection)),
+        stored(tx.objectStore("central").get(collection)),
       ]);
       const pinned = pinnedRow === undefined ? undefined : checkedPin(pinnedRow);
       if (pinnedRow !== undefined && pinned === undefined) {
