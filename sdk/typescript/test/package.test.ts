@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { test } from "node:test";
+import type { Collection, CollectionInfo, ReportBatch, SealedBatch, Sealing } from "@ldpsynth/sdk";
 
 test("the package exports the device API and not the sampler's byte-source hook", async () => {
   const sdk = await import("@ldpsynth/sdk");
@@ -22,6 +23,33 @@ test("the package exports the device API and not the sampler's byte-source hook"
   const internal: string = "@ldpsynth/sdk/dist/sampler.js"; // a string, not a literal: tsc would refuse to resolve it
   await assert.rejects(import(internal), (err: NodeJS.ErrnoException) => err.code === "ERR_PACKAGE_PATH_NOT_EXPORTED");
   assert.ok(existsSync(new URL("../../dist/index.d.ts", import.meta.url)), "declarations are built");
+});
+
+test("the generated protobuf code stays internal: the messages the API takes or returns are exported as types", async () => {
+  const sdk = await import("@ldpsynth/sdk");
+  const web = await import("@ldpsynth/sdk/web");
+  for (const name of [
+    "CollectionService",
+    "CollectionSchema",
+    "ReportBatchSchema",
+    "SealedBatchSchema",
+    "SealingSchema",
+    "BatchAckSchema",
+    "GetCollectionRequestSchema",
+    "LimitsSchema",
+    "ShuffledAckSchema",
+    "file_ldpsynth_v1_collection",
+  ]) {
+    assert.ok(!(name in sdk) && !(name in web), name);
+  }
+  // Collection, ReportBatch, SealedBatch and Sealing are named from the package: this compiles only while they are.
+  const api: [
+    (msg: Collection) => CollectionInfo,
+    (...args: Parameters<typeof sdk.reportBatch>) => ReportBatch,
+    (...args: Parameters<typeof sdk.sealedBatch>) => SealedBatch,
+    (info: CollectionInfo) => Sealing | undefined,
+  ] = [sdk.collectionInfo, sdk.reportBatch, sdk.sealedBatch, (info) => info.sealing];
+  assert.ok(api.every((f) => typeof f === "function"));
 });
 
 test("the core bundles for browsers: nothing of Node in @ldpsynth/sdk (the ledger and client are ./node)", async () => {
