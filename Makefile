@@ -56,11 +56,12 @@ conformance: env
 	$(BIN)/python conformance/generate.py
 
 # The TypeScript SDK (sdk/typescript/README.md): clean install from package-lock.json, generated
-# protobuf code up to date, the package builds with its declarations, then its tests (the
-# conformance vectors among them; real replicas from .venv for the Node and web clients; Debian's
-# chromium for the browser tests and the demo, skipped saying why where it is missing outside CI).
+# protobuf code up to date, the package builds with its declarations, ESLint (npm run lint) and
+# Prettier (npm run format:check) find nothing, then its tests (the conformance vectors among them;
+# real replicas from .venv for the Node and web clients; Debian's chromium for the browser tests and
+# the demo, skipped saying why where it is missing outside CI).
 test-ts: env
-	cd sdk/typescript && npm ci --no-audit --no-fund && npm run check-generated && npm run build && npm test
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm run check-generated && npm run build && npm run lint && npm run format:check && npm test
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -27,8 +27,10 @@ function rate(label: string, rounds: number, run: () => void): number {
   for (let i = 0; i < rounds; i++) run();
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
   const perSecond = (rounds * ROWS) / seconds;
-  console.log(`${label.padEnd(34)} ${Math.round(perSecond).toLocaleString("en-US").padStart(12)} reports/s`
-    + `  (${((seconds / (rounds * ROWS)) * 1e6).toFixed(2)} us/report)`);
+  console.log(
+    `${label.padEnd(34)} ${Math.round(perSecond).toLocaleString("en-US").padStart(12)} reports/s`
+      + `  (${((seconds / (rounds * ROWS)) * 1e6).toFixed(2)} us/report)`,
+  );
   return perSecond;
 }
 
@@ -45,11 +47,17 @@ rate("whole path (encode+perturb+ids+batch)", 5, () => {
 const SEALED = 4096;
 const recipient = await importRecipientKey((await generateKeyPair()).publicKey);
 const key = { recipient, keyId: new Uint8Array(16), sealedReportBytes: sealedReportBytes(card.schema, card.version) };
-const few = { reportIds: reports.reportIds.subarray(0, 16 * SEALED), privateCodes: reports.privateCodes.slice(0, SEALED),
-  publicCodes: reports.publicCodes.map((col) => col.slice(0, SEALED)) };
+const few = {
+  reportIds: reports.reportIds.subarray(0, 16 * SEALED),
+  privateCodes: reports.privateCodes.slice(0, SEALED),
+  publicCodes: reports.publicCodes.map((col) => col.slice(0, SEALED)),
+};
 await sealReports(key, "ratings", "E/1", few); // warm up
 const sealStart = process.hrtime.bigint();
 await sealReports(key, "ratings", "E/1", few);
 const sealSeconds = Number(process.hrtime.bigint() - sealStart) / 1e9;
-console.log(`${"seal (HPKE X25519/AES-128-GCM)".padEnd(34)} ${Math.round(SEALED / sealSeconds).toLocaleString("en-US")
-  .padStart(12)} reports/s  (${((sealSeconds / SEALED) * 1e6).toFixed(2)} us/report)`);
+console.log(
+  `${"seal (HPKE X25519/AES-128-GCM)".padEnd(34)} ${Math.round(SEALED / sealSeconds)
+    .toLocaleString("en-US")
+    .padStart(12)} reports/s  (${((sealSeconds / SEALED) * 1e6).toFixed(2)} us/report)`,
+);

@@ -4,7 +4,10 @@
 import { build } from "esbuild";
 import { gzipSync } from "node:zlib";
 
-for (const [name, entry] of [["@ldpsynth/sdk", "../src/index.ts"], ["@ldpsynth/sdk/web", "../src/web/index.ts"]]) {
+for (const [name, entry] of [
+  ["@ldpsynth/sdk", "../src/index.ts"],
+  ["@ldpsynth/sdk/web", "../src/web/index.ts"],
+]) {
   const result = await build({
     entryPoints: [new URL(entry, import.meta.url).pathname],
     bundle: true,
@@ -15,5 +18,7 @@ for (const [name, entry] of [["@ldpsynth/sdk", "../src/index.ts"], ["@ldpsynth/s
     write: false,
   });
   const code = result.outputFiles[0].contents;
-  console.log(`${name}: browser bundle (esm, minified) ${code.length} bytes, ${gzipSync(code, { level: 9 }).length} gzipped`);
+  console.log(
+    `${name}: browser bundle (esm, minified) ${code.length} bytes, ${gzipSync(code, { level: 9 }).length} gzipped`,
+  );
 }

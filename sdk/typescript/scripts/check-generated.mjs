@@ -17,8 +17,12 @@ function files(dir) {
 
 try {
   execFileSync("buf", ["generate", "-o", tmp], { cwd: root, stdio: "inherit" });
-  const fresh = new Map(files(join(tmp, "src/gen")).map((p) => [relative(join(tmp, "src/gen"), p), readFileSync(p, "utf-8")]));
-  const committed = new Map(files(join(root, "src/gen")).map((p) => [relative(join(root, "src/gen"), p), readFileSync(p, "utf-8")]));
+  const fresh = new Map(
+    files(join(tmp, "src/gen")).map((p) => [relative(join(tmp, "src/gen"), p), readFileSync(p, "utf-8")]),
+  );
+  const committed = new Map(
+    files(join(root, "src/gen")).map((p) => [relative(join(root, "src/gen"), p), readFileSync(p, "utf-8")]),
+  );
   const stale = [...new Set([...fresh.keys(), ...committed.keys()])].filter((k) => fresh.get(k) !== committed.get(k));
   if (stale.length) {
     console.error(`generated code is stale: ${stale.join(", ")}; run npm run generate`);

@@ -22,9 +22,16 @@ export function batchCapacity(info: CollectionInfo, channelLimit: number, batchS
   const m = schema.publicAttributes.length;
   const limits = [info.limits.maxMessageBytes, channelLimit].filter((x) => x > 0);
   const limit = Math.min(...limits);
-  const envelope = toBinary(ReportBatchSchema, create(ReportBatchSchema, {
-    collection: schema.name, mechanismVersion: info.card.version, sequence: (1n << 64n) - 1n,
-  })).length + (2 + m) * FIELD_HEADER;
+  const envelope =
+    toBinary(
+      ReportBatchSchema,
+      create(ReportBatchSchema, {
+        collection: schema.name,
+        mechanismVersion: info.card.version,
+        sequence: (1n << 64n) - 1n,
+      }),
+    ).length
+    + (2 + m) * FIELD_HEADER;
   return cappedCapacity(info, limit, envelope, reportBytes(m), "one report", batchSize);
 }
 
@@ -33,8 +40,14 @@ export function batchCapacity(info: CollectionInfo, channelLimit: number, batchS
  * `max_batch_reports` and `batchSize`; ValidationError naming `max_message_bytes` when not one fits
  * (`what`: the one report, in the message), or `batch_size` when it is not an integer >= 1.
  */
-export function cappedCapacity(info: CollectionInfo, limit: number, envelope: number, width: number, what: string,
-  batchSize?: number): number {
+export function cappedCapacity(
+  info: CollectionInfo,
+  limit: number,
+  envelope: number,
+  width: number,
+  what: string,
+  batchSize?: number,
+): number {
   const fit = Math.floor((limit - envelope) / width);
   if (fit < 1) {
     throw new ValidationError("max_message_bytes", `at least ${envelope + width} bytes (${what})`, `got ${limit}`);
@@ -62,13 +75,19 @@ function slice(reports: Reports, start: number, stop: number): Reports {
  * A submission's reports cut once into batches of at most `capacity`, numbered 0, 1, ... (their
  * `sequence`): every retry resends a batch as it was first cut, with the same report ids.
  */
-export function cutBatches(reports: Reports, capacity: number, collection: string,
-  mechanismVersion: string): Map<bigint, ReportBatch> {
+export function cutBatches(
+  reports: Reports,
+  capacity: number,
+  collection: string,
+  mechanismVersion: string,
+): Map<bigint, ReportBatch> {
   const n = reports.privateCodes.length;
   const batches = new Map<bigint, ReportBatch>();
   for (let start = 0, seq = 0n; start < n; start += capacity, seq++) {
-    batches.set(seq, reportBatch(slice(reports, start, Math.min(n, start + capacity)), collection, mechanismVersion,
-      seq));
+    batches.set(
+      seq,
+      reportBatch(slice(reports, start, Math.min(n, start + capacity)), collection, mechanismVersion, seq),
+    );
   }
   return batches;
 }

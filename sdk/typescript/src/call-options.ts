@@ -33,8 +33,11 @@ export interface SubmitResult extends StreamResult {
  */
 export function refuseInClear(info: CollectionInfo, legal: string): void {
   if (info.card.schema.shuffle !== undefined) {
-    throw new ValidationError("shuffler", legal,
-      `collection ${JSON.stringify(info.card.schema.name)} is shuffled and no shuffler was given`);
+    throw new ValidationError(
+      "shuffler",
+      legal,
+      `collection ${JSON.stringify(info.card.schema.name)} is shuffled and no shuffler was given`,
+    );
   }
 }
 
@@ -42,8 +45,11 @@ export function refuseInClear(info: CollectionInfo, legal: string): void {
 export function bearerHeaders(token: string | undefined): Record<string, string> {
   if (token === undefined) return {};
   if (typeof token !== "string" || !/^[\x21-\x7e]+$/.test(token)) {
-    throw new ValidationError("token", "a non-empty string of printable ASCII characters without spaces",
-      "malformed token");
+    throw new ValidationError(
+      "token",
+      "a non-empty string of printable ASCII characters without spaces",
+      "malformed token",
+    );
   }
   return { authorization: `Bearer ${token}` };
 }

@@ -38,7 +38,14 @@ function pythonEquals(a: JsonValue | undefined, b: JsonValue | undefined): boole
   const numeric = (v: JsonValue | undefined): v is number | bigint | boolean =>
     typeof v === "number" || typeof v === "bigint" || typeof v === "boolean";
   if (numeric(a) && numeric(b)) return equalsNumber(a, typeof b === "boolean" ? (b ? 1n : 0n) : b);
-  if (a === undefined || b === undefined || a === null || b === null || typeof a !== "object" || typeof b !== "object") {
+  if (
+    a === undefined
+    || b === undefined
+    || a === null
+    || b === null
+    || typeof a !== "object"
+    || typeof b !== "object"
+  ) {
     return a === b;
   }
   if (Array.isArray(a) || Array.isArray(b)) {
@@ -60,15 +67,21 @@ export function shuffleBlock(spec: ShuffleSpec, epsilon0: number): JsonObject {
     ...spec.toJson(),
     local: { epsilon: epsilon0, delta: 0, per: "report", against: LOCAL_AGAINST },
     central: {
-      delta: spec.delta, honest_reports_per_pool: spec.honestPerPool, assume_injected: spec.injected, per: "device",
-      epsilon: "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
+      delta: spec.delta,
+      honest_reports_per_pool: spec.honestPerPool,
+      assume_injected: spec.injected,
+      per: "device",
+      epsilon:
+        "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
         + "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md §6), stated with every answer "
         + "and release",
       against: {
         shuffler: "the local guarantee only: the shuffler sees who sends each report",
-        operator: spec.independent ? "the central guarantee: the shuffler is run by an independent party"
+        operator: spec.independent
+          ? "the central guarantee: the shuffler is run by an independent party"
           : "the local guarantee only: the aggregator's operator runs the shuffler too",
-        analysts: "the central guarantee, whenever they ask: answers asked before and after one pool lands differ "
+        analysts:
+          "the central guarantee, whenever they ask: answers asked before and after one pool lands differ "
           + "by that pool",
       },
     },
@@ -85,8 +98,11 @@ function checkShuffleBlock(obj: JsonObject, spec: ShuffleSpec | undefined, epsil
   }
   const block = obj["shuffle"];
   if (!isJsonObject(block)) {
-    throw new ValidationError("card.shuffle", "the shuffle block of the schema's shuffle spec",
-      block === undefined || block === null ? "missing" : "not an object");
+    throw new ValidationError(
+      "card.shuffle",
+      "the shuffle block of the schema's shuffle spec",
+      block === undefined || block === null ? "missing" : "not an object",
+    );
   }
   const expected = shuffleBlock(spec, epsilon0);
   for (const [key, value] of Object.entries(expected)) {
@@ -95,10 +111,15 @@ function checkShuffleBlock(obj: JsonObject, spec: ShuffleSpec | undefined, epsil
       throw new ValidationError(`card.shuffle.${key}`, `${shown} (from the schema's shuffle block)`, "inconsistent");
     }
   }
-  const unknown = Object.keys(block).filter((k) => !Object.hasOwn(expected, k)).sort();
+  const unknown = Object.keys(block)
+    .filter((k) => !Object.hasOwn(expected, k))
+    .sort();
   if (unknown.length) {
-    throw new ValidationError("card.shuffle", `the fields ${JSON.stringify(Object.keys(expected).sort())}`,
-      `unknown fields ${JSON.stringify(unknown)}`);
+    throw new ValidationError(
+      "card.shuffle",
+      `the fields ${JSON.stringify(Object.keys(expected).sort())}`,
+      `unknown fields ${JSON.stringify(unknown)}`,
+    );
   }
 }
 
@@ -142,9 +163,11 @@ export class MechanismCard {
     const domainSize = schema.privateDomainSize;
     const candidates = weightCandidates(schema.epsilon, domainSize);
     // The candidate the card was computed with (they differ only where libm's exp may round either way).
-    const stated = (key: string): string | undefined => (typeof obj[key] === "string" ? obj[key] as string : undefined);
-    const weights: Weights = candidates.find((w) => String(w.keepWeight) === stated("keep_weight")
-      && String(w.lieWeight) === stated("lie_weight")) ?? candidates[0]!;
+    const stated = (key: string): string | undefined => (typeof obj[key] === "string" ? obj[key] : undefined);
+    const weights: Weights =
+      candidates.find(
+        (w) => String(w.keepWeight) === stated("keep_weight") && String(w.lieWeight) === stated("lie_weight"),
+      ) ?? candidates[0]!;
     const d = derive(weights, domainSize);
     const expected: [string, (v: JsonValue | undefined) => boolean, string][] = [
       ["domain_size", (v) => equalsNumber(v, domainSize), String(domainSize)],
@@ -163,13 +186,30 @@ export class MechanismCard {
     }
     const { keepWeight: a, lieWeight: l } = weights;
     // Defence in depth: the conditions the privacy guarantee rests on, checked on their own.
-    if (!(1n <= l && l < a && d.totalWeight <= SPACE && ratioAtMostExp(a, l, schema.epsilon)
-      && d.epsilon <= schema.epsilon)) {
-      throw new ValidationError("card.keep_weight", "1 <= L < A, A + (|D| - 1) L <= 2^62 and A <= L e^epsilon",
-        "violated");
+    if (!(
+      1n <= l
+      && l < a
+      && d.totalWeight <= SPACE
+      && ratioAtMostExp(a, l, schema.epsilon)
+      && d.epsilon <= schema.epsilon
+    )) {
+      throw new ValidationError(
+        "card.keep_weight",
+        "1 <= L < A, A + (|D| - 1) L <= 2^62 and A <= L e^epsilon",
+        "violated",
+      );
     }
     checkShuffleBlock(obj, schema.shuffle, d.epsilon);
-    return new MechanismCard(schema, schema.epsilon, d.epsilon, domainSize, a, l, d.totalWeight, d.keepProbability,
-      d.lieProbability);
+    return new MechanismCard(
+      schema,
+      schema.epsilon,
+      d.epsilon,
+      domainSize,
+      a,
+      l,
+      d.totalWeight,
+      d.keepProbability,
+      d.lieProbability,
+    );
   }
 }

@@ -11,8 +11,11 @@ import type { CollectionInfo } from "./reports.js";
 export function collectionInfo(msg: Collection): CollectionInfo {
   const card = MechanismCard.parse(msg.cardJson);
   if (card.schema.name !== msg.name || card.version !== msg.mechanismVersion) {
-    throw new ValidationError("collection", "a card whose schema name and version match the message",
-      "inconsistent collection message");
+    throw new ValidationError(
+      "collection",
+      "a card whose schema name and version match the message",
+      "inconsistent collection message",
+    );
   }
   const limits = msg.limits;
   return {
@@ -37,8 +40,11 @@ export function decodeCollection(bytes: Uint8Array): CollectionInfo {
 export function answeredCollection(msg: Collection, name: string): CollectionInfo {
   const info = collectionInfo(msg);
   if (info.card.schema.name !== name) {
-    throw new ValidationError("collection", `the collection asked for (${JSON.stringify(name)})`,
-      "the server answered with another collection");
+    throw new ValidationError(
+      "collection",
+      `the collection asked for (${JSON.stringify(name)})`,
+      "the server answered with another collection",
+    );
   }
   return info;
 }

@@ -57,8 +57,15 @@ export interface PreparedReports {
  */
 export function promisedGuarantee(spec: ShuffleSpec, reports: number): CentralGuarantee {
   const rows = Number(spec.rowsPerDevice);
-  return { delta: spec.delta, minBatch: Number(spec.minBatch), assumeInjected: Number(spec.injected),
-    rowsPerDevice: Math.max(rows, reports), centralEpsilon: null, centralDelta: null, operator: spec.independent };
+  return {
+    delta: spec.delta,
+    minBatch: Number(spec.minBatch),
+    assumeInjected: Number(spec.injected),
+    rowsPerDevice: Math.max(rows, reports),
+    centralEpsilon: null,
+    centralDelta: null,
+    operator: spec.independent,
+  };
 }
 
 /** The distinct memo keys of a submission, in order of first appearance, and the first row of each. */
@@ -84,8 +91,12 @@ export interface FilledReports {
 }
 
 /** Memoized reports where `known` has them, fresh ids and perturbations (the CSPRNG) elsewhere. */
-export function fillReports(card: MechanismCard, rows: EncodedRows, plan: ReportPlan,
-  known: ReadonlyMap<string, MemoEntry>): FilledReports {
+export function fillReports(
+  card: MechanismCard,
+  rows: EncodedRows,
+  plan: ReportPlan,
+  known: ReadonlyMap<string, MemoEntry>,
+): FilledReports {
   const { distinct, rowOf } = plan;
   const ids = new Uint8Array(REPORT_ID_BYTES * distinct.length);
   const codes = new Array<bigint>(distinct.length);
@@ -98,13 +109,20 @@ export function fillReports(card: MechanismCard, rows: EncodedRows, plan: Report
     }
   });
   const freshIds = newReportIds(freshAt.length);
-  const freshCodes = perturb(card, freshAt.map((j) => rows.privateCodes[rowOf[j]!]!));
+  const freshCodes = perturb(
+    card,
+    freshAt.map((j) => rows.privateCodes[rowOf[j]!]!),
+  );
   freshAt.forEach((j, k) => {
     ids.set(freshIds.subarray(REPORT_ID_BYTES * k, REPORT_ID_BYTES * (k + 1)), REPORT_ID_BYTES * j);
     codes[j] = freshCodes[k]!;
   });
   return {
-    reports: { reportIds: ids, privateCodes: codes, publicCodes: rows.publicCodes.map((col) => rowOf.map((i) => col[i]!)) },
+    reports: {
+      reportIds: ids,
+      privateCodes: codes,
+      publicCodes: rows.publicCodes.map((col) => rowOf.map((i) => col[i]!)),
+    },
     freshKeys: freshAt.map((j) => distinct[j]!),
     freshIds,
     freshCodes,
@@ -112,7 +130,12 @@ export function fillReports(card: MechanismCard, rows: EncodedRows, plan: Report
 }
 
 /** The result of a submission that recorded `fresh` new reports and left the collection at `total` ε spent. */
-export function prepared(card: MechanismCard, rows: EncodedRows, filled: FilledReports, total: number): PreparedReports {
+export function prepared(
+  card: MechanismCard,
+  rows: EncodedRows,
+  filled: FilledReports,
+  total: number,
+): PreparedReports {
   const fresh = filled.freshKeys.length;
   return {
     reports: filled.reports,

@@ -8,8 +8,11 @@ import type { JsonValue } from "./json.js";
 
 export function collectionIdentity(card: MechanismCard): string {
   return canonical({
-    schema: card.schema.toJson(), version: card.version, domain_size: card.domainSize,
-    keep_weight: String(card.keepWeight), lie_weight: String(card.lieWeight),
+    schema: card.schema.toJson(),
+    version: card.version,
+    domain_size: card.domainSize,
+    keep_weight: String(card.keepWeight),
+    lie_weight: String(card.lieWeight),
   });
 }
 
@@ -18,7 +21,10 @@ function canonical(value: JsonValue): string {
   if (typeof value === "bigint") return value.toString();
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
   if (value !== null && typeof value === "object") {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(",")}}`;
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`)
+      .join(",")}}`;
   }
   return JSON.stringify(value);
 }

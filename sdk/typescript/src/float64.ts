@@ -92,12 +92,11 @@ function scaledDivision(p: bigint, q: bigint, s: number): [bigint, bigint, bigin
  * difference, then a floor that rounds up when the fraction is above one half).
  */
 export function pythonFloorDiv(vx: number, wx: number): number {
-  let mod = vx % wx; // ECMAScript % on numbers is C's fmod: exact
+  const mod = vx % wx; // ECMAScript % on numbers is C's fmod: exact
   let div = (vx - mod) / wx;
   if (mod !== 0) {
     if (wx < 0 !== mod < 0) {
-      mod += wx;
-      div -= 1.0;
+      div -= 1.0; // (CPython also adds wx to mod here; only the quotient is used)
     }
   }
   if (div === 0) return vx / wx < 0 ? -0 : 0;

@@ -41,8 +41,9 @@ export const SUITE_ID = concat(ascii("HPKE"), i2osp2(KEM_ID), i2osp2(KDF_ID), i2
 const KEM_SUITE_ID = concat(ascii("KEM"), i2osp2(KEM_ID));
 const VERSION_LABEL = ascii("HPKE-v1");
 /** PKCS #8 prefix of a raw X25519 private key (RFC 8410 §7): WebCrypto imports private keys no other way. */
-const PKCS8_X25519 = Uint8Array.from([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e,
-  0x04, 0x22, 0x04, 0x20]);
+const PKCS8_X25519 = Uint8Array.from([
+  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20,
+]);
 
 const subtle = (): SubtleCrypto => globalThis.crypto.subtle;
 
@@ -72,8 +73,7 @@ function labeledExtract(suiteId: Bytes, salt: Bytes, label: string, ikm: Uint8Ar
   return extract(salt, concat(VERSION_LABEL, suiteId, ascii(label), ikm));
 }
 
-function labeledExpand(suiteId: Bytes, prk: Bytes, label: string, info: Uint8Array,
-  length: number): Promise<Bytes> {
+function labeledExpand(suiteId: Bytes, prk: Bytes, label: string, info: Uint8Array, length: number): Promise<Bytes> {
   return expand(prk, concat(i2osp2(length), VERSION_LABEL, suiteId, ascii(label), info), length);
 }
 
@@ -101,14 +101,17 @@ export function hasX25519(): Promise<boolean> {
 /** ValidationError naming `sealing` unless WebCrypto has X25519: a platform that lacks it cannot seal. */
 export async function requireX25519(): Promise<void> {
   if (!globalThis.crypto?.subtle || !(await hasX25519())) {
-    throw new ValidationError("sealing", "a platform whose WebCrypto has X25519 (Node >= 20, Chromium >= 133, "
-      + "Firefox >= 130, Safari >= 17)", "this platform's crypto.subtle has no X25519: it cannot seal reports");
+    throw new ValidationError(
+      "sealing",
+      "a platform whose WebCrypto has X25519 (Node >= 20, Chromium >= 133, " + "Firefox >= 130, Safari >= 17)",
+      "this platform's crypto.subtle has no X25519: it cannot seal reports",
+    );
   }
 }
 
 /** A fresh ephemeral key from the platform's CSPRNG (RFC 9180 GenerateKeyPair). */
 export async function generateKeyPair(): Promise<EphemeralKey> {
-  const pair = await subtle().generateKey({ name: "X25519" }, false, ["deriveBits"]) as CryptoKeyPair;
+  const pair = (await subtle().generateKey({ name: "X25519" }, false, ["deriveBits"])) as CryptoKeyPair;
   return { privateKey: pair.privateKey, publicKey: new Uint8Array(await subtle().exportKey("raw", pair.publicKey)) };
 }
 
@@ -116,11 +119,15 @@ export async function generateKeyPair(): Promise<EphemeralKey> {
 export async function deriveKeyPair(ikm: Uint8Array): Promise<EphemeralKey> {
   const prk = await labeledExtract(KEM_SUITE_ID, new Uint8Array(0), "dkp_prk", ikm);
   const sk = await labeledExpand(KEM_SUITE_ID, prk, "sk", new Uint8Array(0), PRIVATE_KEY_BYTES);
-  const privateKey = await subtle().importKey("pkcs8", concat(PKCS8_X25519, sk), { name: "X25519" }, true,
-    ["deriveBits"]);
+  const privateKey = await subtle().importKey("pkcs8", concat(PKCS8_X25519, sk), { name: "X25519" }, true, [
+    "deriveBits",
+  ]);
   const jwk = await subtle().exportKey("jwk", privateKey);
-  const publicKey = new Uint8Array(atob(jwk.x!.replace(/-/g, "+").replace(/_/g, "/")).split("")
-    .map((c) => c.charCodeAt(0)));
+  const publicKey = new Uint8Array(
+    atob(jwk.x!.replace(/-/g, "+").replace(/_/g, "/"))
+      .split("")
+      .map((c) => c.charCodeAt(0)),
+  );
   return { privateKey, publicKey };
 }
 
@@ -132,8 +139,11 @@ export interface RecipientKey {
 
 export async function importRecipientKey(publicKey: Uint8Array): Promise<RecipientKey> {
   if (publicKey.length !== PUBLIC_KEY_BYTES) {
-    throw new ValidationError("sealing.public_key", `${PUBLIC_KEY_BYTES} bytes (an X25519 public key)`,
-      `got ${publicKey.length} bytes`);
+    throw new ValidationError(
+      "sealing.public_key",
+      `${PUBLIC_KEY_BYTES} bytes (an X25519 public key)`,
+      `got ${publicKey.length} bytes`,
+    );
   }
   const key = await subtle().importKey("raw", concat(publicKey), { name: "X25519" }, true, []);
   return { bytes: publicKey, key };
@@ -141,8 +151,9 @@ export async function importRecipientKey(publicKey: Uint8Array): Promise<Recipie
 
 /** RFC 9180 §4.1 Encap with the given ephemeral key: (shared_secret, enc). */
 async function encap(recipient: RecipientKey, ephemeral: EphemeralKey): Promise<Bytes> {
-  const dh = new Uint8Array(await subtle().deriveBits({ name: "X25519", public: recipient.key },
-    ephemeral.privateKey, 8 * 32));
+  const dh = new Uint8Array(
+    await subtle().deriveBits({ name: "X25519", public: recipient.key }, ephemeral.privateKey, 8 * 32),
+  );
   const kemContext = concat(ephemeral.publicKey, recipient.bytes);
   const prk = await labeledExtract(KEM_SUITE_ID, new Uint8Array(0), "eae_prk", dh);
   return labeledExpand(KEM_SUITE_ID, prk, "shared_secret", kemContext, HASH_BYTES);
@@ -174,12 +185,17 @@ async function keySchedule(sharedSecret: Bytes, context: Bytes): Promise<{ key: 
  * keyScheduleContext(info): enc || ct, the first (and only) message of the HPKE context, so its
  * nonce is base_nonce.
  */
-export async function sealBase(recipient: RecipientKey, context: Bytes, plaintext: Uint8Array,
-  ephemeral: EphemeralKey): Promise<Uint8Array> {
+export async function sealBase(
+  recipient: RecipientKey,
+  context: Bytes,
+  plaintext: Uint8Array,
+  ephemeral: EphemeralKey,
+): Promise<Uint8Array> {
   const sharedSecret = await encap(recipient, ephemeral);
   const { key, nonce } = await keySchedule(sharedSecret, context);
   const aesKey = await subtle().importKey("raw", key, { name: "AES-GCM" }, false, ["encrypt"]);
-  const ct = new Uint8Array(await subtle().encrypt({ name: "AES-GCM", iv: nonce, tagLength: 8 * TAG_BYTES }, aesKey,
-    concat(plaintext)));
+  const ct = new Uint8Array(
+    await subtle().encrypt({ name: "AES-GCM", iv: nonce, tagLength: 8 * TAG_BYTES }, aesKey, concat(plaintext)),
+  );
   return concat(ephemeral.publicKey, ct);
 }

@@ -7,24 +7,58 @@ export { ValidationError, SchemaError } from "./errors.js";
 export { parseJson, MAX_JSON_DEPTH, MAX_INT_DIGITS, type JsonValue, type JsonObject } from "./json.js";
 export type { RawValue } from "./raw-values.js";
 export {
-  Schema, Attribute, CategoricalAttribute, BinaryAttribute, IntegerAttribute, ContinuousAttribute,
-  MAX_DOMAIN_SIZE, MAX_PRIVATE_DOMAIN_SIZE, MAX_BITS, MAX_CATEGORIES, type AttributeType, type DecodedValue,
+  Schema,
+  Attribute,
+  CategoricalAttribute,
+  BinaryAttribute,
+  IntegerAttribute,
+  ContinuousAttribute,
+  MAX_DOMAIN_SIZE,
+  MAX_PRIVATE_DOMAIN_SIZE,
+  MAX_BITS,
+  MAX_CATEGORIES,
+  type AttributeType,
+  type DecodedValue,
 } from "./schema.js";
 export { MechanismCard, CARD_FORMAT, MECHANISM_VERSION } from "./card.js";
 export { encodeColumns, encodeRows, type Columns, type Row, type EncodedRows } from "./rows.js";
 export { perturb, acceptBelow, type SamplerWeights } from "./sampler.js";
 export { newReportIds, REPORT_ID_BYTES } from "./random.js";
 export {
-  newReports, validateReports, reportBatch, encodeReportBatch, encodeGetCollectionRequest, decodeBatchAck,
-  uint64Column, type Reports, type BatchAckFields, type Limits, type CollectionInfo,
+  newReports,
+  validateReports,
+  reportBatch,
+  encodeReportBatch,
+  encodeGetCollectionRequest,
+  decodeBatchAck,
+  uint64Column,
+  type Reports,
+  type BatchAckFields,
+  type Limits,
+  type CollectionInfo,
 } from "./reports.js";
 export { collectionInfo, decodeCollection } from "./collection.js";
 export { batchCapacity, reportBytes } from "./batching.js";
-export * from "./gen/ldpsynth/v1/collection_pb.js";
+// The protobuf messages the API above takes or returns, as types; the rest of src/gen/ stays internal.
+export type { Collection, ReportBatch, SealedBatch, Sealing } from "./gen/ldpsynth/v1/collection_pb.js";
 export {
-  sealingKey, sealReports, sealingInfo, keyId, plaintextBytes, sealedReportBytes, reportPlaintext, SUITE_NAME,
-  KEY_ID_BYTES, type SealingKey,
+  sealingKey,
+  sealReports,
+  sealingInfo,
+  keyId,
+  plaintextBytes,
+  sealedReportBytes,
+  reportPlaintext,
+  SUITE_NAME,
+  KEY_ID_BYTES,
+  type SealingKey,
 } from "./sealing.js";
 export {
-  sealedBatchCapacity, cutSealedBatches, sealedParts, sealedBatch, encodeSealedBatch, decodeSealedAck, type SealedPart,
+  sealedBatchCapacity,
+  cutSealedBatches,
+  sealedParts,
+  sealedBatch,
+  encodeSealedBatch,
+  decodeSealedAck,
+  type SealedPart,
 } from "./sealed-batching.js";

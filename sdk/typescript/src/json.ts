@@ -65,8 +65,14 @@ class Reader {
     if (c === "{") return this.object();
     if (c === "[") return this.array();
     if (c === '"') return this.string();
-    for (const [word, value] of [["true", true], ["false", false], ["null", null], ["NaN", NaN],
-      ["Infinity", Infinity], ["-Infinity", -Infinity]] as const) {
+    for (const [word, value] of [
+      ["true", true],
+      ["false", false],
+      ["null", null],
+      ["NaN", NaN],
+      ["Infinity", Infinity],
+      ["-Infinity", -Infinity],
+    ] as const) {
       if (t.startsWith(word, this.pos)) {
         this.pos += word.length;
         return value;
@@ -145,7 +151,16 @@ class Reader {
       }
       if (c !== "\\") this.fail(c === undefined ? "unterminated string" : "control character in a string");
       const e = t[this.pos + 1];
-      const simple: Record<string, string> = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
+      const simple: Record<string, string> = {
+        '"': '"',
+        "\\": "\\",
+        "/": "/",
+        b: "\b",
+        f: "\f",
+        n: "\n",
+        r: "\r",
+        t: "\t",
+      };
       if (e !== undefined && e in simple) {
         out += simple[e];
         this.pos += 2;
@@ -167,15 +182,21 @@ class Reader {
     if (match[1] === undefined && match[2] === undefined) {
       const digits = literal.length - (literal.startsWith("-") ? 1 : 0);
       if (digits > MAX_INT_DIGITS) {
-        throw new ValidationError(this.field, `JSON integers of at most ${MAX_INT_DIGITS} digits`,
-          `an integer of ${digits} digits`);
+        throw new ValidationError(
+          this.field,
+          `JSON integers of at most ${MAX_INT_DIGITS} digits`,
+          `an integer of ${digits} digits`,
+        );
       }
       return BigInt(literal);
     }
     const value = Number(literal);
     if (!Number.isFinite(value)) {
-      throw new ValidationError(this.field, "JSON numbers within the float64 range (|x| <= 1.7976931348623157e308)",
-        "a number that overflows float64");
+      throw new ValidationError(
+        this.field,
+        "JSON numbers within the float64 range (|x| <= 1.7976931348623157e308)",
+        "a number that overflows float64",
+      );
     }
     return value;
   }

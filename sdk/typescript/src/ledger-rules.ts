@@ -58,17 +58,21 @@ export interface Spend {
 export const NO_SPEND: Spend = { epsilon: frac.ZERO, reports: 0 };
 
 function shown(value: unknown): string {
-  const text = typeof value === "bigint" ? String(value) : JSON.stringify(value) ?? String(value);
+  const text = typeof value === "bigint" ? String(value) : (JSON.stringify(value) ?? String(value));
   return text.length <= 40 ? text : `${text.slice(0, 37)}...`;
 }
 
 /** The budget a ledger was created with: an ε per collection, or a multiple of each collection's ε. */
 export class Budget {
-  private constructor(readonly epsilon: Fraction | undefined, readonly multiple: number) {}
+  private constructor(
+    readonly epsilon: Fraction | undefined,
+    readonly multiple: number,
+  ) {}
 
   /** `budget` ε per collection, or the default multiple when undefined. */
   static of(budget: number | undefined): Budget {
-    return budget === undefined ? new Budget(undefined, DEFAULT_BUDGET_MULTIPLE)
+    return budget === undefined
+      ? new Budget(undefined, DEFAULT_BUDGET_MULTIPLE)
       : new Budget(frac.fromFloat(checkEpsilon(budget, "budget")), DEFAULT_BUDGET_MULTIPLE);
   }
 
@@ -77,7 +81,8 @@ export class Budget {
   }
 
   describe(): string {
-    return this.epsilon ? `epsilon ${frac.toFloat(this.epsilon).toPrecision(6)} per collection`
+    return this.epsilon
+      ? `epsilon ${frac.toFloat(this.epsilon).toPrecision(6)} per collection`
       : `${this.multiple} x each collection's epsilon`;
   }
 
@@ -110,9 +115,12 @@ export class Budget {
     const stored = this.forCollection(epsilon);
     if (session === undefined) return stored;
     if (frac.compare(session, stored) > 0) {
-      throw new ValidationError("budget", `at most ${frac.toFloat(stored).toPrecision(6)}, the budget this ledger `
-        + "was created with (a higher one needs a reset of the ledger, which starts this device over)",
-      `got ${frac.toFloat(session).toPrecision(6)}`);
+      throw new ValidationError(
+        "budget",
+        `at most ${frac.toFloat(stored).toPrecision(6)}, the budget this ledger `
+          + "was created with (a higher one needs a reset of the ledger, which starts this device over)",
+        `got ${frac.toFloat(session).toPrecision(6)}`,
+      );
     }
     return session;
   }
@@ -121,11 +129,13 @@ export class Budget {
 /** Refuse a collection re-issued at another ε than the one pinned (undefined: not pinned yet). */
 export function checkPinned(collection: string, pinned: Fraction | undefined, epsilon: Fraction): void {
   if (pinned !== undefined && frac.compare(pinned, epsilon) !== 0) {
-    throw new CardChanged(`collection ${JSON.stringify(collection)} is now released at epsilon `
-      + `${frac.toFloat(epsilon).toPrecision(6)}, but this device's reports to it were made at epsilon `
-      + `${frac.toFloat(pinned).toPrecision(6)}: the same rows would get fresh reports that could be averaged `
-      + "with the old ones. To report to the re-issued collection, start this device over knowingly (reset the "
-      + "ledger)");
+    throw new CardChanged(
+      `collection ${JSON.stringify(collection)} is now released at epsilon `
+        + `${frac.toFloat(epsilon).toPrecision(6)}, but this device's reports to it were made at epsilon `
+        + `${frac.toFloat(pinned).toPrecision(6)}: the same rows would get fresh reports that could be averaged `
+        + "with the old ones. To report to the re-issued collection, start this device over knowingly (reset the "
+        + "ledger)",
+    );
   }
 }
 
@@ -133,18 +143,20 @@ export function checkPinned(collection: string, pinned: Fraction | undefined, ep
 export function charge(collection: string, current: Spend, epsilon: Fraction, budget: Fraction, count: number): Spend {
   const total = frac.add(current.epsilon, frac.times(epsilon, BigInt(count)));
   if (frac.compare(total, budget) > 0) {
-    throw new PrivacyBudgetExceeded(`collection ${JSON.stringify(collection)}: ${count} new reports at epsilon `
-      + `${frac.toFloat(epsilon).toPrecision(6)} each would bring the epsilon spent to `
-      + `${frac.toFloat(total).toPrecision(6)}, over this device's budget of `
-      + `${frac.toFloat(budget).toPrecision(6)} (spent so far ${frac.toFloat(current.epsilon).toPrecision(6)}; `
-      + "basic composition)");
+    throw new PrivacyBudgetExceeded(
+      `collection ${JSON.stringify(collection)}: ${count} new reports at epsilon `
+        + `${frac.toFloat(epsilon).toPrecision(6)} each would bring the epsilon spent to `
+        + `${frac.toFloat(total).toPrecision(6)}, over this device's budget of `
+        + `${frac.toFloat(budget).toPrecision(6)} (spent so far ${frac.toFloat(current.epsilon).toPrecision(6)}; `
+        + "basic composition)",
+    );
   }
   return { epsilon: total, reports: current.reports + count };
 }
 
 /** A stored spend as the ledger writes it (`{epsilon: "p/q", reports}`), or the problem with it. */
 export function checkedSpend(collection: string, row: unknown): Spend | string {
-  const record = typeof row === "object" && row !== null ? row as Record<string, unknown> : {};
+  const record = typeof row === "object" && row !== null ? (row as Record<string, unknown>) : {};
   const epsilon = frac.parse(record["epsilon"]);
   if (epsilon === undefined || epsilon.num < 0n) {
     return `collection ${shown(collection)}: the epsilon spent is ${shown(record["epsilon"])}, not an exact number >= 0`;
@@ -191,16 +203,27 @@ export interface CentralGuarantee {
   readonly operator: boolean;
 }
 
-const CENTRAL_FIELDS = ["delta", "min_batch", "assume_injected", "rows_per_device", "central_epsilon", "central_delta",
-  "operator"];
+const CENTRAL_FIELDS = [
+  "delta",
+  "min_batch",
+  "assume_injected",
+  "rows_per_device",
+  "central_epsilon",
+  "central_delta",
+  "operator",
+];
 
 /** A guarantee as the ledger stores it: its fields by their reference names, exact rationals as text (like a spend). */
 export function centralRecord(guarantee: CentralGuarantee): Record<string, JsonValue> {
   const exact = (x: number | null): string | null => (x === null ? null : frac.format(frac.fromFloat(x)));
   return {
-    delta: exact(guarantee.delta), min_batch: guarantee.minBatch, assume_injected: guarantee.assumeInjected,
-    rows_per_device: guarantee.rowsPerDevice, central_epsilon: exact(guarantee.centralEpsilon),
-    central_delta: exact(guarantee.centralDelta), operator: guarantee.operator,
+    delta: exact(guarantee.delta),
+    min_batch: guarantee.minBatch,
+    assume_injected: guarantee.assumeInjected,
+    rows_per_device: guarantee.rowsPerDevice,
+    central_epsilon: exact(guarantee.centralEpsilon),
+    central_delta: exact(guarantee.centralDelta),
+    operator: guarantee.operator,
   };
 }
 
@@ -211,15 +234,18 @@ export function checkedCentral(collection: string, row: unknown): CentralGuarant
   if (typeof row !== "object" || row === null || Array.isArray(row)) return bad("record", row, "an object");
   const record = row as Record<string, unknown>;
   const keys = Object.keys(record).sort();
-  if (keys.join() !== [...CENTRAL_FIELDS].sort().join()) return bad("fields", keys, `the fields ${CENTRAL_FIELDS.join(", ")}`);
+  if (keys.join() !== [...CENTRAL_FIELDS].sort().join())
+    return bad("fields", keys, `the fields ${CENTRAL_FIELDS.join(", ")}`);
   const delta = frac.parse(record["delta"]);
   if (!delta || frac.compare(delta, frac.ZERO) <= 0 || frac.compare(delta, frac.fraction(1n)) >= 0) {
     return bad("delta", record["delta"], "an exact number in (0, 1)");
   }
-  const integer = (v: unknown, low: number): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= low;
+  const integer = (v: unknown, low: number): v is number =>
+    typeof v === "number" && Number.isSafeInteger(v) && v >= low;
   const [minBatch, injected, rows] = [record["min_batch"], record["assume_injected"], record["rows_per_device"]];
   if (!integer(minBatch, 1)) return bad("min_batch", minBatch, "an integer >= 1");
-  if (!integer(injected, 0) || injected >= minBatch) return bad("assume_injected", injected, "an integer in [0, min_batch)");
+  if (!integer(injected, 0) || injected >= minBatch)
+    return bad("assume_injected", injected, "an integer in [0, min_batch)");
   if (!integer(rows, 1)) return bad("rows_per_device", rows, "an integer >= 1");
   const rawEps = record["central_epsilon"];
   const eps = rawEps === null ? null : frac.parse(rawEps);
@@ -228,14 +254,23 @@ export function checkedCentral(collection: string, row: unknown): CentralGuarant
   }
   const rawDelta = record["central_delta"];
   const dlt = rawDelta === null ? null : frac.parse(rawDelta);
-  if (dlt === undefined || (dlt === null) !== (eps === null)
-    || (dlt !== null && frac.compare(dlt, frac.ZERO) !== 0 && frac.compare(dlt, delta) !== 0)) {
+  if (
+    dlt === undefined
+    || (dlt === null) !== (eps === null)
+    || (dlt !== null && frac.compare(dlt, frac.ZERO) !== 0 && frac.compare(dlt, delta) !== 0)
+  ) {
     return bad("central_delta", rawDelta, "its delta or 0 (null only with central_epsilon)");
   }
   if (typeof record["operator"] !== "boolean") return bad("operator", record["operator"], "true or false");
-  return { delta: frac.toFloat(delta), minBatch, assumeInjected: injected, rowsPerDevice: rows,
-    centralEpsilon: eps === null ? null : frac.toFloat(eps), centralDelta: dlt === null ? null : frac.toFloat(dlt),
-    operator: record["operator"] };
+  return {
+    delta: frac.toFloat(delta),
+    minBatch,
+    assumeInjected: injected,
+    rowsPerDevice: rows,
+    centralEpsilon: eps === null ? null : frac.toFloat(eps),
+    centralDelta: dlt === null ? null : frac.toFloat(dlt),
+    operator: record["operator"],
+  };
 }
 
 /**
@@ -252,8 +287,12 @@ export function mayPromise(reportedBefore: boolean, promisedBefore: () => boolea
  * else none, and any promise recorded before is removed: a submission in clear leaves reports the
  * aggregator knows are this device's, and no later sealed submission brings the promise back.
  */
-export function promised(guarantee: CentralGuarantee | undefined, sealed: boolean, reports: number,
-  promisable: () => boolean): CentralGuarantee | undefined {
+export function promised(
+  guarantee: CentralGuarantee | undefined,
+  sealed: boolean,
+  reports: number,
+  promisable: () => boolean,
+): CentralGuarantee | undefined {
   return guarantee === undefined || !sealed || !reports || !promisable() ? undefined : guarantee;
 }
 
@@ -268,8 +307,12 @@ export function promised(guarantee: CentralGuarantee | undefined, sealed: boolea
 export function checkPath(collection: string, sealed: boolean, switched: number): void {
   if (!switched) return;
   const [first, now] = sealed ? ["in clear", "sealed"] : ["sealed, through a shuffler", "in clear"];
-  throw new ValidationError("rows", "rows sent the way their memoized reports were first sent (a report memoized in "
-    + "clear is never sealed later, nor a sealed one sent in clear)", `collection ${JSON.stringify(collection)}: `
-    + `${switched} of these rows have a report first sent ${first}; sending it ${now} would link the report to this `
-    + "device (nothing was charged or sent)");
+  throw new ValidationError(
+    "rows",
+    "rows sent the way their memoized reports were first sent (a report memoized in "
+      + "clear is never sealed later, nor a sealed one sent in clear)",
+    `collection ${JSON.stringify(collection)}: `
+      + `${switched} of these rows have a report first sent ${first}; sending it ${now} would link the report to this `
+      + "device (nothing was charged or sent)",
+  );
 }

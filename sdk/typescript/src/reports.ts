@@ -11,7 +11,11 @@ import type { EncodedRows } from "./rows.js";
 import { perturb } from "./sampler.js";
 import type { Schema } from "./schema.js";
 import {
-  BatchAckSchema, GetCollectionRequestSchema, ReportBatchSchema, type ReportBatch, type Sealing,
+  BatchAckSchema,
+  GetCollectionRequestSchema,
+  ReportBatchSchema,
+  type ReportBatch,
+  type Sealing,
 } from "./gen/ldpsynth/v1/collection_pb.js";
 
 /** n reports in columns. */
@@ -49,15 +53,23 @@ export function validateReports(schema: Schema, reports: Reports): void {
   }
   reports.privateCodes.forEach((c, i) => {
     if (typeof c !== "bigint" || c < 0n || c >= schema.privateDomainSize) {
-      throw new ValidationError("private_codes", `integer codes in [0, ${schema.privateDomainSize - 1n}]`,
-        "out of range", i);
+      throw new ValidationError(
+        "private_codes",
+        `integer codes in [0, ${schema.privateDomainSize - 1n}]`,
+        "out of range",
+        i,
+      );
     }
   });
   schema.publicAttributes.forEach((attr, j) => {
     reports.publicCodes[j]!.forEach((c, i) => {
       if (typeof c !== "bigint" || c < 0n || c >= attr.size) {
-        throw new ValidationError(`public_codes[${attr.name}]`, `integer codes in [0, ${attr.size - 1n}]`,
-          "out of range", i);
+        throw new ValidationError(
+          `public_codes[${attr.name}]`,
+          `integer codes in [0, ${attr.size - 1n}]`,
+          "out of range",
+          i,
+        );
       }
     });
   });
@@ -72,7 +84,12 @@ export function uint64Column(codes: readonly bigint[]): Uint8Array {
 }
 
 /** The ReportBatch message of `reports` (columns, little-endian codes). */
-export function reportBatch(reports: Reports, collection: string, mechanismVersion: string, sequence: bigint): ReportBatch {
+export function reportBatch(
+  reports: Reports,
+  collection: string,
+  mechanismVersion: string,
+  sequence: bigint,
+): ReportBatch {
   return create(ReportBatchSchema, {
     collection,
     mechanismVersion,
@@ -84,8 +101,12 @@ export function reportBatch(reports: Reports, collection: string, mechanismVersi
 }
 
 /** The serialised ReportBatch. */
-export function encodeReportBatch(reports: Reports, collection: string, mechanismVersion: string,
-  sequence: bigint): Uint8Array {
+export function encodeReportBatch(
+  reports: Reports,
+  collection: string,
+  mechanismVersion: string,
+  sequence: bigint,
+): Uint8Array {
   return toBinary(ReportBatchSchema, reportBatch(reports, collection, mechanismVersion, sequence));
 }
 

@@ -8,13 +8,31 @@ import { ValidationError } from "./errors.js";
 
 /** gRPC status names by code (Connect's codes are gRPC's). */
 const NAMES: Record<number, string> = {
-  0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND",
-  6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 10: "ABORTED",
-  11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL", 14: "UNAVAILABLE", 15: "DATA_LOSS", 16: "UNAUTHENTICATED",
+  0: "OK",
+  1: "CANCELLED",
+  2: "UNKNOWN",
+  3: "INVALID_ARGUMENT",
+  4: "DEADLINE_EXCEEDED",
+  5: "NOT_FOUND",
+  6: "ALREADY_EXISTS",
+  7: "PERMISSION_DENIED",
+  8: "RESOURCE_EXHAUSTED",
+  9: "FAILED_PRECONDITION",
+  10: "ABORTED",
+  11: "OUT_OF_RANGE",
+  12: "UNIMPLEMENTED",
+  13: "INTERNAL",
+  14: "UNAVAILABLE",
+  15: "DATA_LOSS",
+  16: "UNAUTHENTICATED",
 };
 
-export const RETRYABLE_STATUSES: ReadonlySet<string> = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED",
-  "CANCELLED"]);
+export const RETRYABLE_STATUSES: ReadonlySet<string> = new Set([
+  "UNAVAILABLE",
+  "DEADLINE_EXCEEDED",
+  "ABORTED",
+  "CANCELLED",
+]);
 
 export function isRetryable(status: string): boolean {
   return RETRYABLE_STATUSES.has(status);

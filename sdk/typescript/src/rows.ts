@@ -24,7 +24,8 @@ export interface EncodedRows {
 function columnLength(name: string, column: unknown): number {
   const legal = "a sequence (or 1-d array) of raw values, one per row";
   if (!Array.isArray(column)) throw new ValidationError(name, legal, "not a column");
-  if (column.some((v) => typeof v === "object" && v !== null)) throw new ValidationError(name, legal, "not a flat column");
+  if (column.some((v) => typeof v === "object" && v !== null))
+    throw new ValidationError(name, legal, "not a flat column");
   return column.length;
 }
 
@@ -33,8 +34,11 @@ export function encodeColumns(schema: Schema, columns: Columns): EncodedRows {
   const names = schema.attributes.map((a) => a.name);
   for (const name of Object.keys(columns)) {
     if (!names.includes(name)) {
-      throw new ValidationError(name, `one of the attributes of ${JSON.stringify(schema.name)}: ${names.join(", ")}`,
-        "not an attribute of the collection");
+      throw new ValidationError(
+        name,
+        `one of the attributes of ${JSON.stringify(schema.name)}: ${names.join(", ")}`,
+        "not an attribute of the collection",
+      );
     }
   }
   for (const attr of schema.attributes) {
@@ -45,8 +49,11 @@ export function encodeColumns(schema: Schema, columns: Columns): EncodedRows {
   for (const attr of schema.attributes.slice(1)) {
     const length = columnLength(attr.name, columns[attr.name]);
     if (length !== n) {
-      throw new ValidationError(attr.name, `a column of ${n} rows (as many as ${JSON.stringify(first.name)})`,
-        `got ${length} rows`);
+      throw new ValidationError(
+        attr.name,
+        `a column of ${n} rows (as many as ${JSON.stringify(first.name)})`,
+        `got ${length} rows`,
+      );
     }
   }
   const encode = (name: string): bigint[] => {
@@ -57,7 +64,8 @@ export function encodeColumns(schema: Schema, columns: Columns): EncodedRows {
   const digits = schema.privateAttributes.map((a) => encode(a.name));
   const places = schema.privatePlaceValues;
   const privateCodes = Array.from({ length: n }, (_, i) =>
-    digits.reduce((code, column, j) => code + column[i]! * places[j]!, 0n));
+    digits.reduce((code, column, j) => code + column[i]! * places[j]!, 0n),
+  );
   return { publicCodes, privateCodes };
 }
 
@@ -67,8 +75,12 @@ export function encodeRows(schema: Schema, rows: readonly Row[]): EncodedRows {
   rows.forEach((row, i) => {
     for (const name of Object.keys(row)) {
       if (!Object.hasOwn(columns, name)) {
-        throw new ValidationError(name, `one of the attributes of ${JSON.stringify(schema.name)}`,
-          "not an attribute of the collection", i);
+        throw new ValidationError(
+          name,
+          `one of the attributes of ${JSON.stringify(schema.name)}`,
+          "not an attribute of the collection",
+          i,
+        );
       }
     }
     for (const attr of schema.attributes) {

@@ -25,7 +25,10 @@ export type DecodedValue = string | bigint | number;
 
 /** One column of a collection; its values are encoded as codes 0 .. size - 1. */
 export abstract class Attribute {
-  constructor(readonly name: string, readonly isPublic: boolean) {}
+  constructor(
+    readonly name: string,
+    readonly isPublic: boolean,
+  ) {}
   abstract readonly type: AttributeType;
   /** Number of distinct codes. */
   abstract get size(): bigint;
@@ -55,11 +58,18 @@ export class CategoricalAttribute extends Attribute {
   readonly type = "categorical";
   private readonly index: Map<string, number>;
 
-  constructor(name: string, isPublic: boolean, readonly values: readonly string[]) {
+  constructor(
+    name: string,
+    isPublic: boolean,
+    readonly values: readonly string[],
+  ) {
     super(name, isPublic);
     if (values.length < 2 || values.length > MAX_CATEGORIES) {
-      throw new SchemaError(`attributes[${name}].values`, `2 to ${MAX_CATEGORIES} distinct strings`,
-        `got ${values.length}`);
+      throw new SchemaError(
+        `attributes[${name}].values`,
+        `2 to ${MAX_CATEGORIES} distinct strings`,
+        `got ${values.length}`,
+      );
     }
     this.index = new Map(values.map((v, i) => [v, i]));
     if (this.index.size !== values.length) {
@@ -72,7 +82,10 @@ export class CategoricalAttribute extends Attribute {
   }
 
   get legalRange(): string {
-    const shown = this.values.slice(0, 8).map((v) => JSON.stringify(v)).join(", ");
+    const shown = this.values
+      .slice(0, 8)
+      .map((v) => JSON.stringify(v))
+      .join(", ");
     return `one of {${shown}${this.values.length > 8 ? ", ..." : ""}} (${this.values.length} values)`;
   }
 
@@ -104,7 +117,7 @@ export class BinaryAttribute extends Attribute {
   codeOf(value: RawValue): bigint | undefined {
     if (typeof value === "boolean") return value ? 1n : 0n;
     if (typeof value === "number" || typeof value === "bigint") {
-      return value == 0 ? 0n : value == 1 ? 1n : undefined; // eslint-disable-line eqeqeq -- 0, -0, 0n alike
+      return value == 0 ? 0n : value == 1 ? 1n : undefined; // == on purpose: 0, -0 and 0n alike
     }
     if (typeof value === "string") {
       const t = value.trim();
@@ -121,11 +134,19 @@ export class BinaryAttribute extends Attribute {
 export class IntegerAttribute extends Attribute {
   readonly type = "integer";
 
-  constructor(name: string, isPublic: boolean, readonly min: bigint, readonly max: bigint) {
+  constructor(
+    name: string,
+    isPublic: boolean,
+    readonly min: bigint,
+    readonly max: bigint,
+  ) {
     super(name, isPublic);
     if (!(min < max) || max - min + 1n > MAX_DOMAIN_SIZE) {
-      throw new SchemaError(`attributes[${name}]`, `integers with min < max and at most ${MAX_DOMAIN_SIZE} values`,
-        `got min=${min}, max=${max}`);
+      throw new SchemaError(
+        `attributes[${name}]`,
+        `integers with min < max and at most ${MAX_DOMAIN_SIZE} values`,
+        `got min=${min}, max=${max}`,
+      );
     }
   }
 
@@ -153,10 +174,20 @@ export class ContinuousAttribute extends Attribute {
   readonly width: number;
   private readonly buckets: number;
 
-  constructor(name: string, isPublic: boolean, readonly lo: number, readonly hi: number, readonly bits: number) {
+  constructor(
+    name: string,
+    isPublic: boolean,
+    readonly lo: number,
+    readonly hi: number,
+    readonly bits: number,
+  ) {
     super(name, isPublic);
     if (!(lo < hi) || !Number.isFinite(hi - lo)) {
-      throw new SchemaError(`attributes[${name}]`, "lo < hi with a finite hi - lo", "got lo >= hi or an infinite width");
+      throw new SchemaError(
+        `attributes[${name}]`,
+        "lo < hi with a finite hi - lo",
+        "got lo >= hi or an infinite width",
+      );
     }
     if (!Number.isInteger(bits) || bits < 1 || bits > MAX_BITS) {
       throw new SchemaError(`attributes[${name}].bits`, `an integer in [1, ${MAX_BITS}]`, "out of range");
@@ -165,8 +196,11 @@ export class ContinuousAttribute extends Attribute {
     this.width = (hi - lo) / this.buckets;
     const scale = Math.max(Math.abs(lo), Math.abs(hi), hi - lo);
     if (!(this.width > 8 * ulp(scale))) {
-      throw new SchemaError(`attributes[${name}].bits`, `an integer in [1, ${MAX_BITS}] with (hi - lo)/2^bits above 8 `
-        + "float ulps of max(|lo|, |hi|)", `got ${bits}`);
+      throw new SchemaError(
+        `attributes[${name}].bits`,
+        `an integer in [1, ${MAX_BITS}] with (hi - lo)/2^bits above 8 ` + "float ulps of max(|lo|, |hi|)",
+        `got ${bits}`,
+      );
     }
   }
 
@@ -208,7 +242,10 @@ function placeValues(sizes: readonly bigint[]): bigint[] {
 
 const IDENTIFIER = /^[\p{XID_Start}_]\p{XID_Continue}*$/u;
 const KNOWN_FIELDS: Record<AttributeType, readonly string[]> = {
-  categorical: ["values"], binary: [], integer: ["min", "max"], continuous: ["lo", "hi", "bits"],
+  categorical: ["values"],
+  binary: [],
+  integer: ["min", "max"],
+  continuous: ["lo", "hi", "bits"],
 };
 
 function attributeFromJson(obj: JsonValue, position: number): Attribute {
@@ -220,21 +257,35 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
   if (typeof name !== "string" || !IDENTIFIER.test(name)) {
     throw new SchemaError(`${where}.name`, "a non-empty identifier (letters, digits, _)", "not an identifier");
   }
-  const isPublic = asSchemaError(() => checkBool("public" in obj ? obj["public"] : false, `attributes[${name}].public`));
+  const isPublic = asSchemaError(() =>
+    checkBool("public" in obj ? obj["public"] : false, `attributes[${name}].public`),
+  );
   const kind = obj["type"];
   if (typeof kind !== "string" || !Object.hasOwn(KNOWN_FIELDS, kind)) {
-    throw new SchemaError(`attributes[${name}].type`, "one of categorical, binary, integer, continuous", "unknown type");
+    throw new SchemaError(
+      `attributes[${name}].type`,
+      "one of categorical, binary, integer, continuous",
+      "unknown type",
+    );
   }
   const known = KNOWN_FIELDS[kind as AttributeType];
-  const extra = Object.keys(obj).filter((k) => !["name", "type", "public", ...known].includes(k)).sort();
+  const extra = Object.keys(obj)
+    .filter((k) => !["name", "type", "public", ...known].includes(k))
+    .sort();
   if (extra.length) {
-    throw new SchemaError(`attributes[${name}]`, `fields name, type, public, ${[...known].sort().join(", ")}`,
-      `unknown fields ${JSON.stringify(extra)}`);
+    throw new SchemaError(
+      `attributes[${name}]`,
+      `fields name, type, public, ${[...known].sort().join(", ")}`,
+      `unknown fields ${JSON.stringify(extra)}`,
+    );
   }
   const missing = known.filter((k) => !(k in obj) && !(kind === "continuous" && k === "bits"));
   if (missing.length) {
-    throw new SchemaError(`attributes[${name}]`, `the fields ${JSON.stringify([...known].sort())}`,
-      `missing ${JSON.stringify(missing.sort())}`);
+    throw new SchemaError(
+      `attributes[${name}]`,
+      `the fields ${JSON.stringify([...known].sort())}`,
+      `missing ${JSON.stringify(missing.sort())}`,
+    );
   }
   switch (kind as AttributeType) {
     case "categorical": {
@@ -242,7 +293,7 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
       if (!Array.isArray(values) || !values.every((v) => typeof v === "string")) {
         throw new SchemaError(`attributes[${name}].values`, "a list of strings", "wrong type");
       }
-      return new CategoricalAttribute(name, isPublic, values as string[]);
+      return new CategoricalAttribute(name, isPublic, values);
     }
     case "binary":
       return new BinaryAttribute(name, isPublic);
@@ -250,18 +301,25 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
       const legal = "an integer in [-2^63, 2^63 - 1]";
       const [min, max] = asSchemaError(() => [
         checkInt(obj["min"], `attributes[${name}].min`, INT64_MIN, INT64_MAX, legal),
-        checkInt(obj["max"], `attributes[${name}].max`, INT64_MIN, INT64_MAX, legal)]);
+        checkInt(obj["max"], `attributes[${name}].max`, INT64_MIN, INT64_MAX, legal),
+      ]);
       return new IntegerAttribute(name, isPublic, min, max);
     }
     case "continuous": {
       const [lo, hi] = asSchemaError(() => [
         checkReal(obj["lo"], `attributes[${name}].lo`, "a finite number"),
-        checkReal(obj["hi"], `attributes[${name}].hi`, "a finite number")]);
+        checkReal(obj["hi"], `attributes[${name}].hi`, "a finite number"),
+      ]);
       if (!(lo < hi) || !Number.isFinite(hi - lo)) {
-        throw new SchemaError(`attributes[${name}]`, "lo < hi with a finite hi - lo", "got lo >= hi or an infinite width");
+        throw new SchemaError(
+          `attributes[${name}]`,
+          "lo < hi with a finite hi - lo",
+          "got lo >= hi or an infinite width",
+        );
       }
-      const bits = asSchemaError(() => checkInt("bits" in obj ? obj["bits"] : 4n, `attributes[${name}].bits`, 1n,
-        BigInt(MAX_BITS)));
+      const bits = asSchemaError(() =>
+        checkInt("bits" in obj ? obj["bits"] : 4n, `attributes[${name}].bits`, 1n, BigInt(MAX_BITS)),
+      );
       return new ContinuousAttribute(name, isPublic, lo, hi, Number(bits));
     }
   }
@@ -280,8 +338,12 @@ export class Schema {
   readonly publicPlaceValues: readonly bigint[];
   private readonly byName: Map<string, Attribute>;
 
-  constructor(readonly name: string, readonly epsilon: number, readonly attributes: readonly Attribute[],
-    readonly shuffle?: ShuffleSpec) {
+  constructor(
+    readonly name: string,
+    readonly epsilon: number,
+    readonly attributes: readonly Attribute[],
+    readonly shuffle?: ShuffleSpec,
+  ) {
     if (typeof name !== "string" || name.length === 0 || [...name].length > 128) {
       throw new SchemaError("name", "a non-empty string of at most 128 characters", "missing, empty or too long");
     }
@@ -298,9 +360,12 @@ export class Schema {
     this.privateDomainSize = this.privateAttributes.reduce((n, a) => n * a.size, 1n);
     this.publicDomainSize = this.publicAttributes.reduce((n, a) => n * a.size, 1n);
     if (this.privateDomainSize > MAX_PRIVATE_DOMAIN_SIZE) {
-      throw new SchemaError("attributes", `a private domain of at most ${MAX_PRIVATE_DOMAIN_SIZE} values (2^28: every `
-        + "query holds a weight per value of D and a query batch at most that many weights)",
-        `got |D| = ${this.privateDomainSize}`);
+      throw new SchemaError(
+        "attributes",
+        `a private domain of at most ${MAX_PRIVATE_DOMAIN_SIZE} values (2^28: every `
+          + "query holds a weight per value of D and a query batch at most that many weights)",
+        `got |D| = ${this.privateDomainSize}`,
+      );
     }
     if (this.publicDomainSize > MAX_DOMAIN_SIZE) {
       throw new SchemaError("attributes", "a public domain of at most 2^62 values", "too large");
@@ -314,13 +379,18 @@ export class Schema {
    * {@link parseJson} returns it (integer fields as bigints).
    */
   static parse(input: string | JsonValue | undefined): Schema {
-    const obj = typeof input === "string"
-      ? asSchemaError(() => parseJson(input, "schema", "a JSON object"))
-      : input;
-    if (!isJsonObject(obj)) throw new SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object");
-    const extra = Object.keys(obj).filter((k) => !["name", "epsilon", "attributes", "shuffle"].includes(k)).sort();
+    const obj = typeof input === "string" ? asSchemaError(() => parseJson(input, "schema", "a JSON object")) : input;
+    if (!isJsonObject(obj))
+      throw new SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object");
+    const extra = Object.keys(obj)
+      .filter((k) => !["name", "epsilon", "attributes", "shuffle"].includes(k))
+      .sort();
     if (extra.length) {
-      throw new SchemaError("schema", "fields name, epsilon, attributes, shuffle", `unknown fields ${JSON.stringify(extra)}`);
+      throw new SchemaError(
+        "schema",
+        "fields name, epsilon, attributes, shuffle",
+        `unknown fields ${JSON.stringify(extra)}`,
+      );
     }
     const attrs = obj["attributes"];
     if (!Array.isArray(attrs) || attrs.length === 0) {
@@ -355,8 +425,9 @@ export class Schema {
    * What a SealedBatch names as its `pool_key` (the reference's `Schema.fold_public_codes`).
    */
   foldPublicCodes(publicCodes: readonly (readonly bigint[])[], n: number): bigint[] {
-    return Array.from({ length: n }, (_, i) => publicCodes.reduce((key, column, j) => key
-      + column[i]! * this.publicPlaceValues[j]!, 0n));
+    return Array.from({ length: n }, (_, i) =>
+      publicCodes.reduce((key, column, j) => key + column[i]! * this.publicPlaceValues[j]!, 0n),
+    );
   }
 
   /** Per-attribute private codes of a private code (the inverse of {@link privateCodeOf}). */

@@ -18,13 +18,23 @@ import { KEY_ID_BYTES } from "./sealing.js";
 const FIELD_HEADER = 1 + 5;
 
 /** The SealedBatch of `reports` (sealed reports back to back), every one of public key `poolKey`. */
-export function sealedBatch(collection: string, keyId: Uint8Array, sequence: bigint, reports: Uint8Array,
-  poolKey: bigint): SealedBatch {
+export function sealedBatch(
+  collection: string,
+  keyId: Uint8Array,
+  sequence: bigint,
+  reports: Uint8Array,
+  poolKey: bigint,
+): SealedBatch {
   return create(SealedBatchSchema, { collection, keyId, sequence, reports, poolKey });
 }
 
-export function encodeSealedBatch(collection: string, keyId: Uint8Array, sequence: bigint, reports: Uint8Array,
-  poolKey: bigint): Uint8Array {
+export function encodeSealedBatch(
+  collection: string,
+  keyId: Uint8Array,
+  sequence: bigint,
+  reports: Uint8Array,
+  poolKey: bigint,
+): Uint8Array {
   return toBinary(SealedBatchSchema, sealedBatch(collection, keyId, sequence, reports, poolKey));
 }
 
@@ -38,11 +48,23 @@ export function decodeSealedAck(bytes: Uint8Array): { sequence: bigint; accepted
  * `max_batch_reports`, and as many as fit in the smaller of its `max_message_bytes` and the
  * channel's limit (a limit of 0 means "not set").
  */
-export function sealedBatchCapacity(info: CollectionInfo, width: number, channelLimit: number,
-  batchSize?: number): number {
+export function sealedBatchCapacity(
+  info: CollectionInfo,
+  width: number,
+  channelLimit: number,
+  batchSize?: number,
+): number {
   const limit = Math.min(...[info.limits.maxMessageBytes, channelLimit].filter((x) => x > 0));
-  const envelope = toBinary(SealedBatchSchema, sealedBatch(info.card.schema.name, new Uint8Array(KEY_ID_BYTES).fill(0xff),
-    (1n << 64n) - 1n, new Uint8Array(0), (1n << 64n) - 1n)).length;
+  const envelope = toBinary(
+    SealedBatchSchema,
+    sealedBatch(
+      info.card.schema.name,
+      new Uint8Array(KEY_ID_BYTES).fill(0xff),
+      (1n << 64n) - 1n,
+      new Uint8Array(0),
+      (1n << 64n) - 1n,
+    ),
+  ).length;
   return cappedCapacity(info, limit, envelope + FIELD_HEADER, width, "one sealed report", batchSize);
 }
 
@@ -77,11 +99,20 @@ export function sealedParts(poolKeys: readonly bigint[], capacity: number): Seal
  * each ({@link sealedParts}; `poolKeys`: the public key of each report, `Schema.foldPublicCodes`),
  * numbered 0, 1, ....
  */
-export function cutSealedBatches(sealed: Uint8Array, width: number, capacity: number, collection: string,
-  keyId: Uint8Array, poolKeys: readonly bigint[]): Map<bigint, SealedBatch> {
+export function cutSealedBatches(
+  sealed: Uint8Array,
+  width: number,
+  capacity: number,
+  collection: string,
+  keyId: Uint8Array,
+  poolKeys: readonly bigint[],
+): Map<bigint, SealedBatch> {
   if (poolKeys.length * width !== sealed.length) {
-    throw new ValidationError("pool_keys", `one public key per sealed report (${sealed.length / width})`,
-      `got ${poolKeys.length}`);
+    throw new ValidationError(
+      "pool_keys",
+      `one public key per sealed report (${sealed.length / width})`,
+      `got ${poolKeys.length}`,
+    );
   }
   const batches = new Map<bigint, SealedBatch>();
   sealedParts(poolKeys, capacity).forEach((part, seq) => {

@@ -26,8 +26,12 @@ export interface SealedDeliveryOptions {
 }
 
 /** Send every batch until acknowledged; the counts, or SubmitError (what was acknowledged stays). */
-export async function deliverSealed(client: Client<typeof ShufflerService>, batches: ReadonlyMap<bigint, SealedBatch>,
-  sent: number, options: SealedDeliveryOptions): Promise<StreamResult> {
+export async function deliverSealed(
+  client: Client<typeof ShufflerService>,
+  batches: ReadonlyMap<bigint, SealedBatch>,
+  sent: number,
+  options: SealedDeliveryOptions,
+): Promise<StreamResult> {
   const pending = new Map(batches);
   let acknowledged = 0;
   let attempts = 0;
@@ -57,7 +61,10 @@ export async function deliverSealed(client: Client<typeof ShufflerService>, batc
     const before = pending.size;
     let failure = await attempt();
     if (!pending.size) break;
-    failure ??= { status: "ABORTED", details: `the shuffler acknowledged other sequences than the ${pending.size} sent` };
+    failure ??= {
+      status: "ABORTED",
+      details: `the shuffler acknowledged other sequences than the ${pending.size} sent`,
+    };
     stalled = pending.size < before ? 0 : stalled + 1;
     if (!isRetryable(failure.status) || stalled >= options.retry.maxAttempts) {
       throw new SubmitError("SubmitSealed", failure.status, failure.details, attempts, sent, acknowledged, 0);

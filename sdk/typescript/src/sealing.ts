@@ -17,8 +17,21 @@
 import { ValidationError } from "./errors.js";
 import type { Sealing } from "./gen/ldpsynth/v1/collection_pb.js";
 import {
-  AEAD_ID, concat, ENC_BYTES, generateKeyPair, importRecipientKey, KDF_ID, KEM_ID, keyScheduleContext, PUBLIC_KEY_BYTES,
-  requireX25519, sealBase, SUITE_ID, TAG_BYTES, type EphemeralKey, type RecipientKey,
+  AEAD_ID,
+  concat,
+  ENC_BYTES,
+  generateKeyPair,
+  importRecipientKey,
+  KDF_ID,
+  KEM_ID,
+  keyScheduleContext,
+  PUBLIC_KEY_BYTES,
+  requireX25519,
+  sealBase,
+  SUITE_ID,
+  TAG_BYTES,
+  type EphemeralKey,
+  type RecipientKey,
 } from "./hpke.js";
 import { REPORT_ID_BYTES } from "./random.js";
 import type { CollectionInfo, Reports } from "./reports.js";
@@ -95,34 +108,49 @@ export async function sealingKey(info: CollectionInfo): Promise<SealingKey> {
   const sealing: Sealing | undefined = info.sealing;
   const name = info.card.schema.name;
   if (sealing === undefined) {
-    throw new ValidationError("sealing", "a collection that publishes a sealing key (Collection.sealing)",
-      `collection ${JSON.stringify(name)} takes no sealed reports; submit without a shuffler to send in clear`);
+    throw new ValidationError(
+      "sealing",
+      "a collection that publishes a sealing key (Collection.sealing)",
+      `collection ${JSON.stringify(name)} takes no sealed reports; submit without a shuffler to send in clear`,
+    );
   }
   await requireX25519(); // before any WebCrypto call: a page without crypto.subtle (not a secure context) too
   if (sealing.kemId !== KEM_ID || sealing.kdfId !== KDF_ID || sealing.aeadId !== AEAD_ID) {
     const ids = [sealing.kemId, sealing.kdfId, sealing.aeadId].map((x) => `0x${x.toString(16).padStart(4, "0")}`);
-    throw new ValidationError("sealing", `the suite ${SUITE_NAME} (ids 0x0020, 0x0001, 0x0001)`,
-      `got ids ${ids.join(", ")}`);
+    throw new ValidationError(
+      "sealing",
+      `the suite ${SUITE_NAME} (ids 0x0020, 0x0001, 0x0001)`,
+      `got ids ${ids.join(", ")}`,
+    );
   }
   if (sealing.publicKey.length !== PUBLIC_KEY_BYTES) {
-    throw new ValidationError("sealing.public_key", `${PUBLIC_KEY_BYTES} bytes (an X25519 public key)`,
-      `got ${sealing.publicKey.length} bytes`);
+    throw new ValidationError(
+      "sealing.public_key",
+      `${PUBLIC_KEY_BYTES} bytes (an X25519 public key)`,
+      `got ${sealing.publicKey.length} bytes`,
+    );
   }
   if (!equalBytes(sealing.keyId, await keyId(sealing.publicKey))) {
     throw new ValidationError("sealing.key_id", "SHA-256(suite_id || public_key)[0:16]", "does not match the key");
   }
   const expected = sealedReportBytes(info.card.schema, info.card.version);
   if (sealing.sealedReportBytes !== expected) {
-    throw new ValidationError("sealing.sealed_report_bytes", `${expected} for this collection`,
-      `got ${sealing.sealedReportBytes}`);
+    throw new ValidationError(
+      "sealing.sealed_report_bytes",
+      `${expected} for this collection`,
+      `got ${sealing.sealedReportBytes}`,
+    );
   }
-  return { recipient: await importRecipientKey(sealing.publicKey), keyId: sealing.keyId,
-    sealedReportBytes: expected };
+  return { recipient: await importRecipientKey(sealing.publicKey), keyId: sealing.keyId, sealedReportBytes: expected };
 }
 
 /** One report's plaintext sealed to `recipient` for `collection` with the ephemeral key given (vectors). */
-export async function sealPlaintext(recipient: RecipientKey, collection: string, plaintext: Uint8Array,
-  ephemeral: EphemeralKey): Promise<Uint8Array> {
+export async function sealPlaintext(
+  recipient: RecipientKey,
+  collection: string,
+  plaintext: Uint8Array,
+  ephemeral: EphemeralKey,
+): Promise<Uint8Array> {
   return sealBase(recipient, await keyScheduleContext(sealingInfo(collection)), plaintext, ephemeral);
 }
 
@@ -133,17 +161,29 @@ const SEALS_IN_FLIGHT = 64;
  * Every report sealed on its own to `key` for `collection`, each with a fresh ephemeral key from
  * the platform's CSPRNG (two seals of one report share no byte): n × sealedReportBytes bytes.
  */
-export async function sealReports(key: SealingKey, collection: string, mechanismVersion: string,
-  reports: Reports): Promise<Uint8Array> {
+export async function sealReports(
+  key: SealingKey,
+  collection: string,
+  mechanismVersion: string,
+  reports: Reports,
+): Promise<Uint8Array> {
   const n = reports.privateCodes.length;
   const out = new Uint8Array(n * key.sealedReportBytes);
   const context = await keyScheduleContext(sealingInfo(collection));
   const sealOne = async (i: number): Promise<void> => {
-    const sealed = await sealBase(key.recipient, context, reportPlaintext(reports, i, mechanismVersion),
-      await generateKeyPair());
+    const sealed = await sealBase(
+      key.recipient,
+      context,
+      reportPlaintext(reports, i, mechanismVersion),
+      await generateKeyPair(),
+    );
     if (sealed.length !== key.sealedReportBytes) {
-      throw new ValidationError("sealing.sealed_report_bytes", `${key.sealedReportBytes} for this collection`,
-        `a report sealed to ${sealed.length} bytes`, i);
+      throw new ValidationError(
+        "sealing.sealed_report_bytes",
+        `${key.sealedReportBytes} for this collection`,
+        `a report sealed to ${sealed.length} bytes`,
+        i,
+      );
     }
     out.set(sealed, i * key.sealedReportBytes);
   };

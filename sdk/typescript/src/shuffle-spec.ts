@@ -54,8 +54,13 @@ export class ShuffleSpec {
         throw new SchemaError("shuffle.shuffler", `one of ${SHUFFLERS.join(", ")}`, "unknown value");
       }
       const injected = obj["assume_injected"] ?? null;
-      return new ShuffleSpec(delta, minBatch, rows, shuffler as ShufflerParty,
-        injected === null ? undefined : checkInt(injected, "shuffle.assume_injected", 0n, minBatch - 1n));
+      return new ShuffleSpec(
+        delta,
+        minBatch,
+        rows,
+        shuffler as ShufflerParty,
+        injected === null ? undefined : checkInt(injected, "shuffle.assume_injected", 0n, minBatch - 1n),
+      );
     });
   }
 
@@ -80,8 +85,12 @@ export class ShuffleSpec {
   }
 
   toJson(): JsonObject {
-    const out: JsonObject = { delta: this.delta, min_batch: this.minBatch, rows_per_device: this.rowsPerDevice,
-      shuffler: this.shuffler };
+    const out: JsonObject = {
+      delta: this.delta,
+      min_batch: this.minBatch,
+      rows_per_device: this.rowsPerDevice,
+      shuffler: this.shuffler,
+    };
     if (this.assumeInjected !== undefined) out["assume_injected"] = this.assumeInjected;
     return out;
   }

@@ -18,9 +18,11 @@ export class SubmitError extends Error {
     readonly duplicates = 0,
   ) {
     const tries = attempts > 1 ? ` after ${attempts} attempts` : "";
-    const progress = method !== "GetCollection"
-      ? `; ${acknowledged + duplicates} of ${sent} reports acknowledged before the error (${acknowledged} new, `
-        + `${duplicates} duplicates)` : "";
+    const progress =
+      method !== "GetCollection"
+        ? `; ${acknowledged + duplicates} of ${sent} reports acknowledged before the error (${acknowledged} new, `
+          + `${duplicates} duplicates)`
+        : "";
     super(`${method} failed with ${status}${tries}: ${details || "no details"}${progress}`);
     this.name = "SubmitError";
   }
@@ -37,4 +39,3 @@ export interface StreamResult {
   /** Attempts after the first. */
   readonly retries: number;
 }
-

@@ -16,8 +16,12 @@ function typeName(value: unknown): string {
 }
 
 /** A real number (an integer or a float, not a boolean) as a float; finite; with optional bounds. */
-export function checkReal(value: JsonValue | undefined, field: string, legal: string,
-  inRange: (v: number) => boolean = () => true): number {
+export function checkReal(
+  value: JsonValue | undefined,
+  field: string,
+  legal: string,
+  inRange: (v: number) => boolean = () => true,
+): number {
   if (typeof value !== "number" && typeof value !== "bigint") {
     throw new ValidationError(field, legal, `got a ${typeName(value)}`);
   }
@@ -32,7 +36,13 @@ export function checkEpsilon(value: JsonValue | undefined, field = "epsilon"): n
 }
 
 /** An integer literal (not a float such as `5.0`, not a boolean) in [low, high]. */
-export function checkInt(value: JsonValue | undefined, field: string, low: bigint, high: bigint, legal?: string): bigint {
+export function checkInt(
+  value: JsonValue | undefined,
+  field: string,
+  low: bigint,
+  high: bigint,
+  legal?: string,
+): bigint {
   const stated = legal ?? `an integer in [${low}, ${high}]`;
   if (typeof value !== "bigint") throw new ValidationError(field, stated, `got a ${typeName(value)}`);
   if (value < low || value > high) throw new ValidationError(field, stated, "out of range");

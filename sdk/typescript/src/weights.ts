@@ -57,8 +57,12 @@ export function weightCandidates(epsilon: number, domainSize: bigint): Weights[]
     if (w && !out.some((o) => o.keepWeight === w.keepWeight && o.lieWeight === w.lieWeight)) out.push(w);
   }
   if (out.length === 0) {
-    throw new ValidationError("epsilon", `a finite number >= ${minEpsilon(domainSize).toPrecision(2)} for domain_size `
-      + `${domainSize} (the resolution of the exact sampler)`, "too small");
+    throw new ValidationError(
+      "epsilon",
+      `a finite number >= ${minEpsilon(domainSize).toPrecision(2)} for domain_size `
+        + `${domainSize} (the resolution of the exact sampler)`,
+      "too small",
+    );
   }
   return out;
 }

@@ -21,8 +21,10 @@ describe("sealing in headless Chromium", { skip: NO_BROWSER }, () => {
   let page: Page;
 
   before(async () => {
-    site = await serveStatic({ "/test.html": { type: "text/html", body: BLANK_PAGE },
-      "/sdk.js": { type: "text/javascript", body: await sdkBundle("test/browser-sealing-entry.ts") } });
+    site = await serveStatic({
+      "/test.html": { type: "text/html", body: BLANK_PAGE },
+      "/sdk.js": { type: "text/javascript", body: await sdkBundle("test/browser-sealing-entry.ts") },
+    });
     browser = await launch();
     page = await sdkPage(browser.context, `${site.origin}/test.html`);
   });
@@ -34,21 +36,48 @@ describe("sealing in headless Chromium", { skip: NO_BROWSER }, () => {
 
   test("WebCrypto has X25519, and every case seals to the vectors' bytes", async () => {
     assert.equal(await page.evaluate(() => window.sdk.hasX25519()), true);
-    const input = cases(doc, "cases").map((c) => ({ collection: str(c["collection"]), version: str(c["mechanism_version"]),
-      id: str(c["report_id"]), priv: str(c["private_code"]), pub: c["public_codes"] as string[], ikm: str(c["ikm_e"]) }));
+    const input = cases(doc, "cases").map((c) => ({
+      collection: str(c["collection"]),
+      version: str(c["mechanism_version"]),
+      id: str(c["report_id"]),
+      priv: str(c["private_code"]),
+      pub: c["public_codes"] as string[],
+      ikm: str(c["ikm_e"]),
+    }));
     const publicKey = str((doc["key"] as JsonObject)["public_key"]);
-    const sealed = await page.evaluate(async ({ input, publicKey }) => {
-      const bytes = (h: string): Uint8Array => Uint8Array.from(h.match(/../g) ?? [], (b) => parseInt(b, 16));
-      const hex = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-      const recipient = await window.sdk.importRecipientKey(bytes(publicKey));
-      return Promise.all(input.map(async (c) => {
-        const plaintext = window.sdk.reportPlaintext({ reportIds: bytes(c.id), privateCodes: [BigInt(c.priv)],
-          publicCodes: c.pub.map((code) => [BigInt(code)]) }, 0, c.version);
-        return hex(await window.sdk.sealPlaintext(recipient, c.collection, plaintext,
-          await window.sdk.deriveKeyPair(bytes(c.ikm))));
-      }));
-    }, { input, publicKey });
-    assert.deepEqual(sealed, cases(doc, "cases").map((c) => c["sealed"]));
+    const sealed = await page.evaluate(
+      async ({ input, publicKey }) => {
+        const bytes = (h: string): Uint8Array => Uint8Array.from(h.match(/../g) ?? [], (b) => parseInt(b, 16));
+        const hex = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+        const recipient = await window.sdk.importRecipientKey(bytes(publicKey));
+        return Promise.all(
+          input.map(async (c) => {
+            const plaintext = window.sdk.reportPlaintext(
+              {
+                reportIds: bytes(c.id),
+                privateCodes: [BigInt(c.priv)],
+                publicCodes: c.pub.map((code) => [BigInt(code)]),
+              },
+              0,
+              c.version,
+            );
+            return hex(
+              await window.sdk.sealPlaintext(
+                recipient,
+                c.collection,
+                plaintext,
+                await window.sdk.deriveKeyPair(bytes(c.ikm)),
+              ),
+            );
+          }),
+        );
+      },
+      { input, publicKey },
+    );
+    assert.deepEqual(
+      sealed,
+      cases(doc, "cases").map((c) => c["sealed"]),
+    );
   });
 
   test("the published Collection.sealing passes the checks, and a seal has the collection's length", async () => {
@@ -58,8 +87,11 @@ describe("sealing in headless Chromium", { skip: NO_BROWSER }, () => {
       const info = window.sdk.decodeCollection(bytes);
       const key = await window.sdk.sealingKey(info);
       const m = info.card.schema.publicAttributes.length;
-      const sealed = await window.sdk.sealReports(key, info.card.schema.name, info.card.version,
-        { reportIds: new Uint8Array(16), privateCodes: [0n], publicCodes: Array.from({ length: m }, () => [0n]) });
+      const sealed = await window.sdk.sealReports(key, info.card.schema.name, info.card.version, {
+        reportIds: new Uint8Array(16),
+        privateCodes: [0n],
+        publicCodes: Array.from({ length: m }, () => [0n]),
+      });
       return [sealed.length, key.sealedReportBytes];
     }, collectionHex);
     const expected = Number(((doc["collection"] as JsonObject)["sealing"] as JsonObject)["sealed_report_bytes"]);

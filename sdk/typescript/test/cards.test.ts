@@ -40,8 +40,9 @@ for (const c of cases(doc, "cases")) {
     // Recomputed from (ε, |D|) alone: the card's weights are among the candidates, and the derived
     // numbers follow from the weights alone.
     const candidates = weightCandidates(eps, d);
-    const match = candidates.find((w) => String(w.keepWeight) === c["keep_weight"]
-      && String(w.lieWeight) === c["lie_weight"]);
+    const match = candidates.find(
+      (w) => String(w.keepWeight) === c["keep_weight"] && String(w.lieWeight) === c["lie_weight"],
+    );
     assert.ok(match, "the card's weights are recomputed");
     const derived = derive(match, d);
     assert.equal(floatBits(derived.epsilon), (c["epsilon"] as JsonObject)["bits"]);
@@ -56,15 +57,19 @@ for (const c of cases(doc, "cases")) {
 for (const c of cases(doc, "refused")) {
   test(`card refused: eps=${(c["epsilon_requested"] as JsonObject)["hex"] as string}`, () => {
     const schema = Schema.parse(c["schema"]);
-    assert.throws(() => weightCandidates(schema.epsilon, schema.privateDomainSize),
-      (err: unknown) => err instanceof ValidationError && err.field === c["field"]);
+    assert.throws(
+      () => weightCandidates(schema.epsilon, schema.privateDomainSize),
+      (err: unknown) => err instanceof ValidationError && err.field === c["field"],
+    );
   });
 }
 
 for (const c of cases(doc, "bad_cards")) {
   test(`bad card: ${str(c["id"])}`, () => {
-    assert.throws(() => MechanismCard.parse(str(c["card_json"])),
-      (err: unknown) => err instanceof ValidationError && err.field === c["field"]);
+    assert.throws(
+      () => MechanismCard.parse(str(c["card_json"])),
+      (err: unknown) => err instanceof ValidationError && err.field === c["field"],
+    );
   });
 }
 
@@ -78,7 +83,11 @@ for (const c of cases(doc, "accepted_variants")) {
 function sorted(value: JsonValue): JsonValue {
   if (Array.isArray(value)) return value.map(sorted);
   if (value === null || typeof value !== "object") return value;
-  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k]!)]));
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((k) => [k, sorted(value[k]!)]),
+  );
 }
 
 for (const c of cases(doc, "shuffled")) {
@@ -86,8 +95,10 @@ for (const c of cases(doc, "shuffled")) {
     const text = str(c["card_json"]);
     const card = MechanismCard.parse(text);
     const spec = card.schema.shuffle!;
-    assert.deepEqual([spec.injected, spec.honestPerPool, spec.independent],
-      [c["assume_injected"], c["honest_reports_per_pool"], c["independent"]]);
+    assert.deepEqual(
+      [spec.injected, spec.honestPerPool, spec.independent],
+      [c["assume_injected"], c["honest_reports_per_pool"], c["independent"]],
+    );
     const stated = c["shuffle"] as JsonObject;
     assert.equal(spec.assumeInjected, stated["assume_injected"]);
     // The block this SDK computes is the card's, byte for byte once written as the reference writes it.

@@ -66,8 +66,15 @@ export function betaQuantile(q: number, a: number, b: number): number {
  * Beta(x + 1, n − x); 1 when x = n).
  */
 export function clopperPearson(successes: number, trials: number, level: number): [number, number] {
-  if (!(Number.isInteger(trials) && trials >= 1 && Number.isInteger(successes) && successes >= 0
-    && successes <= trials && level > 0 && level < 1)) {
+  if (!(
+    Number.isInteger(trials)
+    && trials >= 1
+    && Number.isInteger(successes)
+    && successes >= 0
+    && successes <= trials
+    && level > 0
+    && level < 1
+  )) {
     throw new RangeError("clopperPearson needs 0 <= successes <= trials, trials >= 1, 0 < level < 1");
   }
   const x = successes;
@@ -88,7 +95,7 @@ export function binomialUpperTail(x: number, n: number, p: number): number {
   for (let j = x; j < n; j++) {
     term *= ((n - j) / (j + 1)) * odds;
     sum += term;
-    if (j > n * p && term < sum * 1e-17) break;   // past the mode the terms only shrink
+    if (j > n * p && term < sum * 1e-17) break; // past the mode the terms only shrink
   }
   return sum;
 }

@@ -16,8 +16,11 @@ import { BIN, NO_REPLICA, storedCounts } from "./replica.js";
 
 const SHOTS = new URL("../screenshots/", import.meta.url).pathname;
 /** Each person's ratings (drink -> stars). */
-const PEOPLE: Record<string, number>[] = [{ espresso: 5, "green tea": 3, lemonade: 4 }, { espresso: 4, "hot chocolate": 2 },
-  { espresso: 5 }];
+const PEOPLE: Record<string, number>[] = [
+  { espresso: 5, "green tea": 3, lemonade: 4 },
+  { espresso: 4, "hot chocolate": 2 },
+  { espresso: 5 },
+];
 const ITEMS = ["espresso", "green tea", "hot chocolate", "lemonade"];
 
 interface Demo {
@@ -81,10 +84,16 @@ describe("the survey demo in headless Chromium", { skip: NO_BROWSER || NO_REPLIC
     await analyst.waitForSelector(".panel svg");
     await analyst.screenshot({ path: `${SHOTS}analyst.png`, fullPage: true });
     const panels = await chartOf(analyst);
-    assert.deepEqual(panels.map((p) => p.item), ITEMS);
+    assert.deepEqual(
+      panels.map((p) => p.item),
+      ITEMS,
+    );
     for (const panel of panels) {
       assert.equal(panel.responses, expected.get(panel.item), panel.item);
-      assert.deepEqual(panel.bars.map((b) => b.rating), [1, 2, 3, 4, 5]);
+      assert.deepEqual(
+        panel.bars.map((b) => b.rating),
+        [1, 2, 3, 4, 5],
+      );
       const sum = panel.bars.reduce((a, b) => a + b.estimate, 0);
       assert.ok(Math.abs(sum - panel.responses) < 1e-6, `${panel.item}: the estimates add up to ${sum}`);
       for (const bar of panel.bars) assert.ok(bar.low <= bar.estimate && bar.estimate <= bar.high, JSON.stringify(bar));
@@ -97,21 +106,36 @@ describe("the survey demo in headless Chromium", { skip: NO_BROWSER || NO_REPLIC
       const item = Number(key.split(",")[0]);
       perItem.set(item, (perItem.get(item) ?? 0) + count);
     }
-    assert.deepEqual(ITEMS.map((_, i) => perItem.get(i) ?? 0), ITEMS.map((item) => expected.get(item)));
+    assert.deepEqual(
+      ITEMS.map((_, i) => perItem.get(i) ?? 0),
+      ITEMS.map((item) => expected.get(item)),
+    );
   });
 });
 
 /** The chart as drawn: per panel, its drink, its count of ratings, its bars' data, the bars' total height. */
-function chartOf(page: Page): Promise<{ item: string; responses: number; height: number;
-  bars: { rating: number; estimate: number; low: number; high: number }[] }[]> {
-  return page.$$eval(".panel", (sections) => sections.map((section) => {
-    const bars = Array.from(section.querySelectorAll("rect.bar")) as SVGRectElement[];
-    return {
-      item: (section as HTMLElement).dataset["item"]!,
-      responses: Number((section as HTMLElement).dataset["responses"]),
-      height: bars.reduce((a, bar) => a + bar.getBBox().height, 0),
-      bars: bars.map((bar) => ({ rating: Number(bar.dataset["rating"]), estimate: Number(bar.dataset["estimate"]),
-        low: Number(bar.dataset["low"]), high: Number(bar.dataset["high"]) })),
-    };
-  }));
+function chartOf(page: Page): Promise<
+  {
+    item: string;
+    responses: number;
+    height: number;
+    bars: { rating: number; estimate: number; low: number; high: number }[];
+  }[]
+> {
+  return page.$$eval(".panel", (sections) =>
+    sections.map((section) => {
+      const bars = Array.from(section.querySelectorAll<SVGRectElement>("rect.bar"));
+      return {
+        item: (section as HTMLElement).dataset["item"]!,
+        responses: Number((section as HTMLElement).dataset["responses"]),
+        height: bars.reduce((a, bar) => a + bar.getBBox().height, 0),
+        bars: bars.map((bar) => ({
+          rating: Number(bar.dataset["rating"]),
+          estimate: Number(bar.dataset["estimate"]),
+          low: Number(bar.dataset["low"]),
+          high: Number(bar.dataset["high"]),
+        })),
+      };
+    }),
+  );
 }

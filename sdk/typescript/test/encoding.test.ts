@@ -17,13 +17,18 @@ for (const c of cases(doc, "cases")) {
     assert.equal(String(schema.publicDomainSize), c["public_domain_size"]);
     const sizes = c["attribute_sizes"] as JsonObject;
     assert.deepEqual(Object.fromEntries(schema.attributes.map((a) => [a.name, String(a.size)])), { ...sizes });
-    assert.deepEqual(schema.privateAttributes.map((a) => a.name), c["private_attributes"]);
-    assert.deepEqual(schema.publicAttributes.map((a) => a.name), c["public_attributes"]);
+    assert.deepEqual(
+      schema.privateAttributes.map((a) => a.name),
+      c["private_attributes"],
+    );
+    assert.deepEqual(
+      schema.publicAttributes.map((a) => a.name),
+      c["public_attributes"],
+    );
     assert.deepEqual(schema.privatePlaceValues.map(String), c["private_place_values"]);
     assert.deepEqual(schema.publicPlaceValues.map(String), c["public_place_values"]);
     // The text of the schema parses the same as the object.
-    assert.equal(String(Schema.parse(stringify(c["schema"]!)).privateDomainSize),
-      c["private_domain_size"]);
+    assert.equal(String(Schema.parse(stringify(c["schema"]!)).privateDomainSize), c["private_domain_size"]);
 
     const rows = c["rows"] as JsonObject[];
     const values = rows.map((r) => r["values"] as Record<string, RawValue>);
@@ -32,7 +37,11 @@ for (const c of cases(doc, "cases")) {
     for (const encoded of [encodeColumns(schema, columns), encodeRows(schema, values)]) {
       rows.forEach((row, i) => {
         assert.equal(String(encoded.privateCodes[i]), row["private_code"], `row ${i}`);
-        assert.deepEqual(encoded.publicCodes.map((col) => String(col[i])), row["public_codes"], `row ${i}`);
+        assert.deepEqual(
+          encoded.publicCodes.map((col) => String(col[i])),
+          row["public_codes"],
+          `row ${i}`,
+        );
         assert.equal(String(schema.publicKeyOf(encoded.publicCodes.map((col) => col[i]!))), row["public_key"]);
       });
     }

@@ -8,11 +8,19 @@ import { exactInteger, pythonFloat, pythonInt, realValue } from "../src/raw-valu
 const parse = (text: string): unknown => parseJson(text, "doc", "a JSON document");
 
 test("integer literals are exact bigints, other numbers floats", () => {
-  assert.deepEqual(parse("[5, 5.0, -0, 9223372036854775807, 1e2, -1.5E-3]"),
-    [5n, 5, 0n, 9223372036854775807n, 100, -0.0015]);
-  assert.deepEqual({ ...(parse('{"a": "\\u00e9\\n\\"", "b": [true, false, null]}') as object) },
-    { a: 'é\n"', b: [true, false, null] });
-  assert.ok(Number.isNaN(parse("NaN") as number));
+  assert.deepEqual(parse("[5, 5.0, -0, 9223372036854775807, 1e2, -1.5E-3]"), [
+    5n,
+    5,
+    0n,
+    9223372036854775807n,
+    100,
+    -0.0015,
+  ]);
+  assert.deepEqual(
+    { ...(parse('{"a": "\\u00e9\\n\\"", "b": [true, false, null]}') as object) },
+    { a: 'é\n"', b: [true, false, null] },
+  );
+  assert.ok(Number.isNaN(parse("NaN")));
   assert.equal(parse("-Infinity"), -Infinity);
   const obj = parse('{"__proto__": 1, "k": 1, "k": 2}') as Record<string, unknown>;
   assert.equal(obj["k"], 2n);
@@ -22,12 +30,16 @@ test("integer literals are exact bigints, other numbers floats", () => {
 
 test("limits and syntax errors name the field", () => {
   const refused = (text: string, legal: RegExp): void => {
-    assert.throws(() => parse(text), (e: unknown) => e instanceof ValidationError && e.field === "doc" && legal.test(e.legal));
+    assert.throws(
+      () => parse(text),
+      (e: unknown) => e instanceof ValidationError && e.field === "doc" && legal.test(e.legal),
+    );
   };
   refused("[".repeat(65) + "]".repeat(65), /nested at most 64/);
   refused("9".repeat(309), /at most 308 digits/);
   refused("1e400", /float64 range/);
-  for (const bad of ["", "{", "[1,]", "01", "{'a': 1}", '"\t"', "[1] x", "+1", ".5", "tru"]) refused(bad, /a JSON document/);
+  for (const bad of ["", "{", "[1,]", "01", "{'a': 1}", '"\t"', "[1] x", "+1", ".5", "tru"])
+    refused(bad, /a JSON document/);
   assert.deepEqual(parse("[".repeat(64) + "]".repeat(64)), parse("[".repeat(64) + "]".repeat(64)));
   assert.equal(parse("9".repeat(308)), BigInt("9".repeat(308)));
 });

@@ -33,8 +33,13 @@ function mechanismE(epsilon: number, domainSize: number): Mechanism {
   const k = BigInt(domainSize);
   const w = weightCandidates(epsilon, k)[0]!;
   const d = derive(w, k);
-  return { domainSize: k, keepWeight: w.keepWeight, lieWeight: w.lieWeight, totalWeight: d.totalWeight,
-    epsilon: d.epsilon };
+  return {
+    domainSize: k,
+    keepWeight: w.keepWeight,
+    lieWeight: w.lieWeight,
+    totalWeight: d.totalWeight,
+    epsilon: d.epsilon,
+  };
 }
 
 /** E whose weights are those of 1.5·ε while it claims ε. */
@@ -65,8 +70,13 @@ function audit(m: Mechanism, draws: number, alpha: number): AuditResult {
   const [tprLower] = clopperPearson(tp, draws, alpha / 2);
   const [, fprUpper] = clopperPearson(fp, draws, alpha / 2);
   const epsilonLower = Math.log(tprLower) - Math.log(fprUpper);
-  return { truePositives: tp, falsePositives: fp, epsilonHat: Math.log(tp) - Math.log(fp), epsilonLower,
-    violation: epsilonLower > m.epsilon };
+  return {
+    truePositives: tp,
+    falsePositives: fp,
+    epsilonHat: Math.log(tp) - Math.log(fp),
+    epsilonLower,
+    violation: epsilonLower > m.epsilon,
+  };
 }
 
 /** The delta-method sd of ε̂ = ln(TP/FP): sqrt((1−TPR)/(N TPR) + (1−FPR)/(N FPR)), TPR = A/N, FPR = L/N. */
@@ -77,7 +87,10 @@ function epsilonHatSd(m: Mechanism, draws: number): number {
 }
 
 const CELLS: [number, number, number][] = [
-  [0.5, SMALL_K, DRAWS], [1.0, SMALL_K, DRAWS], [4.0, SMALL_K, DRAWS], [1.0, 100, 1_000_000],
+  [0.5, SMALL_K, DRAWS],
+  [1.0, SMALL_K, DRAWS],
+  [4.0, SMALL_K, DRAWS],
+  [1.0, 100, 1_000_000],
 ];
 
 for (const [eps, k, draws] of CELLS) {
@@ -107,13 +120,13 @@ test("the Clopper-Pearson bounds are scipy's and solve their defining equations"
   // [x, n, level, lower, upper] from scipy.stats.beta.ppf (ldpsynth.shared.audit.clopper_pearson).
   const reference: [number, number, number, number, number][] = [
     [0, 1, 0.005, 0.0, 0.995],
-    [1, 100, 0.005, 5.0124161977656416e-05, 0.0719576824016363],
+    [1, 100, 0.005, 5.0124161977656416e-5, 0.0719576824016363],
     [37, 100, 0.005, 0.24948706677473803, 0.5032412033347486],
     [100, 100, 0.005, 0.948395970375896, 1.0],
-    [12345, 1000000, 5e-07, 0.01181228998869424, 0.012893614470420077],
-    [61000, 200000, 5e-07, 0.29997758024766885, 0.31005419822236996],
-    [3400, 200000, 5e-07, 0.015622715487904438, 0.018456138112333202],
-    [199990, 200000, 5e-07, 0.999823084337934, 0.9999940944062236],
+    [12345, 1000000, 5e-7, 0.01181228998869424, 0.012893614470420077],
+    [61000, 200000, 5e-7, 0.29997758024766885, 0.31005419822236996],
+    [3400, 200000, 5e-7, 0.015622715487904438, 0.018456138112333202],
+    [199990, 200000, 5e-7, 0.999823084337934, 0.9999940944062236],
   ];
   for (const [x, n, level, lower, upper] of reference) {
     const [lo, hi] = clopperPearson(x, n, level);

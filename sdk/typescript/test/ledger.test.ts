@@ -10,7 +10,13 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { MechanismCard } from "../src/card.js";
 import { prepareReports } from "../src/node/device.js";
-import { CardChanged, FileLedger, LedgerError, PrivacyBudgetExceeded, type CentralGuarantee } from "../src/node/ledger.js";
+import {
+  CardChanged,
+  FileLedger,
+  LedgerError,
+  PrivacyBudgetExceeded,
+  type CentralGuarantee,
+} from "../src/node/ledger.js";
 import { ValidationError } from "../src/errors.js";
 import { encodeRows } from "../src/rows.js";
 import type { JsonObject } from "../src/json.js";
@@ -18,8 +24,12 @@ import * as frac from "../src/fraction.js";
 import { cases, str, vectors } from "./vectors.js";
 
 const card = MechanismCard.parse(str((vectors("wire.json")["collections"] as JsonObject[])[0]!["card_json"]));
-const row = (age: number, smoker: number, region = "south"): Record<string, string | number> =>
-  ({ region, age, smoker, score: 0.6 });
+const row = (age: number, smoker: number, region = "south"): Record<string, string | number> => ({
+  region,
+  age,
+  smoker,
+  score: 0.6,
+});
 
 const scratch = mkdtempSync(join(tmpdir(), "ldpsynth-ledger-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -29,7 +39,10 @@ function fresh(): string {
 }
 
 function refusedWith(action: () => unknown, problem: RegExp): void {
-  assert.throws(action, (err: unknown) => err instanceof LedgerError && err.field === "ledger" && problem.test(err.problem));
+  assert.throws(
+    action,
+    (err: unknown) => err instanceof LedgerError && err.field === "ledger" && problem.test(err.problem),
+  );
 }
 
 test("a new ledger: owner-only files, a marker, nothing spent", () => {
@@ -68,8 +81,9 @@ test("rows are charged once, exactly, and memoized: the same row reuses its id a
 
 test("the spend is exact: 10 reports at the delivered ε reach a budget of 10 ε without rounding", () => {
   const ledger = new FileLedger(fresh());
-  const ten = Array.from({ length: 10 }, (_, i) => row(18 + (i % 3), (i >> 2) % 2, i % 2 ? "north" : "south"))
-    .map((r, i) => ({ ...r, score: i / 10 }));
+  const ten = Array.from({ length: 10 }, (_, i) => row(18 + (i % 3), (i >> 2) % 2, i % 2 ? "north" : "south")).map(
+    (r, i) => ({ ...r, score: i / 10 }),
+  );
   const prepared = prepareReports(card, encodeRows(card.schema, ten), ledger);
   assert.equal(prepared.memoized, 0);
   const stored = JSON.parse(readFileSync(ledger.path, "utf-8")) as { spend: Record<string, { epsilon: string }> };
@@ -84,12 +98,16 @@ test("the budget is stored when the ledger is created and refuses a submission w
   const path = fresh();
   const ledger = new FileLedger(path, { budget: 2 * card.epsilon });
   assert.equal(ledger.budgetForEpsilon(card.epsilon), 2 * card.epsilon);
-  assert.throws(() => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0), row(20, 0)]), ledger),
-    PrivacyBudgetExceeded);
+  assert.throws(
+    () => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0), row(20, 0)]), ledger),
+    PrivacyBudgetExceeded,
+  );
   assert.equal(ledger.reports("demo"), 0);
   assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0)]), ledger).memoized, 0);
-  assert.throws(() => new FileLedger(path, { budget: 0 }), (err: unknown) => err instanceof Error
-    && (err as { field?: string }).field === "budget");
+  assert.throws(
+    () => new FileLedger(path, { budget: 0 }),
+    (err: unknown) => err instanceof Error && (err as { field?: string }).field === "budget",
+  );
 });
 
 test("a deleted ledger is never recreated: not at open, not in a transaction", () => {
@@ -114,13 +132,27 @@ test("damaged or replaced ledgers are refused", () => {
     refusedWith(() => new FileLedger(path), problem);
     refusedWith(() => ledger.spent("demo"), problem);
   };
-  damaged((d) => { d.spend.demo.epsilon = "nan"; }, /not an exact number >= 0/);
-  damaged((d) => { d.spend.demo.epsilon = "-1/2"; }, /not an exact number >= 0/);
-  damaged((d) => { d.spend.demo.reports = 5; }, /5 reports counted but 2 memoized/);
-  damaged((d) => { d.spend.demo.reports = -1; }, /not an integer >= 0/);
-  damaged((d) => { d.memo = {}; }, /2 reports counted but 0 memoized/);
-  damaged((d) => { d.memo_secret = "00"; }, /memo secret/);
-  damaged((d) => { d.format = "other/1"; }, /not a ledger of format/);
+  damaged((d) => {
+    d.spend.demo.epsilon = "nan";
+  }, /not an exact number >= 0/);
+  damaged((d) => {
+    d.spend.demo.epsilon = "-1/2";
+  }, /not an exact number >= 0/);
+  damaged((d) => {
+    d.spend.demo.reports = 5;
+  }, /5 reports counted but 2 memoized/);
+  damaged((d) => {
+    d.spend.demo.reports = -1;
+  }, /not an integer >= 0/);
+  damaged((d) => {
+    d.memo = {};
+  }, /2 reports counted but 0 memoized/);
+  damaged((d) => {
+    d.memo_secret = "00";
+  }, /memo secret/);
+  damaged((d) => {
+    d.format = "other/1";
+  }, /not a ledger of format/);
 
   const empty = fresh();
   new FileLedger(empty);
@@ -157,7 +189,7 @@ test("reset moves the old ledger aside and starts a new one that records it", ()
 test("a lock left by a process that is gone is taken over; the lock is released after each transaction", () => {
   const path = fresh();
   const ledger = new FileLedger(path);
-  const gone = spawnSync(process.execPath, ["-e", "process.exit(0)"]).pid!;
+  const gone = spawnSync(process.execPath, ["-e", "process.exit(0)"]).pid;
   writeFileSync(`${path}.lock`, String(gone));
   assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger).memoized, 0);
   assert.ok(!existsSync(`${path}.lock`));
@@ -168,8 +200,11 @@ test("the stored budget holds when the ledger is opened again: lower for a sessi
   new FileLedger(path, { budget: 2 * card.epsilon });
   assert.equal(new FileLedger(path).budgetForEpsilon(card.epsilon), 2 * card.epsilon);
   assert.equal(new FileLedger(path, { budget: card.epsilon }).budgetForEpsilon(card.epsilon), card.epsilon);
-  assert.throws(() => new FileLedger(path, { budget: 3 * card.epsilon }), (err: unknown) => err instanceof Error
-    && (err as { field?: string }).field === "budget" && /at most/.test(err.message));
+  assert.throws(
+    () => new FileLedger(path, { budget: 3 * card.epsilon }),
+    (err: unknown) =>
+      err instanceof Error && (err as { field?: string }).field === "budget" && /at most/.test(err.message),
+  );
   const byDefault = fresh();
   new FileLedger(byDefault);
   assert.equal(new FileLedger(byDefault).budgetForEpsilon(0.5), 5); // 10 x each collection's epsilon
@@ -181,8 +216,10 @@ test("a collection's epsilon is pinned at its first report: a card re-issued at 
   const ledger = new FileLedger(path);
   prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger);
   assert.throws(() => ledger.transaction("demo", 2 * card.epsilon, () => undefined), CardChanged);
-  assert.throws(() => new FileLedger(path).transaction("demo", card.epsilon / 2, () => undefined),
-    (err: unknown) => err instanceof CardChanged && /reset the ledger/.test(err.message));
+  assert.throws(
+    () => new FileLedger(path).transaction("demo", card.epsilon / 2, () => undefined),
+    (err: unknown) => err instanceof CardChanged && /reset the ledger/.test(err.message),
+  );
   assert.equal(prepareReports(card, encodeRows(card.schema, [row(18, 0)]), ledger).memoized, 1); // same epsilon: fine
   const pinned = JSON.parse(readFileSync(path, "utf-8")).pinned as Record<string, string>;
   assert.deepEqual(pinned, { demo: frac.format(frac.fromFloat(card.epsilon)) });
@@ -211,11 +248,38 @@ test("a ledger of format 1 is upgraded at its first open: budget stored, epsilon
 });
 
 test("a damaged budget or pin is refused", () => {
-  for (const [edit, problem] of [[(d: Record<string, any>) => { d.budget = { epsilon: "0" }; }, /budget/],
-    [(d: Record<string, any>) => { d.budget = { multiple: 2.5 }; }, /budget/],
-    [(d: Record<string, any>) => { delete d.budget; }, /budget/],
-    [(d: Record<string, any>) => { d.pinned = { demo: "nan" }; }, /pinned epsilon/],
-    [(d: Record<string, any>) => { d.pinned = []; }, /malformed/]] as const) {
+  for (const [edit, problem] of [
+    [
+      (d: Record<string, any>) => {
+        d.budget = { epsilon: "0" };
+      },
+      /budget/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.budget = { multiple: 2.5 };
+      },
+      /budget/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        delete d.budget;
+      },
+      /budget/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.pinned = { demo: "nan" };
+      },
+      /pinned epsilon/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.pinned = [];
+      },
+      /malformed/,
+    ],
+  ] as const) {
     const path = fresh();
     prepareReports(card, encodeRows(card.schema, [row(18, 0)]), new FileLedger(path));
     const doc = JSON.parse(readFileSync(path, "utf-8"));
@@ -226,12 +290,28 @@ test("a damaged budget or pin is refused", () => {
 });
 
 /** A shuffled collection (movie public, rating private): min_batch 1000, rows_per_device 3, F = 50, independent. */
-const shuffled = MechanismCard.parse(str(cases(vectors("cards.json"), "shuffled")
-  .find((c) => c["id"] === "assume-injected-above-rows-per-device")!["card_json"]));
-const ratings = (...pairs: [number, number][]) => encodeRows(shuffled.schema, pairs.map(([movie, rating]) => ({ movie, rating })));
+const shuffled = MechanismCard.parse(
+  str(
+    cases(vectors("cards.json"), "shuffled").find((c) => c["id"] === "assume-injected-above-rows-per-device")![
+      "card_json"
+    ],
+  ),
+);
+const ratings = (...pairs: [number, number][]) =>
+  encodeRows(
+    shuffled.schema,
+    pairs.map(([movie, rating]) => ({ movie, rating })),
+  );
 const SEALED = { sealed: true } as const;
-const promise = (rowsPerDevice: number): CentralGuarantee => ({ delta: 1e-9, minBatch: 1000, assumeInjected: 50,
-  rowsPerDevice, centralEpsilon: null, centralDelta: null, operator: true });
+const promise = (rowsPerDevice: number): CentralGuarantee => ({
+  delta: 1e-9,
+  minBatch: 1000,
+  assumeInjected: 50,
+  rowsPerDevice,
+  centralEpsilon: null,
+  centralDelta: null,
+  operator: true,
+});
 
 test("a sealed submission to a shuffled collection records its promise at the pool floor, ε and δ not computed", () => {
   const path = fresh();
@@ -241,9 +321,21 @@ test("a sealed submission to a shuffled collection records its promise at the po
   assert.deepEqual(ledger.guarantees("ratings"), promise(3));
   const stored = JSON.parse(readFileSync(path, "utf-8"));
   assert.equal(stored.format, "ldpsynth.ts-ledger/3");
-  assert.deepEqual(stored.central, { ratings: { delta: frac.format(frac.fromFloat(1e-9)), min_batch: 1000,
-    assume_injected: 50, rows_per_device: 3, central_epsilon: null, central_delta: null, operator: true } });
-  assert.deepEqual(Object.values(stored.memo).map((row) => (row as unknown[])[3]), [true, true]);
+  assert.deepEqual(stored.central, {
+    ratings: {
+      delta: frac.format(frac.fromFloat(1e-9)),
+      min_batch: 1000,
+      assume_injected: 50,
+      rows_per_device: 3,
+      central_epsilon: null,
+      central_delta: null,
+      operator: true,
+    },
+  });
+  assert.deepEqual(
+    Object.values(stored.memo).map((row) => (row as unknown[])[3]),
+    [true, true],
+  );
   // Two more reports: the device has sent 4 > 3, so its guarantee composes over 4.
   assert.deepEqual(prepareReports(shuffled, ratings([3, 3], [4, 4], [1, 1]), ledger, SEALED).central, promise(4));
   assert.deepEqual(new FileLedger(path).guarantees("ratings"), promise(4));
@@ -268,7 +360,9 @@ test("no promise for reports in clear, for a collection that is not shuffled, or
 });
 
 test("a memoized report is never sent the other way: refused naming `rows`, nothing charged", () => {
-  const refusedPath = (err: unknown): boolean => err instanceof ValidationError && err.field === "rows"
+  const refusedPath = (err: unknown): boolean =>
+    err instanceof ValidationError
+    && err.field === "rows"
     && /1 of these rows have a report first sent .* would link the report to this device/.test(err.message);
   const ledger = new FileLedger(fresh());
   prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
@@ -279,8 +373,10 @@ test("a memoized report is never sent the other way: refused naming `rows`, noth
   assert.equal(prepareReports(shuffled, ratings([5, 5]), ledger, SEALED).memoized, 0); // the new row was not memoized
   const clear = new FileLedger(fresh());
   prepareReports(card, encodeRows(card.schema, [row(18, 0)]), clear);
-  assert.throws(() => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0)]), clear, SEALED),
-    refusedPath); // in clear before, now sealed
+  assert.throws(
+    () => prepareReports(card, encodeRows(card.schema, [row(18, 0), row(19, 0)]), clear, SEALED),
+    refusedPath,
+  ); // in clear before, now sealed
   assert.equal(clear.reports("demo"), 1);
 });
 
@@ -296,13 +392,18 @@ test("a ledger of format 2 opens, upgraded: no promise, its memoized reports mar
   const stored = JSON.parse(readFileSync(path, "utf-8"));
   assert.equal(stored.format, "ldpsynth.ts-ledger/3");
   assert.deepEqual(stored.central, {});
-  assert.deepEqual(Object.values(stored.memo).map((r) => (r as unknown[])[3]), [false, false]);
+  assert.deepEqual(
+    Object.values(stored.memo).map((r) => (r as unknown[])[3]),
+    [false, false],
+  );
   assert.equal(upgraded.guarantees("ratings"), undefined);
   // It recorded no promise, so its reports count as sent in clear (as the Python ledger's upgrade marks them):
   // resent in clear, never sealed; the collection's later sealed reports get no promise.
   assert.equal(prepareReports(shuffled, ratings([1, 1]), upgraded).memoized, 1);
-  assert.throws(() => prepareReports(shuffled, ratings([2, 2], [3, 3]), upgraded, SEALED),
-    (err) => err instanceof ValidationError && err.field === "rows");
+  assert.throws(
+    () => prepareReports(shuffled, ratings([2, 2], [3, 3]), upgraded, SEALED),
+    (err) => err instanceof ValidationError && err.field === "rows",
+  );
   const sealed = prepareReports(shuffled, ratings([3, 3]), upgraded, SEALED);
   assert.deepEqual([sealed.memoized, sealed.central, upgraded.reports("ratings")], [0, undefined, 3]);
 });
@@ -314,20 +415,84 @@ test("a damaged promise or path is refused", () => {
     return path;
   };
   for (const [edit, problem] of [
-    [(d: Record<string, any>) => { d.central.ratings.delta = "1"; }, /delta is "1", not an exact number in \(0, 1\)/],
-    [(d: Record<string, any>) => { d.central.ratings.assume_injected = 1000; }, /assume_injected/],
-    [(d: Record<string, any>) => { d.central.ratings.rows_per_device = 0; }, /rows_per_device/],
-    [(d: Record<string, any>) => { d.central.ratings.central_epsilon = "0"; }, /central_epsilon/],
-    [(d: Record<string, any>) => { d.central.ratings.central_epsilon = "1/2"; }, /central_delta/],
-    [(d: Record<string, any>) => { d.central.ratings.operator = "yes"; }, /operator/],
-    [(d: Record<string, any>) => { d.central.ratings.extra = 1; }, /fields/],
-    [(d: Record<string, any>) => { d.central.other = d.central.ratings; }, /"other": a central guarantee is recorded but no report/],
-    [(d: Record<string, any>) => { delete d.central; }, /malformed/],
-    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = "sealed"; }, /memoized report is malformed/],
-    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = null; }, /memoized report is malformed/],
-    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k][3] = false; },
-      /a central guarantee is recorded but 1 of its memoized reports were sent in clear/],
-    [(d: Record<string, any>) => { for (const k of Object.keys(d.memo)) d.memo[k].pop(); }, /memoized report is malformed/],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.delta = "1";
+      },
+      /delta is "1", not an exact number in \(0, 1\)/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.assume_injected = 1000;
+      },
+      /assume_injected/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.rows_per_device = 0;
+      },
+      /rows_per_device/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.central_epsilon = "0";
+      },
+      /central_epsilon/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.central_epsilon = "1/2";
+      },
+      /central_delta/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.operator = "yes";
+      },
+      /operator/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.ratings.extra = 1;
+      },
+      /fields/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        d.central.other = d.central.ratings;
+      },
+      /"other": a central guarantee is recorded but no report/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        delete d.central;
+      },
+      /malformed/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        for (const k of Object.keys(d.memo)) d.memo[k][3] = "sealed";
+      },
+      /memoized report is malformed/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        for (const k of Object.keys(d.memo)) d.memo[k][3] = null;
+      },
+      /memoized report is malformed/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        for (const k of Object.keys(d.memo)) d.memo[k][3] = false;
+      },
+      /a central guarantee is recorded but 1 of its memoized reports were sent in clear/,
+    ],
+    [
+      (d: Record<string, any>) => {
+        for (const k of Object.keys(d.memo)) d.memo[k].pop();
+      },
+      /memoized report is malformed/,
+    ],
   ] as const) {
     const path = base();
     const doc = JSON.parse(readFileSync(path, "utf-8"));

@@ -27,23 +27,23 @@ export interface Server {
   /** The listening line: `address` (HOST:PORT), and a replica's `web_address`. */
   readonly listening: { address: string; web_address?: string };
   readonly process: ChildProcess;
-  /** SIGTERM, then SIGKILL after 60 s; resolves to the exit code. */
-  stop(): Promise<number | null>;
-  kill(): Promise<void>;
+  /** SIGTERM, then SIGKILL after 60 s; resolves to the exit code. Bound to this server (no `this`). */
+  readonly stop: () => Promise<number | null>;
+  readonly kill: () => Promise<void>;
 }
 
 /** Start `ldpsynth ...args` and wait (up to 180 s) for its listening line; stopped by its pid. */
 export async function startServer(args: readonly string[]): Promise<Server> {
   const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
-  proc.stderr!.on("data", (chunk: Buffer) => {
+  proc.stderr.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)));
   const listening = await new Promise<{ address: string; web_address?: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listening line in 180 s: ${stderr}`)), 180_000);
     let out = "";
-    proc.stdout!.on("data", (chunk: Buffer) => {
+    proc.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString();
       const line = out.split("\n").find((l) => l.includes('"listening"'));
       if (line) {
@@ -63,7 +63,7 @@ export async function startServer(args: readonly string[]): Promise<Server> {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
       proc.kill("SIGTERM");
       const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 60_000).unref());
-      if (await Promise.race([exited, timeout]) === "timeout") proc.kill("SIGKILL");
+      if ((await Promise.race([exited, timeout])) === "timeout") proc.kill("SIGKILL");
       return exited;
     },
     async kill() {
@@ -76,10 +76,25 @@ export async function startServer(args: readonly string[]): Promise<Server> {
 /** Start a replica with `args` (besides --host, --port 0 and --web-port, unless args has one). */
 export async function startReplica(args: readonly string[]): Promise<Replica> {
   const web = args.includes("--web-port") ? [] : ["--web-port", "0"];
-  const server = await startServer(["aggregator", "serve", "--host", "127.0.0.1", "--port", "0", ...web, "--grace", "1",
-    ...args]);
-  return { address: server.listening.address, webUrl: `http://${server.listening.web_address}`,
-    process: server.process, stop: server.stop, kill: server.kill };
+  const server = await startServer([
+    "aggregator",
+    "serve",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    ...web,
+    "--grace",
+    "1",
+    ...args,
+  ]);
+  return {
+    address: server.listening.address,
+    webUrl: `http://${server.listening.web_address}`,
+    process: server.process,
+    stop: server.stop,
+    kill: server.kill,
+  };
 }
 
 /** Key of a stored report in {@link storedCounts}: its public codes and perturbed private code. */
@@ -103,7 +118,10 @@ export async function storedCounts(address: string, collection: string, token?: 
     const priv = words(chunk.privateCodes);
     const pub = chunk.publicCodes.map(words);
     priv.forEach((code, i) => {
-      const key = reportKey(pub.map((col) => col[i]!), code);
+      const key = reportKey(
+        pub.map((col) => col[i]!),
+        code,
+      );
       counts.set(key, (counts.get(key) ?? 0) + 1);
     });
   }
@@ -111,10 +129,15 @@ export async function storedCounts(address: string, collection: string, token?: 
 }
 
 /** The counts of `reports` as {@link storedCounts} gives them. */
-export function countsOf(reports: { privateCodes: readonly bigint[]; publicCodes: readonly (readonly bigint[])[] },
-  into = new Map<string, number>()): Map<string, number> {
+export function countsOf(
+  reports: { privateCodes: readonly bigint[]; publicCodes: readonly (readonly bigint[])[] },
+  into = new Map<string, number>(),
+): Map<string, number> {
   reports.privateCodes.forEach((code, i) => {
-    const key = reportKey(reports.publicCodes.map((col) => col[i]!), code);
+    const key = reportKey(
+      reports.publicCodes.map((col) => col[i]!),
+      code,
+    );
     into.set(key, (into.get(key) ?? 0) + 1);
   });
   return into;

@@ -19,8 +19,14 @@ const DRAWS = 200_000;
 
 function card(epsilon: number, domainSize: number): MechanismCard {
   return MechanismCard.parse({
-    format: "ldpsynth.mechanism-card/1", mechanism: "E", version: "E/1",
-    schema: { name: "chi", epsilon, attributes: [{ name: "x", type: "integer", min: 0n, max: BigInt(domainSize - 1) }] },
+    format: "ldpsynth.mechanism-card/1",
+    mechanism: "E",
+    version: "E/1",
+    schema: {
+      name: "chi",
+      epsilon,
+      attributes: [{ name: "x", type: "integer", min: 0n, max: BigInt(domainSize - 1) }],
+    },
     ...cardNumbers(epsilon, domainSize),
   });
 }
@@ -29,9 +35,16 @@ function card(epsilon: number, domainSize: number): MechanismCard {
 function cardNumbers(epsilon: number, domainSize: number): Record<string, string | number | bigint> {
   const w = weightCandidates(epsilon, BigInt(domainSize))[0]!;
   const d = derive(w, BigInt(domainSize));
-  return { domain_size: BigInt(domainSize), keep_weight: String(w.keepWeight), lie_weight: String(w.lieWeight),
-    total_weight: String(d.totalWeight), epsilon: d.epsilon, epsilon_requested: epsilon,
-    keep_probability: d.keepProbability, lie_probability: d.lieProbability };
+  return {
+    domain_size: BigInt(domainSize),
+    keep_weight: String(w.keepWeight),
+    lie_weight: String(w.lieWeight),
+    total_weight: String(d.totalWeight),
+    epsilon: d.epsilon,
+    epsilon_requested: epsilon,
+    keep_probability: d.keepProbability,
+    lie_probability: d.lieProbability,
+  };
 }
 
 function expected(c: MechanismCard, x: number, draws: number): number[] {
@@ -53,8 +66,18 @@ function counts(outputs: readonly bigint[], k: number): number[] {
 // (ε, |D|, true code): the worked example, a binary domain, a fifth of the words rejected (ε 0.7,
 // |D| 3), a larger domain; the true code at both ends and inside.
 const CONFIGS: [number, number, number][] = [
-  [1.0, 24, 14], [1.0, 24, 0], [0.5, 2, 0], [0.5, 2, 1], [0.7, 3, 0], [0.7, 3, 2],
-  [3.0, 5, 4], [0.1, 5, 2], [4.0, 64, 63], [4.0, 64, 31], [2.0, 1000, 500], [0.05, 3, 1],
+  [1.0, 24, 14],
+  [1.0, 24, 0],
+  [0.5, 2, 0],
+  [0.5, 2, 1],
+  [0.7, 3, 0],
+  [0.7, 3, 2],
+  [3.0, 5, 4],
+  [0.1, 5, 2],
+  [4.0, 64, 63],
+  [4.0, 64, 31],
+  [2.0, 1000, 500],
+  [0.05, 3, 1],
 ];
 
 for (const [eps, k, x] of CONFIGS) {

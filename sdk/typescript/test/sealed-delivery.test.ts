@@ -64,19 +64,39 @@ function batches(): Map<bigint, SealedBatch> {
   return cutSealedBatches(sealed, WIDTH, 3, "demo", new Uint8Array(16).fill(7), new Array<bigint>(10).fill(0n));
 }
 
-const options = (maxAttempts: number, concurrency = 2) => ({ timeoutMs: 10_000, headers: {}, statusOf, concurrency,
-  retry: new RetryPolicy({ maxAttempts, initialBackoffMs: 1, maxBackoffMs: 2 }) });
+const options = (maxAttempts: number, concurrency = 2) => ({
+  timeoutMs: 10_000,
+  headers: {},
+  statusOf,
+  concurrency,
+  retry: new RetryPolicy({ maxAttempts, initialBackoffMs: 1, maxBackoffMs: 2 }),
+});
 
 test("UNAVAILABLE: only the unacknowledged batches are resent, byte for byte the same", async () => {
-  failWith = (call, batch) => (call <= 2 && batch.sequence === 1n
-    ? new ConnectError("pool expired", Code.Unavailable) : undefined);
+  failWith = (call, batch) =>
+    call <= 2 && batch.sequence === 1n ? new ConnectError("pool expired", Code.Unavailable) : undefined;
   const all = batches();
   const result = await deliverSealed(client, all, 10, options(3));
-  assert.deepEqual([result.sent, result.acknowledged, result.duplicates, result.batches, result.retries], [10, 10, 0, 4, 1]);
+  assert.deepEqual(
+    [result.sent, result.acknowledged, result.duplicates, result.batches, result.retries],
+    [10, 10, 0, 4, 1],
+  );
   // Attempt 1: batches 0 and 1 in flight (2 at once); 1 fails, so no further batch is started.
   // Attempt 2: 1, 2 and 3; batch 0, acknowledged, is not sent again.
-  assert.deepEqual(seen.map((s) => s.sequence).slice(0, 2).sort(), [0n, 1n]);
-  assert.deepEqual(seen.map((s) => s.sequence).slice(2).sort(), [1n, 2n, 3n]);
+  assert.deepEqual(
+    seen
+      .map((s) => s.sequence)
+      .slice(0, 2)
+      .sort(),
+    [0n, 1n],
+  );
+  assert.deepEqual(
+    seen
+      .map((s) => s.sequence)
+      .slice(2)
+      .sort(),
+    [1n, 2n, 3n],
+  );
   const sends = seen.filter((s) => s.sequence === 1n);
   assert.equal(sends.length, 2);
   assert.equal(sends[1]!.bytes, sends[0]!.bytes);
@@ -84,14 +104,24 @@ test("UNAVAILABLE: only the unacknowledged batches are resent, byte for byte the
 });
 
 test("a final status is not retried: SubmitError with the status and what was acknowledged", async () => {
-  failWith = (_call, batch) => (batch.sequence === 2n ? new ConnectError("other key", Code.FailedPrecondition) : undefined);
-  await assert.rejects(deliverSealed(client, batches(), 10, options(5, 1)), (err) => err instanceof SubmitError
-    && err.method === "SubmitSealed" && err.status === "FAILED_PRECONDITION" && err.attempts === 1 && err.acknowledged === 6);
+  failWith = (_call, batch) =>
+    batch.sequence === 2n ? new ConnectError("other key", Code.FailedPrecondition) : undefined;
+  await assert.rejects(
+    deliverSealed(client, batches(), 10, options(5, 1)),
+    (err) =>
+      err instanceof SubmitError
+      && err.method === "SubmitSealed"
+      && err.status === "FAILED_PRECONDITION"
+      && err.attempts === 1
+      && err.acknowledged === 6,
+  );
   assert.equal(seen.length, 3);
 });
 
 test("a shuffler that keeps answering UNAVAILABLE: SubmitError after maxAttempts without progress", async () => {
   failWith = () => new ConnectError("pool expired", Code.Unavailable);
-  await assert.rejects(deliverSealed(client, batches(), 10, options(3)), (err) => err instanceof SubmitError
-    && err.status === "UNAVAILABLE" && err.attempts === 3 && err.acknowledged === 0);
+  await assert.rejects(
+    deliverSealed(client, batches(), 10, options(3)),
+    (err) => err instanceof SubmitError && err.status === "UNAVAILABLE" && err.attempts === 3 && err.acknowledged === 0,
+  );
 });

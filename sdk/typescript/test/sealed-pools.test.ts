@@ -20,7 +20,15 @@ import { MechanismCard } from "../src/card.js";
 import { ValidationError } from "../src/errors.js";
 import { SealingSchema, type SealedBatch } from "../src/gen/ldpsynth/v1/collection_pb.js";
 import { ShufflerService } from "../src/gen/ldpsynth/v1/shuffler_pb.js";
-import { AEAD_ID, deriveKeyPair, KDF_ID, KEM_ID, keyScheduleContext, sealBase, type EphemeralKey } from "../src/hpke.js";
+import {
+  AEAD_ID,
+  deriveKeyPair,
+  KDF_ID,
+  KEM_ID,
+  keyScheduleContext,
+  sealBase,
+  type EphemeralKey,
+} from "../src/hpke.js";
 import type { JsonObject } from "../src/json.js";
 import { decodeCollection } from "../src/collection.js";
 import { Client } from "../src/node/client.js";
@@ -34,14 +42,23 @@ import { cases, fromHex, hex, str, vectors } from "./vectors.js";
 const sealed = vectors("sealed.json");
 const key = sealed["key"] as JsonObject;
 /** A shuffled collection: movie (public, 1..1682) and rating (private); the shuffler independent. */
-const card = MechanismCard.parse(str(cases(vectors("cards.json"), "shuffled")
-  .find((c) => c["id"] === "contract-example")!["card_json"]));
+const card = MechanismCard.parse(
+  str(cases(vectors("cards.json"), "shuffled").find((c) => c["id"] === "contract-example")!["card_json"]),
+);
 const schema = card.schema;
 const WIDTH = sealedReportBytes(schema, card.version);
 const info: CollectionInfo = {
-  card, limits: { maxRowsPerClient: 0n, maxBatchReports: 0, maxMessageBytes: 0 },
-  sealing: create(SealingSchema, { suite: SUITE_NAME, kemId: KEM_ID, kdfId: KDF_ID, aeadId: AEAD_ID,
-    publicKey: fromHex(str(key["public_key"])), keyId: fromHex(str(key["key_id"])), sealedReportBytes: WIDTH }),
+  card,
+  limits: { maxRowsPerClient: 0n, maxBatchReports: 0, maxMessageBytes: 0 },
+  sealing: create(SealingSchema, {
+    suite: SUITE_NAME,
+    kemId: KEM_ID,
+    kdfId: KDF_ID,
+    aeadId: AEAD_ID,
+    publicKey: fromHex(str(key["public_key"])),
+    keyId: fromHex(str(key["key_id"])),
+    sealedReportBytes: WIDTH,
+  }),
 };
 
 /**
@@ -53,8 +70,10 @@ async function open(recipient: EphemeralKey, collection: string, report: Uint8Ar
   const enc = report.slice(0, 32);
   const ct = report.subarray(32);
   const n = ct.length - 16;
-  const swapped = { bytes: recipient.publicKey,
-    key: await globalThis.crypto.subtle.importKey("raw", enc, { name: "X25519" }, true, []) };
+  const swapped = {
+    bytes: recipient.publicKey,
+    key: await globalThis.crypto.subtle.importKey("raw", enc, { name: "X25519" }, true, []),
+  };
   const context = await keyScheduleContext(sealingInfo(collection));
   const decap = { privateKey: recipient.privateKey, publicKey: enc };
   const stream = (await sealBase(swapped, context, new Uint8Array(n), decap)).subarray(32, 32 + n);
@@ -109,7 +128,15 @@ function ledger(): FileLedger {
 }
 
 /** Movies 3, 7, 3, 9, 7, 3, 3 (public keys 2, 6, 2, 8, 6, 2, 2), every row distinct. */
-const ROWS = [[3, 1], [7, 2], [3, 3], [9, 4], [7, 5], [3, 5], [3, 2]].map(([movie, rating]) => ({ movie, rating }));
+const ROWS = [
+  [3, 1],
+  [7, 2],
+  [3, 3],
+  [9, 4],
+  [7, 5],
+  [3, 5],
+  [3, 2],
+].map(([movie, rating]) => ({ movie, rating }));
 
 test("one SealedBatch per public key, pool_key in clear: the key of every report in it, opened", async () => {
   const recipient = await deriveKeyPair(fromHex(str(key["ikm"])));
@@ -118,13 +145,27 @@ test("one SealedBatch per public key, pool_key in clear: the key of every report
   const result = await client().submit(info, ROWS, book, 2);
   assert.deepEqual([result.sent, result.acknowledged, result.batches, result.shuffled], [7, 7, 4, true]);
   // The promise, recorded with the spend: min_batch 10000, F = rows_per_device = 1, m = the device's 7 reports.
-  const promise = { delta: 1e-9, minBatch: 10000, assumeInjected: 1, rowsPerDevice: 7, centralEpsilon: null,
-    centralDelta: null, operator: true };
+  const promise = {
+    delta: 1e-9,
+    minBatch: 10000,
+    assumeInjected: 1,
+    rowsPerDevice: 7,
+    centralEpsilon: null,
+    centralDelta: null,
+    operator: true,
+  };
   assert.deepEqual(result.central, promise);
   assert.deepEqual(book.guarantees(schema.name), promise);
   const ordered = [...kept].sort((a, b) => Number(a.sequence - b.sequence));
-  assert.deepEqual(ordered.map((b) => [b.sequence, b.poolKey, b.reports.length / WIDTH]),
-    [[0n, 2n, 2], [1n, 2n, 2], [2n, 6n, 2], [3n, 8n, 1]]);
+  assert.deepEqual(
+    ordered.map((b) => [b.sequence, b.poolKey, b.reports.length / WIDTH]),
+    [
+      [0n, 2n, 2],
+      [1n, 2n, 2],
+      [2n, 6n, 2],
+      [3n, 8n, 1],
+    ],
+  );
   const movies: bigint[] = [];
   for (const batch of ordered) {
     assert.equal(batch.collection, schema.name);
@@ -142,12 +183,16 @@ test("one SealedBatch per public key, pool_key in clear: the key of every report
 
 test("a shuffled collection without a shuffler is refused naming `shuffler`, before anything is charged", async () => {
   const book = ledger();
-  await assert.rejects(client(false).submit(info, ROWS, book), (err) => err instanceof ValidationError
-    && err.field === "shuffler" && /shuffled/.test(err.message));
+  await assert.rejects(
+    client(false).submit(info, ROWS, book),
+    (err) => err instanceof ValidationError && err.field === "shuffler" && /shuffled/.test(err.message),
+  );
   assert.equal(book.reports(schema.name), 0);
   assert.equal(book.spent(schema.name), 0);
-  await assert.rejects(client(false).submitReports(info, { reportIds: new Uint8Array(16), privateCodes: [0n],
-    publicCodes: [[0n]] }), (err) => err instanceof ValidationError && err.field === "shuffler");
+  await assert.rejects(
+    client(false).submitReports(info, { reportIds: new Uint8Array(16), privateCodes: [0n], publicCodes: [[0n]] }),
+    (err) => err instanceof ValidationError && err.field === "shuffler",
+  );
   assert.equal(kept.length, 0);
 });
 
@@ -156,9 +201,14 @@ test("rows reported in clear are refused through a shuffler naming `rows`: nothi
   const book = ledger();
   const rows = [{ region: "south", age: 18, smoker: 0, score: 0.5 }]; // south: region code 1, the public key 1
   prepareReports(demo.card, encodeRows(demo.card.schema, rows), book); // sent in clear (by another client)
-  await assert.rejects(client().submit(demo, [...rows, { ...rows[0]!, age: 19 }], book),
-    (err) => err instanceof ValidationError && err.field === "rows" && /first sent in clear/.test(err.message));
+  await assert.rejects(
+    client().submit(demo, [...rows, { ...rows[0]!, age: 19 }], book),
+    (err) => err instanceof ValidationError && err.field === "rows" && /first sent in clear/.test(err.message),
+  );
   assert.deepEqual([book.reports("demo"), kept.length], [1, 0]);
   const through = await client().submit(demo, [{ ...rows[0]!, age: 19 }], book); // a new row goes sealed
-  assert.deepEqual([through.acknowledged, through.shuffled, through.central, kept[0]!.poolKey], [1, true, undefined, 1n]);
+  assert.deepEqual(
+    [through.acknowledged, through.shuffled, through.central, kept[0]!.poolKey],
+    [1, true, undefined, 1n],
+  );
 });

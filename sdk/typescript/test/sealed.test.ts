@@ -18,7 +18,13 @@ import type { CollectionInfo, Reports } from "../src/reports.js";
 import { decodeSealedAck, encodeSealedBatch, sealedParts } from "../src/sealed-batching.js";
 import { Schema } from "../src/schema.js";
 import {
-  keyId, reportPlaintext, sealingInfo, sealingKey, sealPlaintext, sealReports, SUITE_NAME,
+  keyId,
+  reportPlaintext,
+  sealingInfo,
+  sealingKey,
+  sealPlaintext,
+  sealReports,
+  SUITE_NAME,
 } from "../src/sealing.js";
 import { cases, fromHex, hex, str, vectors } from "./vectors.js";
 
@@ -65,11 +71,17 @@ for (const batch of cases(doc, "sealed_batches")) {
     const byId = new Map(cases(doc, "cases").map((c) => [str(c["id"]), c]));
     const members = (batch["reports"] as string[]).map((id) => byId.get(id)!);
     const reports = fromHex(members.map((c) => str(c["sealed"])).join(""));
-    const bytes = encodeSealedBatch(str(batch["collection"]), fromHex(str(batch["key_id"])),
-      BigInt(str(batch["sequence"])), reports, BigInt(str(batch["pool_key"])));
+    const bytes = encodeSealedBatch(
+      str(batch["collection"]),
+      fromHex(str(batch["key_id"])),
+      BigInt(str(batch["sequence"])),
+      reports,
+      BigInt(str(batch["pool_key"])),
+    );
     assert.equal(hex(bytes), batch["hex"]);
     // Every report of the batch holds its public key: here one public attribute or none, whose code is the key.
-    for (const c of members) assert.equal(BigInt((c["public_codes"] as string[])[0] ?? "0"), BigInt(str(batch["pool_key"])));
+    for (const c of members)
+      assert.equal(BigInt((c["public_codes"] as string[])[0] ?? "0"), BigInt(str(batch["pool_key"])));
   });
 }
 
@@ -84,7 +96,10 @@ for (const c of cases(doc, "batch_parts")) {
   test(`sealed reports cut into batches of one public key: ${str(c["id"])}`, () => {
     const parts = sealedParts((c["public_keys"] as string[]).map(BigInt), Number(c["capacity"]));
     const expected = (c["batches"] as JsonObject[]).map((b) => ({ pool_key: b["pool_key"], reports: b["reports"] }));
-    assert.deepEqual(parts.map((p) => ({ pool_key: String(p.poolKey), reports: p.reports.map(BigInt) })), expected);
+    assert.deepEqual(
+      parts.map((p) => ({ pool_key: String(p.poolKey), reports: p.reports.map(BigInt) })),
+      expected,
+    );
   });
 }
 
@@ -95,8 +110,11 @@ test("a public key is the public codes folded in schema order, as encoding.json 
     const rows = e["rows"] as JsonObject[];
     const m = schema.publicAttributes.length;
     const columns = Array.from({ length: m }, (_, j) => rows.map((r) => BigInt((r["public_codes"] as string[])[j]!)));
-    assert.deepEqual(schema.foldPublicCodes(columns, rows.length), rows.map((r) => BigInt(str(r["public_key"]))),
-      str(e["id"]));
+    assert.deepEqual(
+      schema.foldPublicCodes(columns, rows.length),
+      rows.map((r) => BigInt(str(r["public_key"]))),
+      str(e["id"]),
+    );
   }
 });
 
@@ -107,7 +125,6 @@ test("SealedAck decodes", () => {
   }
 });
 
-
 test("Collection.sealing passes the device's checks; a device's own seals are fresh every time", async () => {
   const info = published();
   const sealing = await sealingKey(info);
@@ -116,8 +133,11 @@ test("Collection.sealing passes the device's checks; a device's own seals are fr
   assert.equal(BigInt(sealing.sealedReportBytes), expected);
   const c = cases(doc, "cases")[0]!;
   const report = reportOf(c);
-  const twice: Reports = { reportIds: fromHex(str(c["report_id"]).repeat(2)), privateCodes: [...report.privateCodes,
-    ...report.privateCodes], publicCodes: report.publicCodes.map((col) => [...col, ...col]) };
+  const twice: Reports = {
+    reportIds: fromHex(str(c["report_id"]).repeat(2)),
+    privateCodes: [...report.privateCodes, ...report.privateCodes],
+    publicCodes: report.publicCodes.map((col) => [...col, ...col]),
+  };
   const sealed = await sealReports(sealing, info.card.schema.name, info.card.version, twice);
   const width = sealing.sealedReportBytes;
   assert.equal(sealed.length, 2 * width);
@@ -128,8 +148,9 @@ test("Collection.sealing passes the device's checks; a device's own seals are fr
 
 test("a collection whose sealing a device cannot use is refused naming the field", async () => {
   const info = published();
-  const with_ = (fields: Partial<Pick<Sealing, "kemId" | "keyId" | "publicKey" | "sealedReportBytes">>): CollectionInfo =>
-    ({ ...info, sealing: create(SealingSchema, { ...info.sealing!, ...fields }) });
+  const with_ = (
+    fields: Partial<Pick<Sealing, "kemId" | "keyId" | "publicKey" | "sealedReportBytes">>,
+  ): CollectionInfo => ({ ...info, sealing: create(SealingSchema, { ...info.sealing!, ...fields }) });
   const { sealing: _omitted, ...clear } = info;
   const refused = async (target: CollectionInfo, field: string): Promise<void> => {
     await assert.rejects(sealingKey(target), (err) => err instanceof ValidationError && err.field === field);

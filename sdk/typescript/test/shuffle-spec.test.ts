@@ -9,9 +9,16 @@ const SURVEY = readFileSync(new URL("../../../../docker/collections/survey-shuff
 
 test("the survey's shuffle block is read, defaults filled, and written back", () => {
   const schema = Schema.parse(SURVEY);
-  assert.deepEqual([schema.shuffle?.delta, schema.shuffle?.minBatch, schema.shuffle?.rowsPerDevice, schema.shuffle?.shuffler],
-    [1e-9, 500n, 1n, "independent"]);
-  assert.deepEqual(schema.toJson()["shuffle"], { delta: 1e-9, min_batch: 500n, rows_per_device: 1n, shuffler: "independent" });
+  assert.deepEqual(
+    [schema.shuffle?.delta, schema.shuffle?.minBatch, schema.shuffle?.rowsPerDevice, schema.shuffle?.shuffler],
+    [1e-9, 500n, 1n, "independent"],
+  );
+  assert.deepEqual(schema.toJson()["shuffle"], {
+    delta: 1e-9,
+    min_batch: 500n,
+    rows_per_device: 1n,
+    shuffler: "independent",
+  });
   assert.equal(Schema.parse(schema.toJson()).shuffle?.minBatch, 500n);
   const plain = Schema.parse(JSON.stringify({ ...JSON.parse(SURVEY), shuffle: undefined }));
   assert.equal("shuffle" in plain.toJson(), false);
@@ -20,7 +27,10 @@ test("the survey's shuffle block is read, defaults filled, and written back", ()
 test("a bad shuffle block is a SchemaError naming the field", () => {
   const bad = (shuffle: unknown, field: string): void => {
     const text = JSON.stringify({ ...JSON.parse(SURVEY), shuffle });
-    assert.throws(() => Schema.parse(text), (err) => err instanceof SchemaError && err.field === field);
+    assert.throws(
+      () => Schema.parse(text),
+      (err) => err instanceof SchemaError && err.field === field,
+    );
   };
   bad([], "shuffle");
   bad({ delta: 1e-9, min_batch: 5, extra: 1 }, "shuffle");
@@ -42,13 +52,22 @@ test("assume_injected: F stated or by default one device's quota, below min_batc
   const spec = (shuffle: object) => Schema.parse(JSON.stringify({ ...JSON.parse(SURVEY), shuffle })).shuffle!;
   const terms = (s: ReturnType<typeof spec>) => [s.assumeInjected, s.injected, s.honestPerPool, s.independent];
   assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 500 })), [undefined, 1n, 499n, false]);
-  assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 500, rows_per_device: 3, shuffler: "independent" })),
-    [undefined, 3n, 497n, true]);
+  assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 500, rows_per_device: 3, shuffler: "independent" })), [
+    undefined,
+    3n,
+    497n,
+    true,
+  ]);
   assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 2, rows_per_device: 3 })), [undefined, 1n, 1n, false]);
   assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 500, assume_injected: 0 })), [0n, 0n, 500n, false]);
   assert.deepEqual(terms(spec({ delta: 1e-9, min_batch: 500, assume_injected: null })), [undefined, 1n, 499n, false]);
   const stated = spec({ delta: 1e-9, min_batch: 500, assume_injected: 499 });
-  assert.deepEqual(stated.toJson(), { delta: 1e-9, min_batch: 500n, rows_per_device: 1n, shuffler: "aggregator-operator",
-    assume_injected: 499n });
+  assert.deepEqual(stated.toJson(), {
+    delta: 1e-9,
+    min_batch: 500n,
+    rows_per_device: 1n,
+    shuffler: "aggregator-operator",
+    assume_injected: 499n,
+  });
   assert.equal("assume_injected" in spec({ delta: 1e-9, min_batch: 500 }).toJson(), false);
 });

@@ -31,12 +31,15 @@ import { countsOf, NO_REPLICA, startReplica, startServer, storedCounts, type Rep
  * all share one credential).
  */
 const POLL = {
-  name: "poll", epsilon: 2.0, attributes: [{ name: "score", type: "integer", min: 0, max: 19 }],
+  name: "poll",
+  epsilon: 2.0,
+  attributes: [{ name: "score", type: "integer", min: 0, max: 19 }],
   shuffle: { delta: 1e-9, min_batch: 20, rows_per_device: 13, shuffler: "independent" },
 };
 /** 13 distinct rows per device: one device's call (13 < 20) never releases a pool, two (26 > 25) always do. */
 const PER_DEVICE = 13;
-const rowsOf = (device: number): Row[] => Array.from({ length: PER_DEVICE }, (_, i) => ({ score: (device * 7 + i) % 20 }));
+const rowsOf = (device: number): Row[] =>
+  Array.from({ length: PER_DEVICE }, (_, i) => ({ score: (device * 7 + i) % 20 }));
 
 describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-shuffler-"));
@@ -50,16 +53,38 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     return made;
   };
   /** A device's ledger, its budget room for two submissions of 13 new reports (the default, 10 × ε, holds 10). */
-  const ledger = (): FileLedger => new FileLedger(join(mkdtempSync(join(dir, "device-")), "ledger.json"), { budget: 100 });
+  const ledger = (): FileLedger =>
+    new FileLedger(join(mkdtempSync(join(dir, "device-")), "ledger.json"), { budget: 100 });
   const devices = [0, 1, 2, 3].map(() => ({ ledger: undefined as FileLedger | undefined }));
 
   before(async () => {
     writeFileSync(join(dir, "poll.json"), JSON.stringify(POLL));
-    replica = await startReplica(["--data-dir", join(dir, "data"), "--collection", join(dir, "poll.json"),
-      "--shards", "1"]);
-    const serve = (maxWait: string): Promise<Server> => startServer(["shuffler", "serve", "--listen", "127.0.0.1:0",
-      "--aggregator", replica!.address, "--threshold", "20", "--max-wait", maxWait, "--grace", "1",
-      "--anonymous-devices", "--max-reports-per-device", "0"]);
+    replica = await startReplica([
+      "--data-dir",
+      join(dir, "data"),
+      "--collection",
+      join(dir, "poll.json"),
+      "--shards",
+      "1",
+    ]);
+    const serve = (maxWait: string): Promise<Server> =>
+      startServer([
+        "shuffler",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--aggregator",
+        replica!.address,
+        "--threshold",
+        "20",
+        "--max-wait",
+        maxWait,
+        "--grace",
+        "1",
+        "--anonymous-devices",
+        "--max-reports-per-device",
+        "0",
+      ]);
     [shuffler, impatient] = await Promise.all([serve("30"), serve("1")]);
     devices.forEach((d) => (d.ledger = ledger()));
   });
@@ -73,18 +98,24 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
   });
 
   test("the shuffler option is checked: HOST:PORT, concurrency", () => {
-    assert.throws(() => new Client("127.0.0.1:1", { shuffler: { target: "no-port" } }),
-      (err) => err instanceof ValidationError && err.field === "shuffler.target");
-    assert.throws(() => new Client("127.0.0.1:1", { shuffler: { target: "127.0.0.1:2", concurrency: 0 } }),
-      (err) => err instanceof ValidationError && err.field === "shuffler.concurrency");
+    assert.throws(
+      () => new Client("127.0.0.1:1", { shuffler: { target: "no-port" } }),
+      (err) => err instanceof ValidationError && err.field === "shuffler.target",
+    );
+    assert.throws(
+      () => new Client("127.0.0.1:1", { shuffler: { target: "127.0.0.1:2", concurrency: 0 } }),
+      (err) => err instanceof ValidationError && err.field === "shuffler.concurrency",
+    );
   });
 
   test("a collection without sealing is refused naming `sealing`, before anything is charged", async () => {
     const device = client(shuffler!);
     const { sealing: _published, ...clear }: CollectionInfo = await device.getCollection("poll");
     const book = ledger();
-    await assert.rejects(device.submit(clear, rowsOf(0), book),
-      (err) => err instanceof ValidationError && err.field === "sealing");
+    await assert.rejects(
+      device.submit(clear, rowsOf(0), book),
+      (err) => err instanceof ValidationError && err.field === "sealing",
+    );
     assert.equal(book.reports("poll"), 0);
   });
 
@@ -92,11 +123,21 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     const info = await client(shuffler!).getCollection("poll");
     const results = await Promise.all(devices.map((d, i) => client(shuffler!).submit(info, rowsOf(i), d.ledger!)));
     for (const r of results) {
-      assert.deepEqual([r.rows, r.sent, r.acknowledged, r.duplicates, r.memoized], [PER_DEVICE, PER_DEVICE, PER_DEVICE, 0, 0]);
+      assert.deepEqual(
+        [r.rows, r.sent, r.acknowledged, r.duplicates, r.memoized],
+        [PER_DEVICE, PER_DEVICE, PER_DEVICE, 0, 0],
+      );
       assert.ok(Math.abs(r.epsilonSpent - PER_DEVICE * info.card.epsilon) < 1e-9, "ε charged for every new report");
       // The promise: min_batch 20, F = rows_per_device = 13 by default, against the operator too (independent).
-      assert.deepEqual(r.central, { delta: 1e-9, minBatch: 20, assumeInjected: 13, rowsPerDevice: 13,
-        centralEpsilon: null, centralDelta: null, operator: true });
+      assert.deepEqual(r.central, {
+        delta: 1e-9,
+        minBatch: 20,
+        assumeInjected: 13,
+        rowsPerDevice: 13,
+        centralEpsilon: null,
+        centralDelta: null,
+        operator: true,
+      });
     }
     // What each device sent: its memoized reports (the same ids and codes, charged once).
     const expected = new Map<string, number>();
@@ -116,8 +157,15 @@ describe("the Node client through a real shuffler", { skip: NO_REPLICA }, () => 
     const before = await storedCounts(replica!.address, "poll");
     const device = client(impatient!, new RetryPolicy({ maxAttempts: 2, initialBackoffMs: 10 }));
     const book = ledger();
-    await assert.rejects(device.submit("poll", rowsOf(2), book), (err) => err instanceof SubmitError
-      && err.method === "SubmitSealed" && err.status === "UNAVAILABLE" && err.attempts === 2 && err.acknowledged === 0);
+    await assert.rejects(
+      device.submit("poll", rowsOf(2), book),
+      (err) =>
+        err instanceof SubmitError
+        && err.method === "SubmitSealed"
+        && err.status === "UNAVAILABLE"
+        && err.attempts === 2
+        && err.acknowledged === 0,
+    );
     assert.equal(book.reports("poll"), PER_DEVICE);
     assert.deepEqual(await storedCounts(replica!.address, "poll"), before);
   });

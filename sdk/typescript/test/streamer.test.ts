@@ -60,12 +60,21 @@ after(() => {
 });
 
 function reports(n: number): Reports {
-  return { reportIds: globalThis.crypto.getRandomValues(new Uint8Array(16 * n)),
-    privateCodes: Array.from({ length: n }, (_, i) => BigInt(i % 5)), publicCodes: [] };
+  return {
+    reportIds: globalThis.crypto.getRandomValues(new Uint8Array(16 * n)),
+    privateCodes: Array.from({ length: n }, (_, i) => BigInt(i % 5)),
+    publicCodes: [],
+  };
 }
 
-const options = { collection: "c", mechanismVersion: "E/1", capacity: 3, timeoutMs: 10_000, headers: {},
-  retry: new RetryPolicy({ maxAttempts: 3, initialBackoffMs: 1, maxBackoffMs: 5 }) };
+const options = {
+  collection: "c",
+  mechanismVersion: "E/1",
+  capacity: 3,
+  timeoutMs: 10_000,
+  headers: {},
+  retry: new RetryPolicy({ maxAttempts: 3, initialBackoffMs: 1, maxBackoffMs: 5 }),
+};
 
 function reset(fail: typeof failWith): void {
   failWith = fail;
@@ -75,14 +84,21 @@ function reset(fail: typeof failWith): void {
 }
 
 test("after UNAVAILABLE mid-stream only the unacknowledged batches are resent, with the same ids", async () => {
-  reset((n, batch) => (n === 1 && batch.sequence === 1n ? new ConnectError("shard restarting", Code.Unavailable)
-    : undefined));
+  reset((n, batch) =>
+    n === 1 && batch.sequence === 1n ? new ConnectError("shard restarting", Code.Unavailable) : undefined,
+  );
   const result = await streamReports(client, reports(8), options);
-  assert.deepEqual([result.sent, result.acknowledged, result.duplicates, result.batches, result.retries], [8, 8, 0, 3, 1]);
+  assert.deepEqual(
+    [result.sent, result.acknowledged, result.duplicates, result.batches, result.retries],
+    [8, 8, 0, 3, 1],
+  );
   const first = seen.filter((s) => s.attempt === 1);
   const second = seen.filter((s) => s.attempt === 2);
   assert.deepEqual(first.map((s) => s.sequence).slice(0, 2), [0n, 1n]);
-  assert.deepEqual(second.map((s) => s.sequence), [1n, 2n]);
+  assert.deepEqual(
+    second.map((s) => s.sequence),
+    [1n, 2n],
+  );
   assert.equal(second[0]!.ids, first[1]!.ids);
 });
 
@@ -102,10 +118,23 @@ test("a batch stored before the failure but not acknowledged comes back as dupli
 
 test("final statuses are not retried; a server that keeps failing ends in SubmitError after maxAttempts", async () => {
   reset(() => new ConnectError("bad batch", Code.InvalidArgument));
-  await assert.rejects(streamReports(client, reports(4), options), (err: unknown) => err instanceof SubmitError
-    && err.status === "INVALID_ARGUMENT" && err.attempts === 1 && err.details === "bad batch");
+  await assert.rejects(
+    streamReports(client, reports(4), options),
+    (err: unknown) =>
+      err instanceof SubmitError
+      && err.status === "INVALID_ARGUMENT"
+      && err.attempts === 1
+      && err.details === "bad batch",
+  );
   reset(() => new ConnectError("down", Code.Unavailable));
-  await assert.rejects(streamReports(client, reports(4), options), (err: unknown) => err instanceof SubmitError
-    && err.status === "UNAVAILABLE" && err.attempts === 3 && err.sent === 4 && err.acknowledged === 0);
+  await assert.rejects(
+    streamReports(client, reports(4), options),
+    (err: unknown) =>
+      err instanceof SubmitError
+      && err.status === "UNAVAILABLE"
+      && err.attempts === 3
+      && err.sent === 4
+      && err.acknowledged === 0,
+  );
   assert.equal(attempt, 3);
 });

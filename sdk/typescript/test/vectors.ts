@@ -16,7 +16,7 @@ export function cases(doc: JsonObject, field: string): JsonObject[] {
 }
 
 export function str(v: JsonValue | undefined): string {
-  if (typeof v !== "string") throw new Error(`expected a string, got ${String(v)}`);
+  if (typeof v !== "string") throw new Error(`expected a string, got ${typeof v}`);
   return v;
 }
 
@@ -56,7 +56,9 @@ export function stringify(value: JsonValue): string {
   }
   if (Array.isArray(value)) return `[${value.map(stringify).join(",")}]`;
   if (value !== null && typeof value === "object") {
-    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}:${stringify(v)}`).join(",")}}`;
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}:${stringify(v)}`)
+      .join(",")}}`;
   }
   return JSON.stringify(value);
 }

@@ -6,7 +6,11 @@ import { decodeCollection } from "../src/collection.js";
 import type { JsonObject } from "../src/json.js";
 import type { RawValue } from "../src/raw-values.js";
 import {
-  decodeBatchAck, encodeGetCollectionRequest, encodeReportBatch, validateReports, type Reports,
+  decodeBatchAck,
+  encodeGetCollectionRequest,
+  encodeReportBatch,
+  validateReports,
+  type Reports,
 } from "../src/reports.js";
 import { encodeColumns } from "../src/rows.js";
 import { perturbWithSource } from "../src/sampler.js";
@@ -24,8 +28,12 @@ function reportsOf(batch: JsonObject): Reports {
 
 for (const c of cases(doc, "report_batches")) {
   test(`ReportBatch bytes: ${str(c["id"])}`, () => {
-    const bytes = encodeReportBatch(reportsOf(c), str(c["collection"]), str(c["mechanism_version"]),
-      BigInt(str(c["sequence"])));
+    const bytes = encodeReportBatch(
+      reportsOf(c),
+      str(c["collection"]),
+      str(c["mechanism_version"]),
+      BigInt(str(c["sequence"])),
+    );
     assert.equal(hex(bytes), c["hex"]);
   });
 }
@@ -39,8 +47,10 @@ test("GetCollectionRequest bytes", () => {
 test("BatchAck decodes", () => {
   for (const c of cases(doc, "batch_acks")) {
     const ack = decodeBatchAck(fromHex(str(c["hex"])));
-    assert.deepEqual([String(ack.sequence), BigInt(ack.accepted), BigInt(ack.duplicates)],
-      [c["sequence"], c["accepted"], c["duplicates"]]);
+    assert.deepEqual(
+      [String(ack.sequence), BigInt(ack.accepted), BigInt(ack.duplicates)],
+      [c["sequence"], c["accepted"], c["duplicates"]],
+    );
   }
 });
 
@@ -66,8 +76,11 @@ for (const c of cases(doc, "device")) {
     assert.deepEqual(perturbed.map(String), c["perturbed"]);
     assert.equal(stream.read, stream.data.length);
     const batch = c["batch"] as JsonObject;
-    const reports: Reports = { reportIds: reportsOf(batch).reportIds, privateCodes: perturbed,
-      publicCodes: encoded.publicCodes };
+    const reports: Reports = {
+      reportIds: reportsOf(batch).reportIds,
+      privateCodes: perturbed,
+      publicCodes: encoded.publicCodes,
+    };
     validateReports(card.schema, reports);
     assert.equal(hex(encodeReportBatch(reports, card.schema.name, card.version, 0n)), batch["hex"]);
   });

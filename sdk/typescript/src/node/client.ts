@@ -29,7 +29,11 @@ import type { FileLedger } from "./ledger.js";
 import { isRetryable, RetryPolicy, statusOf } from "../retry.js";
 import { streamReports, SubmitError, type StreamResult } from "./streamer.js";
 import {
-  bearerHeaders, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, refuseInClear, type SubmitResult,
+  bearerHeaders,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  refuseInClear,
+  type SubmitResult,
 } from "../call-options.js";
 
 export { DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, type SubmitResult };
@@ -92,7 +96,10 @@ export class Client {
     const baseUrl = `http://${target}`;
     this.session = new Http2SessionManager(baseUrl);
     const transport = createGrpcTransport({
-      baseUrl, sessionManager: this.session, readMaxBytes: this.maxMessageBytes, writeMaxBytes: this.maxMessageBytes,
+      baseUrl,
+      sessionManager: this.session,
+      readMaxBytes: this.maxMessageBytes,
+      writeMaxBytes: this.maxMessageBytes,
     });
     this.client = createClient(CollectionService, transport);
     this.shuffler = options.shuffler === undefined ? undefined : this.connectShuffler(options.shuffler);
@@ -106,20 +113,30 @@ export class Client {
     }
     const session = new Http2SessionManager(baseUrl);
     const transport = createGrpcTransport({
-      baseUrl, sessionManager: session, readMaxBytes: this.maxMessageBytes, writeMaxBytes: this.maxMessageBytes,
+      baseUrl,
+      sessionManager: session,
+      readMaxBytes: this.maxMessageBytes,
+      writeMaxBytes: this.maxMessageBytes,
     });
-    return { client: createClient(ShufflerService, transport), session, headers: bearerHeaders(options.token),
-      concurrency };
+    return {
+      client: createClient(ShufflerService, transport),
+      session,
+      headers: bearerHeaders(options.token),
+      concurrency,
+    };
   }
 
   /** The collection's verified card and limits; retries retryable failures, else SubmitError. */
   async getCollection(name: string): Promise<CollectionInfo> {
-    if (typeof name !== "string" || !name) throw new ValidationError("collection", "a non-empty collection name", "empty");
+    if (typeof name !== "string" || !name)
+      throw new ValidationError("collection", "a non-empty collection name", "empty");
     for (let attempts = 1; ; attempts++) {
       let message;
       try {
-        message = await this.client.getCollection({ collection: name }, { timeoutMs: this.timeoutMs,
-          headers: this.headers });
+        message = await this.client.getCollection(
+          { collection: name },
+          { timeoutMs: this.timeoutMs, headers: this.headers },
+        );
       } catch (err) {
         const { status, details } = statusOf(err);
         if (!isRetryable(status) || attempts >= this.retry.maxAttempts) {
@@ -142,17 +159,28 @@ export class Client {
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
    * resends the same memoized reports at no further cost.
    */
-  async submit(collection: string | CollectionInfo, rows: Columns | readonly Row[], ledger: FileLedger,
-    batchSize?: number): Promise<SubmitResult> {
+  async submit(
+    collection: string | CollectionInfo,
+    rows: Columns | readonly Row[],
+    ledger: FileLedger,
+    batchSize?: number,
+  ): Promise<SubmitResult> {
     const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
     const route = await this.route(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
     const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined });
     const stream = await this.deliver(info, prepared.reports, route);
-    return { ...stream, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
-      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: route.key !== undefined,
-      central: prepared.central };
+    return {
+      ...stream,
+      collection: schema.name,
+      rows: prepared.rows,
+      memoized: prepared.memoized,
+      epsilonSpent: prepared.epsilonSpent,
+      epsilonTotal: prepared.epsilonTotal,
+      shuffled: route.key !== undefined,
+      central: prepared.central,
+    };
   }
 
   /**
@@ -177,8 +205,11 @@ export class Client {
    */
   private async route(info: CollectionInfo, batchSize?: number): Promise<Route> {
     if (this.shuffler === undefined) {
-      refuseInClear(info, "a shuffler for a shuffled collection (new Client(target, { shuffler })): its reports "
-        + "travel only sealed, never in clear");
+      refuseInClear(
+        info,
+        "a shuffler for a shuffled collection (new Client(target, { shuffler })): its reports "
+          + "travel only sealed, never in clear",
+      );
       return { capacity: batchCapacity(info, this.maxMessageBytes, batchSize) };
     }
     const key = await sealingKey(info);
@@ -188,15 +219,32 @@ export class Client {
   private async deliver(info: CollectionInfo, reports: Reports, route: Route): Promise<StreamResult> {
     const name = info.card.schema.name;
     if (this.shuffler === undefined || route.key === undefined) {
-      return streamReports(this.client, reports, { collection: name, mechanismVersion: info.card.version,
-        capacity: route.capacity, timeoutMs: this.timeoutMs, headers: this.headers, retry: this.retry });
+      return streamReports(this.client, reports, {
+        collection: name,
+        mechanismVersion: info.card.version,
+        capacity: route.capacity,
+        timeoutMs: this.timeoutMs,
+        headers: this.headers,
+        retry: this.retry,
+      });
     }
     const sealed = await sealReports(route.key, name, info.card.version, reports);
     const n = reports.privateCodes.length;
-    const batches = cutSealedBatches(sealed, route.key.sealedReportBytes, route.capacity, name, route.key.keyId,
-      info.card.schema.foldPublicCodes(reports.publicCodes, n));
-    return deliverSealed(this.shuffler.client, batches, n, { timeoutMs: this.timeoutMs,
-      headers: this.shuffler.headers, retry: this.retry, concurrency: this.shuffler.concurrency, statusOf });
+    const batches = cutSealedBatches(
+      sealed,
+      route.key.sealedReportBytes,
+      route.capacity,
+      name,
+      route.key.keyId,
+      info.card.schema.foldPublicCodes(reports.publicCodes, n),
+    );
+    return deliverSealed(this.shuffler.client, batches, n, {
+      timeoutMs: this.timeoutMs,
+      headers: this.shuffler.headers,
+      retry: this.retry,
+      concurrency: this.shuffler.concurrency,
+      statusOf,
+    });
   }
 }
 

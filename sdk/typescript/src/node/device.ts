@@ -4,7 +4,12 @@
  */
 import type { MechanismCard } from "../card.js";
 import {
-  fillReports, planReports, prepared, promisedGuarantee, type PathOptions, type PreparedReports,
+  fillReports,
+  planReports,
+  prepared,
+  promisedGuarantee,
+  type PathOptions,
+  type PreparedReports,
 } from "../device-core.js";
 import type { EncodedRows } from "../rows.js";
 import { collectionFingerprint, type FileLedger } from "./ledger.js";
@@ -19,16 +24,25 @@ export type { PathOptions, PreparedReports };
  * collection's promise is recorded in the same transaction (while every earlier report to it went
  * through a shuffler too); sent in clear, it is removed.
  */
-export function prepareReports(card: MechanismCard, rows: EncodedRows, ledger: FileLedger,
-  options: PathOptions = {}): PreparedReports {
+export function prepareReports(
+  card: MechanismCard,
+  rows: EncodedRows,
+  ledger: FileLedger,
+  options: PathOptions = {},
+): PreparedReports {
   const sealed = options.sealed ?? false;
   const spec = card.schema.shuffle;
   const plan = planReports(ledger.memoKeys(collectionFingerprint(card), rows.publicCodes, rows.privateCodes));
-  return ledger.transaction(card.schema.name, card.epsilon, (tx) => {
-    const filled = fillReports(card, rows, plan, tx.lookup(plan.distinct));
-    tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
-    const shuffled = sealed && spec !== undefined && tx.promisable();
-    const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
-    return { ...prepared(card, rows, filled, tx.spent), central };
-  }, { sealed });
+  return ledger.transaction(
+    card.schema.name,
+    card.epsilon,
+    (tx) => {
+      const filled = fillReports(card, rows, plan, tx.lookup(plan.distinct));
+      tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
+      const shuffled = sealed && spec !== undefined && tx.promisable();
+      const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
+      return { ...prepared(card, rows, filled, tx.spent), central };
+    },
+    { sealed },
+  );
 }

@@ -3,12 +3,29 @@
  * device path through it, and the gRPC client. The platform-neutral core is `@ldpsynth/sdk`.
  */
 export {
-  FileLedger, LedgerError, PrivacyBudgetExceeded, CardChanged, Budget, LedgerTransaction, collectionFingerprint, defaultLedgerPath,
-  DEFAULT_BUDGET_MULTIPLE, LEDGER_ENV, MARKER_SUFFIX, type CentralGuarantee, type LedgerOptions, type MemoEntry,
+  FileLedger,
+  LedgerError,
+  PrivacyBudgetExceeded,
+  CardChanged,
+  Budget,
+  LedgerTransaction,
+  collectionFingerprint,
+  defaultLedgerPath,
+  DEFAULT_BUDGET_MULTIPLE,
+  LEDGER_ENV,
+  MARKER_SUFFIX,
+  type CentralGuarantee,
+  type LedgerOptions,
+  type MemoEntry,
 } from "./ledger.js";
 export { prepareReports, type PathOptions, type PreparedReports } from "./device.js";
 export {
-  Client, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, type ClientOptions, type ShufflerOptions, type SubmitResult,
+  Client,
+  DEFAULT_TIMEOUT_MS,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  type ClientOptions,
+  type ShufflerOptions,
+  type SubmitResult,
 } from "./client.js";
 export { SubmitError, type StreamResult } from "./streamer.js";
 export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";

@@ -35,20 +35,42 @@
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import {
-  closeSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync,
+  closeSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
 } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
-import { ValidationError } from "../errors.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
 import { collectionIdentity } from "../fingerprint.js";
 import {
-  Budget, CardChanged, centralRecord, charge, checkedCentral, checkedPin, checkedSpend, checkPath, checkPinned,
-  DEFAULT_BUDGET_MULTIPLE, LedgerError, mayPromise, NO_SPEND, PrivacyBudgetExceeded, promised, type CentralGuarantee,
+  Budget,
+  CardChanged,
+  centralRecord,
+  charge,
+  checkedCentral,
+  checkedPin,
+  checkedSpend,
+  checkPath,
+  checkPinned,
+  DEFAULT_BUDGET_MULTIPLE,
+  LedgerError,
+  mayPromise,
+  NO_SPEND,
+  PrivacyBudgetExceeded,
+  promised,
+  type CentralGuarantee,
   type Spend,
 } from "../ledger-rules.js";
 import { checkEpsilon } from "../validation.js";
@@ -70,7 +92,8 @@ const SECRET_BYTES = 32;
 const MEMO_DOMAIN = Buffer.from("ldpsynth-memo/1");
 const ID_DOMAIN = Buffer.from("ldpsynth-ledger-id/1");
 const LOCK_WAIT_MS = 30_000;
-const SOUND = "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
+const SOUND =
+  "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
   + "FileLedger.reset; docs/contract.md §14)";
 
 /** `$LDPSYNTH_TS_LEDGER`, else `$XDG_DATA_HOME/ldpsynth/ledger.json` (`~/.local/share` by default). */
@@ -132,7 +155,8 @@ function staged(path: string, text: string): string {
 /** The ledger's text (its budget must be known: a format-1 state is upgraded first). */
 function serialise(state: State): string {
   const spend: Record<string, JsonValue> = {};
-  for (const [collection, s] of state.spend) spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
+  for (const [collection, s] of state.spend)
+    spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
   const memo: Record<string, JsonValue> = {};
   for (const [key, m] of state.memo) {
     memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode), m.sealed];
@@ -141,8 +165,16 @@ function serialise(state: State): string {
   for (const [collection, epsilon] of state.pinned) pinned[collection] = frac.format(epsilon);
   const central: Record<string, JsonValue> = {};
   for (const [collection, guarantee] of state.central) central[collection] = centralRecord(guarantee);
-  return JSON.stringify({ format: FORMAT, memo_secret: state.secret.toString("hex"), device: state.device,
-    budget: state.budget!.toJson(), pinned, spend, memo, central });
+  return JSON.stringify({
+    format: FORMAT,
+    memo_secret: state.secret.toString("hex"),
+    device: state.device,
+    budget: state.budget!.toJson(),
+    pinned,
+    spend,
+    memo,
+    central,
+  });
 }
 
 const SECRET_HEX = new RegExp(`^[0-9a-f]{${2 * SECRET_BYTES}}$`);
@@ -159,9 +191,12 @@ function readState(path: string): State {
   try {
     bytes = readFileSync(path);
   } catch (err) {
-    throw refused(path, (err as NodeJS.ErrnoException).code === "ENOENT"
-      ? "the ledger is missing (deleted or moved): a new one would let rows already reported be reported afresh"
-      : `cannot read it (${(err as Error).message})`);
+    throw refused(
+      path,
+      (err as NodeJS.ErrnoException).code === "ENOENT"
+        ? "the ledger is missing (deleted or moved): a new one would let rows already reported be reported afresh"
+        : `cannot read it (${(err as Error).message})`,
+    );
   }
   if (bytes.length === 0) {
     throw refused(path, "the ledger file is empty (0 bytes): an earlier ledger was truncated or replaced");
@@ -196,7 +231,10 @@ function readState(path: string): State {
   for (const [collection, value] of Object.entries(pinnedDoc)) {
     const epsilon = checkedPin(value);
     if (!epsilon) {
-      throw refused(path, `collection ${shown(collection)}: its pinned epsilon is ${shown(value)}, not an exact number > 0`);
+      throw refused(
+        path,
+        `collection ${shown(collection)}: its pinned epsilon is ${shown(value)}, not an exact number > 0`,
+      );
     }
     pinned.set(collection, epsilon);
   }
@@ -209,21 +247,36 @@ function readState(path: string): State {
   const memo = new Map<string, MemoEntry>();
   const counts = new Map<string, number>();
   for (const [key, row] of Object.entries(memoDoc)) {
-    if (!KEY_HEX.test(key) || !Array.isArray(row) || row.length !== (paths ? 4 : 3) || typeof row[0] !== "string"
-      || typeof row[1] !== "string" || !ID_HEX.test(row[1]) || typeof row[2] !== "string" || !/^[0-9]+$/.test(row[2])
-      || (paths && typeof row[3] !== "boolean")) {
+    if (
+      !KEY_HEX.test(key)
+      || !Array.isArray(row)
+      || row.length !== (paths ? 4 : 3)
+      || typeof row[0] !== "string"
+      || typeof row[1] !== "string"
+      || !ID_HEX.test(row[1])
+      || typeof row[2] !== "string"
+      || !/^[0-9]+$/.test(row[2])
+      || (paths && typeof row[3] !== "boolean")
+    ) {
       throw refused(path, "a memoized report is malformed");
     }
-    memo.set(key, { collection: row[0], reportId: new Uint8Array(Buffer.from(row[1], "hex")), privateCode: BigInt(row[2]),
-      sealed: row[3] === true });
+    memo.set(key, {
+      collection: row[0],
+      reportId: new Uint8Array(Buffer.from(row[1], "hex")),
+      privateCode: BigInt(row[2]),
+      sealed: row[3] === true,
+    });
     counts.set(row[0], (counts.get(row[0]) ?? 0) + 1);
   }
   for (const collection of new Set([...spend.keys(), ...counts.keys()])) {
     const reports = spend.get(collection)?.reports ?? 0;
     const stored = counts.get(collection) ?? 0;
     if (stored !== reports) {
-      throw refused(path, `collection ${shown(collection)}: ${reports} reports counted but ${stored} memoized `
-        + "(the ledger records both together)");
+      throw refused(
+        path,
+        `collection ${shown(collection)}: ${reports} reports counted but ${stored} memoized `
+          + "(the ledger records both together)",
+      );
     }
   }
   const centralDoc = paths ? doc["central"] : {};
@@ -233,23 +286,40 @@ function readState(path: string): State {
     const checked = checkedCentral(collection, row);
     if (typeof checked === "string") throw refused(path, checked);
     if (!(spend.get(collection)?.reports ?? 0)) {
-      throw refused(path, `collection ${shown(collection)}: a central guarantee is recorded but no report (the ledger `
-        + "records it with the spend)");
+      throw refused(
+        path,
+        `collection ${shown(collection)}: a central guarantee is recorded but no report (the ledger `
+          + "records it with the spend)",
+      );
     }
     const clear = [...memo.values()].filter((m) => m.collection === collection && !m.sealed).length;
     if (clear) {
-      throw refused(path, `collection ${shown(collection)}: a central guarantee is recorded but ${clear} of its `
-        + "memoized reports were sent in clear (the ledger records one only while every report went through a shuffler)");
+      throw refused(
+        path,
+        `collection ${shown(collection)}: a central guarantee is recorded but ${clear} of its `
+          + "memoized reports were sent in clear (the ledger records one only while every report went through a shuffler)",
+      );
     }
     central.set(collection, checked);
   }
-  return { format, secret: Buffer.from(secretHex, "hex"), device: device as Record<string, JsonValue>, budget, pinned,
-    spend, memo, central };
+  return {
+    format,
+    secret: Buffer.from(secretHex, "hex"),
+    device: device as Record<string, JsonValue>,
+    budget,
+    pinned,
+    spend,
+    memo,
+    central,
+  };
 }
 
 function writeMarker(path: string, id: string, reset?: JsonValue): void {
   const content: Record<string, JsonValue> = {
-    format: MARKER_FORMAT, ledger: basename(path), ledger_id: id, written: new Date().toISOString(),
+    format: MARKER_FORMAT,
+    ledger: basename(path),
+    ledger_id: id,
+    written: new Date().toISOString(),
   };
   if (reset !== undefined) content["reset"] = reset;
   const marker = `${path}${MARKER_SUFFIX}`;
@@ -287,8 +357,19 @@ function exists(path: string): boolean {
 function createLedger(path: string, budget: Budget, device: Record<string, JsonValue> = {}): Buffer {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const secret = randomBytes(SECRET_BYTES);
-  const built = staged(path, serialise({ format: FORMAT, secret, device, budget, pinned: new Map(), spend: new Map(),
-    memo: new Map(), central: new Map() }));
+  const built = staged(
+    path,
+    serialise({
+      format: FORMAT,
+      secret,
+      device,
+      budget,
+      pinned: new Map(),
+      spend: new Map(),
+      memo: new Map(),
+      central: new Map(),
+    }),
+  );
   try {
     linkSync(built, path);
   } finally {
@@ -349,7 +430,7 @@ function locked<T>(path: string, body: () => T): T {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
         throw refused(path, `cannot lock it (${(err as Error).message})`);
       }
-      let holder = NaN;
+      let holder: number;
       try {
         holder = Number(readFileSync(lock, "utf-8"));
       } catch {
@@ -380,10 +461,14 @@ export class LedgerTransaction {
   private promiseChanged = false;
   private readonly reportedBefore: boolean;
 
-  constructor(private readonly state: State, private readonly collection: string, private readonly epsilon: Fraction,
+  constructor(
+    private readonly state: State,
+    private readonly collection: string,
+    private readonly epsilon: Fraction,
     private readonly budget: Fraction,
     /** This submission's path: sealed through a shuffler, or in clear. */
-    readonly sealed: boolean) {
+    readonly sealed: boolean,
+  ) {
     this.reportedBefore = this.spend.reports > 0;
   }
 
@@ -411,8 +496,10 @@ export class LedgerTransaction {
       const entry = this.state.memo.get(key);
       if (entry === undefined) continue;
       if (entry.collection !== this.collection) {
-        throw new LedgerError(`a memo key of collection ${shown(this.collection)} is recorded under another collection`,
-          SOUND);
+        throw new LedgerError(
+          `a memo key of collection ${shown(this.collection)} is recorded under another collection`,
+          SOUND,
+        );
       }
       found.set(key, entry);
     }
@@ -429,8 +516,12 @@ export class LedgerTransaction {
       throw new LedgerError("a report recorded twice (memo keys must be new and distinct)", SOUND);
     }
     keys.forEach((key, i) => {
-      this.state.memo.set(key, { collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
-        privateCode: codes[i]!, sealed: this.sealed });
+      this.state.memo.set(key, {
+        collection: this.collection,
+        reportId: reportIds.slice(16 * i, 16 * i + 16),
+        privateCode: codes[i]!,
+        sealed: this.sealed,
+      });
     });
     this.state.spend.set(this.collection, spend);
     this.recorded += count;
@@ -454,8 +545,8 @@ export class LedgerTransaction {
     const before = this.state.central.get(this.collection);
     if (recorded === undefined) this.state.central.delete(this.collection);
     else this.state.central.set(this.collection, recorded);
-    this.promiseChanged ||= JSON.stringify(before && centralRecord(before))
-      !== JSON.stringify(recorded && centralRecord(recorded));
+    this.promiseChanged ||=
+      JSON.stringify(before && centralRecord(before)) !== JSON.stringify(recorded && centralRecord(recorded));
     return recorded;
   }
 
@@ -489,8 +580,11 @@ export class FileLedger {
     if (!exists(path)) {
       const marker = `${path}${MARKER_SUFFIX}`;
       if (exists(marker)) {
-        throw refused(path, `the ledger is missing but its marker ${basename(marker)} shows that one was created here: `
-          + "a new ledger would let rows already reported be reported afresh");
+        throw refused(
+          path,
+          `the ledger is missing but its marker ${basename(marker)} shows that one was created here: `
+            + "a new ledger would let rows already reported be reported afresh",
+        );
       }
       try {
         createLedger(path, Budget.of(this.sessionBudget));
@@ -524,7 +618,10 @@ export class FileLedger {
     const record: Record<string, JsonValue> = { at: now.toISOString(), moved, budget: budget.describe() };
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     return locked(path, () => {
-      for (const [from, to] of [[path, aside], [`${path}${MARKER_SUFFIX}`, `${aside}${MARKER_SUFFIX}`]] as const) {
+      for (const [from, to] of [
+        [path, aside],
+        [`${path}${MARKER_SUFFIX}`, `${aside}${MARKER_SUFFIX}`],
+      ] as const) {
         if (!exists(from)) continue;
         linkSync(from, to); // never over an existing file; a crash leaves both names, not neither
         unlinkSync(from);
@@ -569,7 +666,11 @@ export class FileLedger {
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
-  memoKeys(fingerprint: Uint8Array, publicCodes: readonly (readonly bigint[])[], privateCodes: readonly bigint[]): string[] {
+  memoKeys(
+    fingerprint: Uint8Array,
+    publicCodes: readonly (readonly bigint[])[],
+    privateCodes: readonly bigint[],
+  ): string[] {
     const width = 8 * (publicCodes.length + 1);
     const row = Buffer.alloc(width);
     return privateCodes.map((code, i) => {
@@ -585,13 +686,18 @@ export class FileLedger {
    * records is written durably before this returns. If `body` throws (e.g. PrivacyBudgetExceeded, or a
    * memoized report of the other path) nothing is written.
    */
-  transaction<T>(collection: string, epsilon: number, body: (tx: LedgerTransaction) => T,
-    options: PathOptions = {}): T {
+  transaction<T>(
+    collection: string,
+    epsilon: number,
+    body: (tx: LedgerTransaction) => T,
+    options: PathOptions = {},
+  ): T {
     const eps = frac.fromFloat(checkEpsilon(epsilon, "epsilon"));
     const budget = this.budgetFor(epsilon);
     return locked(this.path, () => {
       const state = readState(this.path);
-      if (!state.secret.equals(this.secret)) throw refused(this.path, "it is not the ledger opened (its secret changed)");
+      if (!state.secret.equals(this.secret))
+        throw refused(this.path, "it is not the ledger opened (its secret changed)");
       if (state.budget === undefined) throw refused(this.path, "it was put back to format 1 after it was opened");
       const pinned = state.pinned.get(collection);
       checkPinned(collection, pinned, eps);

@@ -26,8 +26,11 @@ export interface StreamOptions {
 }
 
 /** Deliver `reports`, retrying until every batch is acknowledged; SubmitError on a final failure. */
-export async function streamReports(client: Client<typeof CollectionService>, reports: Reports,
-  options: StreamOptions): Promise<StreamResult> {
+export async function streamReports(
+  client: Client<typeof CollectionService>,
+  reports: Reports,
+  options: StreamOptions,
+): Promise<StreamResult> {
   const n = reports.privateCodes.length;
   const pending = cutBatches(reports, options.capacity, options.collection, options.mechanismVersion);
   const batches = pending.size;
@@ -48,8 +51,11 @@ export async function streamReports(client: Client<typeof CollectionService>, re
       await finished; // half-close once every batch is acknowledged, or the call has ended
     }
     try {
-      const acks = client.submitReports(requests(), { signal: abort.signal, timeoutMs: options.timeoutMs,
-        headers: options.headers });
+      const acks = client.submitReports(requests(), {
+        signal: abort.signal,
+        timeoutMs: options.timeoutMs,
+        headers: options.headers,
+      });
       for await (const ack of acks) {
         if (pending.delete(ack.sequence)) {
           acknowledged += ack.accepted;
@@ -71,7 +77,10 @@ export async function streamReports(client: Client<typeof CollectionService>, re
     const before = pending.size;
     let failure = await attempt();
     if (!pending.size) break;
-    failure ??= { status: "ABORTED", details: `the server closed the stream with ${pending.size} batches unacknowledged` };
+    failure ??= {
+      status: "ABORTED",
+      details: `the server closed the stream with ${pending.size} batches unacknowledged`,
+    };
     stalled = pending.size < before ? 0 : stalled + 1;
     if (!isRetryable(failure.status) || stalled >= options.retry.maxAttempts) {
       throw new SubmitError("SubmitReports", failure.status, failure.details, attempts, n, acknowledged, duplicates);

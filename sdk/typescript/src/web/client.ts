@@ -15,7 +15,12 @@ import { createClient, type Client as ConnectClient, type Transport } from "@con
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { batchCapacity, cutBatches } from "../batching.js";
 import {
-  bearerHeaders, checkTimeout, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, refuseInClear, type SubmitResult,
+  bearerHeaders,
+  checkTimeout,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  DEFAULT_TIMEOUT_MS,
+  refuseInClear,
+  type SubmitResult,
 } from "../call-options.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
@@ -50,7 +55,7 @@ function baseUrl(target: string): string {
   } catch {
     throw new ValidationError("targets", "base URLs of web ports: http(s)://HOST:PORT", "not a URL");
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:" || url.search || url.hash) {
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.search || url.hash) {
     throw new ValidationError("targets", "base URLs of web ports: http(s)://HOST:PORT", "not an http(s) base URL");
   }
   return url.href.replace(/\/$/, "");
@@ -69,8 +74,11 @@ export class WebClient {
   /** `targets`: one or several replicas' web ports (`https://ingest.example.org:8443`). */
   constructor(targets: string | readonly string[], options: WebClientOptions = {}) {
     if ("shuffler" in options) {
-      throw new ValidationError("shuffler", "none: WebClient sends in clear to replicas' web ports (contract §15)",
-        "the reference shuffler serves gRPC only, which a browser cannot speak; reports would not be sealed");
+      throw new ValidationError(
+        "shuffler",
+        "none: WebClient sends in clear to replicas' web ports (contract §15)",
+        "the reference shuffler serves gRPC only, which a browser cannot speak; reports would not be sealed",
+      );
     }
     const list = typeof targets === "string" ? [targets] : [...targets];
     if (!list.length) throw new ValidationError("targets", "at least one base URL", "empty");
@@ -84,21 +92,27 @@ export class WebClient {
       throw new ValidationError("protocol", "connect or grpc-web", "unknown protocol");
     }
     const limits = { readMaxBytes: this.maxMessageBytes, writeMaxBytes: this.maxMessageBytes };
-    const transport = options.transport ?? ((url: string) => protocol === "connect"
-      ? createConnectTransport({ baseUrl: url, useBinaryFormat: true, ...limits })
-      : createGrpcWebTransport({ baseUrl: url, useBinaryFormat: true, ...limits }));
+    const transport =
+      options.transport
+      ?? ((url: string) =>
+        protocol === "connect"
+          ? createConnectTransport({ baseUrl: url, useBinaryFormat: true, ...limits })
+          : createGrpcWebTransport({ baseUrl: url, useBinaryFormat: true, ...limits }));
     this.clients = this.targets.map((url) => createClient(CollectionService, transport(url)));
   }
 
   /** The collection's verified card and limits; fails over and retries retryable failures, else SubmitError. */
   async getCollection(name: string): Promise<CollectionInfo> {
-    if (typeof name !== "string" || !name) throw new ValidationError("collection", "a non-empty collection name", "empty");
+    if (typeof name !== "string" || !name)
+      throw new ValidationError("collection", "a non-empty collection name", "empty");
     const where = new Failover(this.clients.length, this.preferred);
     for (let attempts = 1; ; attempts++) {
       let message;
       try {
-        message = await this.clients[where.current]!.getCollection({ collection: name },
-          { timeoutMs: this.timeoutMs, headers: this.headers });
+        message = await this.clients[where.current]!.getCollection(
+          { collection: name },
+          { timeoutMs: this.timeoutMs, headers: this.headers },
+        );
         this.preferred = where.current;
       } catch (err) {
         const { status, details } = webStatusOf(err);
@@ -119,16 +133,27 @@ export class WebClient {
    * nothing recorded, nothing sent. SubmitError when delivery fails for good: the ε stays charged,
    * and submitting the same rows again resends the same memoized reports at no further cost.
    */
-  async submit(collection: string | CollectionInfo, rows: Columns | readonly Row[], ledger: IndexedDbLedger,
-    batchSize?: number): Promise<SubmitResult> {
+  async submit(
+    collection: string | CollectionInfo,
+    rows: Columns | readonly Row[],
+    ledger: IndexedDbLedger,
+    batchSize?: number,
+  ): Promise<SubmitResult> {
     const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
     const capacity = this.capacity(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
     const prepared = await prepareReports(info.card, encoded, ledger);
     const delivered = await this.deliver(info, prepared.reports, capacity);
-    return { ...delivered, collection: schema.name, rows: prepared.rows, memoized: prepared.memoized,
-      epsilonSpent: prepared.epsilonSpent, epsilonTotal: prepared.epsilonTotal, shuffled: false };
+    return {
+      ...delivered,
+      collection: schema.name,
+      rows: prepared.rows,
+      memoized: prepared.memoized,
+      epsilonSpent: prepared.epsilonSpent,
+      epsilonTotal: prepared.epsilonTotal,
+      shuffled: false,
+    };
   }
 
   /** Deliver reports that are already made (e.g. resend memoized ones), with no ledger; validated first. */
@@ -139,8 +164,11 @@ export class WebClient {
 
   /** Reports per batch; a shuffled collection, which takes sealed reports only, is refused (naming `shuffler`). */
   private capacity(info: CollectionInfo, batchSize?: number): number {
-    refuseInClear(info, "a collection that takes reports in clear: a shuffled one takes them only sealed, through a "
-      + "shuffler, which WebClient has no path to (the Node Client's shuffler option has)");
+    refuseInClear(
+      info,
+      "a collection that takes reports in clear: a shuffled one takes them only sealed, through a "
+        + "shuffler, which WebClient has no path to (the Node Client's shuffler option has)",
+    );
     return batchCapacity(info, this.maxMessageBytes, batchSize);
   }
 
@@ -148,8 +176,13 @@ export class WebClient {
     const batches = cutBatches(reports, capacity, info.card.schema.name, info.card.version);
     const where = new Failover(this.clients.length, this.preferred);
     try {
-      return await deliverBatches(this.clients, batches, reports.privateCodes.length,
-        { timeoutMs: this.timeoutMs, headers: this.headers, retry: this.retry }, where);
+      return await deliverBatches(
+        this.clients,
+        batches,
+        reports.privateCodes.length,
+        { timeoutMs: this.timeoutMs, headers: this.headers, retry: this.retry },
+        where,
+      );
     } finally {
       this.preferred = where.current;
     }

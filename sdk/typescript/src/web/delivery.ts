@@ -22,7 +22,10 @@ export class Failover {
   failures = 0;
   attempts = 0;
 
-  constructor(readonly targets: number, public current: number) {}
+  constructor(
+    readonly targets: number,
+    public current: number,
+  ) {}
 
   /** After a retryable failure: the next target, and the milliseconds to wait before calling it. */
   failed(retry: RetryPolicy): number {
@@ -49,9 +52,13 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** Send every batch until acknowledged, starting at `where`'s target; the counts, or SubmitError. */
-export async function deliverBatches(clients: readonly Client<typeof CollectionService>[],
-  batches: ReadonlyMap<bigint, ReportBatch>, sent: number, options: DeliveryOptions,
-  where: Failover): Promise<StreamResult> {
+export async function deliverBatches(
+  clients: readonly Client<typeof CollectionService>[],
+  batches: ReadonlyMap<bigint, ReportBatch>,
+  sent: number,
+  options: DeliveryOptions,
+  where: Failover,
+): Promise<StreamResult> {
   let acknowledged = 0;
   let duplicates = 0;
   for (const [sequence, batch] of batches) {
@@ -59,21 +66,33 @@ export async function deliverBatches(clients: readonly Client<typeof CollectionS
       where.attempts++;
       let failure;
       try {
-        const ack = await clients[where.current]!.submitBatch(batch, { timeoutMs: options.timeoutMs,
-          headers: options.headers });
+        const ack = await clients[where.current]!.submitBatch(batch, {
+          timeoutMs: options.timeoutMs,
+          headers: options.headers,
+        });
         if (ack.sequence === sequence) {
           acknowledged += ack.accepted;
           duplicates += ack.duplicates;
           where.failures = 0;
           break;
         }
-        failure = { status: "ABORTED", details: `the server acknowledged sequence ${ack.sequence} for batch ${sequence}` };
+        failure = {
+          status: "ABORTED",
+          details: `the server acknowledged sequence ${ack.sequence} for batch ${sequence}`,
+        };
       } catch (err) {
         failure = webStatusOf(err);
       }
       if (!isRetryable(failure.status) || where.failures + 1 >= options.retry.maxAttempts) {
-        throw new SubmitError("SubmitBatch", failure.status, failure.details, where.attempts, sent, acknowledged,
-          duplicates);
+        throw new SubmitError(
+          "SubmitBatch",
+          failure.status,
+          failure.details,
+          where.attempts,
+          sent,
+          acknowledged,
+          duplicates,
+        );
       }
       await sleep(where.failed(options.retry));
     }

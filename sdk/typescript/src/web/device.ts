@@ -5,7 +5,12 @@
  */
 import type { MechanismCard } from "../card.js";
 import {
-  fillReports, planReports, prepared, promisedGuarantee, type PathOptions, type PreparedReports,
+  fillReports,
+  planReports,
+  prepared,
+  promisedGuarantee,
+  type PathOptions,
+  type PreparedReports,
 } from "../device-core.js";
 import { collectionIdentity } from "../fingerprint.js";
 import type { EncodedRows } from "../rows.js";
@@ -19,17 +24,26 @@ import { collectionFingerprint, type IndexedDbLedger } from "./ledger.js";
  * promise is recorded in the same transaction (while every earlier report to it went through a
  * shuffler too); sent in clear, it is removed.
  */
-export async function prepareReports(card: MechanismCard, rows: EncodedRows, ledger: IndexedDbLedger,
-  options: PathOptions = {}): Promise<PreparedReports> {
+export async function prepareReports(
+  card: MechanismCard,
+  rows: EncodedRows,
+  ledger: IndexedDbLedger,
+  options: PathOptions = {},
+): Promise<PreparedReports> {
   const sealed = options.sealed ?? false;
   const spec = card.schema.shuffle;
   const fingerprint = await collectionFingerprint(collectionIdentity(card));
   const plan = planReports(await ledger.memoKeys(fingerprint, rows.publicCodes, rows.privateCodes));
-  return ledger.transaction(card.schema.name, card.epsilon, async (tx) => {
-    const filled = fillReports(card, rows, plan, await tx.lookup(plan.distinct));
-    tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
-    const shuffled = sealed && spec !== undefined && tx.promisable();
-    const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
-    return { ...prepared(card, rows, filled, tx.spent), central };
-  }, { sealed });
+  return ledger.transaction(
+    card.schema.name,
+    card.epsilon,
+    async (tx) => {
+      const filled = fillReports(card, rows, plan, await tx.lookup(plan.distinct));
+      tx.record(filled.freshKeys, filled.freshIds, filled.freshCodes);
+      const shuffled = sealed && spec !== undefined && tx.promisable();
+      const central = tx.promise(shuffled ? promisedGuarantee(spec, tx.reports) : undefined);
+      return { ...prepared(card, rows, filled, tx.spent), central };
+    },
+    { sealed },
+  );
 }

@@ -5,13 +5,22 @@
  */
 export * from "../index.js";
 export {
-  IndexedDbLedger, IdbLedgerTransaction, collectionFingerprint, MARKER_SUFFIX, type IndexedDbLedgerOptions,
+  IndexedDbLedger,
+  IdbLedgerTransaction,
+  collectionFingerprint,
+  MARKER_SUFFIX,
+  type IndexedDbLedgerOptions,
   type MarkerStore,
 } from "./ledger.js";
 export { prepareReports } from "./device.js";
 export { WebClient, type WebClientOptions, type WebProtocol } from "./client.js";
 export {
-  Budget, CardChanged, LedgerError, PrivacyBudgetExceeded, DEFAULT_BUDGET_MULTIPLE, type CentralGuarantee,
+  Budget,
+  CardChanged,
+  LedgerError,
+  PrivacyBudgetExceeded,
+  DEFAULT_BUDGET_MULTIPLE,
+  type CentralGuarantee,
 } from "../ledger-rules.js";
 export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";
 export { SubmitError, type StreamResult } from "../submit-error.js";

@@ -33,8 +33,20 @@ import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
 import type { JsonValue } from "../json.js";
 import {
-  Budget, centralRecord, charge, checkedCentral, checkedPin, checkedSpend, checkPath, checkPinned, LedgerError,
-  mayPromise, NO_SPEND, promised, type CentralGuarantee, type Spend,
+  Budget,
+  centralRecord,
+  charge,
+  checkedCentral,
+  checkedPin,
+  checkedSpend,
+  checkPath,
+  checkPinned,
+  LedgerError,
+  mayPromise,
+  NO_SPEND,
+  promised,
+  type CentralGuarantee,
+  type Spend,
 } from "../ledger-rules.js";
 import { REPORT_ID_BYTES, secureRandomBytes } from "../random.js";
 import { checkEpsilon } from "../validation.js";
@@ -52,7 +64,8 @@ const MEMO_DOMAIN = new TextEncoder().encode("ldpsynth-memo/1");
 const ID_DOMAIN = new TextEncoder().encode("ldpsynth-ledger-id/1");
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const KEY_HEX = /^[0-9a-f]{64}$/;
-const SOUND = "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
+const SOUND =
+  "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
   + "IndexedDbLedger.reset; docs/contract.md §14)";
 
 /** Where a ledger's marker is kept: the origin's localStorage by default. */
@@ -77,21 +90,33 @@ function refused(name: string, problem: string): LedgerError {
 function request<T>(req: IDBRequest<T>): Promise<T> {
   return new Promise((resolve, reject) => {
     req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
+    req.onerror = () => reject(req.error ?? new DOMException("the request failed", "UnknownError"));
   });
+}
+
+/** A record read by key: `unknown` until checked (IndexedDB's `get` gives `any`). */
+function stored(req: IDBRequest): Promise<unknown> {
+  return request<unknown>(req);
+}
+
+/** A key of a damaged ledger, shown in its error (any IndexedDB key; a sound ledger's are strings). */
+function keyText(key: IDBValidKey): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever key was found, as String() shows it
+  return String(key);
 }
 
 function completion(tx: IDBTransaction): Promise<void> {
   return new Promise((resolve, reject) => {
     tx.oncomplete = () => resolve();
-    tx.onerror = () => reject(tx.error);
+    tx.onerror = () => reject(tx.error ?? new DOMException("the transaction failed", "UnknownError"));
     tx.onabort = () => reject(tx.error ?? new DOMException("the transaction was aborted", "AbortError"));
   });
 }
 
 function hex(bytes: ArrayBuffer | Uint8Array): string {
-  return Array.from(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0"))
-    .join("");
+  return Array.from(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), (b) =>
+    b.toString(16).padStart(2, "0"),
+  ).join("");
 }
 
 function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
@@ -112,8 +137,11 @@ function defaults(options: IndexedDbLedgerOptions): { factory: IDBFactory; marke
   const factory = options.indexedDB ?? globalThis.indexedDB;
   const markers = options.markers ?? globalThis.localStorage;
   if (!factory || !markers) {
-    throw new ValidationError("ledger", "a browser page with IndexedDB and localStorage (or both given as options)",
-      "not available here");
+    throw new ValidationError(
+      "ledger",
+      "a browser page with IndexedDB and localStorage (or both given as options)",
+      "not available here",
+    );
   }
   return { factory, markers };
 }
@@ -140,8 +168,12 @@ function upgradeFrom1(db: IDBDatabase, tx: IDBTransaction): void {
 }
 
 /** Open (or, where none ever was, create) the database; LedgerError for a missing or foreign one. */
-function openDatabase(factory: IDBFactory, name: string, markerExists: boolean,
-  create: Record<string, unknown>): Promise<IDBDatabase> {
+function openDatabase(
+  factory: IDBFactory,
+  name: string,
+  markerExists: boolean,
+  create: Record<string, unknown>,
+): Promise<IDBDatabase> {
   return new Promise((resolve, reject) => {
     let problem: LedgerError | undefined;
     const req = factory.open(DB_PREFIX + name, VERSION);
@@ -154,8 +186,11 @@ function openDatabase(factory: IDBFactory, name: string, markerExists: boolean,
       if (event.oldVersion !== 0) {
         problem = refused(name, `its database has version ${event.oldVersion}, not ${VERSION}`);
       } else if (markerExists) {
-        problem = refused(name, "the ledger is missing but its marker shows that one was created here: a new ledger "
-          + "would let rows already reported be reported afresh");
+        problem = refused(
+          name,
+          "the ledger is missing but its marker shows that one was created here: a new ledger "
+            + "would let rows already reported be reported afresh",
+        );
       }
       if (problem) {
         tx.abort();
@@ -167,9 +202,13 @@ function openDatabase(factory: IDBFactory, name: string, markerExists: boolean,
       for (const [key, value] of Object.entries(create)) tx.objectStore("device").put(value, key);
     };
     req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(problem ?? (req.error?.name === "VersionError"
-      ? refused(name, `its database has a version above ${VERSION} (another SDK's ledger)`)
-      : refused(name, `cannot open it (${req.error?.message ?? "unknown error"})`)));
+    req.onerror = () =>
+      reject(
+        problem
+          ?? (req.error?.name === "VersionError"
+            ? refused(name, `its database has a version above ${VERSION} (another SDK's ledger)`)
+            : refused(name, `cannot open it (${req.error?.message ?? "unknown error"})`)),
+      );
     req.onblocked = () => reject(refused(name, "another page holds an older version of it open"));
   });
 }
@@ -182,10 +221,15 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   const tx = db.transaction([...STORES], "readonly");
   const device = tx.objectStore("device");
   const [format, secret, budgetJson, collections, spends, pins, pinned, promises, guarantees] = await Promise.all([
-    request(device.get("format")), request(device.get("secret")), request(device.get("budget")),
-    request(tx.objectStore("spend").getAllKeys()), request(tx.objectStore("spend").getAll()),
-    request(tx.objectStore("pinned").getAllKeys()), request(tx.objectStore("pinned").getAll()),
-    request(tx.objectStore("central").getAllKeys()), request(tx.objectStore("central").getAll()),
+    stored(device.get("format")),
+    stored(device.get("secret")),
+    stored(device.get("budget")),
+    request(tx.objectStore("spend").getAllKeys()),
+    request(tx.objectStore("spend").getAll()),
+    request(tx.objectStore("pinned").getAllKeys()),
+    request(tx.objectStore("pinned").getAll()),
+    request(tx.objectStore("central").getAllKeys()),
+    request(tx.objectStore("central").getAll()),
   ]);
   if (format !== FORMAT) throw refused(name, `it is not a ledger of format ${FORMAT}`);
   if (!(secret instanceof CryptoKey) || secret.algorithm.name !== "HMAC" || secret.extractable) {
@@ -195,35 +239,47 @@ async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKe
   if (!budget) throw refused(name, "its budget is missing or not one the ledger writes");
   pins.forEach((collection, i) => {
     if (typeof collection !== "string" || !checkedPin(pinned[i])) {
-      throw refused(name, `collection ${JSON.stringify(String(collection))}: its pinned epsilon is not an exact number > 0`);
+      throw refused(
+        name,
+        `collection ${JSON.stringify(keyText(collection))}: its pinned epsilon is not an exact number > 0`,
+      );
     }
   });
   const memo = tx.objectStore("memo").index("collection");
   const counts = await Promise.all(collections.map((c) => request(memo.count(c as string))));
   collections.forEach((collection, i) => {
-    const spend = checkedSpend(String(collection), spends[i]);
+    const spend = checkedSpend(keyText(collection), spends[i]);
     if (typeof spend === "string") throw refused(name, spend);
     if (counts[i] !== spend.reports) {
-      throw refused(name, `collection ${JSON.stringify(String(collection))}: ${spend.reports} reports counted but `
-        + `${counts[i]} memoized (the ledger records both together)`);
+      throw refused(
+        name,
+        `collection ${JSON.stringify(keyText(collection))}: ${spend.reports} reports counted but `
+          + `${counts[i]} memoized (the ledger records both together)`,
+      );
     }
   });
   const total = await request(tx.objectStore("memo").count());
   if (total !== counts.reduce((a, b) => a + b, 0)) throw refused(name, "memoized reports of no counted collection");
   const promisedMemos = await Promise.all(promises.map((c) => request(memo.getAll(c))));
   promises.forEach((collection, i) => {
-    const shown = JSON.stringify(String(collection));
-    const checked = checkedCentral(String(collection), guarantees[i]);
+    const shown = JSON.stringify(keyText(collection));
+    const checked = checkedCentral(keyText(collection), guarantees[i]);
     if (typeof checked === "string") throw refused(name, checked);
     const at = collections.indexOf(collection);
     if (typeof collection !== "string" || at < 0 || !(spends[at] as { reports?: unknown }).reports) {
-      throw refused(name, `collection ${shown}: a central guarantee is recorded but no report (the ledger records it `
-        + "with the spend)");
+      throw refused(
+        name,
+        `collection ${shown}: a central guarantee is recorded but no report (the ledger records it `
+          + "with the spend)",
+      );
     }
     const clear = promisedMemos[i]!.filter((m) => (m as { sealed?: unknown }).sealed !== true).length;
     if (clear) {
-      throw refused(name, `collection ${shown}: a central guarantee is recorded but ${clear} of its memoized reports `
-        + "were sent in clear (the ledger records one only while every report went through a shuffler)");
+      throw refused(
+        name,
+        `collection ${shown}: a central guarantee is recorded but ${clear} of its memoized reports `
+          + "were sent in clear (the ledger records one only while every report went through a shuffler)",
+      );
     }
   });
   return { secret, budget };
@@ -234,8 +290,11 @@ function readMarker(markers: MarkerStore, name: string): Record<string, unknown>
   if (text === null) return undefined;
   try {
     const marker = JSON.parse(text) as unknown;
-    if (typeof marker === "object" && marker !== null && typeof (marker as Record<string, unknown>)["ledger_id"]
-      === "string") {
+    if (
+      typeof marker === "object"
+      && marker !== null
+      && typeof (marker as Record<string, unknown>)["ledger_id"] === "string"
+    ) {
       return marker as Record<string, unknown>;
     }
   } catch {
@@ -245,8 +304,12 @@ function readMarker(markers: MarkerStore, name: string): Record<string, unknown>
 }
 
 function writeMarker(markers: MarkerStore, name: string, id: string, reset?: JsonValue): void {
-  const content: Record<string, unknown> = { format: MARKER_FORMAT, ledger: DB_PREFIX + name, ledger_id: id,
-    written: new Date().toISOString() };
+  const content: Record<string, unknown> = {
+    format: MARKER_FORMAT,
+    ledger: DB_PREFIX + name,
+    ledger_id: id,
+    written: new Date().toISOString(),
+  };
   if (reset !== undefined) content["reset"] = reset;
   markers.setItem(DB_PREFIX + name + MARKER_SUFFIX, JSON.stringify(content));
 }
@@ -255,12 +318,17 @@ function writeMarker(markers: MarkerStore, name: string, id: string, reset?: Jso
 export class IdbLedgerTransaction {
   private readonly reportedBefore: boolean;
 
-  constructor(private readonly tx: IDBTransaction, private readonly collection: string,
-    private readonly epsilon: Fraction, private readonly budget: Fraction, private spend: Spend,
+  constructor(
+    private readonly tx: IDBTransaction,
+    private readonly collection: string,
+    private readonly epsilon: Fraction,
+    private readonly budget: Fraction,
+    private spend: Spend,
     /** This submission's path: sealed through a shuffler, or in clear. */
     readonly sealed: boolean,
     /** Whether a promise is recorded for the collection (at the transaction's start). */
-    private readonly promisedBefore: boolean) {
+    private readonly promisedBefore: boolean,
+  ) {
     this.reportedBefore = spend.reports > 0;
   }
 
@@ -280,7 +348,7 @@ export class IdbLedgerTransaction {
    */
   async lookup(keys: readonly string[]): Promise<Map<string, MemoEntry>> {
     const memo = this.tx.objectStore("memo");
-    const rows = await Promise.all(keys.map((key) => request(memo.get(key))));
+    const rows = await Promise.all(keys.map((key) => stored(memo.get(key))));
     const found = new Map<string, MemoEntry>();
     rows.forEach((row, i) => {
       if (row === undefined) return;
@@ -288,8 +356,14 @@ export class IdbLedgerTransaction {
       const id = entry["reportId"];
       const code = entry["privateCode"];
       const sealed = entry["sealed"] ?? false; // a report memoized in version 1: in clear
-      if (entry["collection"] !== this.collection || !(id instanceof Uint8Array) || id.length !== REPORT_ID_BYTES
-        || typeof code !== "string" || !/^[0-9]+$/.test(code) || typeof sealed !== "boolean") {
+      if (
+        entry["collection"] !== this.collection
+        || !(id instanceof Uint8Array)
+        || id.length !== REPORT_ID_BYTES
+        || typeof code !== "string"
+        || !/^[0-9]+$/.test(code)
+        || typeof sealed !== "boolean"
+      ) {
         throw new LedgerError(`a memoized report of collection ${JSON.stringify(this.collection)} is malformed`, SOUND);
       }
       found.set(keys[i]!, { collection: this.collection, reportId: id, privateCode: BigInt(code), sealed });
@@ -307,8 +381,15 @@ export class IdbLedgerTransaction {
     }
     const memo = this.tx.objectStore("memo");
     keys.forEach((key, i) => {
-      memo.add({ collection: this.collection, reportId: reportIds.slice(16 * i, 16 * i + 16),
-        privateCode: String(codes[i]!), sealed: this.sealed }, key);
+      memo.add(
+        {
+          collection: this.collection,
+          reportId: reportIds.slice(16 * i, 16 * i + 16),
+          privateCode: String(codes[i]!),
+          sealed: this.sealed,
+        },
+        key,
+      );
     });
     this.tx.objectStore("spend").put({ epsilon: frac.format(spend.epsilon), reports: spend.reports }, this.collection);
     this.spend = spend;
@@ -338,24 +419,41 @@ export class IdbLedgerTransaction {
 
 /** A device's privacy ledger in the origin's IndexedDB. Open it with {@link IndexedDbLedger.open}. */
 export class IndexedDbLedger {
-  private constructor(readonly name: string, private readonly db: IDBDatabase, private readonly secret: CryptoKey,
+  private constructor(
+    readonly name: string,
+    private readonly db: IDBDatabase,
+    private readonly secret: CryptoKey,
     /** The budget stored at creation. */
-    readonly budget: Budget, private readonly session: Fraction | undefined) {}
+    readonly budget: Budget,
+    private readonly session: Fraction | undefined,
+  ) {}
 
   /** Open the ledger `name`, creating it only where none ever was (see the module comment). */
   static async open(name = "default", options: IndexedDbLedgerOptions = {}): Promise<IndexedDbLedger> {
     return IndexedDbLedger.openWith(checkName(name), options);
   }
 
-  private static async openWith(name: string, options: IndexedDbLedgerOptions,
-    reset?: JsonValue): Promise<IndexedDbLedger> {
+  private static async openWith(
+    name: string,
+    options: IndexedDbLedgerOptions,
+    reset?: JsonValue,
+  ): Promise<IndexedDbLedger> {
     const { factory, markers } = defaults(options);
     const session = options.budget === undefined ? undefined : frac.fromFloat(checkEpsilon(options.budget, "budget"));
     const marker = readMarker(markers, name);
-    const fresh = await crypto.subtle.importKey("raw", concat(secureRandomBytes(SECRET_BYTES)),
-      { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    const create: Record<string, unknown> = { format: FORMAT, secret: fresh, budget: Budget.of(options.budget).toJson(),
-      created: new Date().toISOString() };
+    const fresh = await crypto.subtle.importKey(
+      "raw",
+      concat(secureRandomBytes(SECRET_BYTES)),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign"],
+    );
+    const create: Record<string, unknown> = {
+      format: FORMAT,
+      secret: fresh,
+      budget: Budget.of(options.budget).toJson(),
+      created: new Date().toISOString(),
+    };
     if (reset !== undefined) create["reset"] = reset;
     const db = await openDatabase(factory, name, marker !== undefined, create);
     try {
@@ -383,7 +481,10 @@ export class IndexedDbLedger {
   static async reset(name = "default", options: IndexedDbLedgerOptions = {}): Promise<Record<string, JsonValue>> {
     checkName(name);
     const { factory, markers } = defaults(options);
-    const record: Record<string, JsonValue> = { at: new Date().toISOString(), budget: Budget.of(options.budget).describe() };
+    const record: Record<string, JsonValue> = {
+      at: new Date().toISOString(),
+      budget: Budget.of(options.budget).describe(),
+    };
     await new Promise<void>((resolve, reject) => {
       const req = factory.deleteDatabase(DB_PREFIX + name);
       req.onsuccess = () => resolve();
@@ -408,7 +509,7 @@ export class IndexedDbLedger {
 
   private async readSpend(collection: string): Promise<Spend> {
     const tx = this.db.transaction("spend", "readonly");
-    const row = await request(tx.objectStore("spend").get(collection));
+    const row = await stored(tx.objectStore("spend").get(collection));
     if (row === undefined) return NO_SPEND;
     const spend = checkedSpend(collection, row);
     if (typeof spend === "string") throw refused(this.name, spend);
@@ -432,7 +533,7 @@ export class IndexedDbLedger {
    */
   async guarantees(collection: string): Promise<CentralGuarantee | undefined> {
     const tx = this.db.transaction("central", "readonly");
-    const row = await request(tx.objectStore("central").get(collection));
+    const row = await stored(tx.objectStore("central").get(collection));
     if (row === undefined) return undefined;
     const checked = checkedCentral(collection, row);
     if (typeof checked === "string") throw refused(this.name, checked);
@@ -443,16 +544,21 @@ export class IndexedDbLedger {
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
-  async memoKeys(fingerprint: Uint8Array, publicCodes: readonly (readonly bigint[])[],
-    privateCodes: readonly bigint[]): Promise<string[]> {
+  async memoKeys(
+    fingerprint: Uint8Array,
+    publicCodes: readonly (readonly bigint[])[],
+    privateCodes: readonly bigint[],
+  ): Promise<string[]> {
     const width = 8 * (publicCodes.length + 1);
     const prefix = concat(MEMO_DOMAIN, fingerprint);
-    return Promise.all(privateCodes.map(async (code, i) => {
-      const row = new DataView(new ArrayBuffer(width));
-      publicCodes.forEach((column, j) => row.setBigUint64(8 * j, column[i]!, true));
-      row.setBigUint64(width - 8, code, true);
-      return hex(await crypto.subtle.sign("HMAC", this.secret, concat(prefix, new Uint8Array(row.buffer))));
-    }));
+    return Promise.all(
+      privateCodes.map(async (code, i) => {
+        const row = new DataView(new ArrayBuffer(width));
+        publicCodes.forEach((column, j) => row.setBigUint64(8 * j, column[i]!, true));
+        row.setBigUint64(width - 8, code, true);
+        return hex(await crypto.subtle.sign("HMAC", this.secret, concat(prefix, new Uint8Array(row.buffer))));
+      }),
+    );
   }
 
   /**
@@ -462,17 +568,27 @@ export class IndexedDbLedger {
    * (e.g. PrivacyBudgetExceeded, or a memoized report of the other path) nothing is written. `body` may
    * await only the transaction's own lookups (IndexedDB commits a transaction left without a request).
    */
-  async transaction<T>(collection: string, epsilon: number,
-    body: (tx: IdbLedgerTransaction) => Promise<T>, options: PathOptions = {}): Promise<T> {
+  async transaction<T>(
+    collection: string,
+    epsilon: number,
+    body: (tx: IdbLedgerTransaction) => Promise<T>,
+    options: PathOptions = {},
+  ): Promise<T> {
     const eps = frac.fromFloat(checkEpsilon(epsilon, "epsilon"));
     const tx = this.db.transaction(["spend", "pinned", "memo", "central"], "readwrite", { durability: "strict" });
     const done = completion(tx);
     try {
-      const [pinnedRow, spendRow, centralRow] = await Promise.all([request(tx.objectStore("pinned").get(collection)),
-        request(tx.objectStore("spend").get(collection)), request(tx.objectStore("central").get(collection))]);
+      const [pinnedRow, spendRow, centralRow] = await Promise.all([
+        stored(tx.objectStore("pinned").get(collection)),
+        stored(tx.objectStore("spend").get(collection)),
+        stored(tx.objectStore("central").get(collection)),
+      ]);
       const pinned = pinnedRow === undefined ? undefined : checkedPin(pinnedRow);
       if (pinnedRow !== undefined && pinned === undefined) {
-        throw refused(this.name, `collection ${JSON.stringify(collection)}: its pinned epsilon is not an exact number > 0`);
+        throw refused(
+          this.name,
+          `collection ${JSON.stringify(collection)}: its pinned epsilon is not an exact number > 0`,
+        );
       }
       checkPinned(collection, pinned, eps);
       if (pinned === undefined) tx.objectStore("pinned").put(frac.format(eps), collection);
@@ -480,8 +596,17 @@ export class IndexedDbLedger {
       if (typeof spend === "string") throw refused(this.name, spend);
       const promise = centralRow === undefined ? undefined : checkedCentral(collection, centralRow);
       if (typeof promise === "string") throw refused(this.name, promise);
-      const result = await body(new IdbLedgerTransaction(tx, collection, eps, this.budget.effective(eps, this.session),
-        spend, options.sealed ?? false, promise !== undefined));
+      const result = await body(
+        new IdbLedgerTransaction(
+          tx,
+          collection,
+          eps,
+          this.budget.effective(eps, this.session),
+          spend,
+          options.sealed ?? false,
+          promise !== undefined,
+        ),
+      );
       tx.commit();
       await done;
       return result;
