@@ -1,20 +1,23 @@
-"""Closed forms of the continuous mechanisms (Wang et al. 2019; Li et al. 2020): variances, HM's α, SW's b.
+"""Closed forms of the continuous mechanisms (Wang2019ICDE; Li2020SIGMOD): variances, HM's α and ε*, SW's b.
 
-Per-report variance of the unbiased estimate of :math:`x \\in [-1, 1]` (Wang et al. 2019, §III):
+Per-report variance of the unbiased estimate of :math:`x \\in [-1, 1]` (Wang2019ICDE §III):
 
-* Duchi et al.: :math:`\\mathrm{Var} = B^2 - x^2`, :math:`B = \\frac{e^\\epsilon + 1}{e^\\epsilon - 1}`;
-  worst case :math:`B^2` at x = 0.
-* PM: :math:`\\mathrm{Var} = \\frac{x^2}{e^{\\epsilon/2} - 1} + \\frac{e^{\\epsilon/2} + 3}{3(e^{\\epsilon/2} - 1)^2}`;
-  worst case at :math:`|x| = 1`.
-* HM: :math:`\\alpha\\,\\mathrm{Var}_{PM} + (1 - \\alpha)\\,\\mathrm{Var}_{Duchi}` (both are unbiased). Wang et al.
-  choose :math:`\\alpha = 1 - e^{-\\epsilon/2}` for :math:`\\epsilon > \\epsilon^*`, where the :math:`x^2` terms cancel
-  (:math:`\\alpha/(e^{\\epsilon/2} - 1) = 1 - \\alpha`) and the variance is the same for every x, and
-  :math:`\\alpha = 0` (Duchi) below. :math:`\\epsilon^* \\approx 0.61` is where PM's variance at x = 0 equals
-  :math:`B^2` (:func:`hybrid_crossover`, solved here by bisection): below it no mixture lowers the worst case.
-  ("HM uses PM above its crossover": for ε > ε* a share α of the devices runs PM; HM's worst case is
-  below both PM's and Duchi's at every ε.)
+* Duchi et al. (Algorithm 1, eq. 3): :math:`\\mathrm{Var} = B^2 - x^2`,
+  :math:`B = \\frac{e^\\epsilon + 1}{e^\\epsilon - 1}` (eq. 4); worst case :math:`B^2` at x = 0.
+* PM (Algorithm 2, eq. 5): :math:`\\mathrm{Var} = \\frac{x^2}{e^{\\epsilon/2} - 1} +
+  \\frac{e^{\\epsilon/2} + 3}{3(e^{\\epsilon/2} - 1)^2}` (Lemma 1); worst case at :math:`|x| = 1`.
+* HM (§III-C): :math:`\\sigma_H^2 = \\alpha\\,\\sigma_P^2 + (1 - \\alpha)\\,\\sigma_D^2` (both components are
+  unbiased), with :math:`\\alpha = 1 - e^{-\\epsilon/2}` for :math:`\\epsilon > \\epsilon^*` and 0 below
+  (Lemma 3, eq. 7), :math:`\\epsilon^* = \\ln\\frac{-5 + 2\\sqrt[3]{6353 - 405\\sqrt{241}}
+  + 2\\sqrt[3]{6353 + 405\\sqrt{241}}}{27} \\approx 0.61` (eq. 6). Above ε* the :math:`x^2` terms cancel
+  (:math:`\\alpha/(e^{\\epsilon/2} - 1) = 1 - \\alpha`), so HM's variance is the same for every x (eq. 8);
+  at or below ε* HM is Duchi et al.'s solution. This is
+  the crossover: "HM uses PM" (for a share α of the devices) only above ε*. ε* is also where PM's
+  variance at x = 0 equals :math:`B^2`. HM's worst case is below both PM's and Duchi's above ε*
+  (Corollary 1); PM alone beats Duchi in the worst case from ε ≈ 1.29 (§III-B).
 
-Square Wave's half-width (Li et al. 2020, §4, chosen to maximise the mutual information):
+Square Wave's half-width on [0, 1] (Li2020SIGMOD, chosen to maximise the mutual information between
+input and output; the same formula as ``vvv214/LDP_Protocols`` ``sw.py``, whose ``w`` is 2b):
 :math:`b = \\frac{\\epsilon e^\\epsilon - e^\\epsilon + 1}{2 e^\\epsilon (e^\\epsilon - 1 - \\epsilon)}`.
 """
 
@@ -52,22 +55,17 @@ def _pm_constant(epsilon: float) -> float:
 
 
 def hybrid_crossover() -> float:
-    """:math:`\\epsilon^*`: the root of :math:`(s + 3)/(3(s - 1)^2) = B^2`, :math:`s = e^{\\epsilon/2}` (≈ 0.61)."""
-    lo, hi = 0.1, 2.0          # PM's constant is above B^2 at 0.1 and below it at 2
-    for _ in range(100):
-        mid = (lo + hi) / 2.0
-        if _pm_constant(mid) > duchi_bound(mid) ** 2:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    """:math:`\\epsilon^*` of Wang2019ICDE eq. 6 (≈ 0.6094)."""
+    root = math.sqrt(241.0)
+    low, high = (6353.0 - 405.0 * root) ** (1 / 3), (6353.0 + 405.0 * root) ** (1 / 3)   # both bases > 0
+    return math.log((-5.0 + 2.0 * low + 2.0 * high) / 27.0)
 
 
 _CROSSOVER = hybrid_crossover()
 
 
 def hybrid_alpha(epsilon: float) -> float:
-    """HM's probability of PM: :math:`1 - e^{-\\epsilon/2}` above :math:`\\epsilon^*`, else 0."""
+    """HM's probability of PM (Wang2019ICDE eq. 7): :math:`1 - e^{-\\epsilon/2}` above :math:`\\epsilon^*`, else 0."""
     eps = check_epsilon(epsilon)
     return -math.expm1(-eps / 2.0) if eps > _CROSSOVER else 0.0
 

@@ -8,7 +8,7 @@ and Square Wave's distribution by EMS, its quantiles and their bootstrap standar
            \\qquad m_2 = \\frac1n \\sum_r x_r^2,
 
 :math:`a, c` the sampler's grid-exact coefficients (:meth:`variance_coefficients`; at the papers'
-continuous ε they are Wang et al. 2019's, :mod:`~ldpsynth.shared.numeric.closed_form`), plus at most
+continuous ε they are Wang2019ICDE eq. 4, Lemma 1 and §III-C, :mod:`~ldpsynth.shared.numeric.closed_form`), plus at most
 ``rounding`` for values off the input grid. :math:`m_2` is estimated without bias where the reports
 carry it: :math:`E[\\hat x_r^2] = (a + 1) x_r^2 + c`, so :math:`\\hat m_2 = (\\overline{\\hat x^2} - c)/(a + 1)`
 (PM; HM above ε*, where a ≈ 0 so :math:`m_2` hardly matters). Duchi's reports are :math:`\\pm B`
@@ -19,10 +19,13 @@ at most 1, against :math:`B^2 \\ge 1.08`). :math:`\\hat m_2` is clipped to [0, 1
 The sum of the n values is :math:`n \\bar x` with SE :math:`n\\,\\mathrm{SE}` (n, the number of reports, is
 public). Everything maps to the value scale by :class:`~ldpsynth.shared.numeric.scale.NumericRange`.
 
-**Distribution (SW).** :func:`ems` is Li et al. 2020's EMS (§5): EM for the bucket probabilities
-:math:`\\theta` of the reports' multinomial law :math:`P\\theta` (:meth:`SquareWave.transition`), with a
-smoothing step after each M-step (the binomial kernel (1, 2, 1)/4, the end buckets reflected), stopped
-when the log-likelihood improves by less than ``tolerance``. Quantiles interpolate the fitted
+**Distribution (SW).** :func:`ems` is Li2020SIGMOD's EMS, as the authors' code runs it
+(``vvv214/LDP_Protocols``, ``sw.py``, function ``EMS``): EM for the bucket probabilities :math:`\\theta` of
+the reports' multinomial law :math:`P\\theta` (:meth:`SquareWave.transition`), a smoothing step after each
+M-step (the binomial kernel (1, 2, 1)/4; at the two end buckets the kernel is cut and renormalised,
+(2, 1)/3), stopped when the log-likelihood changes by less than ``tolerance`` (1e-3, theirs) or
+:math:`\\theta` moves by at most 1/n in L1 (theirs), or after ``max_iterations`` (10,000, theirs).
+Quantiles interpolate the fitted
 histogram's CDF linearly within a bucket. Their standard error is a nonparametric bootstrap
 (:func:`bootstrap_quantiles`): the report counts are redrawn as Multinomial(n, counts/n) (resampling
 reports with replacement), EMS is refitted from the uniform start each time, and the SE is the standard
@@ -114,8 +117,13 @@ def estimate_mean(sampler: MeanSampler, reports: npt.ArrayLike, value_range: Num
 
 
 def _smooth(theta: np.ndarray) -> np.ndarray:
-    padded = np.concatenate([theta[:1], theta, theta[-1:]])
-    out = (padded[:-2] + 2.0 * theta + padded[2:]) / 4.0
+    """The binomial kernel (1, 2, 1)/4, cut and renormalised to (2, 1)/3 at the ends; then normalised."""
+    out = 2.0 * theta
+    out[1:] += theta[:-1]
+    out[:-1] += theta[1:]
+    weights = np.full(theta.size, 4.0)
+    weights[[0, -1]] = 3.0
+    out /= weights
     return out / out.sum()
 
 
@@ -123,7 +131,8 @@ def ems(sampler: SquareWave, counts: npt.ArrayLike, *, tolerance: float = 1e-3,
         max_iterations: int = 10_000) -> np.ndarray:
     """Bucket probabilities fitted by EMS to the report ``counts`` (length ``sampler.reports``).
 
-    ``tolerance``: stop when an iteration raises the total log-likelihood by less than this.
+    Stops when an iteration changes the total log-likelihood by less than ``tolerance``, or moves the
+    fit by at most 1/n in L1 (module docstring).
     """
     c = np.asarray(counts, dtype=np.float64).reshape(-1)
     if c.size != sampler.reports or not (c >= 0).all() or c.sum() <= 0:
@@ -134,10 +143,11 @@ def ems(sampler: SquareWave, counts: npt.ArrayLike, *, tolerance: float = 1e-3,
     theta = np.full(p.shape[1], 1.0 / p.shape[1])
     previous = -math.inf
     for _ in range(iterations):
+        old = theta
         theta = theta * (p.T @ (c / (p @ theta)))
         theta = _smooth(theta / theta.sum())
         likelihood = float(c @ np.log(p @ theta))
-        if likelihood - previous < tol:
+        if abs(likelihood - previous) < tol or np.abs(theta - old).sum() <= 1.0 / c.sum():
             break
         previous = likelihood
     return theta

@@ -7,7 +7,7 @@ draws from the OS CSPRNG (the device), ``perturb`` from a seeded numpy Generator
 algorithm (:func:`~ldpsynth.shared.mechanisms.coins.seeded_coins`, simulations and tests); ``law()`` is the
 exact law on the grid, ``estimates`` maps reports to unbiased estimates of x (not for SW).
 
-**Duchi et al.** (one dimension; Wang et al. 2019, §III-A): report :math:`\\pm B`,
+**Duchi et al.** (one dimension; Wang2019ICDE Algorithm 1, eq. 3): report :math:`\\pm B`,
 :math:`B = (e^\\epsilon + 1)/(e^\\epsilon - 1)`, :math:`P[+B \\mid x] = \\frac12 + \\frac{x}{2}
 \\frac{e^\\epsilon - 1}{e^\\epsilon + 1}`. With :math:`e^\\epsilon` replaced by :math:`A/L` and
 :math:`x = -1 + 2i/M`, :math:`P[+B \\mid i] = (iA + (M - i)L)/(M(A + L))`, exactly.
@@ -16,18 +16,18 @@ exact law on the grid, ``estimates`` maps reports to unbiased estimates of x (no
 :math:`n` input points; input i puts weight A on the w cells :math:`i \\le j < i + w` and L on the others,
 :math:`W = wA + (K - w)L`, so every ratio is :math:`A/L \\le e^\\epsilon`. It is the discrete form of both:
 
-* **PM** (Wang et al. 2019, Algorithm 2): output density
+* **PM** (Wang2019ICDE Algorithm 2, eq. 5): output density
   :math:`p = \\frac{e^\\epsilon - e^{\\epsilon/2}}{2e^{\\epsilon/2} + 2}` on :math:`[\\ell(x), r(x)]` of length
   :math:`C - 1`, :math:`p/e^\\epsilon` on the rest of :math:`[-C, C]`,
   :math:`C = \\frac{e^{\\epsilon/2} + 1}{e^{\\epsilon/2} - 1}`; the window moves by :math:`(C + 1)/M` per input step,
   so :math:`w = M (C - 1)/(C + 1) = M e^{-\\epsilon/2}` cells of width :math:`(C + 1)/M`, rounded. The cell's
   value :math:`y_j` is affine in j and chosen so that :math:`E[y_J \\mid i] = x_i` exactly (:meth:`estimates`).
-* **SW** (Li et al. 2020, §4): input :math:`v \\in [0, 1]`, density :math:`p = e^\\epsilon/(2be^\\epsilon + 1)` within
+* **SW** (Li2020SIGMOD): input :math:`v \\in [0, 1]`, density :math:`p = e^\\epsilon/(2be^\\epsilon + 1)` within
   b of v and :math:`q = p/e^\\epsilon` on the rest of :math:`[-b, 1 + b]`,
   :math:`b = \\frac{\\epsilon e^\\epsilon - e^\\epsilon + 1}{2e^\\epsilon(e^\\epsilon - 1 - \\epsilon)}`;
-  with the input bucketed into M buckets (Li et al.'s discretised SW), :math:`w = 2bM` cells, rounded.
+  with the input bucketed into M buckets (as Li2020SIGMOD discretise it), :math:`w = 2bM` cells, rounded.
 
-**HM** (Wang et al. 2019, §III-C): with probability :math:`\\alpha` PM, else Duchi, both unbiased, so the
+**HM** (Wang2019ICDE §III-C, Lemma 3): with probability :math:`\\alpha` PM, else Duchi, both unbiased, so the
 mixture is; :math:`\\alpha = 1 - e^{-\\epsilon/2}` for :math:`\\epsilon > \\epsilon^* \\approx 0.61`, else 0 (HM is
 Duchi). :math:`\\alpha` is rounded to a multiple of :math:`2^{-32}` (that changes the variance by
 :math:`< 2^{-32}`, not the privacy: each component is ε-DP, and the component is reported).
@@ -268,9 +268,11 @@ class HybridMechanism(_Sampler):
         use_pm = coins.bernoulli(self.alpha_weight, 1 << ALPHA_BITS, i.shape)
         out = np.empty(i.shape, np.int64)
         pm_rows, du_rows = np.flatnonzero(use_pm), np.flatnonzero(~use_pm)
-        out[pm_rows] = self.pm._select(i[pm_rows], coins.below(self.pm.denominator, pm_rows.size))
-        out[du_rows] = self.pm.reports + self.duchi._select(i[du_rows],
-                                                            coins.below(self.duchi.denominator, du_rows.size))
+        if pm_rows.size:
+            out[pm_rows] = self.pm._select(i[pm_rows], coins.below(self.pm.denominator, pm_rows.size))
+        if du_rows.size:
+            out[du_rows] = self.pm.reports + self.duchi._select(i[du_rows],
+                                                                coins.below(self.duchi.denominator, du_rows.size))
         return out
 
     def law(self) -> GridLaw:

@@ -65,7 +65,7 @@ def test_quantiles_interpolate_the_histogram() -> None:
 
 def test_ems_recovers_a_smooth_distribution_from_its_expected_counts() -> None:
     """No sampling noise: counts = n P θ; EMS converges within 0.02 of θ in total variation at ε = 2 (what is
-    left is the smoothing step's bias: 0.014 here, the same at tolerance 1e-3 and 1e-9)."""
+    left is the smoothing step's bias: 0.015 here, the same at tolerance 1e-3 and 1e-9)."""
     m = SquareWave(2.0, 6)
     centres = (np.arange(64) + 0.5) / 64
     theta = stats.beta.pdf(centres, 3, 3)

@@ -138,7 +138,10 @@ def test_the_secure_sampler_matches_the_exact_law(cls: type) -> None:
 
 
 def test_hm_is_duchi_below_the_crossover_and_mixes_above() -> None:
-    assert cf.hybrid_crossover() == pytest.approx(0.6094, abs=1e-4)
+    star = cf.hybrid_crossover()
+    assert star == pytest.approx(0.6094, abs=1e-4)
+    # eq. 6's root is where PM's variance at x = 0 meets Duchi's worst case (B^2)
+    assert cf.variance("pm", star, 0.0) == pytest.approx(cf.variance("duchi", star, 0.0), rel=1e-12)
     low = HybridMechanism(0.6)
     assert low.alpha == 0 and set(np.unique(low.perturb(np.zeros(2000), np.random.default_rng(1)))) <= \
         {low.pm.reports, low.pm.reports + 1}
@@ -146,7 +149,7 @@ def test_hm_is_duchi_below_the_crossover_and_mixes_above() -> None:
 
 
 def test_the_papers_worst_case_table() -> None:
-    """design.md §11's table (Wang et al. 2019) at ε = 1 and 4."""
+    """design.md §11's table (Wang2019ICDE eqs. 4 and 8, Lemma 1) at ε = 1 and 4."""
     assert [round(cf.worst_case_variance(m, 1.0), 2) for m in cf.MECHANISMS] == [4.68, 5.22, 4.29]
     assert [round(cf.worst_case_variance(m, 4.0), 2) for m in cf.MECHANISMS] == [1.08, 0.24, 0.22]
 
