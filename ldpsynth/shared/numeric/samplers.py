@@ -42,6 +42,7 @@ the window's width is rounded to whole cells, which moves PM's variance by :math
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -108,13 +109,14 @@ class VarianceCoefficients:
     rounding: float
 
 
-class _Sampler:
+class _Sampler(ABC):
     """Shared plumbing: the secure and the seeded paths run the same :meth:`_sample`."""
 
     reports: int
 
+    @abstractmethod
     def _sample(self, x: np.ndarray, coins: CoinFlips) -> np.ndarray:
-        raise NotImplementedError
+        """Reports of the values ``x`` (on [−1, 1]) drawn with ``coins``."""
 
     def perturb_secure(self, x: npt.ArrayLike) -> np.ndarray:
         """Reports (int64 codes) of values already on [−1, 1], from the OS CSPRNG (the device path)."""
