@@ -35,7 +35,7 @@ Reports: PM's cells ``0..K-1``, then Duchi's −B, +B as ``K``, ``K + 1``.
 
 **The grid's effect on the variance.** The rounding adds at most :math:`1/M^2` to a report's variance;
 the window's width is rounded to whole cells, which moves PM's variance by :math:`O(1/M)` (at
-:math:`M = 2^{10}`, within 0.3 % of the closed form at ε ∈ [0.5, 4]: measured by
+:math:`M = 2^{10}`, within 0.3 % of the closed form at ε ∈ {0.5, 1, 2, 4}: checked by
 ``tests/shared/numeric/test_samplers.py``); the grid-exact variance is :meth:`variance_coefficients`.
 """
 
