@@ -1,0 +1,6 @@
+"""Heavy hitters over strings under LDP: an interactive prefix-extension protocol (docs/heavy-hitters.md).
+
+:mod:`.encoding` turns strings into fixed-length codes, :mod:`.rounds` splits devices across rounds,
+:mod:`.device` makes a device's report of its prefix fragment, :mod:`.server` decodes a round and
+:mod:`.candidates` chooses the prefixes to extend, :mod:`.simulate` runs the whole protocol.
+"""
