@@ -8,7 +8,8 @@ A round's cell :math:`i\\,2^w + f` is the prefix :math:`P_i \\| f` of :math:`b_r
 * for the top k: the cells of the ``cap`` largest estimates (PEM's rule, WLJ+ §V; ``cap`` ≥ k leaves room
   for the noise's reordering);
 
-either way at most ``cap`` cells, largest estimates first, never the "other" cell, and at most
+either way at most ``cap`` cells, largest estimates first, never the "other" cell nor a prefix no code
+begins with (:meth:`~ldpsynth.shared.heavy_hitters.encoding.StringEncoding.valid_prefixes`), and at most
 :data:`~ldpsynth.shared.heavy_hitters.device.MAX_DOMAIN` cells next round.
 """
 
@@ -21,16 +22,18 @@ from ..validation import check_int, check_real
 __all__ = ["select_cells", "extend_prefixes"]
 
 
-def select_cells(counts: np.ndarray, std_errors: np.ndarray, cells: int, *, cap: int,
+def select_cells(counts: np.ndarray, std_errors: np.ndarray, eligible: np.ndarray, *, cap: int,
                  threshold_count: float | None = None, z: float = 1.959963984540054) -> np.ndarray:
-    """Indices (int64, largest estimate first) of the kept cells among the first ``cells`` of ``counts``
-    (the rest, the "other" cell, is never kept); ``threshold_count`` φN, or None for the ``cap`` largest."""
+    """Indices (int64, largest estimate first) of the kept cells among the ``eligible`` ones (a bool per cell
+    but "other", which is never kept: the prefixes a code can begin with); ``threshold_count`` φN, or None for
+    the ``cap`` largest."""
     check_int(cap, "cap", 1)
     check_real(z, "z", low=0.0)
-    estimates = counts[:cells]
-    order = np.argsort(-estimates, kind="stable")
+    estimates = counts[:len(eligible)]
+    order = np.flatnonzero(eligible)
+    order = order[np.argsort(-estimates[order], kind="stable")]
     if threshold_count is not None:
-        lower = estimates - z * std_errors[:cells]
+        lower = estimates - z * std_errors[:len(eligible)]
         order = order[lower[order] >= threshold_count]
     return order[:cap].astype(np.int64)
 

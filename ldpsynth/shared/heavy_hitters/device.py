@@ -133,6 +133,5 @@ class RoundSpec:
 def report(spec: RoundSpec, value: str, encoding: StringEncoding) -> int:
     """A device's report for ``spec``: its cell (:meth:`RoundSpec.cells_of`) randomized by the round's
     mechanism from the operating system's CSPRNG (an E code, an HR index or an OLH word, as an int)."""
-    code = np.frombuffer(encoding.encode_one(value), np.uint8)[None, :]
-    cell = spec.cells_of(code)
+    cell = spec.cells_of(encoding.encode_one(value)[None, :])
     return int(spec.mechanism.perturb_secure(cell)[0])

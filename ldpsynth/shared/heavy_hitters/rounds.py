@@ -1,10 +1,10 @@
 """The round schedule of the prefix-extension protocol and which round a device reports in.
 
 Round 0 reports the first ``first_bits`` bits of a code; each later round r extends the prefix by
-``fragment_bits`` bits (the last round by what is left of the 8m bits):
+``fragment_bits`` bits (the last round by what is left of the B bits):
 
-.. math::  b_0 = \\min(\\texttt{first\\_bits}, 8m), \\qquad b_r = \\min(b_{r-1} + g, 8m), \\qquad
-           R = 1 + \\lceil (8m - b_0)/g \\rceil .
+.. math::  b_0 = \\min(\\texttt{first\\_bits}, B), \\qquad b_r = \\min(b_{r-1} + g, B), \\qquad
+           R = 1 + \\lceil (B - b_0)/g \\rceil .
 
 Devices are split across the R rounds, not ε (the prefix-extension protocols of WLJ+ PEM and BNST
 TreeHist; design.md §11): a device reports once, in round
@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..validation import check_int
-from .encoding import MAX_BYTES, MAX_FRAGMENT_BITS
+from .encoding import MAX_BITS, MAX_FRAGMENT_BITS
 
 __all__ = ["RoundSchedule", "round_of", "assign_rounds"]
 
@@ -47,7 +47,7 @@ class RoundSchedule:
     fragment_bits: int
 
     def __post_init__(self) -> None:
-        check_int(self.total_bits, "total_bits", 1, 8 * MAX_BYTES)
+        check_int(self.total_bits, "total_bits", 1, MAX_BITS)
         check_int(self.first_bits, "first_bits", 1, MAX_FRAGMENT_BITS)
         check_int(self.fragment_bits, "fragment_bits", 1, MAX_FRAGMENT_BITS)
 

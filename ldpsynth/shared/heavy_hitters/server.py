@@ -175,14 +175,17 @@ class HeavyHitterServer:
         return estimate
 
     def _select(self, estimate: RoundEstimate, cap: int, z: float) -> np.ndarray:
+        spec = estimate.spec
+        cells = np.arange(spec.other, dtype=np.int64)
+        prefixes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells, sort=False)
+        eligible = self.encoding.valid_prefixes(prefixes, spec.start_bits + spec.width_bits)
         threshold = None if self.threshold is None else self.threshold * self.population
-        return select_cells(estimate.counts, estimate.std_errors, estimate.spec.other, cap=cap,
-                            threshold_count=threshold, z=z)
+        return select_cells(estimate.counts, estimate.std_errors, eligible, cap=cap, threshold_count=threshold, z=z)
 
     def result(self) -> HeavyHitters:
         """The heavy hitters: the last round's top k, or its cells whose lower bound at ``prune_z`` clears φN."""
         if self.round < self.schedule.rounds:
-            empty = np.zeros((0, self.encoding.max_bytes), np.uint8)
+            empty = np.zeros((0, self.encoding.code_bytes), np.uint8)
             if len(self._candidates) == 0:
                 return HeavyHitters([], empty, np.zeros(0), np.zeros(0), self.confidence)
             raise ValidationError("round", f"all {self.schedule.rounds} rounds decoded", f"got {self.round}")

@@ -34,7 +34,7 @@ class Simulation:
 def simulate(codes: np.ndarray, encoding: StringEncoding, schedule: RoundSchedule, epsilon: float,
              rng: np.random.Generator, *, top_k: int | None = None, threshold: float | None = None,
              cap: int | None = None, prune_z: float = 1.959963984540054) -> Simulation:
-    """Run the protocol over the devices' ``codes`` (uint8 ``(n, max_bytes)``, :meth:`StringEncoding.encode`)."""
+    """Run the protocol over the devices' ``codes`` (uint8 ``(n, code_bytes)``, :meth:`StringEncoding.encode`)."""
     codes = encoding.check_codes(codes)
     server = HeavyHitterServer(encoding, schedule, epsilon, len(codes), top_k=top_k, threshold=threshold,
                                cap=cap, prune_z=prune_z)

@@ -33,7 +33,7 @@ def test_invalid_values_are_refused(value, problem):
 
 @pytest.mark.parametrize("bad", [0, 65, 1.5, True])
 def test_max_bytes_range(bad):
-    with pytest.raises(ValidationError, match=r"max_bytes.*\[1, 64\]"):
+    with pytest.raises(ValidationError, match=r"max_length.*\[1, 64\]"):
         StringEncoding(bad)
 
 
@@ -76,3 +76,28 @@ def test_assignment_errors():
     with pytest.raises(ValidationError, match="device_keys") as info:
         assign_rounds([b"a", b""], bytes(16), 3)
     assert info.value.position == 1
+
+
+def test_alphabet_round_trip_truncation_and_errors():
+    enc = StringEncoding(5, "abcdefghijklmnopqrstuvwxyz")
+    assert enc.symbol_bits == 5 and enc.bits == 25 and enc.code_bytes == 4
+    assert enc.decode(enc.encode(["hello", "hi", "", "abcdefg"])) == ["hello", "hi", "", "abcde"]
+    with pytest.raises(ValidationError, match="outside the alphabet") as info:
+        enc.encode(["ok", "Ok"])
+    assert info.value.field == "values" and info.value.position == 1
+    with pytest.raises(ValidationError, match="alphabet"):
+        StringEncoding(5, "aa")
+
+
+def test_valid_prefixes_accept_every_real_prefix_and_refuse_impossible_ones():
+    enc = StringEncoding(4, "abcde")                                   # 3-bit symbols, 5 letters: 6, 7 illegal
+    codes = enc.encode(["a", "abc", "edcb", ""])
+    for bits in range(1, enc.bits + 1):
+        assert enc.valid_prefixes(prefix_bytes(codes, bits), bits).all()
+    bad = np.array([[0b11100000, 0], [0b00000100, 0], [0b00100000, 0b01000000]], np.uint8)
+    # an illegal symbol (7); a letter after the padding; a legal prefix 001 000 000 01 (the last symbol partial)
+    assert enc.valid_prefixes(bad, 11).tolist() == [False, False, False]
+    assert enc.valid_prefixes(bad[2:], 6).tolist() == [True]
+    utf8 = StringEncoding(3)
+    assert utf8.valid_prefixes(np.array([[0xC0, 0, 0], [0x61, 0, 0x62], [0xC3, 0xA9, 0]], np.uint8), 24).tolist() \
+        == [False, False, True]
