@@ -196,7 +196,7 @@ class StringEncoding:
             padded |= symbol == 0
         if rest:
             part = bit_fragment(prefixes, whole * s, rest)
-            completes = self._legal_symbols.reshape(1 << rest, -1).any(axis=1)
+            completes: np.ndarray = np.asarray(self._legal_symbols.reshape(1 << rest, -1).any(axis=1))
             valid &= completes[part] & ~(padded & (part != 0))
         return valid
 
