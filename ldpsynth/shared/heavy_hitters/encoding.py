@@ -180,6 +180,19 @@ class StringEncoding:
             legal[:len(self.alphabet) + 1] = True
         return legal
 
+    def complete(self, prefixes: np.ndarray, bits: int) -> np.ndarray:
+        """Whether each prefix of ``bits`` bits holds a whole padding symbol, so that the one code it begins is
+        itself followed by padding: bool (m,).
+
+        >>> StringEncoding(3, "ab").complete(np.array([[0b01000100], [0b01100000]], np.uint8), 4)
+        array([ True, False])
+        """
+        s = self.symbol_bits
+        done = np.zeros(len(prefixes), bool)
+        for j in range(min(bits, self.bits) // s):
+            done |= bit_fragment(prefixes, j * s, s) == 0
+        return done
+
     def valid_prefixes(self, prefixes: np.ndarray, bits: int) -> np.ndarray:
         """Whether each prefix of ``bits`` bits (uint8 rows) begins some code (module docstring): bool (m,).
 

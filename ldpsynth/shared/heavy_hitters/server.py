@@ -190,8 +190,40 @@ class HeavyHitterServer:
                 return HeavyHitters([], empty, np.zeros(0), np.zeros(0), self.confidence)
             raise ValidationError("round", f"all {self.schedule.rounds} rounds decoded", f"got {self.round}")
         last = self.estimates[-1]
-        kept = self._select(last, self.top_k or last.spec.other, self.prune_z)
         spec = last.spec
-        codes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, kept, sort=False)
-        return HeavyHitters(self.encoding.decode(codes), codes, last.counts[kept], last.std_errors[kept],
+        cells = np.arange(spec.other, dtype=np.int64)
+        codes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells, sort=False)
+        live = self.encoding.valid_prefixes(codes, spec.start_bits + spec.width_bits)
+        cells, codes = cells[live], codes[live]
+        counts, std_errors = self.combined(codes, last.counts[cells], last.std_errors[cells])
+        threshold = None if self.threshold is None else self.threshold * self.population
+        kept = select_cells(counts, std_errors, np.ones(len(cells), bool), cap=self.top_k or len(cells),
+                            threshold_count=threshold, z=self.prune_z)
+        return HeavyHitters(self.encoding.decode(codes[kept]), codes[kept], counts[kept], std_errors[kept],
                             self.confidence)
+
+    def combined(self, codes: np.ndarray, counts: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The last round's estimates of whole ``codes`` combined with every earlier round r that estimated the
+        same count: where the code's prefix of :math:`b_r` bits is complete (holds a padding symbol,
+        :meth:`~ldpsynth.shared.heavy_hitters.encoding.StringEncoding.complete`) and its parent was a candidate.
+        Weights :math:`n_r` (fixed, so the mean stays unbiased):
+        :math:`\\hat N = \\sum_r n_r \\hat N_r / \\sum_r n_r`,
+        :math:`\\widehat{\\mathrm{se}}^2 = \\sum_r n_r^2 \\widehat{\\mathrm{se}}_r^2 / (\\sum_r n_r)^2` (rounds'
+        devices are disjoint: their LDP noise is independent, their sampling errors slightly negatively
+        correlated, so this errs on the wide side)."""
+        n_last = float(self.estimates[-1].n)
+        weight = np.full(len(codes), n_last)
+        total = n_last * counts
+        variance = n_last**2 * std_errors**2
+        for r, estimate in enumerate(self.estimates[:-1]):
+            if estimate.n == 0:
+                continue
+            cell = estimate.spec.cells_of(codes)
+            use = self.encoding.complete(codes, self.schedule.end_bits(r))
+            if estimate.spec.has_other:
+                use &= cell != estimate.spec.other
+            w = np.where(use, float(estimate.n), 0.0)
+            weight += w
+            total += w * estimate.counts[cell]
+            variance += w**2 * estimate.std_errors[cell] ** 2
+        return total / weight, np.sqrt(variance) / weight

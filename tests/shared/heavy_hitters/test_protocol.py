@@ -60,3 +60,17 @@ def test_spec_errors():
     with pytest.raises(ValidationError, match="candidates"):
         RoundSpec(1, 8, 20, np.arange(8, dtype=np.uint8)[:, None], 2.0)
     assert choose_mechanism(4.0, 3) == "E" and choose_mechanism(4.0, 4097) == "OLH"
+
+
+def test_complete_strings_combine_the_rounds_that_estimated_them():
+    # "ab" is complete after 3 symbols (9 bits): rounds 1 and 2 (ending at 9 and 12 bits) both estimate it
+    rng = np.random.default_rng(9)
+    enc = StringEncoding(4, "abcdefg")
+    values = ["ab"] * 6_000 + ["abcd"] * 4_000 + ["".join(rng.choice(list("abcdefg"), 4)) for _ in range(10_000)]
+    sim = simulate(enc.encode(values), enc, RoundSchedule(enc.bits, 6, 3), 4.0, rng, top_k=2)
+    assert sim.result.values == ["ab", "abcd"]
+    last = sim.server.estimates[-1]
+    cells = last.spec.cells_of(sim.result.codes)
+    alone = last.std_errors[cells]
+    assert sim.result.std_errors[0] < 0.8 * alone[0]                  # "ab": rounds 1-3 combined
+    assert sim.result.std_errors[1] == pytest.approx(alone[1])        # "abcd": only the last round
