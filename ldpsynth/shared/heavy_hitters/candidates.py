@@ -5,7 +5,7 @@ A round's cell :math:`i\\,2^w + f` is the prefix :math:`P_i \\| f` of :math:`b_r
 * at a threshold φ (a share of the population N): the cells whose lower confidence bound clears it,
   :math:`\\hat N_v - z\\,\\widehat{\\mathrm{se}}_v \\ge \\varphi N`; a string of share ≥ φ has every prefix of
   share ≥ φ, so it is pruned in a round with probability at most about :math:`1 - \\Phi(z)` there;
-* for the top k: the cells of the ``cap`` largest estimates (PEM's rule, WLJ+ §V; ``cap`` ≥ k leaves room
+* for the top k: the cells of the ``cap`` largest estimates (PEM's rule, WLJ19; ``cap`` ≥ k leaves room
   for the noise's reordering);
 
 either way at most ``cap`` cells, largest estimates first, never the "other" cell nor a prefix no code

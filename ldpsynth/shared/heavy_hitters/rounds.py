@@ -6,8 +6,8 @@ Round 0 reports the first ``first_bits`` bits of a code; each later round r exte
 .. math::  b_0 = \\min(\\texttt{first\\_bits}, B), \\qquad b_r = \\min(b_{r-1} + g, B), \\qquad
            R = 1 + \\lceil (B - b_0)/g \\rceil .
 
-Devices are split across the R rounds, not ε (the prefix-extension protocols of WLJ+ PEM and BNST
-TreeHist; design.md §11): a device reports once, in round
+Devices are split across the R rounds, not ε (the prefix-extension protocols: WLJ19's PEM and BNST17's
+TreeHist): a device reports once, in round
 
 .. math::  r(\\mathrm{key}) = \\lfloor R \\cdot U / 2^{64} \\rfloor, \\qquad
            U = \\text{the first 8 bytes (big-endian) of } \\mathrm{HMAC\\text{-}SHA256}(\\mathrm{salt}, \\mathrm{key}),

@@ -170,41 +170,42 @@ class HeavyHitterServer:
         if not self.finished:
             assert self.cap is not None
             room = max(1, (MAX_DOMAIN - 1) >> self.schedule.width(self.round))
-            kept = self._select(estimate, min(self.cap, room), self.prune_z)
+            kept = self._select(min(self.cap, room))[0]
             self._candidates = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, kept)
         return estimate
 
-    def _select(self, estimate: RoundEstimate, cap: int, z: float) -> np.ndarray:
-        spec = estimate.spec
+    def _select(self, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The last decoded round's kept cells (:func:`select_cells` among the prefixes a code can begin with, on
+        the :meth:`combined` estimates), as ``(cells, their prefixes as whole codes, counts, std_errors)``."""
+        last = self.estimates[-1]
+        spec = last.spec
         cells = np.arange(spec.other, dtype=np.int64)
         prefixes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells, sort=False)
-        eligible = self.encoding.valid_prefixes(prefixes, spec.start_bits + spec.width_bits)
+        live = self.encoding.valid_prefixes(prefixes, spec.start_bits + spec.width_bits)
+        cells = cells[live]
+        codes = np.zeros((len(cells), self.encoding.code_bytes), np.uint8)
+        codes[:, :prefixes.shape[1]] = prefixes[live]
+        counts, std_errors = self.combined(codes, last.counts[cells], last.std_errors[cells])
         threshold = None if self.threshold is None else self.threshold * self.population
-        return select_cells(estimate.counts, estimate.std_errors, eligible, cap=cap, threshold_count=threshold, z=z)
+        kept = select_cells(counts, std_errors, np.ones(len(cells), bool), cap=cap, threshold_count=threshold,
+                            z=self.prune_z)
+        return cells[kept], codes[kept], counts[kept], std_errors[kept]
 
     def result(self) -> HeavyHitters:
-        """The heavy hitters: the last round's top k, or its cells whose lower bound at ``prune_z`` clears φN."""
+        """The heavy hitters: the last round's top k, or its cells whose lower bound at ``prune_z`` clears φN
+        (on the :meth:`combined` estimates)."""
         if self.round < self.schedule.rounds:
             empty = np.zeros((0, self.encoding.code_bytes), np.uint8)
             if len(self._candidates) == 0:
                 return HeavyHitters([], empty, np.zeros(0), np.zeros(0), self.confidence)
             raise ValidationError("round", f"all {self.schedule.rounds} rounds decoded", f"got {self.round}")
-        last = self.estimates[-1]
-        spec = last.spec
-        cells = np.arange(spec.other, dtype=np.int64)
-        codes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells, sort=False)
-        live = self.encoding.valid_prefixes(codes, spec.start_bits + spec.width_bits)
-        cells, codes = cells[live], codes[live]
-        counts, std_errors = self.combined(codes, last.counts[cells], last.std_errors[cells])
-        threshold = None if self.threshold is None else self.threshold * self.population
-        kept = select_cells(counts, std_errors, np.ones(len(cells), bool), cap=self.top_k or len(cells),
-                            threshold_count=threshold, z=self.prune_z)
-        return HeavyHitters(self.encoding.decode(codes[kept]), codes[kept], counts[kept], std_errors[kept],
-                            self.confidence)
+        _, codes, counts, std_errors = self._select(self.top_k or self.estimates[-1].spec.other)
+        return HeavyHitters(self.encoding.decode(codes), codes, counts, std_errors, self.confidence)
 
     def combined(self, codes: np.ndarray, counts: np.ndarray, std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The last round's estimates of whole ``codes`` combined with every earlier round r that estimated the
-        same count: where the code's prefix of :math:`b_r` bits is complete (holds a padding symbol,
+        """The last decoded round's estimates of ``codes`` (its cells' prefixes, zero-padded to whole codes)
+        combined with every earlier round r that estimated the same count: where the code's prefix of
+        :math:`b_r` bits is complete (holds a padding symbol,
         :meth:`~ldpsynth.shared.heavy_hitters.encoding.StringEncoding.complete`) and its parent was a candidate.
         Weights :math:`n_r` (fixed, so the mean stays unbiased):
         :math:`\\hat N = \\sum_r n_r \\hat N_r / \\sum_r n_r`,
