@@ -44,6 +44,8 @@ from ldpsynth.shared.heavy_hitters.simulate import simulate
 WORDS = Path("/usr/share/dict/american-english")
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 MAX_LENGTH = 10
+URL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789./-"
+URL_LENGTH = 16
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -54,6 +56,21 @@ def load_words(seed: int) -> list[str]:
                     if w.strip() and all(ch in ALPHABET for ch in w.strip())})
     random.Random(seed).shuffle(words)
     return words
+
+
+def synthetic_urls(seed: int, count: int = 20_000) -> list[str]:
+    """``count`` distinct URLs ``host.tld/path`` over URL_ALPHABET: 2,000 hosts (4-9 letters), 3 top-level
+    domains, paths of 1-8 characters; shuffled (their Zipf ranks are random, hosts share prefixes)."""
+    rng = random.Random(seed)
+    letters, path_chars = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789-"
+    hosts = ["".join(rng.choices(letters, k=rng.randint(4, 9))) + rng.choice([".com", ".org", ".io"])
+             for _ in range(2_000)]
+    urls: set[str] = set()
+    while len(urls) < count:
+        urls.add(rng.choice(hosts) + "/" + "".join(rng.choices(path_chars, k=rng.randint(1, 8))))
+    out = sorted(urls)
+    rng.shuffle(out)
+    return out
 
 
 def population(words: list[str], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -75,10 +92,10 @@ def scores(found: list[str], counts: np.ndarray, truth: Counter, k: int,
     return {"precision": precision, "recall": recall, "f1": f1, "rel_error": rel, "ci_coverage": cover}
 
 
-def run_ours(words, codes_of_words, ids, truncated, eps, k, rng, enc) -> dict[str, float]:
+def run_ours(words, codes_of_words, ids, truncated, eps, k, rng, enc, first, step) -> dict[str, float]:
     truth = Counter(truncated[i] for i in ids)
     start = time.perf_counter()
-    sim = simulate(codes_of_words[ids], enc, RoundSchedule(enc.bits, 10, 10), eps, rng, top_k=k)
+    sim = simulate(codes_of_words[ids], enc, RoundSchedule(enc.bits, first, step), eps, rng, top_k=k)
     wall = time.perf_counter() - start
     r = sim.result
     out = scores(r.values, r.counts, truth, k, r.ci_low, r.ci_high)
@@ -106,7 +123,7 @@ class _Numpy1Zeros:
         return np.zeros(() if shape is None else shape, *args, **kwargs)
 
 
-def run_pem(words, ids, truncated, eps, k, seed) -> dict[str, float]:
+def run_pem(words, ids, truncated, eps, k, seed, letters, length) -> dict[str, float]:
     import pure_ldp.core._freq_oracle_server as base
     from pure_ldp.frequency_oracles.apple_cms import CMSClient, CMSServer
     from pure_ldp.heavy_hitters.prefix_extending import PEMClient, PEMServer
@@ -115,12 +132,12 @@ def run_pem(words, ids, truncated, eps, k, seed) -> dict[str, float]:
 
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    alphabet = [*ALPHABET, "*"]
+    alphabet = [*letters, "*"]
     server_fo = CMSServer(eps, 64, 1024)
     client_fo = CMSClient(eps, server_fo.get_hash_funcs(), 1024)
-    client = PEMClient(eps, 0, MAX_LENGTH, 2, alphabet=alphabet, fo_client=client_fo)
-    server = PEMServer(eps, 0, MAX_LENGTH, 2, alphabet=alphabet, fo_server=server_fo)
-    values = [words[i][:MAX_LENGTH] for i in ids]
+    client = PEMClient(eps, 0, length, 2, alphabet=alphabet, fo_client=client_fo)
+    server = PEMServer(eps, 0, length, 2, alphabet=alphabet, fo_server=server_fo)
+    values = [words[i][:length] for i in ids]
     t0 = time.perf_counter()
     reports = [client.privatise(v) for v in values]
     client_s = time.perf_counter() - t0
@@ -145,37 +162,47 @@ def main() -> None:
     parser.add_argument("--peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--urls", action="store_true", help="also synthetic URLs at n = 10^6, eps = 2")
+    parser.add_argument("--url-peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at on URLs")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
     words = load_words(args.seed)
-    enc = StringEncoding(MAX_LENGTH, ALPHABET)
-    codes_of_words = enc.encode(words)
-    truncated = [w[:MAX_LENGTH] for w in words]
     print(f"{len(words):,} words (a-z only) from {WORDS}", flush=True)
+    setups = [("words", words, ALPHABET, MAX_LENGTH, 10, 10, args.n, args.eps, args.peer_n)]
+    if args.urls:
+        setups.append(("urls", synthetic_urls(args.seed), URL_ALPHABET, URL_LENGTH, 12, 12, [1_000_000], [2.0],
+                       args.url_peer_n))
     rows = []
-    for n in args.n:
-        for eps in args.eps:
-            rng = np.random.default_rng([args.seed, n, int(eps * 100)])
-            ids = population(words, n, rng)
-            for k in args.k:
-                ours = run_ours(words, codes_of_words, ids, truncated, eps, k, rng, enc)
-                rows.append({"method": "ours", "n": n, "epsilon": eps, "k": k, **ours})
-                print(f"n={n:>9,} eps={eps:g} k={k:>2}  ours  F1 {ours['f1']:.2f}  rel.err {ours['rel_error']:.3f}  "
-                      f"CI cover {ours['ci_coverage']:.2f}  client {ours['client_ms']:.3f} ms  "
-                      f"server {ours['server_us']:.2f} us/report  ({ours['wall_s']:.1f} s)", flush=True)
-                if args.no_peer:
-                    continue
-                peer_ids = ids[:args.peer_n]
-                pem = run_pem(words, peer_ids, truncated, eps, k, args.seed)
-                rows.append({"method": "pure-ldp PEM+CMS", "n": n, "epsilon": eps, "k": k, **pem})
-                print(f"n={n:>9,} eps={eps:g} k={k:>2}  PEM   F1 {pem['f1']:.2f}  rel.err {pem['rel_error']:.3f}  "
-                      f"client {pem['client_ms']:.3f} ms  server {pem['server_us']:.2f} us/report "
-                      f"(run at n={len(peer_ids):,}, {pem['wall_s']:.1f} s)", flush=True)
+    for name, values, letters, length, first, step, sizes, epsilons, peer_n in setups:
+        enc = StringEncoding(length, letters)
+        codes_of_values = enc.encode(values)
+        truncated = [v[:length] for v in values]
+        for n in sizes:
+            for eps in epsilons:
+                rng = np.random.default_rng([args.seed, n, int(eps * 100)])
+                ids = population(values, n, rng)
+                for k in args.k:
+                    ours = run_ours(values, codes_of_values, ids, truncated, eps, k, rng, enc, first, step)
+                    rows.append({"population": name, "method": "ours", "n": n, "epsilon": eps, "k": k, **ours})
+                    print(f"{name} n={n:>9,} eps={eps:g} k={k:>2}  ours  F1 {ours['f1']:.2f}  "
+                          f"rel.err {ours['rel_error']:.3f}  CI cover {ours['ci_coverage']:.2f}  "
+                          f"client {ours['client_ms']:.3f} ms  server {ours['server_us']:.2f} us/report  "
+                          f"({ours['wall_s']:.1f} s)", flush=True)
+                    if args.no_peer:
+                        continue
+                    peer_ids = ids[:peer_n]
+                    pem = run_pem(values, peer_ids, truncated, eps, k, args.seed, letters, length)
+                    rows.append({"population": name, "method": "pure-ldp PEM+CMS", "n": n, "epsilon": eps, "k": k,
+                                 **pem})
+                    print(f"{name} n={n:>9,} eps={eps:g} k={k:>2}  PEM   F1 {pem['f1']:.2f}  "
+                          f"rel.err {pem['rel_error']:.3f}  client {pem['client_ms']:.3f} ms  "
+                          f"server {pem['server_us']:.2f} us/report (run at n={len(peer_ids):,}, "
+                          f"{pem['wall_s']:.1f} s)", flush=True)
     if args.no_write:
         return
-    fields = ["method", "n", "epsilon", "k", "peer_n", "precision", "recall", "f1", "rel_error", "ci_coverage",
-              "client_ms", "server_us", "wall_s"]
+    fields = ["population", "method", "n", "epsilon", "k", "peer_n", "precision", "recall", "f1", "rel_error",
+              "ci_coverage", "client_ms", "server_us", "wall_s"]
     with open(RESULTS / "bench_heavy_hitters.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
@@ -183,14 +210,16 @@ def main() -> None:
             writer.writerow({key: (f"{row[key]:.4g}" if isinstance(row[key], float) else row[key]) for key in fields})
     lines = ["# Heavy hitters: prefix extension (ours) beside pure-ldp's PEM", "",
              f"`python benchmarks/bench_heavy_hitters.py {' '.join(sys.argv[1:])}`".replace(" `", "`"), "",
-             "Zipf(1.1) over the a-z words of Debian's wamerican list, truncated to 10 characters; top-k by each "
+             "Zipf(1.1) over the a-z words of Debian's wamerican list, truncated to 10 characters (`words`), and over "
+             "20,000 synthetic URLs truncated to 16 characters (`urls`, with `--urls`); top-k by each "
              "method. `run at n`: the reports the method actually ran on (pure-ldp at most `--peer-n`). "
              "Relative error: mean over the true top-k found. CI coverage: share of the true top-k found whose "
              "95% CI holds the true count (ours only). Server time: decoding and choosing, per report.", "",
-             "| method | n | ε | k | run at n | precision | recall | F1 | rel. error | CI coverage | client ms/report "
-             "| server µs/report |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| population | method | n | ε | k | run at n | precision | recall | F1 | rel. error | CI coverage "
+             "| client ms/report | server µs/report |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['n']:,} | {r['epsilon']:g} | {r['k']} | {r['peer_n']:,} | "
+        lines.append(f"| {r['population']} | {r['method']} | {r['n']:,} | {r['epsilon']:g} | {r['k']} | "
+                     f"{r['peer_n']:,} | "
                      f"{r['precision']:.2f} | {r['recall']:.2f} | {r['f1']:.2f} | {r['rel_error']:.3f} | "
                      f"{r['ci_coverage']:.2f} | {r['client_ms']:.3f} | {r['server_us']:.2f} |")
     (RESULTS / "bench_heavy_hitters.md").write_text("\n".join(lines) + "\n")
