@@ -47,7 +47,6 @@ from ldpsynth.shared.planning.inverse import EPSILON_STEP, MAX_EPSILON
 from ldpsynth.shared.planning.planner import Plan, plan
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
-from ldpsynth.shared.planning.shuffled import plan_shuffle
 from ldpsynth.shared.planning.variances import Figures
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import NORMALIZATIONS
@@ -134,6 +133,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     p = plan(schema, queries, args.devices, rows_per_device=args.rows_per_device, prior=prior,
              epsilon=args.epsilon, level=args.level, target_halfwidth=args.target_halfwidth, changes=changes)
     if getattr(args, "shuffler", False):
+        from ldpsynth.shared.planning.shuffled import plan_shuffle  # scipy: the [aggregator] extra
+
         p = plan_shuffle(p, schema, p.batch, prior=prior, delta=args.delta, min_batch=args.min_batch,
                          assume_injected=args.assume_injected, target_central_epsilon=args.target_central_epsilon)
     elif any(getattr(args, name, None) is not None for name in ("delta", "min_batch", "assume_injected",

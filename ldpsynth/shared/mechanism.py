@@ -24,19 +24,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.privacy import delivered_epsilon, log_ratio_exceeds
 from ldpsynth.shared.validation import check_codes, check_epsilon, check_int
 
 __all__ = [
     "MAX_SAMPLER_DOMAIN_SIZE",
-    "exact_log_ratio",
-    "float_at_least",
     "rational_weights",
     "MechanismE",
 ]
@@ -45,28 +43,11 @@ __all__ = [
 _SPACE = 1 << 62
 #: Relative safety margin below e^ε when choosing A (covers the error of float exp).
 _MARGIN = 2.0**-50
-#: Decimal digits used for the exact privacy-loss comparisons.
-_DIGITS = 60
 #: Largest |D| of the exact sampler: each other value owns L ~ 2^62 / (e^ε + |D|) points of the
 #: rational space, about 2^22 at this |D|, and the delivered ε falls short of the one asked for by
 #: about 1/A <= 1/L (:func:`rational_weights`). A schema's private domain is bounded further, by
 #: ``schema.MAX_BATCH_WEIGHTS``; ``schema.MAX_DOMAIN_SIZE`` bounds the size of a domain we encode.
 MAX_SAMPLER_DOMAIN_SIZE = 1 << 40
-
-
-def exact_log_ratio(numerator: int, denominator: int) -> Decimal:
-    """:math:`\\ln(\\mathrm{numerator}/\\mathrm{denominator})` to 60 significant digits."""
-    with localcontext() as ctx:
-        ctx.prec = _DIGITS
-        return Decimal(numerator).ln() - Decimal(denominator).ln()
-
-
-def float_at_least(value: Decimal) -> float:
-    """The smallest float that is >= ``value`` (ε rounded in the safe direction)."""
-    x = float(value)
-    while Decimal(x) < value:
-        x = math.nextafter(x, math.inf)
-    return x
 
 
 def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
@@ -79,14 +60,13 @@ def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
     with ``L = 1``, and the delivered ε is smaller than the one asked (never larger).
     """
     k = domain_size
-    bound = Decimal(epsilon)
     # e^45 > 2^62 >= A/L, so capping the exponent only lowers A where the space caps it anyway (and
     # keeps math.exp from overflowing for huge ε). One formula for every ε: a separate ε >= 40 branch
     # used to start from A = 2^62 - (k-1), L = 1 and then walk A down one by one (a hang for 40 <= ε < 43).
     growth = math.exp(min(epsilon, 45.0))
     lie = max(1, int(_SPACE // (growth + k)))
     keep = min(int(lie * (growth * (1.0 - _MARGIN))), _SPACE - (k - 1) * lie)
-    while keep > lie and exact_log_ratio(keep, lie) > bound:  # exact check; practically never loops
+    while keep > lie and log_ratio_exceeds(keep, lie, epsilon):  # exact check; practically never loops
         keep -= 1
     if keep <= lie:
         raise ValidationError("epsilon", f"a finite number >= {_min_epsilon(k):.2g} for domain_size {k} "
@@ -135,7 +115,7 @@ class MechanismE:
         self.domain_size = check_int(domain_size, "domain_size", 2, MAX_SAMPLER_DOMAIN_SIZE)
         self.keep_weight, self.lie_weight = rational_weights(self.epsilon_requested, self.domain_size)
         self.total_weight = self.keep_weight + (self.domain_size - 1) * self.lie_weight
-        self.epsilon = float_at_least(exact_log_ratio(self.keep_weight, self.lie_weight))
+        self.epsilon = delivered_epsilon(self.keep_weight, self.lie_weight)
         self.keep_probability = self.keep_weight / self.total_weight
         self.lie_probability = self.lie_weight / self.total_weight
         # Rejection threshold for drawing uniformly from [0, N) with 64-bit words.

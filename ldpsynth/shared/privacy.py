@@ -5,6 +5,7 @@ The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.priva
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Protocol
@@ -17,11 +18,13 @@ __all__ = [
     "PrivacyGuaranteeError",
     "max_privacy_loss",
     "log_ratio_exceeds",
+    "delivered_epsilon",
     "satisfies_epsilon_dp",
     "assert_epsilon_dp",
 ]
 
-#: Significant digits of the value returned by :func:`max_privacy_loss` (as ``exact_log_ratio``).
+#: Significant digits of the value returned by :func:`max_privacy_loss` (a figure to print; decisions use
+#: :func:`log_ratio_exceeds`).
 DEFAULT_DIGITS = 60
 #: Precision at which the exact comparison starts, and beyond which it gives up (never reached:
 #: see the module docstring; a guard against malformed input only).
@@ -61,7 +64,7 @@ def max_privacy_loss(mechanism: ExactRandomizedResponse, *, digits: int = DEFAUL
 
     Computed from the integer weights ``A = keep_weight``, ``L = lie_weight`` (eq. 16: the keep and
     lie probabilities are :math:`A/N` and :math:`L/N`), to ``digits`` significant digits
-    (``Decimal``, as :func:`~ldpsynth.shared.mechanism.exact_log_ratio`). ``Decimal(0)`` when
+    (``Decimal``: a figure to print). ``Decimal(0)`` when
     :math:`A = L` (the output ignores the input); ``Decimal('Infinity')`` when one weight is 0
     (some output is possible under one input and impossible under another). To compare with an ε,
     use :func:`satisfies_epsilon_dp`, which is exact rather than ``digits``-accurate.
@@ -130,6 +133,28 @@ def log_ratio_exceeds(big: int, small: int, epsilon: float) -> bool:
         digits *= 2
     raise ValidationError("epsilon", "a float not within 10^-20000 of the privacy loss",
                           "undecidable at the maximum precision")  # pragma: no cover (impossible, see module doc)
+
+
+def delivered_epsilon(big: int, small: int) -> float:
+    """The ε an exact ratio delivers: the smallest float ``x`` with :math:`\\ln(\\mathrm{big}/\\mathrm{small}) \\le x`,
+    decided by :func:`log_ratio_exceeds` (the one exact comparison), for integers ``big >= small >= 1``.
+
+    >>> x = delivered_epsilon(3, 1)
+    >>> log_ratio_exceeds(3, 1, x), log_ratio_exceeds(3, 1, math.nextafter(x, 0.0))
+    (False, True)
+    >>> delivered_epsilon(7, 7)
+    0.0
+    """
+    big = check_int(big, "big", 1)
+    small = check_int(small, "small", 1, big)
+    if big == small:
+        return 0.0
+    x = math.log1p((big - small) / small)  # within a few ulps (int / int rounds correctly): walk to the exact value
+    while not log_ratio_exceeds(big, small, below := math.nextafter(x, 0.0)):
+        x = below
+    while log_ratio_exceeds(big, small, x):
+        x = math.nextafter(x, math.inf)
+    return x
 
 
 def satisfies_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> bool:

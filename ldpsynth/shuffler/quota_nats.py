@@ -276,10 +276,17 @@ class NatsQuotas:
                                  reconnected_cb=_quiet, closed_cb=_quiet)
         except (*_STORE_ERRORS, ValueError) as exc:
             await _close(client)
-            refused = [e for e in seen if isinstance(e, nats.errors.AuthorizationError)]  # else a reset after it
+            refused = [e for e in seen if isinstance(e, nats.errors.AuthorizationError)
+                       or "authorization violation" in str(e).lower()]
             why = refused[0] if refused else seen[-1] if seen else exc
+            # The server writes its "-ERR 'Authorization Violation'" and closes at once; the reset can reach the
+            # client first and discard that line. Its INFO (nats-py keeps the last one; no public accessor) still
+            # says whether it asked for credentials.
+            asked = not refused and getattr(client, "_server_info", {}).get("auth_required", False)
+            hint = ("; the server requires authorization and closed the connection after the credentials were "
+                    f"sent: check the token in ${TOKEN_ENV} or the client certificate") if asked else ""
             raise ConfigError(f"{FLAG}: cannot connect to the quota store at {where} ({attempts} attempts in about "
-                              f"{settings.timeout:g} s; {type(why).__name__}: {why or 'no answer'})") from None
+                              f"{settings.timeout:g} s; {type(why).__name__}: {why or 'no answer'}{hint})") from None
         client.options["max_reconnect_attempts"] = -1
         js = client.jetstream(timeout=settings.timeout)
         try:

@@ -22,14 +22,31 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
 
 
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    """The benchmark as a module (it imports its sibling modules from its own folder)."""
+def _module(name: str) -> ModuleType:
+    """A module of the benchmark (it imports its sibling modules and its package scale/ from its own folder)."""
     sys.path.insert(0, str(SCRIPT.parent))
     try:
-        return importlib.import_module("bench_scale")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(SCRIPT.parent))
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """The benchmark's entry point: its options."""
+    return _module("bench_scale")
+
+
+@pytest.fixture(scope="module")
+def client() -> ModuleType:
+    """The load client: how a run is shared among client processes and what they did merged."""
+    return _module("scale.client")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> ModuleType:
+    """The cluster part: its plan of runs."""
+    return _module("scale.cluster")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -46,7 +63,7 @@ def test_options_out_of_range_are_refused_naming_the_option(
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_a_shape_sets_defaults_that_explicit_options_override(bench: ModuleType) -> None:
+def test_a_shape_sets_defaults_that_explicit_options_override(bench: ModuleType, cluster: ModuleType) -> None:
     default = bench.parse_args([])
     assert (default.shards, default.concurrency, default.reports, default.connections) == (4, 100, 10, "both")
     assert (default.replicas, default.clients) == (2, 1)
@@ -54,21 +71,21 @@ def test_a_shape_sets_defaults_that_explicit_options_override(bench: ModuleType)
     assert (shaped.shards, shaped.concurrency, shaped.reports, shaped.connections) == (16, 256, 10, "long-lived")
     assert (shaped.replicas, shaped.clients) == (3, 4)
     assert bench.parse_args(["--shape", "concurrent256", "--shards", "8"]).shards == 8
-    assert bench.run_plan(3, "long-lived") == [(0, False), (1, False), (3, False)]
-    assert bench.run_plan(1, "both") == [(0, True), (1, True), (0, False), (1, False)]
+    assert cluster.run_plan(3, "long-lived") == [(0, False), (1, False), (3, False)]
+    assert cluster.run_plan(1, "both") == [(0, True), (1, True), (0, False), (1, False)]
 
 
-def test_a_run_is_shared_among_client_processes(bench: ModuleType) -> None:
-    drive = bench.Drive("127.0.0.1:1", "/m", streams=2001, reports=10, concurrency=256, connect_each=False,
+def test_a_run_is_shared_among_client_processes(client: ModuleType) -> None:
+    drive = client.Drive("127.0.0.1:1", "/m", streams=2001, reports=10, concurrency=256, connect_each=False,
                         warmup=200, replica=True)
-    parts = bench.split_drive(drive, 3)
+    parts = client.split_drive(drive, 3)
     assert [(p.streams, p.concurrency, p.warmup) for p in parts] == [(667, 86, 67), (667, 85, 67), (667, 85, 66)]
     assert {(p.target, p.method, p.reports, p.connect_each, p.replica) for p in parts} == {
         ("127.0.0.1:1", "/m", 10, False, True)}
-    assert bench.split_drive(drive, 1) == [drive]
+    assert client.split_drive(drive, 1) == [drive]
 
 
-def test_the_outcomes_of_client_processes_merge(bench: ModuleType) -> None:
+def test_the_outcomes_of_client_processes_merge(client: ModuleType) -> None:
     outcomes = [
         {"latencies": [0.001, 0.002, 0.003], "finished": 12.5, "accepted": 30, "warm_accepted": 10,
          "errors": [f"e{i}" for i in range(15)]},
@@ -76,11 +93,11 @@ def test_the_outcomes_of_client_processes_merge(bench: ModuleType) -> None:
          "errors": [f"f{i}" for i in range(10)]},
         {"latencies": [], "finished": 10.5, "accepted": 0, "warm_accepted": 0, "errors": []},  # it had no stream
     ]
-    merged = bench.merge_outcomes(outcomes, go_at=10.0)
+    merged = client.merge_outcomes(outcomes, go_at=10.0)
     assert (merged.streams, merged.seconds, merged.accepted) == (5, 3.0, 70)  # from the go to the last ack
     assert merged.p50_ms == pytest.approx(3.0) and merged.p99_ms == pytest.approx(4.96)  # of all 5 latencies
     assert merged.errors == [*(f"e{i}" for i in range(15)), *(f"f{i}" for i in range(5)), "... 5 more"]
-    lone = bench.merge_outcomes(outcomes[:1], go_at=12.0)
+    lone = client.merge_outcomes(outcomes[:1], go_at=12.0)
     assert (lone.streams, lone.seconds, lone.p50_ms) == (3, 0.5, pytest.approx(2.0))
 
 

@@ -25,6 +25,12 @@ def test_cli_command_module_imports_grpc_only_when_it_runs() -> None:
     assert imported_after("import ldpsynth.cli.client_cmd", ("grpc", "ldpsynth.client", *HEAVY)) == []
 
 
+def test_the_console_script_parser_imports_neither_scipy_nor_ray() -> None:
+    """``ldpsynth client ...`` in the client image builds the whole parser (every subcommand's
+    ``register``) first: no subcommand module may import the accountant or Ray at import time."""
+    assert imported_after("from ldpsynth.cli.main import build_parser; build_parser()", HEAVY) == []
+
+
 def test_client_extra_resolves_without_scipy_or_ray(tmp_path) -> None:
     report = tmp_path / "report.json"
     subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",

@@ -22,6 +22,7 @@ from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.privacy import (
     PrivacyGuaranteeError,
     assert_epsilon_dp,
+    delivered_epsilon,
     max_privacy_loss,
     satisfies_epsilon_dp,
 )
@@ -207,3 +208,21 @@ def test_max_privacy_loss_digits():
 
 def test_module_doctests():
     assert doctest.testmod(privacy_module, raise_on_error=False).failed == 0
+
+
+@pytest.mark.parametrize(("big", "small"), [(9, 1), (2, 1), ((1 << 64) - 5, 5), ((1 << 62) - 3, (1 << 62) - 4),
+                                            (10**30 + 1, 10**30), (7_389_056_098_930_650, 10**15)])
+def test_delivered_epsilon_is_the_least_float_at_or_above_the_exact_loss(big: int, small: int) -> None:
+    """The one definition of the ε a ratio delivers, against an independent 100-digit reference; the next
+    float down is refused by the exact check (the claim is tight, never below the loss)."""
+    got = delivered_epsilon(big, small)
+    assert got == smallest_float_at_least(ln_ratio(big, small))
+    assert satisfies_epsilon_dp(weights(2, big, small), got)
+    assert not satisfies_epsilon_dp(weights(2, big, small), math.nextafter(got, 0.0))
+
+
+def test_every_mechanism_states_the_delivered_epsilon_of_its_own_weights() -> None:
+    from ldpsynth.shared.mechanism import MechanismE
+
+    m = MechanismE(1.0, 5)
+    assert m.epsilon == delivered_epsilon(m.keep_weight, m.lie_weight) <= 1.0

@@ -254,6 +254,34 @@ def test_a_store_that_cannot_be_used_at_start_is_a_config_error_naming_the_flag(
         plain.stop()
 
 
+def test_credentials_refused_by_a_reset_before_the_error_line_still_name_authorization() -> None:
+    """A server that asks for credentials and resets the connection once they are sent (the reset can
+    overtake nats-server's "-ERR 'Authorization Violation'" line) is reported as a refusal, not a bare reset."""
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.sendall(b'INFO {"server_id":"x","version":"2.10.0","auth_required":true,"max_payload":1048576}\r\n')
+            conn.recv(4096)  # CONNECT (with the token) and PING
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # a reset, no -ERR line
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError, match=r"(?i)--quota-nats: cannot connect.*requires authorization"):
+            run(NatsQuotas.connect(QuotaNats((f"nats://127.0.0.1:{port}",), token="wrong", timeout=2.0), 60.0))
+    finally:
+        listener.close()
+
+
 def test_a_store_over_mutual_tls(tmp_path: Path, certs: Path) -> None:
     server = QuotaServer(tmp_path / "tls", token=None, tls_files=certs)
 

@@ -11,10 +11,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..privacy import delivered_epsilon
 from .bits import parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
-from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
+from .pure import DYADIC, PureProtocol, dyadic_split
 
 __all__ = [
     "HadamardResponse",

@@ -12,10 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..privacy import delivered_epsilon
 from .bits import LinearMap, parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
-from .pure import PureProtocol, delivered_epsilon, ratio_weights
+from .pure import PureProtocol, ratio_weights
 
 __all__ = [
     "irreducible_polynomial",

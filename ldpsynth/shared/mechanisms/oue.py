@@ -29,10 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..privacy import delivered_epsilon
 from .bits import pack_rows
 from .coins import CoinFlips
 from .oracle import BitSetOracle
-from .pure import DYADIC, PureProtocol, delivered_epsilon, dyadic_split
+from .pure import DYADIC, PureProtocol, dyadic_split
 
 __all__ = [
     "OUE",

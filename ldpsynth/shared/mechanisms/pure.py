@@ -13,13 +13,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
-from ..mechanism import MechanismE, exact_log_ratio, float_at_least
+from ..mechanism import MechanismE
 from ..privacy import log_ratio_exceeds
 from ..validation import check_epsilon
 
 __all__ = [
     "DYADIC",
-    "delivered_epsilon",
     "dyadic_split",
     "ratio_weights",
     "check_weights",
@@ -32,11 +31,6 @@ SPACE = 1 << 62
 #: Denominator of the dyadic probabilities (one 64-bit word).
 DYADIC = 1 << 64
 _MARGIN = 2.0**-50
-
-
-def delivered_epsilon(big: int, small: int) -> float:
-    """:math:`\\ln(\\mathrm{big}/\\mathrm{small})` rounded up to the next float (the ε an exact ratio delivers)."""
-    return float_at_least(exact_log_ratio(big, small))
 
 
 def dyadic_split(epsilon: float) -> tuple[int, int]:

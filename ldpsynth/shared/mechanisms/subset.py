@@ -12,10 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..privacy import delivered_epsilon
 from .bits import row_popcounts
 from .coins import CoinFlips
 from .oracle import BitSetOracle
-from .pure import PureProtocol, delivered_epsilon, ratio_weights
+from .pure import PureProtocol, ratio_weights
 
 __all__ = [
     "subset_protocol",

@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 
 from ..errors import ValidationError
-from ..mechanism import exact_log_ratio
 from ..mechanisms.coins import CoinFlips
 from ..privacy import log_ratio_exceeds
 from ..validation import check_epsilon, check_int
@@ -70,8 +68,7 @@ def integer_weights(epsilon: float, high: int, low: int, space_bits: int = SPACE
     growth = math.exp(min(eps, 45.0))
     lie = max(1, int(space // (growth * high + low)))
     keep = min(int(lie * growth * (1.0 - _MARGIN)), (space - low * lie) // high)
-    bound = Decimal(eps)
-    while keep > lie and exact_log_ratio(keep, lie) > bound:   # exact; practically never loops
+    while keep > lie and log_ratio_exceeds(keep, lie, eps):   # exact; practically never loops
         keep -= 1
     if keep <= lie:
         raise ValidationError("epsilon", f"a number the {space_bits}-bit integer space resolves for "

@@ -50,8 +50,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ..mechanism import exact_log_ratio, float_at_least
 from ..mechanisms.coins import CoinFlips, secure_coins, seeded_coins
+from ..privacy import delivered_epsilon
 from ..validation import check_epsilon, check_int
 from .closed_form import hybrid_alpha, square_wave_b
 from .grid import SPACE_BITS, GridLaw, integer_weights, round_to_grid
@@ -95,10 +95,6 @@ def _unit(x: npt.ArrayLike) -> np.ndarray:
     return np.asarray(x, dtype=np.float64).reshape(-1)
 
 
-def _delivered(keep: int, lie: int) -> float:
-    return float_at_least(exact_log_ratio(keep, lie))
-
-
 @dataclass(frozen=True)
 class VarianceCoefficients:
     """:math:`\\mathrm{Var}[\\hat x \\mid x] = a x^2 + c` on the grid points, plus at most ``rounding`` for a
@@ -135,7 +131,7 @@ class Duchi(_Sampler):
         self.steps = 1 << check_int(grid_bits, "grid_bits", 1, 20)
         self.keep, self.lie = integer_weights(self.epsilon_requested, self.steps, self.steps, space_bits)
         self.denominator = self.steps * (self.keep + self.lie)
-        self.epsilon = _delivered(self.keep, self.lie)
+        self.epsilon = delivered_epsilon(self.keep, self.lie)
         self.bound = (self.keep + self.lie) / (self.keep - self.lie)      # B at the delivered A/L
         self.reports = 2
 
@@ -172,7 +168,7 @@ class SlidingWindow(_Sampler):
         self.keep, self.lie = integer_weights(self.epsilon_requested, self.window, self.reports - self.window,
                                               space_bits)
         self.denominator = self.window * self.keep + (self.reports - self.window) * self.lie
-        self.epsilon = _delivered(self.keep, self.lie)
+        self.epsilon = delivered_epsilon(self.keep, self.lie)
 
     def _select(self, i: np.ndarray, u: np.ndarray) -> np.ndarray:
         """:math:`U < wA`: cell :math:`i + \\lfloor U/A \\rfloor` of the window; else the

@@ -16,6 +16,8 @@
  *   sent sealed through a shuffler or in clear, and a submission that would send one the other way is
  *   refused whole before anything is charged (ValidationError naming `rows`): it would link the report
  *   to the device.
+ * - **The marker and the memo keys**, alike in every store: a marker `<ledger>.created` records the
+ *   ledger's id, an HMAC of a constant under the device secret; a row's memo key is an HMAC under it too.
  */
 import { ValidationError } from "./errors.js";
 import * as frac from "./fraction.js";
@@ -315,4 +317,28 @@ export function checkPath(collection: string, sealed: boolean, switched: number)
       + `${switched} of these rows have a report first sent ${first}; sending it ${now} would link the report to this `
       + "device (nothing was charged or sent)",
   );
+}
+
+/** A ledger's marker is named after the ledger with this suffix (`<ledger>.created`). */
+export const MARKER_SUFFIX = ".created";
+const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
+/** The size of the device secret: a row's memo key and the ledger's id are HMAC-SHA256 under it. */
+export const SECRET_BYTES = 32;
+/** The domain tag before a row in its memo key. */
+export const MEMO_DOMAIN = new TextEncoder().encode("ldpsynth-memo/1");
+/** The ledger's id is the HMAC of this tag alone. */
+export const ID_DOMAIN = new TextEncoder().encode("ldpsynth-ledger-id/1");
+/** A memo key: 64 hex digits. */
+export const KEY_HEX = /^[0-9a-f]{64}$/;
+
+/** What a marker holds: its format, the `ledger` it was written for and that ledger's `id`, when, and a reset's record. */
+export function markerRecord(ledger: string, id: string, reset?: JsonValue): Record<string, JsonValue> {
+  const content: Record<string, JsonValue> = {
+    format: MARKER_FORMAT,
+    ledger,
+    ledger_id: id,
+    written: new Date().toISOString(),
+  };
+  if (reset !== undefined) content["reset"] = reset;
+  return content;
 }

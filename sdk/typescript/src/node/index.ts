@@ -13,11 +13,11 @@ export {
   defaultLedgerPath,
   DEFAULT_BUDGET_MULTIPLE,
   LEDGER_ENV,
-  MARKER_SUFFIX,
   type CentralGuarantee,
   type LedgerOptions,
   type MemoEntry,
 } from "./ledger.js";
+export { MARKER_SUFFIX } from "../ledger-rules.js";
 export { prepareReports, type PathOptions, type PreparedReports } from "./device.js";
 export {
   Client,

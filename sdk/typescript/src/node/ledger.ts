@@ -31,21 +31,11 @@
  *
  * The file is this SDK's own JSON format (not the Python SDK's SQLite file, which it refuses): a
  * device must keep using one SDK's ledger for a collection. One process at a time writes it (a lock
- * file `<ledger>.lock` holding the writer's pid; a lock whose process is gone is taken over).
+ * file `<ledger>.lock` holding the writer's pid; a lock whose process is gone is taken over). The format
+ * is ./ledger-format.ts; the files, their marker and lock, ./ledger-files.ts.
  */
-import { createHash, createHmac, randomBytes } from "node:crypto";
-import {
-  closeSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
+import { createHash, createHmac } from "node:crypto";
+import { linkSync, mkdirSync, unlinkSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { MechanismCard } from "../card.js";
@@ -59,14 +49,13 @@ import {
   CardChanged,
   centralRecord,
   charge,
-  checkedCentral,
-  checkedPin,
-  checkedSpend,
   checkPath,
   checkPinned,
   DEFAULT_BUDGET_MULTIPLE,
   LedgerError,
+  MARKER_SUFFIX,
   mayPromise,
+  MEMO_DOMAIN,
   NO_SPEND,
   PrivacyBudgetExceeded,
   promised,
@@ -74,385 +63,29 @@ import {
   type Spend,
 } from "../ledger-rules.js";
 import { checkEpsilon } from "../validation.js";
+import {
+  checkMarker,
+  createLedger,
+  exists,
+  ledgerId,
+  locked,
+  replaceLedger,
+  upgrade,
+  writeMarker,
+} from "./ledger-files.js";
+import { FORMAT, readState, refused, shown, SOUND, type State } from "./ledger-format.js";
 
 export { Budget, CardChanged, DEFAULT_BUDGET_MULTIPLE, LedgerError, PrivacyBudgetExceeded };
 
 export type { CentralGuarantee, MemoEntry };
 
 export const LEDGER_ENV = "LDPSYNTH_TS_LEDGER";
-export const MARKER_SUFFIX = ".created";
-const LOCK_SUFFIX = ".lock";
-const FORMAT = "ldpsynth.ts-ledger/3";
-/** The formats written before budgets and pins were stored (1), before promises and paths (2): upgraded at their first open. */
-const FORMAT_1 = "ldpsynth.ts-ledger/1";
-const FORMAT_2 = "ldpsynth.ts-ledger/2";
-const FORMATS = [FORMAT_1, FORMAT_2, FORMAT];
-const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
-const SECRET_BYTES = 32;
-const MEMO_DOMAIN = Buffer.from("ldpsynth-memo/1");
-const ID_DOMAIN = Buffer.from("ldpsynth-ledger-id/1");
-const LOCK_WAIT_MS = 30_000;
-const SOUND =
-  "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
-  + "FileLedger.reset; docs/contract.md §14)";
 
 /** `$LDPSYNTH_TS_LEDGER`, else `$XDG_DATA_HOME/ldpsynth/ledger.json` (`~/.local/share` by default). */
 export function defaultLedgerPath(): string {
   const explicit = process.env[LEDGER_ENV];
   if (explicit) return explicit;
   return join(process.env["XDG_DATA_HOME"] || join(homedir(), ".local", "share"), "ldpsynth", "ledger.json");
-}
-
-interface State {
-  /** The format read (written back as the current one). */
-  format: string;
-  secret: Buffer;
-  device: Record<string, JsonValue>;
-  /** undefined: a ledger of format 1, whose budget is stored at its first open. */
-  budget: Budget | undefined;
-  pinned: Map<string, Fraction>;
-  spend: Map<string, Spend>;
-  memo: Map<string, MemoEntry>;
-  /** The promise of each shuffled collection whose reports all went through a shuffler. */
-  central: Map<string, CentralGuarantee>;
-}
-
-function refused(path: string, problem: string): LedgerError {
-  return new LedgerError(`${path}: ${problem}`, SOUND);
-}
-
-function shown(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length <= 40 ? text : `${text.slice(0, 37)}...`;
-}
-
-function ledgerId(secret: Buffer): string {
-  return createHmac("sha256", secret).update(ID_DOMAIN).digest().subarray(0, 16).toString("hex");
-}
-
-function fsyncDirectory(dir: string): void {
-  const fd = openSync(dir, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Write `text` to a fresh file next to `path` (owner-only, fsynced) and return its name. */
-function staged(path: string, text: string): string {
-  const name = join(dirname(path), `${basename(path)}.new-${randomBytes(8).toString("hex")}`);
-  const fd = openSync(name, "wx", 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  return name;
-}
-
-/** The ledger's text (its budget must be known: a format-1 state is upgraded first). */
-function serialise(state: State): string {
-  const spend: Record<string, JsonValue> = {};
-  for (const [collection, s] of state.spend)
-    spend[collection] = { epsilon: frac.format(s.epsilon), reports: s.reports };
-  const memo: Record<string, JsonValue> = {};
-  for (const [key, m] of state.memo) {
-    memo[key] = [m.collection, Buffer.from(m.reportId).toString("hex"), String(m.privateCode), m.sealed];
-  }
-  const pinned: Record<string, JsonValue> = {};
-  for (const [collection, epsilon] of state.pinned) pinned[collection] = frac.format(epsilon);
-  const central: Record<string, JsonValue> = {};
-  for (const [collection, guarantee] of state.central) central[collection] = centralRecord(guarantee);
-  return JSON.stringify({
-    format: FORMAT,
-    memo_secret: state.secret.toString("hex"),
-    device: state.device,
-    budget: state.budget!.toJson(),
-    pinned,
-    spend,
-    memo,
-    central,
-  });
-}
-
-const SECRET_HEX = new RegExp(`^[0-9a-f]{${2 * SECRET_BYTES}}$`);
-const KEY_HEX = /^[0-9a-f]{64}$/;
-const ID_HEX = /^[0-9a-f]{32}$/;
-
-function isPlain(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** Parse and check a whole ledger file (see the module comment); LedgerError on any damage. */
-function readState(path: string): State {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(path);
-  } catch (err) {
-    throw refused(
-      path,
-      (err as NodeJS.ErrnoException).code === "ENOENT"
-        ? "the ledger is missing (deleted or moved): a new one would let rows already reported be reported afresh"
-        : `cannot read it (${(err as Error).message})`,
-    );
-  }
-  if (bytes.length === 0) {
-    throw refused(path, "the ledger file is empty (0 bytes): an earlier ledger was truncated or replaced");
-  }
-  let doc: unknown;
-  try {
-    doc = JSON.parse(bytes.toString("utf-8"));
-  } catch {
-    throw refused(path, "the ledger file is not a ledger of this SDK (not JSON)");
-  }
-  if (!isPlain(doc) || !FORMATS.includes(doc["format"] as string)) {
-    throw refused(path, `it is not a ledger of format ${FORMAT}`);
-  }
-  const format = doc["format"] as string;
-  const current = format !== FORMAT_1; // a budget and pins stored
-  const paths = format === FORMAT; // each memoized report's path, and the promises
-  const secretHex = doc["memo_secret"];
-  if (typeof secretHex !== "string" || !SECRET_HEX.test(secretHex)) {
-    throw refused(path, `its memo secret is ${shown(secretHex)}, not ${SECRET_BYTES} random bytes`);
-  }
-  const spendDoc = doc["spend"];
-  const memoDoc = doc["memo"];
-  const device = doc["device"];
-  if (!isPlain(spendDoc) || !isPlain(memoDoc) || !isPlain(device)) {
-    throw refused(path, "its tables are missing or malformed");
-  }
-  const budget = current ? Budget.fromJson(doc["budget"]) : undefined;
-  if (current && !budget) throw refused(path, `its budget is ${shown(doc["budget"])}, not a budget the ledger writes`);
-  const pinnedDoc = current ? doc["pinned"] : {};
-  if (!isPlain(pinnedDoc)) throw refused(path, "its tables are missing or malformed");
-  const pinned = new Map<string, Fraction>();
-  for (const [collection, value] of Object.entries(pinnedDoc)) {
-    const epsilon = checkedPin(value);
-    if (!epsilon) {
-      throw refused(
-        path,
-        `collection ${shown(collection)}: its pinned epsilon is ${shown(value)}, not an exact number > 0`,
-      );
-    }
-    pinned.set(collection, epsilon);
-  }
-  const spend = new Map<string, Spend>();
-  for (const [collection, row] of Object.entries(spendDoc)) {
-    const checked = checkedSpend(collection, row);
-    if (typeof checked === "string") throw refused(path, checked);
-    spend.set(collection, checked);
-  }
-  const memo = new Map<string, MemoEntry>();
-  const counts = new Map<string, number>();
-  for (const [key, row] of Object.entries(memoDoc)) {
-    if (
-      !KEY_HEX.test(key)
-      || !Array.isArray(row)
-      || row.length !== (paths ? 4 : 3)
-      || typeof row[0] !== "string"
-      || typeof row[1] !== "string"
-      || !ID_HEX.test(row[1])
-      || typeof row[2] !== "string"
-      || !/^[0-9]+$/.test(row[2])
-      || (paths && typeof row[3] !== "boolean")
-    ) {
-      throw refused(path, "a memoized report is malformed");
-    }
-    memo.set(key, {
-      collection: row[0],
-      reportId: new Uint8Array(Buffer.from(row[1], "hex")),
-      privateCode: BigInt(row[2]),
-      sealed: row[3] === true,
-    });
-    counts.set(row[0], (counts.get(row[0]) ?? 0) + 1);
-  }
-  for (const collection of new Set([...spend.keys(), ...counts.keys()])) {
-    const reports = spend.get(collection)?.reports ?? 0;
-    const stored = counts.get(collection) ?? 0;
-    if (stored !== reports) {
-      throw refused(
-        path,
-        `collection ${shown(collection)}: ${reports} reports counted but ${stored} memoized `
-          + "(the ledger records both together)",
-      );
-    }
-  }
-  const centralDoc = paths ? doc["central"] : {};
-  if (!isPlain(centralDoc)) throw refused(path, "its tables are missing or malformed");
-  const central = new Map<string, CentralGuarantee>();
-  for (const [collection, row] of Object.entries(centralDoc)) {
-    const checked = checkedCentral(collection, row);
-    if (typeof checked === "string") throw refused(path, checked);
-    if (!(spend.get(collection)?.reports ?? 0)) {
-      throw refused(
-        path,
-        `collection ${shown(collection)}: a central guarantee is recorded but no report (the ledger `
-          + "records it with the spend)",
-      );
-    }
-    const clear = [...memo.values()].filter((m) => m.collection === collection && !m.sealed).length;
-    if (clear) {
-      throw refused(
-        path,
-        `collection ${shown(collection)}: a central guarantee is recorded but ${clear} of its `
-          + "memoized reports were sent in clear (the ledger records one only while every report went through a shuffler)",
-      );
-    }
-    central.set(collection, checked);
-  }
-  return {
-    format,
-    secret: Buffer.from(secretHex, "hex"),
-    device: device as Record<string, JsonValue>,
-    budget,
-    pinned,
-    spend,
-    memo,
-    central,
-  };
-}
-
-function writeMarker(path: string, id: string, reset?: JsonValue): void {
-  const content: Record<string, JsonValue> = {
-    format: MARKER_FORMAT,
-    ledger: basename(path),
-    ledger_id: id,
-    written: new Date().toISOString(),
-  };
-  if (reset !== undefined) content["reset"] = reset;
-  const marker = `${path}${MARKER_SUFFIX}`;
-  renameSync(staged(marker, `${JSON.stringify(content)}\n`), marker);
-  fsyncDirectory(dirname(path));
-}
-
-function checkMarker(path: string, id: string): void {
-  const marker = `${path}${MARKER_SUFFIX}`;
-  let recorded: unknown;
-  try {
-    recorded = (JSON.parse(readFileSync(marker, "utf-8")) as Record<string, unknown>)["ledger_id"];
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-      writeMarker(path, id); // a ledger whose creation stopped between the link and the marker
-      return;
-    }
-    throw refused(path, `its marker ${basename(marker)} is not a ledger marker`);
-  }
-  if (recorded !== id) {
-    throw refused(path, `it is not the ledger its marker ${basename(marker)} was written for: the ledger was replaced`);
-  }
-}
-
-function exists(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Build a complete new ledger under a temporary name and link it into place (never over a file). */
-function createLedger(path: string, budget: Budget, device: Record<string, JsonValue> = {}): Buffer {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const secret = randomBytes(SECRET_BYTES);
-  const built = staged(
-    path,
-    serialise({
-      format: FORMAT,
-      secret,
-      device,
-      budget,
-      pinned: new Map(),
-      spend: new Map(),
-      memo: new Map(),
-      central: new Map(),
-    }),
-  );
-  try {
-    linkSync(built, path);
-  } finally {
-    unlinkSync(built);
-  }
-  fsyncDirectory(dirname(path));
-  return secret;
-}
-
-/**
- * Format 1 or 2 -> 3 under the lock: (1 -> 2) store `budget`, pin each collection's ε at its spend per
- * report; (2 -> 3) write the (empty) table of promises and each memoized report's path, in clear.
- */
-function upgrade(path: string, budget: Budget): State {
-  return locked(path, () => {
-    const state = readState(path);
-    if (state.format === FORMAT) return state; // another process just did it
-    if (state.budget === undefined) {
-      state.budget = budget;
-      for (const [collection, spend] of state.spend) {
-        if (spend.reports > 0) {
-          state.pinned.set(collection, frac.fraction(spend.epsilon.num, spend.epsilon.den * BigInt(spend.reports)));
-        }
-      }
-    }
-    renameSync(staged(path, serialise(state)), path);
-    fsyncDirectory(dirname(path));
-    state.format = FORMAT;
-    return state;
-  });
-}
-
-function sleep(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-function processAlive(pid: number): boolean {
-  if (pid === process.pid) return false; // transactions are synchronous: a lock of this pid is a leftover
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** Hold `<ledger>.lock` while `body` runs (one writer at a time; a dead writer's lock is taken over). */
-function locked<T>(path: string, body: () => T): T {
-  const lock = `${path}${LOCK_SUFFIX}`;
-  const deadline = Date.now() + LOCK_WAIT_MS;
-  for (;;) {
-    try {
-      const fd = openSync(lock, "wx", 0o600);
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
-        throw refused(path, `cannot lock it (${(err as Error).message})`);
-      }
-      let holder: number;
-      try {
-        holder = Number(readFileSync(lock, "utf-8"));
-      } catch {
-        continue; // released meanwhile
-      }
-      if (Number.isSafeInteger(holder) && !processAlive(holder)) {
-        try {
-          unlinkSync(lock);
-        } catch {
-          // another process took it over first
-        }
-        continue;
-      }
-      if (Date.now() > deadline) throw refused(path, `locked by process ${holder} for over ${LOCK_WAIT_MS / 1000} s`);
-      sleep(20);
-    }
-  }
-  try {
-    return body();
-  } finally {
-    unlinkSync(lock);
-  }
 }
 
 /** One submission's view of the ledger inside its transaction (see {@link FileLedger.transaction}). */
@@ -704,10 +337,7 @@ export class FileLedger {
       const tx = new LedgerTransaction(state, collection, eps, budget, options.sealed ?? false);
       const result = body(tx);
       if (pinned === undefined) state.pinned.set(collection, eps);
-      if (tx.changed || pinned === undefined) {
-        renameSync(staged(this.path, serialise(state)), this.path);
-        fsyncDirectory(dirname(this.path));
-      }
+      if (tx.changed || pinned === undefined) replaceLedger(this.path, state);
       return result;
     });
   }

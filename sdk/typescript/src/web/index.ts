@@ -4,14 +4,8 @@
  * SubmitBatch, several replicas with failover). Everything of the core is re-exported.
  */
 export * from "../index.js";
-export {
-  IndexedDbLedger,
-  IdbLedgerTransaction,
-  collectionFingerprint,
-  MARKER_SUFFIX,
-  type IndexedDbLedgerOptions,
-  type MarkerStore,
-} from "./ledger.js";
+export { IndexedDbLedger, IdbLedgerTransaction, collectionFingerprint, type IndexedDbLedgerOptions } from "./ledger.js";
+export type { MarkerStore } from "./ledger-database.js";
 export { prepareReports } from "./device.js";
 export { WebClient, type WebClientOptions, type WebProtocol } from "./client.js";
 export {
@@ -20,6 +14,7 @@ export {
   LedgerError,
   PrivacyBudgetExceeded,
   DEFAULT_BUDGET_MULTIPLE,
+  MARKER_SUFFIX,
   type CentralGuarantee,
 } from "../ledger-rules.js";
 export { RetryPolicy, isRetryable, RETRYABLE_STATUSES, type RetryOptions } from "../retry.js";

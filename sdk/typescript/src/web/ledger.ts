@@ -26,6 +26,8 @@
  *   A database of version 1 (before promises and paths) is upgraded when opened: the `central` table is
  *   added, empty, and its memoized reports (without `sealed`) count as sent in clear (it recorded no
  *   promise), so its collections with reports never get a promise.
+ *
+ * The database itself (opening, upgrading, checking it, its marker) is ./ledger-database.ts.
  */
 import { ValidationError } from "../errors.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
@@ -41,35 +43,37 @@ import {
   checkedSpend,
   checkPath,
   checkPinned,
+  KEY_HEX,
   LedgerError,
+  MARKER_SUFFIX,
   mayPromise,
+  MEMO_DOMAIN,
   NO_SPEND,
   promised,
+  SECRET_BYTES,
   type CentralGuarantee,
   type Spend,
 } from "../ledger-rules.js";
 import { REPORT_ID_BYTES, secureRandomBytes } from "../random.js";
 import { checkEpsilon } from "../validation.js";
+import {
+  completion,
+  concat,
+  DB_PREFIX,
+  FORMAT,
+  hex,
+  ledgerId,
+  type MarkerStore,
+  openDatabase,
+  readMarker,
+  refused,
+  SOUND,
+  stored,
+  verify,
+  writeMarker,
+} from "./ledger-database.js";
 
-const FORMAT = "ldpsynth.idb-ledger/2";
-/** The format of a database of version 1 (before promises and paths), upgraded when opened. */
-const FORMAT_1 = "ldpsynth.idb-ledger/1";
-const MARKER_FORMAT = "ldpsynth-ledger-marker/1";
-const DB_PREFIX = "ldpsynth-ledger/";
-export const MARKER_SUFFIX = ".created";
-const VERSION = 2;
-const STORES = ["device", "spend", "pinned", "memo", "central"] as const;
-const SECRET_BYTES = 32;
-const MEMO_DOMAIN = new TextEncoder().encode("ldpsynth-memo/1");
-const ID_DOMAIN = new TextEncoder().encode("ldpsynth-ledger-id/1");
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
-const KEY_HEX = /^[0-9a-f]{64}$/;
-const SOUND =
-  "an intact ledger this SDK created, next to its marker (to start this device over knowingly: "
-  + "IndexedDbLedger.reset; docs/contract.md §14)";
-
-/** Where a ledger's marker is kept: the origin's localStorage by default. */
-export type MarkerStore = Pick<Storage, "getItem" | "setItem" | "removeItem">;
 
 export interface IndexedDbLedgerOptions {
   /**
@@ -81,56 +85,6 @@ export interface IndexedDbLedgerOptions {
   readonly indexedDB?: IDBFactory;
   /** Where the marker is kept (default `globalThis.localStorage`). */
   readonly markers?: MarkerStore;
-}
-
-function refused(name: string, problem: string): LedgerError {
-  return new LedgerError(`IndexedDB ledger ${JSON.stringify(name)}: ${problem}`, SOUND);
-}
-
-function request<T>(req: IDBRequest<T>): Promise<T> {
-  return new Promise((resolve, reject) => {
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error ?? new DOMException("the request failed", "UnknownError"));
-  });
-}
-
-/** A record read by key: `unknown` until checked (IndexedDB's `get` gives `any`). */
-function stored(req: IDBRequest): Promise<unknown> {
-  return request<unknown>(req);
-}
-
-/** A key of a damaged ledger, shown in its error (any IndexedDB key; a sound ledger's are strings). */
-function keyText(key: IDBValidKey): string {
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever key was found, as String() shows it
-  return String(key);
-}
-
-function completion(tx: IDBTransaction): Promise<void> {
-  return new Promise((resolve, reject) => {
-    tx.oncomplete = () => resolve();
-    tx.onerror = () => reject(tx.error ?? new DOMException("the transaction failed", "UnknownError"));
-    tx.onabort = () => reject(tx.error ?? new DOMException("the transaction was aborted", "AbortError"));
-  });
-}
-
-function hex(bytes: ArrayBuffer | Uint8Array): string {
-  return Array.from(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), (b) =>
-    b.toString(16).padStart(2, "0"),
-  ).join("");
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
-
-async function ledgerId(secret: CryptoKey): Promise<string> {
-  return hex(await crypto.subtle.sign("HMAC", secret, ID_DOMAIN)).slice(0, 32);
 }
 
 function defaults(options: IndexedDbLedgerOptions): { factory: IDBFactory; markers: MarkerStore } {
@@ -151,167 +105,6 @@ function checkName(name: string): string {
     throw new ValidationError("name", "1 to 64 characters among letters, digits, '.', '_' and '-'", "malformed");
   }
   return name;
-}
-
-/**
- * Version 1 -> 2, in the open's upgrade transaction: add the (empty) `central` table and mark the
- * format 2, only where the database is one of format 1 (anything else is left for verify to refuse).
- */
-function upgradeFrom1(db: IDBDatabase, tx: IDBTransaction): void {
-  if (!db.objectStoreNames.contains("central")) db.createObjectStore("central");
-  if (!db.objectStoreNames.contains("device")) return;
-  const device = tx.objectStore("device");
-  const format = device.get("format");
-  format.onsuccess = () => {
-    if (format.result === FORMAT_1) device.put(FORMAT, "format");
-  };
-}
-
-/** Open (or, where none ever was, create) the database; LedgerError for a missing or foreign one. */
-function openDatabase(
-  factory: IDBFactory,
-  name: string,
-  markerExists: boolean,
-  create: Record<string, unknown>,
-): Promise<IDBDatabase> {
-  return new Promise((resolve, reject) => {
-    let problem: LedgerError | undefined;
-    const req = factory.open(DB_PREFIX + name, VERSION);
-    req.onupgradeneeded = (event) => {
-      const tx = req.transaction!;
-      if (event.oldVersion === 1) {
-        upgradeFrom1(req.result, tx);
-        return;
-      }
-      if (event.oldVersion !== 0) {
-        problem = refused(name, `its database has version ${event.oldVersion}, not ${VERSION}`);
-      } else if (markerExists) {
-        problem = refused(
-          name,
-          "the ledger is missing but its marker shows that one was created here: a new ledger "
-            + "would let rows already reported be reported afresh",
-        );
-      }
-      if (problem) {
-        tx.abort();
-        return;
-      }
-      const db = req.result;
-      for (const store of STORES) db.createObjectStore(store);
-      tx.objectStore("memo").createIndex("collection", "collection");
-      for (const [key, value] of Object.entries(create)) tx.objectStore("device").put(value, key);
-    };
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () =>
-      reject(
-        problem
-          ?? (req.error?.name === "VersionError"
-            ? refused(name, `its database has a version above ${VERSION} (another SDK's ledger)`)
-            : refused(name, `cannot open it (${req.error?.message ?? "unknown error"})`)),
-      );
-    req.onblocked = () => reject(refused(name, "another page holds an older version of it open"));
-  });
-}
-
-/** Check the whole ledger on one snapshot; its secret, budget and marker record. */
-async function verify(db: IDBDatabase, name: string): Promise<{ secret: CryptoKey; budget: Budget }> {
-  if (STORES.some((store) => !db.objectStoreNames.contains(store))) {
-    throw refused(name, "a table is missing (not a database this SDK created)");
-  }
-  const tx = db.transaction([...STORES], "readonly");
-  const device = tx.objectStore("device");
-  const [format, secret, budgetJson, collections, spends, pins, pinned, promises, guarantees] = await Promise.all([
-    stored(device.get("format")),
-    stored(device.get("secret")),
-    stored(device.get("budget")),
-    request(tx.objectStore("spend").getAllKeys()),
-    request(tx.objectStore("spend").getAll()),
-    request(tx.objectStore("pinned").getAllKeys()),
-    request(tx.objectStore("pinned").getAll()),
-    request(tx.objectStore("central").getAllKeys()),
-    request(tx.objectStore("central").getAll()),
-  ]);
-  if (format !== FORMAT) throw refused(name, `it is not a ledger of format ${FORMAT}`);
-  if (!(secret instanceof CryptoKey) || secret.algorithm.name !== "HMAC" || secret.extractable) {
-    throw refused(name, "its memo secret is missing or not a non-extractable HMAC key");
-  }
-  const budget = Budget.fromJson(budgetJson);
-  if (!budget) throw refused(name, "its budget is missing or not one the ledger writes");
-  pins.forEach((collection, i) => {
-    if (typeof collection !== "string" || !checkedPin(pinned[i])) {
-      throw refused(
-        name,
-        `collection ${JSON.stringify(keyText(collection))}: its pinned epsilon is not an exact number > 0`,
-      );
-    }
-  });
-  const memo = tx.objectStore("memo").index("collection");
-  const counts = await Promise.all(collections.map((c) => request(memo.count(c as string))));
-  collections.forEach((collection, i) => {
-    const spend = checkedSpend(keyText(collection), spends[i]);
-    if (typeof spend === "string") throw refused(name, spend);
-    if (counts[i] !== spend.reports) {
-      throw refused(
-        name,
-        `collection ${JSON.stringify(keyText(collection))}: ${spend.reports} reports counted but `
-          + `${counts[i]} memoized (the ledger records both together)`,
-      );
-    }
-  });
-  const total = await request(tx.objectStore("memo").count());
-  if (total !== counts.reduce((a, b) => a + b, 0)) throw refused(name, "memoized reports of no counted collection");
-  const promisedMemos = await Promise.all(promises.map((c) => request(memo.getAll(c))));
-  promises.forEach((collection, i) => {
-    const shown = JSON.stringify(keyText(collection));
-    const checked = checkedCentral(keyText(collection), guarantees[i]);
-    if (typeof checked === "string") throw refused(name, checked);
-    const at = collections.indexOf(collection);
-    if (typeof collection !== "string" || at < 0 || !(spends[at] as { reports?: unknown }).reports) {
-      throw refused(
-        name,
-        `collection ${shown}: a central guarantee is recorded but no report (the ledger records it `
-          + "with the spend)",
-      );
-    }
-    const clear = promisedMemos[i]!.filter((m) => (m as { sealed?: unknown }).sealed !== true).length;
-    if (clear) {
-      throw refused(
-        name,
-        `collection ${shown}: a central guarantee is recorded but ${clear} of its memoized reports `
-          + "were sent in clear (the ledger records one only while every report went through a shuffler)",
-      );
-    }
-  });
-  return { secret, budget };
-}
-
-function readMarker(markers: MarkerStore, name: string): Record<string, unknown> | undefined {
-  const text = markers.getItem(DB_PREFIX + name + MARKER_SUFFIX);
-  if (text === null) return undefined;
-  try {
-    const marker = JSON.parse(text) as unknown;
-    if (
-      typeof marker === "object"
-      && marker !== null
-      && typeof (marker as Record<string, unknown>)["ledger_id"] === "string"
-    ) {
-      return marker as Record<string, unknown>;
-    }
-  } catch {
-    // refused below
-  }
-  throw refused(name, "its marker is not a ledger marker");
-}
-
-function writeMarker(markers: MarkerStore, name: string, id: string, reset?: JsonValue): void {
-  const content: Record<string, unknown> = {
-    format: MARKER_FORMAT,
-    ledger: DB_PREFIX + name,
-    ledger_id: id,
-    written: new Date().toISOString(),
-  };
-  if (reset !== undefined) content["reset"] = reset;
-  markers.setItem(DB_PREFIX + name + MARKER_SUFFIX, JSON.stringify(content));
 }
 
 /** One submission's view of the ledger inside its transaction (see {@link IndexedDbLedger.transaction}). */
