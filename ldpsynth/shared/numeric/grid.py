@@ -18,62 +18,33 @@ output probabilities is at most the grid law's worst ratio, so checking the grid
 device. (The up-probability is the float :math:`t - \\lfloor t \\rfloor` truncated to a multiple of
 :math:`2^{-53}`: a bias below :math:`2^{-52}/M` in the mean, no effect on privacy.)
 
-**Weights.** :func:`integer_weights` chooses ``(A, L)`` with :math:`A/L \\le e^{\\epsilon}` exactly and
-the denominator within :math:`2^{62}`, as :func:`~ldpsynth.shared.mechanism.rational_weights` does for
-mechanism E; the delivered ε is :math:`\\ln(A/L)` rounded up to a float, never above the one asked.
+**Weights.** :func:`~ldpsynth.shared.mechanism.integer_weights` (the one function that also gives
+mechanism E its weights) chooses ``(A, L)`` with :math:`A/L \\le e^{\\epsilon}` exactly and the
+denominator within :math:`2^{62}`; the delivered ε is
+:func:`~ldpsynth.shared.privacy.delivered_epsilon` ``(A, L)``, the least float
+:math:`\\ge \\ln(A/L)`, never above the one asked.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import ValidationError
 from ..mechanisms.coins import CoinFlips
 from ..privacy import log_ratio_exceeds
-from ..validation import check_epsilon, check_int
+from ..validation import check_epsilon
 
 __all__ = [
-    "SPACE_BITS",
-    "integer_weights",
     "round_to_grid",
     "GridLaw",
     "worst_case_ratio",
     "satisfies_epsilon_dp",
 ]
 
-#: Bits of the integer space the weights live in (the denominator W is at most 2^SPACE_BITS).
-SPACE_BITS = 62
-#: Relative margin below e^ε when choosing A (covers the error of float exp).
-_MARGIN = 2.0**-50
 #: Resolution of the rounding probability.
 _ROUND_BITS = 53
-
-
-def integer_weights(epsilon: float, high: int, low: int, space_bits: int = SPACE_BITS) -> tuple[int, int]:
-    """``(A, L)``, integers with :math:`A/L \\le e^{\\epsilon}` exactly, ``A > L`` and
-    :math:`\\mathrm{high} \\cdot A + \\mathrm{low} \\cdot L \\le 2^{\\mathrm{space\\_bits}}`, ``L`` as large as
-    that allows.
-
-    ``high`` and ``low`` count the outputs (or input-weighted outputs) of weight A and L in one law.
-    Raises naming ``epsilon`` when the space cannot resolve it (A would not exceed L).
-    """
-    eps = check_epsilon(epsilon)
-    high = check_int(high, "high", 1)
-    low = check_int(low, "low", 0)
-    space = 1 << check_int(space_bits, "space_bits", 8, SPACE_BITS)
-    growth = math.exp(min(eps, 45.0))
-    lie = max(1, int(space // (growth * high + low)))
-    keep = min(int(lie * growth * (1.0 - _MARGIN)), (space - low * lie) // high)
-    while keep > lie and log_ratio_exceeds(keep, lie, eps):   # exact; practically never loops
-        keep -= 1
-    if keep <= lie:
-        raise ValidationError("epsilon", f"a number the {space_bits}-bit integer space resolves for "
-                              f"{high + low} outputs", f"got {eps!r}")
-    return keep, lie
 
 
 def round_to_grid(x: np.ndarray, points: int, coins: CoinFlips) -> np.ndarray:

@@ -50,11 +50,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..mechanism import SPACE_BITS, integer_weights
 from ..mechanisms.coins import CoinFlips, secure_coins, seeded_coins
 from ..privacy import delivered_epsilon
 from ..validation import check_epsilon, check_int
 from .closed_form import hybrid_alpha, square_wave_b
-from .grid import SPACE_BITS, GridLaw, integer_weights, round_to_grid
+from .grid import GridLaw, round_to_grid
 
 __all__ = [
     "DEFAULT_GRID_BITS",
@@ -129,7 +130,7 @@ class Duchi(_Sampler):
     def __init__(self, epsilon: float, grid_bits: int = DEFAULT_GRID_BITS, *, space_bits: int = SPACE_BITS):
         self.epsilon_requested = check_epsilon(epsilon)
         self.steps = 1 << check_int(grid_bits, "grid_bits", 1, 20)
-        self.keep, self.lie = integer_weights(self.epsilon_requested, self.steps, self.steps, space_bits)
+        self.keep, self.lie = integer_weights(self.epsilon_requested, self.steps, self.steps, space_bits=space_bits)
         self.denominator = self.steps * (self.keep + self.lie)
         self.epsilon = delivered_epsilon(self.keep, self.lie)
         self.bound = (self.keep + self.lie) / (self.keep - self.lie)      # B at the delivered A/L
@@ -166,7 +167,7 @@ class SlidingWindow(_Sampler):
         self.window = check_int(window, "window", 1)
         self.reports = self.inputs + self.window - 1
         self.keep, self.lie = integer_weights(self.epsilon_requested, self.window, self.reports - self.window,
-                                              space_bits)
+                                              space_bits=space_bits)
         self.denominator = self.window * self.keep + (self.reports - self.window) * self.lie
         self.epsilon = delivered_epsilon(self.keep, self.lie)
 

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.mechanism import integer_weights
 from ldpsynth.shared.mechanisms.coins import seeded_coins
 from ldpsynth.shared.numeric import (
     Duchi,
@@ -20,7 +21,7 @@ from ldpsynth.shared.numeric import (
     worst_case_ratio,
 )
 from ldpsynth.shared.numeric import closed_form as cf
-from ldpsynth.shared.numeric.grid import GridLaw, integer_weights, round_to_grid
+from ldpsynth.shared.numeric.grid import GridLaw, round_to_grid
 from ldpsynth.shared.numeric.samplers import SlidingWindow
 
 SAMPLERS = (Duchi, PiecewiseMechanism, HybridMechanism, SquareWave)
