@@ -35,12 +35,14 @@ from ldpsynth.shared.validation import check_codes, check_epsilon, check_int
 
 __all__ = [
     "MAX_SAMPLER_DOMAIN_SIZE",
+    "SPACE_BITS",
+    "integer_weights",
     "rational_weights",
     "MechanismE",
 ]
 
-#: The integer space of the rational probabilities has at most this many points.
-_SPACE = 1 << 62
+#: Bits of the integer space of the rational probabilities: it has at most 2^SPACE_BITS points.
+SPACE_BITS = 62
 #: Relative safety margin below e^ε when choosing A (covers the error of float exp).
 _MARGIN = 2.0**-50
 #: Largest |D| of the exact sampler: each other value owns L ~ 2^62 / (e^ε + |D|) points of the
@@ -50,37 +52,67 @@ _MARGIN = 2.0**-50
 MAX_SAMPLER_DOMAIN_SIZE = 1 << 40
 
 
-def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
-    """Integer weights ``(A, L)`` with :math:`A/L \\le e^{\\epsilon}` exactly and ``A + (k-1) L <= 2^62``.
+def integer_weights(epsilon: float, high: int, low: int, *, reserve: int = 0, space_bits: int = SPACE_BITS,
+                    label: str | None = None) -> tuple[int, int]:
+    r"""Integer weights ``(A, L)`` with :math:`A/L \le e^{\epsilon}` exactly, ``A > L`` and
+    :math:`\mathrm{high} \cdot A + \mathrm{low} \cdot L \le 2^{\mathrm{space\_bits}}`: the one place that
+    turns an ε into the integer weights of an exact law in which ``high`` outputs (or input-weighted
+    outputs) have weight A and ``low`` weight L.
 
-    ``L`` is as large as the space allows, :math:`L \\approx 2^{62}/(e^{\\epsilon} + k)`, so :math:`A/L`
-    is below :math:`e^{\\epsilon}` by a relative :math:`2^{-50} + 1/A` at most, i.e. about
-    :math:`2^{-50} + (e^{\\epsilon} + k)/(2^{62} e^{\\epsilon})` (the delivered ε loses about that much);
-    once :math:`e^{\\epsilon} > 2^{62} - k` (ε of about 43) the space caps ``A`` at :math:`2^{62} - (k-1)`
-    with ``L = 1``, and the delivered ε is smaller than the one asked (never larger).
+    With :math:`b` = ``space_bits`` and :math:`g` = ``exp(min(ε, 45))`` (a float; :math:`e^{45} > 2^{62}
+    \ge A/L`, so the cap only lowers A where the space caps it anyway, and keeps ``exp`` from overflowing),
+
+    .. math::  L = \max(1, \lfloor 2^{b} / (\mathrm{high}\, g + \mathrm{low} + \mathrm{reserve}) \rfloor),
+               \qquad A = \min(\lfloor L\, (g (1 - 2^{-50})) \rfloor,\;
+                               \lfloor (2^{b} - \mathrm{low}\, L)/\mathrm{high} \rfloor)
+
+    (float arithmetic, in exactly this order), then A is lowered while
+    :func:`~ldpsynth.shared.privacy.log_ratio_exceeds` ``(A, L, ε)`` (exact; practically never loops).
+    So L is as large as the space allows and :math:`A/L` is below :math:`e^{\epsilon}` by a relative
+    :math:`2^{-50} + 1/L` at most: the delivered ε (:func:`~ldpsynth.shared.privacy.delivered_epsilon`)
+    falls short of the one asked by about that much, never exceeds it. For a huge ε the space caps A
+    (with ``L = 1``), and the delivered ε is smaller than the one asked.
+
+    ``reserve`` adds that many L's to L's divisor without spending them. Mechanism E is
+    ``high = 1, low = k - 1, reserve = 1`` (:func:`rational_weights`): its published formula
+    :math:`L = \lfloor 2^{62}/(g + k) \rfloor`, which its conformance vectors and the TypeScript SDK
+    reproduce bit for bit, divides by :math:`g + k`, one unit more than its space
+    :math:`A + (k - 1) L` needs. The numeric samplers use ``reserve = 0``.
+
+    Raises :class:`~ldpsynth.shared.errors.ValidationError` naming ``epsilon`` when the space cannot
+    resolve it (A would not exceed L); the message states an ε from which on it always can,
+    :math:`4 (2^{-50} + (\mathrm{high} + \mathrm{low} + \mathrm{reserve})/2^{b})`, for ``label``
+    (default: the counts of weights A and L).
     """
-    k = domain_size
-    # e^45 > 2^62 >= A/L, so capping the exponent only lowers A where the space caps it anyway (and
-    # keeps math.exp from overflowing for huge ε). One formula for every ε: a separate ε >= 40 branch
-    # used to start from A = 2^62 - (k-1), L = 1 and then walk A down one by one (a hang for 40 <= ε < 43).
-    growth = math.exp(min(epsilon, 45.0))
-    lie = max(1, int(_SPACE // (growth + k)))
-    keep = min(int(lie * (growth * (1.0 - _MARGIN))), _SPACE - (k - 1) * lie)
-    while keep > lie and log_ratio_exceeds(keep, lie, epsilon):  # exact check; practically never loops
+    eps = check_epsilon(epsilon)
+    high = check_int(high, "high", 1)
+    low = check_int(low, "low", 0)
+    reserve = check_int(reserve, "reserve", 0)
+    space = 1 << check_int(space_bits, "space_bits", 8, SPACE_BITS)
+    growth = math.exp(min(eps, 45.0))
+    lie = max(1, int(space // (growth * high + (low + reserve))))
+    keep = min(int(lie * (growth * (1.0 - _MARGIN))), (space - low * lie) // high)
+    while keep > lie and log_ratio_exceeds(keep, lie, eps):  # exact check; practically never loops
         keep -= 1
     if keep <= lie:
-        raise ValidationError("epsilon", f"a finite number >= {_min_epsilon(k):.2g} for domain_size {k} "
+        least = 4.0 * (_MARGIN + (high + low + reserve) / space)
+        raise ValidationError("epsilon", f"a finite number >= {least:.2g} for "
+                              f"{label or f'{high} weights A and {low} weights L'} "
                               "(the resolution of the exact sampler)", f"got {epsilon!r}")
     return keep, lie
 
 
-def _min_epsilon(domain_size: int) -> float:
-    r"""An ε from which on :func:`rational_weights` always succeeds for ``domain_size`` values.
+def rational_weights(epsilon: float, domain_size: int) -> tuple[int, int]:
+    r"""Mechanism E's integer weights ``(A, L)``: :math:`A/L \le e^{\epsilon}` exactly and
+    ``A + (k-1) L <= 2^62``, :math:`L = \lfloor 2^{62}/(e^{\epsilon} + k) \rfloor` (its published formula:
+    :func:`integer_weights` with ``high = 1``, ``low = k - 1`` and a one-unit ``reserve``).
 
-    ``A > L`` needs :math:`e^{\epsilon}(1 - 2^{-50}) - 1 \gtrsim 1/L \approx (e^\epsilon + k)/2^{62}`;
-    this returns four times :math:`2^{-50} + (k + 1)/2^{62}` (used in the error message).
+    :math:`A/L` is below :math:`e^{\epsilon}` by a relative :math:`2^{-50} + 1/A` at most, i.e. about
+    :math:`2^{-50} + (e^{\epsilon} + k)/(2^{62} e^{\epsilon})` (the delivered ε loses about that much);
+    once :math:`e^{\epsilon} > 2^{62} - k` (ε of about 43) the space caps ``A`` at :math:`2^{62} - (k-1)`
+    with ``L = 1``, and the delivered ε is smaller than the one asked (never larger).
     """
-    return 4.0 * (_MARGIN + (domain_size + 1) / _SPACE)
+    return integer_weights(epsilon, 1, domain_size - 1, reserve=1, label=f"domain_size {domain_size}")
 
 
 class MechanismE:
