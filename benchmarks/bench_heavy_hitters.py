@@ -22,6 +22,7 @@ Usage::
 
     python benchmarks/bench_heavy_hitters.py                 # n = 10^6 and 10^5, eps = 1, 2, 4
     python benchmarks/bench_heavy_hitters.py --n 100000 --eps 2 --no-write
+    python benchmarks/bench_heavy_hitters.py --quick --out /tmp/hh   # smoke run: n = 20,000, eps = 4, top 10
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def load_words(seed: int) -> list[str]:
-    if not WORDS.exists():
-        sys.exit(f"{WORDS} is missing: apt-get install -y wamerican")
     words = sorted({w.strip() for w in WORDS.read_text().splitlines()
                     if w.strip() and all(ch in ALPHABET for ch in w.strip())})
     random.Random(seed).shuffle(words)
@@ -165,13 +164,27 @@ def main() -> None:
     parser.add_argument("--urls", action="store_true", help="also synthetic URLs at n = 10^6, eps = 2")
     parser.add_argument("--url-peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at on URLs")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: n = 20,000, eps = 4, top 10, pure-ldp on 2,000 reports, URLs at that n and "
+                             "eps (words only where the word list is installed)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the .md and .csv tables")
     args = parser.parse_args()
+    url_n, url_eps = [1_000_000], [2.0]
+    if args.quick:
+        args.n, args.eps, args.k, args.peer_n, args.url_peer_n, args.urls = [20_000], [4.0], [10], 2_000, 2_000, True
+        url_n, url_eps = args.n, args.eps
 
-    words = load_words(args.seed)
-    print(f"{len(words):,} words (a-z only) from {WORDS}", flush=True)
-    setups = [("words", words, ALPHABET, MAX_LENGTH, 10, 10, args.n, args.eps, args.peer_n)]
+    setups = []
+    if WORDS.exists():
+        words = load_words(args.seed)
+        print(f"{len(words):,} words (a-z only) from {WORDS}", flush=True)
+        setups.append(("words", words, ALPHABET, MAX_LENGTH, 10, 10, args.n, args.eps, args.peer_n))
+    elif not args.quick:
+        sys.exit(f"{WORDS} is missing: apt-get install -y wamerican")
+    else:
+        print(f"{WORDS} is missing (apt-get install -y wamerican): URLs only", flush=True)
     if args.urls:
-        setups.append(("urls", synthetic_urls(args.seed), URL_ALPHABET, URL_LENGTH, 12, 12, [1_000_000], [2.0],
+        setups.append(("urls", synthetic_urls(args.seed), URL_ALPHABET, URL_LENGTH, 12, 12, url_n, url_eps,
                        args.url_peer_n))
     rows = []
     for name, values, letters, length, first, step, sizes, epsilons, peer_n in setups:
@@ -203,7 +216,8 @@ def main() -> None:
         return
     fields = ["population", "method", "n", "epsilon", "k", "peer_n", "precision", "recall", "f1", "rel_error",
               "ci_coverage", "client_ms", "server_us", "wall_s"]
-    with open(RESULTS / "bench_heavy_hitters.csv", "w", newline="") as f:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "bench_heavy_hitters.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for row in rows:
@@ -222,7 +236,7 @@ def main() -> None:
                      f"{r['peer_n']:,} | "
                      f"{r['precision']:.2f} | {r['recall']:.2f} | {r['f1']:.2f} | {r['rel_error']:.3f} | "
                      f"{r['ci_coverage']:.2f} | {r['client_ms']:.3f} | {r['server_us']:.2f} |")
-    (RESULTS / "bench_heavy_hitters.md").write_text("\n".join(lines) + "\n")
+    (args.out / "bench_heavy_hitters.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
