@@ -8,9 +8,11 @@ protocols: the truth is counted on the truncated strings). For each n and ε, bo
 error of the counts of the true heavy hitters found, the coverage of our counts' 95% CIs over those (pure-ldp gives no
 CI), and the client and server seconds per report.
 
-* ours: alphabet ``a-z`` (5-bit symbols, 50 bits), 10 bits in round 0 then 10 bits a round (5 rounds),
-  candidates capped at 2k, the least-variance oracle per round (OLH here), seeded exact samplers; client time
-  per report is a device's :func:`~ldpsynth.shared.heavy_hitters.device.report` (CSPRNG) on one value.
+* ours: alphabet ``a-z`` (5-bit symbols, 50 bits), 20 bits in round 0 then 15 bits a round (3 rounds),
+  candidates capped at min(2k, 2^21 / 2^15 - 1) so that every round's domain fits a tally of 2^21 cells
+  (docs/heavy-hitters.md: the settings tried), the least-variance oracle per round (OLH here), seeded exact
+  samplers; client time per report is a device's :func:`~ldpsynth.shared.heavy_hitters.device.report`
+  (CSPRNG) on one value.
 * pure-ldp PEM (``PEMClient``/``PEMServer``): start length 0, fragments of 2 characters (5 groups), alphabet
   ``a-z`` + its padding ``*``, with Apple's count-mean sketch (``CMSClient``/``CMSServer``, 64 hash functions,
   m = 1024) as its oracle: pure-ldp's default oracle (OLH) keeps a tally over the whole domain, 27^10 cells,
@@ -48,6 +50,8 @@ MAX_LENGTH = 10
 URL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789./-"
 URL_LENGTH = 16
 RESULTS = Path(__file__).parent / "results"
+#: Every round's domain (candidates x 2^step + 1) within 2^TALLY_BITS cells: OLH's tally stays 16 MB.
+TALLY_BITS = 21
 
 
 def load_words(seed: int) -> list[str]:
@@ -94,7 +98,8 @@ def scores(found: list[str], counts: np.ndarray, truth: Counter, k: int,
 def run_ours(words, codes_of_words, ids, truncated, eps, k, rng, enc, first, step) -> dict[str, float]:
     truth = Counter(truncated[i] for i in ids)
     start = time.perf_counter()
-    sim = simulate(codes_of_words[ids], enc, RoundSchedule(enc.bits, first, step), eps, rng, top_k=k)
+    cap = min(2 * k, (1 << TALLY_BITS >> step) - 1)
+    sim = simulate(codes_of_words[ids], enc, RoundSchedule(enc.bits, first, step), eps, rng, top_k=k, cap=cap)
     wall = time.perf_counter() - start
     r = sim.result
     out = scores(r.values, r.counts, truth, k, r.ci_low, r.ci_high)
@@ -178,7 +183,7 @@ def main() -> None:
     if WORDS.exists():
         words = load_words(args.seed)
         print(f"{len(words):,} words (a-z only) from {WORDS}", flush=True)
-        setups.append(("words", words, ALPHABET, MAX_LENGTH, 10, 10, args.n, args.eps, args.peer_n))
+        setups.append(("words", words, ALPHABET, MAX_LENGTH, 20, 15, args.n, args.eps, args.peer_n))
     elif not args.quick:
         sys.exit(f"{WORDS} is missing: apt-get install -y wamerican")
     else:
