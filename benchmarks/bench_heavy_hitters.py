@@ -25,6 +25,7 @@ Usage::
     python benchmarks/bench_heavy_hitters.py                 # n = 10^6 and 10^5, eps = 1, 2, 4
     python benchmarks/bench_heavy_hitters.py --n 100000 --eps 2 --no-write
     python benchmarks/bench_heavy_hitters.py --quick --out /tmp/hh   # smoke run: n = 20,000, eps = 4, top 10
+    python benchmarks/bench_heavy_hitters.py --n 100000 --eps 2 --more-peers --out benchmarks/results/more_peers
 """
 
 from __future__ import annotations
@@ -127,20 +128,32 @@ class _Numpy1Zeros:
         return np.zeros(() if shape is None else shape, *args, **kwargs)
 
 
-def run_pem(words, ids, truncated, eps, k, seed, letters, length) -> dict[str, float]:
+def run_pem(words, ids, truncated, eps, k, seed, letters, length, method: str = "PEM") -> dict[str, float]:
+    """pure-ldp's ``method`` (PEM, TreeHist or SFP) with its count-mean sketch on the values ``ids``."""
     import pure_ldp.core._freq_oracle_server as base
     from pure_ldp.frequency_oracles.apple_cms import CMSClient, CMSServer
+    from pure_ldp.heavy_hitters.apple_sfp.sfp_client import SFPClient
+    from pure_ldp.heavy_hitters.apple_sfp.sfp_server import SFPServer
     from pure_ldp.heavy_hitters.prefix_extending import PEMClient, PEMServer
+    from pure_ldp.heavy_hitters.treehistogram.treehist_client import TreeHistClient
+    from pure_ldp.heavy_hitters.treehistogram.treehist_server import TreeHistServer
 
     base.np = _Numpy1Zeros()
 
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    alphabet = [*letters, "*"]
     server_fo = CMSServer(eps, 64, 1024)
     client_fo = CMSClient(eps, server_fo.get_hash_funcs(), 1024)
-    client = PEMClient(eps, 0, length, 2, alphabet=alphabet, fo_client=client_fo)
-    server = PEMServer(eps, 0, length, 2, alphabet=alphabet, fo_server=server_fo)
+    if method == "PEM":
+        alphabet = [*letters, "*"]
+        client = PEMClient(eps, 0, length, 2, alphabet=alphabet, fo_client=client_fo)
+        server = PEMServer(eps, 0, length, 2, alphabet=alphabet, fo_server=server_fo)
+    elif method == "TreeHist":                       # its padding must stay out of its alphabet
+        client = TreeHistClient(eps, 2, length, alphabet=set(letters), fo_client=client_fo)
+        server = TreeHistServer(eps, length, 2, alphabet=set(letters), fo_server=server_fo)
+    else:                                            # SFP: fragments of 1 (of 2: 27^2 * 256 estimates a position)
+        client = SFPClient(eps, 1, length, alphabet={*letters, "*"}, fo_client=client_fo)
+        server = SFPServer(eps, 1, length, alphabet={*letters, "*"}, fo_server=server_fo)
     values = [words[i][:length] for i in ids]
     t0 = time.perf_counter()
     reports = [client.privatise(v) for v in values]
@@ -173,6 +186,9 @@ def main() -> None:
                         help="smoke run: n = 20,000, eps = 4, top 10, pure-ldp on 2,000 reports, URLs at that n and "
                              "eps (words only where the word list is installed)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the .md and .csv tables")
+    parser.add_argument("--more-peers", action="store_true",
+                        help="also pure-ldp's TreeHist (fragments of 2) and SFP (fragments of 1) on the words, with "
+                             "the same sketch, at most --peer-n reports")
     args = parser.parse_args()
     url_n, url_eps = [1_000_000], [2.0]
     if args.quick:
@@ -217,6 +233,12 @@ def main() -> None:
                           f"rel.err {pem['rel_error']:.3f}  client {pem['client_ms']:.3f} ms  "
                           f"server {pem['server_us']:.2f} us/report (run at n={len(peer_ids):,}, "
                           f"{pem['wall_s']:.1f} s)", flush=True)
+                    for method in ("TreeHist", "SFP") if args.more_peers and name == "words" else ():
+                        other = run_pem(values, peer_ids, truncated, eps, k, args.seed, letters, length, method)
+                        rows.append({"population": name, "method": f"pure-ldp {method}+CMS", "n": n, "epsilon": eps,
+                                     "k": k, **other})
+                        print(f"{name} n={n:>9,} eps={eps:g} k={k:>2}  {method}  F1 {other['f1']:.2f}  "
+                              f"server {other['server_us']:.2f} us/report ({other['wall_s']:.1f} s)", flush=True)
     if args.no_write:
         return
     fields = ["population", "method", "n", "epsilon", "k", "peer_n", "precision", "recall", "f1", "rel_error",
@@ -233,7 +255,8 @@ def main() -> None:
              "20,000 synthetic URLs truncated to 16 characters (`urls`, with `--urls`); top-k by each "
              "method. `run at n`: the reports the method actually ran on (pure-ldp at most `--peer-n`). "
              "Relative error: mean over the true top-k found. CI coverage: share of the true top-k found whose "
-             "95% CI holds the true count (ours only). Server time: decoding and choosing, per report.", "",
+             "95% CI holds the true count (ours only). Server time: decoding and choosing, per report. "
+             "pure-ldp's TreeHist (fragments of 2) and SFP (fragments of 1) with `--more-peers`.", "",
              "| population | method | n | ε | k | run at n | precision | recall | F1 | rel. error | CI coverage "
              "| client ms/report | server µs/report |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
