@@ -186,6 +186,8 @@ def main() -> None:
                         help="smoke run: n = 20,000, eps = 4, top 10, pure-ldp on 2,000 reports, URLs at that n and "
                              "eps (words only where the word list is installed)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the .md and .csv tables")
+    parser.add_argument("--words-rounds", type=int, nargs=2, default=[20, 15], metavar=("FIRST", "STEP"),
+                        help="the words' schedule: bits of round 0, bits a round after")
     parser.add_argument("--more-peers", action="store_true",
                         help="also pure-ldp's TreeHist (fragments of 2) and SFP (fragments of 1) on the words, with "
                              "the same sketch, at most --peer-n reports")
@@ -199,7 +201,7 @@ def main() -> None:
     if WORDS.exists():
         words = load_words(args.seed)
         print(f"{len(words):,} words (a-z only) from {WORDS}", flush=True)
-        setups.append(("words", words, ALPHABET, MAX_LENGTH, 20, 15, args.n, args.eps, args.peer_n))
+        setups.append(("words", words, ALPHABET, MAX_LENGTH, *args.words_rounds, args.n, args.eps, args.peer_n))
     elif not args.quick:
         sys.exit(f"{WORDS} is missing: apt-get install -y wamerican")
     else:
