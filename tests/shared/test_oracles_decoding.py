@@ -7,6 +7,7 @@ import pytest
 
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms import OLH, OUE, HadamardResponse, OracleStatistics, SubsetSelection
+from ldpsynth.shared.mechanisms import olh as olh_module
 
 from .oracle_reference import support_counts
 
@@ -37,6 +38,20 @@ def test_support_counts_equal_brute_force(cls, k, eps):
         stats = oracle.statistics(reports)
         assert stats.n == 300
         np.testing.assert_array_equal(stats.support_counts(), support_counts(oracle, reports))
+
+
+@pytest.mark.parametrize("eps", [0.5, 4.5])
+def test_olh_tally_in_many_blocks_equals_brute_force(monkeypatch, eps):
+    """OLH's tally is counted in blocks of reports (olh._BLOCK_CELLS): with blocks of a few reports (one of
+    them partial), the support counts and the per-group tallies are those of brute force and of each group."""
+    oracle, rng = OLH(eps, 100), np.random.default_rng(5)
+    reports = np.concatenate([oracle.perturb(rng.integers(0, 100, 150), rng), arbitrary_reports(oracle, 151, rng)])
+    groups = rng.integers(0, 3, len(reports))
+    monkeypatch.setattr(olh_module, "_BLOCK_CELLS", 0)     # blocks of max(1, 2 * 2^t * count / g) reports
+    np.testing.assert_array_equal(oracle.statistics(reports).support_counts(), support_counts(oracle, reports))
+    tallies = oracle.group_tallies(reports, groups, 3)
+    for g in range(3):
+        np.testing.assert_array_equal(tallies[g], oracle.statistics(reports[groups == g]).tally)
 
 
 @pytest.mark.parametrize("cls", CLASSES)

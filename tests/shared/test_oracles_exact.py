@@ -106,6 +106,18 @@ def test_closed_form_variance_is_the_exact_variance(case):
         np.testing.assert_allclose(closed, [float(v) for v in exact_var], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_point_coefficients_are_the_one_hot_linear_variance(case):
+    """Var c_hat(v) = a n + b c(v) (PureProtocol.point_coefficients) equals linear_variance with the one-hot
+    weights e_v, for every v of a random histogram (rel 1e-12); linear_variance is checked exactly above."""
+    cls, k, eps = case
+    proto = cls(eps, k).protocol
+    histogram = np.random.default_rng(k).integers(0, 50, k)
+    a, b = proto.point_coefficients()
+    np.testing.assert_allclose(a * histogram.sum() + b * histogram,
+                               proto.linear_variance(np.eye(k), histogram), rtol=1e-12)
+
+
 # ----- broken samplers are caught ----------------------------------------------------------------------
 
 

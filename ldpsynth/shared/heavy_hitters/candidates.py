@@ -24,18 +24,22 @@ __all__ = ["select_cells", "extend_prefixes"]
 
 def select_cells(counts: np.ndarray, std_errors: np.ndarray, eligible: np.ndarray, *, cap: int,
                  threshold_count: float | None = None, z: float = 1.959963984540054) -> np.ndarray:
-    """Indices (int64, largest estimate first) of the kept cells among the ``eligible`` ones (a bool per cell
-    but "other", which is never kept: the prefixes a code can begin with); ``threshold_count`` φN, or None for
-    the ``cap`` largest."""
+    """Indices (int64, largest estimate first, equal estimates by index) of the kept cells among the ``eligible``
+    ones (a bool per cell but "other", which is never kept: the prefixes a code can begin with);
+    ``threshold_count`` φN, or None for the ``cap`` largest."""
     check_int(cap, "cap", 1)
     check_real(z, "z", low=0.0)
     estimates = counts[:len(eligible)]
     order = np.flatnonzero(eligible)
-    order = order[np.argsort(-estimates[order], kind="stable")]
     if threshold_count is not None:
         lower = estimates - z * std_errors[:len(eligible)]
         order = order[lower[order] >= threshold_count]
-    return order[:cap].astype(np.int64)
+    if len(order) > cap:                             # the cap largest, ties by index: a partition, not a sort
+        values = estimates[order]
+        kth = np.partition(values, len(values) - cap)[len(values) - cap]
+        above = order[values > kth]
+        order = np.concatenate([above, order[values == kth][:cap - len(above)]])
+    return order[np.argsort(-estimates[order], kind="stable")].astype(np.int64)
 
 
 def extend_prefixes(prefixes: np.ndarray, start_bits: int, width_bits: int, cells: np.ndarray, *,

@@ -5,7 +5,8 @@ the oracle's unbiased counts :math:`\\hat c_v = (S_v - n_r q^*)/(p^* - q^*)` (WB
 the exact variance of a pure protocol's count (the one-hot case of
 :meth:`~ldpsynth.shared.mechanisms.pure.PureProtocol.linear_variance`)
 
-.. math::  \\mathrm{Var}\\,\\hat c_v = n_r (a_2 + a_1) + (b_2 + b_1)\\, c_v ,
+.. math::  \\mathrm{Var}\\,\\hat c_v = a\\, n_r + b\\, c_v
+           \\quad (:meth:`~ldpsynth.shared.mechanisms.pure.PureProtocol.point_coefficients`),
 
 estimated with :math:`\\hat c_v` in place of :math:`c_v` (unbiased). The round's devices are a uniform sample
 (by their keys' HMAC, :mod:`~ldpsynth.shared.heavy_hitters.rounds`) of the N devices, so the population's
@@ -41,10 +42,11 @@ __all__ = ["cell_variances", "RoundEstimate", "decode_round", "HeavyHitters", "H
 
 
 def cell_variances(protocol: PureProtocol, counts: npt.ArrayLike, n: int) -> np.ndarray:
-    """:math:`n (a_2 + a_1) + (b_2 + b_1) c_v` per cell: the exact variance of each count estimate when the
-    cells' true counts are ``counts`` (or its unbiased estimate given the estimates)."""
-    a2, a1, b2, b1 = protocol._coefficients()          # the one-hot query: S1 = S2 = 1
-    return n * (a2 + a1) + (b2 + b1) * np.asarray(counts, np.float64)
+    """:math:`a n + b c_v` per cell, ``(a, b)`` the protocol's
+    :meth:`~ldpsynth.shared.mechanisms.pure.PureProtocol.point_coefficients`: the exact variance of each count
+    estimate when the cells' true counts are ``counts`` (or its unbiased estimate given the estimates)."""
+    a, b = protocol.point_coefficients()
+    return n * a + b * np.asarray(counts, np.float64)
 
 
 def support_counts(spec: RoundSpec, reports: npt.ArrayLike) -> tuple[np.ndarray, int]:

@@ -26,6 +26,9 @@ __all__ = [
 
 #: Largest number of hash bits s (g <= 1024): decoding costs n g.
 MAX_HASH_BITS = 10
+#: Least cells (reports x g) of one block of the tally; a block has at least twice the tally's cells, so
+#: adding each block's counts into the tally costs at most half as much as counting them.
+_BLOCK_CELLS = 1 << 20
 
 
 # ----- GF(2^t) in the polynomial basis, as Python ints (built once per oracle) ----------------------
@@ -199,38 +202,34 @@ class OLH(FrequencyOracle):
                                   int(np.flatnonzero(bad)[0]))
         return arr
 
-    def _tally(self, reports: np.ndarray) -> np.ndarray:
-        s = np.uint64(self.hash_bits)
+    def _signed_tally(self, reports: np.ndarray, base: np.ndarray, count: int) -> np.ndarray:
+        """Per report, the g signed indices :math:`\\gamma_b = \\bigoplus_{j \\in b} \\rho_j`,
+        :math:`(-1)^{\\langle b, z \\rangle}` (b < g), added at ``base`` (a multiple of :math:`2^t` per report)
+        into ``count`` tallies of :math:`2^t`. Vectorized: the span is built by doubling (indices ``[2^j, 2^{j+1})``
+        are ``[0, 2^j)`` XOR the mask :math:`2\\rho_j + z_j`, the sign in bit 0) on blocks of reports, one
+        ``bincount`` a block."""
+        one, s = np.uint64(1), np.uint64(self.hash_bits)
         seeds, z = reports >> s, reports & np.uint64(self.hash_range - 1)
-        rho = self.rho(seeds)
-        size = self.tally_size
-        counts = np.zeros(2 * size, np.int64)          # [gamma, sign]
-        index = np.zeros(reports.shape, np.uint64)
-        sign = np.zeros(reports.shape, np.uint64)
-        for b in range(self.hash_range):               # Gray code: step b flips bit j = ctz(b)
-            if b:
-                j = (b & -b).bit_length() - 1
-                index ^= rho[j]
-                sign ^= (z >> np.uint64(j)) & np.uint64(1)
-            counts += np.bincount(((index << np.uint64(1)) | sign).astype(np.intp), minlength=2 * size)
+        masks = [((rho << one) | ((z >> np.uint64(j)) & one)).astype(np.intp) for j, rho in enumerate(self.rho(seeds))]
+        start = (base.astype(np.uint64) << one).astype(np.intp)
+        size, g = 2 * self.tally_size * count, self.hash_range
+        counts = np.zeros(size, np.int64)                # [group, gamma, sign]
+        step = max(1, max(_BLOCK_CELLS, 2 * size) // g)
+        for lo in range(0, len(reports), step):
+            rows = np.empty((g, len(start[lo:lo + step])), np.intp)
+            rows[0] = start[lo:lo + step]
+            for j, mask in enumerate(masks):
+                np.bitwise_xor(rows[:1 << j], mask[lo:lo + step], out=rows[1 << j:2 << j])
+            counts += np.bincount(rows.ravel(), minlength=size)
         return counts[0::2] - counts[1::2]
 
+    def _tally(self, reports: np.ndarray) -> np.ndarray:
+        return self._signed_tally(reports, np.zeros(reports.shape, np.uint64), 1)
+
     def _group_tally(self, reports: np.ndarray, groups: np.ndarray, count: int) -> np.ndarray:
-        """:meth:`_tally` per group: the same Gray-code pass, each group's cells offset by ``group * 2^t``."""
-        s = np.uint64(self.hash_bits)
-        seeds, z = reports >> s, reports & np.uint64(self.hash_range - 1)
-        rho = self.rho(seeds)
+        """:meth:`_tally` per group: each group's cells offset by ``group * 2^t``."""
         size = self.tally_size
-        counts = np.zeros(2 * size * count, np.int64)   # [group, gamma, sign]
-        index = groups.astype(np.uint64) * np.uint64(size)
-        sign = np.zeros(reports.shape, np.uint64)
-        for b in range(self.hash_range):
-            if b:
-                j = (b & -b).bit_length() - 1
-                index ^= rho[j]                         # rho < 2^t: only the low t bits (gamma) change
-                sign ^= (z >> np.uint64(j)) & np.uint64(1)
-            counts += np.bincount(((index << np.uint64(1)) | sign).astype(np.intp), minlength=2 * size * count)
-        return counts[0::2].reshape(count, size) - counts[1::2].reshape(count, size)
+        return self._signed_tally(reports, groups.astype(np.uint64) * np.uint64(size), count).reshape(count, size)
 
     def _support_rows(self, reports: np.ndarray) -> np.ndarray:
         seeds, z = reports >> np.uint64(self.hash_bits), reports & np.uint64(self.hash_range - 1)

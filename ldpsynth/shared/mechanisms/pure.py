@@ -153,6 +153,13 @@ class PureProtocol:
         a2, _, b2, _ = self._coefficients()
         return a2, b2
 
+    def point_coefficients(self) -> tuple[float, float]:
+        """``(a, b)``: the variance of one value's count estimate :math:`\\hat c(v)` (the one-hot query,
+        :math:`S_1 = S_2 = 1`) is :math:`a\\,n + b\\,c(v)` when c(v) of the n reports hold v (module
+        docstring); unbiasedly estimated with :math:`\\hat c(v)` in place of c(v)."""
+        a2, a1, b2, b1 = self._coefficients()
+        return a2 + a1, b2 + b1
+
     def point_variance_factor(self) -> float:
         """:math:`q^*(1-q^*)/(p^*-q^*)^2`: the variance of a count per report when the value is rare
         (WBLJ17 eq. 4); it ranks oracles and chooses their parameters."""
