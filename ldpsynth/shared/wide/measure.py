@@ -113,6 +113,21 @@ class ViewMeasurement:
         sampling = (total - n) / max(total - 1, 1) * f * (1.0 - f) / n
         return ldp / n**2 + sampling
 
+    def linear_share_variance(self, weights: npt.ArrayLike, population: int) -> np.ndarray:
+        """The plug-in variance of :math:`\\sum_v w(v)\\hat f(v)` for each row w of ``weights`` (e.g. the cells
+        of a sub-marginal): :math:`\\operatorname{Var}(w\\cdot\\hat c)/n_V^2` (the protocol's exact linear
+        variance, estimated) plus the sampling term
+        :math:`\\frac{N - n_V}{N - 1}\\,(\\sum_v w(v)^2 f(v) - (\\sum_v w(v) f(v))^2)/n_V`."""
+        n, total = self.n, int(population)
+        if n < 1 or total < n:
+            raise ValidationError("population", f"an integer >= the view's {n} devices (>= 1)", f"got {population}")
+        w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+        c = self.counts()
+        f = np.clip(c / n, 0.0, 1.0)
+        ldp = self.protocol.linear_variance_estimate(w, c, n)
+        spread = np.maximum((w * w) @ f - (w @ f) ** 2, 0.0)
+        return np.maximum(ldp, 0.0) / n**2 + (total - n) / max(total - 1, 1) * spread / n
+
 
 def measure(view: View, mechanism: Mechanism, reports: npt.ArrayLike) -> ViewMeasurement:
     """The measurement of ``view`` from its devices' ``reports`` (the aggregator's side)."""

@@ -43,6 +43,7 @@ def _mbi() -> Any:
     except ImportError as exc:                                  # pragma: no cover - the [wide] extra
         raise ImportError("the wide-row model needs the [wide] extra: pip install 'ldpsynth[wide]'") from exc
     jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)    # mbi: many small programs, a cache only costs
     import mbi
 
     return mbi
