@@ -10,7 +10,7 @@ across views (a negative correlation of order :math:`1/N`, ignored), and the inv
            \\operatorname{Var}\\hat f_A(u) = \\Big(\\sum_V 1/\\sigma^2_V(u)\\Big)^{-1}
 
 is the minimum-variance unbiased combination (with the plug-in variances as weights; CALM's and
-PriView's consistency step averages shared margins the same way, ZWLHC18 §4.3). Per cell, so the
+PriView's consistency step averages shared margins the same way, ZWLHC18). Per cell, so the
 combined vector need not sum to 1.
 """
 

@@ -1,4 +1,4 @@
-"""Consistency of a view's estimate: Norm-Sub (WLLSL20 §4; used by CALM, ZWLHC18, and HDG, YWLLC21).
+"""Consistency of a view's estimate: Norm-Sub (WLLSL20; used by CALM, ZWLHC18, and HDG, YWLCS21).
 
 The unbiased counts :math:`\\hat c` of a view may be negative and need not sum to the view's n. Norm-Sub
 subtracts one δ from every cell and clips at 0,

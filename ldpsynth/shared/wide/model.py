@@ -6,9 +6,9 @@ graphical model p over the full row domain whose marginals minimise the weighted
 
 .. math::  L(\\mu) = \\sum_V \\tfrac12 \\big\\| (\\mu_V - y_V)/\\sigma_V \\big\\|_2^2
 
-over the marginal polytope (MSM19 eq. 2 with :math:`Q_V` the identity scaled by :math:`1/\\sigma_V`; mirror
-descent, MSM19 Algorithm 1). The model is post-processing of the reports: it spends no ε. It answers any
-marginal (:meth:`WideModel.marginal`) and samples synthetic rows (:meth:`WideModel.sample`).
+over the marginal polytope (MSM19's estimation problem with :math:`Q_V` the identity scaled by
+:math:`1/\\sigma_V`; mirror descent, MSM19 Algorithm 1). The model is post-processing of the reports: it
+spends no ε. It answers any marginal (:meth:`WideModel.marginal`) and samples synthetic rows (:meth:`WideModel.sample`).
 
 ``mbi`` runs on JAX; it is imported only here (the optional ``[wide]`` extra).
 """
@@ -28,7 +28,8 @@ from ..validation import check_int
 from .measure import ViewMeasurement
 from .views import WideDomain
 
-__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "WideModel", "fit", "total_variation"]
+__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Problem", "WideModel", "bootstrap_errors", "fit",
+           "total_variation"]
 
 #: Mirror-descent iterations of a fit (about 15 s for Adult's 8 attributes and 28 pair views on 2 cores).
 DEFAULT_ITERATIONS = 500
@@ -108,33 +109,79 @@ class WideModel:
         return np.stack(np.unravel_index(cells, self.domain.sizes), axis=1).astype(np.int64)
 
 
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """What a fit needs besides the views' shares: the ``mbi`` domain and, per view, its clique, the
+    standard deviations :math:`\\sigma_V` of its counts and the weighted query :math:`1/\\sigma_V`. Built once
+    per set of measurements: refits (the bootstrap) reuse the same query objects, so JAX reuses its compiled
+    program (``mbi`` keys it on the queries' identity)."""
+
+    domain: WideDomain
+    measurements: tuple[ViewMeasurement, ...]
+    population: int
+    mbi_domain: Any
+    sigmas: tuple[np.ndarray, ...]
+    queries: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int) -> Problem:
+        mbi = _mbi()
+        n = check_int(population, "population", 1)
+        if not measurements:
+            raise ValidationError("measurements", "one or more views", "got none")
+        sigmas = tuple(n * np.sqrt(np.maximum(m.share_variance(n), 1e-12)) for m in measurements)
+        return cls(domain, tuple(measurements), n,
+                   mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes)), sigmas,
+                   tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas))
+
+    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS) -> WideModel:
+        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights."""
+        mbi = _mbi()
+        steps = check_int(iterations, "iterations", 1)
+        n = self.population
+        linear = []
+        for m, f, sigma, query in zip(self.measurements, shares, self.sigmas, self.queries, strict=True):
+            y = np.asarray(f, np.float64)
+            if y.shape != (m.view.size,):
+                raise ValidationError("shares", f"{m.view.size} shares for view {m.view.attributes}",
+                                      f"got shape {y.shape}")
+            clique = tuple(_name(a) for a in m.view.attributes)
+            linear.append(mbi.LinearMeasurement(n * y / sigma, clique, 1.0, query=query))
+        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, linear, known_total=float(n), iters=steps)
+        _mbi_jax().block_until_ready(mrf.potentials.tables)   # JAX dispatches asynchronously: finish here
+        return WideModel(self.domain, float(n), mrf)
+
+
 def fit(domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int,
         iterations: int = DEFAULT_ITERATIONS, estimates: Sequence[npt.ArrayLike] | None = None) -> WideModel:
     """Private-PGM fitted to the views' ``measurements`` of ``population`` devices (module docstring).
 
     ``estimates``: the views' shares to fit instead of the measurements' unbiased ones (e.g. after
-    :func:`~ldpsynth.shared.wide.consistency.norm_sub`, or a bootstrap draw), with the same weights.
+    :func:`~ldpsynth.shared.wide.consistency.norm_sub`), with the same weights.
     """
-    mbi = _mbi()
-    n = check_int(population, "population", 1)
-    steps = check_int(iterations, "iterations", 1)
-    if not measurements:
-        raise ValidationError("measurements", "one or more views", "got none")
-    shares = [m.shares() for m in measurements] if estimates is None else [np.asarray(e, np.float64)
-                                                                           for e in estimates]
-    mbi_domain = mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes))
-    linear = []
-    for m, f in zip(measurements, shares):
-        if f.shape != (m.view.size,):
-            raise ValidationError("estimates", f"{m.view.size} shares for view {m.view.attributes}",
-                                  f"got shape {f.shape}")
-        sigma = n * np.sqrt(np.maximum(m.share_variance(n), 1e-12))
-        weights = 1.0 / sigma
-        clique = tuple(_name(a) for a in m.view.attributes)
-        linear.append(mbi.LinearMeasurement(n * f * weights, clique, 1.0, query=mbi.WeightedQuery(weights)))
-    mrf = mbi.estimation.MirrorDescent().estimate(mbi_domain, linear, known_total=float(n), iters=steps)
-    _mbi_jax().block_until_ready(mrf.potentials.tables)       # JAX dispatches asynchronously: finish here
-    return WideModel(domain, float(n), mrf)
+    problem = Problem.of(domain, measurements, population)
+    return problem.fit([m.shares() for m in measurements] if estimates is None else estimates, iterations)
+
+
+def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
+                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS) -> list[np.ndarray]:
+    """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise.
+
+    Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + \\sigma_V z/N`, :math:`\\mu_V` the
+    model's marginal of V and z standard normal per cell (the views' plug-in variances; the oracles'
+    covariances between the cells of one view, of order :math:`1/k`, are left out), refits the model and
+    answers the queries; the standard error of a cell is the standard deviation over the ``replicates``
+    answers. Costs ``replicates`` fits."""
+    b = check_int(replicates, "replicates", 2)
+    centre = [model.marginal(m.view.attributes) for m in problem.measurements]
+    answers: list[list[np.ndarray]] = [[] for _ in queries]
+    for _ in range(b):
+        draw = [mu + sigma * rng.standard_normal(mu.size) / problem.population
+                for mu, sigma in zip(centre, problem.sigmas)]
+        refit = problem.fit(draw, iterations)
+        for out, attrs in zip(answers, queries):
+            out.append(refit.marginal(attrs))
+    return [np.std(np.stack(a), axis=0, ddof=1) for a in answers]
 
 
 def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> float:

@@ -7,7 +7,7 @@ attribute fastest):
 
 .. math::  \\mathrm{cell}_V(x) = \\sum_{i=1}^{\\ell} x_{j_i} \\prod_{m > i} k_{j_m}.
 
-Each device reports only its view's cell (CALM, ZWLHC18 §4; WLLSLJ19 §5 on sampling one
+Each device reports only its view's cell (CALM, ZWLHC18; WXYZHSSY19 on sampling one
 attribute per device rather than splitting ε), so a view's size, not the row domain's, sets the error.
 """
 
