@@ -199,6 +199,7 @@ def plot(table: list[dict[str, float]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    table = sorted(table, key=lambda r: r["epsilon"])
     eps = [r["epsilon"] for r in table]
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in (("model_tvd2", "views + model"), ("views_tvd2", "views (Norm-Sub)"),
