@@ -1,0 +1,223 @@
+"""Wide rows on Adult: views + one model (``ldpsynth.shared.wide``) beside splitting ε and the full-domain oracles.
+
+Adult (``$LDPSYNTH_DATA/adult/adult.csv.gz`` or ``../shared/data``; 32,561 rows, all of them devices) with 8
+attributes: age in 9 buckets (<25, 25-29, ..., 50-54, 55-64, 65+), workclass 8 (Never-worked merged into
+Without-pay; "?" kept), education 16, marital status 7, occupation 14 (Armed-Forces merged into "?"), race 5,
+sex 2, income 2: |D| = 2,257,920. Per ε, measured in the same run:
+
+* **views + model**: each device assigned one of the 28 pair views from its key (HMAC-SHA256 of the row
+  number under a fixed salt), its cell reported with the full ε by the view's best oracle; Private-PGM
+  (``mbi``) fitted to the 28 noisy views; the views themselves after Norm-Sub (``views``);
+* **split ε**: every device reports all 8 attributes at ε/8 each (best oracle per attribute), Norm-Sub,
+  then the product of the 1-way estimates;
+* **SMP** (multi-freq-ldpy's ``SMP_ADP``, Wang2019ICDE's sampling): each device reports one attribute, chosen at
+  random, with the full ε (GRR or OUE by the attribute's size), then the product of the 1-way estimates
+  (its non-negative, normalised frequencies);
+* **E / best oracle over the full domain**: not simulated (decoding 2.26 M values per report); their expected
+  TVD from the exact variance of each marginal cell (a sum of |D|/|V| cells),
+  :math:`\\tfrac12\\sum_u \\sqrt{2/\\pi}\\,\\sigma_u/n` (the mean absolute value of a normal error).
+
+Reported: the mean total-variation distance to the truth of all 28 2-way marginals and of 50 random 3-way
+marginals, the fit time, and the coverage of 95 % intervals from the views' exact standard errors
+(:meth:`~ldpsynth.shared.wide.measure.ViewMeasurement.share_variance`) on the 2-way cells.
+
+Usage::
+
+    python benchmarks/bench_wide.py [--epsilons 0.5,1,2,4] [--iterations 500] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import itertools
+import math
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
+from multi_freq_ldpy.mdim_freq_est.SMP_solution import SMP_ADP_Aggregator_MI, SMP_ADP_Client
+
+from ldpsynth.shared.mechanisms.registry import make_mechanism
+from ldpsynth.shared.wide import WideDomain, assign_views, best_mechanism, norm_sub, pairs, simulate
+from ldpsynth.shared.wide.measure import protocol_of, support_counts
+from ldpsynth.shared.wide.model import fit, total_variation
+from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+AGE_EDGES = (25, 30, 35, 40, 45, 50, 55, 65)
+NAMES = ("age", "workclass", "education", "marital", "occupation", "race", "sex", "income")
+SALT = b"bench-wide-salt-0001"
+
+
+def load_adult() -> np.ndarray:
+    """Adult's 8 attributes as codes (module docstring), int64 (32,561, 8)."""
+    with gzip.open(dataset_path("adult/adult.csv.gz"), "rt") as fh:
+        reader = csv.reader(fh, skipinitialspace=True)
+        header = [h.strip() for h in next(reader)]
+        data = [row for row in reader if row]
+    col = {h: i for i, h in enumerate(header)}
+
+    def codes(name: str, merge: dict[str, str] | None = None) -> np.ndarray:
+        values = [(merge or {}).get(row[col[name]].strip(), row[col[name]].strip()) for row in data]
+        levels = sorted(set(values))
+        return np.array([levels.index(v) for v in values], np.int64)
+
+    age = np.digitize(np.array([int(row[col["age"]]) for row in data]), AGE_EDGES)
+    return np.stack([age, codes("workclass", {"Never-worked": "Without-pay"}), codes("education"),
+                     codes("marital-status"), codes("occupation", {"Armed-Forces": "?"}), codes("race"),
+                     codes("sex"), codes("Salary")], axis=1)
+
+
+def marginal_tvd_analytic(name: str, epsilon: float, domain: WideDomain, rows: np.ndarray, views: list) -> float:
+    """Expected mean TVD of ``views`` summed from a full-domain oracle's unbiased counts (normal errors):
+    a marginal cell u sums m = |D|/|V| cells, variance n(a2 m + a1 m^2) + (b2 + b1 m) c(u)."""
+    mechanism = make_mechanism(name, epsilon, domain.size)
+    a2, a1, b2, b1 = protocol_of(mechanism)._coefficients()
+    n = len(rows)
+    out = []
+    for view in views:
+        m = domain.size // view.size
+        var = n * (a2 * m + a1 * m * m) + (b2 + b1 * m) * view.histogram(rows)
+        out.append(0.5 * math.sqrt(2 / math.pi) * np.sqrt(np.maximum(var, 0)).sum() / n)
+    return float(np.mean(out))
+
+
+def split_epsilon(domain: WideDomain, rows: np.ndarray, epsilon: float, rng: np.random.Generator) -> list[np.ndarray]:
+    """Each attribute's shares from every device at ε/d (Norm-Sub'd)."""
+    out = []
+    for j, k in enumerate(domain.sizes):
+        mechanism = best_mechanism(epsilon / domain.width, k)
+        n, support = support_counts(mechanism, mechanism.perturb(rows[:, j], rng))
+        counts = protocol_of(mechanism).count_estimates(support, n)
+        out.append(norm_sub(counts, n) / n)
+    return out
+
+
+def smp(domain: WideDomain, rows: np.ndarray, epsilon: float, seed: int) -> list[np.ndarray]:
+    """multi-freq-ldpy's SMP with its adaptive oracle: each attribute's frequencies (it draws from numpy's
+    global generator, seeded here)."""
+    np.random.seed(seed)
+    sizes = list(domain.sizes)
+    reports = [SMP_ADP_Client(row, sizes, domain.width, epsilon) for row in rows.tolist()]
+    return [np.asarray(f, np.float64) for f in SMP_ADP_Aggregator_MI(reports, sizes, domain.width, epsilon)]
+
+
+def product(ones: list[np.ndarray], attributes: tuple[int, ...]) -> np.ndarray:
+    out = np.ones(1)
+    for a in attributes:
+        out = np.outer(out, ones[a]).ravel()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--epsilons", default="0.5,1,2,4")
+    parser.add_argument("--iterations", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--triples", type=int, default=50)
+    args = parser.parse_args()
+    try:
+        rows = load_adult()
+    except DatasetNotFound as exc:
+        print(f"bench_wide: {exc}", file=sys.stderr)
+        return 2
+    domain = WideDomain(NAMES, tuple(int(k) for k in rows.max(axis=0) + 1))
+    n = len(rows)
+    views = list(pairs(domain))
+    rng = np.random.default_rng(args.seed)
+    all_triples = list(itertools.combinations(range(domain.width), 3))
+    triples = [domain.view(all_triples[i]) for i in rng.choice(len(all_triples), args.triples, replace=False)]
+    truth2 = [v.histogram(rows) / n for v in views]
+    truth3 = [v.histogram(rows) / n for v in triples]
+    assignment = assign_views(SALT, [i.to_bytes(8, "big") for i in range(n)], len(views))
+    print(f"Adult: n = {n:,}, |D| = {domain.size:,}, sizes {domain.sizes}; views per device: "
+          f"{np.bincount(assignment).min()}-{np.bincount(assignment).max()}", flush=True)
+    table = []
+    for eps in (float(e) for e in args.epsilons.split(",")):
+        print(f"eps = {eps}: measuring the views", flush=True)
+        measured = simulate(domain, views, rows, assignment, eps, rng)
+        view_tvd = np.mean([total_variation(norm_sub(m.shares(), 1.0), f) for m, f in zip(measured, truth2)])
+        covered = [np.abs(m.shares() - f) <= 1.959964 * np.sqrt(m.share_variance(n)) for m, f in zip(measured, truth2)]
+        coverage = float(np.mean(np.concatenate(covered)))
+        print(f"  fitting the model ({args.iterations} iterations)", flush=True)
+        start = time.perf_counter()
+        model = fit(domain, measured, n, iterations=args.iterations)
+        fit_seconds = time.perf_counter() - start
+        model2 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(views, truth2)])
+        model3 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(triples, truth3)])
+        ones = split_epsilon(domain, rows, eps, rng)
+        split2 = np.mean([total_variation(product(ones, v.attributes), f) for v, f in zip(views, truth2)])
+        split3 = np.mean([total_variation(product(ones, v.attributes), f) for v, f in zip(triples, truth3)])
+        print("  SMP (multi-freq-ldpy)", flush=True)
+        sampled = smp(domain, rows, eps, args.seed)
+        smp2 = np.mean([total_variation(product(sampled, v.attributes), f) for v, f in zip(views, truth2)])
+        smp3 = np.mean([total_variation(product(sampled, v.attributes), f) for v, f in zip(triples, truth3)])
+        e2 = marginal_tvd_analytic("E", eps, domain, rows, views)
+        olh2 = marginal_tvd_analytic("OLH", eps, domain, rows, views)
+        row = {"epsilon": eps, "model_tvd2": model2, "model_tvd3": model3, "views_tvd2": view_tvd,
+               "split_tvd2": split2, "split_tvd3": split3,
+               "smp_tvd2": smp2, "smp_tvd3": smp3, "E_full_tvd2_expected": e2,
+               "OLH_full_tvd2_expected": olh2, "ratio_to_best_baseline": model2 / min(split2, smp2, e2, olh2),
+               "coverage_views_2way": coverage, "fit_seconds": fit_seconds}
+        print("  " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
+        table.append(row)
+        write(table, args)                                # after each ε: a partial run still leaves its rows
+    return 0
+
+
+def write(table: list[dict[str, float]], args: argparse.Namespace) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    with open(RESULTS / "bench_wide.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    head = ("| ε | views+model 2-way | views+model 3-way | views (Norm-Sub) 2-way | split ε 2-way | split ε 3-way "
+            "| SMP 2-way | SMP 3-way | E full domain 2-way (expected) | OLH full domain 2-way (expected) "
+            "| model / best baseline "
+            "| 95% coverage (views, 2-way cells) | fit s |")
+    lines = [head, "|" + "---|" * 13]
+    for r in table:
+        lines.append("| " + " | ".join(f"{r[k]:.3g}" for k in r) + " |")
+    machine = machine_info(mbi=version("mbi"), jax=version("jax"))
+    text = ["# Wide rows on Adult (8 attributes, |D| = 2,257,920)", "",
+            f"Command: `python benchmarks/bench_wide.py --epsilons {args.epsilons} --iterations {args.iterations} "
+            f"--seed {args.seed}` (benchmarks/bench_wide.py's docstring says what each column is). "
+            "Mean total-variation distance to the truth of all 28 2-way marginals and of "
+            f"{args.triples} random 3-way marginals.", "", *lines, "", *(f"- {k}: {v}" for k, v in machine.items()), ""]
+    (RESULTS / "bench_wide.md").write_text("\n".join(text))
+    plot(table)
+
+
+def plot(table: list[dict[str, float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = sorted(table, key=lambda r: r["epsilon"])
+    eps = [r["epsilon"] for r in table]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("model_tvd2", "views + model"), ("views_tvd2", "views (Norm-Sub)"),
+                       ("split_tvd2", "split ε, product"),
+                       ("smp_tvd2", "SMP (multi-freq-ldpy), product"),
+                       ("OLH_full_tvd2_expected", "OLH full domain (expected)"),
+                       ("E_full_tvd2_expected", "E full domain (expected)")):
+        ax.plot(eps, [r[key] for r in table], marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("mean TVD of the 2-way marginals")
+    ax.set_title("Adult, 8 attributes, 32,561 devices")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "bench_wide.png", dpi=120)
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

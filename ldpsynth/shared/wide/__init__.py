@@ -1,0 +1,19 @@
+"""Wide rows: devices partitioned across low-dimensional views, each reporting its view's cell with the full
+ε, and one model of all attributes fitted to the noisy views (docs/wide.md).
+
+* :mod:`.views`: the views (marginals) of a wide row and a row's cell in each;
+* :mod:`.assignment`: a device's view from its key (HMAC-SHA256, exactly uniform);
+* :mod:`.measure`: the best oracle per view, its unbiased shares and their exact variances;
+* :mod:`.consistency`: Norm-Sub;
+* :mod:`.answers`: marginals inside measured views, combined across views, with analytic standard errors;
+* :mod:`.model`: Private-PGM fitted to the views (the optional ``[wide]`` extra).
+"""
+
+from .answers import Answer, analytic_marginal
+from .assignment import assign_view, assign_views
+from .consistency import norm_sub
+from .measure import ViewMeasurement, best_mechanism, device_report, measure, simulate
+from .views import View, WideDomain, pairs, project
+
+__all__ = ["Answer", "View", "ViewMeasurement", "WideDomain", "analytic_marginal", "assign_view", "assign_views",
+           "best_mechanism", "device_report", "measure", "norm_sub", "pairs", "project", "simulate"]

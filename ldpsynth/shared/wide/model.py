@@ -1,0 +1,190 @@
+"""One model of all attributes fitted to the noisy views: Private-PGM (MSM19), from the ``mbi`` package.
+
+Each view V gives the estimated population counts :math:`y_V = N\\hat f_V` with per-cell standard deviations
+:math:`\\sigma_V(v) = N\\sqrt{\\operatorname{Var}\\hat f_V(v)}` (:mod:`.measure`). Private-PGM finds the
+graphical model p over the full row domain whose marginals minimise the weighted least squares
+
+.. math::  L(\\mu) = \\sum_V \\tfrac12 \\big\\| (\\mu_V - y_V)/\\sigma_V \\big\\|_2^2
+
+over the marginal polytope (MSM19's estimation problem with :math:`Q_V` the identity scaled by
+:math:`1/\\sigma_V`; mirror descent, MSM19 Algorithm 1). The model is post-processing of the reports: it
+spends no ε. It answers any marginal (:meth:`WideModel.marginal`) and samples synthetic rows (:meth:`WideModel.sample`).
+
+``mbi`` runs on JAX; it is imported only here (the optional ``[wide]`` extra).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ValidationError
+from ..validation import check_int
+from .measure import ViewMeasurement
+from .views import WideDomain
+
+__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Problem", "WideModel", "bootstrap_errors", "fit",
+           "total_variation"]
+
+#: Mirror-descent iterations of a fit (about 15 s for Adult's 8 attributes and 28 pair views on 2 cores).
+DEFAULT_ITERATIONS = 500
+#: The largest row domain whose model is evaluated as a dense array (128 MiB of float64).
+MAX_DENSE_DOMAIN = 1 << 24
+
+
+def _mbi() -> Any:
+    """The ``mbi`` module with JAX in float64 (``mbi`` warns that float32 stalls its estimators)."""
+    try:
+        import jax
+    except ImportError as exc:                                  # pragma: no cover - the [wide] extra
+        raise ImportError("the wide-row model needs the [wide] extra: pip install 'ldpsynth[wide]'") from exc
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)    # mbi: many small programs, a cache only costs
+    import mbi
+
+    return mbi
+
+
+def _mbi_jax() -> Any:
+    import jax
+
+    return jax
+
+
+def _name(j: int) -> str:
+    return f"a{j}"
+
+
+@dataclass(frozen=True, eq=False)
+class WideModel:
+    """A fitted Private-PGM model of all attributes of ``domain`` (module docstring).
+
+    Its distribution is :math:`p(x) \\propto \\exp\\sum_C \\theta_C(x_C)` over the fitted cliques' potentials;
+    for a row domain of at most :data:`MAX_DENSE_DOMAIN` cells it is evaluated once as a dense array, from
+    which every marginal is a sum and every sample a draw (``mbi``'s own projections compile a JAX program
+    per call, seconds each on 2 cores).
+    """
+
+    domain: WideDomain
+    total: float
+    mrf: Any
+
+    @functools.cached_property
+    def joint(self) -> np.ndarray:
+        """The model's shares of every row, shape ``domain.sizes`` (float64, sums to 1)."""
+        if self.domain.size > MAX_DENSE_DOMAIN:
+            raise ValidationError("domain", f"a row domain of at most {MAX_DENSE_DOMAIN:,} cells",
+                                  f"got {self.domain.size:,}")
+        log_p = np.zeros(self.domain.sizes)
+        for clique, factor in self.mrf.potentials.tables.items():
+            axes = [int(name[1:]) for name in clique]
+            values = np.asarray(factor.values, dtype=np.float64)
+            order = np.argsort(axes)
+            shape = [1] * self.domain.width
+            for a in axes:
+                shape[a] = self.domain.sizes[a]
+            log_p = log_p + values.transpose(order).reshape(shape)
+        p = np.exp(log_p - log_p.max())
+        return p / p.sum()
+
+    def marginal(self, attributes: Sequence[int]) -> np.ndarray:
+        """The model's shares of the cells of the view of ``attributes`` (mixed radix in that order; sums to 1)."""
+        view = self.domain.view(attributes)
+        others = tuple(j for j in range(self.domain.width) if j not in view.attributes)
+        kept = sorted(view.attributes)
+        summed = self.joint.sum(axis=others)
+        return summed.transpose([kept.index(a) for a in view.attributes]).ravel()
+
+    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """``rows`` synthetic rows ``(rows, d)`` int64, drawn independently from the model with ``rng``."""
+        count = check_int(rows, "rows", 0)
+        flat = self.joint.ravel()
+        cells = np.minimum(np.searchsorted(np.cumsum(flat), rng.random(count) * flat.sum(), side="right"),
+                           flat.size - 1)
+        return np.stack(np.unravel_index(cells, self.domain.sizes), axis=1).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """What a fit needs besides the views' shares: the ``mbi`` domain and, per view, its clique, the
+    standard deviations :math:`\\sigma_V` of its counts and the weighted query :math:`1/\\sigma_V`. Built once
+    per set of measurements: refits (the bootstrap) reuse the same query objects, so JAX reuses its compiled
+    program (``mbi`` keys it on the queries' identity)."""
+
+    domain: WideDomain
+    measurements: tuple[ViewMeasurement, ...]
+    population: int
+    mbi_domain: Any
+    sigmas: tuple[np.ndarray, ...]
+    queries: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int) -> Problem:
+        mbi = _mbi()
+        n = check_int(population, "population", 1)
+        if not measurements:
+            raise ValidationError("measurements", "one or more views", "got none")
+        sigmas = tuple(n * np.sqrt(np.maximum(m.share_variance(n), 1e-12)) for m in measurements)
+        return cls(domain, tuple(measurements), n,
+                   mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes)), sigmas,
+                   tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas))
+
+    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS) -> WideModel:
+        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights."""
+        mbi = _mbi()
+        steps = check_int(iterations, "iterations", 1)
+        n = self.population
+        linear = []
+        for m, f, sigma, query in zip(self.measurements, shares, self.sigmas, self.queries, strict=True):
+            y = np.asarray(f, np.float64)
+            if y.shape != (m.view.size,):
+                raise ValidationError("shares", f"{m.view.size} shares for view {m.view.attributes}",
+                                      f"got shape {y.shape}")
+            clique = tuple(_name(a) for a in m.view.attributes)
+            linear.append(mbi.LinearMeasurement(n * y / sigma, clique, 1.0, query=query))
+        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, linear, known_total=float(n), iters=steps)
+        _mbi_jax().block_until_ready(mrf.potentials.tables)   # JAX dispatches asynchronously: finish here
+        return WideModel(self.domain, float(n), mrf)
+
+
+def fit(domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int,
+        iterations: int = DEFAULT_ITERATIONS, estimates: Sequence[npt.ArrayLike] | None = None) -> WideModel:
+    """Private-PGM fitted to the views' ``measurements`` of ``population`` devices (module docstring).
+
+    ``estimates``: the views' shares to fit instead of the measurements' unbiased ones (e.g. after
+    :func:`~ldpsynth.shared.wide.consistency.norm_sub`), with the same weights.
+    """
+    problem = Problem.of(domain, measurements, population)
+    return problem.fit([m.shares() for m in measurements] if estimates is None else estimates, iterations)
+
+
+def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
+                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS) -> list[np.ndarray]:
+    """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise.
+
+    Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + \\sigma_V z/N`, :math:`\\mu_V` the
+    model's marginal of V and z standard normal per cell (the views' plug-in variances; the oracles'
+    covariances between the cells of one view, of order :math:`1/k`, are left out), refits the model and
+    answers the queries; the standard error of a cell is the standard deviation over the ``replicates``
+    answers. Costs ``replicates`` fits."""
+    b = check_int(replicates, "replicates", 2)
+    centre = [model.marginal(m.view.attributes) for m in problem.measurements]
+    answers: list[list[np.ndarray]] = [[] for _ in queries]
+    for _ in range(b):
+        draw = [mu + sigma * rng.standard_normal(mu.size) / problem.population
+                for mu, sigma in zip(centre, problem.sigmas)]
+        refit = problem.fit(draw, iterations)
+        for out, attrs in zip(answers, queries):
+            out.append(refit.marginal(attrs))
+    return [np.std(np.stack(a), axis=0, ddof=1) for a in answers]
+
+
+def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
+    """:math:`\\tfrac12\\sum_v |p(v) - q(v)|` of two share vectors."""
+    return 0.5 * float(np.abs(np.asarray(p, np.float64) - np.asarray(q, np.float64)).sum())
+
