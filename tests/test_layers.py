@@ -222,7 +222,10 @@ def test_the_extras_separate_serving_from_evaluation() -> None:
     everything = extra_requirements("all")
     assert everything.keys() == {"ldpsynth"}
     assert set(re.search(r"\[(.*)\]", everything["ldpsynth"]).group(1).split(",")) == {  # type: ignore[union-attr]
-        "client", "shuffle", "aggregator", "evaluation"}
+        "client", "shuffle", "aggregator", "evaluation", "wide"}
+    # The wide-row model (Private-PGM on JAX) is its own extra, in neither the device's nor the replicas' image yet.
+    assert extra_requirements("wide").keys() == {"mbi"}
+    assert not (extra_requirements("client").keys() | extra_requirements("aggregator").keys()) & {"mbi", "jax"}
     # Sealing reports for a shuffler: the device's [shuffle] extra is [client] and the HPKE library,
     # nothing heavier; the replicas open them with the same library.
     assert extra_requirements("shuffle").keys() == {"ldpsynth", "cryptography"}
