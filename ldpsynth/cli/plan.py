@@ -179,7 +179,8 @@ def _with_views(args: argparse.Namespace, schema: Schema, p: Plan, prior: RowDis
     try:
         views = plan_views(schema, p.batch, p.devices, eps, attributes=attributes, prior=prior)
     except ValidationError as exc:
-        flag = "--views-attributes" if exc.field == "attributes" else f"--views: {exc.field}"
+        flag = ("--views" if names is None else "--views-attributes") if exc.field == "attributes" \
+            else f"--views: {exc.field}"
         raise ValidationError(flag, exc.legal, exc.problem, exc.position) from None
     return dataclasses.replace(p, views=views)
 

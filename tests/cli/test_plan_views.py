@@ -76,3 +76,11 @@ def test_json_carries_the_views(files, capsys):
 def test_bad_view_flags_name_the_flag_and_the_legal_values(files, capsys, extra, field, legal):
     code, _, err = run(files, extra, capsys)
     assert code == 2 and f"error: {field}" in err and legal in err
+
+
+def test_a_schema_with_one_private_attribute_has_no_pair_views(capsys):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "plan"
+    code = main.main(["plan", "--collection", str(docs / "ratings.json"), "--queries", str(docs / "queries.json"),
+                      "--devices", "1000", "--views", "pairs"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: --views" in err and "two or more private attributes" in err
