@@ -5,6 +5,7 @@
     ldpsynth plan --collection C.json --devices N --queries Q.json [--rows-per-device R]
                   [--prior rows.csv | --prior-uniform] [--epsilon E] [--level 0.95]
                   [--target-halfwidth H] [--merge ATTR=A+B,C+D ...] [--json]
+                  [--views pairs [--views-attributes A,B,C]]
                   [--shuffler [--delta D] [--min-batch B] [--assume-injected F]
                               [--target-central-epsilon E]]
 
@@ -26,11 +27,17 @@ that ε0 beside plain LDP at the same central ε, E's and each frequency oracle'
 ``--json``: ``"shuffle"`` with ``against`` (per party: ``epsilon``, ``delta``, ``basis``), ``groups``,
 ``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures (``plain_ldp_olh_*``, ... for the
 oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
+
+``--views pairs``: the views mode beside the full domain (docs/planning.md, "Wide rows: views"): devices split
+evenly across every 2-way view of the private attributes (``--views-attributes``: of those named), each query's
+standard error and half-width there (:mod:`ldpsynth.shared.planning.views`; a query no view holds: from the
+model, no closed form), and the mode with the smaller typical error. In ``--json``: ``"views"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -42,12 +49,13 @@ import numpy as np
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.guarantees import PARTIES
-from ldpsynth.shared.planning.choice import Choice
+from ldpsynth.shared.planning.choice import Choice, error_ratio
 from ldpsynth.shared.planning.inverse import EPSILON_STEP, MAX_EPSILON
 from ldpsynth.shared.planning.planner import Plan, plan
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
 from ldpsynth.shared.planning.variances import Figures
+from ldpsynth.shared.planning.views import MODEL, ViewsPlan, plan_views
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema
@@ -77,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="merged values of a private attribute for its 'coarser' alternative (repeatable; "
                              "default: a continuous attribute loses a bit, others merge adjacent pairs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    views = parser.add_argument_group("wide rows")
+    views.add_argument("--views", metavar="pairs",
+                       help="also plan the views mode: devices split across every 2-way view of the private "
+                            "attributes, each query's error there, and the mode to choose")
+    views.add_argument("--views-attributes", metavar="A,B,C",
+                       help="the views' attributes (private, comma-separated; default: all private attributes)")
     shuffle = parser.add_argument_group("behind a shuffler")
     shuffle.add_argument("--shuffler", action="store_true",
                          help="also plan the collection behind a shuffler: central (ε, δ) per public-key group, "
@@ -141,7 +155,49 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                                                  "target_central_epsilon")):
         raise ValidationError("--shuffler", "given with --delta, --min-batch, --assume-injected or "
                               "--target-central-epsilon", "missing")
-    return p
+    return _with_views(args, schema, p, prior)
+
+
+#: The view sets of ``--views``.
+VIEW_SETS = ("pairs",)
+
+
+def _with_views(args: argparse.Namespace, schema: Schema, p: Plan, prior: RowDistribution | None) -> Plan:
+    """``p`` with the views mode when ``--views`` asks for it."""
+    kind, names = getattr(args, "views", None), getattr(args, "views_attributes", None)
+    if kind is None:
+        if names is not None:
+            raise ValidationError("--views", "given with --views-attributes (one of: " + ", ".join(VIEW_SETS) + ")",
+                                  "missing")
+        return p
+    if kind not in VIEW_SETS:
+        raise ValidationError("--views", "one of: " + ", ".join(VIEW_SETS), f"got {kind!r}")
+    if p.rows_per_device != 1:
+        raise ValidationError("--views", "one row per device (--rows-per-device 1)", f"got {p.rows_per_device}")
+    attributes = None if names is None else [a.strip() for a in names.split(",")]
+    eps = schema.epsilon if args.epsilon is None else args.epsilon
+    try:
+        views = plan_views(schema, p.batch, p.devices, eps, attributes=attributes, prior=prior)
+    except ValidationError as exc:
+        flag = ("--views" if names is None else "--views-attributes") if exc.field == "attributes" \
+            else f"--views: {exc.field}"
+        raise ValidationError(flag, exc.legal, exc.problem, exc.position) from None
+    return dataclasses.replace(p, views=views)
+
+
+def views_choice(p: Plan, views: ViewsPlan) -> tuple[str, float, str]:
+    """``(mode, ratio, why)``: the views mode when its typical error (the geometric mean, over the queries the
+    views hold, of its headline standard error over the recommended full-domain mechanism's) is below 1."""
+    best = p.choice(p.recommended).figures
+    assert best is not None
+    ratio = error_ratio(Figures(views.se_worst, views.se_prior), best)
+    held = int(np.isfinite(views.se_worst).sum())
+    mode = "views" if ratio < 1 else "full domain"
+    why = (f"{mode}: the views' standard errors are {ratio:.3g} x {p.recommended}'s over the full domain "
+           f"(geometric mean over the {held} of {len(p)} queries the views hold)")
+    if held < len(p):
+        why += f"; in the views mode the other {len(p) - held} come {MODEL}"
+    return mode, ratio, why
 
 
 # ----- output --------------------------------------------------------------------------------
@@ -198,7 +254,25 @@ def to_json(p: Plan) -> dict[str, Any]:
            "target_halfwidth": None if p.inverse is None else p.inverse.target_halfwidth, "queries": queries}
     if p.shuffle is not None:
         out["shuffle"] = _shuffle_json(p)
+    if p.views is not None:
+        out["views"] = _views_json(p, p.views)
     return out
+
+
+def _views_json(p: Plan, v: ViewsPlan) -> dict[str, Any]:
+    """The ``"views"`` object of ``--json``: the view set, and per query its figures in the views mode."""
+    mode, ratio, why = views_choice(p, v)
+    queries = []
+    for j in range(len(p)):
+        item: dict[str, Any] = {"label": p.label(j), "views": [list(h) for h in v.holding[j]]}
+        if np.isfinite(v.se_worst[j]):
+            item.update(_figures(Figures(v.se_worst, v.se_prior), p, j, ""))
+        else:
+            item["answer"] = MODEL
+        queries.append(item)
+    return {"kind": "pairs", "views": [list(x) for x in v.views], "mechanisms": list(v.mechanisms),
+            "devices_per_view": v.devices_per_view, "recommended_mode": mode, "error_ratio": _number(ratio),
+            "recommendation": why, "queries": queries}
 
 
 def _choice_json(c: Choice) -> dict[str, Any]:
@@ -343,7 +417,34 @@ def render(p: Plan) -> str:
         text += "\nThe schema's share of the error (same ε): " + _alternatives_table(p)
     if p.shuffle is not None:
         text += _shuffle_text(p)
+    if p.views is not None:
+        text += _views_text(p, p.views)
     return text
+
+
+def _views_text(p: Plan, v: ViewsPlan) -> str:
+    level = f"{p.level:.0%}"
+    which = "prior" if p.has_prior else "worst"
+    best = p.choice(p.recommended).figures
+    assert best is not None
+    used = sorted(set(v.mechanisms))
+    text = (f"\nWide rows, the views mode: {p.devices:,} devices split evenly across {len(v.views)} 2-way views "
+            f"({v.devices_per_view:,.1f} devices each), each view's best oracle ({', '.join(used)}) at the full ε; "
+            f"±{level} half-width:\n\n")
+    head = ["query", f"views ({which})"] + (["views (worst)"] if p.has_prior else []) + \
+        [f"E, full domain ({which})"] + ([f"{p.recommended}, full domain ({which})"] if p.recommended != "E" else []) \
+        + ["views holding it"]
+    rows = []
+    for j in range(len(p)):
+        if np.isfinite(v.se_worst[j]):
+            row = [p.label(j), _fmt(p.z * v.headline[j])] + ([_fmt(p.z * v.se_worst[j])] if p.has_prior else [])
+        else:
+            row = [p.label(j), MODEL] + (["-"] if p.has_prior else [])
+        row.append(_fmt(p.z * p.e.headline[j]))
+        if p.recommended != "E":
+            row.append(_fmt(p.z * best.headline[j]))
+        rows.append(row + ["; ".join("×".join(h) for h in v.holding[j]) or "none"])
+    return text + _table(head, rows) + f"\nRecommended mode: {views_choice(p, v)[2]}.\n"
 
 
 def _shuffle_text(p: Plan) -> str:

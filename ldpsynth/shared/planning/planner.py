@@ -27,6 +27,7 @@ from ldpsynth.shared.planning.moments import Moments, moments
 from ldpsynth.shared.planning.row_distribution import RowDistribution, UniformRows
 from ldpsynth.shared.planning.schema_changes import SchemaChange
 from ldpsynth.shared.planning.variances import Figures, e_coefficients, e_coefficients_at, normalisers, variances
+from ldpsynth.shared.planning.views import ViewsPlan
 from ldpsynth.shared.queries.batch import QueryBatch, RowBlock
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.model import NORMALIZATIONS, Query
@@ -119,7 +120,7 @@ class Plan:
     10's Z is 0 for these rows); the inverse answers for a target half-width and E's error under each
     schema change. ``choices``: E and each frequency oracle (:class:`Choice`: its errors at the same ε,
     its report and decoding costs); ``recommended`` and ``recommendation``: the one to choose and why
-    (:func:`recommend`).
+    (:func:`recommend`). ``views``: the views mode beside them (:mod:`~ldpsynth.shared.planning.views`), when asked.
     """
 
     batch: QueryBatch
@@ -141,6 +142,7 @@ class Plan:
     recommended: str
     recommendation: str
     shuffle: ShufflePlan | None = None
+    views: ViewsPlan | None = None
 
     def __len__(self) -> int:
         return self.batch.size

@@ -38,7 +38,7 @@ from ..validation import check_codes, check_epsilon
 from .assignment import assign_view
 from .views import View, WideDomain
 
-__all__ = ["VIEW_MECHANISMS", "best_mechanism", "protocol_of", "support_counts", "ViewMeasurement",
+__all__ = ["VIEW_MECHANISMS", "best_mechanism", "protocol_of", "sampling_variance", "support_counts", "ViewMeasurement",
            "measure", "simulate", "device_report"]
 
 #: The mechanisms a view may use, in order of preference at equal error.
@@ -48,6 +48,13 @@ VIEW_MECHANISMS = ("E", "OLH", "OUE")
 def protocol_of(mechanism: Mechanism) -> PureProtocol:
     """The exact pure protocol of E or of a frequency oracle."""
     return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
+
+
+def sampling_variance(population: int, n: float, spread: npt.ArrayLike) -> np.ndarray:
+    """The sampling-without-replacement term :math:`\\frac{N - n_V}{N - 1}\\,\\mathrm{spread}/n_V` of a view's
+    share estimate (module docstring), ``spread`` the population variance of the query's weight per device
+    (:math:`f(1-f)` for one cell)."""
+    return (population - n) / max(population - 1, 1) * np.asarray(spread, dtype=np.float64) / n
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,8 +117,7 @@ class ViewMeasurement:
         else:
             f = np.asarray(shares, dtype=np.float64)
             ldp = self.protocol.linear_variance(np.eye(self.view.size), np.rint(f * n).astype(np.int64))
-        sampling = (total - n) / max(total - 1, 1) * f * (1.0 - f) / n
-        return ldp / n**2 + sampling
+        return ldp / n**2 + sampling_variance(total, n, f * (1.0 - f))
 
     def linear_share_variance(self, weights: npt.ArrayLike, population: int) -> np.ndarray:
         """The plug-in variance of :math:`\\sum_v w(v)\\hat f(v)` for each row w of ``weights`` (e.g. the cells
@@ -126,7 +132,7 @@ class ViewMeasurement:
         f = np.clip(c / n, 0.0, 1.0)
         ldp = self.protocol.linear_variance_estimate(w, c, n)
         spread = np.maximum((w * w) @ f - (w @ f) ** 2, 0.0)
-        return np.maximum(ldp, 0.0) / n**2 + (total - n) / max(total - 1, 1) * spread / n
+        return np.maximum(ldp, 0.0) / n**2 + sampling_variance(total, n, spread)
 
 
 def measure(view: View, mechanism: Mechanism, reports: npt.ArrayLike) -> ViewMeasurement:
