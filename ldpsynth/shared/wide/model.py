@@ -134,8 +134,10 @@ class Problem:
                    mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes)), sigmas,
                    tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas))
 
-    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS) -> WideModel:
-        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights."""
+    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS,
+            warm_start: WideModel | None = None) -> WideModel:
+        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights,
+        mirror descent started from ``warm_start``'s potentials (default: zero, the uniform distribution)."""
         mbi = _mbi()
         steps = check_int(iterations, "iterations", 1)
         n = self.population
@@ -147,7 +149,8 @@ class Problem:
                                       f"got shape {y.shape}")
             clique = tuple(_name(a) for a in m.view.attributes)
             linear.append(mbi.LinearMeasurement(n * y / sigma, clique, 1.0, query=query))
-        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, linear, known_total=float(n), iters=steps)
+        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, linear, known_total=float(n), iters=steps,
+                                                      warm_start=None if warm_start is None else warm_start.mrf)
         _mbi_jax().block_until_ready(mrf.potentials.tables)   # JAX dispatches asynchronously: finish here
         return WideModel(self.domain, float(n), mrf)
 
@@ -164,21 +167,23 @@ def fit(domain: WideDomain, measurements: Sequence[ViewMeasurement], population:
 
 
 def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
-                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS) -> list[np.ndarray]:
+                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS,
+                     warm: bool = False) -> list[np.ndarray]:
     """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise.
 
     Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + \\sigma_V z/N`, :math:`\\mu_V` the
     model's marginal of V and z standard normal per cell (the views' plug-in variances; the oracles'
     covariances between the cells of one view, of order :math:`1/k`, are left out), refits the model and
     answers the queries; the standard error of a cell is the standard deviation over the ``replicates``
-    answers. Costs ``replicates`` fits."""
+    answers. Costs ``replicates`` fits; with ``warm`` each refit starts from ``model`` (whose marginals are
+    the replicates' centre), so fewer ``iterations`` reach the same loss."""
     b = check_int(replicates, "replicates", 2)
     centre = [model.marginal(m.view.attributes) for m in problem.measurements]
     answers: list[list[np.ndarray]] = [[] for _ in queries]
     for _ in range(b):
         draw = [mu + sigma * rng.standard_normal(mu.size) / problem.population
                 for mu, sigma in zip(centre, problem.sigmas)]
-        refit = problem.fit(draw, iterations)
+        refit = problem.fit(draw, iterations, warm_start=model if warm else None)
         for out, attrs in zip(answers, queries):
             out.append(refit.marginal(attrs))
     return [np.std(np.stack(a), axis=0, ddof=1) for a in answers]

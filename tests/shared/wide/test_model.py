@@ -68,6 +68,10 @@ def test_bootstrap_errors_are_of_the_size_of_the_views_errors() -> None:
     assert errors[0].shape == (6,) and errors[1].shape == (4,)
     assert np.all(errors[0] > 0)
     assert np.all(errors[0] < 1.6 * single.standard_errors)
+    # warm-started refits (from the model, the replicates' centre) with 30 iterations: errors of the same size
+    # (two bootstraps of 8 replicates: their ratio per cell within a factor 2.5)
+    warm = bootstrap_errors(problem, model, [(0, 1)], 8, rng, 30, warm=True)[0]
+    assert np.all(warm > errors[0] / 2.5) and np.all(warm < errors[0] * 2.5)
 
 
 def test_bootstrap_intervals_cover() -> None:
@@ -94,3 +98,22 @@ def test_bootstrap_intervals_cover() -> None:
             hits += int(np.sum(np.abs(model.marginal(q) - f) <= z * e))
             total += f.size
     assert abs(hits / total - 0.95) < 3.29 * np.sqrt(0.95 * 0.05 * 4 / total)
+
+
+def test_a_warm_start_resumes_from_the_fitted_model() -> None:
+    # Refitting the same shares from the fitted model: 10 more iterations stay at the model (the optimum),
+    # while 10 iterations from zero potentials are far from it.
+    from ldpsynth.shared.wide.model import Problem
+
+    rng = np.random.default_rng(13)
+    rows = _rows(rng, 20_000)
+    views = pairs(DOMAIN)
+    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 2.0, rng)
+    problem = Problem.of(DOMAIN, measured, len(rows))
+    shares = [m.shares() for m in measured]
+    model = problem.fit(shares, 300)
+    warm = problem.fit(shares, 10, warm_start=model)
+    cold = problem.fit(shares, 10)
+    joint = (0, 1, 2)
+    assert total_variation(warm.marginal(joint), model.marginal(joint)) < 0.005
+    assert total_variation(cold.marginal(joint), model.marginal(joint)) > 0.02
