@@ -35,8 +35,11 @@ from .assignment import assign_view
 from .measure import ViewMeasurement
 from .views import View, WideDomain
 
-__all__ = ["PILOT_RESOLUTION", "chow_liu", "pair_gain", "pair_score", "pilot_devices", "prior_scores", "tree_views"]
+__all__ = ["DEFAULT_Z", "PILOT_RESOLUTION", "chow_liu", "pair_gain", "pair_score", "pilot_devices", "prior_scores",
+           "tree_views"]
 
+#: Standard deviations of a pilot score's noise a pair's gain must clear (:func:`pair_gain`).
+DEFAULT_Z = 3.0
 #: The pilot's fraction is a multiple of 1/PILOT_RESOLUTION (the assignment is exactly uniform over these).
 PILOT_RESOLUTION = 1_000_000
 _PILOT_TAG = b"ldpsynth/wide/pilot\x00"
@@ -71,14 +74,15 @@ def pair_score(measurement: ViewMeasurement, population: int) -> float:
     return _score(measurement.shares(), measurement.share_variance(population), (view.sizes[0], view.sizes[1]))
 
 
-def pair_gain(measurement: ViewMeasurement, population: int, devices: float) -> float:
-    """:math:`s_{ab}` less the noise of the pair measured by ``devices`` devices (module docstring)."""
+def pair_gain(measurement: ViewMeasurement, population: int, devices: float, z: float = DEFAULT_Z) -> float:
+    """:math:`s_{ab}` less the noise of the pair measured by ``devices`` devices and less ``z`` standard
+    deviations of the score's own noise (module docstring)."""
     view = measurement.view
     if len(view.attributes) != 2 or not devices > 0:
         raise ValidationError("measurement", "a 2-way view and devices > 0",
                               f"got view {view.attributes}, devices {devices}")
     return _score(measurement.shares(), measurement.share_variance(population), (view.sizes[0], view.sizes[1]),
-                  measurement.n / devices)
+                  measurement.n / devices + z * np.sqrt(2.0 / ((view.sizes[0] - 1) * (view.sizes[1] - 1))))
 
 
 def prior_scores(domain: WideDomain, rows: npt.ArrayLike) -> dict[tuple[int, int], float]:
