@@ -117,3 +117,22 @@ def test_a_warm_start_resumes_from_the_fitted_model() -> None:
     joint = (0, 1, 2)
     assert total_variation(warm.marginal(joint), model.marginal(joint)) < 0.005
     assert total_variation(cold.marginal(joint), model.marginal(joint)) > 0.02
+
+
+def test_margins_fit_a_views_sub_marginals_without_its_clique() -> None:
+    # The pair (0, 2) fitted only through its 1-way margins: the model has no (0, 2) clique, and its 1-way
+    # marginals still match the truth (they come from all three views).
+    from ldpsynth.shared.wide.model import Problem
+
+    rng = np.random.default_rng(14)
+    rows = _rows(rng, 30_000)
+    views = pairs(DOMAIN)
+    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 4.0, rng)
+    left_out = next(i for i, m in enumerate(measured) if m.view.attributes == (0, 2))
+    problem = Problem.of(DOMAIN, measured, len(rows), [(left_out, (0,)), (left_out, (2,))])
+    model = problem.fit([m.shares() for m in measured], 300)
+    assert {tuple(c) for c in model.mrf.potentials.tables} == {("a0", "a1"), ("a1", "a2"), ("a0",), ("a2",)} \
+        or {tuple(c) for c in model.mrf.potentials.tables} == {("a0", "a1"), ("a1", "a2")}
+    for attrs in ((0,), (2,), (0, 1), (1, 2)):
+        truth = DOMAIN.view(attrs).histogram(rows) / len(rows)
+        assert total_variation(model.marginal(attrs), truth) < 0.03
