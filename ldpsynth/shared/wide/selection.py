@@ -2,7 +2,7 @@
 
 With every pair measured, Private-PGM's junction tree is one clique of the whole row domain (docs/wide.md);
 with the pairs of a tree (a forest) every clique is a pair, so a fit is fast, and the devices spread over
-d + (d − 1) views instead of d(d − 1)/2. The tree is a Chow-Liu tree (Chow and Liu 1968): the maximum
+d + (d − 1) views instead of d(d − 1)/2. The tree is a Chow-Liu tree (ChowLiu1968): the maximum
 spanning tree of the pairs' dependence scores. The scores come without spending ε beyond the views' own
 reports, either from a public prior sample (:func:`prior_scores`) or from a **pilot**: a fraction of the
 devices, chosen by key (:func:`pilot_devices`), report one of all the pairs; the rest report the chosen views.
