@@ -8,6 +8,12 @@ sex 2, income 2: |D| = 2,257,920. Per ε, measured in the same run:
 * **views + model**: each device assigned one of the 28 pair views from its key (HMAC-SHA256 of the row
   number under a fixed salt), its cell reported with the full ε by the view's best oracle; Private-PGM
   (``mbi``) fitted to the 28 noisy views; the views themselves after Norm-Sub (``views``);
+* **tree views + model** (``ldpsynth.shared.wide.selection``): a pilot of ``--pilot`` of the devices (by key)
+  reports one of the 28 pairs; a Chow-Liu forest of their debiased dependence scores chooses the pairs; the
+  other devices report one of the 8 1-way views and the chosen pairs (by key; a pair is chosen only when its
+  debiased dependence exceeds the noise of measuring it with the main phase's devices per view,
+  ``selection.pair_gain``); Private-PGM fitted to those
+  views and the pilot's views of the chosen pairs (``--tree-iterations``);
 * **split ε**: every device reports all 8 attributes at ε/8 each (best oracle per attribute), Norm-Sub,
   then the product of the 1-way estimates;
 * **SMP** (multi-freq-ldpy's ``SMP_ADP``, Wang2019ICDE's sampling): each device reports one attribute, chosen at
@@ -23,7 +29,8 @@ marginals, the fit time, and the coverage of 95 % intervals from the views' exac
 
 Usage::
 
-    python benchmarks/bench_wide.py [--epsilons 0.5,1,2,4] [--iterations 500] [--seed 1]
+    python benchmarks/bench_wide.py [--epsilons 0.5,1,2,4] [--iterations 500] [--seed 1] [--pilot 0.2]
+        [--tree-iterations 1000] [--no-all-pairs]
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from ldpsynth.shared.mechanisms.registry import make_mechanism
 from ldpsynth.shared.wide import WideDomain, assign_views, best_mechanism, norm_sub, pairs, simulate
 from ldpsynth.shared.wide.measure import protocol_of, support_counts
 from ldpsynth.shared.wide.model import fit, total_variation
+from ldpsynth.shared.wide.selection import chow_liu, pair_gain, pilot_devices, tree_views
 from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -107,6 +115,26 @@ def smp(domain: WideDomain, rows: np.ndarray, epsilon: float, seed: int) -> list
     return [np.asarray(f, np.float64) for f in SMP_ADP_Aggregator_MI(reports, sizes, domain.width, epsilon)]
 
 
+def tree_method(domain: WideDomain, rows: np.ndarray, pilot: np.ndarray, pilot_views: np.ndarray, views: list,
+                triples: list, eps: float, rng: np.random.Generator,
+                iterations: int) -> tuple[float, float, float, list]:
+    """The tree views + model (module docstring): mean TVD of the 2-way and 3-way marginals, fit seconds, pairs."""
+    n = len(rows)
+    piloted = simulate(domain, views, rows[pilot], pilot_views, eps, rng)
+    devices = (n - len(pilot_views)) / (2 * domain.width - 1)       # per view of the main phase, at most
+    edges = chow_liu(domain.width, {m.view.attributes: pair_gain(m, n, devices) for m in piloted})
+    chosen = tree_views(domain, edges)
+    main_keys = [int(i).to_bytes(8, "big") for i in np.flatnonzero(~pilot)]
+    main = simulate(domain, chosen, rows[~pilot], assign_views(SALT, main_keys, len(chosen)), eps, rng)
+    measured = [*main, *(m for m in piloted if m.view.attributes in edges)]
+    start = time.perf_counter()
+    model = fit(domain, measured, n, iterations=iterations)
+    seconds = time.perf_counter() - start
+    tvd2 = np.mean([total_variation(model.marginal(v.attributes), v.histogram(rows) / n) for v in views])
+    tvd3 = np.mean([total_variation(model.marginal(v.attributes), v.histogram(rows) / n) for v in triples])
+    return float(tvd2), float(tvd3), seconds, edges
+
+
 def product(ones: list[np.ndarray], attributes: tuple[int, ...]) -> np.ndarray:
     out = np.ones(1)
     for a in attributes:
@@ -120,6 +148,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--triples", type=int, default=50)
+    parser.add_argument("--pilot", type=float, default=0.2, help="the tree method's pilot fraction")
+    parser.add_argument("--tree-iterations", type=int, default=1000)
+    parser.add_argument("--no-all-pairs", action="store_true", help="skip the all-pairs model (minutes per fit)")
     args = parser.parse_args()
     try:
         rows = load_adult()
@@ -134,7 +165,11 @@ def main() -> int:
     triples = [domain.view(all_triples[i]) for i in rng.choice(len(all_triples), args.triples, replace=False)]
     truth2 = [v.histogram(rows) / n for v in views]
     truth3 = [v.histogram(rows) / n for v in triples]
-    assignment = assign_views(SALT, [i.to_bytes(8, "big") for i in range(n)], len(views))
+    keys = [i.to_bytes(8, "big") for i in range(n)]
+    assignment = assign_views(SALT, keys, len(views))
+    pilot = pilot_devices(SALT, keys, args.pilot)
+    pilot_views = assign_views(SALT, [k for k, p in zip(keys, pilot) if p], len(views))
+    tree_rng = np.random.default_rng([args.seed, 2])     # its own stream: the other columns are as before
     print(f"Adult: n = {n:,}, |D| = {domain.size:,}, sizes {domain.sizes}; views per device: "
           f"{np.bincount(assignment).min()}-{np.bincount(assignment).max()}", flush=True)
     table = []
@@ -144,12 +179,17 @@ def main() -> int:
         view_tvd = np.mean([total_variation(norm_sub(m.shares(), 1.0), f) for m, f in zip(measured, truth2)])
         covered = [np.abs(m.shares() - f) <= 1.959964 * np.sqrt(m.share_variance(n)) for m, f in zip(measured, truth2)]
         coverage = float(np.mean(np.concatenate(covered)))
-        print(f"  fitting the model ({args.iterations} iterations)", flush=True)
-        start = time.perf_counter()
-        model = fit(domain, measured, n, iterations=args.iterations)
-        fit_seconds = time.perf_counter() - start
-        model2 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(views, truth2)])
-        model3 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(triples, truth3)])
+        tree2, tree3, tree_seconds, edges = tree_method(domain, rows, pilot, pilot_views, views, triples, eps,
+                                                        tree_rng, args.tree_iterations)
+        print(f"  tree views: pairs {edges}, fit {tree_seconds:.1f} s, TVD {tree2:.4f} / {tree3:.4f}", flush=True)
+        model2 = model3 = fit_seconds = float("nan")
+        if not args.no_all_pairs:
+            print(f"  fitting the all-pairs model ({args.iterations} iterations)", flush=True)
+            start = time.perf_counter()
+            model = fit(domain, measured, n, iterations=args.iterations)
+            fit_seconds = time.perf_counter() - start
+            model2 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(views, truth2)])
+            model3 = np.mean([total_variation(model.marginal(v.attributes), f) for v, f in zip(triples, truth3)])
         ones = split_epsilon(domain, rows, eps, rng)
         split2 = np.mean([total_variation(product(ones, v.attributes), f) for v, f in zip(views, truth2)])
         split3 = np.mean([total_variation(product(ones, v.attributes), f) for v, f in zip(triples, truth3)])
@@ -159,10 +199,13 @@ def main() -> int:
         smp3 = np.mean([total_variation(product(sampled, v.attributes), f) for v, f in zip(triples, truth3)])
         e2 = marginal_tvd_analytic("E", eps, domain, rows, views)
         olh2 = marginal_tvd_analytic("OLH", eps, domain, rows, views)
-        row = {"epsilon": eps, "model_tvd2": model2, "model_tvd3": model3, "views_tvd2": view_tvd,
+        best = min(split2, smp2, e2, olh2)
+        row = {"epsilon": eps, "tree_tvd2": tree2, "tree_tvd3": tree3, "tree_to_best_baseline": tree2 / best,
+               "tree_fit_seconds": tree_seconds,
+               "model_tvd2": model2, "model_tvd3": model3, "views_tvd2": view_tvd,
                "split_tvd2": split2, "split_tvd3": split3,
                "smp_tvd2": smp2, "smp_tvd3": smp3, "E_full_tvd2_expected": e2,
-               "OLH_full_tvd2_expected": olh2, "ratio_to_best_baseline": model2 / min(split2, smp2, e2, olh2),
+               "OLH_full_tvd2_expected": olh2, "ratio_to_best_baseline": model2 / best,
                "coverage_views_2way": coverage, "fit_seconds": fit_seconds}
         print("  " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
         table.append(row)
@@ -176,17 +219,20 @@ def write(table: list[dict[str, float]], args: argparse.Namespace) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
-    head = ("| ε | views+model 2-way | views+model 3-way | views (Norm-Sub) 2-way | split ε 2-way | split ε 3-way "
+    head = ("| ε | tree views+model 2-way | tree 3-way | tree / best baseline | tree fit s "
+            "| all-pairs views+model 2-way | all-pairs 3-way | views (Norm-Sub) 2-way | split ε 2-way | split ε 3-way "
             "| SMP 2-way | SMP 3-way | E full domain 2-way (expected) | OLH full domain 2-way (expected) "
-            "| model / best baseline "
-            "| 95% coverage (views, 2-way cells) | fit s |")
-    lines = [head, "|" + "---|" * 13]
+            "| all-pairs / best baseline "
+            "| 95% coverage (views, 2-way cells) | all-pairs fit s |")
+    lines = [head, "|" + "---|" * 17]
     for r in table:
         lines.append("| " + " | ".join(f"{r[k]:.3g}" for k in r) + " |")
     machine = machine_info(mbi=version("mbi"), jax=version("jax"))
     text = ["# Wide rows on Adult (8 attributes, |D| = 2,257,920)", "",
             f"Command: `python benchmarks/bench_wide.py --epsilons {args.epsilons} --iterations {args.iterations} "
-            f"--seed {args.seed}` (benchmarks/bench_wide.py's docstring says what each column is). "
+            f"--seed {args.seed} --pilot {args.pilot} --tree-iterations {args.tree_iterations}"
+            f"{' --no-all-pairs' if args.no_all_pairs else ''}` "
+            "(benchmarks/bench_wide.py's docstring says what each column is). "
             "Mean total-variation distance to the truth of all 28 2-way marginals and of "
             f"{args.triples} random 3-way marginals.", "", *lines, "", *(f"- {k}: {v}" for k, v in machine.items()), ""]
     (RESULTS / "bench_wide.md").write_text("\n".join(text))
@@ -202,7 +248,8 @@ def plot(table: list[dict[str, float]]) -> None:
     table = sorted(table, key=lambda r: r["epsilon"])
     eps = [r["epsilon"] for r in table]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("model_tvd2", "views + model"), ("views_tvd2", "views (Norm-Sub)"),
+    for key, label in (("tree_tvd2", "tree views + model"), ("model_tvd2", "all-pairs views + model"),
+                       ("views_tvd2", "views (Norm-Sub)"),
                        ("split_tvd2", "split ε, product"),
                        ("smp_tvd2", "SMP (multi-freq-ldpy), product"),
                        ("OLH_full_tvd2_expected", "OLH full domain (expected)"),

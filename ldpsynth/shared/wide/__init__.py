@@ -6,6 +6,7 @@
 * :mod:`.measure`: the best oracle per view, its unbiased shares and their exact variances;
 * :mod:`.consistency`: Norm-Sub;
 * :mod:`.answers`: marginals inside measured views, combined across views, with analytic standard errors;
+* :mod:`.selection`: which views to measure, from a pilot (by key) or a prior: a Chow-Liu forest of pairs;
 * :mod:`.model`: Private-PGM fitted to the views (the optional ``[wide]`` extra).
 """
 

@@ -26,12 +26,13 @@ import numpy.typing as npt
 from ..errors import ValidationError
 from ..validation import check_int
 from .measure import ViewMeasurement
-from .views import WideDomain
+from .views import WideDomain, project
 
-__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Problem", "WideModel", "bootstrap_errors", "fit",
+__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors", "fit",
            "total_variation"]
 
-#: Mirror-descent iterations of a fit (about 15 s for Adult's 8 attributes and 28 pair views on 2 cores).
+#: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: about 2 minutes with all 28 pair
+#: views, 2-10 s with the 1-way views and a tree of pairs, docs/wide.md).
 DEFAULT_ITERATIONS = 500
 #: The largest row domain whose model is evaluated as a dense array (128 MiB of float64).
 MAX_DENSE_DOMAIN = 1 << 24
@@ -110,6 +111,20 @@ class WideModel:
 
 
 @dataclass(frozen=True, eq=False)
+class Margin:
+    """A sub-marginal of a measured view fitted in place of the view (so the view's clique stays out of the
+    model's junction tree): :math:`M f_V` with its variance from
+    :meth:`~ldpsynth.shared.wide.measure.ViewMeasurement.linear_share_variance` (the protocol's exact linear
+    variance plus sampling), :math:`\\sigma` in counts."""
+
+    measurement: int
+    attributes: tuple[int, ...]
+    weights: np.ndarray
+    sigma: np.ndarray
+    query: Any
+
+
+@dataclass(frozen=True, eq=False)
 class Problem:
     """What a fit needs besides the views' shares: the ``mbi`` domain and, per view, its clique, the
     standard deviations :math:`\\sigma_V` of its counts and the weighted query :math:`1/\\sigma_V`. Built once
@@ -122,32 +137,51 @@ class Problem:
     mbi_domain: Any
     sigmas: tuple[np.ndarray, ...]
     queries: tuple[Any, ...]
+    margins: tuple[Margin, ...] = ()
 
     @classmethod
-    def of(cls, domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int) -> Problem:
+    def of(cls, domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int,
+           margins: Sequence[tuple[int, Sequence[int]]] = ()) -> Problem:
+        """``margins``: ``(i, attributes)`` pairs, the sub-marginal of ``attributes`` of measurement i fitted
+        *instead of* that view's cells when the view itself is left out of the model (:class:`Margin`)."""
         mbi = _mbi()
         n = check_int(population, "population", 1)
         if not measurements:
             raise ValidationError("measurements", "one or more views", "got none")
         sigmas = tuple(n * np.sqrt(np.maximum(m.share_variance(n), 1e-12)) for m in measurements)
+        built = []
+        for i, attributes in margins:
+            m = measurements[check_int(i, "margins", 0, len(measurements) - 1)]
+            weights = project(np.eye(m.view.size), m.view, tuple(attributes)).T
+            sigma = n * np.sqrt(np.maximum(m.linear_share_variance(weights, n), 1e-12))
+            built.append(Margin(i, tuple(attributes), weights, sigma, mbi.WeightedQuery(1.0 / sigma)))
         return cls(domain, tuple(measurements), n,
                    mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes)), sigmas,
-                   tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas))
+                   tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas), tuple(built))
 
-    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS) -> WideModel:
-        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights."""
+    def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS,
+            warm_start: WideModel | None = None) -> WideModel:
+        """The model fitted to the views' ``shares`` (one vector per measurement) with the views' weights,
+        mirror descent started from ``warm_start``'s potentials (default: zero, the uniform distribution)."""
         mbi = _mbi()
         steps = check_int(iterations, "iterations", 1)
         n = self.population
-        linear = []
-        for m, f, sigma, query in zip(self.measurements, shares, self.sigmas, self.queries, strict=True):
+        fitted = []
+        for i, (m, f, sigma, query) in enumerate(zip(self.measurements, shares, self.sigmas, self.queries,
+                                                     strict=True)):
             y = np.asarray(f, np.float64)
             if y.shape != (m.view.size,):
                 raise ValidationError("shares", f"{m.view.size} shares for view {m.view.attributes}",
                                       f"got shape {y.shape}")
-            clique = tuple(_name(a) for a in m.view.attributes)
-            linear.append(mbi.LinearMeasurement(n * y / sigma, clique, 1.0, query=query))
-        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, linear, known_total=float(n), iters=steps)
+            subs = [g for g in self.margins if g.measurement == i]
+            if not subs:
+                clique = tuple(_name(a) for a in m.view.attributes)
+                fitted.append(mbi.LinearMeasurement(n * y / sigma, clique, 1.0, query=query))
+            for g in subs:
+                sub = tuple(_name(a) for a in g.attributes)
+                fitted.append(mbi.LinearMeasurement(n * (g.weights @ y) / g.sigma, sub, 1.0, query=g.query))
+        mrf = mbi.estimation.MirrorDescent().estimate(self.mbi_domain, fitted, known_total=float(n), iters=steps,
+                                                      warm_start=None if warm_start is None else warm_start.mrf)
         _mbi_jax().block_until_ready(mrf.potentials.tables)   # JAX dispatches asynchronously: finish here
         return WideModel(self.domain, float(n), mrf)
 
@@ -164,21 +198,23 @@ def fit(domain: WideDomain, measurements: Sequence[ViewMeasurement], population:
 
 
 def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
-                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS) -> list[np.ndarray]:
+                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS,
+                     warm: bool = False) -> list[np.ndarray]:
     """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise.
 
     Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + \\sigma_V z/N`, :math:`\\mu_V` the
     model's marginal of V and z standard normal per cell (the views' plug-in variances; the oracles'
     covariances between the cells of one view, of order :math:`1/k`, are left out), refits the model and
     answers the queries; the standard error of a cell is the standard deviation over the ``replicates``
-    answers. Costs ``replicates`` fits."""
+    answers. Costs ``replicates`` fits; with ``warm`` each refit starts from ``model`` (whose marginals are
+    the replicates' centre), so fewer ``iterations`` reach the same loss."""
     b = check_int(replicates, "replicates", 2)
     centre = [model.marginal(m.view.attributes) for m in problem.measurements]
     answers: list[list[np.ndarray]] = [[] for _ in queries]
     for _ in range(b):
         draw = [mu + sigma * rng.standard_normal(mu.size) / problem.population
                 for mu, sigma in zip(centre, problem.sigmas)]
-        refit = problem.fit(draw, iterations)
+        refit = problem.fit(draw, iterations, warm_start=model if warm else None)
         for out, attrs in zip(answers, queries):
             out.append(refit.marginal(attrs))
     return [np.std(np.stack(a), axis=0, ddof=1) for a in answers]

@@ -68,6 +68,10 @@ def test_bootstrap_errors_are_of_the_size_of_the_views_errors() -> None:
     assert errors[0].shape == (6,) and errors[1].shape == (4,)
     assert np.all(errors[0] > 0)
     assert np.all(errors[0] < 1.6 * single.standard_errors)
+    # warm-started refits (from the model, the replicates' centre) with 30 iterations: errors of the same size
+    # (two bootstraps of 8 replicates: their ratio per cell within a factor 2.5)
+    warm = bootstrap_errors(problem, model, [(0, 1)], 8, rng, 30, warm=True)[0]
+    assert np.all(warm > errors[0] / 2.5) and np.all(warm < errors[0] * 2.5)
 
 
 def test_bootstrap_intervals_cover() -> None:
@@ -94,3 +98,41 @@ def test_bootstrap_intervals_cover() -> None:
             hits += int(np.sum(np.abs(model.marginal(q) - f) <= z * e))
             total += f.size
     assert abs(hits / total - 0.95) < 3.29 * np.sqrt(0.95 * 0.05 * 4 / total)
+
+
+def test_a_warm_start_resumes_from_the_fitted_model() -> None:
+    # Refitting the same shares from the fitted model: 10 more iterations stay at the model (the optimum),
+    # while 10 iterations from zero potentials are far from it.
+    from ldpsynth.shared.wide.model import Problem
+
+    rng = np.random.default_rng(13)
+    rows = _rows(rng, 20_000)
+    views = pairs(DOMAIN)
+    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 2.0, rng)
+    problem = Problem.of(DOMAIN, measured, len(rows))
+    shares = [m.shares() for m in measured]
+    model = problem.fit(shares, 300)
+    warm = problem.fit(shares, 10, warm_start=model)
+    cold = problem.fit(shares, 10)
+    joint = (0, 1, 2)
+    assert total_variation(warm.marginal(joint), model.marginal(joint)) < 0.005
+    assert total_variation(cold.marginal(joint), model.marginal(joint)) > 0.02
+
+
+def test_margins_fit_a_views_sub_marginals_without_its_clique() -> None:
+    # The pair (0, 2) fitted only through its 1-way margins: the model has no (0, 2) clique, and its 1-way
+    # marginals still match the truth (they come from all three views).
+    from ldpsynth.shared.wide.model import Problem
+
+    rng = np.random.default_rng(14)
+    rows = _rows(rng, 30_000)
+    views = pairs(DOMAIN)
+    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 4.0, rng)
+    left_out = next(i for i, m in enumerate(measured) if m.view.attributes == (0, 2))
+    problem = Problem.of(DOMAIN, measured, len(rows), [(left_out, (0,)), (left_out, (2,))])
+    model = problem.fit([m.shares() for m in measured], 300)
+    assert {tuple(c) for c in model.mrf.potentials.tables} == {("a0", "a1"), ("a1", "a2"), ("a0",), ("a2",)} \
+        or {tuple(c) for c in model.mrf.potentials.tables} == {("a0", "a1"), ("a1", "a2")}
+    for attrs in ((0,), (2,), (0, 1), (1, 2)):
+        truth = DOMAIN.view(attrs).histogram(rows) / len(rows)
+        assert total_variation(model.marginal(attrs), truth) < 0.03
