@@ -151,6 +151,7 @@ def main() -> int:
     parser.add_argument("--pilot", type=float, default=0.2, help="the tree method's pilot fraction")
     parser.add_argument("--tree-iterations", type=int, default=1000)
     parser.add_argument("--no-all-pairs", action="store_true", help="skip the all-pairs model (minutes per fit)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where bench_wide.md/csv/png go")
     args = parser.parse_args()
     try:
         rows = load_adult()
@@ -214,8 +215,8 @@ def main() -> int:
 
 
 def write(table: list[dict[str, float]], args: argparse.Namespace) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    with open(RESULTS / "bench_wide.csv", "w", newline="") as fh:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "bench_wide.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
@@ -235,11 +236,11 @@ def write(table: list[dict[str, float]], args: argparse.Namespace) -> None:
             "(benchmarks/bench_wide.py's docstring says what each column is). "
             "Mean total-variation distance to the truth of all 28 2-way marginals and of "
             f"{args.triples} random 3-way marginals.", "", *lines, "", *(f"- {k}: {v}" for k, v in machine.items()), ""]
-    (RESULTS / "bench_wide.md").write_text("\n".join(text))
-    plot(table)
+    (args.out / "bench_wide.md").write_text("\n".join(text))
+    plot(table, args.out)
 
 
-def plot(table: list[dict[str, float]]) -> None:
+def plot(table: list[dict[str, float]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -262,8 +263,7 @@ def plot(table: list[dict[str, float]]) -> None:
     ax.set_title("Adult, 8 attributes, 32,561 devices")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(RESULTS / "bench_wide.png", dpi=120)
-
+    fig.savefig(out / "bench_wide.png", dpi=120)
 
 
 if __name__ == "__main__":
