@@ -33,7 +33,7 @@ from .mechanisms.hadamard import HadamardResponse
 from .mechanisms.olh import OLH
 from .mechanisms.oracle import BitSetOracle
 from .mechanisms.registry import Mechanism, name_of
-from .privacy import log_ratio_exceeds
+from .privacy import ratio_within_epsilon
 from .validation import check_epsilon, check_int, check_probability, check_real
 
 __all__ = [
@@ -425,9 +425,7 @@ def satisfies_exactly(mechanism: Mechanism, epsilon: float) -> bool:
     bool
         True iff every output ratio of every pair of inputs is at most :math:`e^\\epsilon`.
     """
-    eps = check_epsilon(epsilon)
-    ratio = worst_case_ratio(mechanism)
-    return ratio is not None and not log_ratio_exceeds(ratio.numerator, ratio.denominator, eps)
+    return ratio_within_epsilon(worst_case_ratio(mechanism), epsilon)
 
 
 def event_probabilities(mechanism: Mechanism, v1: int, v2: int) -> tuple[Fraction, Fraction]:

@@ -19,6 +19,7 @@ __all__ = [
     "max_privacy_loss",
     "log_ratio_exceeds",
     "delivered_epsilon",
+    "ratio_within_epsilon",
     "satisfies_epsilon_dp",
     "assert_epsilon_dp",
 ]
@@ -155,6 +156,21 @@ def delivered_epsilon(big: int, small: int) -> float:
     while log_ratio_exceeds(big, small, x):
         x = math.nextafter(x, math.inf)
     return x
+
+
+def ratio_within_epsilon(ratio: Fraction | None, epsilon: float) -> bool:
+    """Whether a law whose worst output ratio over two inputs is ``ratio`` (``None``: unbounded, an output
+    possible under one input and impossible under another) is ``epsilon``-DP: :math:`\\ln(\\mathrm{ratio})
+    \\le` ``epsilon`` (the float's exact value), decided by :func:`log_ratio_exceeds`.
+
+    >>> at = delivered_epsilon(9, 1)
+    >>> ratio_within_epsilon(Fraction(9), at), ratio_within_epsilon(Fraction(9), math.nextafter(at, 0.0))
+    (True, False)
+    >>> ratio_within_epsilon(None, 40.0)
+    False
+    """
+    eps = check_epsilon(epsilon, "epsilon")
+    return ratio is not None and not log_ratio_exceeds(ratio.numerator, ratio.denominator, eps)
 
 
 def satisfies_epsilon_dp(mechanism: ExactRandomizedResponse, epsilon: float) -> bool:

@@ -23,8 +23,8 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import ValidationError
-from ..privacy import log_ratio_exceeds
-from ..validation import check_epsilon, check_int
+from ..privacy import ratio_within_epsilon
+from ..validation import check_int
 from .coins import Shape
 from .oracle import FrequencyOracle
 
@@ -165,6 +165,4 @@ def worst_case_ratio(oracle: FrequencyOracle) -> Fraction | None:
 def satisfies_epsilon_dp(oracle: FrequencyOracle, epsilon: float) -> bool:
     """Whether :math:`\\ln` :func:`worst_case_ratio` :math:`\\le` ``epsilon`` (the float's exact value),
     decided exactly."""
-    eps = check_epsilon(epsilon)
-    ratio = worst_case_ratio(oracle)
-    return ratio is not None and not log_ratio_exceeds(ratio.numerator, ratio.denominator, eps)
+    return ratio_within_epsilon(worst_case_ratio(oracle), epsilon)

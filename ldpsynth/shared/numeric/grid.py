@@ -33,8 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..mechanisms.coins import CoinFlips
-from ..privacy import log_ratio_exceeds
-from ..validation import check_epsilon
+from ..privacy import ratio_within_epsilon
 
 __all__ = [
     "round_to_grid",
@@ -93,6 +92,4 @@ def worst_case_ratio(law: GridLaw) -> Fraction | None:
 def satisfies_epsilon_dp(law: GridLaw, epsilon: float) -> bool:
     """Whether :math:`\\ln` :func:`worst_case_ratio` :math:`\\le` ``epsilon`` (the float's exact value),
     decided exactly."""
-    eps = check_epsilon(epsilon)
-    ratio = worst_case_ratio(law)
-    return ratio is not None and not log_ratio_exceeds(ratio.numerator, ratio.denominator, eps)
+    return ratio_within_epsilon(worst_case_ratio(law), epsilon)
