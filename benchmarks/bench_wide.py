@@ -49,9 +49,9 @@ import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from multi_freq_ldpy.mdim_freq_est.SMP_solution import SMP_ADP_Aggregator_MI, SMP_ADP_Client
 
-from ldpsynth.shared.mechanisms.registry import make_mechanism
+from ldpsynth.shared.mechanisms.registry import make_mechanism, protocol_of
 from ldpsynth.shared.wide import WideDomain, assign_views, best_mechanism, norm_sub, pairs, simulate
-from ldpsynth.shared.wide.measure import protocol_of, support_counts
+from ldpsynth.shared.wide.measure import support_counts
 from ldpsynth.shared.wide.model import fit, total_variation
 from ldpsynth.shared.wide.selection import chow_liu, pair_gain, pilot_devices, tree_views
 from ldpsynth.simulation.datasets import DatasetNotFound, dataset_path

@@ -26,29 +26,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ValidationError
-from ..mechanism import MechanismE
-from ..mechanisms.pure import PureProtocol
-from ..mechanisms.registry import Mechanism, make_mechanism
+from ..mechanisms.registry import Mechanism, least_variance, make_mechanism
+from ..planning.choice import CLOSE
 from ..validation import check_epsilon, check_int
 from .encoding import StringEncoding, bit_fragment, prefix_bytes
 
-__all__ = ["CANDIDATE_MECHANISMS", "CLOSE", "MAX_DOMAIN", "choose_mechanism", "protocol_of", "RoundSpec",
+__all__ = ["CANDIDATE_MECHANISMS", "MAX_DOMAIN", "choose_mechanism", "RoundSpec",
            "report"]
 
 #: The mechanisms a round may use, cheapest decoding and smallest report first.
 CANDIDATE_MECHANISMS = ("E", "HR", "OLH")
-#: A cheaper mechanism is chosen while its variance is within this factor of the least.
-CLOSE = 1.05
 #: The largest round domain :math:`D_r` (the server's tally and transform are of this size).
 MAX_DOMAIN = 1 << 22
 
 
-def protocol_of(mechanism: Mechanism) -> PureProtocol:
-    """The exact pure protocol of E or of a frequency oracle."""
-    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
-
-
-@functools.lru_cache(maxsize=256)
 def choose_mechanism(epsilon: float, domain_size: int) -> str:
     """The mechanism of :data:`CANDIDATE_MECHANISMS` whose count estimate has the least variance per report
     for a rare value, :math:`q^*(1-q^*)/(p^*-q^*)^2` (WBLJ17 eq. 4, at the exact probabilities), the first
@@ -57,10 +48,7 @@ def choose_mechanism(epsilon: float, domain_size: int) -> str:
     >>> choose_mechanism(2.0, 8), choose_mechanism(2.0, 1 << 16), choose_mechanism(0.1, 1 << 16)
     ('E', 'OLH', 'HR')
     """
-    factors = {name: protocol_of(make_mechanism(name, epsilon, domain_size)).point_variance_factor()
-               for name in CANDIDATE_MECHANISMS}
-    best = min(factors.values())
-    return next(name for name in CANDIDATE_MECHANISMS if factors[name] <= best * CLOSE)
+    return least_variance(epsilon, domain_size, CANDIDATE_MECHANISMS, CLOSE)
 
 
 @dataclass(frozen=True, eq=False)

@@ -32,9 +32,10 @@ from ..errors import ValidationError
 from ..mechanism import MechanismE
 from ..mechanisms.oracle import FrequencyOracle
 from ..mechanisms.pure import PureProtocol
+from ..mechanisms.registry import protocol_of
 from ..validation import check_epsilon, check_int, check_real
 from .candidates import extend_prefixes, select_cells
-from .device import MAX_DOMAIN, RoundSpec, protocol_of
+from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
 from .rounds import RoundSchedule
 

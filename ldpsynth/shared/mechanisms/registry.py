@@ -21,6 +21,7 @@ from .hadamard import HadamardResponse
 from .olh import OLH
 from .oracle import FrequencyOracle
 from .oue import OUE
+from .pure import PureProtocol
 from .subset import SubsetSelection
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "layout_of",
     "REPORT_FIELDS",
     "private_wire",
+    "protocol_of",
+    "least_variance",
 ]
 
 #: The mechanisms a collection may use (``"mechanism"`` of its schema); E is the default.
@@ -149,3 +152,22 @@ def private_wire(mechanism: Mechanism) -> tuple[int, int]:
     fields = REPORT_FIELDS[name_of(mechanism)]
     width = sum(size or layout_of(mechanism).width for _, size, _ in fields)
     return width, len(fields)
+
+
+def protocol_of(mechanism: Mechanism) -> PureProtocol:
+    """The exact pure protocol (its p*, q*, WBLJ17 §3) of E or of a frequency oracle."""
+    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
+
+
+@functools.lru_cache(maxsize=256)
+def least_variance(epsilon: float, domain_size: int, candidates: tuple[str, ...], close: float) -> str:
+    """The first of ``candidates`` whose count estimate's variance per report for a rare value,
+    :math:`q^*(1-q^*)/(p^*-q^*)^2` (WBLJ17 eq. 4, at the exact probabilities), is within the factor ``close``
+    of the least among them: the order says which to keep at (nearly) equal error.
+
+    >>> least_variance(2.0, 8, ("E", "HR", "OLH"), 1.05), least_variance(2.0, 1 << 16, ("E", "HR", "OLH"), 1.05)
+    ('E', 'OLH')
+    """
+    factors = [protocol_of(make_mechanism(name, epsilon, domain_size)).point_variance_factor() for name in candidates]
+    best = min(factors)
+    return next(name for name, factor in zip(candidates, factors) if factor <= best * close)

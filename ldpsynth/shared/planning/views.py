@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.mechanisms.registry import name_of
+from ldpsynth.shared.mechanisms.registry import name_of, protocol_of
 from ldpsynth.shared.planning.row_distribution import RowDistribution
 from ldpsynth.shared.queries.batch import QueryBatch, TableBlock
 from ldpsynth.shared.queries.model import MEAN, RANGE
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_epsilon, check_int
-from ldpsynth.shared.wide.measure import best_mechanism, protocol_of, sampling_variance
+from ldpsynth.shared.wide.measure import best_mechanism, sampling_variance
 from ldpsynth.shared.wide.views import View, WideDomain, pairs
 
 __all__ = ["GRID", "MODEL", "ViewsPlan", "plan_views", "private_domain"]

@@ -32,22 +32,17 @@ import numpy.typing as npt
 from ..errors import ValidationError
 from ..mechanism import MechanismE
 from ..mechanisms.pure import PureProtocol
-from ..mechanisms.registry import Mechanism, make_mechanism, name_of
+from ..mechanisms.registry import Mechanism, least_variance, make_mechanism, name_of, protocol_of
 from ..planning.choice import CLOSE
 from ..validation import check_codes, check_epsilon
 from .assignment import assign_view
 from .views import View, WideDomain
 
-__all__ = ["VIEW_MECHANISMS", "best_mechanism", "protocol_of", "sampling_variance", "support_counts", "ViewMeasurement",
+__all__ = ["VIEW_MECHANISMS", "best_mechanism", "sampling_variance", "support_counts", "ViewMeasurement",
            "measure", "simulate", "device_report"]
 
 #: The mechanisms a view may use, in order of preference at equal error.
 VIEW_MECHANISMS = ("E", "OLH", "OUE")
-
-
-def protocol_of(mechanism: Mechanism) -> PureProtocol:
-    """The exact pure protocol of E or of a frequency oracle."""
-    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
 
 
 def sampling_variance(population: int, n: float, spread: npt.ArrayLike) -> np.ndarray:
@@ -61,10 +56,7 @@ def sampling_variance(population: int, n: float, spread: npt.ArrayLike) -> np.nd
 def best_mechanism(epsilon: float, size: int) -> Mechanism:
     """The mechanism of :data:`VIEW_MECHANISMS` for a view of ``size`` cells at ``epsilon`` (module docstring)."""
     eps = check_epsilon(epsilon)
-    built = [make_mechanism(name, eps, size) for name in VIEW_MECHANISMS]
-    factors = [protocol_of(m).point_variance_factor() for m in built]
-    best = min(factors)
-    return next(m for m, f in zip(built, factors) if f <= best * CLOSE)
+    return make_mechanism(least_variance(eps, size, VIEW_MECHANISMS, CLOSE), eps, size)
 
 
 def support_counts(mechanism: Mechanism, reports: npt.ArrayLike) -> tuple[int, np.ndarray]:

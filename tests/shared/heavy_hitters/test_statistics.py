@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpsynth.shared.heavy_hitters.device import RoundSpec, protocol_of
+from ldpsynth.shared.heavy_hitters.device import RoundSpec
 from ldpsynth.shared.heavy_hitters.encoding import StringEncoding
 from ldpsynth.shared.heavy_hitters.rounds import RoundSchedule
 from ldpsynth.shared.heavy_hitters.server import cell_variances, decode_round
 from ldpsynth.shared.heavy_hitters.simulate import simulate
 from ldpsynth.shared.mechanisms.exact import satisfies_epsilon_dp
+from ldpsynth.shared.mechanisms.registry import protocol_of
 
 
 def round_population(spec: RoundSpec, n: int, rng: np.random.Generator) -> np.ndarray:

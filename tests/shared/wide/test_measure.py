@@ -8,8 +8,8 @@ from scipy.stats import chi2, norm
 
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms import OLH, OUE
+from ldpsynth.shared.mechanisms.registry import protocol_of
 from ldpsynth.shared.wide import WideDomain, assign_view, best_mechanism, device_report, measure, pairs, simulate
-from ldpsynth.shared.wide.measure import protocol_of
 
 ALPHA = 0.001
 
