@@ -39,7 +39,7 @@ from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
 from .rounds import RoundSchedule
 
-__all__ = ["cell_variances", "RoundEstimate", "decode_round", "HeavyHitters", "HeavyHitterServer"]
+__all__ = ["cell_variances", "RoundEstimate", "decode_round", "round_estimate", "HeavyHitters", "HeavyHitterServer"]
 
 
 def cell_variances(protocol: PureProtocol, counts: npt.ArrayLike, n: int) -> np.ndarray:
@@ -77,12 +77,17 @@ def decode_round(spec: RoundSpec, reports: npt.ArrayLike, population: int) -> Ro
     """The population estimates of every cell of a round from its reports (module docstring)."""
     support, n = support_counts(spec, reports)
     check_int(population, "population", max(n, 1))
-    protocol = protocol_of(spec.mechanism)
-    size = spec.domain_size
     if n == 0:
-        return RoundEstimate(spec, 0, population, np.zeros(size), np.full(size, math.inf))
-    c = protocol.count_estimates(support, n)[:size]
-    ldp = np.maximum(cell_variances(protocol, c, n)[:size], 0.0)
+        return RoundEstimate(spec, 0, population, np.zeros(spec.domain_size), np.full(spec.domain_size, math.inf))
+    return round_estimate(spec, protocol_of(spec.mechanism).count_estimates(support, n)[:spec.domain_size], n,
+                          population)
+
+
+def round_estimate(spec: RoundSpec, c: np.ndarray, n: int, population: int) -> RoundEstimate:
+    """The population estimates and standard errors of every cell from the unbiased counts ``c`` (``ĉ_v``) of
+    the round's ``n`` > 0 reports (module docstring)."""
+    protocol = protocol_of(spec.mechanism)
+    ldp = np.maximum(cell_variances(protocol, c, n), 0.0)
     scale = population / n
     f = np.clip(c / n, 0.0, 1.0)
     sampling = population**2 * f * (1 - f) / n * ((population - n) / (population - 1) if population > 1 else 0.0)
@@ -167,8 +172,15 @@ class HeavyHitterServer:
 
     def receive(self, reports: npt.ArrayLike) -> RoundEstimate:
         """Decode the current round's reports, choose the next candidates, advance."""
+        return self.accept(decode_round(self.spec(), reports, self.population))
+
+    def accept(self, estimate: RoundEstimate) -> RoundEstimate:
+        """Take the current round's decoded ``estimate`` (of :meth:`spec`'s round), choose the next candidates,
+        advance."""
         spec = self.spec()
-        estimate = decode_round(spec, reports, self.population)
+        if estimate.spec.index != spec.index or estimate.population != self.population:
+            raise ValidationError("estimate", f"an estimate of round {spec.index} over {self.population} devices",
+                                  f"got round {estimate.spec.index} over {estimate.population}")
         self.estimates.append(estimate)
         if not self.finished:
             assert self.cap is not None
