@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..mechanism import MechanismE
 from ..mechanisms.pure import PureProtocol
-from ..mechanisms.registry import Mechanism, make_mechanism
+from ..mechanisms.registry import Mechanism, categorical, make_mechanism
 from ..validation import check_epsilon, check_int
 from .encoding import StringEncoding, bit_fragment, prefix_bytes
 
@@ -45,7 +45,8 @@ MAX_DOMAIN = 1 << 22
 
 def protocol_of(mechanism: Mechanism) -> PureProtocol:
     """The exact pure protocol of E or of a frequency oracle."""
-    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
+    oracle = categorical(mechanism)
+    return PureProtocol.for_mechanism_e(oracle) if isinstance(oracle, MechanismE) else oracle.protocol
 
 
 @functools.lru_cache(maxsize=256)

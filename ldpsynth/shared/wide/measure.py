@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ..errors import ValidationError
 from ..mechanism import MechanismE
 from ..mechanisms.pure import PureProtocol
-from ..mechanisms.registry import Mechanism, make_mechanism, name_of
+from ..mechanisms.registry import Mechanism, categorical, make_mechanism, name_of
 from ..planning.choice import CLOSE
 from ..validation import check_codes, check_epsilon
 from .assignment import assign_view
@@ -47,7 +47,8 @@ VIEW_MECHANISMS = ("E", "OLH", "OUE")
 
 def protocol_of(mechanism: Mechanism) -> PureProtocol:
     """The exact pure protocol of E or of a frequency oracle."""
-    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
+    oracle = categorical(mechanism)
+    return PureProtocol.for_mechanism_e(oracle) if isinstance(oracle, MechanismE) else oracle.protocol
 
 
 def sampling_variance(population: int, n: float, spread: npt.ArrayLike) -> np.ndarray:
@@ -69,10 +70,11 @@ def best_mechanism(epsilon: float, size: int) -> Mechanism:
 
 def support_counts(mechanism: Mechanism, reports: npt.ArrayLike) -> tuple[int, np.ndarray]:
     """``(n, S)``: the number of reports and the support counts :math:`S(v)` of each cell."""
-    if isinstance(mechanism, MechanismE):
-        codes = check_codes(reports, "reports", mechanism.domain_size, ndim=1)
-        return len(codes), np.bincount(codes, minlength=mechanism.domain_size).astype(np.int64)
-    stats = mechanism.statistics(reports)
+    oracle = categorical(mechanism)
+    if isinstance(oracle, MechanismE):
+        codes = check_codes(reports, "reports", oracle.domain_size, ndim=1)
+        return len(codes), np.bincount(codes, minlength=oracle.domain_size).astype(np.int64)
+    stats = oracle.statistics(reports)
     return stats.n, stats.support_counts()
 
 
