@@ -191,6 +191,12 @@ class MechanismCard:
         return isinstance(self.mechanism, FrequencyOracle)
 
     @property
+    def has_reports(self) -> bool:
+        """Whether a release holds the devices' reports rather than E's codes per private attribute (a frequency
+        oracle's or a numeric collection's)."""
+        return not isinstance(self.mechanism, MechanismE)
+
+    @property
     def is_numeric(self) -> bool:
         """Whether the mechanism is a numeric attribute's (HM or SW)."""
         return isinstance(self.mechanism, NumericMechanism)

@@ -87,7 +87,8 @@ def categorical(mechanism: Mechanism) -> MechanismE | FrequencyOracle:
     attribute's (HM, SW), whose reports are not randomized categories."""
     if isinstance(mechanism, NumericMechanism):
         raise ValidationError("mechanism", "E or a frequency oracle (this works on categories; a numeric collection's "
-                              "answers are ldpsynth.shared.numeric.collection's)", f"got {mechanism.name!r}")
+                              "means and sums come from its export: ldpsynth.shared.numeric.collection.release_means)",
+                              f"got {mechanism.name!r}")
     return mechanism
 
 

@@ -15,10 +15,12 @@ from ldpsynth.client.device import prepare_reports
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.numeric import HybridMechanism, SquareWave
-from ldpsynth.shared.numeric.collection import numeric_means
+from ldpsynth.shared.numeric.collection import numeric_means, release_means
 from ldpsynth.shared.numeric.estimators import estimate_mean
 from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.release import Release
 from ldpsynth.shared.schema import Schema
 
 #: α of every chi-square test here.
@@ -142,3 +144,15 @@ def test_means_are_refused_for_sw_an_unknown_group_and_bad_reports() -> None:
     with pytest.raises(ValidationError) as info:
         numeric_means(hm.schema, [0], [hm.mechanism.domain_size])
     assert info.value.field == "reports"
+
+
+def test_a_release_keeps_its_reports_and_categorical_estimators_refuse_it(tmp_path: Path) -> None:
+    c = card()
+    release = Release(c, {"region": np.array([0, 1, 0])}, None, np.array([1, 2, c.mechanism.domain_size - 1]))
+    release.write(tmp_path, parquet=False)
+    back = Release.read(tmp_path)
+    assert back.card.is_numeric and back.reports is not None and back.reports.tolist() == [1, 2, 1646]
+    assert [g.estimate.n for g in release_means(back, by="region")] == [2, 1]
+    with pytest.raises(ValidationError) as info:
+        estimate_release(back, [{"kind": "linear", "weights": [1.0] * c.mechanism.domain_size}])
+    assert info.value.field == "mechanism" and "release_means" in info.value.legal
