@@ -24,7 +24,7 @@ import numpy as np
 
 from ldpsynth.client.ledger import CentralGuarantee, PrivacyLedger
 from ldpsynth.client.rows import EncodedRows
-from ldpsynth.shared.card import MechanismCard, oracle_fields
+from ldpsynth.shared.card import MechanismCard, mechanism_fields
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.guarantees import ANALYSTS, RELEASE, of_card
 from ldpsynth.shared.mechanism import MechanismE
@@ -82,8 +82,8 @@ def collection_fingerprint(card: MechanismCard) -> bytes:
     if isinstance(m, MechanismE):
         identity = {"schema": card.schema.to_json(), "version": card.version, "domain_size": m.domain_size,
                     "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight)}
-    else:  # a frequency oracle: its exact probabilities and sampler's integers (the card's fields)
-        identity = {"schema": card.schema.to_json(), "version": card.version, **oracle_fields(m)}
+    else:  # a frequency oracle or a numeric mechanism: its exact probabilities and sampler's integers (the card's)
+        identity = {"schema": card.schema.to_json(), "version": card.version, **mechanism_fields(m, card.schema)}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode("utf-8")).digest()
 
 

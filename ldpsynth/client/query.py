@@ -257,7 +257,7 @@ class QueryClient:
         schema = card.schema
         public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]
         private: list[np.ndarray] = []
-        oracle = card.is_oracle
+        oracle = card.has_reports
         for chunk in chunks:
             for column, raw in zip(public, chunk.public_codes):
                 column.append(np.frombuffer(raw, _U64).astype(np.int64))

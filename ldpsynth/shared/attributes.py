@@ -2,7 +2,8 @@
 
 An attribute has a name, a type and a flag saying whether it is *public* (sent in clear, e.g. the movie
 a rating is about) or *private* (perturbed by mechanism E on the device): categorical (listed strings,
-code = position), binary (0/1), integer in ``[min, max]`` (code = value - min) or continuous.
+code = position), binary (0/1), integer in ``[min, max]`` (code = value - min), continuous, or numeric
+(:class:`NumericAttribute`: a number on a declared range, collected by a numeric mechanism, HM or SW).
 :class:`~ldpsynth.shared.schema.Schema` combines them in mixed radix.
 
 Continuous attributes on ``[lo, hi]`` are discretised to ``2**bits`` buckets as in WYZ
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import SchemaError, ValidationError, schema_field
+from ldpsynth.shared.numeric.scale import NumericRange
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_int, check_real
 
 __all__ = [
@@ -39,6 +41,9 @@ __all__ = [
     "BinaryAttribute",
     "IntegerAttribute",
     "ContinuousAttribute",
+    "NUMERIC_MECHANISMS",
+    "NUMERIC_CODE_BITS",
+    "NumericAttribute",
     "attribute_from_json",
 ]
 
@@ -50,6 +55,11 @@ MAX_DOMAIN_SIZE = 2**62
 MAX_BITS = 24
 #: Largest number of listed values of a categorical attribute.
 MAX_CATEGORIES = 1 << 20
+#: The mechanisms of a numeric attribute: HM (Hybrid Mechanism, means and sums; the default) and SW (Square
+#: Wave, distributions and quantiles).
+NUMERIC_MECHANISMS = ("HM", "SW")
+#: A numeric attribute's code is its value on [-1, 1] in fixed point: ``round((x + 1) 2^NUMERIC_CODE_BITS)``.
+NUMERIC_CODE_BITS = 52
 
 
 def bits_for_rows(n: int) -> int:
@@ -362,6 +372,65 @@ class ContinuousAttribute(Attribute):
         return {"type": "continuous", "lo": float(self.lo), "hi": float(self.hi), "bits": int(self.bits)}
 
 
+@dataclass(frozen=True)
+class NumericAttribute(Attribute):
+    """A number on the declared range ``[lo, hi]``, collected by the numeric mechanism ``mechanism`` (HM or SW).
+
+    Not bucketed: the device maps a value to :math:`x = 2(v - lo)/(hi - lo) - 1 \\in [-1, 1]`
+    (:class:`~ldpsynth.shared.numeric.scale.NumericRange`, which refuses NaN, infinities and values out of the
+    range, never clips) and keeps it as the fixed-point code :math:`c = \\mathrm{round}((x + 1) 2^{52})`,
+    :math:`0 \\le c \\le 2^{53}` (an error below :math:`2^{-53}` on [-1, 1], under the float's own
+    resolution near 1). The code is what the device memoizes a report for; the numeric mechanism
+    (:class:`~ldpsynth.shared.numeric.collection.NumericMechanism`) perturbs :math:`x = c/2^{52} - 1`.
+    """
+
+    lo: float = 0.0
+    hi: float = 1.0
+    mechanism: str = "HM"
+
+    def __post_init__(self) -> None:
+        where = f"attributes[{self.name}]"
+        if self.public:
+            raise SchemaError(f"{where}.public", "false (a numeric attribute is private: it is perturbed by its "
+                              "mechanism)", "got true")
+        with schema_field():
+            NumericRange(self.lo, self.hi, f"{where}.range")
+            check_choice(self.mechanism, f"{where}.mechanism", NUMERIC_MECHANISMS)
+        object.__setattr__(self, "lo", float(self.lo))
+        object.__setattr__(self, "hi", float(self.hi))
+
+    @property
+    def range(self) -> NumericRange:
+        """The declared range, naming this attribute in its errors."""
+        return NumericRange(self.lo, self.hi, self.name)
+
+    @property
+    def size(self) -> int:
+        """Distinct codes: :math:`2^{53} + 1` fixed-point values on [-1, 1]."""
+        return (2 << NUMERIC_CODE_BITS) + 1
+
+    @property
+    def legal_range(self) -> str:
+        return f"a number in [{self.lo}, {self.hi}]"
+
+    def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fixed-point codes (class docstring); bad: NaN, infinite or outside ``[lo, hi]`` (never clipped)."""
+        v = _to_float(values)
+        bad = ~((v >= self.lo) & (v <= self.hi))      # NaN compares False: bad
+        x = self.range.to_unit(np.where(bad, self.lo, v))
+        return np.rint((x + 1.0) * float(1 << NUMERIC_CODE_BITS)).astype(np.int64), bad
+
+    def unit(self, codes: npt.ArrayLike) -> np.ndarray:
+        """The values on [-1, 1] of codes (checked)."""
+        return self.check_codes(codes) / float(1 << NUMERIC_CODE_BITS) - 1.0
+
+    def decode(self, codes: npt.ArrayLike) -> np.ndarray:
+        return self.range.from_unit(self.unit(codes))
+
+    def _type_json(self) -> dict[str, Any]:
+        return {"type": "numeric", "range": [self.lo, self.hi], "mechanism": self.mechanism}
+
+
 def attribute_from_json(obj: Any, position: int) -> Attribute:
     """The attribute of a JSON object, the ``position``-th of a schema's ``attributes``; a
     :class:`~ldpsynth.shared.errors.SchemaError` naming the field that is missing, unknown or malformed."""
@@ -371,7 +440,8 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
     name = obj.get("name")
     if not isinstance(name, str) or not name or not name.isidentifier():
         raise SchemaError(f"{where}.name", "a non-empty identifier (letters, digits, _)", f"got {name!r}")
-    known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"}}
+    known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"},
+             "numeric": {"range", "mechanism"}}
     with schema_field():
         public = check_bool(obj.get("public", False), f"attributes[{name}].public")
         kind = check_choice(obj.get("type"), f"attributes[{name}].type", known)
@@ -379,7 +449,8 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
     if extra:
         raise SchemaError(f"attributes[{name}]", f"fields name, type, public, {', '.join(sorted(known[kind]))}",
                           f"unknown fields {sorted(extra)}")
-    missing = known[kind] - set(obj) - ({"bits"} if kind == "continuous" else set())
+    optional = {"continuous": {"bits"}, "numeric": {"mechanism"}}.get(kind, set())
+    missing = known[kind] - set(obj) - optional
     if missing:
         raise SchemaError(f"attributes[{name}]", f"the fields {sorted(known[kind])}", f"missing {sorted(missing)}")
     if kind == "categorical":
@@ -391,4 +462,11 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
         return BinaryAttribute(name, public)
     if kind == "integer":
         return IntegerAttribute(name, public, obj["min"], obj["max"])
+    if kind == "numeric":
+        bounds = obj["range"]
+        if not isinstance(bounds, list) or len(bounds) != 2 or \
+                not all(isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds):
+            raise SchemaError(f"attributes[{name}].range", "a list [lo, hi] of two finite numbers, lo < hi",
+                              "wrong type")
+        return NumericAttribute(name, public, bounds[0], bounds[1], obj.get("mechanism", "HM"))
     return ContinuousAttribute(name, public, obj["lo"], obj["hi"], obj.get("bits", 4))

@@ -32,7 +32,7 @@ from .mechanisms.bits import parity
 from .mechanisms.hadamard import HadamardResponse
 from .mechanisms.olh import OLH
 from .mechanisms.oracle import BitSetOracle
-from .mechanisms.registry import Mechanism, name_of
+from .mechanisms.registry import Mechanism, categorical, name_of
 from .privacy import ratio_within_epsilon
 from .validation import check_epsilon, check_int, check_probability, check_real
 
@@ -368,9 +368,10 @@ def output_law(mechanism: Mechanism, code: int) -> dict[bytes, Fraction]:
     """
     check_int(mechanism.domain_size, "mechanism.domain_size", 2, MAX_EXACT_DOMAIN)
     x = check_int(code, "code", 0, mechanism.domain_size - 1)
-    if isinstance(mechanism, MechanismE):
-        return _e_output_law(mechanism, x)
-    law = exact.output_distribution(mechanism, x)
+    oracle = categorical(mechanism)
+    if isinstance(oracle, MechanismE):
+        return _e_output_law(oracle, x)
+    law = exact.output_distribution(oracle, x)
     return {key: Fraction(weight, law.denominator) for key, weight in law.weights.items()}
 
 

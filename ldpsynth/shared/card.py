@@ -34,12 +34,14 @@ from ldpsynth.shared.mechanisms.oue import OUE
 from ldpsynth.shared.mechanisms.pure import DYADIC
 from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, name_of, version_of
 from ldpsynth.shared.mechanisms.subset import SubsetSelection
+from ldpsynth.shared.numeric.collection import NumericMechanism
 from ldpsynth.shared.schema import Schema, ShuffleSpec
 
 __all__ = [
     "CARD_FORMAT",
     "REFERENCES",
     "oracle_fields",
+    "numeric_fields",
     "MechanismCard",
 ]
 
@@ -61,6 +63,10 @@ REFERENCES = {
     "SS": "Ye, Barg: Optimal Schemes for Discrete Distribution Estimation Under Locally Differential Privacy (IEEE "
           "Trans. Inf. Theory 2018); Wang et al.: Mutual Information Optimally Local Private Discrete Distribution "
           "Estimation (arXiv:1607.08025): subset selection",
+    "HM": "Wang et al.: Collecting and Analyzing Multidimensional Data with Local Differential Privacy (ICDE 2019), "
+          "section III-C (Hybrid Mechanism), on an exact grid (docs/numeric.md)",
+    "SW": "Li et al.: Estimating Numerical Distributions under Local Differential Privacy (SIGMOD 2020), Square Wave, "
+          "on an exact grid (docs/numeric.md)",
 }
 #: What OLH's hash is, on its card.
 OLH_HASH_FAMILY = ("seed = (alpha << field_bits) | beta, alpha and beta in GF(2^field_bits) = GF(2)[x]/(field_modulus) "
@@ -99,6 +105,23 @@ def oracle_fields(oracle: FrequencyOracle) -> dict[str, Any]:
             "protocol": {"p": _rational(pure.p), "q": _rational(pure.q), "pair_true": _rational(pure.pair_true),
                          "pair_other": _rational(pure.pair_other)},
             "sampler": _sampler(oracle), "report_bytes": oracle.report_bytes}
+
+
+def numeric_fields(mechanism: NumericMechanism, schema: Schema) -> dict[str, Any]:
+    """The mechanism fields of a numeric collection's card: the attribute, its range and mechanism, and the
+    mechanism's ε, report domain and exact sampler (:meth:`NumericMechanism.card_fields`)."""
+    attribute = schema.numeric
+    assert attribute is not None
+    return {"numeric": {"attribute": attribute.name, "range": [attribute.lo, attribute.hi],
+                        "mechanism": mechanism.name}, **mechanism.card_fields()}
+
+
+def mechanism_fields(mechanism: Mechanism, schema: Schema) -> dict[str, Any]:
+    """The mechanism fields of a frequency oracle's or a numeric collection's card (not E's)."""
+    if isinstance(mechanism, NumericMechanism):
+        return numeric_fields(mechanism, schema)
+    assert isinstance(mechanism, FrequencyOracle)
+    return oracle_fields(mechanism)
 
 
 def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
@@ -165,7 +188,18 @@ class MechanismCard:
     @property
     def is_oracle(self) -> bool:
         """Whether the mechanism is a frequency oracle (not E)."""
+        return isinstance(self.mechanism, FrequencyOracle)
+
+    @property
+    def has_reports(self) -> bool:
+        """Whether a release holds the devices' reports rather than E's codes per private attribute (a frequency
+        oracle's or a numeric collection's)."""
         return not isinstance(self.mechanism, MechanismE)
+
+    @property
+    def is_numeric(self) -> bool:
+        """Whether the mechanism is a numeric attribute's (HM or SW)."""
+        return isinstance(self.mechanism, NumericMechanism)
 
     @property
     def mechanism_e(self) -> MechanismE:
@@ -190,7 +224,7 @@ class MechanismCard:
         if not isinstance(m, MechanismE):
             name = name_of(m)
             return {"format": CARD_FORMAT, "mechanism": name, "version": self.version, "reference": REFERENCES[name],
-                    "schema": self.schema.to_json(), **oracle_fields(m)}
+                    "schema": self.schema.to_json(), **mechanism_fields(m, self.schema)}
         out = {
             "format": CARD_FORMAT,
             "mechanism": "E",
@@ -272,7 +306,7 @@ class MechanismCard:
         card = cls.for_schema(schema)
         m = card.mechanism
         if not isinstance(m, MechanismE):
-            for key, value in oracle_fields(m).items():  # field by field (the blocks whole)
+            for key, value in mechanism_fields(m, schema).items():  # field by field (the blocks whole)
                 if obj.get(key) != value:
                     raise ValidationError(f"card.{key}", f"{value!r} ({schema.mechanism} at the card's epsilon and "
                                           "domain)", "inconsistent")

@@ -55,9 +55,9 @@ PARQUET_FILE = "synthetic.parquet"
 GUARANTEES_FILE = "guarantees.json"
 #: Relative tolerance (in bucket widths) for a continuous value to count as a bucket lower edge.
 EDGE_TOLERANCE = 1e-6
-#: The table columns of a frequency oracle's reports (names no attribute can have).
+#: The table columns of a frequency oracle's or a numeric collection's reports (names no attribute can have).
 REPORT_COLUMNS = {"OUE": ("report.bitmap",), "SS": ("report.bitmap",), "OLH": ("report.seed", "report.bucket"),
-                  "HR": ("report.index",)}
+                  "HR": ("report.index",), "HM": ("report.index",), "SW": ("report.index",)}
 
 
 def _report_columns(layout: ReportLayout, reports: np.ndarray, hash_bits: int) -> dict[str, np.ndarray]:
@@ -301,7 +301,7 @@ class Release:
         schema = card.schema
         codes: dict[str, np.ndarray] = {}
         rows: int | None = None
-        oracle = card.is_oracle
+        oracle = card.has_reports
         for attr in schema.public_attributes if oracle else schema.attributes:
             if attr.name not in columns:
                 raise ValidationError(f"synthetic.{attr.name}", "a column for each attribute of the schema "

@@ -40,12 +40,14 @@ from ldpsynth.shared.attributes import (
     CategoricalAttribute,
     ContinuousAttribute,
     IntegerAttribute,
+    NumericAttribute,
     attribute_from_json,
     bits_for_rows,
 )
 from ldpsynth.shared.errors import SchemaError, ValidationError, schema_field
 from ldpsynth.shared.lifecycle import Lifecycle, format_time, parse_time
-from ldpsynth.shared.mechanisms.registry import MECHANISMS, max_domain_size
+from ldpsynth.shared.mechanisms.registry import MECHANISMS, NUMERIC_MECHANISMS, max_domain_size
+from ldpsynth.shared.numeric.collection import numeric_mechanism
 from ldpsynth.shared.shuffle_spec import MAX_MIN_BATCH, ShuffleSpec
 from ldpsynth.shared.validation import check_choice, check_codes, check_epsilon, check_int
 
@@ -61,6 +63,7 @@ __all__ = [
     "BinaryAttribute",
     "IntegerAttribute",
     "ContinuousAttribute",
+    "NumericAttribute",
     "Schema",
 ]
 
@@ -99,7 +102,10 @@ class Schema:
         A shuffled collection's central guarantee; ``None``: the collection is not shuffled.
     mechanism : str, default "E"
         ``"E"`` (k-ary randomized response, WYZ eq. 16) or a frequency oracle, ``"OUE"``,
-        ``"OLH"``, ``"HR"``, ``"SS"`` (:mod:`ldpsynth.shared.mechanisms`).
+        ``"OLH"``, ``"HR"``, ``"SS"`` (:mod:`ldpsynth.shared.mechanisms`). A collection with a
+        :class:`NumericAttribute` takes that attribute's mechanism (``"HM"`` or ``"SW"``): it must then have
+        exactly one private attribute (the numeric one), no shuffle block, and ``mechanism`` "E" (the
+        default, replaced) or the attribute's.
     opens, closes : int or None, default None
         The lifecycle (:mod:`ldpsynth.shared.lifecycle`): when the collection starts and stops
         taking reports, in whole seconds since the Unix epoch; ``None``: not given.
@@ -138,6 +144,7 @@ class Schema:
         if not any(not a.public for a in attrs):
             raise SchemaError("attributes", "at least one private attribute", "all attributes are public")
         object.__setattr__(self, "_by_name", {a.name: a for a in attrs})
+        self._check_numeric()
         if self.private_domain_size > MAX_BATCH_WEIGHTS:
             raise SchemaError("attributes", f"a private domain of at most {MAX_BATCH_WEIGHTS} values (2^28: every "
                               "query holds a weight per value of D and a query batch at most that many weights)",
@@ -147,12 +154,12 @@ class Schema:
         if self.shuffle is not None and not isinstance(self.shuffle, ShuffleSpec):
             raise SchemaError("shuffle", "a ShuffleSpec or None", f"got {type(self.shuffle).__name__}")
         with schema_field():
-            check_choice(self.mechanism, "mechanism", MECHANISMS)
+            check_choice(self.mechanism, "mechanism", MECHANISMS + NUMERIC_MECHANISMS)
             object.__setattr__(self, "min_batch", check_int(self.min_batch, "min_batch", 1, MAX_MIN_BATCH))
             for key in ("opens", "closes"):
                 if getattr(self, key) is not None:
                     check_int(getattr(self, key), key, -(2**62), 2**62, legal="whole seconds since the Unix epoch")
-        if self.mechanism != "E":
+        if self.mechanism in MECHANISMS and self.mechanism != "E":
             if self.shuffle is not None:
                 raise SchemaError("mechanism", "'E' in a collection with a shuffle block (its central guarantee is "
                                   "computed for k-ary randomized response only: ldpsynth.shared.amplification)",
@@ -162,6 +169,30 @@ class Schema:
                 raise SchemaError("mechanism", f"E, or {self.mechanism} over a private domain of at most "
                                   f"{largest} values", f"got |D| = {self.private_domain_size}")
         Lifecycle(self.opens, self.closes)  # closes after opens
+
+    def _check_numeric(self) -> None:
+        """A numeric attribute's rules (class docstring); sets ``mechanism`` to the attribute's."""
+        numeric = self.numeric
+        if numeric is None:
+            if self.mechanism in NUMERIC_MECHANISMS:
+                raise SchemaError("mechanism", f"one of {list(MECHANISMS)} (HM and SW are the mechanisms of a "
+                                  "numeric attribute: set them on the attribute)", f"got {self.mechanism!r}")
+            return
+        private = len(self.private_attributes)
+        if private != 1:
+            raise SchemaError("attributes", "exactly one private attribute in a collection with a numeric attribute "
+                              "(the numeric one, plus any public attributes: a report carries one number)",
+                              f"got {private} private attributes")
+        if self.mechanism not in ("E", numeric.mechanism):
+            raise SchemaError("mechanism", f"absent or {numeric.mechanism!r} (the mechanism of the numeric attribute "
+                              f"{numeric.name!r})", f"got {self.mechanism!r}")
+        if self.shuffle is not None:
+            raise SchemaError("shuffle", "absent in a collection with a numeric attribute (the shuffle accountant "
+                              "computes the central guarantee of k-ary randomized response, mechanism E, only: it "
+                              "does not apply to HM or SW reports)", "got a shuffle block")
+        object.__setattr__(self, "mechanism", numeric.mechanism)
+        with schema_field():
+            numeric_mechanism(self.mechanism, self.epsilon)     # the ε within the exact sampler's resolution
 
     # ----- lifecycle -----------------------------------------------------------------------
     @property
@@ -187,8 +218,16 @@ class Schema:
         return tuple(a for a in self.attributes if a.public)
 
     @functools.cached_property
+    def numeric(self) -> NumericAttribute | None:
+        """The numeric attribute of a numeric collection (its one private attribute); ``None`` otherwise."""
+        return next((a for a in self.attributes if isinstance(a, NumericAttribute)), None)
+
+    @functools.cached_property
     def private_domain_size(self) -> int:
-        """:math:`|D|`, the product of the private attributes' sizes."""
+        """:math:`|D|`, the product of the private attributes' sizes; in a numeric collection the report domain,
+        the size of its mechanism's output set (:mod:`ldpsynth.shared.numeric.collection`)."""
+        if self.numeric is not None:
+            return numeric_mechanism(self.mechanism, self.epsilon).domain_size
         return math.prod(a.size for a in self.private_attributes)
 
     @functools.cached_property
@@ -481,7 +520,8 @@ class Schema:
                                "attributes": [a.to_json() for a in self.attributes]}
         if self.shuffle is not None:
             out["shuffle"] = self.shuffle.to_json()
-        if self.mechanism != "E":  # absent for E: E's schemas, and so its cards and fingerprints, stay as they were
+        if self.mechanism != "E" and self.numeric is None:  # absent for E (E's schemas, and so its cards and
+            # fingerprints, stay as they were) and for a numeric collection (its attribute names it)
             out["mechanism"] = self.mechanism
         if self.opens is not None:
             out["opens"] = format_time(self.opens)

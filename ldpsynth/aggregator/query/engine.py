@@ -69,7 +69,7 @@ from ldpsynth.shared.guarantees import (
     withhold,
 )
 from ldpsynth.shared.mechanism import MechanismE
-from ldpsynth.shared.mechanisms.registry import Mechanism
+from ldpsynth.shared.mechanisms.registry import Mechanism, categorical
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.schema import Schema
 
@@ -149,6 +149,7 @@ class QueryEngine:
             raise ValidationError("queries", f"queries compiled for the schema of collection {collection!r}",
                                   "another schema")
         mechanism = info.card.mechanism
+        categorical(mechanism)  # a numeric collection is answered from its export (numeric.collection.release_means)
         if batch.size == 0:  # the empty batch "[]": no answers, and no shard is asked (n = 0: no row read)
             none = np.zeros(0)
             return Answers(batch=batch, estimate=none, proper_estimate=none, exact=np.zeros(0, bool), std_error=none,

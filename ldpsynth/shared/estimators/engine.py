@@ -39,7 +39,7 @@ from ldpsynth.shared.estimators.tallies import KeyedTallies, count_estimates
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.mechanisms.pure import PureProtocol
-from ldpsynth.shared.mechanisms.registry import Mechanism, layout_of
+from ldpsynth.shared.mechanisms.registry import Mechanism, categorical, layout_of
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_int, check_probability
@@ -374,10 +374,12 @@ def _row_sums(weights: np.ndarray, reports: np.ndarray, mechanism: Mechanism, wo
         onehot = np.zeros((len(reports), mechanism.domain_size), np.int64)
         onehot[np.arange(len(reports)), reports] = 1
         return _table_parts(weights, _Counts.of(onehot.astype(np.float64), Debias.of(mechanism)), workers)
-    supports = mechanism.support_rows(reports)
+    oracle = categorical(mechanism)
+    assert isinstance(oracle, FrequencyOracle)
+    supports = oracle.support_rows(reports)
     ones = np.ones(len(reports))
-    estimates = mechanism.protocol.count_estimates(supports, ones[:, None])
-    return _table_parts(weights, _Counts.of_oracle(estimates, ones, mechanism.protocol), workers)
+    estimates = oracle.protocol.count_estimates(supports, ones[:, None])
+    return _table_parts(weights, _Counts.of_oracle(estimates, ones, oracle.protocol), workers)
 
 
 def _check_rows(reports: npt.ArrayLike, mechanism: Mechanism, field: str) -> np.ndarray:
@@ -458,6 +460,7 @@ def estimate(batch: QueryBatch, stats: Statistics, mechanism: Mechanism, *, leve
     """
     level = check_probability(level, "level")
     schema = batch.schema
+    categorical(mechanism)
     k = schema.private_domain_size
     oracle = not isinstance(mechanism, MechanismE)
     if mechanism.domain_size != k or stats.domain_size != k or oracle != isinstance(stats, KeyedTallies):

@@ -1,9 +1,10 @@
-"""A collection's mechanism by name: E or one of the four frequency oracles, its version and its reports' layout.
+"""A collection's mechanism by name: E, one of the four frequency oracles or a numeric attribute's mechanism
+(HM, SW: :mod:`ldpsynth.shared.numeric.collection`), its version and its reports' layout.
 
 The layout says what one report is inside ldpsynth (devices, the shard workers' log, exports):
-mechanism E's perturbed code, HR's index ``2j + b`` and OLH's word ``seed << s | bucket`` are int64
-numbers (:attr:`ReportLayout.bound` above the largest); OUE's and SS's bit sets are rows of
-``ceil(|D|/8)`` bytes (:attr:`ReportLayout.width`).
+mechanism E's perturbed code, a numeric mechanism's output index, HR's index ``2j + b`` and OLH's word
+``seed << s | bucket`` are int64 numbers (:attr:`ReportLayout.bound` above the largest); OUE's and SS's bit
+sets are rows of ``ceil(|D|/8)`` bytes (:attr:`ReportLayout.width`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ..attributes import NUMERIC_MECHANISMS
 from ..errors import ValidationError
 from ..mechanism import MechanismE
+from ..numeric.collection.mechanism import NumericMechanism, numeric_mechanism
 from ..validation import check_choice, check_codes
 from .hadamard import HadamardResponse
 from .olh import OLH
@@ -26,12 +29,14 @@ from .subset import SubsetSelection
 
 __all__ = [
     "MECHANISMS",
+    "NUMERIC_MECHANISMS",
     "ORACLES",
     "Mechanism",
     "version_of",
     "max_domain_size",
     "make_mechanism",
     "name_of",
+    "categorical",
     "ReportLayout",
     "layout_of",
     "REPORT_FIELDS",
@@ -45,18 +50,21 @@ MECHANISMS = ("E", "OUE", "OLH", "HR", "SS")
 #: The frequency oracles by name.
 ORACLES: dict[str, type[FrequencyOracle]] = {"OUE": OUE, "OLH": OLH, "HR": HadamardResponse,
                                              "SS": SubsetSelection}
-#: What a collection's card holds: mechanism E or a frequency oracle.
-Mechanism = MechanismE | FrequencyOracle
+#: What a collection's card holds: mechanism E, a frequency oracle or a numeric attribute's mechanism.
+Mechanism = MechanismE | FrequencyOracle | NumericMechanism
+#: Every name a collection's mechanism may have (a numeric one only with its numeric attribute).
+_ALL = MECHANISMS + NUMERIC_MECHANISMS
 
 
 def version_of(name: str) -> str:
-    """The version every report batch names (``"E/1"``, ``"OUE/1"``, ...)."""
-    name = check_choice(name, "mechanism", MECHANISMS)
+    """The version every report batch names (``"E/1"``, ``"OUE/1"``, ``"HM/1"``, ...)."""
+    name = check_choice(name, "mechanism", _ALL)
     return MechanismE.VERSION if name == "E" else f"{name}/1"
 
 
 def max_domain_size(name: str) -> int:
-    """The largest |D| mechanism ``name`` accepts (E: its exact sampler's; a schema bounds it further)."""
+    """The largest |D| mechanism ``name`` accepts (E: its exact sampler's; a schema bounds it further).
+    Not for a numeric mechanism, whose report domain is its output set (:func:`make_mechanism`)."""
     from ..mechanism import MAX_SAMPLER_DOMAIN_SIZE
 
     name = check_choice(name, "mechanism", MECHANISMS)
@@ -66,13 +74,29 @@ def max_domain_size(name: str) -> int:
 @functools.lru_cache(maxsize=64)
 def make_mechanism(name: str, epsilon: float, domain_size: int) -> Mechanism:
     """Mechanism ``name`` at ``epsilon`` over ``domain_size`` codes (built once per arguments: they are
-    immutable once made)."""
-    name = check_choice(name, "mechanism", MECHANISMS)
+    immutable once made). A numeric mechanism's ``domain_size`` must be its output set's size (its reports)."""
+    name = check_choice(name, "mechanism", _ALL)
+    if name in NUMERIC_MECHANISMS:
+        numeric = numeric_mechanism(name, epsilon)
+        if domain_size != numeric.domain_size:
+            raise ValidationError("domain_size", f"{numeric.domain_size} ({name}'s output set at epsilon {epsilon})",
+                                  f"got {domain_size}")
+        return numeric
     return MechanismE(epsilon, domain_size) if name == "E" else ORACLES[name](epsilon, domain_size)
 
 
+def categorical(mechanism: Mechanism) -> MechanismE | FrequencyOracle:
+    """``mechanism`` if it is E or a frequency oracle; a :class:`ValidationError` naming ``mechanism`` for a numeric
+    attribute's (HM, SW), whose reports are not randomized categories."""
+    if isinstance(mechanism, NumericMechanism):
+        raise ValidationError("mechanism", "E or a frequency oracle (this works on categories; a numeric collection's "
+                              "means and sums come from its export: ldpsynth.shared.numeric.collection.release_means)",
+                              f"got {mechanism.name!r}")
+    return mechanism
+
+
 def name_of(mechanism: Mechanism) -> str:
-    """``"E"`` or the oracle's name."""
+    """``"E"``, the oracle's or the numeric mechanism's name."""
     return "E" if isinstance(mechanism, MechanismE) else mechanism.name
 
 
@@ -129,6 +153,8 @@ def layout_of(mechanism: Mechanism) -> ReportLayout:
     """The :class:`ReportLayout` of ``mechanism``'s reports."""
     if isinstance(mechanism, MechanismE):
         return ReportLayout("E", 0, mechanism.domain_size, 0)
+    if isinstance(mechanism, NumericMechanism):
+        return ReportLayout(mechanism.name, 0, mechanism.domain_size, 0)
     if isinstance(mechanism, HadamardResponse):
         return ReportLayout("HR", 2, 2 * mechanism.size, 0, mechanism)
     if isinstance(mechanism, OLH):
@@ -144,6 +170,8 @@ REPORT_FIELDS: dict[str, tuple[tuple[str, int, str], ...]] = {
     "SS": (("report_bitmaps", 0, "u1"),),
     "OLH": (("olh_seeds", 8, "<u8"), ("olh_buckets", 2, "<u2")),
     "HR": (("hadamard_reports", 4, "<u4"),),
+    "HM": (("private_codes", 8, "<u8"),),
+    "SW": (("private_codes", 8, "<u8"),),
 }
 
 
@@ -155,8 +183,10 @@ def private_wire(mechanism: Mechanism) -> tuple[int, int]:
 
 
 def protocol_of(mechanism: Mechanism) -> PureProtocol:
-    """The exact pure protocol (its p*, q*, WBLJ17 §3) of E or of a frequency oracle."""
-    return PureProtocol.for_mechanism_e(mechanism) if isinstance(mechanism, MechanismE) else mechanism.protocol
+    """The exact pure protocol (its p*, q*, WBLJ17 §3) of E or of a frequency oracle (a numeric mechanism is
+    refused: :func:`categorical`)."""
+    oracle = categorical(mechanism)
+    return PureProtocol.for_mechanism_e(oracle) if isinstance(oracle, MechanismE) else oracle.protocol
 
 
 @functools.lru_cache(maxsize=256)

@@ -49,6 +49,7 @@ from .scale import NumericRange
 __all__ = [
     "MeanEstimate",
     "estimate_mean",
+    "estimate_mean_from_counts",
     "ems",
     "quantiles",
     "QuantileEstimate",
@@ -100,13 +101,33 @@ def estimate_mean(sampler: MeanSampler, reports: npt.ArrayLike, value_range: Num
                   level: float = 0.95) -> MeanEstimate:
     """The unbiased mean of the reported values, its SE and its ``level`` interval (module docstring)."""
     r = _reports(reports, sampler.reports)
-    z = _z(level)
     x = sampler.estimates(r)
-    n = x.size
-    mean = float(x.mean())
+    return _mean_estimate(sampler, float(x.mean()), float(np.mean(x * x)), x.size, value_range, level)
+
+
+def estimate_mean_from_counts(sampler: MeanSampler, counts: npt.ArrayLike, value_range: NumericRange,
+                              level: float = 0.95) -> MeanEstimate:
+    """:func:`estimate_mean` of the reports whose counts per report code are ``counts`` (length
+    ``sampler.reports``): :math:`\\bar x = \\frac1n \\sum_y c_y \\hat x_y`, and the same for
+    :math:`\\overline{\\hat x^2}`; the counts are sufficient (what a collection's shards store)."""
+    c = np.asarray(counts).reshape(-1)
+    if c.size != sampler.reports or not np.issubdtype(c.dtype, np.integer) or (c < 0).any():
+        raise ValidationError("counts", f"{sampler.reports} non-negative integer report counts", "malformed")
+    n = int(c.sum())
+    if n == 0:
+        raise ValidationError("reports", "at least one report", "got none")
+    x = sampler.estimates(np.arange(sampler.reports))
+    w = c.astype(np.float64)
+    return _mean_estimate(sampler, float(w @ x) / n, float(w @ (x * x)) / n, n, value_range, level)
+
+
+def _mean_estimate(sampler: MeanSampler, mean: float, mean_square: float, n: int, value_range: NumericRange,
+                   level: float) -> MeanEstimate:
+    """The estimate from :math:`\\bar x` and :math:`\\overline{\\hat x^2}` of n reports (module docstring)."""
+    z = _z(level)
     v = sampler.variance_coefficients()
     if v.a + 1.0 > 0.5:
-        m2 = (float(np.mean(x * x)) - v.c) / (v.a + 1.0)
+        m2 = (mean_square - v.c) / (v.a + 1.0)
     else:
         m2 = mean * mean
     m2 = min(max(m2, 0.0), 1.0)

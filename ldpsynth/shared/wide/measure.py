@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ..errors import ValidationError
 from ..mechanism import MechanismE
 from ..mechanisms.pure import PureProtocol
-from ..mechanisms.registry import Mechanism, least_variance, make_mechanism, name_of, protocol_of
+from ..mechanisms.registry import Mechanism, categorical, least_variance, make_mechanism, name_of, protocol_of
 from ..planning.choice import CLOSE
 from ..validation import check_codes, check_epsilon
 from .assignment import assign_view
@@ -61,10 +61,11 @@ def best_mechanism(epsilon: float, size: int) -> Mechanism:
 
 def support_counts(mechanism: Mechanism, reports: npt.ArrayLike) -> tuple[int, np.ndarray]:
     """``(n, S)``: the number of reports and the support counts :math:`S(v)` of each cell."""
-    if isinstance(mechanism, MechanismE):
-        codes = check_codes(reports, "reports", mechanism.domain_size, ndim=1)
-        return len(codes), np.bincount(codes, minlength=mechanism.domain_size).astype(np.int64)
-    stats = mechanism.statistics(reports)
+    oracle = categorical(mechanism)
+    if isinstance(oracle, MechanismE):
+        codes = check_codes(reports, "reports", oracle.domain_size, ndim=1)
+        return len(codes), np.bincount(codes, minlength=oracle.domain_size).astype(np.int64)
+    stats = oracle.statistics(reports)
     return stats.n, stats.support_counts()
 
 
