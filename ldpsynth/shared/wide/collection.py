@@ -261,13 +261,19 @@ class WideCard:
         return index, self.cards[index].schema.name
 
     def project(self, columns: Mapping[str, Any], index: int) -> dict[str, Any]:
-        """The columns of view ``index``'s sub-collection (its private attributes, every public one) of
-        ``columns`` (attribute -> values, as ``Client.submit`` takes them); ValidationError naming a missing one."""
-        schema = self.cards[index].schema
-        missing = [a.name for a in schema.attributes if a.name not in columns]
-        if missing:
-            raise ValidationError(missing[0], f"a column for every attribute of view {schema.name!r}", "missing column")
-        return {a.name: columns[a.name] for a in schema.attributes}
+        """The columns of view ``index``'s sub-collection (its private attributes, every public one) of the wide
+        rows ``columns`` (attribute -> values, as ``Client.submit`` takes them), every column checked first:
+        ValidationError naming an unknown or missing attribute, or a bad value (at its position)."""
+        known = {a.name for a in self.schema.attributes}
+        for name in columns:
+            if name not in known:
+                raise ValidationError(str(name), f"one of the attributes of {self.schema.name!r}: {sorted(known)}",
+                                      "not an attribute of the collection")
+        for attr in self.schema.attributes:
+            if attr.name not in columns:
+                raise ValidationError(attr.name, attr.legal_range, "missing column")
+            attr.encode(columns[attr.name])
+        return {a.name: columns[a.name] for a in self.cards[index].schema.attributes}
 
     def to_json(self) -> dict[str, Any]:
         return {"format": WIDE_CARD_FORMAT, "version": VIEWS_VERSION, "schema": self.schema.to_json(),

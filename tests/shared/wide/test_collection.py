@@ -217,5 +217,10 @@ def test_project_keeps_the_views_and_the_public_columns() -> None:
     index, name = 1, "adult/age+income"
     assert CARD.names[index] == name
     assert CARD.project(rows, index) == {"age": rows["age"], "income": rows["income"], "region": rows["region"]}
-    with pytest.raises(ValidationError, match="region"):
+    with pytest.raises(ValidationError, match="region.*missing column"):
         CARD.project({k: v for k, v in rows.items() if k != "region"}, index)
+    with pytest.raises(ValidationError, match="height.*not an attribute"):
+        CARD.project({**rows, "height": [1, 2]}, index)
+    with pytest.raises(ValidationError) as info:                    # outside the view, still checked
+        CARD.project({**rows, "sex": ["sex1", "sex7"]}, index)
+    assert (info.value.field, info.value.position) == ("sex", 1)
