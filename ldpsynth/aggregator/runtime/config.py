@@ -105,8 +105,9 @@ class ClusterConfig:
 class ServerConfig:
     """Everything ``ldpsynth aggregator serve`` is told (see docs/contract.md).
 
-    ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else the replica
-    is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
+    ``wide``: the wide collections' cards (their view sub-collections are in ``collections``;
+    :func:`expand_collections`). ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else
+    the replica is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
     shard per CPU for a new one. ``ray_address`` None: join the Ray runtime of this process if
     there is one, else start a local one. ``max_inflight_batches`` bounds the batches of one
     stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
@@ -224,8 +225,10 @@ class Catalog:
         return sorted(self._infos)
 
     def cards_json(self) -> dict[str, str]:
-        """Collection name -> card JSON (what the shards check their files against)."""
-        return {name: info.card.dumps() for name, info in self._infos.items()}
+        """Collection name -> card JSON (what the shards check their files against), a wide collection's wide card
+        too: registered in the log, so every replica serves the same views and salt (a device keeps its view)."""
+        return {**{name: info.card.dumps() for name, info in self._infos.items()},
+                **{name: card.dumps() for name, card in self._wide.items()}}
 
     def get(self, name: str) -> CollectionInfo:
         """The collection ``name``; FAILED_PRECONDITION if it is not served here."""

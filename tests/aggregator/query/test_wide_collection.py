@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.runtime.backend import BackendError
 from ldpsynth.cli.main import main as cli_main
 from ldpsynth.client import Client, PrivacyLedger
 from ldpsynth.client.query import QueryClient
@@ -86,3 +87,13 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
     records = answer.records()
     assert len(records) == 6 and all(np.isfinite(r["estimate"]) and r["std_error"] > 0 for r in records)
     assert sum(r["estimate"] for r in records) == pytest.approx(routed["survey/a+b"])   # E's estimates sum to n
+
+
+def test_a_replica_with_another_salt_is_refused(start_server, tmp_path) -> None:
+    server = start_server(collections=WIDE.cards, wide=(WIDE,), data_dir=tmp_path / "data")
+    server.stop(0)
+    resalted = WideCard.for_schema(WideSchema.from_json({**WIDE.schema.to_json(),
+                                                         "views": {"kind": "pairs", "salt": "a5" * 16}}))
+    assert resalted.cards == WIDE.cards                         # the same sub-collections: only the parent differs
+    with pytest.raises(BackendError, match="'survey' is registered in the log with a different"):
+        start_server(collections=resalted.cards, wide=(resalted,), data_dir=tmp_path / "data")

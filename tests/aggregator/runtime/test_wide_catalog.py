@@ -51,6 +51,7 @@ def test_the_catalog_serves_the_parents_card_and_refuses_its_reports() -> None:
     with pytest.raises(WrongState, match=r"wide collection.*survey/a\+b.*survey/b\+c"):
         catalog.get("survey")                                   # what SubmitReports and queries on the parent meet
     assert catalog.get("survey/a+c").card == WIDE.cards[1]
+    assert catalog.cards_json()["survey"] == WIDE.dumps()      # registered in the log with the sub-collections
     with pytest.raises(ValidationError) as info:                # an SDK that knows no wide card: a clear refusal
         CollectionInfo.from_proto(message)
     assert info.value.field == "card.format"
