@@ -18,7 +18,7 @@ from ldpsynth.shared.mechanisms.registry import name_of
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS
 from ldpsynth.shared.wide.collection import VIEWS_VERSION, WIDE_CARD_FORMAT, ViewSpec, WideCard, WideSchema
 from ldpsynth.shared.wide.measure import best_mechanism
-from tests.test_json_schemas import VALIDATORS
+from tests.test_json_schemas import ROOT, VALIDATORS, json_blocks
 
 SALT = "00112233445566778899aabbccddeeff"
 
@@ -60,6 +60,13 @@ def test_json_round_trip_and_the_json_schema(obj: dict[str, Any]) -> None:
     assert valid_json(schema.to_json()) and valid_json(obj)
     card = WideCard.for_schema(schema)
     assert WideCard.from_json(card.dumps()) == card
+
+
+def test_the_documented_example_is_a_valid_wide_collection() -> None:
+    (example,) = json_blocks(ROOT / "docs" / "wide.md")
+    assert valid_json(example)
+    assert [s.name for s in WideSchema.from_json(example).view_schemas()] == [
+        "adult/age+sex", "adult/age+income", "adult/sex+income"]
 
 
 def test_views_and_their_sub_collections() -> None:
