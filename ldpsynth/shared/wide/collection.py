@@ -207,7 +207,8 @@ class WideSchema:
             if len(name) > 128:
                 raise SchemaError("name", "a name short enough that every view's sub-collection name "
                                   f"(name{SEPARATOR}a+b) has at most 128 characters", f"view {i} has {len(name)}")
-            mechanism = "E" if self.shuffle is not None else name_of(best_mechanism(self.epsilon, size))
+            with schema_field():
+                mechanism = "E" if self.shuffle is not None else name_of(best_mechanism(self.epsilon, size))
             attrs = tuple(by_name[a] for a in view) + tuple(public)
             out.append(Schema(name, self.epsilon, attrs, self.shuffle, mechanism, self.opens, self.closes,
                               self.min_batch))

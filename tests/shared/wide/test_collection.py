@@ -143,6 +143,11 @@ def test_every_validation_error_names_its_field(field: str, obj: dict[str, Any],
 
 
 def test_direct_construction_is_checked_too() -> None:
+    schema = WideSchema.from_json(DOC)
+    with pytest.raises(SchemaError, match="epsilon"):
+        WideSchema(schema.name, -1.0, schema.attributes, schema.views)
+    with pytest.raises(SchemaError, match="attributes"):
+        WideSchema(schema.name, 1.0, schema.attributes * 2, schema.views)
     with pytest.raises(SchemaError, match="views.salt"):
         ViewSpec("pairs", b"short")
     with pytest.raises(SchemaError, match="views.kind"):
