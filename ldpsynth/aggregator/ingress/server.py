@@ -107,7 +107,7 @@ class AggregatorServer:
     async def start(self) -> str:
         """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
-        tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+        tokens = TokenTable.load(config.tokens_file).with_views(self.catalog.views) if config.tokens_file else None
         authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
         tracing.configure(config.otlp_endpoint, "ldpsynth-replica")

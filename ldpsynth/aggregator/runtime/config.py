@@ -221,6 +221,11 @@ class Catalog:
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
 
     @property
+    def views(self) -> dict[str, tuple[str, ...]]:
+        """Wide collection name -> its view sub-collections' names."""
+        return {name: card.names for name, card in self._wide.items()}
+
+    @property
     def names(self) -> list[str]:
         return sorted(self._infos)
 

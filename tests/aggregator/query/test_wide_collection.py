@@ -38,13 +38,18 @@ WIDE = WideCard.for_schema(WideSchema.from_json({
 
 
 def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, tmp_path, capsys) -> None:
-    server = start_server(collections=WIDE.cards, wide=(WIDE,))
+    tokens = tmp_path / "tokens.json"                         # the device's token names the parent only
+    tokens.write_text(json.dumps({"clients": [
+        {"id": "devices", "token": "device-token", "collections": ["survey"], "roles": ["submit"]},
+        {"id": "analyst", "token": "analyst-token", "collections": "*", "roles": ["query"]}]}))
+    tokens.chmod(0o600)
+    server = start_server(collections=WIDE.cards, wide=(WIDE,), tokens_file=tokens)
     rng = np.random.default_rng(5)
     rows = {"a": rng.choice(["x", "y", "z"], DEVICES), "b": rng.integers(0, 2, DEVICES),
             "c": rng.integers(1, 3, DEVICES)}
     ledgers = [PrivacyLedger.for_simulation(budget=10.0) for _ in range(DEVICES)]
     routed: Counter[str] = Counter()
-    with Client(server.address) as client:
+    with Client(server.address, token="device-token") as client:
         for i, ledger in enumerate(ledgers):
             row = {name: column[i:i + 1] for name, column in rows.items()}
             result = client.submit("survey", row, ledger=ledger)
@@ -68,7 +73,7 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
     csv = tmp_path / "row.csv"                                 # ldpsynth client submit: the same path from a CSV
     csv.write_text("a,b,c\nz,1,2\n")
     argv = ["client", "submit", "--target", server.address, "--collection", "survey", "--rows", str(csv),
-            "--ledger", str(tmp_path / "ledger.sqlite")]
+            "--ledger", str(tmp_path / "ledger.sqlite"), "--token", "device-token"]
     assert cli_main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger:
@@ -79,10 +84,11 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
 
     card = WIDE.cards[0]                                       # survey/a+b
     batch = reports_to_proto(make_reports(card.schema, 3, rng), "survey", card.version, 0)
-    _, code, details = submit(pb_grpc.CollectionServiceStub(server.channel()), [batch])
+    _, code, details = submit(pb_grpc.CollectionServiceStub(server.channel()), [batch],
+                              metadata=[("authorization", "Bearer device-token")])
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "survey/a+b" in details and "survey/b+c" in details
 
-    with QueryClient(server.address) as analyst:
+    with QueryClient(server.address, token="analyst-token") as analyst:
         answer = analyst.estimate("survey/a+b", queries=[{"kind": "marginal", "attributes": ["a", "b"]}])
     records = answer.records()
     assert len(records) == 6 and all(np.isfinite(r["estimate"]) and r["std_error"] > 0 for r in records)

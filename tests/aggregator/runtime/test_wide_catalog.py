@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig, expand_collections, load_collection
-from ldpsynth.serving.errors import WrongState
+from ldpsynth.serving.auth import ROLES, Credential, TokenTable
+from ldpsynth.serving.errors import PermissionDenied, WrongState
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.wide.collection import VIEWS_VERSION, WideCard, WideSchema
@@ -55,3 +56,19 @@ def test_the_catalog_serves_the_parents_card_and_refuses_its_reports() -> None:
     with pytest.raises(ValidationError) as info:                # an SDK that knows no wide card: a clear refusal
         CollectionInfo.from_proto(message)
     assert info.value.field == "card.format"
+
+
+def test_a_token_for_the_parent_may_use_its_views() -> None:
+    catalog = Catalog(WIDE.cards, Limits(), (WIDE,))
+    assert catalog.views == {"survey": ("survey/a+b", "survey/a+c", "survey/b+c")}
+    table = TokenTable([(b"t-survey", Credential("device", ROLES, frozenset({"survey"}))),
+                        (b"t-ratings", Credential("other", ROLES, frozenset({"ratings"}))),
+                        (b"t-all", Credential("analyst", ROLES, None))]).with_views(catalog.views)
+    device, other, analyst = (table.lookup(t) for t in (b"t-survey", b"t-ratings", b"t-all"))
+    assert device is not None and other is not None and analyst is not None
+    for name in ("survey", *WIDE.names):
+        device.require_collection(name)
+        analyst.require_collection(name)
+        with pytest.raises(PermissionDenied):
+            other.require_collection(name)
+    assert analyst.collections is None
