@@ -47,7 +47,7 @@ from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import require_hpke, seal_reports
 from ldpsynth.shared.validation import check_seconds
-from ldpsynth.shared.wide.collection import VIEWS_VERSION, WideCard
+from ldpsynth.shared.wide.collection import SEPARATOR, VIEWS_VERSION, WideCard
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
@@ -283,6 +283,7 @@ class AsyncClient:
         else:
             found = collection
         if isinstance(found, CollectionInfo):
+            await self._refuse_a_view(found.schema.name)
             return await self._submit(found, rows, ledger, batch_size)
         index, name = found.route(ledger.view_key(found.schema.name))
         columns = read_csv(rows) if isinstance(rows, (str, os.PathLike)) else rows
@@ -292,6 +293,21 @@ class AsyncClient:
             raise ValidationError("card", f"the card the wide collection {found.schema.name!r} states for its view "
                                   f"{name!r}", "the server serves another card for the view")
         return await self._submit(info, projected, ledger, batch_size, charge=(found.schema.name, found.schema.epsilon))
+
+    async def _refuse_a_view(self, name: str) -> None:
+        """ValidationError naming ``collection`` when ``name`` is a view sub-collection of a wide collection served
+        here (``parent/a+b``): its devices submit to the parent, which routes them and charges its own budget."""
+        if SEPARATOR not in name:
+            return
+        parent = name.rsplit(SEPARATOR, 1)[0]
+        try:
+            message = await self._fetch(parent)
+        except SubmitError:  # no such collection here (or not for this credential): not a view
+            return
+        if message.mechanism_version == VIEWS_VERSION and name in self._wide(parent, message).names:
+            raise ValidationError("collection", f"the wide collection {parent!r} (each device reports the view its "
+                                  "key routes it to, charged under the wide collection)",
+                                  f"{name!r} is one of its views; nothing was charged or sent")
 
     async def _submit(self, info: CollectionInfo, rows: Rows, ledger: PrivacyLedger, batch_size: int | None,
                       charge: tuple[str, float] | None = None) -> SubmitResult:

@@ -62,6 +62,9 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
             client.get_collection("survey")
         assert info.value.field == "card.format"
         assert client.get_wide_collection("survey") == WIDE
+        with pytest.raises(ValidationError, match="one of its views") as info:   # a view by its name: refused
+            client.submit("survey/a+b", {"a": ["x"], "b": [0]}, ledger=ledgers[0])
+        assert info.value.field == "collection" and ledgers[0].spent("survey/a+b") == 0.0
     for ledger in ledgers:
         assert ledger.spent("survey") == 1.0 and all(ledger.spent(name) == 0.0 for name in WIDE.names)
         ledger.close()
