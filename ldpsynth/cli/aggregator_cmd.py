@@ -158,7 +158,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
-    from ldpsynth.aggregator.runtime.config import ClusterConfig, ServerConfig, TlsFiles, load_collection
+    from ldpsynth.aggregator.runtime.config import (
+        ClusterConfig,
+        ServerConfig,
+        TlsFiles,
+        expand_collections,
+        load_collection,
+    )
     from ldpsynth.serving.observe import events
     from ldpsynth.shared.protocol import Limits
 
@@ -171,11 +177,13 @@ def serve_command(args: argparse.Namespace) -> int:
                                 args.nats_tls_ca, args.nats_tls_cert, args.nats_tls_key,
                                 worker_resource=args.worker_resource,
                                 **({"worker_dir": args.worker_dir} if args.worker_dir else {}))
+    collections, wide = expand_collections(load_collection(path) for path in args.collection)
     config = ServerConfig(
         data_dir=args.data_dir,
         cluster=cluster,
         verbose=args.verbose,
-        collections=tuple(load_collection(path) for path in args.collection),
+        collections=collections,
+        wide=wide,
         host=args.host,
         port=args.port,
         shards=args.shards,

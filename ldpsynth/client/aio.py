@@ -33,7 +33,7 @@ from ldpsynth.client.errors import SubmitError
 from ldpsynth.client.ledger import PrivacyLedger
 from ldpsynth.client.result import SubmitResult
 from ldpsynth.client.retry import RetryPolicy, is_retryable
-from ldpsynth.client.rows import Rows, load_rows
+from ldpsynth.client.rows import Rows, load_rows, read_csv
 from ldpsynth.client.submit import ReportStreamer, SealedSender, StreamResult, batch_capacity, sealed_batch_capacity
 from ldpsynth.client.transport import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -47,6 +47,7 @@ from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import require_hpke, seal_reports
 from ldpsynth.shared.validation import check_seconds
+from ldpsynth.shared.wide.collection import SEPARATOR, VIEWS_VERSION, WideCard
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2_grpc as shuffler_grpc
@@ -171,6 +172,34 @@ class AsyncClient:
         SubmitError
             The call failed for good, e.g. FAILED_PRECONDITION for an unknown collection.
         """
+        return self._info(name, await self._fetch(name))
+
+    async def get_wide_collection(self, name: str) -> WideCard:
+        """A wide collection's verified card: its schema, the view assignment, every view's sub-collection and card.
+
+        Retryable failures are retried (:attr:`retry`).
+
+        Parameters
+        ----------
+        name : str
+            The wide collection's name, non-empty.
+
+        Returns
+        -------
+        WideCard
+            :class:`~ldpsynth.shared.wide.collection.WideCard`, verified (recomputed from its schema).
+
+        Raises
+        ------
+        ValidationError
+            As :meth:`get_collection`; naming ``card.format`` when ``name`` is an ordinary collection.
+        SubmitError
+            The call failed for good, e.g. FAILED_PRECONDITION for an unknown collection.
+        """
+        return self._wide(name, await self._fetch(name))
+
+    async def _fetch(self, name: str) -> pb.Collection:
+        """``GetCollection`` of ``name``, retrying retryable failures (:attr:`retry`)."""
         if not isinstance(name, str) or not name:
             raise ValidationError("collection", "a non-empty collection name", "empty")
         request = pb.GetCollectionRequest(collection=name)
@@ -178,27 +207,44 @@ class AsyncClient:
         while True:
             attempts += 1
             try:
-                message = await self._stub.GetCollection(request, timeout=self.deadline, metadata=self._metadata)
+                return await self._stub.GetCollection(request, timeout=self.deadline, metadata=self._metadata)
             except grpc.aio.AioRpcError as exc:
                 status = exc.code().name
                 if not is_retryable(status) or attempts >= self.retry.max_attempts:
                     raise SubmitError("GetCollection", status, exc.details() or "", attempts=attempts) from None
                 await asyncio.sleep(self.retry.backoff(attempts, self._rng))
-                continue
-            info = CollectionInfo.from_proto(message)
-            if info.schema.name != name:
-                raise ValidationError("collection", f"the collection asked for ({name!r})",
-                                      "the server answered with another collection")
-            return info
 
-    async def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
+    @staticmethod
+    def _info(name: str, message: pb.Collection) -> CollectionInfo:
+        info = CollectionInfo.from_proto(message)
+        if info.schema.name != name:
+            raise ValidationError("collection", f"the collection asked for ({name!r})",
+                                  "the server answered with another collection")
+        return info
+
+    @staticmethod
+    def _wide(name: str, message: pb.Collection) -> WideCard:
+        card = WideCard.from_json(message.card_json)
+        if card.schema.name != name or message.name != name or message.mechanism_version != VIEWS_VERSION:
+            raise ValidationError("collection", f"the wide collection asked for ({name!r}, version {VIEWS_VERSION})",
+                                  "the server answered with another collection")
+        return card
+
+    async def submit(self, collection: str | CollectionInfo | WideCard, rows: Rows, *, ledger: PrivacyLedger,
                      batch_size: int | None = None) -> SubmitResult:
         """Validate, memoize-or-perturb, charge, and deliver a device's rows.
 
+        A wide collection (docs/wide.md, "The collection mode"): the device's view comes from its ledger
+        (:meth:`PrivacyLedger.view_key`, :meth:`WideCard.route`), every row is checked against the wide schema
+        and projected on the view (:meth:`WideCard.project`), and the projections are submitted to the view's
+        sub-collection, whose card must be the one the wide card states; the ledger charges the wide collection's
+        ε under its own name (one budget for all its views).
+
         Parameters
         ----------
-        collection : str or CollectionInfo
-            The collection's name (its info is fetched first, :meth:`get_collection`), or its info.
+        collection : str, CollectionInfo or WideCard
+            The collection's name (its info, or a wide collection's card, is fetched first), its info
+            (:meth:`get_collection`) or a wide collection's card (:meth:`get_wide_collection`).
         rows : mapping of str to sequence, str or os.PathLike
             Columns (attribute name → raw values, one column of equal length per attribute of the
             schema), or the path of a CSV file with a header of attribute names.
@@ -229,10 +275,48 @@ class AsyncClient:
             charged, and submitting the same rows again resends the same memoized reports at no
             further cost.
         """
-        info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
+        if isinstance(collection, str):
+            message = await self._fetch(collection)
+            found: CollectionInfo | WideCard = (self._wide(collection, message)
+                                                if message.mechanism_version == VIEWS_VERSION
+                                                else self._info(collection, message))
+        else:
+            found = collection
+        if isinstance(found, CollectionInfo):
+            await self._refuse_a_view(found.schema.name)
+            return await self._submit(found, rows, ledger, batch_size)
+        index, name = found.route(ledger.view_key(found.schema.name))
+        columns = read_csv(rows) if isinstance(rows, (str, os.PathLike)) else rows
+        projected = await asyncio.to_thread(found.project, columns, index)
+        info = await self.get_collection(name)
+        if info.card.to_json() != found.cards[index].to_json():
+            raise ValidationError("card", f"the card the wide collection {found.schema.name!r} states for its view "
+                                  f"{name!r}", "the server serves another card for the view")
+        return await self._submit(info, projected, ledger, batch_size, charge=(found.schema.name, found.schema.epsilon))
+
+    async def _refuse_a_view(self, name: str) -> None:
+        """ValidationError naming ``collection`` when ``name`` is a view sub-collection of a wide collection served
+        here (``parent/a+b``): its devices submit to the parent, which routes them and charges its own budget."""
+        if SEPARATOR not in name:
+            return
+        parent = name.rsplit(SEPARATOR, 1)[0]
+        try:
+            message = await self._fetch(parent)
+        except SubmitError:  # no such collection here (or not for this credential): not a view
+            return
+        if message.mechanism_version == VIEWS_VERSION and name in self._wide(parent, message).names:
+            raise ValidationError("collection", f"the wide collection {parent!r} (each device reports the view its "
+                                  "key routes it to, charged under the wide collection)",
+                                  f"{name!r} is one of its views; nothing was charged or sent")
+
+    async def _submit(self, info: CollectionInfo, rows: Rows, ledger: PrivacyLedger, batch_size: int | None,
+                      charge: tuple[str, float] | None = None) -> SubmitResult:
+        """Validate, memoize-or-perturb, charge (under ``charge``: :func:`~ldpsynth.client.device.prepare_reports`)
+        and deliver ``rows`` to ``info``'s collection."""
         capacity = self._capacity(info, batch_size)
         prepared: PreparedReports = await asyncio.to_thread(
-            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None))
+            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None,
+                                    charge=charge))
         stream = await self._deliver(info, prepared.reports, capacity)
         return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
                             acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,

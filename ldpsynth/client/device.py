@@ -116,7 +116,7 @@ def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
 
 
 def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger, *,
-                    sealed: bool = False) -> PreparedReports:
+                    sealed: bool = False, charge: tuple[str, float] | None = None) -> PreparedReports:
     """Memoize-or-perturb every row and record the spend, in one ledger transaction, before sending.
 
     Rows with a memoized report reuse its id and perturbed code (a frequency oracle's: its report). The
@@ -132,6 +132,10 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     (sealed or in clear), and a memoized report is only ever resent the same way: a row whose report was
     first sent the other way refuses the whole submission with :class:`~ldpsynth.shared.errors.ValidationError`
     naming ``rows`` (it would link the report to this device), before anything is charged or recorded.
+
+    ``charge``: the collection name and ε the ledger charges each new report under (``None``: the card's
+    collection at its mechanism's ε); a wide collection's view charges its parent at the parent's ε, at least
+    the view's (one budget for the whole wide collection).
     """
     card = info.card
     mechanism = card.mechanism
@@ -144,7 +148,11 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     rows_of = np.fromiter(first_row.values(), dtype=np.int64, count=len(distinct))
     report_ids = np.empty((len(distinct), REPORT_ID_BYTES), np.uint8)
     codes = np.empty((len(distinct), layout.width), np.uint8) if layout.bitmap else np.empty(len(distinct), np.int64)
-    with ledger.transaction(card.schema.name, mechanism.epsilon, sealed=sealed) as tx:
+    account, epsilon = (card.schema.name, mechanism.epsilon) if charge is None else charge
+    if epsilon < mechanism.epsilon:
+        raise ValidationError("epsilon", f"at least the mechanism's {mechanism.epsilon} (what each report costs)",
+                              f"a charge of {epsilon} under {account!r}")
+    with ledger.transaction(account, epsilon, sealed=sealed) as tx:
         known = tx.lookup(distinct, layout.width)
         fresh = np.fromiter((key not in known for key in distinct), dtype=bool, count=len(distinct))
         for j in np.flatnonzero(~fresh):
@@ -163,5 +171,5 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
         central = tx.promise(promised_guarantee(card, tx.reports) if shuffled else None)
     new = int(fresh.sum())
     reports = Reports(report_ids, codes, rows.public_codes[rows_of])
-    return PreparedReports(reports, len(rows), len(rows) - new, float(new * Fraction(mechanism.epsilon)), total,
+    return PreparedReports(reports, len(rows), len(rows) - new, float(new * Fraction(epsilon)), total,
                            central)

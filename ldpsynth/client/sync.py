@@ -17,6 +17,7 @@ from ldpsynth.client.rows import Rows
 from ldpsynth.client.submit import StreamResult
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
+from ldpsynth.shared.wide.collection import WideCard
 
 __all__ = [
     "Client",
@@ -80,14 +81,34 @@ class Client:
         """
         return self._run(self._client.get_collection(name))
 
-    def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
+    def get_wide_collection(self, name: str) -> WideCard:
+        """A wide collection's verified card (:meth:`AsyncClient.get_wide_collection`).
+
+        Parameters
+        ----------
+        name : str
+            The wide collection's name, non-empty.
+
+        Returns
+        -------
+        WideCard
+
+        Raises
+        ------
+        ValidationError, SubmitError
+            As :meth:`AsyncClient.get_collection`.
+        """
+        return self._run(self._client.get_wide_collection(name))
+
+    def submit(self, collection: str | CollectionInfo | WideCard, rows: Rows, *, ledger: PrivacyLedger,
                batch_size: int | None = None) -> SubmitResult:
         """Validate, memoize-or-perturb, charge, and deliver a device's rows (:meth:`AsyncClient.submit`).
 
         Parameters
         ----------
-        collection : str or CollectionInfo
-            The collection's name, or its info (:meth:`get_collection`).
+        collection : str, CollectionInfo or WideCard
+            The collection's name, its info (:meth:`get_collection`) or a wide collection's card
+            (:meth:`get_wide_collection`: each device reports its view, charged under the wide collection).
         rows : mapping of str to sequence, str or os.PathLike
             Columns (attribute name → raw values), or the path of a CSV file.
         ledger : PrivacyLedger

@@ -20,7 +20,7 @@ import hmac
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,16 @@ class TokenTable:
             raise ConfigError(f'--tokens {path}: an object {{"clients": [...]}} with at least one client')
         seen: set[str] = set()
         return cls([_entry(c, i, seen) for i, c in enumerate(clients)])
+
+    def with_views(self, views: Mapping[str, Sequence[str]]) -> TokenTable:
+        """The table where a client that may use a wide collection (a key of ``views``) may also use its view
+        sub-collections (its value): a device submits to its view under the parent's token."""
+        def widened(credential: Credential) -> Credential:
+            if credential.collections is None:
+                return credential
+            subs = {sub for parent in credential.collections & set(views) for sub in views[parent]}
+            return replace(credential, collections=credential.collections | subs)
+        return TokenTable([(token, widened(credential)) for token, credential in self._entries])
 
     def lookup(self, token: bytes) -> Credential | None:
         """The credential whose token equals ``token`` (compared with every entry)."""

@@ -65,6 +65,8 @@ __all__ = [
     "ContinuousAttribute",
     "NumericAttribute",
     "Schema",
+    "collection_fields_json",
+    "parse_collection_fields",
 ]
 
 #: Most weights (float64, held in memory) of one batch of queries: the query service refuses a larger
@@ -82,6 +84,39 @@ def _radix_weights(sizes: Sequence[int]) -> np.ndarray:
     for j in range(len(sizes) - 2, -1, -1):
         weights[j] = weights[j + 1] * int(sizes[j + 1])
     return np.asarray(weights, dtype=np.int64)
+
+
+def parse_collection_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every collection JSON has (a :class:`Schema`'s and a wide schema's), parsed: ``name`` (not
+    checked here), ``epsilon``, ``attributes``, ``shuffle``, ``opens``, ``closes``, ``min_batch``, as keyword
+    arguments of the constructors; a :class:`SchemaError` naming the field that is missing or malformed."""
+    attrs = obj.get("attributes")
+    if not isinstance(attrs, list) or not attrs:
+        raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
+    if "epsilon" not in obj:
+        raise SchemaError("epsilon", "a finite number > 0", "missing")
+    with schema_field():
+        epsilon = check_epsilon(obj["epsilon"], "epsilon")
+    shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
+    opens, closes = (parse_time(obj[key], key) if key in obj else None for key in ("opens", "closes"))
+    return {"name": cast(str, obj.get("name")), "epsilon": epsilon,
+            "attributes": tuple(attribute_from_json(a, i) for i, a in enumerate(attrs)), "shuffle": shuffle,
+            "opens": opens, "closes": closes, "min_batch": obj.get("min_batch", 1)}
+
+
+def collection_fields_json(name: str, epsilon: float, attributes: Sequence[Attribute], shuffle: ShuffleSpec | None,
+                           opens: int | None, closes: int | None, min_batch: int) -> dict[str, Any]:
+    """The JSON of the fields :func:`parse_collection_fields` reads (the optional ones only when set)."""
+    out: dict[str, Any] = {"name": name, "epsilon": epsilon, "attributes": [a.to_json() for a in attributes]}
+    if shuffle is not None:
+        out["shuffle"] = shuffle.to_json()
+    if opens is not None:
+        out["opens"] = format_time(opens)
+    if closes is not None:
+        out["closes"] = format_time(closes)
+    if min_batch != 1:
+        out["min_batch"] = min_batch
+    return out
 
 
 @dataclass(frozen=True)
@@ -516,19 +551,11 @@ class Schema:
         dict
             ``name``, ``epsilon``, ``attributes`` and, for a shuffled collection, ``shuffle``.
         """
-        out: dict[str, Any] = {"name": self.name, "epsilon": self.epsilon,
-                               "attributes": [a.to_json() for a in self.attributes]}
-        if self.shuffle is not None:
-            out["shuffle"] = self.shuffle.to_json()
+        out = collection_fields_json(self.name, self.epsilon, self.attributes, self.shuffle, self.opens, self.closes,
+                                     self.min_batch)
         if self.mechanism != "E" and self.numeric is None:  # absent for E (E's schemas, and so its cards and
             # fingerprints, stay as they were) and for a numeric collection (its attribute names it)
             out["mechanism"] = self.mechanism
-        if self.opens is not None:
-            out["opens"] = format_time(self.opens)
-        if self.closes is not None:
-            out["closes"] = format_time(self.closes)
-        if self.min_batch != 1:
-            out["min_batch"] = self.min_batch
         return out
 
     def dumps(self) -> str:
@@ -571,17 +598,7 @@ class Schema:
             raise SchemaError("schema", "fields name, epsilon, attributes, shuffle, mechanism, opens, closes, "
                               "min_batch",
                               f"unknown fields {sorted(extra)}")
-        attrs = obj.get("attributes")
-        if not isinstance(attrs, list) or not attrs:
-            raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
-        if "epsilon" not in obj:
-            raise SchemaError("epsilon", "a finite number > 0", "missing")
-        with schema_field():
-            epsilon = check_epsilon(obj["epsilon"], "epsilon")
-        shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
-        opens, closes = (parse_time(obj[key], key) if key in obj else None for key in ("opens", "closes"))
-        return cls(cast(str, obj.get("name")), epsilon, tuple(attribute_from_json(a, i) for i, a in enumerate(attrs)),
-                   shuffle, obj.get("mechanism", "E"), opens, closes, obj.get("min_batch", 1))
+        return cls(**parse_collection_fields(obj), mechanism=obj.get("mechanism", "E"))
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:

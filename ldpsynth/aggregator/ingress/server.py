@@ -78,7 +78,7 @@ class AggregatorServer:
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time):
         self.config = config
-        self.catalog = Catalog(config.collections, config.limits)
+        self.catalog = Catalog(config.collections, config.limits, config.wide)
         self.clock = clock
         self.metrics = ReplicaMetrics(self.catalog, clock, version("ldpsynth"))
         self.calls = self.metrics.calls.service(SERVICE_NAME, METHODS)
@@ -107,7 +107,7 @@ class AggregatorServer:
     async def start(self) -> str:
         """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
-        tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+        tokens = TokenTable.load(config.tokens_file).with_views(self.catalog.views) if config.tokens_file else None
         authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
         tracing.configure(config.otlp_endpoint, "ldpsynth-replica")

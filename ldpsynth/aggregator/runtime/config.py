@@ -2,7 +2,9 @@
 
 A collection file (``--collection FILE``) is JSON: either a schema
 (``{"name", "epsilon", "attributes"}``, see :mod:`ldpsynth.shared.schema`) or a full mechanism
-card (format ``ldpsynth.mechanism-card/1``, verified on load). The server publishes the card,
+card (format ``ldpsynth.mechanism-card/1``, verified on load); or a wide collection's schema (with a
+``"views"`` block) or wide card (:mod:`ldpsynth.shared.wide.collection`), served as one ordinary collection
+per view plus the parent, whose ``GetCollection`` is the wide card. The server publishes the card,
 and the limits below, through ``GetCollection``.
 """
 
@@ -24,6 +26,7 @@ from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import SealingKey
 from ldpsynth.shared.validation import check_int, check_seconds
+from ldpsynth.shared.wide.collection import VIEWS_VERSION, WIDE_CARD_FORMAT, WideCard, WideSchema
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 #: A web page's origin as browsers send it: scheme, host (a name, IPv4 or [IPv6]) and an optional port.
@@ -32,18 +35,38 @@ _ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,
 MAX_MESSAGE_BYTES = 2**31 - 1
 
 
-def load_collection(path: str | Path) -> MechanismCard:
-    """Read a collection file: a schema JSON or a mechanism card JSON."""
+def load_collection(path: str | Path) -> MechanismCard | WideCard:
+    """Read a collection file: a schema JSON or a mechanism card JSON; a wide collection's (a schema with a
+    ``"views"`` block, or a wide card) is its :class:`~ldpsynth.shared.wide.collection.WideCard`."""
     try:
         obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
     except ValidationError as exc:
         raise ConfigError(str(exc)) from None
     try:
+        if isinstance(obj, dict) and obj.get("format") == WIDE_CARD_FORMAT:
+            return WideCard.from_json(obj)
         if isinstance(obj, dict) and "format" in obj:
             return MechanismCard.from_json(obj)
+        if isinstance(obj, dict) and "views" in obj:
+            return WideCard.for_schema(WideSchema.from_json(obj))
         return MechanismCard.for_schema(Schema.from_json(obj))
     except ValidationError as exc:
         raise ConfigError(f"--collection {path}: {exc}") from None
+
+
+def expand_collections(loaded: Iterable[MechanismCard | WideCard]) -> tuple[tuple[MechanismCard, ...],
+                                                                           tuple[WideCard, ...]]:
+    """``(collections, wide)`` of what :func:`load_collection` read: every ordinary collection and every wide
+    collection's view sub-collections (served as ordinary collections), and the wide collections' cards."""
+    cards: list[MechanismCard] = []
+    wide: list[WideCard] = []
+    for item in loaded:
+        if isinstance(item, WideCard):
+            wide.append(item)
+            cards.extend(item.cards)
+        else:
+            cards.append(item)
+    return tuple(cards), tuple(wide)
 
 
 @dataclass(frozen=True)
@@ -82,8 +105,9 @@ class ClusterConfig:
 class ServerConfig:
     """Everything ``ldpsynth aggregator serve`` is told (see docs/contract.md).
 
-    ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else the replica
-    is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
+    ``wide``: the wide collections' cards (their view sub-collections are in ``collections``;
+    :func:`expand_collections`). ``cluster`` None: the one-machine default, an embedded log in ``data_dir``; else
+    the replica is stateless and ``data_dir`` is unused. ``shards`` None: the log's existing layout, or one
     shard per CPU for a new one. ``ray_address`` None: join the Ray runtime of this process if
     there is one, else start a local one. ``max_inflight_batches`` bounds the batches of one
     stream being committed at once (acknowledged in order); ``max_group_rows`` bounds the reports
@@ -102,6 +126,7 @@ class ServerConfig:
 
     data_dir: Path | None
     collections: tuple[MechanismCard, ...]
+    wide: tuple[WideCard, ...] = ()
     host: str = "127.0.0.1"
     port: int = 0
     shards: int | None = None
@@ -137,7 +162,7 @@ class ServerConfig:
                               "surviving replicas)")
         if not self.collections:
             raise ConfigError("--collection: at least one collection file")
-        names = [c.schema.name for c in self.collections]
+        names = [c.schema.name for c in self.collections] + [w.schema.name for w in self.wide]
         if len(set(names)) != len(names):
             raise ConfigError(f"--collection: distinct collection names, got {sorted(names)}")
         checks: Iterable[tuple[str, object, int, int]] = (
@@ -182,9 +207,13 @@ class ServerConfig:
 class Catalog:
     """The collections a server serves, with the limits it publishes for them."""
 
-    def __init__(self, cards: Iterable[MechanismCard], limits: Limits):
+    def __init__(self, cards: Iterable[MechanismCard], limits: Limits, wide: Iterable[WideCard] = ()):
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+        self._wide = {card.schema.name: card for card in wide}
+        self._wide_protos = {name: pb.Collection(name=name, schema_json=card.schema.dumps(), card_json=card.dumps(),
+                                                 mechanism_version=VIEWS_VERSION, limits=limits.to_proto())
+                             for name, card in self._wide.items()}
 
     def publish_sealing(self, key: SealingKey | None) -> None:
         """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
@@ -192,21 +221,35 @@ class Catalog:
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
 
     @property
+    def views(self) -> dict[str, tuple[str, ...]]:
+        """Wide collection name -> its view sub-collections' names."""
+        return {name: card.names for name, card in self._wide.items()}
+
+    @property
     def names(self) -> list[str]:
         return sorted(self._infos)
 
     def cards_json(self) -> dict[str, str]:
-        """Collection name -> card JSON (what the shards check their files against)."""
-        return {name: info.card.dumps() for name, info in self._infos.items()}
+        """Collection name -> card JSON (what the shards check their files against), a wide collection's wide card
+        too: registered in the log, so every replica serves the same views and salt (a device keeps its view)."""
+        return {**{name: info.card.dumps() for name, info in self._infos.items()},
+                **{name: card.dumps() for name, card in self._wide.items()}}
 
     def get(self, name: str) -> CollectionInfo:
         """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
         try:
             return self._infos[name]
         except KeyError:
+            if name in self._wide:
+                raise WrongState(f"collection: {name!r} is a wide collection of views; each device reports its view "
+                                 f"to its sub-collection, one of {list(self._wide[name].names)}, which answer the "
+                                 "queries too") from None
             raise WrongState(f"collection: {name[:128]!r} is not served here (unknown or closed)") from None
 
     def proto(self, name: str) -> pb.Collection:
-        """``GetCollection``'s answer for ``name`` (built once)."""
+        """``GetCollection``'s answer for ``name`` (built once): a wide collection's is its wide schema and card,
+        of mechanism version ``views/1``."""
+        if name in self._wide_protos:
+            return self._wide_protos[name]
         self.get(name)
         return self._protos[name]

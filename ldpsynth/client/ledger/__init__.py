@@ -271,6 +271,23 @@ class PrivacyLedger:
         """
         return rules.memo_keys(self._secret, collection_fingerprint, public_codes, private_codes)
 
+    def view_key(self, collection: str) -> bytes:
+        """This device's key for the view assignment of the wide collection ``collection``.
+
+        HMAC-SHA256 under the memo secret of a domain tag and the name (:func:`.rules.view_key`).
+
+        Parameters
+        ----------
+        collection : str
+            The wide collection's name.
+
+        Returns
+        -------
+        bytes
+            32 bytes, the same for the ledger's life.
+        """
+        return rules.view_key(self._secret, collection)
+
     @contextmanager
     def transaction(self, collection: str, epsilon: float, *, sealed: bool = False) -> Iterator[LedgerTransaction]:
         """One durable write transaction for a submission to ``collection`` released at ``epsilon``.

@@ -19,6 +19,7 @@ import numpy as np
 
 from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.validation import check_epsilon
+from ldpsynth.shared.wide.collection import VIEW_KEY_TAG
 
 __all__ = [
     "DEFAULT_BUDGET_MULTIPLE",
@@ -334,6 +335,13 @@ def memo_keys(secret: bytes, collection_fingerprint: bytes, public_codes: np.nda
     data = rows.tobytes()
     prefix = _DOMAIN + collection_fingerprint
     return [hmac.digest(secret, prefix + data[i:i + width], "sha256") for i in range(0, len(data), width)]
+
+
+def view_key(secret: bytes, collection: str) -> bytes:
+    """A device's key for the view assignment of the wide collection ``collection``: HMAC-SHA256 under ``secret``
+    of :data:`~ldpsynth.shared.wide.collection.VIEW_KEY_TAG` and the collection's name (UTF-8). Stable for the
+    ledger's life, so the device always reports the same view, and unlinkable across collections."""
+    return hmac.digest(secret, VIEW_KEY_TAG + collection.encode("utf-8"), "sha256")
 
 
 def ledger_id(secret: bytes) -> str:
