@@ -386,7 +386,29 @@ export function perturbNumericWithSource(
   return values.map((x) => sampler.sample(x, coins));
 }
 
+/** Words read per value, about (the rounding's, HM's coin, U): the size of one CSPRNG call. */
+const POOL_BYTES_PER_VALUE = 32;
+const MAX_POOL_BYTES = 65536;
+
+/**
+ * `source` read `chunk` bytes at a time and handed out in order (one getRandomValues call costs about
+ * as much as a whole draw); the bytes left over when the call ends are dropped, never reused.
+ */
+function pooled(source: RandomSource, chunk: number): RandomSource {
+  let pool: Uint8Array = new Uint8Array(0);
+  let at = 0;
+  return (n: number) => {
+    if (at + n > pool.length) {
+      pool = source(Math.max(n, chunk));
+      at = 0;
+    }
+    at += n;
+    return pool.subarray(at - n, at);
+  };
+}
+
 /** The reports of values already on [−1, 1] (NumericRange.toUnit), from the platform's CSPRNG only. */
 export function perturbNumeric(sampler: NumericSampler, values: readonly number[]): number[] {
-  return perturbNumericWithSource(sampler, values, secureRandomBytes);
+  const chunk = Math.min(MAX_POOL_BYTES, POOL_BYTES_PER_VALUE * Math.max(1, values.length));
+  return perturbNumericWithSource(sampler, values, pooled(secureRandomBytes, chunk));
 }
