@@ -1,4 +1,9 @@
-"""wide.json: the view a device reports (``wide.assignment.assign_view``) and the cell of a view (``View.cells``)."""
+"""wide.json: the view a device reports (``wide.assignment.assign_view``) and the cell of a view (``View.cells``).
+
+No key here has its first HMAC word rejected: a word is rejected with probability (2^64 mod m)/2^64 < 2^-32
+for every count m <= 2^32, so finding such a key takes about 2^32 HMACs (over an hour here). Each SDK
+tests its rejection step with given words instead (TypeScript: ``selectView``).
+"""
 
 from __future__ import annotations
 
