@@ -5,8 +5,9 @@
  * The view: w_r = the first 8 bytes of HMAC-SHA256 (RFC2104) of key ‖ r under the salt (r = 0, 1, …
  * as one byte) read as a big-endian u ∈ [0, 2^64); the first word below ⌊2^64/m⌋·m, taken modulo m,
  * is the view: exactly uniform over the m views (a word is rejected with probability below
- * m/2^64 ≤ 2^−32). The salt is the collection's and public; the view is a function of the device key alone and spends no ε.
- * The HMAC is Web Crypto's (`crypto.subtle`, Node >= 20 and browsers), so the call is asynchronous.
+ * m/2^64 ≤ 2^−32). The salt is the collection's and public; the view is a function of the device
+ * key alone and spends no ε. The HMAC is Web Crypto's (`crypto.subtle`, Node >= 20 and browsers),
+ * so the call is asynchronous.
  *
  * The cell of a view with sizes k_1 … k_ℓ: mixed radix, the last attribute fastest,
  * cell = Σ_i x_i Π_{m > i} k_m.
