@@ -47,7 +47,8 @@ for (const [name, s] of samplers) {
   const batch = best(() => perturbNumeric(s, unit));
   worst = Math.max(worst, single, batch);
   console.log(
-    `${name.padEnd(6)} one per call ${single.toFixed(2).padStart(7)}   batch of ${VALUES} ${batch.toFixed(2).padStart(7)}`,
+    `${name.padEnd(6)} one per call ${single.toFixed(2).padStart(7)}`
+      + `   batch of ${VALUES} ${batch.toFixed(2).padStart(7)}`,
   );
 }
 const scale = best(() => range.toUnit(unit.map((x) => 3 + 2 * x)));

@@ -375,7 +375,7 @@ function checkUnit(values: readonly number[]): void {
   });
 }
 
-/** The reports of values on [−1, 1] with the words of `source`, one value after another. Not exported by the package. */
+/** The reports of values on [−1, 1] from the words of `source`, value by value (not exported by the package). */
 export function perturbNumericWithSource(
   sampler: NumericSampler,
   values: readonly number[],
