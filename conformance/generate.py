@@ -20,8 +20,10 @@ from pathlib import Path
 from vectors.cards import card_vectors
 from vectors.encoding import encoding_vectors
 from vectors.errors import error_vectors
+from vectors.numeric import numeric_vectors
 from vectors.samplers import sampler_vectors
 from vectors.sealed import sealed_vectors
+from vectors.wide import wide_vectors
 from vectors.wire import wire_vectors
 
 HERE = Path(__file__).resolve().parent
@@ -30,7 +32,9 @@ HERE = Path(__file__).resolve().parent
 def build() -> dict[str, str]:
     """{file name: text} of every vector file."""
     files = {"encoding.json": encoding_vectors(), "errors.json": error_vectors(), "cards.json": card_vectors(),
-             "sampler.json": sampler_vectors(), "wire.json": wire_vectors(), "sealed.json": sealed_vectors()}
+             "sampler.json": sampler_vectors(), "wire.json": wire_vectors(), "sealed.json": sealed_vectors(),
+             "wide.json": wide_vectors(),
+             "numeric.json": numeric_vectors()}
     return {name: json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n" for name, doc in files.items()}
 
 

@@ -39,6 +39,17 @@ export {
 } from "./reports.js";
 export { collectionInfo, decodeCollection } from "./collection.js";
 export { batchCapacity, reportBytes } from "./batching.js";
+export { assignView, viewCell, MIN_SALT_BYTES } from "./view-assignment.js";
+export { NumericRange } from "./numeric-range.js";
+export {
+  Duchi,
+  PiecewiseMechanism,
+  SquareWave,
+  HybridMechanism,
+  perturbNumeric,
+  type NumericSampler,
+  type GridLaw,
+} from "./numeric-samplers.js";
 // The protobuf messages the API above takes or returns, as types; the rest of src/gen/ stays internal.
 export type { Collection, ReportBatch, SealedBatch, Sealing } from "./gen/ldpsynth/v1/collection_pb.js";
 export {
