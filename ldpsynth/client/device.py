@@ -116,7 +116,7 @@ def promised_guarantee(card: MechanismCard, reports: int) -> CentralGuarantee:
 
 
 def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedger, *,
-                    sealed: bool = False) -> PreparedReports:
+                    sealed: bool = False, charge_as: str | None = None) -> PreparedReports:
     """Memoize-or-perturb every row and record the spend, in one ledger transaction, before sending.
 
     Rows with a memoized report reuse its id and perturbed code (a frequency oracle's: its report). The
@@ -132,6 +132,9 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     (sealed or in clear), and a memoized report is only ever resent the same way: a row whose report was
     first sent the other way refuses the whole submission with :class:`~ldpsynth.shared.errors.ValidationError`
     naming ``rows`` (it would link the report to this device), before anything is charged or recorded.
+
+    ``charge_as``: the name the ledger charges (default the collection's): a discovery round's parent
+    (:mod:`ldpsynth.shared.heavy_hitters.collection`), so the device's budget sees one collection.
     """
     card = info.card
     mechanism = card.mechanism
@@ -144,7 +147,7 @@ def prepare_reports(info: CollectionInfo, rows: EncodedRows, ledger: PrivacyLedg
     rows_of = np.fromiter(first_row.values(), dtype=np.int64, count=len(distinct))
     report_ids = np.empty((len(distinct), REPORT_ID_BYTES), np.uint8)
     codes = np.empty((len(distinct), layout.width), np.uint8) if layout.bitmap else np.empty(len(distinct), np.int64)
-    with ledger.transaction(card.schema.name, mechanism.epsilon, sealed=sealed) as tx:
+    with ledger.transaction(charge_as or card.schema.name, mechanism.epsilon, sealed=sealed) as tx:
         known = tx.lookup(distinct, layout.width)
         fresh = np.fromiter((key not in known for key in distinct), dtype=bool, count=len(distinct))
         for j in np.flatnonzero(~fresh):

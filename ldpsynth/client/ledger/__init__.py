@@ -271,6 +271,31 @@ class PrivacyLedger:
         """
         return rules.memo_keys(self._secret, collection_fingerprint, public_codes, private_codes)
 
+    def round_key(self, collection: str) -> bytes:
+        """This device's round key for the discovery collection ``collection``.
+
+        HMAC-SHA256 under the memo secret of ``b"ldpsynth round key/1"`` and the collection's UTF-8 name
+        (the parent's, not a round's). The discovery's salt maps it to the one round the device reports in
+        (:meth:`~ldpsynth.shared.heavy_hitters.collection.DiscoverySchema.device_round`): stable for the
+        ledger's life, unlinkable across devices and collections.
+
+        Parameters
+        ----------
+        collection : str
+            The discovery collection's name.
+
+        Returns
+        -------
+        bytes
+            32 bytes.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``collection``: an empty name.
+        """
+        return rules.round_key(self._secret, collection)
+
     @contextmanager
     def transaction(self, collection: str, epsilon: float, *, sealed: bool = False) -> Iterator[LedgerTransaction]:
         """One durable write transaction for a submission to ``collection`` released at ``epsilon``.

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
+from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT
 from ldpsynth.shared.validation import check_epsilon
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "promised",
     "check_path",
     "memo_keys",
+    "round_key",
     "ledger_id",
 ]
 
@@ -334,6 +336,14 @@ def memo_keys(secret: bytes, collection_fingerprint: bytes, public_codes: np.nda
     data = rows.tobytes()
     prefix = _DOMAIN + collection_fingerprint
     return [hmac.digest(secret, prefix + data[i:i + width], "sha256") for i in range(0, len(data), width)]
+
+
+def round_key(secret: bytes, collection: str) -> bytes:
+    """A device's round key for a discovery collection: HMAC-SHA256 under ``secret`` of
+    :data:`~ldpsynth.shared.heavy_hitters.collection.ROUND_KEY_CONTEXT` and the collection's UTF-8 name."""
+    if not isinstance(collection, str) or not collection:
+        raise ValidationError("collection", "a non-empty collection name", "empty or not a string")
+    return hmac.digest(secret, ROUND_KEY_CONTEXT + collection.encode("utf-8"), "sha256")
 
 
 def ledger_id(secret: bytes) -> str:

@@ -46,7 +46,7 @@ from .server import HeavyHitters, HeavyHitterServer, RoundEstimate
 
 __all__ = ["CARD_FORMAT", "STATE_FORMAT", "MECHANISM_VERSION", "ROUND_KEY_CONTEXT", "Discovery",
            "DiscoverySchema", "DiscoveryCard", "DiscoveryState", "RoundNotReady", "round_name", "parent_of",
-           "is_discovery_json"]
+           "is_discovery_json", "DeviceTurn", "device_turn", "round_rows", "REPORT", "NOT_YET", "PASSED"]
 
 CARD_FORMAT = "ldpsynth.discovery-card/1"
 STATE_FORMAT = "ldpsynth.discovery-state/1"
@@ -388,6 +388,43 @@ class DiscoveryCard:
             raise ValidationError("card.card", "the mechanism card of the round's sub-collection (recomputed from "
                                   "the schema, round and candidates)", "inconsistent")
         return expected
+
+
+#: A device's turn (:func:`device_turn`): its round is the open one, later, or earlier (or the discovery is over).
+REPORT, NOT_YET, PASSED = "report", "not your round yet", "your round has passed"
+
+
+@dataclass(frozen=True)
+class DeviceTurn:
+    """Whether a device reports now: its ``round`` (by its round key) against the card's ``open_round``
+    (None: the discovery is finished); ``status`` one of :data:`REPORT`, :data:`NOT_YET`, :data:`PASSED`."""
+
+    round: int
+    open_round: int | None
+
+    @property
+    def status(self) -> str:
+        if self.open_round is None or self.round < self.open_round:
+            return PASSED
+        return REPORT if self.round == self.open_round else NOT_YET
+
+
+def device_turn(card: DiscoveryCard, round_key: bytes) -> DeviceTurn:
+    """The turn of the device whose round key is ``round_key`` (the ledger's ``round_key(card.schema.name)``)."""
+    return DeviceTurn(card.schema.device_round(round_key), card.round)
+
+
+def round_rows(card: DiscoveryCard, columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """A device's rows of the parent (the string column and the public ones) as rows of the open round's
+    sub-collection: the string replaced by its cell :math:`y(x)` (RoundSpec.cells_of), the public columns
+    as given. The ordinary path then randomizes the cell with the round's mechanism."""
+    schema = card.schema
+    expected = {schema.word, *(a.name for a in schema.attributes)}
+    if set(columns) != expected:
+        raise ValidationError("rows", f"the columns {sorted(expected)}", f"got {sorted(columns)}")
+    out: dict[str, Any] = {k: v for k, v in columns.items() if k != schema.word}
+    out[CELL] = card.spec.cells_of(schema.encoding.encode(columns[schema.word]))
+    return out
 
 
 def _pack(support: np.ndarray) -> str:
