@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Mapping
 from typing import TypedDict
 
 import grpc
@@ -43,6 +44,8 @@ from ldpsynth.client.transport import (
     open_channel,
 )
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import MECHANISM_VERSION as DISCOVERY_VERSION
+from ldpsynth.shared.heavy_hitters.collection import REPORT, DiscoveryCard, device_turn, round_rows
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import require_hpke, seal_reports
@@ -171,6 +174,22 @@ class AsyncClient:
         SubmitError
             The call failed for good, e.g. FAILED_PRECONDITION for an unknown collection.
         """
+        return self._info(name, await self._fetch(name))
+
+    @staticmethod
+    def _info(name: str, message: pb.Collection) -> CollectionInfo:
+        """The verified info of an ordinary collection's ``GetCollection`` answer."""
+        if message.mechanism_version == DISCOVERY_VERSION:
+            raise ValidationError("collection", "an ordinary collection (a discovery collection takes rows through "
+                                  "submit)", f"{name[:128]!r} is a discovery collection")
+        info = CollectionInfo.from_proto(message)
+        if info.schema.name != name:
+            raise ValidationError("collection", f"the collection asked for ({name!r})",
+                                  "the server answered with another collection")
+        return info
+
+    async def _fetch(self, name: str) -> pb.Collection:
+        """``GetCollection(name)``, retryable failures retried."""
         if not isinstance(name, str) or not name:
             raise ValidationError("collection", "a non-empty collection name", "empty")
         request = pb.GetCollectionRequest(collection=name)
@@ -178,18 +197,14 @@ class AsyncClient:
         while True:
             attempts += 1
             try:
-                message = await self._stub.GetCollection(request, timeout=self.deadline, metadata=self._metadata)
+                message: pb.Collection = await self._stub.GetCollection(request, timeout=self.deadline,
+                                                                        metadata=self._metadata)
+                return message
             except grpc.aio.AioRpcError as exc:
                 status = exc.code().name
                 if not is_retryable(status) or attempts >= self.retry.max_attempts:
                     raise SubmitError("GetCollection", status, exc.details() or "", attempts=attempts) from None
                 await asyncio.sleep(self.retry.backoff(attempts, self._rng))
-                continue
-            info = CollectionInfo.from_proto(message)
-            if info.schema.name != name:
-                raise ValidationError("collection", f"the collection asked for ({name!r})",
-                                      "the server answered with another collection")
-            return info
 
     async def submit(self, collection: str | CollectionInfo, rows: Rows, *, ledger: PrivacyLedger,
                      batch_size: int | None = None) -> SubmitResult:
@@ -229,12 +244,35 @@ class AsyncClient:
             charged, and submitting the same rows again resends the same memoized reports at no
             further cost.
         """
-        info = collection if isinstance(collection, CollectionInfo) else await self.get_collection(collection)
+        charge_as = None
+        if isinstance(collection, CollectionInfo):
+            info = collection
+        else:
+            message = await self._fetch(collection)
+            if message.mechanism_version != DISCOVERY_VERSION:
+                info = self._info(collection, message)
+            else:
+                card = DiscoveryCard.from_json(message.card_json)
+                if card.schema.name != collection:
+                    raise ValidationError("collection", f"the collection asked for ({collection!r})",
+                                          "the server answered with another collection")
+                turn = device_turn(card, ledger.round_key(collection))
+                if turn.status != REPORT:   # nothing charged, nothing sent
+                    return SubmitResult(collection=collection, rows=0, sent=0, acknowledged=0, duplicates=0,
+                                        batches=0, retries=0, memoized=0, epsilon_spent=0.0,
+                                        epsilon_total=ledger.spent(collection), status=turn.status)
+                if not isinstance(rows, Mapping):
+                    raise ValidationError("rows", "columns (a mapping) for a discovery collection", "a file")
+                rows = round_rows(card, rows)
+                assert card.card is not None
+                info = self._info(card.card.schema.name, await self._fetch(card.card.schema.name))
+                charge_as = collection
         capacity = self._capacity(info, batch_size)
         prepared: PreparedReports = await asyncio.to_thread(
-            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None))
+            lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None,
+                                    charge_as=charge_as))
         stream = await self._deliver(info, prepared.reports, capacity)
-        return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
+        return SubmitResult(collection=charge_as or info.schema.name, rows=prepared.rows, sent=stream.sent,
                             acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,
                             retries=stream.retries, memoized=prepared.memoized,
                             epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total,

@@ -50,6 +50,9 @@ class SubmitResult:
         accountant (scipy) to compute it.
     central_delta : float or None
         The δ that goes with ``central_epsilon`` (0.0 when that is the local guarantee).
+    status : str
+        ``"sent"``; for a discovery collection (docs/heavy-hitters.md) whose open round is not this device's,
+        ``"not your round yet"`` or ``"your round has passed"``: nothing was charged or sent.
     """
 
     collection: str
@@ -65,6 +68,7 @@ class SubmitResult:
     shuffled: bool = False
     central_epsilon: float | None = None
     central_delta: float | None = None
+    status: str = "sent"
 
     def to_json(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict.

@@ -2,8 +2,9 @@
 
 A collection file (``--collection FILE``) is JSON: either a schema
 (``{"name", "epsilon", "attributes"}``, see :mod:`ldpsynth.shared.schema`) or a full mechanism
-card (format ``ldpsynth.mechanism-card/1``, verified on load). The server publishes the card,
-and the limits below, through ``GetCollection``.
+card (format ``ldpsynth.mechanism-card/1``, verified on load), or a discovery collection's schema (a
+``"discovery"`` block: :mod:`ldpsynth.aggregator.runtime.discovery` expands it into its open round's
+sub-collection). The server publishes the card, and the limits below, through ``GetCollection``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from ldpsynth.serving.tls import TlsFiles, check_pair
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import (
+    MECHANISM_VERSION,
+    DiscoveryCard,
+    DiscoverySchema,
+    is_discovery_json,
+)
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import SealingKey
@@ -32,8 +39,8 @@ _ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,
 MAX_MESSAGE_BYTES = 2**31 - 1
 
 
-def load_collection(path: str | Path) -> MechanismCard:
-    """Read a collection file: a schema JSON or a mechanism card JSON."""
+def load_collection(path: str | Path) -> MechanismCard | DiscoverySchema:
+    """Read a collection file: a schema JSON, a mechanism card JSON or a discovery collection's schema."""
     try:
         obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
     except ValidationError as exc:
@@ -41,6 +48,8 @@ def load_collection(path: str | Path) -> MechanismCard:
     try:
         if isinstance(obj, dict) and "format" in obj:
             return MechanismCard.from_json(obj)
+        if is_discovery_json(obj):
+            return DiscoverySchema.from_json(obj)
         return MechanismCard.for_schema(Schema.from_json(obj))
     except ValidationError as exc:
         raise ConfigError(f"--collection {path}: {exc}") from None
@@ -125,6 +134,8 @@ class ServerConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     otlp_endpoint: str | None = None
+    #: The discovery collections' cards (their open rounds' sub-collections are in ``collections``).
+    discoveries: tuple[DiscoveryCard, ...] = ()
 
     def __post_init__(self) -> None:
         if self.shuffle_key is not None and self.cluster is None:
@@ -137,7 +148,7 @@ class ServerConfig:
                               "surviving replicas)")
         if not self.collections:
             raise ConfigError("--collection: at least one collection file")
-        names = [c.schema.name for c in self.collections]
+        names = [c.schema.name for c in self.collections] + [d.schema.name for d in self.discoveries]
         if len(set(names)) != len(names):
             raise ConfigError(f"--collection: distinct collection names, got {sorted(names)}")
         checks: Iterable[tuple[str, object, int, int]] = (
@@ -182,9 +193,13 @@ class ServerConfig:
 class Catalog:
     """The collections a server serves, with the limits it publishes for them."""
 
-    def __init__(self, cards: Iterable[MechanismCard], limits: Limits):
+    def __init__(self, cards: Iterable[MechanismCard], limits: Limits, discoveries: Iterable[DiscoveryCard] = ()):
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+        #: A discovery's ``GetCollection`` answer: its card (reports go to its open round's sub-collection).
+        self._discoveries = {d.schema.name: pb.Collection(name=d.schema.name, schema_json=d.schema.dumps(),
+                                                          card_json=d.dumps(), mechanism_version=MECHANISM_VERSION,
+                                                          limits=limits.to_proto()) for d in discoveries}
 
     def publish_sealing(self, key: SealingKey | None) -> None:
         """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
@@ -208,5 +223,7 @@ class Catalog:
 
     def proto(self, name: str) -> pb.Collection:
         """``GetCollection``'s answer for ``name`` (built once)."""
+        if name in self._discoveries:
+            return self._discoveries[name]
         self.get(name)
         return self._protos[name]

@@ -414,7 +414,7 @@ def device_turn(card: DiscoveryCard, round_key: bytes) -> DeviceTurn:
     return DeviceTurn(card.schema.device_round(round_key), card.round)
 
 
-def round_rows(card: DiscoveryCard, columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+def round_rows(card: DiscoveryCard, columns: Mapping[str, Any]) -> dict[str, Any]:
     """A device's rows of the parent (the string column and the public ones) as rows of the open round's
     sub-collection: the string replaced by its cell :math:`y(x)` (RoundSpec.cells_of), the public columns
     as given. The ordinary path then randomizes the cell with the round's mechanism."""
@@ -423,7 +423,7 @@ def round_rows(card: DiscoveryCard, columns: Mapping[str, Sequence[Any]]) -> dic
     if set(columns) != expected:
         raise ValidationError("rows", f"the columns {sorted(expected)}", f"got {sorted(columns)}")
     out: dict[str, Any] = {k: v for k, v in columns.items() if k != schema.word}
-    out[CELL] = card.spec.cells_of(schema.encoding.encode(columns[schema.word]))
+    out[CELL] = card.spec.cells_of(schema.encoding.encode(list(columns[schema.word])))
     return out
 
 
