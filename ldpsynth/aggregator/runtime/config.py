@@ -196,10 +196,11 @@ class Catalog:
     def __init__(self, cards: Iterable[MechanismCard], limits: Limits, discoveries: Iterable[DiscoveryCard] = ()):
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
-        #: A discovery's ``GetCollection`` answer: its card (reports go to its open round's sub-collection).
-        self._discoveries = {d.schema.name: pb.Collection(name=d.schema.name, schema_json=d.schema.dumps(),
-                                                          card_json=d.dumps(), mechanism_version=MECHANISM_VERSION,
-                                                          limits=limits.to_proto()) for d in discoveries}
+        #: The discovery collections: their cards (reports go to their open rounds' sub-collections).
+        self._discovery_cards = {d.schema.name: d for d in discoveries}
+        self._discoveries = {name: pb.Collection(name=name, schema_json=d.schema.dumps(), card_json=d.dumps(),
+                                                 mechanism_version=MECHANISM_VERSION, limits=limits.to_proto())
+                             for name, d in self._discovery_cards.items()}
 
     def publish_sealing(self, key: SealingKey | None) -> None:
         """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
@@ -216,6 +217,11 @@ class Catalog:
 
     def get(self, name: str) -> CollectionInfo:
         """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
+        if name in self._discovery_cards:
+            card = self._discovery_cards[name].card
+            where = "it is finished" if card is None else f"they go to {card.schema.name!r}"
+            raise WrongState(f"collection: {name[:128]!r} is a discovery collection, which takes no reports itself "
+                             f"({where}; docs/heavy-hitters.md)")
         try:
             return self._infos[name]
         except KeyError:

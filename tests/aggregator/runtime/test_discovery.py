@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.discovery import advance, expand, state_file
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.client import Client, PrivacyLedger
+from ldpsynth.serving.errors import ConfigError, WrongState
 from ldpsynth.shared.heavy_hitters.collection import (
     MECHANISM_VERSION,
     NOT_YET,
@@ -23,6 +25,7 @@ from ldpsynth.shared.heavy_hitters.collection import (
     DiscoverySchema,
     RoundNotReady,
 )
+from ldpsynth.shared.protocol import Limits
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
@@ -100,3 +103,29 @@ def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer
     server = serve(start_server, data)                                  # finished: nothing more to report
     assert card_of(server).round is None
     assert submit_all(server, devices[:3]) == [PASSED] * 3
+
+
+def test_the_catalog_answers_the_discovery_card_and_refuses_reports_to_the_parent(tmp_path: Path) -> None:
+    cards, discoveries = expand([RATINGS_CARD, SCHEMA], tmp_path)
+    assert [c.schema.name for c in cards] == ["ratings", "words/round-0"]
+    catalog = Catalog(cards, Limits(), discoveries)
+    message = catalog.proto("words")
+    assert message.mechanism_version == MECHANISM_VERSION
+    assert DiscoveryCard.from_json(message.card_json).to_json() == discoveries[0].to_json()
+    with pytest.raises(WrongState, match="discovery collection.*words/round-0"):
+        catalog.get("words")
+    assert catalog.get("words/round-0").card.schema.private_attributes[0].name == "cell"
+
+
+def test_a_discovery_needs_a_data_dir_and_keeps_its_schema(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--data-dir"):
+        expand([SCHEMA], None)
+    expand([SCHEMA], tmp_path)
+    other = DiscoverySchema.from_json({**SCHEMA.to_json(), "epsilon": 2.0})
+    with pytest.raises(ConfigError, match="differs"):
+        expand([other], tmp_path)
+    state_file(tmp_path, "words").write_text("{}")
+    with pytest.raises(ConfigError, match="not a sound discovery state"):
+        expand([SCHEMA], tmp_path)
+    with pytest.raises(ConfigError, match="no discovery"):
+        asyncio.run(advance(str(tmp_path), "nothing"))
