@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 
@@ -17,6 +18,7 @@ from ldpsynth.aggregator.runtime.discovery import advance, expand, state_file
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.client import Client, PrivacyLedger
 from ldpsynth.serving.errors import ConfigError, WrongState
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.heavy_hitters.collection import (
     MECHANISM_VERSION,
     NOT_YET,
@@ -103,6 +105,13 @@ def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer
     server = serve(start_server, data)                                  # finished: nothing more to report
     assert card_of(server).round is None
     assert submit_all(server, devices[:3]) == [PASSED] * 3
+    with Client(server.address) as client, pytest.raises(ValidationError, match="discovery collection"):
+        client.get_collection("words")
+    with server.channel() as channel, pytest.raises(grpc.RpcError) as refused:
+        pb_grpc.CollectionServiceStub(channel).SubmitBatch(
+            pb.ReportBatch(collection="words", mechanism_version=MECHANISM_VERSION))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "discovery collection" in (refused.value.details() or "")
 
 
 def test_the_catalog_answers_the_discovery_card_and_refuses_reports_to_the_parent(tmp_path: Path) -> None:
