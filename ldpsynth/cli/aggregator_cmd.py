@@ -10,7 +10,9 @@ Also runnable alone, without the other subcommands' dependencies:
 ``python -m ldpsynth.cli.aggregator_cmd serve ...``.
 
 ``ldpsynth aggregator retire --data-dir DIR --collection NAME`` removes a closed collection from a
-stopped aggregator's data directory (:mod:`ldpsynth.aggregator.runtime.retire`).
+stopped aggregator's data directory (:mod:`ldpsynth.aggregator.runtime.retire`);
+``ldpsynth aggregator advance --data-dir DIR --collection NAME`` closes a discovery collection's open round
+there (:mod:`ldpsynth.aggregator.runtime.discovery`).
 
 ``ldpsynth aggregator health --target HOST:PORT [--tls-ca CA.pem [--tls-cert C.pem --tls-key K.pem]]``
 asks the server's standard gRPC health service (exit 0 when SERVING): the container health check
@@ -142,6 +144,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "leaves DIR/retiring.json (serve and verify refuse the directory): run it again to finish.")
     retire.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
     retire.add_argument("--collection", required=True, help="the name of the closed collection to retire")
+    advance = add_command(
+        commands, "advance", advance_command,
+        help="close a discovery collection's open round in a stopped aggregator's data directory",
+        description="Close the open round of a discovery collection (a --collection with a discovery block, "
+                    "docs/heavy-hitters.md) from the reports a stopped one-machine aggregator's log holds: decode "
+                    "them, choose the next round's candidates and store the state; the next serve opens the next "
+                    "round. After the last round, the heavy hitters (value, count, standard error, 95% CI) are "
+                    "printed and written next to the state (DIR/discovery/*.results.json). Prints JSON. Exit 0 "
+                    "when done; 2 when refused (fewer reports than min_reports_per_round, finished, unknown, a "
+                    "--data-dir in use): one line says why.")
+    advance.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
+    advance.add_argument("--collection", required=True, help="the discovery collection's name")
     check = add_command(
         commands, "health", health_command,
         help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
@@ -165,7 +179,9 @@ def serve_command(args: argparse.Namespace) -> int:
         expand_collections,
         load_collection,
     )
+    from ldpsynth.aggregator.runtime.discovery import expand
     from ldpsynth.serving.observe import events
+    from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema
     from ldpsynth.shared.protocol import Limits
 
     defaults = Limits()
@@ -177,9 +193,13 @@ def serve_command(args: argparse.Namespace) -> int:
                                 args.nats_tls_ca, args.nats_tls_cert, args.nats_tls_key,
                                 worker_resource=args.worker_resource,
                                 **({"worker_dir": args.worker_dir} if args.worker_dir else {}))
-    collections, wide = expand_collections(load_collection(path) for path in args.collection)
+    loaded = [load_collection(path) for path in args.collection]
+    ordinary, wide = expand_collections(item for item in loaded if not isinstance(item, DiscoverySchema))
+    collections, discoveries = expand([*ordinary, *(item for item in loaded if isinstance(item, DiscoverySchema))],
+                                      None if args.nats else args.data_dir)
     config = ServerConfig(
         data_dir=args.data_dir,
+        discoveries=discoveries,
         cluster=cluster,
         verbose=args.verbose,
         collections=collections,
@@ -300,6 +320,14 @@ def retire_command(args: argparse.Namespace) -> int:
 
     done = asyncio.run(retire(str(args.data_dir), args.collection))
     print(json.dumps(done.to_json(), indent=2))
+    return 0
+
+
+def advance_command(args: argparse.Namespace) -> int:
+    """Handler of ``aggregator advance``."""
+    from ldpsynth.aggregator.runtime.discovery import advance
+
+    print(json.dumps(asyncio.run(advance(str(args.data_dir), args.collection)), indent=2))
     return 0
 
 

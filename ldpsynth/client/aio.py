@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Mapping
 from typing import TypedDict
 
 import grpc
@@ -43,6 +44,8 @@ from ldpsynth.client.transport import (
     open_channel,
 )
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import MECHANISM_VERSION as DISCOVERY_VERSION
+from ldpsynth.shared.heavy_hitters.collection import REPORT, DiscoveryCard, device_turn, round_rows
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.sealing import require_hpke, seal_reports
@@ -207,7 +210,9 @@ class AsyncClient:
         while True:
             attempts += 1
             try:
-                return await self._stub.GetCollection(request, timeout=self.deadline, metadata=self._metadata)
+                message: pb.Collection = await self._stub.GetCollection(request, timeout=self.deadline,
+                                                                        metadata=self._metadata)
+                return message
             except grpc.aio.AioRpcError as exc:
                 status = exc.code().name
                 if not is_retryable(status) or attempts >= self.retry.max_attempts:
@@ -216,6 +221,10 @@ class AsyncClient:
 
     @staticmethod
     def _info(name: str, message: pb.Collection) -> CollectionInfo:
+        """The verified info of an ordinary collection's ``GetCollection`` answer."""
+        if message.mechanism_version == DISCOVERY_VERSION:
+            raise ValidationError("collection", "an ordinary collection (a discovery collection takes rows through "
+                                  "submit)", f"{name[:128]!r} is a discovery collection")
         info = CollectionInfo.from_proto(message)
         if info.schema.name != name:
             raise ValidationError("collection", f"the collection asked for ({name!r})",
@@ -277,6 +286,8 @@ class AsyncClient:
         """
         if isinstance(collection, str):
             message = await self._fetch(collection)
+            if message.mechanism_version == DISCOVERY_VERSION:
+                return await self._submit_discovery(collection, message, rows, ledger, batch_size)
             found: CollectionInfo | WideCard = (self._wide(collection, message)
                                                 if message.mechanism_version == VIEWS_VERSION
                                                 else self._info(collection, message))
@@ -293,6 +304,28 @@ class AsyncClient:
             raise ValidationError("card", f"the card the wide collection {found.schema.name!r} states for its view "
                                   f"{name!r}", "the server serves another card for the view")
         return await self._submit(info, projected, ledger, batch_size, charge=(found.schema.name, found.schema.epsilon))
+
+    async def _submit_discovery(self, collection: str, message: pb.Collection, rows: Rows, ledger: PrivacyLedger,
+                                batch_size: int | None) -> SubmitResult:
+        """A discovery collection (docs/heavy-hitters.md, "The collection mode"): the device reports only in its
+        round (:meth:`PrivacyLedger.round_key`, :func:`~ldpsynth.shared.heavy_hitters.collection.device_turn`),
+        its value's cell to the open round's sub-collection, charged under the discovery's name; otherwise
+        nothing is charged or sent and the result's ``status`` says why."""
+        card = DiscoveryCard.from_json(message.card_json)
+        if card.schema.name != collection:
+            raise ValidationError("collection", f"the collection asked for ({collection!r})",
+                                  "the server answered with another collection")
+        turn = device_turn(card, ledger.round_key(collection))
+        if turn.status != REPORT:   # nothing charged, nothing sent
+            return SubmitResult(collection=collection, rows=0, sent=0, acknowledged=0, duplicates=0, batches=0,
+                                retries=0, memoized=0, epsilon_spent=0.0, epsilon_total=ledger.spent(collection),
+                                status=turn.status)
+        if not isinstance(rows, Mapping):
+            raise ValidationError("rows", "columns (a mapping) for a discovery collection", "a file")
+        assert card.card is not None
+        info = self._info(card.card.schema.name, await self._fetch(card.card.schema.name))
+        return await self._submit(info, round_rows(card, rows), ledger, batch_size,
+                                  charge=(collection, card.schema.epsilon))
 
     async def _refuse_a_view(self, name: str) -> None:
         """ValidationError naming ``collection`` when ``name`` is a view sub-collection of a wide collection served
@@ -318,13 +351,14 @@ class AsyncClient:
             lambda: prepare_reports(info, load_rows(info.schema, rows), ledger, sealed=self.shuffler is not None,
                                     charge=charge))
         stream = await self._deliver(info, prepared.reports, capacity)
-        return SubmitResult(collection=info.schema.name, rows=prepared.rows, sent=stream.sent,
-                            acknowledged=stream.acknowledged, duplicates=stream.duplicates, batches=stream.batches,
-                            retries=stream.retries, memoized=prepared.memoized,
+        return SubmitResult(collection=info.schema.name if charge is None else charge[0], rows=prepared.rows,
+                            sent=stream.sent, acknowledged=stream.acknowledged, duplicates=stream.duplicates,
+                            batches=stream.batches, retries=stream.retries, memoized=prepared.memoized,
                             epsilon_spent=prepared.epsilon_spent, epsilon_total=prepared.epsilon_total,
                             shuffled=self.shuffler is not None,
                             central_epsilon=None if prepared.central is None else prepared.central.central_epsilon,
-                            central_delta=None if prepared.central is None else prepared.central.central_delta)
+                            central_delta=None if prepared.central is None else prepared.central.central_delta,
+                            part=None if charge is None else info.schema.name)
 
     async def submit_reports(self, info: CollectionInfo, reports: Reports, *,
                              batch_size: int | None = None) -> StreamResult:

@@ -17,7 +17,7 @@ class SubmitResult:
     Attributes
     ----------
     collection : str
-        The collection's name.
+        The collection's name (a wide or discovery collection's own: the one the ledger charged).
     rows : int
         Rows given.
     sent : int
@@ -50,6 +50,12 @@ class SubmitResult:
         accountant (scipy) to compute it.
     central_delta : float or None
         The δ that goes with ``central_epsilon`` (0.0 when that is the local guarantee).
+    status : str
+        ``"sent"``; for a discovery collection (docs/heavy-hitters.md) whose open round is not this device's,
+        ``"not your round yet"`` or ``"your round has passed"``: nothing was charged or sent.
+    part : str or None
+        The sub-collection the reports went to: a wide collection's view (docs/wide.md) or a discovery's open
+        round (docs/heavy-hitters.md); ``None`` for an ordinary collection, or when nothing was sent.
     """
 
     collection: str
@@ -65,6 +71,8 @@ class SubmitResult:
     shuffled: bool = False
     central_epsilon: float | None = None
     central_delta: float | None = None
+    status: str = "sent"
+    part: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict.

@@ -78,7 +78,7 @@ class AggregatorServer:
 
     def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.time):
         self.config = config
-        self.catalog = Catalog(config.collections, config.limits, config.wide)
+        self.catalog = Catalog(config.collections, config.limits, wide=config.wide, discoveries=config.discoveries)
         self.clock = clock
         self.metrics = ReplicaMetrics(self.catalog, clock, version("ldpsynth"))
         self.calls = self.metrics.calls.service(SERVICE_NAME, METHODS)

@@ -4,8 +4,9 @@ A collection file (``--collection FILE``) is JSON: either a schema
 (``{"name", "epsilon", "attributes"}``, see :mod:`ldpsynth.shared.schema`) or a full mechanism
 card (format ``ldpsynth.mechanism-card/1``, verified on load); or a wide collection's schema (with a
 ``"views"`` block) or wide card (:mod:`ldpsynth.shared.wide.collection`), served as one ordinary collection
-per view plus the parent, whose ``GetCollection`` is the wide card. The server publishes the card,
-and the limits below, through ``GetCollection``.
+per view plus the parent, whose ``GetCollection`` is the wide card; or a discovery collection's schema (a
+``"discovery"`` block: :mod:`ldpsynth.aggregator.runtime.discovery` expands it into its open round's
+sub-collection). The server publishes the card, and the limits below, through ``GetCollection``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ from ldpsynth.serving.tls import TlsFiles, check_pair
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import (
+    MECHANISM_VERSION,
+    DiscoveryCard,
+    DiscoverySchema,
+    is_discovery_json,
+)
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import SealingKey
@@ -35,9 +42,10 @@ _ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,
 MAX_MESSAGE_BYTES = 2**31 - 1
 
 
-def load_collection(path: str | Path) -> MechanismCard | WideCard:
+def load_collection(path: str | Path) -> MechanismCard | WideCard | DiscoverySchema:
     """Read a collection file: a schema JSON or a mechanism card JSON; a wide collection's (a schema with a
-    ``"views"`` block, or a wide card) is its :class:`~ldpsynth.shared.wide.collection.WideCard`."""
+    ``"views"`` block, or a wide card) is its :class:`~ldpsynth.shared.wide.collection.WideCard`; a discovery
+    collection's schema is its :class:`~ldpsynth.shared.heavy_hitters.collection.DiscoverySchema`."""
     try:
         obj = jsonio.load_file(path, "--collection", "a JSON schema or mechanism card")
     except ValidationError as exc:
@@ -49,6 +57,8 @@ def load_collection(path: str | Path) -> MechanismCard | WideCard:
             return MechanismCard.from_json(obj)
         if isinstance(obj, dict) and "views" in obj:
             return WideCard.for_schema(WideSchema.from_json(obj))
+        if is_discovery_json(obj):
+            return DiscoverySchema.from_json(obj)
         return MechanismCard.for_schema(Schema.from_json(obj))
     except ValidationError as exc:
         raise ConfigError(f"--collection {path}: {exc}") from None
@@ -150,6 +160,8 @@ class ServerConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     otlp_endpoint: str | None = None
+    #: The discovery collections' cards (their open rounds' sub-collections are in ``collections``).
+    discoveries: tuple[DiscoveryCard, ...] = ()
 
     def __post_init__(self) -> None:
         if self.shuffle_key is not None and self.cluster is None:
@@ -162,7 +174,8 @@ class ServerConfig:
                               "surviving replicas)")
         if not self.collections:
             raise ConfigError("--collection: at least one collection file")
-        names = [c.schema.name for c in self.collections] + [w.schema.name for w in self.wide]
+        names = ([c.schema.name for c in self.collections] + [w.schema.name for w in self.wide]
+                 + [d.schema.name for d in self.discoveries])
         if len(set(names)) != len(names):
             raise ConfigError(f"--collection: distinct collection names, got {sorted(names)}")
         checks: Iterable[tuple[str, object, int, int]] = (
@@ -207,13 +220,20 @@ class ServerConfig:
 class Catalog:
     """The collections a server serves, with the limits it publishes for them."""
 
-    def __init__(self, cards: Iterable[MechanismCard], limits: Limits, wide: Iterable[WideCard] = ()):
+    def __init__(self, cards: Iterable[MechanismCard], limits: Limits, *, wide: Iterable[WideCard] = (),
+                 discoveries: Iterable[DiscoveryCard] = ()):
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
         self._wide = {card.schema.name: card for card in wide}
-        self._wide_protos = {name: pb.Collection(name=name, schema_json=card.schema.dumps(), card_json=card.dumps(),
-                                                 mechanism_version=VIEWS_VERSION, limits=limits.to_proto())
-                             for name, card in self._wide.items()}
+        #: The discovery collections: their cards (reports go to their open rounds' sub-collections).
+        self._discovery_cards = {d.schema.name: d for d in discoveries}
+        #: GetCollection's answers for the parents: a wide collection's (views/1) and a discovery's (discovery/1).
+        self._parents = {**{name: pb.Collection(name=name, schema_json=card.schema.dumps(), card_json=card.dumps(),
+                                                mechanism_version=VIEWS_VERSION, limits=limits.to_proto())
+                            for name, card in self._wide.items()},
+                         **{name: pb.Collection(name=name, schema_json=d.schema.dumps(), card_json=d.dumps(),
+                                                mechanism_version=MECHANISM_VERSION, limits=limits.to_proto())
+                            for name, d in self._discovery_cards.items()}}
 
     def publish_sealing(self, key: SealingKey | None) -> None:
         """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
@@ -237,6 +257,11 @@ class Catalog:
 
     def get(self, name: str) -> CollectionInfo:
         """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
+        if name in self._discovery_cards:
+            card = self._discovery_cards[name].card
+            where = "it is finished" if card is None else f"they go to {card.schema.name!r}"
+            raise WrongState(f"collection: {name[:128]!r} is a discovery collection, which takes no reports itself "
+                             f"({where}; docs/heavy-hitters.md)")
         try:
             return self._infos[name]
         except KeyError:
@@ -248,8 +273,8 @@ class Catalog:
 
     def proto(self, name: str) -> pb.Collection:
         """``GetCollection``'s answer for ``name`` (built once): a wide collection's is its wide schema and card,
-        of mechanism version ``views/1``."""
-        if name in self._wide_protos:
-            return self._wide_protos[name]
+        of mechanism version ``views/1``; a discovery's its discovery card, ``discovery/1``."""
+        if name in self._parents:
+            return self._parents[name]
         self.get(name)
         return self._protos[name]

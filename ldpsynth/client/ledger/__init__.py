@@ -23,7 +23,9 @@ from ldpsynth.client.ledger.files import LEDGER_ENV, default_ledger_path, marker
 from ldpsynth.client.ledger.rules import DEFAULT_BUDGET_MULTIPLE, Budget, CentralGuarantee
 from ldpsynth.client.ledger.store import IN_MEMORY, LedgerTransaction
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT
 from ldpsynth.shared.validation import check_epsilon
+from ldpsynth.shared.wide.collection import VIEW_KEY_TAG
 
 __all__ = [
     "LEDGER_ENV",
@@ -274,7 +276,7 @@ class PrivacyLedger:
     def view_key(self, collection: str) -> bytes:
         """This device's key for the view assignment of the wide collection ``collection``.
 
-        HMAC-SHA256 under the memo secret of a domain tag and the name (:func:`.rules.view_key`).
+        :func:`.rules.device_key` with the tag :data:`~ldpsynth.shared.wide.collection.VIEW_KEY_TAG`.
 
         Parameters
         ----------
@@ -286,7 +288,26 @@ class PrivacyLedger:
         bytes
             32 bytes, the same for the ledger's life.
         """
-        return rules.view_key(self._secret, collection)
+        return rules.device_key(self._secret, VIEW_KEY_TAG, collection)
+
+    def round_key(self, collection: str) -> bytes:
+        """This device's round key for the discovery collection ``collection`` (the parent's name, not a round's).
+
+        :func:`.rules.device_key` with :data:`~ldpsynth.shared.heavy_hitters.collection.ROUND_KEY_CONTEXT`. The
+        discovery's salt maps it to the one round the device reports in
+        (:meth:`~ldpsynth.shared.heavy_hitters.collection.DiscoverySchema.device_round`).
+
+        Parameters
+        ----------
+        collection : str
+            The discovery collection's name.
+
+        Returns
+        -------
+        bytes
+            32 bytes, the same for the ledger's life.
+        """
+        return rules.device_key(self._secret, ROUND_KEY_CONTEXT, collection)
 
     @contextmanager
     def transaction(self, collection: str, epsilon: float, *, sealed: bool = False) -> Iterator[LedgerTransaction]:

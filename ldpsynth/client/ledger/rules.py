@@ -19,7 +19,6 @@ import numpy as np
 
 from ldpsynth.shared.errors import CardChanged, LedgerError, PrivacyBudgetExceeded, ValidationError
 from ldpsynth.shared.validation import check_epsilon
-from ldpsynth.shared.wide.collection import VIEW_KEY_TAG
 
 __all__ = [
     "DEFAULT_BUDGET_MULTIPLE",
@@ -40,6 +39,7 @@ __all__ = [
     "promised",
     "check_path",
     "memo_keys",
+    "device_key",
     "ledger_id",
 ]
 
@@ -337,11 +337,15 @@ def memo_keys(secret: bytes, collection_fingerprint: bytes, public_codes: np.nda
     return [hmac.digest(secret, prefix + data[i:i + width], "sha256") for i in range(0, len(data), width)]
 
 
-def view_key(secret: bytes, collection: str) -> bytes:
-    """A device's key for the view assignment of the wide collection ``collection``: HMAC-SHA256 under ``secret``
-    of :data:`~ldpsynth.shared.wide.collection.VIEW_KEY_TAG` and the collection's name (UTF-8). Stable for the
-    ledger's life, so the device always reports the same view, and unlinkable across collections."""
-    return hmac.digest(secret, VIEW_KEY_TAG + collection.encode("utf-8"), "sha256")
+def device_key(secret: bytes, tag: bytes, collection: str) -> bytes:
+    """A device's key for splitting a collection's devices into parts (a wide collection's views: ``tag``
+    :data:`~ldpsynth.shared.wide.collection.VIEW_KEY_TAG`; a discovery's rounds:
+    :data:`~ldpsynth.shared.heavy_hitters.collection.ROUND_KEY_CONTEXT`): HMAC-SHA256 under ``secret`` of ``tag``
+    and the collection's name (UTF-8). Stable for the ledger's life, so the device always lands in the same part,
+    and unlinkable across devices, collections and purposes."""
+    if not isinstance(collection, str) or not collection:
+        raise ValidationError("collection", "a non-empty collection name", "empty or not a string")
+    return hmac.digest(secret, tag + collection.encode("utf-8"), "sha256")
 
 
 def ledger_id(secret: bytes) -> str:

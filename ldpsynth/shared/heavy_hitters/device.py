@@ -57,6 +57,8 @@ class RoundSpec:
 
     ``candidates``: the C distinct prefixes of ``start_bits`` bits, sorted, as uint8 rows of
     ``ceil(start_bits/8)`` bytes with the bits after ``start_bits`` zero (round 0: one empty row).
+    ``mechanism_name``: one of :data:`CANDIDATE_MECHANISMS` in place of :func:`choose_mechanism`'s (E for a
+    shuffled collection, whose central guarantee is computed for E only); None: the least variance's.
     """
 
     index: int
@@ -64,6 +66,7 @@ class RoundSpec:
     width_bits: int
     candidates: np.ndarray
     epsilon: float
+    mechanism_name: str | None = None
 
     def __post_init__(self) -> None:
         check_int(self.index, "round", 0)
@@ -77,6 +80,9 @@ class RoundSpec:
         keys = self.keys
         if len(keys) > 1 and not np.array_equal(np.unique(keys), keys):
             raise ValidationError("candidates", "distinct prefixes in increasing order", "not sorted or repeated")
+        if self.mechanism_name is not None and self.mechanism_name not in CANDIDATE_MECHANISMS:
+            raise ValidationError("mechanism", f"one of {', '.join(CANDIDATE_MECHANISMS)} or None",
+                                  f"got {self.mechanism_name!r}")
         if self.domain_size > MAX_DOMAIN:
             raise ValidationError("candidates", f"C * 2^width + 1 <= {MAX_DOMAIN}", f"got {self.domain_size}")
 
@@ -102,9 +108,9 @@ class RoundSpec:
 
     @functools.cached_property
     def mechanism(self) -> Mechanism:
-        """The round's mechanism (:func:`choose_mechanism`) at the full ε over :math:`D_r`."""
+        """The round's mechanism (``mechanism_name`` or :func:`choose_mechanism`'s) at the full ε over :math:`D_r`."""
         size = max(2, self.domain_size)
-        return make_mechanism(choose_mechanism(self.epsilon, size), self.epsilon, size)
+        return make_mechanism(self.mechanism_name or choose_mechanism(self.epsilon, size), self.epsilon, size)
 
     def cells_of(self, codes: np.ndarray) -> np.ndarray:
         """:math:`y(x)` of each code (uint8 ``(n, m)``), int64 in ``[0, D_r)``."""

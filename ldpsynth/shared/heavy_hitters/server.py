@@ -39,7 +39,8 @@ from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
 from .rounds import RoundSchedule
 
-__all__ = ["cell_variances", "RoundEstimate", "decode_round", "round_estimate", "HeavyHitters", "HeavyHitterServer"]
+__all__ = ["cell_variances", "RoundEstimate", "decode_round", "decode_support", "round_estimate", "HeavyHitters",
+           "HeavyHitterServer"]
 
 
 def cell_variances(protocol: PureProtocol, counts: npt.ArrayLike, n: int) -> np.ndarray:
@@ -75,7 +76,17 @@ class RoundEstimate:
 
 def decode_round(spec: RoundSpec, reports: npt.ArrayLike, population: int) -> RoundEstimate:
     """The population estimates of every cell of a round from its reports (module docstring)."""
-    support, n = support_counts(spec, reports)
+    return decode_support(spec, *support_counts(spec, reports), population)
+
+
+def decode_support(spec: RoundSpec, support: npt.ArrayLike, n: int, population: int) -> RoundEstimate:
+    """The population estimates of every cell of a round from its support counts :math:`S_v` (one per value
+    of the round mechanism's domain, :func:`support_counts`) and its number of reports :math:`n_r`."""
+    check_int(n, "n", 0)
+    support = np.asarray(support, np.float64)
+    if support.shape != (spec.mechanism.domain_size,):
+        raise ValidationError("support", f"{spec.mechanism.domain_size} support counts (the round's domain)",
+                              f"got shape {support.shape}")
     check_int(population, "population", max(n, 1))
     if n == 0:
         return RoundEstimate(spec, 0, population, np.zeros(spec.domain_size), np.full(spec.domain_size, math.inf))
@@ -120,7 +131,8 @@ class HeavyHitterServer:
     :meth:`receive` decodes its reports and chooses the next candidates, :meth:`result` answers.
 
     ``top_k`` (the k largest) or ``threshold`` (a share φ of ``population``, kept when its lower bound at
-    ``prune_z`` clears φN) chooses; ``cap`` bounds the candidates (default 2k, or 256 with a threshold).
+    ``prune_z`` clears φN) chooses; ``cap`` bounds the candidates (default 2k, or 256 with a threshold);
+    ``mechanism`` fixes every round's (:class:`~ldpsynth.shared.heavy_hitters.device.RoundSpec`).
     """
 
     encoding: StringEncoding
@@ -132,6 +144,7 @@ class HeavyHitterServer:
     cap: int | None = None
     prune_z: float = 1.959963984540054
     confidence: float = 0.95
+    mechanism: str | None = None
     estimates: list[RoundEstimate] = field(default_factory=list)
     _candidates: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.uint8))
 
@@ -168,11 +181,16 @@ class HeavyHitterServer:
             raise ValidationError("round", f"a round in [0, {self.schedule.rounds - 1}] with candidates",
                                   "the discovery is finished")
         r = self.round
-        return RoundSpec(r, self.schedule.start_bits(r), self.schedule.width(r), self._candidates, self.epsilon)
+        return RoundSpec(r, self.schedule.start_bits(r), self.schedule.width(r), self._candidates, self.epsilon,
+                         self.mechanism)
 
     def receive(self, reports: npt.ArrayLike) -> RoundEstimate:
         """Decode the current round's reports, choose the next candidates, advance."""
         return self.accept(decode_round(self.spec(), reports, self.population))
+
+    def receive_support(self, support: npt.ArrayLike, n: int) -> RoundEstimate:
+        """As :meth:`receive`, from the round's support counts and number of reports (:func:`decode_support`)."""
+        return self.accept(decode_support(self.spec(), support, n, self.population))
 
     def accept(self, estimate: RoundEstimate) -> RoundEstimate:
         """Take the current round's decoded ``estimate`` (of :meth:`spec`'s round), choose the next candidates,

@@ -54,7 +54,8 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
             row = {name: column[i:i + 1] for name, column in rows.items()}
             result = client.submit("survey", row, ledger=ledger)
             expected = WIDE.route(ledger.view_key("survey"))[1]
-            assert (result.collection, result.acknowledged, result.epsilon_spent) == (expected, 1, 1.0)
+            assert (result.collection, result.part, result.acknowledged, result.epsilon_spent) == \
+                ("survey", expected, 1, 1.0)
             routed[expected] += 1
         again = client.submit("survey", {name: column[:1] for name, column in rows.items()}, ledger=ledgers[0])
         assert (again.duplicates, again.memoized, again.epsilon_spent) == (1, 1, 0.0)
@@ -80,10 +81,10 @@ def test_devices_report_their_views_and_pay_once_under_the_parent(start_server, 
     assert cli_main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     with PrivacyLedger(tmp_path / "ledger.sqlite") as ledger:
-        assert summary["collection"] == WIDE.route(ledger.view_key("survey"))[1]
+        assert (summary["collection"], summary["part"]) == ("survey", WIDE.route(ledger.view_key("survey"))[1])
         assert ledger.spent("survey") == summary["epsilon_spent"] == 1.0
-    routed[summary["collection"]] += 1
-    assert stored_rows(server, summary["collection"]) == routed[summary["collection"]]
+    routed[summary["part"]] += 1
+    assert stored_rows(server, summary["part"]) == routed[summary["part"]]
 
     card = WIDE.cards[0]                                       # survey/a+b
     batch = reports_to_proto(make_reports(card.schema, 3, rng), "survey", card.version, 0)

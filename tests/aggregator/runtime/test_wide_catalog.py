@@ -43,7 +43,7 @@ def test_a_parent_name_is_a_collection_name(tmp_path: Path) -> None:
 
 
 def test_the_catalog_serves_the_parents_card_and_refuses_its_reports() -> None:
-    catalog = Catalog(WIDE.cards, Limits(), (WIDE,))
+    catalog = Catalog(WIDE.cards, Limits(), wide=(WIDE,))
     assert catalog.names == ["survey/a+b", "survey/a+c", "survey/b+c"]
     message = catalog.proto("survey")
     assert (message.name, message.mechanism_version) == ("survey", VIEWS_VERSION)
@@ -59,7 +59,7 @@ def test_the_catalog_serves_the_parents_card_and_refuses_its_reports() -> None:
 
 
 def test_a_token_for_the_parent_may_use_its_views() -> None:
-    catalog = Catalog(WIDE.cards, Limits(), (WIDE,))
+    catalog = Catalog(WIDE.cards, Limits(), wide=(WIDE,))
     assert catalog.views == {"survey": ("survey/a+b", "survey/a+c", "survey/b+c")}
     table = TokenTable([(b"t-survey", Credential("device", ROLES, frozenset({"survey"}))),
                         (b"t-ratings", Credential("other", ROLES, frozenset({"ratings"}))),
