@@ -7,14 +7,18 @@
 * :mod:`.consistency`: Norm-Sub;
 * :mod:`.answers`: marginals inside measured views, combined across views, with analytic standard errors;
 * :mod:`.selection`: which views to measure, from a pilot (by key) or a prior: a Chow-Liu forest of pairs;
-* :mod:`.model`: Private-PGM fitted to the views (the optional ``[wide]`` extra).
+* :mod:`.model`: Private-PGM fitted to the views (the optional ``[wide]`` extra);
+* :mod:`.database`: the query kinds answered over attribute names and values, analytically inside a view, from
+  the model (bootstrap errors) elsewhere; synthetic rows.
 """
 
 from .answers import Answer, analytic_marginal
 from .assignment import assign_view, assign_views
 from .consistency import norm_sub
+from .database import WideAnswer, WideDatabase
 from .measure import ViewMeasurement, best_mechanism, device_report, measure, simulate
 from .views import View, WideDomain, pairs, project
 
-__all__ = ["Answer", "View", "ViewMeasurement", "WideDomain", "analytic_marginal", "assign_view", "assign_views",
-           "best_mechanism", "device_report", "measure", "norm_sub", "pairs", "project", "simulate"]
+__all__ = ["Answer", "View", "ViewMeasurement", "WideAnswer", "WideDatabase", "WideDomain", "analytic_marginal",
+           "assign_view", "assign_views", "best_mechanism", "device_report", "measure", "norm_sub", "pairs", "project",
+           "simulate"]
