@@ -92,6 +92,11 @@ def test_predicates_linear_and_dense_queries_equal_sums_of_marginal_cells() -> N
     assert answers[2].estimate == pytest.approx(answers[0].estimate)
     assert answers[2].standard_error == pytest.approx(answers[0].standard_error)
     assert answers[3].estimate == pytest.approx(answers[1].estimate)
+    # row functions that differ: the estimand is their sum's linear query (rows are exchangeable)
+    mixed = db.answer([DenseQuery(np.repeat([full.ravel(), 3 * full.ravel()], 2500, axis=0), normalization="sum"),
+                       LinearQuery(2 * full.ravel(), normalization="sum")])
+    assert mixed[0].estimate == pytest.approx(mixed[1].estimate)
+    assert mixed[0].standard_error == pytest.approx(mixed[1].standard_error)
     assert {a.method for a in answers} == {ANALYTIC}
     assert answers[0].views == (("a", "b"),)
     # the mean of c times [b = 1]: the cells of the one view (b, c) times c's values 1..4
@@ -102,11 +107,25 @@ def test_predicates_linear_and_dense_queries_equal_sums_of_marginal_cells() -> N
 
 
 @needs_mbi
-def test_queries_outside_the_views_come_from_the_model_bootstrapped_once() -> None:
+def test_queries_outside_the_views_come_from_the_model_bootstrapped_once(monkeypatch) -> None:
+    from ldpsynth.shared.wide import database
+
+    calls = []
+    original = database.bootstrap_marginals
+    monkeypatch.setattr(database, "bootstrap_marginals", lambda *args: calls.append(args[2]) or original(*args))
     rows, db = _database(3, 20_000, replicates=5, iterations=200)
     where = (Condition("a", "==", "x"), Condition("d", "==", "v"))
+    full = np.zeros(DOMAIN.sizes)
+    full[0, :, :, 1] = 1.0                                    # the predicate a = x, d = v as weights over D
+    many = [MarginalQuery(("a", "d"), label=f"m{j}") for j in range(100)]
     answers = db.answer([MarginalQuery(("a", "d")), PredicateQuery(where), PredicateQuery(where, value="c"),
-                         MarginalQuery(("c",))])
+                         MarginalQuery(("c",)), LinearQuery(full.ravel(), normalization="sum"), *many])
+    # one bootstrap for the union of the margins, (a, d) and (a, c, d), however many queries
+    assert calls == [[(0, 2, 3), (0, 3)]]
+    assert answers[12].estimate == pytest.approx(answers[6].estimate)
+    assert answers[12].standard_error == pytest.approx(answers[6].standard_error)
+    assert [a.estimate for a in answers[13:19]] == [a.estimate for a in answers[:6]]
+    answers = answers[:12]
     marginal = db.model.marginal((0, 3))
     estimate, error = _of(answers, 0)
     assert np.allclose(estimate, 20_000 * marginal)
@@ -116,11 +135,9 @@ def test_queries_outside_the_views_come_from_the_model_bootstrapped_once() -> No
                                                 @ values)
     assert [a.method for a in answers] == [MODEL] * 8 + [ANALYTIC] * 4
     assert np.all(error > 0) and answers[6].standard_error > 0
-    # one bootstrap for the union of the margins: (a, d) and (a, c, d); none again for queries over them
-    assert set(db._bootstrap) == {(0, 3), (0, 2, 3)}
-    kept = db._bootstrap[(0, 3)]
+    # none again for later queries over the same margins: the replicates are kept
     again = db.answer([MarginalQuery(("d", "a"))])
-    assert db._bootstrap[(0, 3)] is kept and len(db._bootstrap) == 2
+    assert len(calls) == 1
     assert np.allclose([a.estimate for a in again], 20_000 * marginal.reshape(3, 2).T.ravel())
     # the Student-t interval with B - 1 = 4 degrees of freedom
     first = answers[0]
