@@ -62,7 +62,7 @@ ANALYTIC, MODEL = "analytic", "model"
 DEFAULT_REPLICATES = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WideAnswer:
     """One answer: ``query`` (its index in the batch), ``label`` (a marginal's cells: ``label[a=v,...]``), the
     estimate, its standard error and 95 % interval ``[low, high]``, the ``method`` (``"analytic"`` or
@@ -316,12 +316,13 @@ class WideDatabase:
                 shares, errors, measured = self._analytic(attrs, weights)
                 estimate, error, quantile, method = scale * shares, scale * errors, Z95, ANALYTIC
                 views = tuple(tuple(self.domain.names[a] for a in v) for v in measured)
+            est, err = estimate.tolist(), error.tolist()
+            low, high = (estimate - quantile * error).tolist(), (estimate + quantile * error).tolist()
             row = 0
             for it in items:
-                results[it.query] = [WideAnswer(it.query, label, float(estimate[row + j]), float(error[row + j]),
-                                                float(estimate[row + j] - quantile * error[row + j]),
-                                                float(estimate[row + j] + quantile * error[row + j]), method, views)
-                                     for j, label in enumerate(it.labels)]
-                row += len(it.labels)
+                end = row + len(it.labels)
+                results[it.query] = [WideAnswer(it.query, label, e, s, lo, hi, method, views) for label, e, s, lo, hi
+                                     in zip(it.labels, est[row:end], err[row:end], low[row:end], high[row:end])]
+                row = end
         return [a for i in range(len(compiled)) for a in results[i]]
 
