@@ -187,7 +187,7 @@ def test_model_intervals_cover() -> None:
     # (b, d), (a, d), of the 4-way joint and of a predicate over (a, d), none inside a view, over 60 simulated
     # collections of 20,000 devices at eps = 1: 4,260 intervals. alpha = 0.001: coverage within 0.95 -+ 3.29
     # sigma, sigma binomial with a design effect of 4 (the intervals of one collection share its noise): about
-    # 0.93 to 0.97. About 2.5 minutes (a JAX compile and 11 fits per collection).
+    # 0.93 to 0.97. 40-100 s here, by load (a JAX compile and 11 fits per collection).
     rng = np.random.default_rng(6)
     n = 20_000
     rows = _rows(rng, n)
