@@ -184,6 +184,23 @@ class PureProtocol:
         h = check_histogram(histogram, self.domain_size).astype(np.float64)
         return self._variance(w, w @ h, (w * w) @ h, float(h.sum()))
 
+    def count_covariance(self, counts: npt.ArrayLike, n: float) -> np.ndarray:
+        """The covariance matrix of :math:`\\hat c` of n reports whose values have ``counts`` (the true ones:
+        exact; the estimates :math:`\\hat c`: the plug-in), the matrix of :meth:`linear_variance`'s quadratic
+        form :math:`w^\\top\\Sigma w`:
+
+        .. math::  \\Sigma = n a_2 I + n a_1 \\mathbf 1\\mathbf 1^\\top + b_2\\,\\mathrm{diag}(h)
+                   + \\tfrac{b_1}{2}(\\mathbf 1 h^\\top + h\\mathbf 1^\\top)
+
+        (:math:`a_2, a_1, b_2, b_1` the coefficients of :math:`nS_2, nS_1^2, H_2, S_1H_1`)."""
+        h = np.asarray(counts, dtype=np.float64)
+        if h.shape != (self.domain_size,):
+            raise ValidationError("counts", f"{self.domain_size} counts", f"got shape {h.shape}")
+        a2, a1, b2, b1 = self._coefficients()
+        ones = np.ones(self.domain_size)
+        return (float(n) * (a2 * np.eye(self.domain_size) + a1 * np.outer(ones, ones)) + b2 * np.diag(h)
+                + 0.5 * b1 * (np.outer(ones, h) + np.outer(h, ones)))
+
     def linear_variance_estimate(self, weights: npt.ArrayLike, estimates: npt.ArrayLike, n: int) -> np.ndarray:
         """The unbiased plug-in estimate of :meth:`linear_variance`: the count estimates
         :math:`\\hat c` in place of h, and the number of reports n."""

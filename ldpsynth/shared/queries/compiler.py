@@ -33,7 +33,7 @@ from ldpsynth.shared.queries.model import (
 )
 from ldpsynth.shared.schema import Attribute, BinaryAttribute, CategoricalAttribute, Schema
 
-__all__ = ["MAX_QUERY_WEIGHTS", "compile_queries"]
+__all__ = ["MAX_QUERY_WEIGHTS", "compile_queries", "condition_values"]
 
 #: Largest number of weights one query may expand to (|D| for a weight list, n |D| for a dense
 #: table, cells x |D| for a marginal).
@@ -78,6 +78,26 @@ def encode_values(attr: Attribute, values: Sequence[Scalar], fld: str, suffix: s
         raise ValidationError(where, f"a value of {attr.name!r}: {attr.legal_range}", "illegal value") from None
 
 
+def condition_values(attr: Attribute, cond: Condition, j: int) -> np.ndarray:
+    """Indicator over the codes ``0 .. attr.size - 1`` of the values of ``attr`` that satisfy ``cond``, the
+    ``j``-th condition of a predicate (errors name ``where[j]``)."""
+    codes = np.arange(attr.size)
+    if cond.op in ("==", "!=", "in"):
+        if cond.op == "in":
+            chosen = encode_values(attr, cond.value, f"where[{j}].value")
+        else:
+            chosen = encode_values(attr, [cond.value], f"where[{j}].value", indexed=False)
+        mask = np.isin(codes, chosen)
+        return ~mask if cond.op == "!=" else mask
+    if isinstance(attr, CategoricalAttribute):
+        raise ValidationError(f"where[{j}].op", "==, != or in for a categorical attribute", f"got {cond.op!r}")
+    decoded = attr.decode(codes).astype(np.float64)
+    if cond.op == "between":
+        return (decoded >= float(cond.value[0])) & (decoded <= float(cond.value[1]))
+    ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+    return np.asarray(ops[cond.op](decoded, float(cond.value)), dtype=bool)
+
+
 def _table(weights: tuple[float, ...], k: int, fld: str) -> np.ndarray:
     if len(weights) != k:
         raise ValidationError(fld, f"a list of |D| = {k} finite numbers", f"got {len(weights)} numbers")
@@ -105,26 +125,7 @@ class _Compiler:
     def condition_mask(self, cond: Condition, j: int) -> np.ndarray:
         """Indicator over D of one condition."""
         attr = _private(self.schema, cond.attribute, f"where[{j}].attribute")
-        codes = np.arange(attr.size)
-        if cond.op in ("==", "!=", "in"):
-            if cond.op == "in":
-                chosen = encode_values(attr, cond.value, f"where[{j}].value")
-            else:
-                chosen = encode_values(attr, [cond.value], f"where[{j}].value", indexed=False)
-            mask = np.isin(codes, chosen)
-            if cond.op == "!=":
-                mask = ~mask
-        else:
-            if isinstance(attr, CategoricalAttribute):
-                raise ValidationError(f"where[{j}].op", "==, != or in for a categorical attribute",
-                                      f"got {cond.op!r}")
-            decoded = attr.decode(codes).astype(np.float64)
-            if cond.op == "between":
-                mask = (decoded >= float(cond.value[0])) & (decoded <= float(cond.value[1]))
-            else:
-                ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-                mask = ops[cond.op](decoded, float(cond.value))
-        return mask[self.digits[attr.name]]
+        return condition_values(attr, cond, j)[self.digits[attr.name]]
 
     def predicate(self, query: PredicateQuery) -> np.ndarray:
         weights = np.ones(self.k)

@@ -9,15 +9,19 @@
 * :mod:`.selection`: which views to measure, from a pilot (by key) or a prior: a Chow-Liu forest of pairs;
 * :mod:`.model`: Private-PGM fitted to the views (the optional ``[wide]`` extra);
 * :mod:`.collection`: a wide collection (a ``"views"`` block) expanded into one ordinary collection per view, its card.
+* :mod:`.database`: the query kinds answered over attribute names and values, analytically inside a view, from
+  the model (bootstrap errors) elsewhere; synthetic rows.
 """
 
 from .answers import Answer, analytic_marginal
 from .assignment import assign_view, assign_views
 from .collection import WideCard, WideSchema
 from .consistency import norm_sub
+from .database import WideAnswer, WideDatabase
 from .measure import ViewMeasurement, best_mechanism, device_report, measure, simulate
 from .views import View, WideDomain, pairs, project
 
-__all__ = ["Answer", "View", "ViewMeasurement", "WideCard", "WideDomain", "WideSchema", "analytic_marginal",
+__all__ = ["Answer", "View", "ViewMeasurement", "WideAnswer", "WideCard", "WideDatabase", "WideDomain", "WideSchema",
+           "analytic_marginal",
            "assign_view", "assign_views", "best_mechanism", "device_report", "measure", "norm_sub", "pairs", "project",
            "simulate"]

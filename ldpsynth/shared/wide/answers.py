@@ -16,16 +16,18 @@ combined vector need not sum to 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import ValidationError
 from .measure import ViewMeasurement
 from .views import project
 
-__all__ = ["Answer", "analytic_marginal"]
+__all__ = ["Answer", "analytic_linear", "analytic_marginal"]
 
 #: The normal quantile of a two-sided 95 % interval.
 Z95 = 1.959963984540054
@@ -45,18 +47,32 @@ class Answer:
         return self.shares - z * self.standard_errors, self.shares + z * self.standard_errors
 
 
-def analytic_marginal(measurements: Sequence[ViewMeasurement], attributes: Sequence[int],
-                      population: int) -> Answer:
-    """The marginal of ``attributes`` from every measured view that holds them (module docstring)."""
+def analytic_linear(measurements: Sequence[ViewMeasurement], attributes: Sequence[int], weights: npt.ArrayLike,
+                    population: int) -> Answer:
+    """Linear queries :math:`w\\cdot f_A` of the marginal of ``attributes`` (each row of ``weights`` a query over
+    its cells, mixed radix in the order of ``attributes``), each combined across every measured view that holds
+    A by its own inverse-variance weights (module docstring, with :math:`wM_{A,V}` in place of a cell's
+    indicator: the protocol's exact linear variance plus the sampling term)."""
     attrs = tuple(attributes)
     holding = [m for m in measurements if set(attrs) <= set(m.view.attributes) and m.n > 0]
     if not holding:
         raise ValidationError("attributes", "attributes inside a measured view", f"got {attrs}")
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
     estimates, precisions = [], []
     for m in holding:
-        weights = project(np.eye(m.view.size), m.view, attrs).T          # (sub-cells, view cells)
-        estimates.append(weights @ m.shares())
-        precisions.append(1.0 / np.maximum(m.linear_share_variance(weights, population), 1e-300))
+        on_view = w @ project(np.eye(m.view.size), m.view, attrs).T          # (queries, view cells)
+        estimates.append(on_view @ m.shares())
+        precisions.append(1.0 / np.maximum(m.linear_share_variance(on_view, population), 1e-300))
     precision = np.sum(precisions, axis=0)
     shares = np.sum([e * p for e, p in zip(estimates, precisions)], axis=0) / precision
     return Answer(attrs, shares, 1.0 / np.sqrt(precision), tuple(m.view.attributes for m in holding))
+
+
+def analytic_marginal(measurements: Sequence[ViewMeasurement], attributes: Sequence[int],
+                      population: int) -> Answer:
+    """The marginal of ``attributes`` from every measured view that holds them (module docstring): the
+    :func:`analytic_linear` queries of its cells' indicators."""
+    attrs = tuple(attributes)
+    view = next((m.view for m in measurements if set(attrs) <= set(m.view.attributes)), None)
+    cells = 1 if view is None else math.prod(view.sizes[view.attributes.index(a)] for a in attrs)
+    return analytic_linear(measurements, attrs, np.eye(cells), population)

@@ -112,6 +112,19 @@ class ViewMeasurement:
             ldp = self.protocol.linear_variance(np.eye(self.view.size), np.rint(f * n).astype(np.int64))
         return ldp / n**2 + sampling_variance(total, n, f * (1.0 - f))
 
+    def share_covariance(self, population: int) -> np.ndarray:
+        """The plug-in covariance matrix of :math:`\\hat f` among ``population`` devices: the protocol's
+        :meth:`~ldpsynth.shared.mechanisms.pure.PureProtocol.count_covariance` at :math:`\\hat c`, over
+        :math:`n_V^2`, plus the sampling term :math:`\\frac{N - n_V}{N - 1}(\\mathrm{diag} f - ff^\\top)/n_V`
+        (f clipped to [0, 1]); :math:`w^\\top\\Sigma w` is :meth:`linear_share_variance` before its clipping."""
+        n, total = self.n, int(population)
+        if n < 1 or total < n:
+            raise ValidationError("population", f"an integer >= the view's {n} devices (>= 1)", f"got {population}")
+        c = self.counts()
+        f = np.clip(c / n, 0.0, 1.0)
+        return (self.protocol.count_covariance(c, n) / n**2
+                + (total - n) / max(total - 1, 1) * (np.diag(f) - np.outer(f, f)) / n)
+
     def linear_share_variance(self, weights: npt.ArrayLike, population: int) -> np.ndarray:
         """The plug-in variance of :math:`\\sum_v w(v)\\hat f(v)` for each row w of ``weights`` (e.g. the cells
         of a sub-marginal): :math:`\\operatorname{Var}(w\\cdot\\hat c)/n_V^2` (the protocol's exact linear

@@ -28,8 +28,8 @@ from ..validation import check_int
 from .measure import ViewMeasurement
 from .views import WideDomain, project
 
-__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors", "fit",
-           "total_variation"]
+__all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors",
+           "bootstrap_marginals", "fit", "total_variation"]
 
 #: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: about 2 minutes with all 28 pair
 #: views, 2-10 s with the 1-way views and a tree of pairs, docs/wide.md).
@@ -197,27 +197,45 @@ def fit(domain: WideDomain, measurements: Sequence[ViewMeasurement], population:
     return problem.fit([m.shares() for m in measurements] if estimates is None else estimates, iterations)
 
 
-def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
-                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS,
-                     warm: bool = False) -> list[np.ndarray]:
-    """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise.
+def _root(covariance: np.ndarray) -> np.ndarray:
+    """A matrix R with :math:`RR^\\top = \\Sigma` (eigenvalues below 0, from the plug-in, set to 0)."""
+    values, vectors = np.linalg.eigh(covariance)
+    return vectors * np.sqrt(np.maximum(values, 0.0))
 
-    Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + \\sigma_V z/N`, :math:`\\mu_V` the
-    model's marginal of V and z standard normal per cell (the views' plug-in variances; the oracles'
-    covariances between the cells of one view, of order :math:`1/k`, are left out), refits the model and
-    answers the queries; the standard error of a cell is the standard deviation over the ``replicates``
-    answers. Costs ``replicates`` fits; with ``warm`` each refit starts from ``model`` (whose marginals are
-    the replicates' centre), so fewer ``iterations`` reach the same loss."""
+
+def bootstrap_marginals(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
+                        rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS,
+                        warm: bool = False) -> list[np.ndarray]:
+    """The parametric bootstrap's replicate answers: for each of ``queries``, a ``(replicates, cells)`` array of
+    the refitted models' marginals (:func:`bootstrap_errors` takes their standard deviation; a linear query of
+    a marginal takes the standard deviation of its values on the rows).
+
+    Replicate b draws every view's shares as :math:`\\tilde f_V = \\mu_V + R_V z`, :math:`\\mu_V` the
+    model's marginal of V, z standard normal per cell and :math:`R_VR_V^\\top` the view's plug-in covariance
+    (:meth:`~ldpsynth.shared.wide.measure.ViewMeasurement.share_covariance`: the oracle's covariances between
+    the cells and the sampling's; with independent cells a 2-cell view's noise would be half its true
+    variance on the contrast), refits the model and answers the queries. Costs ``replicates`` fits, however
+    many queries; with ``warm`` each refit starts from
+    ``model`` (whose marginals are the replicates' centre), so fewer ``iterations`` reach the same loss."""
     b = check_int(replicates, "replicates", 2)
     centre = [model.marginal(m.view.attributes) for m in problem.measurements]
+    roots = [_root(m.share_covariance(problem.population)) for m in problem.measurements]
     answers: list[list[np.ndarray]] = [[] for _ in queries]
     for _ in range(b):
-        draw = [mu + sigma * rng.standard_normal(mu.size) / problem.population
-                for mu, sigma in zip(centre, problem.sigmas)]
+        draw = [mu + root @ rng.standard_normal(mu.size) for mu, root in zip(centre, roots)]
         refit = problem.fit(draw, iterations, warm_start=model if warm else None)
         for out, attrs in zip(answers, queries):
             out.append(refit.marginal(attrs))
-    return [np.std(np.stack(a), axis=0, ddof=1) for a in answers]
+    return [np.stack(a) for a in answers]
+
+
+def bootstrap_errors(problem: Problem, model: WideModel, queries: Sequence[Sequence[int]], replicates: int,
+                     rng: np.random.Generator, iterations: int = DEFAULT_ITERATIONS,
+                     warm: bool = False) -> list[np.ndarray]:
+    """Standard errors of ``model``'s marginals of ``queries`` by a parametric bootstrap over the views' noise:
+    the standard deviation of each cell over :func:`bootstrap_marginals`' replicates."""
+    return [np.std(r, axis=0, ddof=1) for r in bootstrap_marginals(problem, model, queries, replicates, rng,
+                                                                   iterations, warm)]
 
 
 def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
