@@ -68,7 +68,8 @@ class WideModel:
     Its distribution is :math:`p(x) \\propto \\exp\\sum_C \\theta_C(x_C)` over the fitted cliques' potentials;
     for a row domain of at most :data:`MAX_DENSE_DOMAIN` cells it is evaluated once as a dense array, from
     which every marginal is a sum and every sample a draw (``mbi``'s own projections compile a JAX program
-    per call, seconds each on 2 cores).
+    per call, seconds each on 2 cores); above it, marginals come from ``mbi``'s projections and
+    :meth:`sample` is refused.
     """
 
     domain: WideDomain
@@ -94,8 +95,16 @@ class WideModel:
         return p / p.sum()
 
     def marginal(self, attributes: Sequence[int]) -> np.ndarray:
-        """The model's shares of the cells of the view of ``attributes`` (mixed radix in that order; sums to 1)."""
+        """The model's shares of the cells of the view of ``attributes`` (mixed radix in that order; sums to 1).
+
+        Above :data:`MAX_DENSE_DOMAIN` cells, ``mbi``'s own projection (its clique marginals when one holds the
+        attributes, variable elimination over the potentials otherwise: a JAX program compiled per call)."""
         view = self.domain.view(attributes)
+        if self.domain.size > MAX_DENSE_DOMAIN:
+            names = [_name(a) for a in view.attributes]
+            values = np.asarray(self.mrf.project(names).transpose(names).datavector(), np.float64)
+            values = np.clip(values, 0.0, None)
+            return values / values.sum()
         others = tuple(j for j in range(self.domain.width) if j not in view.attributes)
         kept = sorted(view.attributes)
         summed = self.joint.sum(axis=others)

@@ -136,3 +136,21 @@ def test_margins_fit_a_views_sub_marginals_without_its_clique() -> None:
     for attrs in ((0,), (2,), (0, 1), (1, 2)):
         truth = DOMAIN.view(attrs).histogram(rows) / len(rows)
         assert total_variation(model.marginal(attrs), truth) < 0.03
+
+
+def test_marginals_above_the_dense_limit_come_from_mbi_and_agree(monkeypatch):
+    # the same fitted model, its marginals from the dense joint and from mbi's projections (the path of a row
+    # domain above MAX_DENSE_DOMAIN): equal to float precision
+    from ldpsynth.shared.wide import model as model_module
+
+    rng = np.random.default_rng(3)
+    domain = WideDomain(("a", "b", "c"), (3, 2, 4))
+    rows = np.stack([rng.integers(0, k, 3000) for k in domain.sizes], axis=1)
+    views = list(pairs(domain))
+    measured = simulate(domain, views, rows, rng.integers(0, len(views), len(rows)), 2.0, rng)
+    fitted = model_module.fit(domain, measured, len(rows), iterations=50)
+    dense = [fitted.marginal(v) for v in ((0, 2), (2, 0), (1,), (0, 1, 2))]
+    monkeypatch.setattr(model_module, "MAX_DENSE_DOMAIN", 4)
+    projected = [fitted.marginal(v) for v in ((0, 2), (2, 0), (1,), (0, 1, 2))]
+    for d, p in zip(dense, projected, strict=True):
+        np.testing.assert_allclose(p, d, atol=1e-6)
