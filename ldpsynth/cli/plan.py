@@ -28,6 +28,9 @@ that ε0 beside plain LDP at the same central ε, E's and each frequency oracle'
 ``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures (``plain_ldp_olh_*``, ... for the
 oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
 
+A numeric or a discovery collection (no ``--queries``): :mod:`ldpsynth.cli.plan_modes` (the mean's error per
+mechanism; a discovery's expected recall).
+
 ``--views pairs``: the views mode beside the full domain (docs/planning.md, "Wide rows: views"): devices split
 evenly across every 2-way view of the private attributes (``--views-attributes``: of those named), each query's
 standard error and half-width there (:mod:`ldpsynth.shared.planning.views`; a query no view holds: from the
@@ -46,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpsynth.cli import plan_modes
 from ldpsynth.cli.options import add_command, add_level_argument
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.guarantees import PARTIES
@@ -72,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--collection", required=True, type=Path, help="the collection's schema (JSON)")
     parser.add_argument("--devices", required=True, type=int, help="devices that will report")
     parser.add_argument("--rows-per-device", type=int, default=1, help="rows each device reports (default 1)")
-    parser.add_argument("--queries", required=True, type=Path, help="JSON array of query objects (as for estimate)")
+    parser.add_argument("--queries", type=Path, help="JSON array of query objects (as for estimate; needed unless the "
+                                                      "collection is numeric or a discovery)")
     prior = parser.add_mutually_exclusive_group()
     prior.add_argument("--prior", type=Path, metavar="ROWS.csv",
                        help="CSV of plausible raw rows (header: attribute names; other columns ignored)")
@@ -104,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "collection's shuffle.assume_injected, else one device's quota: --rows-per-device)")
     shuffle.add_argument("--target-central-epsilon", type=float, metavar="E",
                          help="the central ε to reach (default: the planned ε, the same promise made centrally)")
+    plan_modes.register_arguments(parser)
 
 
 def _read_text(path: Path, flag: str) -> str:
@@ -141,6 +147,9 @@ def _prior(args: argparse.Namespace, schema: Schema) -> RowDistribution | None:
 def make_plan(args: argparse.Namespace) -> Plan:
     """The plan the arguments ask for."""
     schema = Schema.from_json(_read_text(args.collection, "--collection"))
+    if args.queries is None:
+        raise ValidationError("--queries", "a JSON array of query objects (a collection of categorical attributes is "
+                              "planned per query)", "missing")
     queries = queries_from_json(_read_text(args.queries, "--queries"))
     changes = schema_changes(schema, parse_merges(args.merge))
     prior = _prior(args, schema)
@@ -479,6 +488,9 @@ def _shuffle_text(p: Plan) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth plan``."""
+    other = plan_modes.run_mode(args, _read_text(args.collection, "--collection"))
+    if other is not None:
+        return other
     p = make_plan(args)
     if args.json:
         json.dump(to_json(p), sys.stdout, indent=2)

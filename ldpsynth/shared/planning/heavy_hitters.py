@@ -39,9 +39,10 @@ __all__ = ["RecallPlan", "zipf_weights", "prior_codes", "plan_recall"]
 
 @dataclass(frozen=True, eq=False)
 class RecallPlan:
-    """The predicted outcome of a discovery of the top ``top_k`` (module docstring)."""
+    """The predicted outcome of a discovery (module docstring): ``wanted``, the values to find (the top k, or the
+    prior's values at or above the threshold), found per rank in ``found_by_rank``."""
 
-    top_k: int
+    wanted: int
     trials: int
     recall: float
     recall_se: float
@@ -81,21 +82,33 @@ def _rows(codes: np.ndarray) -> set[bytes]:
 
 
 def plan_recall(encoding: StringEncoding, schedule: RoundSchedule, epsilon: float, population: int,
-                values: Sequence[str], weights: npt.ArrayLike, *, top_k: int, cap: int | None = None,
+                values: Sequence[str], weights: npt.ArrayLike, *, top_k: int | None = None,
+                threshold: float | None = None, cap: int | None = None, mechanism: str | None = None,
                 trials: int = 20, rng: np.random.Generator) -> RecallPlan:
-    """Emulate ``trials`` discoveries of the top ``top_k`` among ``population`` devices whose values follow the
-    prior (``values`` with ``weights``) and summarise them (module docstring)."""
+    """Emulate ``trials`` discoveries among ``population`` devices whose values follow the prior (``values`` with
+    ``weights``) and summarise them (module docstring): of the top ``top_k``, or of the values whose share is at
+    least ``threshold`` (the server's rules for either); ``mechanism``: every round's (E behind a shuffler),
+    default the least-variance oracle per round."""
     check_int(trials, "trials", 2)
-    check_int(top_k, "top_k", 1)
     codes, shares = prior_codes(encoding, values, weights)
-    if len(codes) < top_k:
-        raise ValidationError("top_k", f"at most the prior's {len(codes)} distinct codes", f"got {top_k}")
-    truth = [row.tobytes() for row in codes[:top_k]]
+    if top_k is not None:
+        check_int(top_k, "top_k", 1)
+        if len(codes) < top_k:
+            raise ValidationError("top_k", f"at most the prior's {len(codes)} distinct codes", f"got {top_k}")
+        wanted = top_k
+    else:
+        check_real(threshold, "threshold", low=0.0, high=1.0, low_open=True)
+        wanted = int(np.count_nonzero(shares >= threshold))
+        if wanted == 0:
+            raise ValidationError("threshold", f"at most the prior's largest share, {shares[0]:.4g}",
+                                  f"got {threshold}: no value of the prior reaches it")
+    truth = [row.tobytes() for row in codes[:wanted]]
     rounds = schedule.rounds
     recall, precision, f1 = np.zeros(trials), np.zeros(trials), np.zeros(trials)
-    found_by_rank = np.zeros(top_k)
+    found_by_rank = np.zeros(wanted)
     for t in range(trials):
-        server = HeavyHitterServer(encoding, schedule, epsilon, population, top_k=top_k, cap=cap)
+        server = HeavyHitterServer(encoding, schedule, epsilon, population, top_k=top_k, threshold=threshold, cap=cap,
+                                   mechanism=mechanism)
         sizes = rng.multinomial(population, np.full(rounds, 1.0 / rounds))
         while not server.finished:
             spec = server.spec()
@@ -114,6 +127,6 @@ def plan_recall(encoding: StringEncoding, schedule: RoundSchedule, epsilon: floa
         precision[t] = hits.sum() / len(found) if found else 0.0
         f1[t] = 0.0 if recall[t] + precision[t] == 0 else 2 * recall[t] * precision[t] / (recall[t] + precision[t])
     se = math.sqrt(trials)
-    return RecallPlan(top_k, trials, float(recall.mean()), float(recall.std(ddof=1) / se), float(precision.mean()),
+    return RecallPlan(wanted, trials, float(recall.mean()), float(recall.std(ddof=1) / se), float(precision.mean()),
                       float(precision.std(ddof=1) / se), float(f1.mean()), float(f1.std(ddof=1) / se),
                       found_by_rank / trials, population / rounds)

@@ -90,3 +90,21 @@ def test_the_server_takes_only_its_current_rounds_estimate():
     estimate = decode_round(other.spec(), np.zeros(10, np.int64), 999)
     with pytest.raises(ValidationError, match="estimate"):
         server.accept(estimate)
+
+
+def test_threshold_mode_and_a_fixed_round_mechanism():
+    values = population(8, 500)
+    weights = zipf_weights(len(values), 1.5)
+    encoding = StringEncoding(6, ALPHABET)
+    schedule = RoundSchedule(encoding.bits, 10, 10)
+    _, shares = prior_codes(encoding, values, weights)
+    plan = plan_recall(encoding, schedule, 4.0, 200_000, values, weights, threshold=0.02, trials=5,
+                       rng=np.random.default_rng(4))
+    assert plan.wanted == int((shares >= 0.02).sum()) >= 3
+    clear = int((shares >= 0.03).sum())                         # well above the threshold: found every time
+    assert plan.found_by_rank[:clear].tolist() == [1.0] * clear and plan.precision == 1.0
+    shuffled = plan_recall(encoding, schedule, 4.0, 200_000, values, weights, top_k=3, mechanism="E", trials=3,
+                           rng=np.random.default_rng(4))
+    assert shuffled.wanted == 3 and 0.0 <= shuffled.recall <= 1.0
+    with pytest.raises(ValidationError, match="threshold"):
+        plan_recall(encoding, schedule, 4.0, 1000, values, weights, threshold=0.9, rng=np.random.default_rng(0))

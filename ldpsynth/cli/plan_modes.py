@@ -1,0 +1,152 @@
+"""``ldpsynth plan`` for the collections that are not a domain of categories: a numeric attribute, a discovery.
+
+* A **numeric** collection (docs/numeric.md): the standard error of the attribute's mean and sum per mechanism
+  (HM, PM, Duchi, E over levels) and the one to choose (:func:`ldpsynth.shared.planning.numeric.plan_mean`);
+  ``--prior ROWS.csv`` holds plausible values in the attribute's column, ``--levels K`` E's levels (default: the
+  prior's distinct values when at most :data:`MAX_PRIOR_LEVELS`, else 16 equal buckets).
+* A **discovery** collection (docs/heavy-hitters.md): the expected recall, precision and F1 of its heavy hitters
+  (:func:`ldpsynth.shared.planning.heavy_hitters.plan_recall`); ``--prior ROWS.csv`` holds plausible values of the
+  string attribute (weighted by how often each occurs), or distinct values in rank order with ``--zipf S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema, is_discovery_json
+from ldpsynth.shared.jsonio import loads
+from ldpsynth.shared.planning.heavy_hitters import RecallPlan, plan_recall, zipf_weights
+from ldpsynth.shared.planning.numeric import NumericPlan, plan_mean
+from ldpsynth.shared.schema import Schema
+
+__all__ = ["MAX_PRIOR_LEVELS", "register_arguments", "run_mode"]
+
+#: A numeric prior with at most this many distinct values gives E those values as its levels.
+MAX_PRIOR_LEVELS = 64
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the numeric and discovery plans."""
+    group = parser.add_argument_group("numeric and discovery collections")
+    group.add_argument("--levels", type=int, metavar="K",
+                       help="numeric: E's levels, K equal buckets of the range (default: the prior's distinct values "
+                            f"when at most {MAX_PRIOR_LEVELS}, else 16)")
+    group.add_argument("--zipf", type=float, metavar="S",
+                       help="discovery: weigh the prior's distinct values by Zipf(S) in their order in the file")
+    group.add_argument("--trials", type=int, default=20, help="discovery: emulated discoveries (default 20)")
+    group.add_argument("--seed", type=int, default=0, help="discovery: the emulation's seed (default 0)")
+
+
+def _prior_column(args: argparse.Namespace, name: str) -> list[str] | None:
+    if args.prior is None:
+        return None
+    from ldpsynth.client.rows import read_csv  # the device's CSV reader (imports gRPC: only when needed)
+
+    columns = read_csv(args.prior)
+    if name not in columns:
+        raise ValidationError("--prior", f"a CSV with a column {name!r}", f"its columns are {sorted(columns)[:20]}")
+    return [str(v) for v in columns[name]]
+
+
+def _numeric(args: argparse.Namespace, schema: Schema) -> dict[str, Any]:
+    attribute = schema.numeric
+    assert attribute is not None
+    column = _prior_column(args, attribute.name)
+    prior = None
+    if column is not None:
+        try:
+            prior = np.array([float(v) for v in column])
+        except ValueError:
+            raise ValidationError(f"--prior: {attribute.name}", "numbers", "a value is not a number") from None
+    levels: Any = args.levels if args.levels is not None else 16
+    if args.levels is None and prior is not None and len(np.unique(prior)) <= MAX_PRIOR_LEVELS:
+        levels = np.unique(prior)
+    p = plan_mean(args.epsilon or schema.epsilon, args.devices, attribute.range, prior=prior, levels=levels)
+    return _numeric_json(p, attribute.name, attribute.mechanism)
+
+
+def _numeric_json(p: NumericPlan, name: str, mechanism: str) -> dict[str, Any]:
+    return {"kind": "numeric", "attribute": name, "collected_by": mechanism, "epsilon": p.epsilon,
+            "devices": p.devices, "range": [p.value_range.lo, p.value_range.hi], "recommended": p.recommended,
+            "mean": [{"mechanism": c.mechanism, "se": c.std_error, "bias": c.bias, "rmse": c.rmse,
+                      "halfwidth": 1.959963984540054 * c.rmse, "se_worst": c.worst_case_std_error,
+                      "sum_se": p.devices * c.std_error} for c in p.choices]}
+
+
+def _discovery(args: argparse.Namespace, schema: DiscoverySchema) -> dict[str, Any]:
+    column = _prior_column(args, schema.word)
+    if column is None:
+        raise ValidationError("--prior", "a CSV of plausible values of the string attribute (a discovery's plan "
+                              "emulates its rounds over them)", "missing")
+    if args.zipf is not None:
+        values = list(dict.fromkeys(column))
+        weights = zipf_weights(len(values), args.zipf)
+    else:
+        counts = Counter(column)
+        values, weights = list(counts), np.array(list(counts.values()), np.float64)
+    d = schema.discovery
+    p = plan_recall(schema.encoding, schema.schedule, args.epsilon or schema.epsilon, args.devices, values, weights,
+                    top_k=d.top_k, threshold=d.threshold, cap=d.cap, mechanism=schema.round_mechanism,
+                    trials=args.trials, rng=np.random.default_rng(args.seed))
+    return _discovery_json(p, schema, args.epsilon or schema.epsilon, args.devices)
+
+
+def _discovery_json(p: RecallPlan, schema: DiscoverySchema, epsilon: float, devices: int) -> dict[str, Any]:
+    d = schema.discovery
+    return {"kind": "discovery", "attribute": schema.word, "epsilon": epsilon, "devices": devices,
+            "rounds": schema.schedule.rounds, "devices_per_round": p.devices_per_round,
+            "find": {"top_k": d.top_k} if d.top_k is not None else {"threshold": d.threshold}, "wanted": p.wanted,
+            "trials": p.trials, "recall": p.recall, "recall_se": p.recall_se, "precision": p.precision,
+            "precision_se": p.precision_se, "f1": p.f1, "f1_se": p.f1_se,
+            "found_by_rank": p.found_by_rank.tolist()}
+
+
+def _render(out: dict[str, Any]) -> str:
+    if out["kind"] == "numeric":
+        lines = [f"Numeric attribute {out['attribute']!r} on [{out['range'][0]:g}, {out['range'][1]:g}], "
+                 f"collected by {out['collected_by']}; ε = {out['epsilon']:g}, {out['devices']:,} devices.", "",
+                 "| mechanism | SE of the mean | bucketing bias | ±95% | worst-case SE | SE of the sum |",
+                 "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {m['mechanism']} | {m['se']:.4g} | {m['bias']:.3g} | {m['halfwidth']:.4g} | {m['se_worst']:.4g} "
+                  f"| {m['sum_se']:.4g} |" for m in out["mean"]]
+        lines += ["", f"Recommended for the mean and sum: {out['recommended']} (docs/numeric.md, \"Planning\")."]
+        if out["collected_by"] == "SW":
+            lines.append("This attribute is collected by SW for its distribution and quantiles; their error is not "
+                         "predicted in closed form (docs/numeric.md).")
+        return "\n".join(lines) + "\n"
+    find = f"top {out['find']['top_k']}" if "top_k" in out["find"] else f"share ≥ {out['find']['threshold']:g}"
+    lines = [f"Discovery of {out['attribute']!r} ({find}; {out['wanted']} values of the prior): "
+             f"ε = {out['epsilon']:g}, {out['devices']:,} devices in {out['rounds']} rounds "
+             f"({out['devices_per_round']:,.0f} each).",
+             f"Emulated {out['trials']} times: recall {out['recall']:.3f} ± {out['recall_se']:.3f}, precision "
+             f"{out['precision']:.3f} ± {out['precision_se']:.3f}, F1 {out['f1']:.3f} ± {out['f1_se']:.3f} "
+             "(± one standard error over the trials).",
+             "Found in each trial, by rank: " + ", ".join(f"{x:.2f}" for x in out["found_by_rank"][:20])
+             + (" ..." if len(out["found_by_rank"]) > 20 else "")]
+    return "\n".join(lines) + "\n"
+
+
+def run_mode(args: argparse.Namespace, text: str) -> int | None:
+    """Plan a numeric or discovery collection (the collection file's ``text``) and print it; ``None`` for any other
+    collection (the categorical plan)."""
+    obj = loads(text, "--collection", "a JSON schema")
+    if is_discovery_json(obj):
+        out = _discovery(args, DiscoverySchema.from_json(obj))
+    else:
+        schema = Schema.from_json(obj)
+        if schema.numeric is None:
+            return None
+        out = _numeric(args, schema)
+    if args.json:
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(_render(out))
+    return 0
