@@ -7,6 +7,7 @@ from pathlib import Path
 
 __all__ = [
     "fsync_directory",
+    "write_durably",
 ]
 
 
@@ -18,3 +19,15 @@ def fsync_directory(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_durably(path: Path, text: str) -> None:
+    """``text`` into ``path`` (UTF-8) so that a crash leaves the old file or the new one, whole: a temporary
+    file beside it fsynced, renamed over it, the directory fsynced."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from ldpsynth.serving.errors import ConfigError
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.files import fsync_directory
+from ldpsynth.shared.files import write_durably
 from ldpsynth.shared.heavy_hitters.collection import DiscoveryCard, DiscoverySchema, DiscoveryState, round_name
 from ldpsynth.shared.heavy_hitters.server import support_counts
 
@@ -53,13 +52,7 @@ def _write(path: Path, text: str) -> None:
     """``text`` into ``path``, durably: a temporary file fsynced, renamed over it, the directory fsynced."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fsync_directory(path.parent)
+        write_durably(path, text)
     except OSError as exc:
         raise DataDirError(f"cannot write {path} ({os_problem(exc)})") from None
 

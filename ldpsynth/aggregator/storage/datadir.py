@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsynth.shared.errors import LdpsynthError
-from ldpsynth.shared.files import fsync_directory
+from ldpsynth.shared.files import fsync_directory, write_durably
 
 LAYOUT_FILE = "layout.json"
 LAYOUT_FORMAT = "ldpsynth.data-dir/3"
@@ -52,16 +52,6 @@ def os_problem(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"
     return exc.strerror or type(exc).__name__
-
-
-def _write_durably(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
 
 
 class DataDir:
@@ -152,7 +142,7 @@ class DataDir:
         """Write ``layout.json`` (when the log's layout is created, and to upgrade a format-2 directory
         once its acknowledged files are written)."""
         try:
-            _write_durably(self.path / LAYOUT_FILE, json.dumps(
+            write_durably(self.path / LAYOUT_FILE, json.dumps(
                 {"format": LAYOUT_FORMAT, "layout": layout_id, "shards": shards}, indent=2) + "\n")
         except OSError as exc:
             raise DataDirError(f"--data-dir {self.path}: cannot write {LAYOUT_FILE} ({os_problem(exc)})") from None
@@ -183,7 +173,7 @@ class DataDir:
 
     def record_retiring(self, plan: dict[str, Any]) -> None:
         try:
-            _write_durably(self.path / RETIRING_FILE, json.dumps(plan, indent=2, sort_keys=True) + "\n")
+            write_durably(self.path / RETIRING_FILE, json.dumps(plan, indent=2, sort_keys=True) + "\n")
         except OSError as exc:
             raise DataDirError(f"--data-dir {self.path}: cannot write {RETIRING_FILE} ({os_problem(exc)})") from None
 
