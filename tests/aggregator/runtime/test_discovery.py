@@ -35,7 +35,7 @@ from ..conftest import RATINGS_CARD, ServerThread
 
 StartServer = Callable[..., ServerThread]
 SCHEMA = DiscoverySchema.from_json({
-    "name": "words", "epsilon": 4.0,
+    "name": "words", "epsilon": 6.0,
     "attributes": [{"name": "word", "type": "string", "max_length": 5, "alphabet": "abcdefghijklmnopqrstuvwxyz"}],
     "discovery": {"first_bits": 10, "fragment_bits": 15, "top_k": 2, "salt": "5a" * 16,
                   "min_reports_per_round": 20}})
@@ -60,6 +60,10 @@ def submit_all(server: ServerThread, devices: list[tuple[PrivacyLedger, str]]) -
 
 def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # The devices' round keys and reports come from the OS CSPRNG (the real device path), so this run is not
+    # seeded: the words are fixed, and at eps = 6 (OLH noise sd about 0.9 reports per cell in round 1) the top 2
+    # ("hello", "abc": about 34 and 22 reports per round) stand more than 4 sd of the round split's sampling above
+    # the third ("zebra", about 7): a failure has probability below 1e-4.
     rng = np.random.default_rng(41)
     words = rng.choice(["hello", "abc", "zebra", "quiet", "mango"], size=150, p=[0.45, 0.3, 0.1, 0.1, 0.05])
     devices = [(PrivacyLedger.for_simulation(), str(w)) for w in words]
