@@ -1,0 +1,105 @@
+"""The numeric query kinds: builders, JSON round trip, field checks, and the refusals when a batch is compiled
+against a schema (a kind the attribute's mechanism cannot answer names the field and the mechanism that would)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.numeric.answering import compile_numeric
+from ldpsynth.shared.queries import (
+    compile_queries,
+    dumps_queries,
+    histogram,
+    marginal,
+    mean,
+    quantiles,
+    queries_from_json,
+    query_from_json,
+    query_to_json,
+    sum_,
+)
+from ldpsynth.shared.schema import Schema
+
+
+def schema(mechanism: str = "HM") -> Schema:
+    return Schema.from_json({"name": "c", "epsilon": 1.0, "attributes": [
+        {"name": "hours", "type": "numeric", "range": [0, 100], "mechanism": mechanism},
+        {"name": "region", "type": "categorical", "values": ["north", "south"], "public": True}]})
+
+
+def test_builders_and_their_json_round_trip() -> None:
+    built = [mean("hours"), mean("hours", by="region", label="m"), sum_("hours", by="region"),
+             quantiles("hours", [0.25, 0.5], by="region"), histogram("hours", 4)]
+    as_json = [query_to_json(q) for q in built]
+    assert as_json == [{"kind": "mean", "attribute": "hours"},
+                       {"kind": "mean", "attribute": "hours", "by": "region", "label": "m"},
+                       {"kind": "sum", "attribute": "hours", "by": "region"},
+                       {"kind": "quantiles", "attribute": "hours", "q": [0.25, 0.5], "by": "region"},
+                       {"kind": "histogram", "attribute": "hours", "bins": 4}]
+    assert [query_from_json(obj) for obj in as_json] == built
+    assert queries_from_json(dumps_queries(built)) == built
+    assert quantiles("hours", np.array([0.5])).q == (0.5,)
+
+
+@pytest.mark.parametrize(("obj", "field"), [
+    ({"kind": "quantiles", "attribute": "hours", "q": [0.5, 1.5]}, "q"),
+    ({"kind": "quantiles", "attribute": "hours", "q": []}, "q"),
+    ({"kind": "quantiles", "attribute": "hours", "q": "0.5"}, "q"),
+    ({"kind": "quantiles", "attribute": "hours"}, "q"),
+    ({"kind": "histogram", "attribute": "hours", "bins": 0}, "bins"),
+    ({"kind": "histogram", "attribute": "hours", "bins": 2.5}, "bins"),
+    ({"kind": "mean", "attribute": ""}, "attribute"),
+    ({"kind": "mean"}, "attribute"),
+    ({"kind": "mean", "attribute": "hours", "by": 3}, "by"),
+    ({"kind": "mean", "attribute": "hours", "normalization": "sum"}, "normalization"),
+    ({"kind": "sum", "attribute": "hours", "label": "x" * 257}, "label"),
+])
+def test_malformed_queries_are_refused_naming_the_field(obj: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        queries_from_json([obj])
+    assert info.value.field == f"queries[0].{field}"
+
+
+def test_a_kind_the_mechanism_cannot_answer_names_the_kind_and_the_mechanism_that_would() -> None:
+    with pytest.raises(ValidationError) as info:
+        compile_numeric([mean("hours")], schema("SW"))
+    assert info.value.field == "queries[0].kind"
+    assert "quantiles, histogram" in info.value.legal and "collected by HM" in info.value.problem
+    for query in (quantiles("hours", [0.5]), histogram("hours", 3)):
+        with pytest.raises(ValidationError) as info:
+            compile_numeric([mean("hours"), query], schema("HM"), first_index=5)
+        assert info.value.field == "queries[6].kind" and "collected by SW" in info.value.problem
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    (mean("rating"), "attribute"), (mean("hours", by="hours"), "by"), (sum_("hours", by="city"), "by"),
+    (marginal("hours"), "kind"),
+])
+def test_queries_that_do_not_fit_the_schema_are_refused(query: Any, field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        compile_numeric([query], schema())
+    assert info.value.field == f"queries[0].{field}"
+
+
+def test_a_numeric_kind_on_a_categorical_collection_is_refused_naming_the_attribute() -> None:
+    categorical = Schema.from_json({"name": "c", "epsilon": 1.0, "attributes": [
+        {"name": "hours", "type": "integer", "min": 0, "max": 9}]})
+    with pytest.raises(ValidationError) as info:
+        compile_queries([marginal("hours"), mean("hours")], categorical)
+    assert info.value.field == "queries[1].attribute" and "numeric collection" in info.value.legal
+
+
+def test_answers_are_laid_out_per_group_and_probability_or_bin() -> None:
+    hm = compile_numeric([mean("hours"), sum_("hours", by="region", label="total")], schema("HM"))
+    assert hm.labels == ("mean#0", "total[region=north]", "total[region=south]")
+    assert hm.origins.tolist() == [0, 1, 1]
+    sw = compile_numeric([quantiles("hours", [0.1, 0.9], by="region"), histogram("hours", 2)], schema("SW"),
+                         first_index=3)
+    assert sw.labels == ("quantiles#3[region=north,q=0.1]", "quantiles#3[region=north,q=0.9]",
+                         "quantiles#3[region=south,q=0.1]", "quantiles#3[region=south,q=0.9]",
+                         "histogram#4[bin=[0, 50)]", "histogram#4[bin=[50, 100]]")
+    assert sw.origins.tolist() == [0, 0, 0, 0, 1, 1]
