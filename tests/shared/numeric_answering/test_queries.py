@@ -3,6 +3,8 @@ against a schema (a kind the attribute's mechanism cannot answer names the field
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,3 +105,18 @@ def test_answers_are_laid_out_per_group_and_probability_or_bin() -> None:
                          "quantiles#3[region=south,q=0.1]", "quantiles#3[region=south,q=0.9]",
                          "histogram#4[bin=[0, 50)]", "histogram#4[bin=[50, 100]]")
     assert sw.origins.tolist() == [0, 0, 0, 0, 1, 1]
+
+
+def test_the_json_schema_of_a_query_batch_describes_the_numeric_kinds() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    path = Path(__file__).resolve().parents[3] / "docs" / "schemas" / "query-batch.schema.json"
+    validator = jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+    good = json.loads(dumps_queries([mean("hours", by="region"), sum_("hours", label="s"),
+                                     quantiles("hours", [0, 0.5, 1]), histogram("hours", 7)]))
+    assert not list(validator.iter_errors(good))
+    for bad in ({"kind": "mean"}, {"kind": "sum", "attribute": "hours", "normalization": "sum"},
+                {"kind": "quantiles", "attribute": "hours", "q": [1.5]}, {"kind": "histogram", "attribute": "hours"},
+                {"kind": "histogram", "attribute": "hours", "bins": 0}):
+        assert not validator.is_valid([bad]), bad
+        with pytest.raises(ValidationError):                         # the Python reader refuses them too
+            queries_from_json([bad])
