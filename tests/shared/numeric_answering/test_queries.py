@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ldpsynth.shared.errors import ValidationError
-from ldpsynth.shared.numeric.answering import compile_numeric
+from ldpsynth.shared.numeric.answering import MAX_BOOTSTRAP_GROUPS, compile_numeric, concat_numeric
 from ldpsynth.shared.queries import (
     compile_queries,
     dumps_queries,
@@ -120,3 +120,18 @@ def test_the_json_schema_of_a_query_batch_describes_the_numeric_kinds() -> None:
         assert not validator.is_valid([bad]), bad
         with pytest.raises(ValidationError):                         # the Python reader refuses them too
             queries_from_json([bad])
+
+
+def test_a_batch_asks_at_most_max_bootstrap_groups_sw_fits() -> None:
+    sw = schema("SW")                                               # "by region": 2 groups per query
+    per_region = [histogram("hours", 2, by="region")] * (MAX_BOOTSTRAP_GROUPS // 2)
+    assert compile_numeric(per_region, sw).fits == MAX_BOOTSTRAP_GROUPS
+    with pytest.raises(ValidationError) as info:
+        compile_numeric([*per_region, quantiles("hours", [0.5])], sw)
+    assert info.value.field == f"queries[{MAX_BOOTSTRAP_GROUPS // 2}]" and "split the batch" in info.value.legal
+    halves = [compile_numeric(per_region, sw),
+              compile_numeric([quantiles("hours", [0.5])], sw, first_index=len(per_region))]
+    with pytest.raises(ValidationError) as info:                    # the same limit over chunks sent apart
+        concat_numeric(halves, [len(per_region), 1])
+    assert info.value.field == "queries"
+    assert compile_numeric([mean("hours", by="region")] * 100, schema("HM")).fits == 0   # HM: no bootstrap

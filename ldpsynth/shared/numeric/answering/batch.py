@@ -5,7 +5,8 @@ attribute is the collection's numeric one, its mechanism answers the kind, ``by`
 expands it into answers: one per group (every value of ``by`` in code order, or one for all rows) and, within a
 group, one per probability (quantiles) or bin (histogram). Errors name ``queries[j].<field>``; a categorical kind
 (linear, marginal, ...) is refused naming ``queries[j].kind``, as a numeric kind is on a categorical collection
-(:func:`~ldpsynth.shared.queries.compiler.compile_queries`).
+(:func:`~ldpsynth.shared.queries.compiler.compile_queries`). A batch may ask at most
+:data:`MAX_BOOTSTRAP_GROUPS` (SW query, group) pairs (refused naming the first query over it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from ldpsynth.shared.queries.model import query_field
 from ldpsynth.shared.queries.numeric import NUMERIC_KINDS, HistogramQuery, NumericQuery, QuantilesQuery
 from ldpsynth.shared.schema import Schema
 
-__all__ = ["NumericBatch", "compile_numeric", "concat_numeric"]
+__all__ = ["MAX_BOOTSTRAP_GROUPS", "NumericBatch", "compile_numeric", "concat_numeric"]
+
+#: Most (SW query, group) pairs one batch may ask: each is an EMS fit and its bootstrap refits (about 1-2 s of
+#: CPU on a 2-core machine at n = 10^4-10^5, docs/numeric.md), so a batch holds a replica's thread for at most
+#: a few minutes.
+MAX_BOOTSTRAP_GROUPS = 64
 
 
 def _kinds_of(mechanism: str) -> str:
@@ -38,6 +44,13 @@ class NumericBatch:
     queries: tuple[NumericQuery, ...]
     origins: np.ndarray
     labels: tuple[str, ...]
+
+    @property
+    def fits(self) -> int:
+        """The (SW query, group) pairs the batch asks: EMS fits, each with its bootstrap."""
+        if self.schema.mechanism != "SW":
+            return 0
+        return sum(1 if q.by is None else self.schema.attribute(q.by).size for q in self.queries)
 
     @property
     def size(self) -> int:
@@ -80,6 +93,7 @@ def compile_numeric(queries: Sequence[AnyQuery], schema: Schema, *, first_index:
     checked: list[NumericQuery] = []
     origins: list[int] = []
     labels: list[str] = []
+    fits = 0
     for i, query in enumerate(queries):
         index = first_index + i
         with query_field(index):
@@ -88,6 +102,11 @@ def compile_numeric(queries: Sequence[AnyQuery], schema: Schema, *, first_index:
         base = q.label if q.label is not None else f"{q.kind}#{index}"
         groups = [""] if q.by is None else \
             [f"{q.by}={v}" for v in schema.attribute(q.by).decode(np.arange(schema.attribute(q.by).size)).tolist()]
+        fits += len(groups) if schema.mechanism == "SW" else 0
+        if fits > MAX_BOOTSTRAP_GROUPS:
+            raise ValidationError(f"queries[{index}]", f"at most {MAX_BOOTSTRAP_GROUPS} (SW query, group) pairs per "
+                                  "batch (each is an EMS fit with a bootstrap of it); split the batch",
+                                  f"{fits} so far")
         if isinstance(q, QuantilesQuery):
             parts = [f"q={p:g}" for p in q.q]
         elif isinstance(q, HistogramQuery):
@@ -110,6 +129,10 @@ def concat_numeric(batches: Sequence[NumericBatch], input_counts: Sequence[int])
     if not batches:
         raise ValidationError("queries", "at least one query", "the batch is empty")
     offsets = np.concatenate([[0], np.cumsum(input_counts)[:-1]]).astype(np.int64)
-    return NumericBatch(batches[0].schema, tuple(q for b in batches for q in b.queries),
-                        np.concatenate([b.origins + off for b, off in zip(batches, offsets)]),
-                        tuple(label for b in batches for label in b.labels))
+    batch = NumericBatch(batches[0].schema, tuple(q for b in batches for q in b.queries),
+                         np.concatenate([b.origins + off for b, off in zip(batches, offsets)]),
+                         tuple(label for b in batches for label in b.labels))
+    if batch.fits > MAX_BOOTSTRAP_GROUPS:
+        raise ValidationError("queries", f"at most {MAX_BOOTSTRAP_GROUPS} (SW query, group) pairs per batch (each "
+                              "is an EMS fit with a bootstrap of it); split the batch", f"got {batch.fits}")
+    return batch
