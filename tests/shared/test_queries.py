@@ -168,7 +168,7 @@ def test_linear_batch_from_an_array_equals_compiled_linear_queries():
 
 W = [0] * K
 BAD_QUERIES = [  # (query JSON, schema, expected field, expected text in the legal range or problem)
-    ({"kind": "histogram"}, RATINGS, "queries[0].kind", "linear, predicate"),
+    ({"kind": "median"}, RATINGS, "queries[0].kind", "linear, predicate"),
     ({"kind": ["linear"]}, RATINGS, "queries[0].kind", "linear, predicate"),
     ([1, 2], RATINGS, "queries[0].kind", "object"),
     ({"kind": "linear", "weights": W, "weight": 1}, RATINGS, "queries[0].weight", "fields of a linear"),

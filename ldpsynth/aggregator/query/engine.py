@@ -7,6 +7,9 @@ the shard's statistics at the log sequence it has applied), evaluates every bloc
 pins, and unpins. Rows that arrive meanwhile are simply not in the answer, so a batch is never
 refused because of ingest.
 
+* **A numeric collection** (HM or SW reports; docs/numeric.md): its batch is a
+  :class:`~ldpsynth.shared.numeric.answering.NumericBatch` (mean, sum, quantiles, histogram), answered from the
+  same merged counts per (public key, report) by :func:`~ldpsynth.shared.numeric.answering.answer_numeric`.
 * **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
   only through the counts per (public key, private code): the pinned statistics of every shard,
   summed (the merged table is cached per collection, keyed by the pinned log sequences), and the
@@ -70,6 +73,7 @@ from ldpsynth.shared.guarantees import (
 )
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import Mechanism, categorical
+from ldpsynth.shared.numeric.answering import NumericAnswers, NumericBatch, answer_numeric
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
 from ldpsynth.shared.schema import Schema
 
@@ -141,15 +145,18 @@ class QueryEngine:
 
         return await self._pinned(collection, evaluate)
 
-    async def estimate(self, collection: str, batch: QueryBatch, level: float) -> Answers:
+    async def estimate(self, collection: str, batch: QueryBatch | NumericBatch, level: float
+                       ) -> Answers | NumericAnswers:
         """Answer ``batch`` over the rows of ``collection`` (see the module docstring). An empty
         batch has no answers (``n = 0``), asks no shard and is not refused for a collection without rows."""
         info = self.catalog.get(collection)
         if batch.schema != info.schema:
             raise ValidationError("queries", f"queries compiled for the schema of collection {collection!r}",
                                   "another schema")
+        if isinstance(batch, NumericBatch):
+            return await self._numeric(collection, batch, level)
         mechanism = info.card.mechanism
-        categorical(mechanism)  # a numeric collection is answered from its export (numeric.collection.release_means)
+        categorical(mechanism)  # a numeric collection's batch is a NumericBatch (above)
         if batch.size == 0:  # the empty batch "[]": no answers, and no shard is asked (n = 0: no row read)
             none = np.zeros(0)
             return Answers(batch=batch, estimate=none, proper_estimate=none, exact=np.zeros(0, bool), std_error=none,
@@ -178,6 +185,26 @@ class QueryEngine:
             guarantees = await asyncio.to_thread(of_card, info.card, ANSWERS, kept.labels, kept.counts,
                                                  withheld=kept.withheld)
             return replace(answers, guarantees=guarantees)
+
+        return await self._pinned(collection, evaluate)
+
+    async def _numeric(self, collection: str, batch: NumericBatch, level: float) -> NumericAnswers:
+        """A numeric collection's answers from the merged pinned counts per (public key, report), by
+        :func:`~ldpsynth.shared.numeric.answering.answer_numeric` (the offline estimator's function too)."""
+        epsilon = self.catalog.get(collection).card.mechanism.epsilon
+        if batch.size == 0:
+            return answer_numeric(batch, SufficientStatistics.empty(batch.schema.public_domain_size,
+                                                                    batch.schema.private_domain_size), epsilon, level)
+
+        async def evaluate(pins: Pins) -> NumericAnswers:
+            if sum(pin.rows for pin in pins) == 0:
+                raise WrongState(f"collection {collection!r} has no reports yet: nothing to estimate from")
+            stats = await self.statistics(collection, pins)
+            assert isinstance(stats, SufficientStatistics)
+            try:
+                return await asyncio.to_thread(answer_numeric, batch, stats, epsilon, level)
+            except BelowMinimumBatch as exc:
+                raise WrongState(str(exc)) from None
 
         return await self._pinned(collection, evaluate)
 

@@ -36,6 +36,7 @@ from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.guarantees import ANSWERS, of_card
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
+from ldpsynth.shared.numeric.answering import NumericAnswers, answer_numeric, compile_numeric
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.json_form import QueryLike, queries_from_json
 from ldpsynth.shared.release import CARD_FILE, Release
@@ -66,7 +67,7 @@ def _card(release: ReleaseSource, card: MechanismCard | str | os.PathLike | None
 
 def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[QueryLike], *,
                      card: MechanismCard | str | os.PathLike | None = None, level: float = 0.95,
-                     rows_per_device: int | None = None) -> Answers:
+                     rows_per_device: int | None = None) -> Answers | NumericAnswers:
     """The answers to ``queries`` from the synthetic database of ``release``, at confidence ``level``.
 
     WYZ eq. 17 estimate, eq. 21 proper estimate, standard error and normal interval, eq. 20/22
@@ -76,7 +77,10 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     service does (:mod:`ldpsynth.shared.estimators.eligible`). A shuffled collection's release (its
     card's schema has a shuffle block): the answers' ``guarantees`` state the local ε0 and the central
     (ε, δ) per party, with the public-key groups read and what was withheld
-    (:mod:`ldpsynth.shared.guarantees`).
+    (:mod:`ldpsynth.shared.guarantees`). A numeric collection's release (HM or SW reports) answers the numeric
+    kinds (mean, sum, quantiles, histogram: :mod:`ldpsynth.shared.queries.numeric`) through
+    :func:`~ldpsynth.shared.numeric.answering.answer_numeric` on the release's counts per (public key, report),
+    the function the query service answers with, so the answers are equal.
 
     Parameters
     ----------
@@ -102,8 +106,9 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
 
     Returns
     -------
-    Answers
-        :class:`~ldpsynth.shared.estimators.formulas.Answers`: columns (``estimate``,
+    Answers or NumericAnswers
+        :class:`~ldpsynth.shared.estimators.formulas.Answers` (a numeric release:
+        :class:`~ldpsynth.shared.numeric.answering.NumericAnswers`): columns (``estimate``,
         ``proper_estimate``, ``std_error``, ``ci_low``, ``ci_high``, ``bound``, ...) and
         :meth:`~ldpsynth.shared.estimators.formulas.AnswerColumns.records`, one JSON-ready dict per
         compiled query (a marginal gives one per cell) with the fields ``ldpsynth estimate`` prints.
@@ -123,13 +128,19 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     level = check_probability(level, "level")
     mechanism_card = _card(release, card)
     schema = mechanism_card.schema
-    batch = compile_queries(queries_from_json(queries), schema)
+    parsed = queries_from_json(queries)
+    numeric = compile_numeric(parsed, schema) if schema.numeric is not None else None
+    batch = compile_queries(parsed, schema) if numeric is None else None
     if isinstance(release, Mapping):
         release = Release.from_values(mechanism_card, release)
     elif not isinstance(release, Release):
         release = Release.read(release, card=mechanism_card)
     codes = release.private_reports()
     keys = release.public_keys() if schema.public_attributes else None
+    if numeric is not None:
+        return answer_numeric(numeric, SufficientStatistics.from_schema(schema, keys, codes),
+                              mechanism_card.mechanism.epsilon, level)
+    assert batch is not None
     if isinstance(mechanism_card.mechanism, FrequencyOracle):
         stats: Statistics = KeyedTallies.from_rows(mechanism_card.mechanism, keys, codes,
                                                    public_domain_size=schema.public_domain_size)

@@ -89,8 +89,9 @@ def categorical(mechanism: Mechanism) -> MechanismE | FrequencyOracle:
     """``mechanism`` if it is E or a frequency oracle; a :class:`ValidationError` naming ``mechanism`` for a numeric
     attribute's (HM, SW), whose reports are not randomized categories."""
     if isinstance(mechanism, NumericMechanism):
-        raise ValidationError("mechanism", "E or a frequency oracle (this works on categories; a numeric collection's "
-                              "means and sums come from its export: ldpsynth.shared.numeric.collection.release_means)",
+        raise ValidationError("mechanism", "E or a frequency oracle (this works on categories; a numeric collection "
+                              "answers the query kinds mean, sum, quantiles and histogram: "
+                              "ldpsynth.shared.queries.numeric)",
                               f"got {mechanism.name!r}")
     return mechanism
 

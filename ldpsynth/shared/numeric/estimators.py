@@ -29,12 +29,14 @@ Quantiles interpolate the fitted
 histogram's CDF linearly within a bucket. Their standard error is a nonparametric bootstrap
 (:func:`bootstrap_quantiles`): the report counts are redrawn as Multinomial(n, counts/n) (resampling
 reports with replacement), EMS is refitted from the uniform start each time, and the SE is the standard
-deviation of the refitted quantiles; the interval is the quantile ± z SE.
+deviation of the refitted quantiles; the interval is the quantile ± z SE. The same bootstrap gives the SE of any
+statistic of the histogram (:func:`bootstrap_from_counts`), e.g. the shares of k equal bins (:func:`bin_shares`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -54,6 +56,8 @@ __all__ = [
     "quantiles",
     "QuantileEstimate",
     "bootstrap_quantiles",
+    "bin_shares",
+    "bootstrap_from_counts",
 ]
 
 MeanSampler = Duchi | PiecewiseMechanism | HybridMechanism
@@ -206,9 +210,32 @@ def bootstrap_quantiles(sampler: SquareWave, reports: npt.ArrayLike, value_range
     b = check_int(replicates, "replicates", 2)
     z = _z(level)
     probs = np.asarray(q, dtype=np.float64).reshape(-1)
-    counts = np.bincount(r, minlength=sampler.reports).astype(np.float64)
-    value = quantiles(ems(sampler, counts, tolerance=tolerance), value_range, probs)
-    draws = rng.multinomial(r.size, counts / r.size, size=b)
-    refits = np.array([quantiles(ems(sampler, d, tolerance=tolerance), value_range, probs) for d in draws])
-    se = refits.std(axis=0, ddof=1)
+    value, se = bootstrap_from_counts(sampler, np.bincount(r, minlength=sampler.reports),
+                                      lambda theta: quantiles(theta, value_range, probs), rng, replicates=b,
+                                      tolerance=tolerance)
     return QuantileEstimate(probs, value, se, value - z * se, value + z * se, b)
+
+
+def bin_shares(theta: npt.ArrayLike, bins: int) -> np.ndarray:
+    """The shares of ``bins`` equal bins of the range under the histogram ``theta`` (on equal buckets of the same
+    range), the CDF linear within each bucket as in :func:`quantiles`: :math:`F(e_{j+1}) - F(e_j)`."""
+    t = np.asarray(theta, dtype=np.float64)
+    k = check_int(bins, "bins", 1)
+    cdf = np.concatenate([[0.0], np.cumsum(t) / t.sum()])
+    return np.diff(np.interp(np.linspace(0.0, 1.0, k + 1), np.linspace(0.0, 1.0, t.size + 1), cdf))
+
+
+def bootstrap_from_counts(sampler: SquareWave, counts: npt.ArrayLike,
+                          statistic: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator, *,
+                          replicates: int = 100, tolerance: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """``statistic`` of the EMS histogram of the report ``counts`` and its bootstrap SE (module docstring): the
+    counts redrawn ``replicates`` times as Multinomial(n, counts/n) by ``rng``, EMS refitted each time, the SE the
+    standard deviation of the refitted statistic (``ddof = 1``)."""
+    c = np.asarray(counts, dtype=np.float64).reshape(-1)
+    n = int(c.sum())
+    if n == 0:
+        raise ValidationError("reports", "at least one report", "got none")
+    value = np.asarray(statistic(ems(sampler, c, tolerance=tolerance)), dtype=np.float64)
+    draws = rng.multinomial(n, c / n, size=check_int(replicates, "replicates", 2))
+    refits = np.array([statistic(ems(sampler, d, tolerance=tolerance)) for d in draws])
+    return value, refits.std(axis=0, ddof=1)

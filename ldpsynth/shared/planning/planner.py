@@ -31,6 +31,7 @@ from ldpsynth.shared.planning.views import ViewsPlan
 from ldpsynth.shared.queries.batch import QueryBatch, RowBlock
 from ldpsynth.shared.queries.compiler import compile_queries
 from ldpsynth.shared.queries.model import NORMALIZATIONS, Query
+from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.validation import check_epsilon, check_int, check_probability
 
@@ -210,9 +211,9 @@ def _check_dense_rows(batch: QueryBatch, n: int) -> None:
                                   f"dense query {batch.origins[block.positions[0]]})", f"got {n} rows")
 
 
-def plan(schema: Schema, queries: QueryBatch | Sequence[Query], devices: int, *, rows_per_device: int = 1,
-         prior: RowDistribution | None = None, epsilon: float | None = None, level: float = 0.95,
-         target_halfwidth: float | None = None, changes: Sequence[SchemaChange] = ()) -> Plan:
+def plan(schema: Schema, queries: QueryBatch | Sequence[Query | NumericQuery], devices: int, *,
+         rows_per_device: int = 1, prior: RowDistribution | None = None, epsilon: float | None = None,
+         level: float = 0.95, target_halfwidth: float | None = None, changes: Sequence[SchemaChange] = ()) -> Plan:
     """The predicted error of every query of ``queries`` on a collection of ``schema``, before any data.
 
     ``devices`` x ``rows_per_device`` rows released by E at ``epsilon``. Worst case over the private

@@ -3,6 +3,7 @@
 One import for users; each part lives in its own module:
 
 * :mod:`~ldpsynth.shared.queries.model`: the query kinds, their conditions and normalisations;
+* :mod:`~ldpsynth.shared.queries.numeric`: a numeric collection's kinds (mean, sum, quantiles, histogram);
 * :mod:`~ldpsynth.shared.queries.builders`: the builders (:func:`linear`, :func:`predicate`, ...);
 * :mod:`~ldpsynth.shared.queries.json_form`: the JSON form (documented there), parsing and serialisation;
 * :mod:`~ldpsynth.shared.queries.batch`: compiled batches (:class:`QueryBatch` and its blocks);
@@ -23,9 +24,13 @@ from ldpsynth.shared.queries.builders import (
     cut,
     dense,
     grouped,
+    histogram,
     linear,
     marginal,
+    mean,
     predicate,
+    quantiles,
+    sum_,
 )
 from ldpsynth.shared.queries.compiler import (
     MAX_QUERY_WEIGHTS,
@@ -57,6 +62,13 @@ from ldpsynth.shared.queries.model import (
     Query,
     Scalar,
     normalization_name,
+)
+from ldpsynth.shared.queries.numeric import (
+    HistogramQuery,
+    MeanQuery,
+    NumericQuery,
+    QuantilesQuery,
+    SumQuery,
 )
 from ldpsynth.shared.queries.packed import (
     grouped_batch,
@@ -90,6 +102,15 @@ __all__ = [
     "grouped",
     "cut",
     "dense",
+    "mean",
+    "sum_",
+    "quantiles",
+    "histogram",
+    "NumericQuery",
+    "MeanQuery",
+    "SumQuery",
+    "QuantilesQuery",
+    "HistogramQuery",
     "query_to_json",
     "query_from_json",
     "queries_from_json",

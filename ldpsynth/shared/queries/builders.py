@@ -1,6 +1,8 @@
 """The builders users call to make queries: :func:`linear`, :func:`condition`, :func:`predicate`,
 :func:`marginal`, :func:`grouped`, :func:`cut` and :func:`dense` (the kinds of
-:mod:`ldpsynth.shared.queries.model`; their meaning and JSON form: :mod:`ldpsynth.shared.queries.json_form`).
+:mod:`ldpsynth.shared.queries.model`; their meaning and JSON form: :mod:`ldpsynth.shared.queries.json_form`),
+and a numeric collection's :func:`mean`, :func:`sum_`, :func:`quantiles` and :func:`histogram`
+(:mod:`ldpsynth.shared.queries.numeric`).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from typing import Any
 
 import numpy.typing as npt
 
-from ldpsynth.shared.queries import model
+from ldpsynth.shared.queries import model, numeric
 from ldpsynth.shared.queries.model import Scalar
 
-__all__ = ["linear", "condition", "predicate", "marginal", "grouped", "cut", "dense"]
+__all__ = ["linear", "condition", "predicate", "marginal", "grouped", "cut", "dense", "mean", "sum_", "quantiles",
+           "histogram"]
 
 
 def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> model.LinearQuery:
@@ -214,3 +217,35 @@ def dense(table: npt.ArrayLike, *, normalization: str = "range", label: str | No
         Naming ``table``, ``table[i]``, ``normalization`` or ``label``.
     """
     return model.DenseQuery(table, normalization=normalization, label=label)  # type: ignore[arg-type]
+
+
+def mean(attribute: str, *, by: str | None = None, label: str | None = None) -> numeric.MeanQuery:
+    """The mean of the numeric ``attribute`` (collected by HM), overall or per value of the public attribute ``by``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``attribute``, ``by`` (not a non-empty string) or ``label``; the schema is checked when the
+        batch is compiled (:mod:`ldpsynth.shared.numeric.answering`).
+    """
+    return numeric.MeanQuery(attribute, by=by, label=label)
+
+
+def sum_(attribute: str, *, by: str | None = None, label: str | None = None) -> numeric.SumQuery:
+    """The sum of the numeric ``attribute`` (HM), overall or per value of ``by`` (JSON kind ``"sum"``; the
+    trailing underscore keeps Python's ``sum``). Errors as :func:`mean`."""
+    return numeric.SumQuery(attribute, by=by, label=label)
+
+
+def quantiles(attribute: str, q: npt.ArrayLike, *, by: str | None = None, label: str | None = None
+              ) -> numeric.QuantilesQuery:
+    """The ``q``-quantiles (probabilities in [0, 1]) of the numeric ``attribute`` (collected by SW), overall or per
+    value of ``by``. Errors as :func:`mean`, and ``q`` (with the position of a bad probability)."""
+    return numeric.QuantilesQuery(attribute, q=q, by=by, label=label)  # type: ignore[arg-type]
+
+
+def histogram(attribute: str, bins: int, *, by: str | None = None, label: str | None = None
+              ) -> numeric.HistogramQuery:
+    """The shares of the numeric ``attribute``'s values (SW) in ``bins`` equal bins of its declared range, overall
+    or per value of ``by``. Errors as :func:`mean`, and ``bins`` (an integer in [1, 4096])."""
+    return numeric.HistogramQuery(attribute, bins=bins, by=by, label=label)

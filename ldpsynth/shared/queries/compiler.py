@@ -31,6 +31,7 @@ from ldpsynth.shared.queries.model import (
     Scalar,
     query_field,
 )
+from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.schema import Attribute, BinaryAttribute, CategoricalAttribute, Schema
 
 __all__ = ["MAX_QUERY_WEIGHTS", "compile_queries", "condition_values"]
@@ -199,14 +200,16 @@ class _Compiler:
         return np.asarray(query.table, dtype=np.float64)
 
 
-def compile_queries(queries: Sequence[Query], schema: Schema, *, first_index: int = 0) -> QueryBatch:
+def compile_queries(queries: Sequence[Query | NumericQuery], schema: Schema, *, first_index: int = 0) -> QueryBatch:
     """Check ``queries`` against ``schema`` and compile them to weight blocks.
 
     Queries of one form share a block (one table block per grouping attribute, one row block
     per table length); a marginal expands to one compiled query per cell. Answers come back in
     batch order (see :attr:`QueryBatch.origins`). ``first_index`` is the index of ``queries[0]``
     in a larger batch sent in parts: error fields (``queries[j]``) and default labels use the
-    index in that batch; ``origins`` stay relative to ``queries`` (see :func:`concat_batches`).
+    index in that batch; ``origins`` stay relative to ``queries`` (see :func:`concat_batches`). A numeric kind
+    (:mod:`~ldpsynth.shared.queries.numeric`) is refused naming ``queries[j].attribute``: it asks a numeric
+    collection (:func:`~ldpsynth.shared.numeric.answering.compile_numeric`).
     """
     comp = _Compiler(schema)
     labels: list[str] = []
@@ -222,6 +225,11 @@ def compile_queries(queries: Sequence[Query], schema: Schema, *, first_index: in
 
     for i, query in enumerate(queries):
         index = first_index + i
+        if isinstance(query, NumericQuery):
+            raise ValidationError(f"queries[{index}].attribute", "a numeric attribute (collected by HM or SW): a "
+                                  f"{query.kind} asks a numeric collection",
+                                  f"{query.attribute!r} is not one; this collection's kinds are linear, predicate, "
+                                  "marginal, grouped, cut and dense")
         if not isinstance(query, tuple(QUERY_KINDS.values())):
             raise ValidationError(f"queries[{index}]", "a query object", f"got {type(query).__name__}")
         base = query.label if query.label is not None else f"{query.kind}#{index}"

@@ -14,14 +14,18 @@ from typing import Any
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.queries.model import QUERY_KINDS, Condition, Query, normalization_name, query_field
+from ldpsynth.shared.queries.numeric import NUMERIC_KINDS, HistogramQuery, NumericQuery, QuantilesQuery
 from ldpsynth.shared.validation import check_choice
 
-__all__ = ["query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries"]
+__all__ = ["AnyQuery", "query_to_json", "query_from_json", "queries_from_json", "queries_to_json", "dumps_queries"]
 
+#: A query object of any kind: a categorical collection's (:mod:`~ldpsynth.shared.queries.model`) or a numeric
+#: collection's (:mod:`~ldpsynth.shared.queries.numeric`).
+AnyQuery = Query | NumericQuery
 #: One query as the public functions take it: a JSON object, or a query object (what the builders of
 #: :mod:`ldpsynth.shared.queries.builders` return).
-QueryLike = Query | Mapping[str, Any]
-_QUERY_TYPES: tuple[type[Query], ...] = tuple(QUERY_KINDS.values())
+QueryLike = AnyQuery | Mapping[str, Any]
+_QUERY_TYPES: tuple[type[Query] | type[NumericQuery], ...] = (*QUERY_KINDS.values(), NumericQuery)
 
 
 def _own_fields(cls: type) -> tuple[list[str], list[str]]:
@@ -37,13 +41,15 @@ _FIELDS = {kind: _own_fields(cls) for kind, cls in QUERY_KINDS.items()}
 _OPTIONAL = {kind: tuple(optional) for kind, (_, optional) in _FIELDS.items()}
 
 
-def query_to_json(query: Query) -> dict[str, Any]:
+def query_to_json(query: AnyQuery) -> dict[str, Any]:
     """The JSON object of one query (the inverse of :func:`query_from_json`).
 
     >>> from ldpsynth.shared.queries.builders import marginal
     >>> query_to_json(marginal("rating", normalization="eq10"))
     {'kind': 'marginal', 'attributes': ['rating'], 'normalization': 'range'}
     """
+    if isinstance(query, NumericQuery):
+        return _numeric_to_json(query)
     kind = query.kind
     out = _WRITERS[kind](query)
     for key in _OPTIONAL[kind]:
@@ -53,6 +59,33 @@ def query_to_json(query: Query) -> dict[str, Any]:
     if query.label is not None:
         out["label"] = query.label
     return out
+
+
+def _numeric_to_json(query: NumericQuery) -> dict[str, Any]:
+    """The JSON object of a numeric query: its kind, attribute and own fields; ``by`` and ``label`` when given."""
+    out: dict[str, Any] = {"kind": query.kind, "attribute": query.attribute}
+    if isinstance(query, QuantilesQuery):
+        out["q"] = list(query.q)
+    elif isinstance(query, HistogramQuery):
+        out["bins"] = query.bins
+    for key in ("by", "label"):
+        if getattr(query, key) is not None:
+            out[key] = getattr(query, key)
+    return out
+
+
+def _numeric_from_json(kind: str, obj: Mapping[str, Any]) -> NumericQuery:
+    """Parse a numeric query's JSON object (:mod:`~ldpsynth.shared.queries.numeric`)."""
+    own = {"quantiles": ("q",), "histogram": ("bins",)}.get(kind, ())
+    allowed = {"kind", "attribute", "by", "label", *own}
+    extra = set(obj) - allowed
+    if extra:
+        raise ValidationError(sorted(extra)[0], f"the fields of a {kind} query: {', '.join(sorted(allowed))}",
+                              "unknown field")
+    missing = {"attribute", *own} - set(obj)
+    if missing:
+        raise ValidationError(sorted(missing)[0], f"the fields {', '.join(sorted({'attribute', *own}))}", "missing")
+    return NUMERIC_KINDS[kind](**{key: obj[key] for key in allowed - {"kind"} if key in obj})
 
 
 def _condition_to_json(condition: Condition) -> dict[str, Any]:
@@ -98,11 +131,14 @@ def _tables_from_json(obj: object) -> list[tuple[Any, Any]]:
     return pairs
 
 
-def query_from_json(obj: object) -> Query:
-    """Parse one JSON query object (see the module docstring); errors name the field."""
+def query_from_json(obj: object) -> AnyQuery:
+    """Parse one JSON query object (see the module docstring; the numeric kinds:
+    :mod:`~ldpsynth.shared.queries.numeric`); errors name the field."""
     if not isinstance(obj, Mapping):
         raise ValidationError("kind", "an object with a kind field", f"got {type(obj).__name__}")
-    kind = check_choice(obj.get("kind"), "kind", QUERY_KINDS)
+    kind = check_choice(obj.get("kind"), "kind", (*QUERY_KINDS, *NUMERIC_KINDS))
+    if kind in NUMERIC_KINDS:
+        return _numeric_from_json(kind, obj)
     required, optional = _FIELDS[kind]
     allowed = {*required, *optional, "kind", "normalization", "label"}
     extra = set(obj) - allowed
@@ -126,7 +162,7 @@ def query_from_json(obj: object) -> Query:
     return QUERY_KINDS[kind](**args, **common)
 
 
-def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
+def queries_from_json(obj: object, *, first_index: int = 0) -> list[AnyQuery]:
     """Parse a JSON array of queries (a string, bytes or already-decoded list or tuple, whose items
     may also be query objects, taken as they are); errors name ``queries[first_index + i]`` (the
     index in a batch sent in parts)."""
@@ -134,7 +170,7 @@ def queries_from_json(obj: object, *, first_index: int = 0) -> list[Query]:
         obj = jsonio.loads(obj, "queries", "a JSON array of query objects")
     if not isinstance(obj, (list, tuple)):
         raise ValidationError("queries", "a JSON array of query objects", f"got {type(obj).__name__}")
-    out: list[Query] = []
+    out: list[AnyQuery] = []
     for i, item in enumerate(obj):
         with query_field(first_index + i):
             out.append(item if isinstance(item, _QUERY_TYPES) else query_from_json(item))

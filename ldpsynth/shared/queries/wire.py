@@ -24,6 +24,7 @@ import numpy as np
 from ldpsynth.shared.errors import Status, ValidationError
 from ldpsynth.shared.estimators.formulas import AnswerColumns, Answers
 from ldpsynth.shared.guarantees import Guarantees
+from ldpsynth.shared.numeric.answering import NumericAnswers, NumericBatch, compile_numeric, concat_numeric
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
 from ldpsynth.shared.queries.compiler import compile_queries
@@ -177,6 +178,7 @@ class BatchReader:
         self.schema = schema
         self._max_queries, self._max_weights = max_queries, max_weights
         self._parts: list[QueryBatch] = []
+        self._numeric: list[NumericBatch] = []
         self._inputs: list[int] = []
         self._queries = self._weights = 0
 
@@ -197,6 +199,9 @@ class BatchReader:
         first = self.input_queries
         kind = request.WhichOneof("queries")
         k = self.schema.private_domain_size
+        if self.schema.numeric is not None:
+            self._add_numeric(request, kind, first)
+            return
         if kind == "queries_json":
             queries = queries_from_json(request.queries_json, first_index=first)
             part = compile_queries(queries, self.schema, first_index=first)
@@ -235,8 +240,23 @@ class BatchReader:
         self._parts.append(part)
         self._inputs.append(count)
 
-    def batch(self) -> QueryBatch:
-        """The whole batch (raises if no query was sent)."""
+    def _add_numeric(self, request: pb.EstimateRequest, kind: str | None, first: int) -> None:
+        """A numeric collection's chunk: JSON numeric queries only."""
+        if kind != "queries_json":
+            raise ValidationError("mechanism", "E or a frequency oracle for packed weight arrays (they weigh "
+                                  "categories); a numeric collection takes JSON queries of the kinds mean, sum, "
+                                  "quantiles and histogram", f"got {self.schema.mechanism!r}")
+        queries = queries_from_json(request.queries_json, first_index=first)
+        part = compile_numeric(queries, self.schema, first_index=first)
+        self._account(part.size, part.size)
+        self._numeric.append(part)
+        self._inputs.append(len(queries))
+
+    def batch(self) -> QueryBatch | NumericBatch:
+        """The whole batch (raises if no query was sent): a numeric collection's is a
+        :class:`~ldpsynth.shared.numeric.answering.NumericBatch`."""
+        if self._numeric:
+            return concat_numeric(self._numeric, self._inputs)
         if not self._parts:
             raise ValidationError("queries", "at least one query", "the batch is empty")
         return concat_batches(self._parts, self._inputs)
@@ -320,7 +340,7 @@ def _page_bounds(cost: np.ndarray, budget: int, page: int) -> list[tuple[int, in
     return bounds or [(0, 0)]
 
 
-def answer_pages(answers: Answers, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
+def answer_pages(answers: Answers | NumericAnswers, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
                  ) -> Iterator[pb.EstimateResponse]:
     """The answers in pages, in batch order (columns packed as bytes): each page holds at most
     ``page`` answers and serializes to at most ``max_bytes`` bytes (the sender's message limit).

@@ -1,0 +1,130 @@
+"""A numeric batch's answers from the counts of reports per (public key, report): the one function the query
+service and the offline estimator both call, so they agree.
+
+For a group g of rows (every row, or the rows with one value of the public attribute ``by``) the counts
+:math:`c_{g,y} = \\sum_{\\text{keys } k \\in g} N[k, y]` of the sufficient statistics are all an answer needs:
+
+* **mean, sum** (HM): :func:`~ldpsynth.shared.numeric.estimators.estimate_mean_from_counts`,
+  :math:`\\bar v_g` with SE :math:`\\sqrt{(a m_2 + c)/n_g}` on [-1, 1] times the range's half width; the sum is
+  :math:`n_g \\bar v_g` with SE :math:`n_g\\,\\mathrm{SE}` (:math:`n_g` public). A group without rows: the mean is
+  NaN, the sum 0 with SE 0.
+* **quantiles, histogram** (SW): EMS (Li2020SIGMOD) of :math:`c_g`, its CDF's quantiles
+  (:func:`~ldpsynth.shared.numeric.estimators.quantiles`) or the shares of k equal bins
+  (:func:`~ldpsynth.shared.numeric.estimators.bin_shares`), with the bootstrap SE of
+  :func:`~ldpsynth.shared.numeric.estimators.bootstrap_from_counts` (:data:`REPLICATES` resamples). The resamples
+  are analysis-side randomness, drawn from a generator seeded by SHA-256 of the group's counts and the query, so
+  the same counts give the same answer on the server and offline. A group without rows: NaN.
+
+The interval is the estimate ± z SE at ``level``; the ``proper_estimate`` is the estimate clipped to what the
+answer can be (the range, n times it, [0, 1] for a share; ``exact`` False); the RMS bounds of WYZ eqs. 20/22
+do not apply to these estimators and are NaN. A public-key group below the collection's minimum batch is never
+counted (:func:`~ldpsynth.shared.guarantees.withhold`); if no group is left the batch is refused
+(:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from ldpsynth.shared.estimators.formulas import AnswerColumns
+from ldpsynth.shared.estimators.statistics import SufficientStatistics
+from ldpsynth.shared.guarantees import key_names, refuse_withheld, withhold
+from ldpsynth.shared.numeric.answering.batch import NumericBatch
+from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
+from ldpsynth.shared.numeric.estimators import bin_shares, bootstrap_from_counts, estimate_mean_from_counts, quantiles
+from ldpsynth.shared.numeric.samplers import HybridMechanism, SquareWave
+from ldpsynth.shared.queries.json_form import query_to_json
+from ldpsynth.shared.queries.numeric import HistogramQuery, NumericQuery, QuantilesQuery, SumQuery
+from ldpsynth.shared.validation import check_probability
+
+__all__ = ["REPLICATES", "NumericAnswers", "answer_numeric", "group_counts"]
+
+#: Bootstrap resamples behind an SW answer's standard error.
+REPLICATES = 100
+
+
+@dataclass(frozen=True, eq=False)
+class NumericAnswers(AnswerColumns):
+    """The answers to a :class:`NumericBatch`, labelled by it (columns as
+    :class:`~ldpsynth.shared.estimators.formulas.AnswerColumns`)."""
+
+    batch: NumericBatch
+
+    def label(self, j: int) -> str:
+        return self.batch.label(j)
+
+
+def group_counts(batch: NumericBatch, stats: SufficientStatistics, by: str | None) -> np.ndarray:
+    """:math:`c_{g,y}`: the counts of reports y per value g of the public attribute ``by`` (every value, in code
+    order), or one row for all rows (``by`` None)."""
+    table = stats.table.astype(np.int64)
+    if by is None:
+        return table.sum(axis=0, keepdims=True)
+    size = batch.schema.attribute(by).size
+    digits = batch.schema.public_digits(stats.present_keys)[by]
+    counts = np.zeros((size, table.shape[1]), np.int64)
+    np.add.at(counts, digits, table)
+    return counts
+
+
+def _rng(counts: np.ndarray, query: NumericQuery) -> np.random.Generator:
+    """The bootstrap's generator: seeded by SHA-256 of the group's counts and the query's JSON (module docstring)."""
+    digest = hashlib.sha256(counts.astype("<i8").tobytes() + json.dumps(query_to_json(query)).encode()).digest()
+    return np.random.default_rng(list(digest))
+
+
+def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One group's (estimate, SE, lowest, highest possible answer) for ``query`` from its ``counts``."""
+    attribute = batch.schema.numeric
+    assert attribute is not None
+    span = attribute.range
+    sampler = numeric_mechanism(batch.schema.mechanism, batch.schema.epsilon).sampler
+    n = int(counts.sum())
+    if isinstance(query, (QuantilesQuery, HistogramQuery)):
+        assert isinstance(sampler, SquareWave)
+        width = len(query.q) if isinstance(query, QuantilesQuery) else query.bins
+        low, high = (np.full(width, span.lo), np.full(width, span.hi)) if isinstance(query, QuantilesQuery) \
+            else (np.zeros(width), np.ones(width))
+        if n == 0:
+            return np.full(width, np.nan), np.full(width, np.nan), low, high
+        statistic = (lambda theta: quantiles(theta, span, query.q)) if isinstance(query, QuantilesQuery) \
+            else (lambda theta: bin_shares(theta, query.bins))
+        value, se = bootstrap_from_counts(sampler, counts, statistic, _rng(counts, query), replicates=REPLICATES)
+        return value, se, low, high
+    assert isinstance(sampler, HybridMechanism)
+    scale = n if isinstance(query, SumQuery) else 1
+    bounds = np.array([scale * span.lo]), np.array([scale * span.hi])
+    if n == 0:  # no rows: the sum is 0 exactly (n is public), the mean undefined
+        empty = np.array([0.0 if isinstance(query, SumQuery) else np.nan])
+        return empty, empty.copy(), *bounds
+    mean = estimate_mean_from_counts(sampler, counts, span, level)
+    return np.array([scale * mean.mean]), np.array([scale * mean.standard_error]), *bounds
+
+
+def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: float, level: float = 0.95
+                   ) -> NumericAnswers:
+    """The answers to ``batch`` from the collection's statistics ``stats`` (module docstring), at confidence
+    ``level``; ``epsilon`` is the delivered ε the answers state. ``n``: the rows counted."""
+    level = check_probability(level, "level")
+    z = NormalDist().inv_cdf((1.0 + level) / 2.0)
+    rule = withhold(batch.schema.minimum_batch[0], stats.group_sizes)
+    if batch.size and stats.n and not rule.kept.any():
+        refuse_withheld(batch.schema, key_names(batch.schema, stats.present_keys), stats.group_sizes,
+                        "the queries were")
+    kept = stats.restricted(rule.kept) if rule.groups else stats
+    parts: list[tuple[np.ndarray, ...]] = []
+    for query in batch.queries:
+        for counts in group_counts(batch, kept, query.by):
+            parts.append(_answer(batch, query, counts, level))
+    estimate, se, low, high = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(4))
+    nan = np.full(len(estimate), np.nan)
+    return NumericAnswers(estimate=estimate, proper_estimate=np.clip(estimate, low, high),
+                          exact=np.zeros(len(estimate), bool), std_error=se, ci_low=estimate - z * se,
+                          ci_high=estimate + z * se, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
+                          epsilon=epsilon, batch=batch)

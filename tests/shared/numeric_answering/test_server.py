@@ -1,0 +1,128 @@
+"""Numeric queries through a real local server (port 0, the session's Ray cluster): devices submit through the
+SDK, the server's Estimate answers mean and sum (HM, grouped and not) and quantiles and histograms (SW) from the
+stored counts, equal to the offline answers on the export (``estimate_release`` and ``ldpsynth estimate``), and
+refuses bad queries with INVALID_ARGUMENT naming the field.
+
+The device path's randomness is the OS CSPRNG; here ``coins.secure_words`` is replaced by a seeded Generator's
+words so the run is reproducible (fixed seed, no retry).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ldpsynth.cli.main import main
+from ldpsynth.client import Client, PrivacyLedger
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.query import QueryClient
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.estimators.offline import estimate_release
+from ldpsynth.shared.mechanisms import coins
+from ldpsynth.shared.queries import dumps_queries, histogram, mean, quantiles, sum_
+from ldpsynth.shared.schema import Schema
+
+from ...aggregator.conftest import ray_address, start_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.ray
+
+
+def card(name: str, mechanism: str, epsilon: float) -> MechanismCard:
+    return MechanismCard.for_schema(Schema.from_json({"name": name, "epsilon": epsilon, "attributes": [
+        {"name": "hours", "type": "numeric", "range": [0, 99], "mechanism": mechanism},
+        {"name": "region", "type": "categorical", "values": ["north", "south"], "public": True}]}))
+
+
+HM, SW = card("hm", "HM", 1.0), card("sw", "SW", 2.0)
+N = 2000
+
+
+def values(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    region = rng.integers(0, 2, N)
+    hours = 99.0 * rng.beta(np.where(region == 0, 3.0, 6.0), np.where(region == 0, 6.0, 4.0))
+    return {"hours": hours, "region": np.array(["north", "south"])[region]}
+
+
+def columns(table: Any) -> dict[str, np.ndarray]:
+    return {name: np.asarray(getattr(table, name)) for name in
+            ("estimate", "proper_estimate", "std_error", "ci_low", "ci_high", "bound", "bound_proper")}
+
+
+def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any, tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    words = np.random.default_rng(42).bit_generator.random_raw
+    monkeypatch.setattr(coins, "secure_words", lambda count: np.asarray(words(count), dtype=np.uint64))
+    server = start_server(collections=(HM, SW))
+    rows = {"hm": values(1), "sw": values(2)}
+    with PrivacyLedger(tmp_path / "ledger.sqlite", budget=10_000.0) as ledger, Client(server.address) as client:
+        for name, data in rows.items():
+            assert client.submit(name, data, ledger=ledger).acknowledged == N
+    asked = {"hm": [mean("hours"), mean("hours", by="region"), sum_("hours"), sum_("hours", by="region")],
+             "sw": [quantiles("hours", [0.25, 0.5, 0.75]), quantiles("hours", [0.5], by="region"),
+                    histogram("hours", 3)]}
+    with QueryClient(server.address) as query:
+        answers = {name: query.estimate(name, queries=qs) for name, qs in asked.items()}
+        releases = {name: query.export(name) for name in asked}
+
+    hm, sw = answers["hm"], answers["sw"]
+    data = rows["hm"]
+    region = data["region"] == "north"
+    truth = [data["hours"].mean(), data["hours"][region].mean(), data["hours"][~region].mean(), data["hours"].sum(),
+             data["hours"][region].sum(), data["hours"][~region].sum()]
+    assert hm.labels == ("mean#0", "mean#1[region=north]", "mean#1[region=south]", "sum#2", "sum#3[region=north]",
+                         "sum#3[region=south]")
+    assert hm.n == N and hm.epsilon == HM.mechanism.epsilon
+    assert ((hm.ci_low <= truth) & (truth <= hm.ci_high)).all()           # seeded run: each interval covers
+    assert hm.estimate[3] == pytest.approx(N * hm.estimate[0])
+    assert hm.estimate[4] + hm.estimate[5] == pytest.approx(hm.estimate[3])
+    assert sw.labels[:3] == ("quantiles#0[q=0.25]", "quantiles#0[q=0.5]", "quantiles#0[q=0.75]")
+    median = float(np.median(rows["sw"]["hours"]))
+    assert abs(sw.estimate[1] - median) < 4 * sw.std_error[1]             # α ≈ 6e-5 were the bootstrap SE exact
+    assert sw.estimate[5:8].sum() == pytest.approx(1.0)
+
+    for name, qs in asked.items():                  # offline, on the export: equal, to the last bit
+        offline = estimate_release(releases[name], qs)
+        assert [offline.label(j) for j in range(len(offline))] == list(answers[name].labels)
+        for column, value in columns(offline).items():
+            np.testing.assert_array_equal(value, columns(answers[name])[column], err_msg=column)
+        folder = tmp_path / name
+        releases[name].write(folder, parquet=False)
+        (tmp_path / f"{name}.json").write_text(dumps_queries(qs))
+        capsys.readouterr()
+        assert main(["estimate", "--synthetic", str(folder / "synthetic.csv"), "--card", str(folder / "card.json"),
+                     "--queries", str(tmp_path / f"{name}.json")]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert [r["label"] for r in printed] == list(answers[name].labels)
+        for key in ("estimate", "std_error", "ci_low", "ci_high"):
+            assert [r[key] for r in printed] == columns(answers[name])[key].tolist(), key
+
+
+def test_bad_numeric_queries_are_refused_naming_the_field(start_server: Any) -> None:  # noqa: F811
+    server = start_server(collections=(HM, SW))
+    with QueryClient(server.address) as query:
+        for name, queries, field, text in [
+            ("hm", [mean("hours"), quantiles("hours", [0.5])], "queries[1].kind", "collected by SW"),
+            ("sw", [mean("hours")], "queries[0].kind", "collected by HM"),
+            ("sw", [histogram("hours", 2, by="hours")], "queries[0].by", "public attribute"),
+            ("hm", [sum_("minutes")], "queries[0].attribute", "'hours'"),
+            ("hm", [{"kind": "marginal", "attributes": ["hours"]}], "queries[0].kind", "mean, sum"),
+            ("hm", [{"kind": "quantiles", "attribute": "hours", "q": [2]}], "queries[0].q", "[0, 1]"),
+        ]:
+            with pytest.raises(QueryError) as info:
+                query.estimate(name, queries=queries)
+            assert info.value.status == "INVALID_ARGUMENT" and info.value.details.startswith(field), info.value
+            assert text in info.value.details
+        with pytest.raises(QueryError) as info:                            # packed weights weigh categories
+            query.estimate("hm", linear=np.ones((1, HM.mechanism.domain_size)))
+        assert info.value.status == "INVALID_ARGUMENT" and info.value.details.startswith("mechanism")
+        with pytest.raises(QueryError) as info:                            # no row stored yet
+            query.estimate("hm", queries=[mean("hours")])
+        assert info.value.status == "FAILED_PRECONDITION"
+        empty = query.estimate("hm", queries=[])
+        assert len(empty) == 0 and empty.n == 0
