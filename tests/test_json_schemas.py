@@ -34,6 +34,7 @@ from ldpsynth.shared import mechanism as mechanism_module
 from ldpsynth.shared import queries as Q
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema
 from ldpsynth.shared.protocol import CollectionInfo, Limits, reports_to_proto
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.schema import (
@@ -45,6 +46,7 @@ from ldpsynth.shared.schema import (
     Schema,
     ShuffleSpec,
 )
+from ldpsynth.shared.wide.collection import WideSchema
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,8 +65,19 @@ JSON_SCHEMAS = _load_schemas()
 _REGISTRY = Registry().with_resources([(s["$id"], Resource.from_contents(s)) for s in JSON_SCHEMAS.values()])
 VALIDATORS = {name: jsonschema.Draft202012Validator(s, registry=_REGISTRY) for name, s in JSON_SCHEMAS.items()}
 #: The Python reader of each format, given the document as JSON text (as it arrives on the wire).
+def read_collection(text: str) -> object:
+    """A collection JSON as the aggregator reads a --collection file: a wide collection (a "views" block), a
+    discovery (a "discovery" block) or a schema."""
+    obj = json.loads(text)
+    if isinstance(obj, dict) and "views" in obj:
+        return WideSchema.from_json(obj)
+    if isinstance(obj, dict) and "discovery" in obj:
+        return DiscoverySchema.from_json(obj)
+    return Schema.from_json(text)
+
+
 READERS: dict[str, Callable[[str], object]] = {
-    COLLECTION: Schema.from_json, CARD: MechanismCard.from_json, QUERIES: Q.queries_from_json}
+    COLLECTION: read_collection, CARD: MechanismCard.from_json, QUERIES: Q.queries_from_json}
 
 
 def standard_json(obj: Any) -> Any:
