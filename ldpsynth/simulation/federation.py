@@ -189,11 +189,16 @@ def _progress_printer(total: int, updates: queue.Queue[int | None], enabled: boo
 
 async def _run_devices(population: Population, target: str, settings: SimulationSettings,
                        shuffler: str | None = None) -> GroupOutcome:
-    groups = _groups(population, target, settings, shuffler)
+    return await run_groups(_groups(population, target, settings, shuffler), len(population), settings.progress)
+
+
+async def run_groups(groups: list[DeviceGroup], rows: int, progress: bool) -> GroupOutcome:
+    """Run each group of devices in its own worker process (spawned) with a progress bar over ``rows``; the
+    groups' outcomes summed."""
     context = multiprocessing.get_context("spawn")  # grpc and Ray state must not be forked
     with context.Manager() as manager:
         updates = manager.Queue()
-        printer = _progress_printer(len(population), updates, settings.progress)
+        printer = _progress_printer(rows, updates, progress)
         loop = asyncio.get_running_loop()
         try:
             with ProcessPoolExecutor(max_workers=len(groups), mp_context=context) as pool:
