@@ -1,7 +1,8 @@
 """A numeric collection simulated end to end: each device submits its values (HM or SW reports through the
 SDK), the simulation exports the collection from the query service (which answers categorical queries only,
 docs/numeric.md) and answers offline: an HM attribute's mean (overall and per value of the first public
-attribute) with its interval, an SW attribute's quartiles with bootstrap intervals, against the truth."""
+attribute) with its interval, an SW attribute's quartiles with bootstrap intervals, against the truth: the
+rows delivered, i.e. each device's distinct rows (identical rows of a device share one report)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ from ldpsynth.simulation.modes.report import covered, delivery
 QUARTILES = (0.25, 0.5, 0.75)
 
 
+#: A public attribute with more values than this is not grouped by (MovieLens' movies).
+MAX_GROUPS = 20
+
+
+def distinct_rows(columns: dict[str, np.ndarray], devices: np.ndarray) -> np.ndarray:
+    """The first of each device's identical rows (they share one memoized report, docs/contract.md §5, so the
+    release holds each once): a row mask."""
+    codes = [np.unique(col, return_inverse=True)[1].reshape(-1) for col in columns.values()]
+    first = np.unique(np.stack([devices, *codes], axis=1), axis=0, return_index=True)[1]
+    mask = np.zeros(len(devices), bool)
+    mask[first] = True
+    return mask
+
+
 def _group(columns: dict[str, np.ndarray], by: str | None, value: Any) -> tuple[str, np.ndarray]:
     """The label and row mask of an answer's group (``value`` None: all rows)."""
     if value is None:
@@ -31,14 +46,18 @@ def _group(columns: dict[str, np.ndarray], by: str | None, value: Any) -> tuple[
     return f"{by}={value}", columns[by] == value
 
 
-def numeric_answers(target: str, card: MechanismCard, columns: dict[str, np.ndarray], level: float, seed: int
-                    ) -> list[dict[str, Any]]:
-    """The export's answers against the truth, one dict per (group, statistic)."""
+def numeric_answers(target: str, card: MechanismCard, columns: dict[str, np.ndarray], devices: np.ndarray,
+                    level: float, seed: int) -> list[dict[str, Any]]:
+    """The export's answers against the truth over the rows delivered (:func:`distinct_rows`), one dict per
+    (group, statistic); groups: all rows, and each value of the first public attribute of at most
+    :data:`MAX_GROUPS` values."""
     from ldpsynth.client.query import QueryClient
 
+    delivered = distinct_rows(columns, devices)
+    columns = {name: col[delivered] for name, col in columns.items()}
     attr = next(a for a in card.schema.attributes if not a.public)
     values = np.asarray(columns[attr.name], np.float64)
-    by = next((a.name for a in card.schema.attributes if a.public), None)   # groups: by its first public attribute
+    by = next((a.name for a in card.schema.attributes if a.public and a.size <= MAX_GROUPS), None)
     with QueryClient(target) as client:
         release = client.export(card.schema.name)
     rows: list[dict[str, Any]] = []
@@ -77,7 +96,8 @@ async def simulate_numeric(card: MechanismCard, columns: dict[str, np.ndarray], 
                                        settings.progress)
             seconds = time.perf_counter() - started
             stored = (await server.statistics(name)).n
-            answers = await asyncio.to_thread(numeric_answers, target, card, columns, settings.level, settings.seed)
+            answers = await asyncio.to_thread(numeric_answers, target, card, columns, devices, settings.level,
+                                              settings.seed)
     hits = sum(r["covered"] for r in answers)
     return {"mode": "numeric", "collection": name, "population": description, "seconds": seconds,
             "delivery": delivery(outcome, stored), "table": answers, "answers": answers,

@@ -53,3 +53,13 @@ def test_the_cli_refuses_what_a_collection_mode_cannot_run(argv: list[str], name
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", *argv]) == 2
     assert named in capsys.readouterr().err
+
+
+def test_the_numeric_truth_is_over_each_devices_distinct_rows() -> None:
+    from ldpsynth.simulation.modes.numeric import distinct_rows
+
+    columns = {"rating": np.array([4, 4, 5, 4, 4, 3]), "movie": np.array([1, 1, 1, 2, 2, 1])}
+    devices = np.array([0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(distinct_rows(columns, devices), [True, False, True, True, True, True])
+    np.testing.assert_array_equal(distinct_rows({"rating": columns["rating"]}, devices),
+                                  [True, False, True, False, True, True])
