@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +64,14 @@ def test_the_numeric_truth_is_over_each_devices_distinct_rows() -> None:
     np.testing.assert_array_equal(distinct_rows(columns, devices), [True, False, True, True, True, True])
     np.testing.assert_array_equal(distinct_rows({"rating": columns["rating"]}, devices),
                                   [True, False, True, False, True, True])
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.glob("*.json")), ids=lambda p: p.name)
+def test_the_example_collection_files_validate(path: Path) -> None:
+    from ldpsynth.aggregator.runtime.config import load_collection
+    from ldpsynth.simulation.modes.run import mode_of
+    from tests.test_json_schemas import assert_valid, kind_of
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert_valid(kind_of(doc), doc)                        # the JSON Schema, and the server's reader
+    assert mode_of(load_collection(path)) in ("wide", "numeric", "discovery")
