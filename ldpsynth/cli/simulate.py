@@ -15,6 +15,9 @@ against the truth.
 loopback and a shuffle block in the collection; with ``--target``: the shuffler at HOST:PORT) and
 prints both guarantees of what was stored (:mod:`ldpsynth.simulation.federation`).
 ``--web`` serves the survey demo in a browser instead (:mod:`ldpsynth.simulation.web_demo`).
+``--collection FILE`` runs a wide, numeric or discovery collection file instead, hosted, with ``--devices``
+devices drawn from ``--dataset`` (adult, movielens or words; :mod:`ldpsynth.simulation.modes`,
+docs/simulate-modes.md).
 
 Exit status 0 when every device delivered (behind a shuffler: or waits for its pool) and (hosted) the
 store holds exactly one report per distinct row delivered; 1 otherwise; 2 for bad arguments.
