@@ -17,8 +17,8 @@ import numpy as np
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.mechanisms.registry import name_of
 from ldpsynth.shared.numeric.collection import release_means, release_quantiles
-from ldpsynth.simulation.federation import SimulationSettings, run_groups
-from ldpsynth.simulation.modes.hosting import device_groups, hosted
+from ldpsynth.simulation.federation import SimulationSettings, device_groups, run_groups
+from ldpsynth.simulation.modes.hosting import hosted
 from ldpsynth.simulation.modes.report import covered, delivery
 
 QUARTILES = (0.25, 0.5, 0.75)

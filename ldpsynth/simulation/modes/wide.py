@@ -21,8 +21,8 @@ from ldpsynth.shared.queries.builders import marginal
 from ldpsynth.shared.queries.json_form import queries_to_json
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wide.collection import WideCard
-from ldpsynth.simulation.federation import SimulationSettings, run_groups
-from ldpsynth.simulation.modes.hosting import device_groups, hosted
+from ldpsynth.simulation.federation import SimulationSettings, device_groups, run_groups
+from ldpsynth.simulation.modes.hosting import hosted
 from ldpsynth.simulation.modes.report import covered, delivery
 
 
