@@ -10,6 +10,7 @@ The devices run in this process (their ledgers must outlive each round's server)
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -107,7 +108,8 @@ async def simulate_discovery(schema: DiscoverySchema, words: np.ndarray, descrip
                 break
             rounds.append({"round": done["closed_round"], "reports": done["reports"], **dict(statuses)})
             if settings.progress:
-                print(f"round {done['closed_round']} closed with {done['reports']} reports", flush=True)
+                print(f"round {done['closed_round']} closed with {done['reports']} reports", file=sys.stderr,
+                      flush=True)
             results = done.get("results")
     seconds = time.perf_counter() - started
     outcome.epsilon_per_device = [ledger.spent(schema.name) for ledger in ledgers]

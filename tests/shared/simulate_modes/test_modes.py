@@ -89,8 +89,8 @@ def test_numeric_mean_covers_the_sampled_rows_mean(ray_address: str) -> None:
         assert r["ci_low"] < r["estimate"] < r["ci_high"] and abs(r["estimate"] - r["truth"]) < 5 * r["std_error"]
 
 
-@pytest.mark.timeout(240)
-def test_discovery_runs_its_rounds_and_finds_the_top_word(ray_address: str, tmp_path: Path) -> None:
+def words_file(tmp_path: Path, min_reports: int) -> Path:
+    """A two-round discovery of the top word of 5 letters at ε = 4."""
     if not data.WORDS_FILE.is_file():
         pytest.skip(f"no word list at {data.WORDS_FILE}")
     path = tmp_path / "words.json"
@@ -98,8 +98,14 @@ def test_discovery_runs_its_rounds_and_finds_the_top_word(ray_address: str, tmp_
         "name": "words", "epsilon": 4.0,
         "attributes": [{"name": "word", "type": "string", "max_length": 5, "alphabet": "abcdefghijklmnopqrstuvwxyz"}],
         "discovery": {"first_bits": 10, "fragment_bits": 15, "top_k": 1, "cap": 4, "salt": "5a" * 16,
-                      "min_reports_per_round": 20}}))
-    report = asyncio.run(simulate_collection(path, None, 300, settings(ray_address), vocabulary=20, exponent=2.0))
+                      "min_reports_per_round": min_reports}}))
+    return path
+
+
+@pytest.mark.timeout(240)
+def test_discovery_runs_its_rounds_and_finds_the_top_word(ray_address: str, tmp_path: Path) -> None:
+    report = asyncio.run(simulate_collection(words_file(tmp_path, 20), None, 300, settings(ray_address),
+                                             vocabulary=20, exponent=2.0))
     consistent(report, 300)
     rounds = report["rounds"]
     assert [r["round"] for r in rounds] == [0, 1] and sum(r["reports"] for r in rounds) == 300
@@ -113,3 +119,12 @@ def test_discovery_runs_its_rounds_and_finds_the_top_word(ray_address: str, tmp_
     assert quality["recall"] == 1.0
     top = next(r for r in report["answers"] if r["true_rank"] == 1)
     assert abs(top["estimate"] - top["truth"]) < 5 * top["std_error"]   # α ≈ 6e-7
+
+
+@pytest.mark.timeout(240)
+def test_an_underfilled_round_stops_the_discovery_with_its_refusal(ray_address: str, tmp_path: Path) -> None:
+    report = asyncio.run(simulate_collection(words_file(tmp_path, 1000), None, 60, settings(ray_address),
+                                             vocabulary=20, exponent=2.0))
+    assert report["rounds"] == [] and report["answers"] == [] and report["quality"] == {}
+    assert report["delivery"]["consistent"] is False           # round 0's reports are stored, not closed
+    assert report["notes"][0].startswith("stopped:") and "at least 1000 reports" in report["notes"][0]
