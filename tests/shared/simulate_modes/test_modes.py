@@ -128,3 +128,24 @@ def test_an_underfilled_round_stops_the_discovery_with_its_refusal(ray_address: 
     assert report["rounds"] == [] and report["answers"] == [] and report["quality"] == {}
     assert report["delivery"]["consistent"] is False           # round 0's reports are stored, not closed
     assert report["notes"][0].startswith("stopped:") and "at least 1000 reports" in report["notes"][0]
+
+
+@pytest.mark.timeout(240)
+def test_the_cli_prints_the_table_and_writes_the_outputs(ray_address: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from ldpsynth.cli.main import main
+
+    try:
+        data.adult_columns()
+    except DatasetNotFound as exc:
+        pytest.skip(str(exc))
+    out = tmp_path / "out"
+    assert main(["simulate", "--collection", str(DOCS / "adult-hours.json"), "--devices", "200", "--processes", "1",
+                 "--shards", "1", "--ray-address", ray_address, "--no-progress", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "collection        adult-hours (numeric)" in printed and "| group | statistic |" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mode"] == "numeric" and summary["delivery"]["stored"] == 200
+    assert (out / "answers.csv").read_text().splitlines()[0].startswith("group,statistic,n,truth,estimate")
+    assert len((out / "answers.csv").read_text().splitlines()) == 1 + len(summary["answers"]) == 4
+    assert (out / "answers.md").read_text() in printed
