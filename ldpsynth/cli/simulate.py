@@ -15,6 +15,9 @@ against the truth.
 loopback and a shuffle block in the collection; with ``--target``: the shuffler at HOST:PORT) and
 prints both guarantees of what was stored (:mod:`ldpsynth.simulation.federation`).
 ``--web`` serves the survey demo in a browser instead (:mod:`ldpsynth.simulation.web_demo`).
+``--collection FILE`` runs a wide, numeric or discovery collection file instead, hosted, with ``--devices``
+devices drawn from ``--dataset`` (adult, movielens or words; :mod:`ldpsynth.simulation.modes`,
+docs/simulate-modes.md).
 
 Exit status 0 when every device delivered (behind a shuffler: or waits for its pool) and (hosted) the
 store holds exactly one report per distinct row delivered; 1 otherwise; 2 for bad arguments.
@@ -38,13 +41,13 @@ import numpy as np
 from ldpsynth.cli.options import NumberOption, add_command, add_level_argument, add_number_arguments
 from ldpsynth.shared.errors import ValidationError
 
-DATASETS = ("synthetic", "movielens", "facebook")
+DATASETS = ("synthetic", "movielens", "facebook", "adult", "words")
 
 
 #: The population's numeric options: (flag, type, default, help).
 POPULATION_NUMBERS: tuple[NumberOption, ...] = (
     ("--epsilon", float, 1.0, "ε per row (default 1)"),
-    ("--devices", int, 2000, "synthetic: devices (default 2000)"),
+    ("--devices", int, 2000, "synthetic, and --collection: devices (default 2000)"),
     ("--movies", int, 50, "synthetic: movies (default 50)"),
     ("--ratings-per-device", int, 10, "synthetic: ratings per device (default 10)"),
     ("--top-movies", int, 128, "movielens: keep the ratings of the most-rated movies (default 128; 0: all)"),
@@ -78,9 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "stream them to an aggregator over loopback gRPC; print what was delivered and the "
                     "debiased answers of a few queries against the truth.")
     data = parser.add_argument_group("population")
-    data.add_argument("--dataset", choices=DATASETS, default="synthetic",
+    data.add_argument("--dataset", choices=DATASETS,
                       help="synthetic ratings (default, no files), MovieLens-100k ratings, or ego-Facebook vertex "
-                           "pairs (read from $LDPSYNTH_DATA or ../shared/data)")
+                           "pairs (read from $LDPSYNTH_DATA or ../shared/data); with --collection: adult (wide, "
+                           "numeric; the default), movielens (numeric) or words (discovery)")
+    data.add_argument("--collection", type=Path, metavar="FILE",
+                      help="simulate this wide, numeric or discovery collection file instead (hosted; --devices "
+                           "devices drawn from --dataset; docs/simulate-modes.md)")
     add_number_arguments(data, POPULATION_NUMBERS)
     run = parser.add_argument_group("deployment")
     run.add_argument("--target", help="submit to this aggregator (or several replicas: HOST:PORT,HOST:PORT) instead "
@@ -281,10 +288,35 @@ def web_command(args: argparse.Namespace) -> int:
     return 0 if code == 0 else 1
 
 
+def collection_command(args: argparse.Namespace) -> int:
+    """``ldpsynth simulate --collection FILE``: a wide, numeric or discovery collection, hosted."""
+    from ldpsynth.simulation.modes.report import render as render_mode
+    from ldpsynth.simulation.modes.report import write_outputs as write_mode
+    from ldpsynth.simulation.modes.run import simulate_collection
+
+    for flag, given in (("--target", args.target), ("--shuffler", args.shuffler is not None), ("--web", args.web),
+                        ("--data-dir", args.data_dir is not None)):
+        if given:
+            raise ValidationError(flag, "not with --collection (its simulation hosts the aggregator, unshuffled)",
+                                  "given")
+    settings = _settings(args)
+    with _named_by_flag(args):
+        data = asyncio.run(simulate_collection(args.collection, args.dataset, args.devices, settings))
+    sys.stdout.write(render_mode(data))
+    if args.out is not None:
+        write_mode(args.out, data)
+    return 0 if data["delivery"]["consistent"] and data["answers"] else 1
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth simulate``."""
+    if args.collection is not None:
+        return collection_command(args)
     if args.web:
         return web_command(args)
+    if args.dataset in ("adult", "words"):
+        raise ValidationError("--dataset", "synthetic, movielens or facebook without --collection",
+                              f"{args.dataset} (its rows fit a --collection file)")
     from ldpsynth.simulation.answers import predicted
     from ldpsynth.simulation.federation import simulate
 

@@ -36,6 +36,7 @@ import numpy as np
 from ldpsynth.client import AsyncClient, PrivacyLedger, Shuffler, SubmitError
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.validation import check_real, check_seconds
+from ldpsynth.shared.wide.collection import WideCard
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class DeviceGroup:
     faults: Faults
     seed: int
     shuffler: str | None = None
+    wide: bool = False
 
 
 @dataclass
@@ -85,6 +87,8 @@ class GroupOutcome:
     failures: list[str] = field(default_factory=list)
     epsilon_per_device: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    #: ``(device, sub-collection)`` of every device of a wide collection (its view, :attr:`SubmitResult.part`).
+    parts: list[tuple[int, str]] = field(default_factory=list)
 
     def add(self, other: GroupOutcome) -> None:
         for name in ("devices", "rows", "sent", "acknowledged", "duplicates", "retries", "memoized", "drops", "waiting",
@@ -93,6 +97,7 @@ class GroupOutcome:
         self.failures += other.failures
         self.epsilon_per_device += other.epsilon_per_device
         self.latencies += other.latencies
+        self.parts += other.parts
 
 
 def device_budget(rows: int, epsilon: float) -> float:
@@ -100,7 +105,7 @@ def device_budget(rows: int, epsilon: float) -> float:
     return math.nextafter(rows * epsilon * (1.0 + 1e-12), math.inf)
 
 
-async def _abandoned_attempt(client: AsyncClient, info: CollectionInfo, rows: dict[str, np.ndarray],
+async def _abandoned_attempt(client: AsyncClient, info: CollectionInfo | WideCard, rows: dict[str, np.ndarray],
                              ledger: PrivacyLedger, batch_size: int | None, after: float) -> None:
     """Start a submission and cancel it after ``after`` seconds (or let it end if it is quicker)."""
     attempt = asyncio.create_task(client.submit(info, rows, ledger=ledger, batch_size=batch_size))
@@ -119,11 +124,18 @@ def _below_threshold(exc: SubmitError) -> bool:
     return exc.method == "SubmitSealed" and exc.status == "UNAVAILABLE" and "threshold" in exc.details
 
 
-async def _run_device(device: int, rows: dict[str, np.ndarray], info: CollectionInfo, group: DeviceGroup,
+def _epsilon(info: CollectionInfo | WideCard) -> float:
+    """ε a report costs: the card's delivered ε; a wide collection's, the ε asked for and at least each view's."""
+    if isinstance(info, WideCard):
+        return max([info.schema.epsilon] + [card.mechanism.epsilon for card in info.cards])
+    return info.card.mechanism.epsilon
+
+
+async def _run_device(device: int, rows: dict[str, np.ndarray], info: CollectionInfo | WideCard, group: DeviceGroup,
                       pool: asyncio.Queue[AsyncClient], outcome: GroupOutcome) -> None:
     rng = np.random.default_rng([group.seed, device])
     count = len(next(iter(rows.values())))
-    ledger = PrivacyLedger.for_simulation(budget=device_budget(count, info.card.mechanism.epsilon))
+    ledger = PrivacyLedger.for_simulation(budget=device_budget(count, _epsilon(info)))
     client = await pool.get()
     if group.shuffler is not None:  # the channel is shared: a device's call waits for its pool to fill
         pool.put_nowait(client)
@@ -161,6 +173,8 @@ async def _run_device(device: int, rows: dict[str, np.ndarray], info: Collection
     outcome.retries += result.retries
     outcome.memoized += result.memoized
     outcome.epsilon_per_device.append(result.epsilon_total)
+    if result.part is not None:
+        outcome.parts.append((device, result.part))
 
 
 async def _run_group(group: DeviceGroup, progress: Any) -> GroupOutcome:
@@ -171,7 +185,8 @@ async def _run_group(group: DeviceGroup, progress: Any) -> GroupOutcome:
     for client in clients:
         pool.put_nowait(client)
     try:
-        info = await clients[0].get_collection(group.collection)
+        info: CollectionInfo | WideCard = await (clients[0].get_wide_collection(group.collection) if group.wide
+                                                 else clients[0].get_collection(group.collection))
 
         async def one(device: int, rows: dict[str, np.ndarray]) -> None:
             await _run_device(device, rows, info, group, pool, outcome)

@@ -158,18 +158,26 @@ def _distinct_rows(population: Population) -> int:
     return int(len(np.unique(table, axis=0)))
 
 
-def _groups(population: Population, target: str, settings: SimulationSettings,
-            shuffler: str | None = None) -> list[DeviceGroup]:
-    """Devices dealt round-robin over the worker processes, each with its own rows."""
-    per_device = population.rows_by_device()
-    name = population.schema.name
+def device_groups(name: str, columns: dict[str, np.ndarray], devices: np.ndarray, target: str,
+                  settings: SimulationSettings, shuffler: str | None = None, *, wide: bool = False
+                  ) -> list[DeviceGroup]:
+    """Devices dealt round-robin over the worker processes, each with its own rows (``devices[i]``: the
+    0-based device of row i; ``wide``: ``name`` is a wide collection's)."""
+    order = np.argsort(devices, kind="stable")
+    count = int(devices.max()) + 1 if len(devices) else 0
+    bounds = np.searchsorted(devices[order], np.arange(count + 1))
     groups = []
     for p in range(settings.processes):
-        devices = tuple(d for d in range(p, len(per_device), settings.processes) if len(per_device[d]))
-        rows = tuple({attr: col[per_device[d]] for attr, col in population.columns.items()} for d in devices)
-        groups.append(DeviceGroup(target, name, settings.token, devices, rows, settings.connections,
-                                  settings.batch_size, settings.faults, settings.seed, shuffler))
+        mine = tuple(d for d in range(p, count, settings.processes) if bounds[d + 1] > bounds[d])
+        rows = tuple({attr: col[order[bounds[d]:bounds[d + 1]]] for attr, col in columns.items()} for d in mine)
+        groups.append(DeviceGroup(target, name, settings.token, mine, rows, settings.connections,
+                                  settings.batch_size, settings.faults, settings.seed, shuffler, wide))
     return [g for g in groups if g.devices]
+
+
+def _groups(population: Population, target: str, settings: SimulationSettings,
+            shuffler: str | None = None) -> list[DeviceGroup]:
+    return device_groups(population.schema.name, population.columns, population.devices, target, settings, shuffler)
 
 
 def _progress_printer(total: int, updates: queue.Queue[int | None], enabled: bool) -> threading.Thread:
@@ -189,11 +197,16 @@ def _progress_printer(total: int, updates: queue.Queue[int | None], enabled: boo
 
 async def _run_devices(population: Population, target: str, settings: SimulationSettings,
                        shuffler: str | None = None) -> GroupOutcome:
-    groups = _groups(population, target, settings, shuffler)
+    return await run_groups(_groups(population, target, settings, shuffler), len(population), settings.progress)
+
+
+async def run_groups(groups: list[DeviceGroup], rows: int, progress: bool) -> GroupOutcome:
+    """Run each group of devices in its own worker process (spawned) with a progress bar over ``rows``; the
+    groups' outcomes summed."""
     context = multiprocessing.get_context("spawn")  # grpc and Ray state must not be forked
     with context.Manager() as manager:
         updates = manager.Queue()
-        printer = _progress_printer(len(population), updates, settings.progress)
+        printer = _progress_printer(rows, updates, progress)
         loop = asyncio.get_running_loop()
         try:
             with ProcessPoolExecutor(max_workers=len(groups), mp_context=context) as pool:
