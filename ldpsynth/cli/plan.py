@@ -59,7 +59,7 @@ from ldpsynth.shared.planning.planner import Plan, plan
 from ldpsynth.shared.planning.row_distribution import RowDistribution, SampleRows, UniformRows
 from ldpsynth.shared.planning.schema_changes import COARSER, schema_changes
 from ldpsynth.shared.planning.variances import Figures
-from ldpsynth.shared.planning.views import MODEL, ViewsPlan, plan_views
+from ldpsynth.shared.planning.views import MODEL, ViewsPlan, plan_views, workload_views
 from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import NORMALIZATIONS
 from ldpsynth.shared.schema import Schema
@@ -91,9 +91,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "default: a continuous attribute loses a bit, others merge adjacent pairs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     views = parser.add_argument_group("wide rows")
-    views.add_argument("--views", metavar="pairs",
-                       help="also plan the views mode: devices split across every 2-way view of the private "
-                            "attributes, each query's error there, and the mode to choose")
+    views.add_argument("--views", metavar="pairs|queries",
+                       help="also plan the views mode, each query's error there and the mode to choose: devices split "
+                            "across every 2-way view of the private attributes (pairs), or across the views the "
+                            "queries need, one per query's private attributes (queries)")
     views.add_argument("--views-attributes", metavar="A,B,C",
                        help="the views' attributes (private, comma-separated; default: all private attributes)")
     shuffle = parser.add_argument_group("behind a shuffler")
@@ -168,7 +169,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 
 #: The view sets of ``--views``.
-VIEW_SETS = ("pairs",)
+VIEW_SETS = ("pairs", "queries")
 
 
 def _with_views(args: argparse.Namespace, schema: Schema, p: Plan, prior: RowDistribution | None) -> Plan:
@@ -184,9 +185,13 @@ def _with_views(args: argparse.Namespace, schema: Schema, p: Plan, prior: RowDis
     if p.rows_per_device != 1:
         raise ValidationError("--views", "one row per device (--rows-per-device 1)", f"got {p.rows_per_device}")
     attributes = None if names is None else [a.strip() for a in names.split(",")]
+    if kind == "queries" and attributes is not None:
+        raise ValidationError("--views-attributes", "absent with --views queries (the queries choose the views)",
+                              "given")
     eps = schema.epsilon if args.epsilon is None else args.epsilon
+    chosen = workload_views(schema, p.batch) if kind == "queries" else None
     try:
-        views = plan_views(schema, p.batch, p.devices, eps, attributes=attributes, prior=prior)
+        views = plan_views(schema, p.batch, p.devices, eps, attributes=attributes, prior=prior, views=chosen)
     except ValidationError as exc:
         flag = ("--views" if names is None else "--views-attributes") if exc.field == "attributes" \
             else f"--views: {exc.field}"
@@ -437,7 +442,9 @@ def _views_text(p: Plan, v: ViewsPlan) -> str:
     best = p.choice(p.recommended).figures
     assert best is not None
     used = sorted(set(v.mechanisms))
-    text = (f"\nWide rows, the views mode: {p.devices:,} devices split evenly across {len(v.views)} 2-way views "
+    ways = sorted({len(view) for view in v.views})
+    kind = f"{ways[0]}-way" if len(ways) == 1 else "-, ".join(str(w) for w in ways) + "-way"
+    text = (f"\nWide rows, the views mode: {p.devices:,} devices split evenly across {len(v.views)} {kind} views "
             f"({v.devices_per_view:,.1f} devices each), each view's best oracle ({', '.join(used)}) at the full ε; "
             f"±{level} half-width:\n\n")
     head = ["query", f"views ({which})"] + (["views (worst)"] if p.has_prior else []) + \

@@ -84,3 +84,20 @@ def test_a_schema_with_one_private_attribute_has_no_pair_views(capsys):
                       "--devices", "1000", "--views", "pairs"])
     err = capsys.readouterr().err
     assert code == 2 and "error: --views" in err and "two or more private attributes" in err
+
+
+def test_views_chosen_by_the_queries(files, capsys):
+    # the workload a x d and a x b x c: two views, (a, d) and (a, b, c), half the devices each; the 3-way marginal
+    # is now analytic (inside its own view)
+    code, out, _ = run(files, ["--views", "queries", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["views"]["views"] == [["a", "d"], ["a", "b", "c"]]
+    assert data["views"]["devices_per_view"] == 30000
+    schema = Schema.load(files[0])
+    batch = compile_queries(Q.queries_from_json(json.dumps(QUERIES)), schema)
+    vp = plan_views(schema, batch, 60000, 1.0, views=[("a", "d"), ("a", "b", "c")])
+    assert all(np.isfinite(vp.se_worst)) and data["views"]["queries"][0]["se_worst"] == vp.se_worst[0]
+    code, out, _ = run(files, ["--views", "queries"], capsys)
+    assert code == 0 and "2-, 3-way views (30,000.0 devices each)" in out
+    code, _, err = run(files, ["--views", "queries", "--views-attributes", "a,b"], capsys)
+    assert code == 2 and "error: --views-attributes" in err

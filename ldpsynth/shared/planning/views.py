@@ -43,7 +43,7 @@ from ldpsynth.shared.validation import check_epsilon, check_int
 from ldpsynth.shared.wide.measure import best_mechanism, sampling_variance
 from ldpsynth.shared.wide.views import View, WideDomain, pairs
 
-__all__ = ["GRID", "MODEL", "ViewsPlan", "plan_views", "private_domain"]
+__all__ = ["GRID", "MODEL", "ViewsPlan", "plan_views", "private_domain", "workload_views"]
 
 #: Mixtures of two weight values tried for the worst case.
 GRID = 2001
@@ -118,14 +118,39 @@ def _per_device(view: View, w: np.ndarray, epsilon: float) -> np.ndarray:
     return out
 
 
+def workload_views(schema: Schema, batch: QueryBatch) -> tuple[tuple[str, ...], ...]:
+    """The views the queries of ``batch`` need: each query's private attributes (those its weights vary along;
+    a query reading a public attribute, or no private one, needs none), a set held by another dropped."""
+    domain = private_domain(schema)
+    needed: list[tuple[int, ...]] = []
+    for weights, _ in _query_weights(batch):
+        attrs = () if weights is None else _depends(weights.reshape(domain.sizes))
+        if attrs and attrs not in needed:
+            needed.append(attrs)
+    kept = [a for a in needed if not any(set(a) < set(b) for b in needed)]
+    return tuple(tuple(domain.names[j] for j in a) for a in kept)
+
+
 def plan_views(schema: Schema, batch: QueryBatch, devices: int, epsilon: float, *,
-               attributes: Sequence[str] | None = None, prior: RowDistribution | None = None) -> ViewsPlan:
+               attributes: Sequence[str] | None = None, prior: RowDistribution | None = None,
+               views: Sequence[Sequence[str]] | None = None) -> ViewsPlan:
     """The views mode's standard errors of every query of ``batch`` (module docstring): all 2-way views of
-    the private ``attributes`` (default: every private attribute), ``devices`` devices, ``epsilon``."""
+    the private ``attributes`` (default: every private attribute), or the ``views`` given (tuples of private
+    attribute names, e.g. :func:`workload_views`), ``devices`` devices, ``epsilon``."""
     n_total = check_int(devices, "devices", 1)
     eps = check_epsilon(epsilon)
     domain = private_domain(schema)
-    if attributes is None:
+    if views is not None:
+        if attributes is not None:
+            raise ValidationError("attributes", "absent when the views are given", "given")
+        if not views:
+            raise ValidationError("views", "at least one view (no query reads a private attribute alone)", "none")
+        for i, view in enumerate(views):
+            if not view or not set(view) <= set(domain.names) or len(set(view)) != len(view):
+                raise ValidationError(f"views[{i}]", f"distinct private attributes of {', '.join(domain.names)}",
+                                      f"got {', '.join(view) or 'none'}")
+        chosen_views = tuple(domain.view(tuple(domain.names.index(a) for a in view)) for view in views)
+    elif attributes is None:
         chosen = tuple(range(domain.width))
     else:
         names = tuple(attributes)
@@ -133,12 +158,14 @@ def plan_views(schema: Schema, batch: QueryBatch, devices: int, epsilon: float, 
         if len(names) < 2 or len(set(names)) != len(names) or not set(names) <= set(domain.names):
             raise ValidationError("attributes", legal, f"got {', '.join(names) or 'none'}")
         chosen = tuple(domain.names.index(a) for a in names)
-    if len(chosen) < 2:
-        raise ValidationError("attributes", "two or more private attributes (a 2-way view)", f"got {len(chosen)}")
-    views = pairs(domain, chosen)
-    n_view = n_total / len(views)
+    if views is None:
+        if len(chosen) < 2:
+            raise ValidationError("attributes", "two or more private attributes (a 2-way view)", f"got {len(chosen)}")
+        chosen_views = pairs(domain, chosen)
+    n_view = n_total / len(chosen_views)
     if n_view < 1:
-        raise ValidationError("devices", f"at least one device per view ({len(views)} views)", f"got {n_total}")
+        raise ValidationError("devices", f"at least one device per view ({len(chosen_views)} views)",
+                              f"got {n_total}")
     sampling = sampling_variance(n_total, n_view, 1.0)  # the factor of the weights' spread
     prior_cube = None if prior is None else prior.private().reshape(domain.sizes)
     worst = np.full(batch.size, np.nan)
@@ -147,7 +174,7 @@ def plan_views(schema: Schema, batch: QueryBatch, devices: int, epsilon: float, 
     for j, (weights, norm) in enumerate(_query_weights(batch)):
         cube = None if weights is None else weights.reshape(domain.sizes)
         attrs = () if cube is None else _depends(cube)
-        held = [] if cube is None else [v for v in views if set(attrs) <= set(v.attributes)]
+        held = [] if cube is None else [v for v in chosen_views if set(attrs) <= set(v.attributes)]
         holding.append(tuple(tuple(domain.names[a] for a in v.attributes) for v in held))
         if cube is None or not held:
             continue
@@ -175,7 +202,7 @@ def plan_views(schema: Schema, batch: QueryBatch, devices: int, epsilon: float, 
                                       + sampling * np.maximum(second - mean**2, 0.0))
             best = max(best, float(np.max(1.0 / precision_t)))
         worst[j] = scale**2 * best
-    return ViewsPlan(views=tuple(tuple(domain.names[a] for a in v.attributes) for v in views),
-                     mechanisms=tuple(name_of(best_mechanism(eps, v.size)) for v in views),
+    return ViewsPlan(views=tuple(tuple(domain.names[a] for a in v.attributes) for v in chosen_views),
+                     mechanisms=tuple(name_of(best_mechanism(eps, v.size)) for v in chosen_views),
                      devices_per_view=n_view, se_worst=np.sqrt(worst),
                      se_prior=None if prior is None else np.sqrt(prior_var), holding=tuple(holding))
