@@ -66,6 +66,27 @@ def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     parser.add_argument("--level", type=float, default=0.95, help=help)
 
 
+def add_wide_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--iterations``, ``--replicates``, ``--seed``: how a wide collection's model is fitted (the server's
+    defaults, so that offline answers equal the server's)."""
+    from ldpsynth.shared.wide.parent import DEFAULT_FIT
+
+    group = parser.add_argument_group("a wide collection's model (the server's defaults)")
+    group.add_argument("--iterations", type=int, default=DEFAULT_FIT.iterations,
+                       help="mirror-descent iterations of the fit and of each bootstrap refit (default %(default)s)")
+    group.add_argument("--replicates", type=int, default=DEFAULT_FIT.replicates,
+                       help="bootstrap replicates B of a model answer's standard error (default %(default)s)")
+    group.add_argument("--seed", type=int, default=DEFAULT_FIT.seed,
+                       help="seed of the bootstrap and of the sampled rows (default %(default)s)")
+
+
+def wide_fit(args: argparse.Namespace) -> Any:
+    """The :class:`~ldpsynth.shared.wide.parent.WideFit` of :func:`add_wide_fit_arguments`' options."""
+    from ldpsynth.shared.wide.parent import WideFit
+
+    return WideFit(args.iterations, args.replicates, args.seed)
+
+
 def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:
     """``--guarantees``: print the answers with the full statement of their guarantees."""
     parser.add_argument("--guarantees", action="store_true",
