@@ -66,25 +66,26 @@ def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     parser.add_argument("--level", type=float, default=0.95, help=help)
 
 
-def add_wide_fit_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--iterations``, ``--replicates``, ``--seed``: how a wide collection's model is fitted (the server's
-    defaults, so that offline answers equal the server's)."""
+def add_wide_fit_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--iterations``, ``--replicates``, ``--seed`` (after ``prefix``, e.g. ``--wide-seed``): how a wide
+    collection's model is fitted; the defaults are the server's, so that offline answers equal the server's."""
     from ldpsynth.shared.wide.parent import DEFAULT_FIT
 
-    group = parser.add_argument_group("a wide collection's model (the server's defaults)")
-    group.add_argument("--iterations", type=int, default=DEFAULT_FIT.iterations,
+    group = parser.add_argument_group("a wide collection's model (server and offline must agree)")
+    group.add_argument(f"--{prefix}iterations", type=int, default=DEFAULT_FIT.iterations, metavar="N",
                        help="mirror-descent iterations of the fit and of each bootstrap refit (default %(default)s)")
-    group.add_argument("--replicates", type=int, default=DEFAULT_FIT.replicates,
+    group.add_argument(f"--{prefix}replicates", type=int, default=DEFAULT_FIT.replicates, metavar="B",
                        help="bootstrap replicates B of a model answer's standard error (default %(default)s)")
-    group.add_argument("--seed", type=int, default=DEFAULT_FIT.seed,
+    group.add_argument(f"--{prefix}seed", type=int, default=DEFAULT_FIT.seed, metavar="S",
                        help="seed of the bootstrap and of the sampled rows (default %(default)s)")
 
 
-def wide_fit(args: argparse.Namespace) -> Any:
+def wide_fit(args: argparse.Namespace, prefix: str = "") -> Any:
     """The :class:`~ldpsynth.shared.wide.parent.WideFit` of :func:`add_wide_fit_arguments`' options."""
     from ldpsynth.shared.wide.parent import WideFit
 
-    return WideFit(args.iterations, args.replicates, args.seed)
+    dest = prefix.replace("-", "_")
+    return WideFit(getattr(args, f"{dest}iterations"), getattr(args, f"{dest}replicates"), getattr(args, f"{dest}seed"))
 
 
 def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:
