@@ -73,11 +73,12 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth estimate``: print the answers as a JSON array."""
     text = read_text(args.card, "--card")
     if is_wide_card(text):
+        fit = wide_fit(args)            # the options checked before the release is read
         wide = WideRelease.read(args.synthetic, field="--synthetic")
         if wide.card != WideCard.from_json(text):
             raise ValidationError("--card", "the wide card of the export in --synthetic", "another wide card")
         answers: Any = estimate_wide_release(wide, read_text(args.queries, "--queries"), level=args.level,
-                                             fit=wide_fit(args))
+                                             fit=fit)
         json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0

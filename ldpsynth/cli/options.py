@@ -82,10 +82,15 @@ def add_wide_fit_arguments(parser: argparse.ArgumentParser, prefix: str = "") ->
 
 def wide_fit(args: argparse.Namespace, prefix: str = "") -> Any:
     """The :class:`~ldpsynth.shared.wide.parent.WideFit` of :func:`add_wide_fit_arguments`' options."""
+    from ldpsynth.shared.errors import ValidationError
     from ldpsynth.shared.wide.parent import WideFit
 
     dest = prefix.replace("-", "_")
-    return WideFit(getattr(args, f"{dest}iterations"), getattr(args, f"{dest}replicates"), getattr(args, f"{dest}seed"))
+    try:
+        return WideFit(getattr(args, f"{dest}iterations"), getattr(args, f"{dest}replicates"),
+                       getattr(args, f"{dest}seed"))
+    except ValidationError as exc:     # name the option, not the field
+        raise ValidationError(f"--{prefix}{exc.field}", exc.legal, exc.problem) from None
 
 
 def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:

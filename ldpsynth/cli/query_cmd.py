@@ -119,6 +119,7 @@ def _query(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from ldpsynth.client.errors import QueryError
 
+    fit = wide_fit(args)                # the options checked before the download
     try:
         with _client(args) as client:
             release = client.export_release(args.collection)
@@ -127,7 +128,7 @@ def _export(args: argparse.Namespace) -> int:
         return 1
     if isinstance(release, WideRelease):   # the views' releases, the wide card and the sampled rows
         population = release.measurements().population
-        written, note = release.write(args.out, rows=args.synthetic_rows, fit=wide_fit(args))
+        written, note = release.write(args.out, rows=args.synthetic_rows, fit=fit)
         sampled = 0 if note is not None else population if args.synthetic_rows is None else args.synthetic_rows
         print(json.dumps({"collection": args.collection, "views": [r.summary() for r in release.releases],
                           "population": population, "synthetic_rows": sampled, "note": note,
