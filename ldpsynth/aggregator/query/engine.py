@@ -211,10 +211,10 @@ class QueryEngine:
             withheld = sum(rule.reports for rule in measured.withheld)
             raise WrongState(f"collection {name!r}: none of its views {list(card.names)} has a report to answer from"
                              + (f" ({withheld} reports withheld below the minimum batch)" if withheld else ""))
-        cached = self._wide.get(name)
-        if cached is None or cached[0] != measured.key():
+        cached, key = self._wide.get(name), measured.key()
+        if cached is None or cached[0] != key:
             database = parent_database(card, measured, self.wide_fit)
-            cached = (measured.key(), database, threading.Lock())
+            cached = (key, database, threading.Lock())
             self._wide[name] = cached
         epsilon = max(sub.mechanism.epsilon for sub in card.cards)
 

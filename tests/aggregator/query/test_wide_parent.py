@@ -127,3 +127,11 @@ def test_parent_answers_and_export_equal_offline(start_server, tmp_path, capsys,
     assert [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], r["method"]) for r in printed] == \
         [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], m)
          for r, m in zip(records, ["analytic"] * 12 + ["model"] * 12)]
+
+    with Client(server.address) as client:                        # new reports: a new fit, over all of them
+        for i in range(30):
+            ledger = PrivacyLedger.for_simulation(budget=10.0)
+            client.submit("chain", {name: column[i:i + 1] for name, column in rows.items()}, ledger=ledger)
+            ledger.close()
+    with QueryClient(server.address) as analyst:
+        assert {r["n"] for r in analyst.estimate("chain", queries=[INSIDE, THREE]).records()} == {DEVICES + 30}
