@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpsynth.cli.main import main_alone
-from ldpsynth.cli.options import add_command, add_observability_arguments, add_target_argument, add_tls_arguments
+from ldpsynth.cli.options import (
+    add_command,
+    add_observability_arguments,
+    add_target_argument,
+    add_tls_arguments,
+    add_wide_fit_arguments,
+    wide_fit,
+)
 from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
@@ -99,6 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "the batches in flight, 4 ms each: larger groups cost less CPU per report, acks come "
                             "later; 0 commits every group at once; default %(default)s)")
     serve.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
+    add_wide_fit_arguments(serve, "wide-")
     serve.add_argument("--web-port", type=int,
                        help="also serve the collection service to browsers on this TCP port, on --host: the Connect "
                             "protocol and gRPC-Web, HTTP/1.1 and HTTP/2, unary SubmitBatch and GetCollection "
@@ -204,6 +212,7 @@ def serve_command(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         collections=collections,
         wide=wide,
+        wide_fit=wide_fit(args, "wide-"),
         host=args.host,
         port=args.port,
         shards=args.shards,

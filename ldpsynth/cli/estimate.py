@@ -15,6 +15,13 @@ public-key group read and the guarantee against each party (:mod:`ldpsynth.share
 JSON is documented in :mod:`ldpsynth.shared.queries.json_form`; in Python, the same answers come from one call,
 :func:`ldpsynth.estimate_release`
 (:func:`ldpsynth.shared.estimators.offline.estimate_release`).
+
+A wide collection's export (``ldpsynth export`` of its parent: a folder with the wide card)::
+
+    ldpsynth estimate --synthetic DIR --card DIR/card.json --queries q.json [--iterations --replicates --seed]
+
+answers query objects over the wide row's attributes from the views' releases, each record with its ``method``
+(``analytic`` or ``model``): the server's answers when fitted as the server (the defaults; docs/wide.md).
 """
 
 from __future__ import annotations
@@ -23,12 +30,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from ldpsynth.cli.options import add_command, add_guarantees_argument, add_level_argument, answers_json
+from ldpsynth.cli.options import (
+    add_command,
+    add_guarantees_argument,
+    add_level_argument,
+    add_wide_fit_arguments,
+    answers_json,
+    wide_fit,
+)
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.jsonio import read_text
 from ldpsynth.shared.release import Release
+from ldpsynth.shared.wide.collection import WideCard
+from ldpsynth.shared.wide.release import WideRelease, estimate_wide_release, is_wide_card
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,11 +66,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rows-per-device", type=int, metavar="M",
                         help="a shuffled release: the most rows one device sent, for the central guarantee, at "
                              "least the card's shuffle.rows_per_device (default: that)")
+    add_wide_fit_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ldpsynth estimate``: print the answers as a JSON array."""
-    card = MechanismCard.from_json(read_text(args.card, "--card"))
+    text = read_text(args.card, "--card")
+    if is_wide_card(text):
+        fit = wide_fit(args)            # the options checked before the release is read
+        wide = WideRelease.read(args.synthetic, field="--synthetic")
+        if wide.card != WideCard.from_json(text):
+            raise ValidationError("--card", "the wide card of the export in --synthetic", "another wide card")
+        answers: Any = estimate_wide_release(wide, read_text(args.queries, "--queries"), level=args.level,
+                                             fit=fit)
+        json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    card = MechanismCard.from_json(text)
     release = Release.read(args.synthetic, card=card, field="--synthetic")
     answers = estimate_release(release, read_text(args.queries, "--queries"), level=args.level,
                                rows_per_device=args.rows_per_device)

@@ -66,6 +66,33 @@ def add_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     parser.add_argument("--level", type=float, default=0.95, help=help)
 
 
+def add_wide_fit_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--iterations``, ``--replicates``, ``--seed`` (after ``prefix``, e.g. ``--wide-seed``): how a wide
+    collection's model is fitted; the defaults are the server's, so that offline answers equal the server's."""
+    from ldpsynth.shared.wide.parent import DEFAULT_FIT
+
+    group = parser.add_argument_group("a wide collection's model (server and offline must agree)")
+    group.add_argument(f"--{prefix}iterations", type=int, default=DEFAULT_FIT.iterations, metavar="N",
+                       help="mirror-descent iterations of the fit and of each bootstrap refit (default %(default)s)")
+    group.add_argument(f"--{prefix}replicates", type=int, default=DEFAULT_FIT.replicates, metavar="B",
+                       help="bootstrap replicates B of a model answer's standard error (default %(default)s)")
+    group.add_argument(f"--{prefix}seed", type=int, default=DEFAULT_FIT.seed, metavar="S",
+                       help="seed of the bootstrap and of the sampled rows (default %(default)s)")
+
+
+def wide_fit(args: argparse.Namespace, prefix: str = "") -> Any:
+    """The :class:`~ldpsynth.shared.wide.parent.WideFit` of :func:`add_wide_fit_arguments`' options."""
+    from ldpsynth.shared.errors import ValidationError
+    from ldpsynth.shared.wide.parent import WideFit
+
+    dest = prefix.replace("-", "_")
+    try:
+        return WideFit(getattr(args, f"{dest}iterations"), getattr(args, f"{dest}replicates"),
+                       getattr(args, f"{dest}seed"))
+    except ValidationError as exc:     # name the option, not the field
+        raise ValidationError(f"--{prefix}{exc.field}", exc.legal, exc.problem) from None
+
+
 def add_guarantees_argument(parser: argparse.ArgumentParser) -> None:
     """``--guarantees``: print the answers with the full statement of their guarantees."""
     parser.add_argument("--guarantees", action="store_true",

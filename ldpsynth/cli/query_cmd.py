@@ -34,11 +34,14 @@ from ldpsynth.cli.options import (
     add_level_argument,
     add_target_argument,
     add_tls_arguments,
+    add_wide_fit_arguments,
     answers_json,
+    wide_fit,
 )
 from ldpsynth.cli.token_env import add_token_argument
 from ldpsynth.shared import jsonio
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.wide.release import WideRelease
 
 if TYPE_CHECKING:
     from ldpsynth.client.query import QueryClient
@@ -71,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write the collection's synthetic database (CSV, and Parquet when pyarrow is installed) and "
                     "its mechanism card to a folder that `ldpsynth estimate` reads.")
     export.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write (created)")
+    export.add_argument("--synthetic-rows", type=int, metavar="N",
+                        help="a wide collection: rows to sample from its model into DIR/synthetic.csv (default: N, "
+                             "the reports of all its views; 0: none)")
+    add_wide_fit_arguments(export)
 
 
 def _command(subparsers: argparse._SubParsersAction,
@@ -112,12 +119,21 @@ def _query(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from ldpsynth.client.errors import QueryError
 
+    fit = wide_fit(args)                # the options checked before the download
     try:
         with _client(args) as client:
-            release = client.export(args.collection)
+            release = client.export_release(args.collection)
     except QueryError as exc:
         print(f"ldpsynth export: error: {exc}", file=sys.stderr)
         return 1
+    if isinstance(release, WideRelease):   # the views' releases, the wide card and the sampled rows
+        population = release.measurements().population
+        written, note = release.write(args.out, rows=args.synthetic_rows, fit=fit)
+        sampled = 0 if note is not None else population if args.synthetic_rows is None else args.synthetic_rows
+        print(json.dumps({"collection": args.collection, "views": [r.summary() for r in release.releases],
+                          "population": population, "synthetic_rows": sampled, "note": note,
+                          "files": [str(f) for f in written]}, sort_keys=True))
+        return 0
     files = release.write(args.out)
     print(json.dumps({**release.summary(), "files": [str(f) for f in files]}, sort_keys=True))
     return 0

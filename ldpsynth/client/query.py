@@ -43,12 +43,15 @@ from ldpsynth.client.transport import (
     open_channel,
 )
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import layout_of
 from ldpsynth.shared.protocol import private_from_wire, private_rows
 from ldpsynth.shared.queries.json_form import QueryLike, queries_to_json
 from ldpsynth.shared.queries.wire import DEFAULT_CHUNK_BYTES, AnswerTable, estimate_requests, guarantees_from_proto
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.validation import check_int, check_seconds
+from ldpsynth.shared.wide.collection import WideCard
+from ldpsynth.shared.wide.release import WideRelease, is_wide_card
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -245,14 +248,74 @@ class QueryClient:
         ValidationError
             The card received does not verify (``card.*``), or a code is out of the domain.
         """
-        return self._call("Export", lambda: self._download(collection))
+        release = self.export_release(collection)
+        if isinstance(release, WideRelease):
+            raise ValidationError("collection", "an ordinary collection (a wide collection: export_wide)",
+                                  f"{collection!r} is a wide collection")
+        return release
 
-    def _download(self, collection: str) -> Release:
+    def export_wide(self, collection: str) -> WideRelease:
+        """The export of the wide collection ``collection``: its wide card and every view's release.
+
+        Each view sub-collection is exported by :meth:`export` (one snapshot per view). Its
+        :meth:`~ldpsynth.shared.wide.release.WideRelease.write` writes the folder ``ldpsynth estimate`` reads.
+
+        Parameters
+        ----------
+        collection : str
+            The wide collection's name (its parent).
+
+        Returns
+        -------
+        WideRelease
+            :class:`~ldpsynth.shared.wide.release.WideRelease`: the verified wide card and one
+            :class:`Release` per view, in the card's order.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``collection`` for an ordinary collection; else as :meth:`export`.
+        QueryError
+            As :meth:`export`.
+        """
+        release = self.export_release(collection)
+        if not isinstance(release, WideRelease):
+            raise ValidationError("collection", "a wide collection (an ordinary one: export)",
+                                  f"{collection!r} is an ordinary collection")
+        return release
+
+    def export_release(self, collection: str) -> Release | WideRelease:
+        """:meth:`export` of an ordinary collection, :meth:`export_wide` of a wide one.
+
+        The server's first export chunk says which: a mechanism card or a wide card.
+
+        Parameters
+        ----------
+        collection : str
+            The collection's name.
+
+        Returns
+        -------
+        Release or WideRelease
+
+        Raises
+        ------
+        QueryError, ValidationError
+            As :meth:`export`.
+        """
+        head = self._call("Export", lambda: self._download(collection))
+        if isinstance(head, WideCard):
+            return WideRelease(head, tuple(self.export(name) for name in head.names))
+        return head
+
+    def _download(self, collection: str) -> Release | WideCard:
         chunks = iter(self._stub.Export(qpb.ExportRequest(collection=collection), timeout=self._deadline,
                                         metadata=self._metadata))
         head = next(chunks, None)
         if head is None:
             raise QueryError("Export", "DATA_LOSS", "the server ended the export without its first chunk")
+        if is_wide_card(head.card_json):
+            return WideCard.from_json(head.card_json)
         card = MechanismCard.from_json(head.card_json)
         schema = card.schema
         public: list[list[np.ndarray]] = [[] for _ in schema.public_attributes]

@@ -39,6 +39,9 @@ from ldpsynth.serving.status import parse, rpc
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import private_wire
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES, private_to_wire, rows_that_fit
+from ldpsynth.shared.queries.json_form import queries_from_json
+from ldpsynth.shared.queries.model import Query
+from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.queries.wire import BatchReader, answer_pages, guarantees_to_proto
 from ldpsynth.shared.reports import mechanism_of
 from ldpsynth.shared.schema import MAX_BATCH_WEIGHTS, Schema
@@ -109,6 +112,9 @@ class QueryServicer:
             if reader is None:
                 collection = request.collection
                 self._caller(context, collection)
+                if self.engine.catalog.wide(collection) is not None:
+                    await self._estimate_wide(request, requests, context)
+                    return
                 info = self.engine.catalog.get(collection)
                 if request.level:
                     level = check_probability(request.level, "level")
@@ -125,10 +131,48 @@ class QueryServicer:
         for page in answer_pages(answers, max_bytes=info.limits.max_message_bytes):
             await context.write(page)
 
+    async def _estimate_wide(self, first: qpb.EstimateRequest, requests: AsyncIterator[bytes],
+                             context: grpc.aio.ServicerContext) -> None:
+        """A wide collection's parent: query objects (``queries_json`` chunks) answered by the parent's database
+        (:meth:`QueryEngine.estimate_wide`), in the same answer pages."""
+        card = self.engine.catalog.wide(first.collection)
+        assert card is not None
+        level = check_probability(first.level, "level") if first.level else 0.95
+        queries: list[Query | NumericQuery] = []
+        request: qpb.EstimateRequest | None = first
+        while request is not None:
+            if request.collection and request.collection != first.collection:
+                raise ValidationError("collection", f"{first.collection!r} in every chunk of one batch (or empty)",
+                                      "another collection")
+            kind = request.WhichOneof("queries")
+            if kind in ("linear", "grouped"):
+                raise ValidationError(f"queries[{len(queries)}:].{kind}", "queries_json: a wide collection answers "
+                                      "query objects over its attributes' names and values", f"packed {kind} queries")
+            if kind == "queries_json":
+                queries.extend(queries_from_json(request.queries_json, first_index=len(queries)))
+                if len(queries) > MAX_BATCH_QUERIES:
+                    raise LimitExceeded(f"a batch of at most {MAX_BATCH_QUERIES} queries; got more")
+            raw = await anext(requests, None)
+            request = None if raw is None else parse(qpb.EstimateRequest, raw)
+        start = time.perf_counter()
+        answers = await self.engine.estimate_wide(card, queries, level)
+        self._metrics.query(first.collection, "estimate", answers.n, time.perf_counter() - start)
+        for page in answer_pages(answers, max_bytes=self.engine.catalog.limits.max_message_bytes):
+            await context.write(page)
+
     @rpc("Export", "the export could not be read")
     async def export(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[qpb.ExportChunk]:
         request = parse(qpb.ExportRequest, raw)
         self._caller(context, request.collection)
+        wide = self.engine.catalog.wide(request.collection)
+        if wide is not None:      # a wide parent: its card only (rows 0); the views are exported by their names
+            head = qpb.ExportChunk(card_json=wide.dumps(), rows=0)
+            limit = self.engine.catalog.limits.max_message_bytes
+            if head.ByteSize() > limit:
+                raise LimitExceeded(f"the export of {request.collection!r} (its wide card) is {head.ByteSize()} bytes, "
+                                    f"over the server's message limit of {limit} bytes (--max-message-bytes)")
+            yield head
+            return
         info = self.engine.catalog.get(request.collection)
         limit = info.limits.max_message_bytes
         head = qpb.ExportChunk(card_json=info.card.dumps(), rows=2**64 - 1)  # the largest row count

@@ -136,7 +136,8 @@ class AggregatorServer:
                 self.catalog, self._ingestor, self._shuffled, authenticator, self.calls, self.metrics,
                 config.max_inflight_batches, stopping=lambda: self._stopping, serving=lambda: self.serving,
                 storage_full=lambda: None if self.backend is None else self.backend.storage_full)
-            self._queries = QueryServicer(QueryEngine(self.catalog, workers), self._collections.authenticate,
+            self._queries = QueryServicer(QueryEngine(self.catalog, workers, config.wide_fit),
+                                          self._collections.authenticate,
                                           self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics)
             self._server = self._build_server(self._collections, self._queries)
             port = self._bind(credentials)

@@ -35,6 +35,14 @@ group is refused (``WrongState``, FAILED_PRECONDITION, naming the group, its cou
 so is a batch all of whose groups read are below it. An export (:meth:`QueryEngine.export_rows` then
 :meth:`QueryEngine.release`) leaves those groups' rows out.
 
+**A wide collection's parent** (:meth:`QueryEngine.estimate_wide`; docs/wide.md "Answering queries"): each view
+sub-collection's merged statistics on its own pins (one snapshot per view, not one across the views), the
+groups below the minimum batch withheld, reduced to the views' measurements
+(:func:`~ldpsynth.shared.wide.parent.measure_parent`); the parent's database is fitted once per distinct
+measurements (cached: the last one per parent) and answers the query objects over the wide row's attributes.
+Queries that need the model are refused (``WrongState``, FAILED_PRECONDITION) naming the ``[wide]`` extra when
+it is not installed; analytic ones answer without it.
+
 **A shuffled collection** (its schema's shuffle block): the answers and releases carry the guarantees per
 party (:func:`~ldpsynth.shared.guarantees.of_card`: the central one at the pool floor, the accountant
 in a worker thread, cached), with the public-key groups read and their counts, and what was withheld.
@@ -43,6 +51,7 @@ in a worker thread, cached), with the public-key groups read and their counts, a
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -75,7 +84,12 @@ from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.mechanisms.registry import Mechanism, categorical
 from ldpsynth.shared.numeric.answering import NumericAnswers, NumericBatch, answer_numeric
 from ldpsynth.shared.queries.batch import CutBlock, QueryBatch, RowBlock, TableBlock
+from ldpsynth.shared.queries.model import Query
+from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.wide.collection import WideCard
+from ldpsynth.shared.wide.database import WideDatabase
+from ldpsynth.shared.wide.parent import DEFAULT_FIT, WideAnswers, WideFit, measure_parent, parent_database, wide_answers
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
 ATTEMPTS = 3
@@ -107,10 +121,13 @@ def merge_statistics(parts: Sequence[Statistics]) -> Statistics:
 class QueryEngine:
     """Answers query batches of the collections of ``catalog`` from ``shards``."""
 
-    def __init__(self, catalog: Catalog, shards: Shards):
+    def __init__(self, catalog: Catalog, shards: Shards, wide_fit: WideFit = DEFAULT_FIT):
         self.catalog = catalog
         self.shards = shards
+        self.wide_fit = wide_fit
         self._statistics: dict[str, tuple[tuple[int, ...], Statistics]] = {}
+        #: Per wide parent: the key of its views' measurements, its fitted database and the lock answering it.
+        self._wide: dict[str, tuple[object, WideDatabase, threading.Lock]] = {}
 
     async def _pinned(self, collection: str, evaluate: Any) -> Any:
         """``await evaluate(pins)`` on fresh pins of every shard (again if a pin was lost)."""
@@ -207,6 +224,39 @@ class QueryEngine:
                 raise WrongState(str(exc)) from None
 
         return await self._pinned(collection, evaluate)
+
+    async def estimate_wide(self, card: WideCard, queries: Sequence[Query | NumericQuery], level: float
+                            ) -> WideAnswers:
+        """Answer ``queries`` on the wide collection ``card`` from its views' sub-collections (module docstring)."""
+        name = card.schema.name
+        stats = []
+        for sub in card.names:
+            async def evaluate(pins: Pins, sub: str = sub) -> Statistics:
+                return await self.statistics(sub, pins)
+
+            stats.append(await self._pinned(sub, evaluate))
+        measured = await asyncio.to_thread(measure_parent, card, stats)
+        if not measured.measurements:
+            withheld = sum(rule.reports for rule in measured.withheld)
+            raise WrongState(f"collection {name!r}: none of its views {list(card.names)} has a report to answer from"
+                             + (f" ({withheld} reports withheld below the minimum batch)" if withheld else ""))
+        cached, key = self._wide.get(name), measured.key()
+        if cached is None or cached[0] != key:
+            database = parent_database(card, measured, self.wide_fit)
+            cached = (key, database, threading.Lock())
+            self._wide[name] = cached
+        epsilon = max(sub.mechanism.epsilon for sub in card.cards)
+
+        def answer() -> WideAnswers:
+            with cached[2]:     # the database keeps its bootstrap's replicates: one answer at a time
+                try:
+                    return wide_answers(cached[1], queries, level, epsilon)
+                except ImportError as exc:
+                    raise WrongState(f"collection {name!r}: these queries need the wide model, which this server "
+                                     "cannot fit without the [wide] extra (pip install 'ldpsynth[wide]'): "
+                                     f"{exc}; queries inside one measured view answer without it") from None
+
+        return await asyncio.to_thread(answer)
 
     async def release(self, collection: str, rows: RowChunk) -> tuple[RowChunk, Guarantees | None]:
         """What an export of ``rows`` releases: the rows of the public-key groups at or above the minimum

@@ -34,6 +34,7 @@ from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.sealing import SealingKey
 from ldpsynth.shared.validation import check_int, check_seconds
 from ldpsynth.shared.wide.collection import VIEWS_VERSION, WIDE_CARD_FORMAT, WideCard, WideSchema
+from ldpsynth.shared.wide.parent import WideFit
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 #: A web page's origin as browsers send it: scheme, host (a name, IPv4 or [IPv6]) and an optional port.
@@ -162,6 +163,8 @@ class ServerConfig:
     otlp_endpoint: str | None = None
     #: The discovery collections' cards (their open rounds' sub-collections are in ``collections``).
     discoveries: tuple[DiscoveryCard, ...] = ()
+    #: How a wide collection's parent fits its model for queries (docs/wide.md "Answering queries").
+    wide_fit: WideFit = field(default_factory=WideFit)
 
     def __post_init__(self) -> None:
         if self.shuffle_key is not None and self.cluster is None:
@@ -222,6 +225,7 @@ class Catalog:
 
     def __init__(self, cards: Iterable[MechanismCard], limits: Limits, *, wide: Iterable[WideCard] = (),
                  discoveries: Iterable[DiscoveryCard] = ()):
+        self.limits = limits
         self._infos = {card.schema.name: CollectionInfo(card, limits) for card in cards}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
         self._wide = {card.schema.name: card for card in wide}
@@ -255,6 +259,10 @@ class Catalog:
         return {**{name: info.card.dumps() for name, info in self._infos.items()},
                 **{name: card.dumps() for name, card in self._wide.items()}}
 
+    def wide(self, name: str) -> WideCard | None:
+        """The wide card of the wide collection ``name`` (``None``: not a wide collection served here)."""
+        return self._wide.get(name)
+
     def get(self, name: str) -> CollectionInfo:
         """The collection ``name``; FAILED_PRECONDITION if it is not served here."""
         if name in self._discovery_cards:
@@ -267,8 +275,7 @@ class Catalog:
         except KeyError:
             if name in self._wide:
                 raise WrongState(f"collection: {name!r} is a wide collection of views; each device reports its view "
-                                 f"to its sub-collection, one of {list(self._wide[name].names)}, which answer the "
-                                 "queries too") from None
+                                 f"to its sub-collection, one of {list(self._wide[name].names)}") from None
             raise WrongState(f"collection: {name[:128]!r} is not served here (unknown or closed)") from None
 
     def proto(self, name: str) -> pb.Collection:

@@ -182,6 +182,30 @@ class AnswerColumns:
         """The label of answer ``j``."""
         return f"q{j}"
 
+    def labels_sent(self) -> tuple[str, ...] | None:
+        """The labels the query service sends with the answers.
+
+        Returns
+        -------
+        tuple of str or None
+            One label per answer; ``None``: the default ``q<j>`` (none sent).
+        """
+        return None
+
+    def origin(self, j: int) -> int:
+        """The index of the input query answer ``j`` comes from (a marginal gives several answers).
+
+        Parameters
+        ----------
+        j : int
+            The answer's index in batch order.
+
+        Returns
+        -------
+        int
+        """
+        return j
+
     def record(self, j: int, *, _summary: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer ``j`` as a JSON-ready dict with the fields :data:`ANSWER_FIELDS` (and the guarantees').
 
@@ -231,6 +255,12 @@ class Answers(AnswerColumns):
 
     def label(self, j: int) -> str:
         return self.batch.label(j)
+
+    def labels_sent(self) -> tuple[str, ...] | None:
+        return self.batch.labels
+
+    def origin(self, j: int) -> int:
+        return int(self.batch.origins[j])
 
 
 def _normalizers(parts: BlockSums, norms: np.ndarray, n: int, positions: np.ndarray, origins: np.ndarray) -> np.ndarray:

@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldpsynth.shared.errors import Status, ValidationError
-from ldpsynth.shared.estimators.formulas import AnswerColumns, Answers
+from ldpsynth.shared.estimators.formulas import AnswerColumns
 from ldpsynth.shared.guarantees import Guarantees
-from ldpsynth.shared.numeric.answering import NumericAnswers, NumericBatch, compile_numeric, concat_numeric
+from ldpsynth.shared.numeric.answering import NumericBatch, compile_numeric, concat_numeric
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
 from ldpsynth.shared.queries.compiler import compile_queries
@@ -340,7 +340,7 @@ def _page_bounds(cost: np.ndarray, budget: int, page: int) -> list[tuple[int, in
     return bounds or [(0, 0)]
 
 
-def answer_pages(answers: Answers | NumericAnswers, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
+def answer_pages(answers: AnswerColumns, *, max_bytes: int, page: int = DEFAULT_PAGE_ANSWERS
                  ) -> Iterator[pb.EstimateResponse]:
     """The answers in pages, in batch order (columns packed as bytes): each page holds at most
     ``page`` answers and serializes to at most ``max_bytes`` bytes (the sender's message limit).
@@ -352,7 +352,7 @@ def answer_pages(answers: Answers | NumericAnswers, *, max_bytes: int, page: int
     """
     page = check_int(page, "page", 1)
     total = len(answers)
-    labels = answers.batch.labels
+    labels = answers.labels_sent()
     cost = np.full(total, ANSWER_BYTES, np.int64)
     if labels is not None:
         cost += np.fromiter((len(label.encode()) for label in labels), np.int64, total) + FIELD_HEADER_BYTES
@@ -368,7 +368,7 @@ def answer_pages(answers: Answers | NumericAnswers, *, max_bytes: int, page: int
     if over.size:
         j = int(over[0])
         raise BatchTooLarge(f"answers of at most {budget} bytes each, so that a page fits the message limit of "
-                            f"{max_bytes} bytes (answer {j}, of queries[{answers.batch.origins[j]}], needs {cost[j]} "
+                            f"{max_bytes} bytes (answer {j}, of queries[{answers.origin(j)}], needs {cost[j]} "
                             f"bytes with its label)")
     for start, stop in _page_bounds(cost, budget, page):
         cut = slice(start, stop)

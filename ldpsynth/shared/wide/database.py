@@ -24,7 +24,10 @@ Each is answered with a standard error and a 95 % interval by one of two methods
 
 The model is fitted once, on first use; the bootstrap runs once per :meth:`WideDatabase.answer` call for the
 union of the margins it needs that earlier calls did not (B fits however many queries), and its replicates
-are kept. Public attributes (grouped and cut queries) are not part of the wide model in this phase.
+are kept. Every bootstrap starts a generator from the database's ``seed``: replicate b redraws the same views
+in every call, so an answer does not depend on which queries were asked before it (a server and an offline
+estimate with the same seed give the same numbers). Public attributes (grouped and cut queries) are not part
+of the wide model in this phase.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -49,7 +53,8 @@ from ..queries.model import (
     Query,
     query_field,
 )
-from ..validation import check_int
+from ..queries.numeric import NumericQuery
+from ..validation import check_int, check_probability
 from .answers import Z95, analytic_linear
 from .measure import ViewMeasurement
 from .model import DEFAULT_ITERATIONS, Problem, WideModel, bootstrap_marginals
@@ -133,7 +138,7 @@ class WideDatabase:
     population: int
     iterations: int
     replicates: int
-    rng: np.random.Generator
+    seed: int
     _bootstrap: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
@@ -146,7 +151,7 @@ class WideDatabase:
         queries name and :meth:`sample_rows` returns; default: integer attributes whose values are the codes.
         Public attributes are refused: they are not part of the wide model in this phase. ``iterations``:
         mirror-descent iterations of the model and of each bootstrap refit; ``replicates``: B; ``seed``: the
-        bootstrap's generator (post-processing noise, not a device's)."""
+        bootstrap's generator (post-processing noise, not a device's; ``None``: drawn once from the OS)."""
         n = check_int(population, "population", 1)
         attrs = _codes_attributes(domain) if attributes is None else tuple(attributes)
         if tuple(a.name for a in attrs) != domain.names or tuple(a.size for a in attrs) != domain.sizes:
@@ -166,8 +171,9 @@ class WideDatabase:
         if sum(m.n for m in views) > n:
             raise ValidationError("population", "at least the views' devices in all",
                                   f"{sum(m.n for m in views)} devices > {n}")
+        drawn = int(np.random.SeedSequence().generate_state(1, np.uint64)[0]) if seed is None else None
         return cls(attrs, domain, views, n, check_int(iterations, "iterations", 1),
-                   check_int(replicates, "replicates", 2), np.random.default_rng(seed))
+                   check_int(replicates, "replicates", 2), drawn if drawn is not None else check_int(seed, "seed", 0))
 
     # ----- the model (the optional [wide] extra) ---------------------------------------------------------------
     @functools.cached_property
@@ -181,10 +187,12 @@ class WideDatabase:
         return self.problem.fit([m.shares() for m in self.measurements], self.iterations)
 
     def _replicates(self, margins: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
-        """The bootstrap replicates (B, cells) of each margin: one bootstrap for all the missing ones."""
+        """The bootstrap replicates (B, cells) of each margin: one bootstrap for all the missing ones, its
+        generator started from :attr:`seed` (the same B redrawn views in every call)."""
         missing = sorted({a for a in margins if a not in self._bootstrap})
         if missing:
-            drawn = bootstrap_marginals(self.problem, self.model, missing, self.replicates, self.rng, self.iterations)
+            drawn = bootstrap_marginals(self.problem, self.model, missing, self.replicates,
+                                        np.random.default_rng(self.seed), self.iterations)
             self._bootstrap.update(zip(missing, drawn))
         return [self._bootstrap[a] for a in margins]
 
@@ -270,12 +278,11 @@ class WideDatabase:
                               "model in this phase", "a cut query needs them")
 
     # ----- answering -------------------------------------------------------------------------------------------
-    @functools.cached_property
-    def _t95(self) -> float:
-        """The Student-t quantile of a two-sided 95 % interval with B - 1 degrees of freedom."""
+    def _t(self, level: float) -> float:
+        """The Student-t quantile of a two-sided ``level`` interval with B - 1 degrees of freedom."""
         from scipy.stats import t as student  # scipy comes with mbi (the [wide] extra)
 
-        return float(student.ppf(0.975, self.replicates - 1))
+        return float(student.ppf(0.5 + level / 2, self.replicates - 1))
 
     def _analytic(self, attrs: tuple[int, ...], weights: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, tuple[tuple[int, ...], ...]]:
@@ -288,10 +295,18 @@ class WideDatabase:
     def _measured(self, attrs: tuple[int, ...]) -> bool:
         return any(set(attrs) <= set(m.view.attributes) and m.n > 0 for m in self.measurements)
 
-    def answer(self, queries: Sequence[Query]) -> list[WideAnswer]:
-        """The answers of ``queries``, in order (a marginal: one answer per cell); errors name ``queries[i]``."""
+    def answer(self, queries: Sequence[Query | NumericQuery], level: float = 0.95) -> list[WideAnswer]:
+        """The answers of ``queries``, in order (a marginal: one answer per cell), with intervals at ``level``
+        (normal for an analytic answer, Student-t with B - 1 degrees of freedom for a model one); errors name
+        ``queries[i]`` or ``level``."""
+        level = check_probability(level, "level")
+        z = Z95 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2)
         compiled = []
         for i, query in enumerate(queries):
+            if isinstance(query, NumericQuery):
+                raise ValidationError(f"queries[{i}].kind", "a query over the wide row's categories (a numeric "
+                                      "attribute's mean, sum, quantiles or histogram needs a numeric collection)",
+                                      f"got {query.kind!r}")
             if not isinstance(query, tuple(QUERY_KINDS.values())):
                 raise ValidationError(f"queries[{i}]", "a query object", f"got {type(query).__name__}")
             with query_field(i):
@@ -309,12 +324,12 @@ class WideDatabase:
                 marginal = self.model.marginal(attrs)
                 estimate = scale * np.concatenate([it.apply(marginal) for it in items])
                 error = scale * np.concatenate([np.std(it.apply(replicates[attrs]), axis=0, ddof=1) for it in items])
-                quantile, method = self._t95, MODEL
+                quantile, method = self._t(level), MODEL
             else:
                 cells = math.prod(self.domain.sizes[a] for a in attrs)
                 weights = np.concatenate([it.dense(cells) for it in items])
                 shares, errors, measured = self._analytic(attrs, weights)
-                estimate, error, quantile, method = scale * shares, scale * errors, Z95, ANALYTIC
+                estimate, error, quantile, method = scale * shares, scale * errors, z, ANALYTIC
                 views = tuple(tuple(self.domain.names[a] for a in v) for v in measured)
             est, err = estimate.tolist(), error.tolist()
             low, high = (estimate - quantile * error).tolist(), (estimate + quantile * error).tolist()

@@ -58,6 +58,12 @@ class NumericAnswers(AnswerColumns):
     def label(self, j: int) -> str:
         return self.batch.label(j)
 
+    def labels_sent(self) -> tuple[str, ...] | None:
+        return self.batch.labels
+
+    def origin(self, j: int) -> int:
+        return int(self.batch.origins[j])
+
 
 def group_counts(batch: NumericBatch, stats: SufficientStatistics, by: str | None) -> np.ndarray:
     """:math:`c_{g,y}`: the counts of reports y per value g of the public attribute ``by`` (every value, in code
