@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.runtime.config import expand_collections, load_collection
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
@@ -55,9 +56,11 @@ def run_session(document: Path, target: str, **names: str) -> None:
 def test_the_readme_tour_runs_against_a_real_server(start_server: Callable[..., ServerThread], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """With the shuffler the tour starts: ``ldpsynth shuffler serve --threshold 500 --max-wait 5
-    --anonymous-devices`` in front of the server, which serves both collections of the tour."""
-    collections = [ROOT / "docker" / "collections" / name for name in ("ratings.json", "survey-shuffled.json")]
-    server = start_server(collections=tuple(MechanismCard.for_schema(Schema.load(path)) for path in collections))
+    --anonymous-devices`` in front of the server, which serves every collection of the tour, read as
+    ``aggregator serve`` reads them."""
+    names = ("ratings.json", "survey-shuffled.json", "lifestyle-wide.json", "hours.json")
+    cards, wide = expand_collections(load_collection(ROOT / "docker" / "collections" / name) for name in names)
+    server = start_server(collections=cards, wide=wide)
     shutil.copytree(ROOT / "docker" / "collections", tmp_path / "docker" / "collections")
     monkeypatch.chdir(tmp_path)  # the tour reads docker/collections/ and writes release/ where it runs
     shuffler = ShufflerThread(server, threshold=500, max_wait=5.0, anonymous_devices=True,
