@@ -1,0 +1,61 @@
+"""A shuffled wide collection end to end: each device seals its view's report to the aggregator's key and sends it
+through a real shuffler, which pools per view sub-collection and public key; the replicas store what the pools
+forward, and the parent answers from the views (docs/wide.md, "The collection mode")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from ldpsynth.client import AsyncClient, PrivacyLedger, RetryPolicy, Shuffler, SubmitError
+from ldpsynth.client.query import QueryClient
+from ldpsynth.shared.mechanisms.registry import name_of
+from ldpsynth.shared.queries.builders import marginal
+from ldpsynth.shared.wide.collection import WideCard, WideSchema
+from tests.shuffler.conftest import ShufflerThread
+
+from ..conftest import stored_rows
+
+POLL = WideSchema.from_json({
+    "name": "poll", "epsilon": 2.0,
+    "attributes": [{"name": "a", "type": "binary"}, {"name": "b", "type": "binary"},
+                   {"name": "c", "type": "categorical", "values": ["x", "y", "z"]}],
+    "shuffle": {"delta": 1e-9, "min_batch": 20, "shuffler": "independent"},
+    "views": {"kind": "pairs", "salt": "73687566666c65642077696465210000"}})
+
+
+def test_a_shuffled_wide_collection_goes_through_the_shuffler_view_by_view(start_server) -> None:
+    card = WideCard.for_schema(POLL)
+    assert {name_of(c.mechanism) for c in card.cards} == {"E"}      # shuffled collections are E-only
+    server = start_server(collections=card.cards, wide=(card,))
+    shuffler = ShufflerThread(server, threshold=20, max_wait=5.0, anonymous_devices=True, max_reports_per_device=None)
+    ledgers = [PrivacyLedger.for_simulation() for _ in range(240)]
+
+    async def fleet() -> list[str | None]:
+        async with AsyncClient(server.address, shuffler=Shuffler(shuffler.address),
+                               retry=RetryPolicy(max_attempts=1)) as client:
+            async def device(d: int) -> str | None:
+                row = {"a": [d % 2], "b": [(d // 2) % 2], "c": ["xyz"[d % 3]]}
+                try:
+                    result = await client.submit("poll", row, ledger=ledgers[d])
+                except SubmitError:     # its pool missed the threshold within max_wait: nothing stored
+                    return None
+                assert result.shuffled and result.collection == "poll" and result.acknowledged == 1
+                return result.part
+
+            return list(await asyncio.gather(*(device(d) for d in range(len(ledgers)))))
+
+    try:
+        parts = asyncio.run(fleet())
+    finally:
+        shuffler.stop()
+    delivered = Counter(p for p in parts if p is not None)
+    # one pool per view (no public attribute), released at a threshold in [20, 25]: what is left in a pool when
+    # the fleet ends (fewer than 25 reports) waits past max_wait and is refused, so at most 3 x 24 are not stored
+    assert sum(delivered.values()) >= len(ledgers) - 3 * 24 and set(delivered) <= set(card.names)
+    for name in card.names:                       # every acknowledged report stored in its own view, once
+        assert stored_rows(server, name) == delivered[name]
+    assert all(ledger.spent("poll") == 2.0 for ledger, p in zip(ledgers, parts) if p is not None)
+    with QueryClient(server.address) as analyst:
+        answers = analyst.estimate("poll", queries=[marginal("a", "b", normalization="mean")])
+    assert answers.n == sum(delivered.values()) and len(answers.records()) == 4
