@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,11 +41,11 @@ from ldpsynth.shared.attributes import (
     ContinuousAttribute,
     IntegerAttribute,
     NumericAttribute,
-    attribute_from_json,
     bits_for_rows,
 )
+from ldpsynth.shared.collection_fields import collection_fields_json, parse_collection_fields
 from ldpsynth.shared.errors import SchemaError, ValidationError, schema_field
-from ldpsynth.shared.lifecycle import Lifecycle, format_time, parse_time
+from ldpsynth.shared.lifecycle import Lifecycle
 from ldpsynth.shared.mechanisms.registry import MECHANISMS, NUMERIC_MECHANISMS, max_domain_size
 from ldpsynth.shared.numeric.collection import numeric_mechanism
 from ldpsynth.shared.shuffle_spec import MAX_MIN_BATCH, ShuffleSpec
@@ -65,8 +65,6 @@ __all__ = [
     "ContinuousAttribute",
     "NumericAttribute",
     "Schema",
-    "collection_fields_json",
-    "parse_collection_fields",
 ]
 
 #: Most weights (float64, held in memory) of one batch of queries: the query service refuses a larger
@@ -84,39 +82,6 @@ def _radix_weights(sizes: Sequence[int]) -> np.ndarray:
     for j in range(len(sizes) - 2, -1, -1):
         weights[j] = weights[j + 1] * int(sizes[j + 1])
     return np.asarray(weights, dtype=np.int64)
-
-
-def parse_collection_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields every collection JSON has (a :class:`Schema`'s and a wide schema's), parsed: ``name`` (not
-    checked here), ``epsilon``, ``attributes``, ``shuffle``, ``opens``, ``closes``, ``min_batch``, as keyword
-    arguments of the constructors; a :class:`SchemaError` naming the field that is missing or malformed."""
-    attrs = obj.get("attributes")
-    if not isinstance(attrs, list) or not attrs:
-        raise SchemaError("attributes", "a non-empty list of attribute objects", "missing or empty")
-    if "epsilon" not in obj:
-        raise SchemaError("epsilon", "a finite number > 0", "missing")
-    with schema_field():
-        epsilon = check_epsilon(obj["epsilon"], "epsilon")
-    shuffle = ShuffleSpec.from_json(obj["shuffle"]) if "shuffle" in obj else None
-    opens, closes = (parse_time(obj[key], key) if key in obj else None for key in ("opens", "closes"))
-    return {"name": cast(str, obj.get("name")), "epsilon": epsilon,
-            "attributes": tuple(attribute_from_json(a, i) for i, a in enumerate(attrs)), "shuffle": shuffle,
-            "opens": opens, "closes": closes, "min_batch": obj.get("min_batch", 1)}
-
-
-def collection_fields_json(name: str, epsilon: float, attributes: Sequence[Attribute], shuffle: ShuffleSpec | None,
-                           opens: int | None, closes: int | None, min_batch: int) -> dict[str, Any]:
-    """The JSON of the fields :func:`parse_collection_fields` reads (the optional ones only when set)."""
-    out: dict[str, Any] = {"name": name, "epsilon": epsilon, "attributes": [a.to_json() for a in attributes]}
-    if shuffle is not None:
-        out["shuffle"] = shuffle.to_json()
-    if opens is not None:
-        out["opens"] = format_time(opens)
-    if closes is not None:
-        out["closes"] = format_time(closes)
-    if min_batch != 1:
-        out["min_batch"] = min_batch
-    return out
 
 
 @dataclass(frozen=True)

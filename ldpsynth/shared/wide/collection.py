@@ -29,10 +29,11 @@ from typing import Any, cast
 
 from ..attributes import NumericAttribute
 from ..card import MechanismCard
+from ..collection_fields import collection_fields_json, parse_collection_fields
 from ..errors import SchemaError, ValidationError, schema_field
 from ..jsonio import loads
 from ..mechanisms.registry import name_of
-from ..schema import MAX_BATCH_WEIGHTS, Attribute, Schema, ShuffleSpec, collection_fields_json, parse_collection_fields
+from ..schema import MAX_BATCH_WEIGHTS, Attribute, Schema, ShuffleSpec
 from ..validation import check_choice
 from .assignment import MIN_SALT_BYTES, assign_view
 from .measure import best_mechanism
