@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.runtime.offline_log import embedded_log
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError, os_problem
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
-from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.log_records import LogCorruption, card_digest, decode
 from ldpsynth.aggregator.storage.refusals import record_out_of_place
 from ldpsynth.serving.errors import ConfigError
@@ -135,14 +134,8 @@ async def advance(path: str, name: str) -> dict[str, Any]:
     assert card is not None
     collection = round_name(name, spec.index)
     recorded = datadir.recorded_layout()
-    datadir.acquire()  # DataDirInUse while an aggregator serves it
-    embedded = EmbeddedNats(datadir.log_dir)
-    try:
-        try:
-            url = embedded.start()
-        except OSError as exc:
-            raise DataDirError(f"--data-dir {datadir.path}: cannot start the embedded log ({exc.strerror})") from None
-        log = await ReplicatedLog.connect(LogSettings((url,), replicas=1), name="ldpsynth-advance")
+    async with embedded_log(datadir) as settings:
+        log = await ReplicatedLog.connect(settings, name="ldpsynth-advance")
         try:
             if recorded is None:
                 reports = np.zeros(0, np.int64)
@@ -151,9 +144,6 @@ async def advance(path: str, name: str) -> dict[str, Any]:
                 reports = await _round_reports(log, layout.id, layout.shards, collection, card_digest(card.dumps()))
         finally:
             await log.close()
-    finally:
-        embedded.stop()
-        datadir.release()
     estimate = state.close_round(*support_counts(spec, reports))
     out: dict[str, Any] = {"collection": schema.name, "closed_round": spec.index, "reports": estimate.n}
     if state.finished:

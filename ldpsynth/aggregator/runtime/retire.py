@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.runtime.offline_log import embedded_log
 from ldpsynth.aggregator.storage.acknowledged import Acknowledged, read_acknowledged, write_acknowledged
 from ldpsynth.aggregator.storage.checked_file import CheckedFileError
 from ldpsynth.aggregator.storage.datadir import DataDir, DataDirError, os_problem
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
-from ldpsynth.aggregator.storage.log_layout import Layout, LogSettings
+from ldpsynth.aggregator.storage.log_layout import Layout
 from ldpsynth.aggregator.storage.log_records import LogCorruption, card_digest, decode, encode_reports
 from ldpsynth.aggregator.storage.refusals import record_out_of_place
 from ldpsynth.aggregator.storage.store_check import check_data_dir, log_position
@@ -78,14 +78,7 @@ async def retire(path: str, collection: str, clock: Callable[[], float] = time.t
     """Retire ``collection`` from the stopped aggregator's data directory ``path`` (module docstring)."""
     datadir = DataDir(path)
     datadir.check_exists()
-    datadir.acquire()  # DataDirInUse while an aggregator serves it
-    embedded = EmbeddedNats(datadir.log_dir)
-    try:
-        try:
-            url = embedded.start()
-        except OSError as exc:
-            raise DataDirError(f"--data-dir {datadir.path}: cannot start the embedded log ({exc.strerror})") from None
-        settings = LogSettings((url,), replicas=1)
+    async with embedded_log(datadir) as settings:
         old = await ReplicatedLog.connect(settings, name="ldpsynth-retire")
         try:
             new = await ReplicatedLog.connect(settings, name="ldpsynth-retire-copy")
@@ -97,9 +90,6 @@ async def retire(path: str, collection: str, clock: Callable[[], float] = time.t
         finally:
             await old.close()
             await new.close()
-    finally:
-        embedded.stop()
-        datadir.release()
 
 
 async def _retire(datadir: DataDir, old: ReplicatedLog, new: ReplicatedLog, collection: str,
