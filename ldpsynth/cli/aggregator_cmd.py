@@ -164,6 +164,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "--data-dir in use): one line says why.")
     advance.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
     advance.add_argument("--collection", required=True, help="the discovery collection's name")
+    advance.add_argument("--finite-out", type=Path, metavar="FILE.json",
+                         help="when the discovery finishes: write the collection that asks the discovered values as a "
+                              "categorical attribute with an 'other' bucket (docs/heavy-hitters.md, 'The discovered "
+                              "values as a finite attribute')")
+    advance.add_argument("--finite-name", metavar="NAME",
+                         help="that collection's name (default: the discovery's, then '-values')")
     check = add_command(
         commands, "health", health_command,
         help="ask a running aggregator's gRPC health service; exit 0 when SERVING",
@@ -336,7 +342,17 @@ def advance_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator advance``."""
     from ldpsynth.aggregator.runtime.discovery import advance
 
-    print(json.dumps(asyncio.run(advance(str(args.data_dir), args.collection)), indent=2))
+    done = asyncio.run(advance(str(args.data_dir), args.collection))
+    if args.finite_out is not None and "results" in done:
+        from ldpsynth.aggregator.runtime.discovery import stored_schema
+        from ldpsynth.shared.heavy_hitters.finite import finite_collection
+
+        values = [row["value"] for row in done["results"]["heavy_hitters"]]
+        follow = finite_collection(stored_schema(str(args.data_dir), args.collection), values,
+                                   name=args.finite_name or f"{args.collection}-values")
+        args.finite_out.write_text(json.dumps(follow, indent=2) + "\n", encoding="utf-8")
+        done["finite_collection"] = str(args.finite_out)
+    print(json.dumps(done, indent=2))
     return 0
 
 

@@ -37,7 +37,7 @@ from ldpsynth.shared.files import write_durably
 from ldpsynth.shared.heavy_hitters.collection import DiscoveryCard, DiscoverySchema, DiscoveryState, round_name
 from ldpsynth.shared.heavy_hitters.server import support_counts
 
-__all__ = ["DISCOVERY_DIR", "state_file", "open_state", "expand", "advance"]
+__all__ = ["DISCOVERY_DIR", "state_file", "stored_schema", "open_state", "expand", "advance"]
 
 DISCOVERY_DIR = "discovery"
 
@@ -62,6 +62,11 @@ def _stored(data_dir: str | Path, name: str) -> DiscoveryState:
         return DiscoveryState.from_json(jsonio.read_text(path, "state"))
     except ValidationError as exc:
         raise ConfigError(f"{path}: not a sound discovery state ({exc})") from None
+
+
+def stored_schema(data_dir: str | Path, name: str) -> DiscoverySchema:
+    """The schema of the discovery ``name`` whose state ``data_dir`` keeps (verified as the state is)."""
+    return _stored(data_dir, name).schema
 
 
 def open_state(data_dir: str | Path, schema: DiscoverySchema) -> DiscoveryState:

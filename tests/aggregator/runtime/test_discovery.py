@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.discovery import advance, expand, state_file
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
 from ldpsynth.client import Client, PrivacyLedger
+from ldpsynth.client.query import QueryClient
 from ldpsynth.serving.errors import ConfigError, WrongState
+from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.heavy_hitters.collection import (
     MECHANISM_VERSION,
@@ -27,7 +30,10 @@ from ldpsynth.shared.heavy_hitters.collection import (
     DiscoverySchema,
     RoundNotReady,
 )
+from ldpsynth.shared.heavy_hitters.finite import finite_values
 from ldpsynth.shared.protocol import Limits
+from ldpsynth.shared.queries.builders import marginal
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 
@@ -97,7 +103,9 @@ def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer
     assert {s for s, r in zip(statuses, rounds, strict=True) if r == 0} == {PASSED}
     server.stop()
 
-    assert aggregator_main(["advance", "--data-dir", str(data), "--collection", "words"]) == 0
+    follow = tmp_path / "words-values.json"
+    assert aggregator_main(["advance", "--data-dir", str(data), "--collection", "words",
+                            "--finite-out", str(follow)]) == 0
     printed = json.loads(capsys.readouterr().out)
     found = {row["value"]: row for row in printed["results"]["heavy_hitters"]}
     assert set(found) == {"hello", "abc"}
@@ -105,6 +113,22 @@ def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer
         assert row["ci_low"] <= row["count"] <= row["ci_high"]
         assert abs(row["count"] - (words == value).sum()) < 5 * row["std_error"]
     assert json.loads(state_file(data, "words", ".results.json").read_text()) == printed["results"]
+
+    # the discovered values as a finite attribute: the follow-up collection, asked with E like any other
+    finite = Schema.from_json(follow.read_text())
+    assert printed["finite_collection"] == str(follow) and finite.name == "words-values"
+    assert finite.attribute("word").values == (*printed_values(printed), "other")
+    values = finite_values(SCHEMA, finite, [str(w) for w in words])
+    assert Counter(values) == {"hello": (words == "hello").sum(), "abc": (words == "abc").sum(),
+                               "other": len(words) - (words == "hello").sum() - (words == "abc").sum()}
+    again = start_server(collections=(MechanismCard.for_schema(finite),), data_dir=tmp_path / "data2")
+    with Client(again.address) as client:
+        for value in values:
+            client.submit("words-values", {"word": [value]}, ledger=PrivacyLedger.for_simulation())
+    with QueryClient(again.address) as analyst:
+        answers = analyst.estimate("words-values", queries=[marginal("word")])
+    assert answers.n == len(words) and len(answers.records()) == 3
+    again.stop()
 
     server = serve(start_server, data)                                  # finished: nothing more to report
     assert card_of(server).round is None
@@ -142,3 +166,7 @@ def test_a_discovery_needs_a_data_dir_and_keeps_its_schema(tmp_path: Path) -> No
         expand([SCHEMA], tmp_path)
     with pytest.raises(ConfigError, match="no discovery"):
         asyncio.run(advance(str(tmp_path), "nothing"))
+
+
+def printed_values(printed: dict) -> tuple[str, ...]:
+    return tuple(row["value"] for row in printed["results"]["heavy_hitters"])
