@@ -7,14 +7,13 @@
  * collection sent sealed through a shuffler are recorded there with the guarantee the collection
  * promises them ({@link promisedGuarantee}).
  */
-import type { MechanismCard } from "./card.js";
+import { perturbCodes, type Card } from "./any-card.js";
 import * as frac from "./fraction.js";
 import type { CentralGuarantee } from "./ledger-rules.js";
 import type { ShuffleSpec } from "./shuffle-spec.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
 import type { Reports } from "./reports.js";
 import type { EncodedRows } from "./rows.js";
-import { perturb } from "./sampler.js";
 
 /** A memoized report: its collection, its id, its perturbed code and how it was sent. */
 export interface MemoEntry {
@@ -92,7 +91,7 @@ export interface FilledReports {
 
 /** Memoized reports where `known` has them, fresh ids and perturbations (the CSPRNG) elsewhere. */
 export function fillReports(
-  card: MechanismCard,
+  card: Card,
   rows: EncodedRows,
   plan: ReportPlan,
   known: ReadonlyMap<string, MemoEntry>,
@@ -109,7 +108,7 @@ export function fillReports(
     }
   });
   const freshIds = newReportIds(freshAt.length);
-  const freshCodes = perturb(
+  const freshCodes = perturbCodes(
     card,
     freshAt.map((j) => rows.privateCodes[rowOf[j]!]!),
   );
@@ -130,12 +129,7 @@ export function fillReports(
 }
 
 /** The result of a submission that recorded `fresh` new reports and left the collection at `total` ε spent. */
-export function prepared(
-  card: MechanismCard,
-  rows: EncodedRows,
-  filled: FilledReports,
-  total: number,
-): PreparedReports {
+export function prepared(card: Card, rows: EncodedRows, filled: FilledReports, total: number): PreparedReports {
   const fresh = filled.freshKeys.length;
   return {
     reports: filled.reports,

@@ -2,7 +2,7 @@
  * A device's rows to the reports it may send through its file ledger (as the Python SDK's
  * `prepare_reports`, client/device.py); the memo-or-perturb step is the platform-neutral device core.
  */
-import type { MechanismCard } from "../card.js";
+import type { Card } from "../any-card.js";
 import {
   fillReports,
   planReports,
@@ -25,7 +25,7 @@ export type { PathOptions, PreparedReports };
  * through a shuffler too); sent in clear, it is removed.
  */
 export function prepareReports(
-  card: MechanismCard,
+  card: Card,
   rows: EncodedRows,
   ledger: FileLedger,
   options: PathOptions = {},

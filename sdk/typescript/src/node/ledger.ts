@@ -38,7 +38,7 @@ import { createHash, createHmac } from "node:crypto";
 import { linkSync, mkdirSync, unlinkSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import type { MechanismCard } from "../card.js";
+import type { Card } from "../any-card.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
@@ -344,6 +344,6 @@ export class FileLedger {
 }
 
 /** SHA-256 of what a report means: the schema, the version, |D| and E's exact weights. */
-export function collectionFingerprint(card: MechanismCard): Uint8Array {
+export function collectionFingerprint(card: Card): Uint8Array {
   return new Uint8Array(createHash("sha256").update(collectionIdentity(card)).digest());
 }

@@ -3,7 +3,7 @@
  * device secret (WebCrypto), then one ledger transaction that looks the rows up, perturbs the new
  * ones (the platform-neutral device core) and records their spend before anything is sent.
  */
-import type { MechanismCard } from "../card.js";
+import type { Card } from "../any-card.js";
 import {
   fillReports,
   planReports,
@@ -25,7 +25,7 @@ import { collectionFingerprint, type IndexedDbLedger } from "./ledger.js";
  * shuffler too); sent in clear, it is removed.
  */
 export async function prepareReports(
-  card: MechanismCard,
+  card: Card,
   rows: EncodedRows,
   ledger: IndexedDbLedger,
   options: PathOptions = {},

@@ -1,0 +1,137 @@
+"""collections.json: the device side of numeric, wide and discovery collections.
+
+``numeric_cards``: HM and SW cards (``MechanismCard`` of a schema with a numeric attribute) as the reference
+writes them, with their report domain and delivered ε; ``bad_numeric_cards``: one tampered field each, and the
+field the refusal names; ``numeric_codes``: a numeric attribute's raw values and their fixed-point codes, or the
+refusal. ``device_keys``: a ledger secret and a collection's name → the view key and the round key
+(``ldpsynth.client.ledger.rules.device_key``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from ldpsynth.client.ledger.rules import device_key
+from ldpsynth.client.rows import encode_columns
+from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT
+from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.wide.collection import VIEW_KEY_TAG
+from vectors.common import FORMAT, attribute, dec, exact_float, field_of, schema_doc
+
+#: (mechanism, ε, range): HM below the crossover ε* ≈ 0.61 (Duchi alone) and above it, SW small and large ε.
+NUMERIC_CASES: list[tuple[str, float, list[float]]] = [
+    ("HM", 0.5, [0.0, 1.0]), ("HM", 1.0, [0.0, 100.0]), ("HM", 4.0, [-5.5, 12.25]), ("HM", 8.0, [18.0, 90.0]),
+    ("SW", 0.5, [0.0, 1.0]), ("SW", 1.0, [0.0, 100.0]), ("SW", 3.0, [-1000.0, 1000.0]),
+]
+
+
+def numeric_schema(mechanism: str, epsilon: float, bounds: list[float], *, public: bool = False) -> dict[str, Any]:
+    attrs = [attribute("x", "numeric", range=bounds, mechanism=mechanism)]
+    if public:
+        attrs.insert(0, attribute("region", "categorical", True, values=["north", "south"]))
+    return schema_doc(f"numeric-{mechanism}", *attrs, epsilon=epsilon)
+
+
+def _card(mechanism: str, epsilon: float, bounds: list[float], public: bool = False) -> MechanismCard:
+    return MechanismCard.for_schema(Schema.from_json(numeric_schema(mechanism, epsilon, bounds, public=public)))
+
+
+def _numeric_card(mechanism: str, epsilon: float, bounds: list[float], public: bool) -> dict[str, Any]:
+    card = _card(mechanism, epsilon, bounds, public)
+    m = card.mechanism
+    return {"id": f"{mechanism}-eps={epsilon!r}-range={bounds}" + ("-public" if public else ""),
+            "card_json": card.dumps(), "version": card.version, "domain_size": dec(m.domain_size),
+            "epsilon": exact_float(m.epsilon), "epsilon_requested": exact_float(m.epsilon_requested)}
+
+
+def _tampered() -> Iterator[tuple[str, str]]:
+    hm = _card("HM", 1.0, [0.0, 100.0]).to_json()
+    sw = _card("SW", 1.0, [0.0, 100.0]).to_json()
+
+    def changed(base: dict[str, Any], **fields: Any) -> str:
+        return json.dumps({**base, **fields}, indent=2, sort_keys=True)
+
+    def sampler(base: dict[str, Any], path: list[str], value: Any) -> str:
+        block = json.loads(json.dumps(base["sampler"]))
+        inner = block
+        for key in path[:-1]:
+            inner = inner[key]
+        inner[path[-1]] = value
+        return changed(base, sampler=block)
+
+    yield "hm-mechanism-e", changed(hm, mechanism="E")
+    yield "hm-mechanism-sw", changed(hm, mechanism="SW")
+    yield "hm-version-wrong", changed(hm, version="HM/2")
+    yield "hm-version-of-e", changed(hm, version="E/1")
+    yield "hm-epsilon-larger", changed(hm, epsilon=hm["epsilon"] * 2)
+    yield "hm-epsilon-requested", changed(hm, epsilon_requested=2.0)
+    yield "hm-domain-size", changed(hm, domain_size=hm["domain_size"] + 1)
+    yield "hm-numeric-range", changed(hm, numeric={**hm["numeric"], "range": [0.0, 99.0]})
+    yield "hm-numeric-attribute", changed(hm, numeric={**hm["numeric"], "attribute": "y"})
+    yield "hm-numeric-missing", json.dumps({k: v for k, v in hm.items() if k != "numeric"})
+    yield "hm-sampler-missing", json.dumps({k: v for k, v in hm.items() if k != "sampler"})
+    yield "hm-alpha", sampler(hm, ["alpha"], "1/4294967296")
+    yield "hm-pm-keep-plus-one", sampler(hm, ["pm", "keep_weight"], str(int(hm["sampler"]["pm"]["keep_weight"]) + 1))
+    yield "hm-pm-window", sampler(hm, ["pm", "window"], hm["sampler"]["pm"]["window"] + 1)
+    yield "hm-duchi-lie-minus-one", sampler(hm, ["duchi", "lie_weight"],
+                                            str(int(hm["sampler"]["duchi"]["lie_weight"]) - 1))
+    yield "hm-duchi-keep-number", sampler(hm, ["duchi", "keep_weight"], int(hm["sampler"]["duchi"]["keep_weight"]))
+    yield "hm-input-points", sampler(hm, ["input_points"], 2048)
+    yield "sw-buckets", sampler(sw, ["buckets"], 512)
+    yield "sw-keep-of-larger-epsilon", sampler(sw, ["keep_weight"], _card("SW", 1.5, [0.0, 100.0]).to_json()[
+        "sampler"]["keep_weight"])
+    yield "sw-denominator", sampler(sw, ["denominator"], str(int(sw["sampler"]["denominator"]) - 1))
+    yield "sw-schema-mechanism-hm", changed(sw, schema={**sw["schema"], "attributes": [
+        {**sw["schema"]["attributes"][0], "mechanism": "HM"}]})
+
+
+def _bad_numeric_card(case_id: str, text: str) -> dict[str, Any]:
+    field, _ = field_of(MechanismCard.from_json, text)
+    return {"id": case_id, "card_json": text, "field": field}
+
+
+#: Raw values of a numeric attribute on [lo, hi]: the ends, interior points, strings and integers as a device
+#: passes them, and values next to lo and hi.
+def _code_values(lo: float, hi: float, rng: random.Random) -> list[Any]:
+    whole = [math.ceil(lo)] if math.ceil(lo) <= hi and abs(lo) < 2**53 else []
+    return [lo, hi, (lo + hi) / 2, math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf), str(hi), *whole,
+            *[rng.uniform(lo, hi) for _ in range(8)]]
+
+
+def _numeric_codes(rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for bounds in ([0.0, 1.0], [0.0, 100.0], [-5.5, 12.25], [-1e300, 1e300], [1e-9, 3e-9]):
+        schema = Schema.from_json(numeric_schema("HM", 1.0, bounds))
+        attr = schema.attributes[0]
+        values = _code_values(bounds[0], bounds[1], rng)
+        codes = encode_columns(schema, {"x": values}).private_codes
+        out.append({"id": f"range={bounds}", "schema": schema.to_json(), "values": values, "codes": dec(codes)})
+        for bad in (bounds[0] - abs(bounds[0]) - 1.0, bounds[1] + abs(bounds[1]) + 1.0, "nan", "inf", "abc", None):
+            field, position = field_of(encode_columns, schema, {"x": [values[0], bad]})
+            out.append({"id": f"range={bounds}-refused-{bad!r}", "schema": schema.to_json(),
+                        "values": [values[0], bad], "field": field, "position": position})
+        assert attr.name == "x"
+    return out
+
+
+def _device_keys(rng: random.Random) -> list[dict[str, Any]]:
+    names = ["survey", "wide-survey", "names/discovery", "é-ü-文", "a" * 128]
+    secrets = [bytes(32), bytes(range(32)), rng.randbytes(32), rng.randbytes(32)]
+    return [{"id": f"secret{s}-{name[:12]}", "secret": secret.hex(), "collection": name,
+             "view_key": device_key(secret, VIEW_KEY_TAG, name).hex(),
+             "round_key": device_key(secret, ROUND_KEY_CONTEXT, name).hex()}
+            for s, secret in enumerate(secrets) for name in names]
+
+
+def collection_vectors() -> dict[str, Any]:
+    rng = random.Random(20261207)
+    cards = [_numeric_card(m, eps, bounds, public) for m, eps, bounds in NUMERIC_CASES for public in (False, True)]
+    return {"format": FORMAT, "file": "collections.json", "numeric_cards": cards,
+            "bad_numeric_cards": [_bad_numeric_card(i, t) for i, t in _tampered()],
+            "numeric_codes": _numeric_codes(rng), "device_keys": _device_keys(rng),
+            "view_key_tag": VIEW_KEY_TAG.decode(), "round_key_context": ROUND_KEY_CONTEXT.decode()}

@@ -1,0 +1,100 @@
+/**
+ * The device paths of numeric (and wide) collections against a real Python aggregator (test/replica.ts): the
+ * Node client fetches and verifies the card the server serves, perturbs on the device, charges its ledger and
+ * the server stores exactly the reports sent.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { NumericCard } from "../src/numeric-card.js";
+import { Client } from "../src/node/client.js";
+import { FileLedger } from "../src/node/ledger.js";
+import type { Columns } from "../src/rows.js";
+import { NO_REPLICA, startReplica, storedCounts, type Replica } from "./replica.js";
+
+const INCOME = {
+  name: "income",
+  epsilon: 2.0,
+  attributes: [
+    { name: "region", type: "categorical", values: ["north", "south"], public: true },
+    { name: "income", type: "numeric", range: [0, 200000], mechanism: "HM" },
+  ],
+};
+const WAIT = {
+  name: "wait",
+  epsilon: 1.0,
+  attributes: [{ name: "minutes", type: "numeric", range: [0, 60], mechanism: "SW" }],
+};
+
+describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-collections-"));
+  let server: Replica | undefined;
+  const clients: Client[] = [];
+  const client = (): Client => {
+    const made = new Client(server!.address);
+    clients.push(made);
+    return made;
+  };
+  const ledger = (): FileLedger => new FileLedger(join(mkdtempSync(join(dir, "device-")), "ledger.json"));
+
+  before(async () => {
+    writeFileSync(join(dir, "income.json"), JSON.stringify(INCOME));
+    writeFileSync(join(dir, "wait.json"), JSON.stringify(WAIT));
+    server = await startReplica([
+      "--data-dir",
+      join(dir, "data"),
+      "--collection",
+      join(dir, "income.json"),
+      "--collection",
+      join(dir, "wait.json"),
+      "--shards",
+      "1",
+    ]);
+  });
+
+  after(async () => {
+    clients.forEach((c) => c.close());
+    assert.equal(await server?.stop(), 0, "the server stops cleanly on SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("numeric: the served HM and SW cards verify; reports are output indices the server stores as sent", async () => {
+    const cases: [string, Columns, bigint[]][] = [
+      [
+        "income",
+        { region: ["north", "south", "north", "south", "north"], income: [52000, 0, 200000, 52000.5, 131313.13] },
+        [0n, 1n, 0n, 1n, 0n],
+      ],
+      ["wait", { minutes: [0, 12.5, 60, 59.999, "30"] }, []],
+    ];
+    for (const [name, rows, regions] of cases) {
+      const device = client();
+      const info = await device.getCollection(name);
+      assert.ok(info.card instanceof NumericCard);
+      const card = info.card;
+      const book = ledger();
+      const first = await device.submit(name, rows, book);
+      assert.deepEqual([first.rows, first.sent, first.acknowledged, first.memoized], [5, 5, 5, 0]);
+      assert.equal(first.epsilonSpent, 5 * card.epsilon);
+      assert.equal(book.spent(name), 5 * card.epsilon);
+      const again = await device.submit(info, rows, book);
+      assert.deepEqual([again.sent, again.duplicates, again.memoized, again.epsilonSpent], [5, 5, 5, 0]);
+      const stored = await storedCounts(server!.address, name);
+      const byRegion = new Map<string, number>();
+      for (const [key, count] of stored) {
+        const words = key.split(",");
+        const code = BigInt(words.at(-1)!);
+        assert.ok(code >= 0n && code < card.domainSize, `${name}: a report in [0, K)`);
+        const region = words.slice(0, -1).join(",");
+        byRegion.set(region, (byRegion.get(region) ?? 0) + count);
+      }
+      const expected = new Map<string, number>();
+      (regions.length ? regions.map(String) : ["", "", "", "", ""]).forEach((r) =>
+        expected.set(r, (expected.get(r) ?? 0) + 1),
+      );
+      assert.deepEqual(byRegion, expected, `${name}: every report stored once, under its public code`);
+    }
+  });
+});
