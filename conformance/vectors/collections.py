@@ -20,7 +20,7 @@ from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT
 from ldpsynth.shared.schema import Schema
-from ldpsynth.shared.wide.collection import VIEW_KEY_TAG
+from ldpsynth.shared.wide.collection import VIEW_KEY_TAG, WideCard, WideSchema
 from vectors.common import FORMAT, attribute, dec, exact_float, field_of, schema_doc
 
 #: (mechanism, ε, range): HM below the crossover ε* ≈ 0.61 (Duchi alone) and above it, SW small and large ε.
@@ -128,10 +128,80 @@ def _device_keys(rng: random.Random) -> list[dict[str, Any]]:
             for s, secret in enumerate(secrets) for name in names]
 
 
+#: Wide schemas: pairs, pairs with one-way views and a public attribute, a listed set, a shuffled one, and
+#: views wide enough at a small ε that their best mechanism is an oracle (a device of such a view is refused).
+def _wide_schemas(rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+    cat = attribute("colour", "categorical", values=["red", "green", "blue"])
+    age = attribute("age", "integer", min=18, max=27)
+    smoker = attribute("smoker", "binary")
+    score = attribute("score", "continuous", lo=0.0, hi=1.0, bits=3)
+    region = attribute("region", "categorical", True, values=["north", "south"])
+
+    def wide(name: str, *attrs: dict[str, Any], epsilon: float = 2.0, **views: Any) -> dict[str, Any]:
+        return {**schema_doc(name, *attrs, epsilon=epsilon), "views": {"salt": rng.randbytes(16).hex(), **views}}
+
+    shuffled = wide("wide-shuffled", cat, age, smoker, kind="pairs")
+    shuffled["shuffle"] = {"delta": 1e-6, "min_batch": 1000}
+    return [("pairs", wide("wide-pairs", cat, age, smoker, score, kind="pairs")),
+            ("pairs-one-way-public", wide("wide-one-way", region, cat, age, smoker, kind="pairs",
+                                          attributes=["colour", "smoker"], one_way=True)),
+            ("list", wide("wide-list", cat, age, smoker, score, kind="list", views=[["age"], ["score", "colour"],
+                                                                                      ["smoker", "age", "colour"]])),
+            ("shuffled", shuffled),
+            ("oracle-views", wide("wide-oracles", attribute("a", "integer", min=0, max=199),
+                                  attribute("b", "integer", min=0, max=199), smoker, epsilon=0.5, kind="pairs"))]
+
+
+def _wide_case(case_id: str, schema: dict[str, Any], secrets: list[bytes]) -> dict[str, Any]:
+    card = WideCard.for_schema(WideSchema.from_json(schema))
+    routes = []
+    for secret in secrets:
+        key = device_key(secret, VIEW_KEY_TAG, card.schema.name)
+        index, name = card.route(key)
+        routes.append({"secret": secret.hex(), "view": index, "collection": name})
+    return {"id": case_id, "card_json": card.dumps(), "names": list(card.names),
+            "mechanisms": [c.to_json()["mechanism"] for c in card.cards], "routes": routes}
+
+
+def _bad_wide_cards(base: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    def changed(**fields: Any) -> str:
+        return json.dumps({**base, **fields}, indent=2, sort_keys=True)
+
+    def view(i: int, **fields: Any) -> str:
+        views = json.loads(json.dumps(base["views"]))
+        views[i].update(fields)
+        return changed(views=views)
+
+    yield "format-of-a-mechanism-card", changed(format="ldpsynth.mechanism-card/1")
+    yield "version-wrong", changed(version="views/2")
+    yield "salt-changed", changed(assignment={**base["assignment"], "salt": "00" * 16})
+    yield "views-count", changed(assignment={**base["assignment"], "views": base["assignment"]["views"] + 1})
+    yield "rule-changed", changed(assignment={**base["assignment"], "rule": "view = 0"})
+    yield "a-view-dropped", changed(views=base["views"][:-1])
+    yield "view-collection", view(0, collection=base["views"][0]["collection"] + "x")
+    yield "view-attributes", view(1, attributes=list(reversed(base["views"][1]["attributes"])))
+    card = json.loads(json.dumps(base["views"][0]["card"]))
+    card["schema"]["epsilon"] = 4.0
+    yield "view-card-epsilon", view(0, card=card)
+    yield "schema-numeric", changed(schema={**base["schema"], "attributes": [
+        *base["schema"]["attributes"][:-1], {"name": "score", "type": "numeric", "range": [0.0, 1.0]}]})
+    yield "schema-views-one-attribute", changed(schema={**base["schema"], "views": {
+        **base["schema"]["views"], "attributes": ["colour"]}})
+
+
+def _bad_wide_card(case_id: str, text: str) -> dict[str, Any]:
+    field, _ = field_of(WideCard.from_json, text)
+    return {"id": case_id, "card_json": text, "field": field}
+
+
 def collection_vectors() -> dict[str, Any]:
     rng = random.Random(20261207)
     cards = [_numeric_card(m, eps, bounds, public) for m, eps, bounds in NUMERIC_CASES for public in (False, True)]
+    secrets = [bytes(32), *[rng.randbytes(32) for _ in range(7)]]
+    wide = [_wide_case(case_id, schema, secrets) for case_id, schema in _wide_schemas(rng)]
     return {"format": FORMAT, "file": "collections.json", "numeric_cards": cards,
             "bad_numeric_cards": [_bad_numeric_card(i, t) for i, t in _tampered()],
             "numeric_codes": _numeric_codes(rng), "device_keys": _device_keys(rng),
+            "wide_cards": wide, "bad_wide_cards": [_bad_wide_card(i, t) for i, t in _bad_wide_cards(
+                json.loads(wide[0]["card_json"]))],
             "view_key_tag": VIEW_KEY_TAG.decode(), "round_key_context": ROUND_KEY_CONTEXT.decode()}

@@ -318,7 +318,7 @@ const KNOWN_FIELDS: Record<AttributeType, readonly string[]> = {
 /** Fields a type may leave out (a default applies). */
 const OPTIONAL_FIELDS: Partial<Record<AttributeType, string>> = { continuous: "bits", numeric: "mechanism" };
 
-function attributeFromJson(obj: JsonValue, position: number): Attribute {
+export function attributeFromJson(obj: JsonValue, position: number): Attribute {
   const where = `attributes[${position}]`;
   if (!isJsonObject(obj)) {
     throw new SchemaError(where, "an object with name, type and its type's fields", "not an object");

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { ValidationError } from "../src/errors.js";
 import { NumericCard } from "../src/numeric-card.js";
 import { Client } from "../src/node/client.js";
 import { FileLedger } from "../src/node/ledger.js";
@@ -28,6 +29,18 @@ const WAIT = {
   attributes: [{ name: "minutes", type: "numeric", range: [0, 60], mechanism: "SW" }],
 };
 
+const WIDE = {
+  name: "wide",
+  epsilon: 2.0,
+  attributes: [
+    { name: "region", type: "categorical", values: ["north", "south"], public: true },
+    { name: "colour", type: "categorical", values: ["red", "green", "blue"] },
+    { name: "age", type: "integer", min: 18, max: 27 },
+    { name: "smoker", type: "binary" },
+  ],
+  views: { kind: "pairs", salt: "000102030405060708090a0b0c0d0e0f", attributes: ["colour", "smoker"], one_way: true },
+};
+
 describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-collections-"));
   let server: Replica | undefined;
@@ -42,6 +55,7 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
   before(async () => {
     writeFileSync(join(dir, "income.json"), JSON.stringify(INCOME));
     writeFileSync(join(dir, "wait.json"), JSON.stringify(WAIT));
+    writeFileSync(join(dir, "wide.json"), JSON.stringify(WIDE));
     server = await startReplica([
       "--data-dir",
       join(dir, "data"),
@@ -49,6 +63,8 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
       join(dir, "income.json"),
       "--collection",
       join(dir, "wait.json"),
+      "--collection",
+      join(dir, "wide.json"),
       "--shards",
       "1",
     ]);
@@ -96,5 +112,40 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
       );
       assert.deepEqual(byRegion, expected, `${name}: every report stored once, under its public code`);
     }
+  });
+
+  test("wide: a device reports its ledger's view to the view's sub-collection, charged under the wide collection", async () => {
+    const device = client();
+    const wide = await device.getWideCollection("wide");
+    assert.deepEqual(wide.names, ["wide/colour", "wide/smoker", "wide/colour+smoker"]);
+    const rows = {
+      region: ["north", "south", "south"],
+      colour: ["red", "blue", "blue"],
+      age: [18, 27, 27],
+      smoker: [0, 1, 1],
+    };
+    for (let d = 0; d < 8; d++) {
+      const book = ledger();
+      const { index, name } = await wide.route(book.viewKey("wide"));
+      const first = await device.submit("wide", rows, book);
+      assert.equal(first.collection, "wide");
+      assert.equal(first.part, name);
+      assert.deepEqual([first.rows, first.sent, first.acknowledged, first.memoized], [3, 2, 2, 1]);
+      assert.equal(first.epsilonSpent, 2 * wide.epsilon, "each new report costs the wide collection's ε");
+      assert.equal(book.spent("wide"), 2 * wide.epsilon);
+      assert.equal(book.spent(name), 0, "nothing is charged under the view");
+      const again = await device.submit(wide, rows, book);
+      assert.deepEqual([again.part, again.sent, again.duplicates, again.epsilonSpent], [name, 2, 2, 0]);
+      assert.ok(wide.viewCard(index).schema.name === name);
+    }
+    let stored = 0;
+    for (const name of wide.names) {
+      for (const count of (await storedCounts(server!.address, name)).values()) stored += count;
+    }
+    assert.equal(stored, 2 * 8, "every device's two distinct rows stored once, in its view");
+    await assert.rejects(
+      device.submit("wide/colour", { colour: ["red"], region: ["north"] }, ledger()),
+      (e: unknown) => e instanceof ValidationError && e.field === "collection",
+    );
   });
 });

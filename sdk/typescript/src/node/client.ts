@@ -17,7 +17,11 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { batchCapacity } from "../batching.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
-import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
+import { pythonEquals } from "../card.js";
+import type { Charge } from "../device-core.js";
+import { CollectionService, type Collection } from "../gen/ldpsynth/v1/collection_pb.js";
+import { parseJson } from "../json.js";
+import { SEPARATOR, VIEWS_VERSION, WideCard, wideOf } from "../wide-card.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { ShufflerService } from "../gen/ldpsynth/v1/shuffler_pb.js";
@@ -128,12 +132,24 @@ export class Client {
 
   /** The collection's verified card and limits; retries retryable failures, else SubmitError. */
   async getCollection(name: string): Promise<CollectionInfo> {
+    return answeredCollection(await this.fetch(name), name);
+  }
+
+  /**
+   * A wide collection's verified card (src/wide-card.ts): its schema, views, assignment and every view's
+   * sub-collection and card; ValidationError naming `card.format` for an ordinary collection.
+   */
+  async getWideCollection(name: string): Promise<WideCard> {
+    return wideOf(await this.fetch(name), name);
+  }
+
+  /** GetCollection of `name`, retrying retryable failures (SubmitError when it fails for good). */
+  private async fetch(name: string): Promise<Collection> {
     if (typeof name !== "string" || !name)
       throw new ValidationError("collection", "a non-empty collection name", "empty");
     for (let attempts = 1; ; attempts++) {
-      let message;
       try {
-        message = await this.client.getCollection(
+        return await this.client.getCollection(
           { collection: name },
           { timeoutMs: this.timeoutMs, headers: this.headers },
         );
@@ -143,9 +159,31 @@ export class Client {
           throw new SubmitError("GetCollection", status, details, attempts);
         }
         await new Promise((resolve) => setTimeout(resolve, this.retry.backoffMs(attempts)));
-        continue;
       }
-      return answeredCollection(message, name);
+    }
+  }
+
+  /**
+   * ValidationError naming `collection` when `name` is a view sub-collection of a wide collection served here
+   * (`parent/a+b`): its devices submit to the parent, which routes them and charges its own budget.
+   */
+  private async refuseAView(name: string): Promise<void> {
+    if (!name.includes(SEPARATOR)) return;
+    const parent = name.slice(0, name.lastIndexOf(SEPARATOR));
+    let message: Collection;
+    try {
+      message = await this.fetch(parent);
+    } catch (err) {
+      if (err instanceof SubmitError) return; // no such collection here (or not for this credential): not a view
+      throw err;
+    }
+    if (message.mechanismVersion === VIEWS_VERSION && wideOf(message, parent).names.includes(name)) {
+      throw new ValidationError(
+        "collection",
+        `the wide collection ${JSON.stringify(parent)} (each device reports the view its key routes it to, `
+          + "charged under the wide collection)",
+        `${JSON.stringify(name)} is one of its views; nothing was charged or sent`,
+      );
     }
   }
 
@@ -160,20 +198,59 @@ export class Client {
    * resends the same memoized reports at no further cost.
    */
   async submit(
-    collection: string | CollectionInfo,
+    collection: string | CollectionInfo | WideCard,
     rows: Columns | readonly Row[],
     ledger: FileLedger,
     batchSize?: number,
   ): Promise<SubmitResult> {
-    const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
+    let found: CollectionInfo | WideCard;
+    if (typeof collection === "string") {
+      const message = await this.fetch(collection);
+      found =
+        message.mechanismVersion === VIEWS_VERSION
+          ? wideOf(message, collection)
+          : answeredCollection(message, collection);
+    } else {
+      found = collection;
+    }
+    if (!(found instanceof WideCard)) {
+      await this.refuseAView(found.card.schema.name);
+      return this.submitTo(found, rows, ledger, batchSize);
+    }
+    const { index, name } = await found.route(ledger.viewKey(found.name));
+    found.viewCard(index); // the view's E card verified in full (another mechanism refused) before anything is charged
+    const projected = found.project(rows, index);
+    const message = await this.fetch(name);
+    if (!pythonEquals(parseJson(message.cardJson, "card", "a JSON mechanism card"), found.views[index]!.card)) {
+      throw new ValidationError(
+        "card",
+        `the card the wide collection ${JSON.stringify(found.name)} states for its view ${JSON.stringify(name)}`,
+        "the server serves another card for the view",
+      );
+    }
+    return this.submitTo(answeredCollection(message, name), projected, ledger, batchSize, {
+      collection: found.name,
+      epsilon: found.epsilon,
+    });
+  }
+
+  /** Validate, memoize-or-perturb, charge (`charge`: whom, when not the collection itself) and deliver. */
+  private async submitTo(
+    info: CollectionInfo,
+    rows: Columns | readonly Row[],
+    ledger: FileLedger,
+    batchSize: number | undefined,
+    charge?: Charge,
+  ): Promise<SubmitResult> {
     const route = await this.route(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
-    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined });
+    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined, charge });
     const stream = await this.deliver(info, prepared.reports, route);
     return {
       ...stream,
-      collection: schema.name,
+      collection: charge?.collection ?? schema.name,
+      ...(charge === undefined ? {} : { part: schema.name }),
       rows: prepared.rows,
       memoized: prepared.memoized,
       epsilonSpent: prepared.epsilonSpent,
