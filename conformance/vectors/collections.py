@@ -15,10 +15,15 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from ldpsynth.client.ledger.rules import device_key
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT
+from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.heavy_hitters.collection import ROUND_KEY_CONTEXT, DiscoveryCard, DiscoverySchema, device_turn
+from ldpsynth.shared.heavy_hitters.encoding import StringEncoding, prefix_bytes
+from ldpsynth.shared.heavy_hitters.rounds import round_of
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wide.collection import VIEW_KEY_TAG, WideCard, WideSchema
 from vectors.common import FORMAT, attribute, dec, exact_float, field_of, schema_doc
@@ -194,6 +199,93 @@ def _bad_wide_card(case_id: str, text: str) -> dict[str, Any]:
     return {"id": case_id, "card_json": text, "field": field}
 
 
+#: (id, max_length, alphabet): UTF-8 and alphabets whose symbols are not whole bytes.
+ENCODINGS: list[tuple[str, int, str | None]] = [("utf8-8", 8, None), ("utf8-3", 3, None), ("abc-5", 5, "abc"),
+                                                ("hex-7", 7, "0123456789abcdef"), ("greek-4", 4, "αβγδεζη")]
+STRINGS = ["", "a", "abc", "cab", "abcabcabc", "été", "日本語テキスト", "😀x", "0f9e", "deadbeef01", "αβγ", "ηηηηη",
+           "bb", "c"]
+
+
+def _string_codes() -> list[dict[str, Any]]:
+    out = []
+    for case_id, length, alphabet in ENCODINGS:
+        enc = StringEncoding(length, alphabet)
+        for i, value in enumerate(STRINGS):
+            doc: dict[str, Any] = {"id": f"{case_id}-{i}", "max_length": length, "alphabet": alphabet, "value": value}
+            try:
+                doc["code"] = bytes(enc.encode([value])[0]).hex()
+            except ValidationError as exc:  # the refusal is the vector
+                doc["field"] = exc.field
+            out.append(doc)
+        if alphabet is None:   # U+0000 is the padding byte (a lone surrogate, refused too, has no JSON text here)
+            field, _ = field_of(enc.encode, ["a\x00b"])
+            out.append({"id": f"{case_id}-nul", "max_length": length, "alphabet": None, "value": "a\x00b",
+                        "field": field})
+    return out
+
+
+def _discovery_schema(name: str, rng: random.Random, *, alphabet: str | None, length: int, first_bits: int,
+                      fragment_bits: int, epsilon: float, public: bool = False,
+                      shuffle: bool = False) -> dict[str, Any]:
+    word: dict[str, Any] = {"name": "word", "type": "string", "max_length": length,
+                            **({"alphabet": alphabet} if alphabet else {"encoding": "utf-8"})}
+    attrs = [word]
+    if public:
+        attrs.insert(0, attribute("region", "categorical", True, values=["north", "south"]))
+    out = {"name": name, "epsilon": epsilon, "attributes": attrs,
+           "discovery": {"first_bits": first_bits, "fragment_bits": fragment_bits, "top_k": 3,
+                         "salt": rng.randbytes(16).hex(), "min_reports_per_round": 10}}
+    if shuffle:
+        out["shuffle"] = {"delta": 1e-6, "min_batch": 1000}
+    return out
+
+
+def _discovery_cases(rng: random.Random, secrets: list[bytes]) -> list[dict[str, Any]]:
+    specs = [("round0-abc", dict(alphabet="abc", length=5, first_bits=4, fragment_bits=2, epsilon=4.0), 0),
+             ("round2-abc-public", dict(alphabet="abc", length=5, first_bits=4, fragment_bits=2, epsilon=4.0,
+                                        public=True), 2),
+             ("round1-utf8-shuffled", dict(alphabet=None, length=3, first_bits=8, fragment_bits=8, epsilon=1.0,
+                                           shuffle=True), 1),
+             ("round3-utf8-oracle", dict(alphabet=None, length=4, first_bits=12, fragment_bits=6, epsilon=1.0), 3),
+             ("finished", dict(alphabet="abc", length=5, first_bits=4, fragment_bits=2, epsilon=4.0), None)]
+    out = []
+    for case_id, kwargs, r in specs:
+        schema = DiscoverySchema.from_json(_discovery_schema(f"disc-{case_id}", rng, **kwargs))  # type: ignore[arg-type]
+        enc = schema.encoding
+        words = [w for w in STRINGS if _encodes(enc, w)]
+        if r is None:
+            card = DiscoveryCard.for_round(schema, None, np.zeros((0, 0), np.uint8))
+        else:
+            start = schema.schedule.start_bits(r)
+            codes = enc.encode(words[::2])
+            prefixes = np.unique(prefix_bytes(codes, start), axis=0) if start else np.zeros((1, 0), np.uint8)
+            card = DiscoveryCard.for_round(schema, r, prefixes)
+        routes = []
+        for secret in secrets:
+            key = device_key(secret, ROUND_KEY_CONTEXT, schema.name)
+            turn = device_turn(card, key)
+            routes.append({"secret": secret.hex(), "round": turn.round, "status": turn.status})
+        cells = []
+        if r is not None:
+            spec = card.spec
+            cells = [{"value": w, "cell": int(spec.cells_of(enc.encode([w]))[0])} for w in words]
+        out.append({"id": case_id, "card_json": card.dumps(), "round": r,
+                    "mechanism": None if card.card is None else card.card.to_json()["mechanism"],
+                    "round_collection": None if r is None else f"{schema.name}/round-{r}",
+                    "routes": routes, "cells": cells,
+                    "rounds_of": [{"key": k.hex(), "round": round_of(k, schema.discovery.salt, schema.schedule.rounds)}
+                                  for k in (b"d", rng.randbytes(32), rng.randbytes(16))]})
+    return out
+
+
+def _encodes(enc: StringEncoding, value: str) -> bool:
+    try:
+        enc.encode([value])
+    except ValidationError:
+        return False
+    return True
+
+
 def collection_vectors() -> dict[str, Any]:
     rng = random.Random(20261207)
     cards = [_numeric_card(m, eps, bounds, public) for m, eps, bounds in NUMERIC_CASES for public in (False, True)]
@@ -202,6 +294,7 @@ def collection_vectors() -> dict[str, Any]:
     return {"format": FORMAT, "file": "collections.json", "numeric_cards": cards,
             "bad_numeric_cards": [_bad_numeric_card(i, t) for i, t in _tampered()],
             "numeric_codes": _numeric_codes(rng), "device_keys": _device_keys(rng),
+            "string_codes": _string_codes(), "discovery_cards": _discovery_cases(rng, secrets),
             "wide_cards": wide, "bad_wide_cards": [_bad_wide_card(i, t) for i, t in _bad_wide_cards(
                 json.loads(wide[0]["card_json"]))],
             "view_key_tag": VIEW_KEY_TAG.decode(), "round_key_context": ROUND_KEY_CONTEXT.decode()}

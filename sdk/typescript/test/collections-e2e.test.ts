@@ -41,6 +41,19 @@ const WIDE = {
   views: { kind: "pairs", salt: "000102030405060708090a0b0c0d0e0f", attributes: ["colour", "smoker"], one_way: true },
 };
 
+const DISCOVERY = {
+  name: "words",
+  epsilon: 4.0,
+  attributes: [{ name: "word", type: "string", max_length: 5, alphabet: "abc" }],
+  discovery: {
+    first_bits: 4,
+    fragment_bits: 2,
+    top_k: 3,
+    salt: "0f0e0d0c0b0a09080706050403020100",
+    min_reports_per_round: 10,
+  },
+};
+
 describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-collections-"));
   let server: Replica | undefined;
@@ -56,6 +69,7 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
     writeFileSync(join(dir, "income.json"), JSON.stringify(INCOME));
     writeFileSync(join(dir, "wait.json"), JSON.stringify(WAIT));
     writeFileSync(join(dir, "wide.json"), JSON.stringify(WIDE));
+    writeFileSync(join(dir, "words.json"), JSON.stringify(DISCOVERY));
     server = await startReplica([
       "--data-dir",
       join(dir, "data"),
@@ -65,6 +79,8 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
       join(dir, "wait.json"),
       "--collection",
       join(dir, "wide.json"),
+      "--collection",
+      join(dir, "words.json"),
       "--shards",
       "1",
     ]);
@@ -146,6 +162,37 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
     await assert.rejects(
       device.submit("wide/colour", { colour: ["red"], region: ["north"] }, ledger()),
       (e: unknown) => e instanceof ValidationError && e.field === "collection",
+    );
+  });
+
+  test("discovery: a device of the open round reports its cells, charged under the discovery; others send nothing", async () => {
+    const device = client();
+    const rows = { word: ["abc", "cab", "abc"] };
+    // Ledgers until one is in round 0 (the open one) and one is not: each is with probability 1/4 and 3/4
+    // (R = 4 rounds), so 200 ledgers miss either with probability below 1e-24.
+    let reported = false;
+    let waited = false;
+    for (let d = 0; d < 200 && !(reported && waited); d++) {
+      const book = ledger();
+      const result = await device.submit("words", rows, book);
+      if (result.status === "sent") {
+        reported = true;
+        assert.equal(result.collection, "words");
+        assert.equal(result.part, "words/round-0");
+        assert.deepEqual([result.rows, result.sent, result.acknowledged, result.memoized], [3, 2, 2, 1]);
+        assert.equal(book.spent("words"), 2 * DISCOVERY.epsilon);
+        assert.equal(book.spent("words/round-0"), 0);
+      } else {
+        waited = true;
+        assert.equal(result.status, "not your round yet");
+        assert.deepEqual([result.rows, result.sent, result.epsilonSpent, book.spent("words")], [0, 0, 0, 0]);
+      }
+    }
+    assert.ok(reported && waited);
+    const stored = await storedCounts(server!.address, "words/round-0");
+    assert.ok(
+      [...stored.keys()].every((k) => BigInt(k) >= 0n && BigInt(k) < 16n),
+      "cells of round 0: 2^4 of them",
     );
   });
 });

@@ -22,6 +22,7 @@ import type { Charge } from "../device-core.js";
 import { CollectionService, type Collection } from "../gen/ldpsynth/v1/collection_pb.js";
 import { parseJson } from "../json.js";
 import { SEPARATOR, VIEWS_VERSION, WideCard, wideOf } from "../wide-card.js";
+import { DISCOVERY_VERSION, DiscoveryCard, REPORT } from "../discovery-card.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { ShufflerService } from "../gen/ldpsynth/v1/shuffler_pb.js";
@@ -206,6 +207,9 @@ export class Client {
     let found: CollectionInfo | WideCard;
     if (typeof collection === "string") {
       const message = await this.fetch(collection);
+      if (message.mechanismVersion === DISCOVERY_VERSION) {
+        return this.submitDiscovery(collection, message, rows, ledger, batchSize);
+      }
       found =
         message.mechanismVersion === VIEWS_VERSION
           ? wideOf(message, collection)
@@ -234,6 +238,61 @@ export class Client {
     });
   }
 
+  /**
+   * A discovery collection (src/discovery-card.ts): the device reports only in its round (its ledger's round
+   * key), its string's cell to the open round's sub-collection, charged under the discovery's name; otherwise
+   * nothing is charged or sent and the result's `status` says why.
+   */
+  private async submitDiscovery(
+    collection: string,
+    message: Collection,
+    rows: Columns | readonly Row[],
+    ledger: FileLedger,
+    batchSize: number | undefined,
+  ): Promise<SubmitResult> {
+    const card = DiscoveryCard.parse(message.cardJson);
+    if (card.name !== collection) {
+      throw new ValidationError(
+        "collection",
+        `the collection asked for (${JSON.stringify(collection)})`,
+        "the server answered with another collection",
+      );
+    }
+    const status = await card.turn(ledger.roundKey(collection));
+    if (status !== REPORT) {
+      return {
+        collection,
+        rows: 0,
+        sent: 0,
+        acknowledged: 0,
+        duplicates: 0,
+        batches: 0,
+        retries: 0,
+        memoized: 0,
+        epsilonSpent: 0,
+        epsilonTotal: ledger.spent(collection),
+        shuffled: false,
+        status,
+      };
+    }
+    if (Array.isArray(rows)) throw new ValidationError("rows", "columns for a discovery collection", "row objects");
+    card.roundCard(); // the round's E card verified in full (another mechanism refused) before anything is charged
+    const cells = card.roundRows(rows as Columns);
+    const round = card.open!.collection;
+    const served = await this.fetch(round);
+    if (!pythonEquals(parseJson(served.cardJson, "card", "a JSON mechanism card"), card.open!.card)) {
+      throw new ValidationError(
+        "card",
+        `the card the discovery collection ${JSON.stringify(collection)} states for its round ${JSON.stringify(round)}`,
+        "the server serves another card for the round",
+      );
+    }
+    return this.submitTo(answeredCollection(served, round), cells, ledger, batchSize, {
+      collection,
+      epsilon: card.epsilon,
+    });
+  }
+
   /** Validate, memoize-or-perturb, charge (`charge`: whom, when not the collection itself) and deliver. */
   private async submitTo(
     info: CollectionInfo,
@@ -257,6 +316,7 @@ export class Client {
       epsilonTotal: prepared.epsilonTotal,
       shuffled: route.key !== undefined,
       central: prepared.central,
+      status: "sent",
     };
   }
 

@@ -65,6 +65,7 @@ import {
 import { checkEpsilon } from "../validation.js";
 import { ValidationError } from "../errors.js";
 import { VIEW_KEY_TAG } from "../wide-card.js";
+import { ROUND_KEY_CONTEXT } from "../discovery-card.js";
 import {
   checkMarker,
   createLedger,
@@ -304,6 +305,14 @@ export class FileLedger {
    */
   viewKey(collection: string): Uint8Array {
     return deviceKey(this.secret, VIEW_KEY_TAG, collection);
+  }
+
+  /**
+   * This device's round key for the discovery collection `collection` (its name, not a round's): HMAC-SHA256
+   * under the device secret of `ldpsynth round key/1` and the name (the reference's `PrivacyLedger.round_key`).
+   */
+  roundKey(collection: string): Uint8Array {
+    return deviceKey(this.secret, ROUND_KEY_CONTEXT, collection);
   }
 
   /**

@@ -153,6 +153,7 @@ export class WebClient {
       epsilonSpent: prepared.epsilonSpent,
       epsilonTotal: prepared.epsilonTotal,
       shuffled: false,
+      status: "sent",
     };
   }
 
