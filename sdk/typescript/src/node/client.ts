@@ -17,12 +17,10 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { batchCapacity } from "../batching.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
-import { pythonEquals } from "../card.js";
 import type { Charge } from "../device-core.js";
 import { CollectionService, type Collection } from "../gen/ldpsynth/v1/collection_pb.js";
-import { parseJson } from "../json.js";
-import { SEPARATOR, VIEWS_VERSION, WideCard, wideOf } from "../wide-card.js";
-import { DISCOVERY_VERSION, DiscoveryCard, REPORT } from "../discovery-card.js";
+import { routeSubmission } from "../collection-router.js";
+import { wideOf, type WideCard } from "../wide-card.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { ShufflerService } from "../gen/ldpsynth/v1/shuffler_pb.js";
@@ -165,30 +163,6 @@ export class Client {
   }
 
   /**
-   * ValidationError naming `collection` when `name` is a view sub-collection of a wide collection served here
-   * (`parent/a+b`): its devices submit to the parent, which routes them and charges its own budget.
-   */
-  private async refuseAView(name: string): Promise<void> {
-    if (!name.includes(SEPARATOR)) return;
-    const parent = name.slice(0, name.lastIndexOf(SEPARATOR));
-    let message: Collection;
-    try {
-      message = await this.fetch(parent);
-    } catch (err) {
-      if (err instanceof SubmitError) return; // no such collection here (or not for this credential): not a view
-      throw err;
-    }
-    if (message.mechanismVersion === VIEWS_VERSION && wideOf(message, parent).names.includes(name)) {
-      throw new ValidationError(
-        "collection",
-        `the wide collection ${JSON.stringify(parent)} (each device reports the view its key routes it to, `
-          + "charged under the wide collection)",
-        `${JSON.stringify(name)} is one of its views; nothing was charged or sent`,
-      );
-    }
-  }
-
-  /**
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
    * A bad row (ValidationError) or the budget (PrivacyBudgetExceeded): nothing recorded, nothing sent;
    * through a shuffler, likewise a collection whose sealing cannot be used (ValidationError naming `sealing`);
@@ -196,7 +170,8 @@ export class Client {
    * first sent the other way (naming `rows`). Through a shuffler to a shuffled collection, the ledger records the
    * collection's promise with the spend (`central` in the result: its terms; ε and δ not computed here).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
-   * resends the same memoized reports at no further cost.
+   * resends the same memoized reports at no further cost. A wide or discovery collection's rows go to the
+   * device's view or round, charged under the collection (src/collection-router.ts; `result.part`, `status`).
    */
   async submit(
     collection: string | CollectionInfo | WideCard,
@@ -204,93 +179,15 @@ export class Client {
     ledger: FileLedger,
     batchSize?: number,
   ): Promise<SubmitResult> {
-    let found: CollectionInfo | WideCard;
-    if (typeof collection === "string") {
-      const message = await this.fetch(collection);
-      if (message.mechanismVersion === DISCOVERY_VERSION) {
-        return this.submitDiscovery(collection, message, rows, ledger, batchSize);
-      }
-      found =
-        message.mechanismVersion === VIEWS_VERSION
-          ? wideOf(message, collection)
-          : answeredCollection(message, collection);
-    } else {
-      found = collection;
-    }
-    if (!(found instanceof WideCard)) {
-      await this.refuseAView(found.card.schema.name);
-      return this.submitTo(found, rows, ledger, batchSize);
-    }
-    const { index, name } = await found.route(ledger.viewKey(found.name));
-    found.viewCard(index); // the view's E card verified in full (another mechanism refused) before anything is charged
-    const projected = found.project(rows, index);
-    const message = await this.fetch(name);
-    if (!pythonEquals(parseJson(message.cardJson, "card", "a JSON mechanism card"), found.views[index]!.card)) {
-      throw new ValidationError(
-        "card",
-        `the card the wide collection ${JSON.stringify(found.name)} states for its view ${JSON.stringify(name)}`,
-        "the server serves another card for the view",
-      );
-    }
-    return this.submitTo(answeredCollection(message, name), projected, ledger, batchSize, {
-      collection: found.name,
-      epsilon: found.epsilon,
-    });
-  }
-
-  /**
-   * A discovery collection (src/discovery-card.ts): the device reports only in its round (its ledger's round
-   * key), its string's cell to the open round's sub-collection, charged under the discovery's name; otherwise
-   * nothing is charged or sent and the result's `status` says why.
-   */
-  private async submitDiscovery(
-    collection: string,
-    message: Collection,
-    rows: Columns | readonly Row[],
-    ledger: FileLedger,
-    batchSize: number | undefined,
-  ): Promise<SubmitResult> {
-    const card = DiscoveryCard.parse(message.cardJson);
-    if (card.name !== collection) {
-      throw new ValidationError(
-        "collection",
-        `the collection asked for (${JSON.stringify(collection)})`,
-        "the server answered with another collection",
-      );
-    }
-    const status = await card.turn(ledger.roundKey(collection));
-    if (status !== REPORT) {
-      return {
-        collection,
-        rows: 0,
-        sent: 0,
-        acknowledged: 0,
-        duplicates: 0,
-        batches: 0,
-        retries: 0,
-        memoized: 0,
-        epsilonSpent: 0,
-        epsilonTotal: ledger.spent(collection),
-        shuffled: false,
-        status,
-      };
-    }
-    if (Array.isArray(rows)) throw new ValidationError("rows", "columns for a discovery collection", "row objects");
-    card.roundCard(); // the round's E card verified in full (another mechanism refused) before anything is charged
-    const cells = card.roundRows(rows as Columns);
-    const round = card.open!.collection;
-    const served = await this.fetch(round);
-    if (!pythonEquals(parseJson(served.cardJson, "card", "a JSON mechanism card"), card.open!.card)) {
-      throw new ValidationError(
-        "card",
-        `the card the discovery collection ${JSON.stringify(collection)} states for its round ${JSON.stringify(round)}`,
-        "the server serves another card for the round",
-      );
-    }
-    return this.submitTo(answeredCollection(served, round), cells, ledger, batchSize, {
+    return routeSubmission(
+      {
+        fetch: (name) => this.fetch(name),
+        submitTo: (info, part, charge) => this.submitTo(info, part, ledger, batchSize, charge),
+      },
       collection,
-      epsilon: card.epsilon,
-    });
+      rows,
+      ledger,
+    );
   }
 
   /** Validate, memoize-or-perturb, charge (`charge`: whom, when not the collection itself) and deliver. */
