@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vectors.cards import card_vectors
+from vectors.collections import collection_vectors
 from vectors.encoding import encoding_vectors
 from vectors.errors import error_vectors
 from vectors.numeric import numeric_vectors
@@ -34,7 +35,7 @@ def build() -> dict[str, str]:
     files = {"encoding.json": encoding_vectors(), "errors.json": error_vectors(), "cards.json": card_vectors(),
              "sampler.json": sampler_vectors(), "wire.json": wire_vectors(), "sealed.json": sealed_vectors(),
              "wide.json": wide_vectors(),
-             "numeric.json": numeric_vectors()}
+             "numeric.json": numeric_vectors(), "collections.json": collection_vectors()}
     return {name: json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n" for name, doc in files.items()}
 
 

@@ -14,7 +14,15 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 export interface SubmitResult extends StreamResult {
+  /** The collection charged: the one submitted to (a wide collection's name for its view's reports). */
   readonly collection: string;
+  /** The sub-collection the reports went to, when not `collection` (a wide collection's view, a discovery's round). */
+  readonly part?: string;
+  /**
+   * "sent"; for a discovery collection whose open round is not this device's, "not your round yet" or "your
+   * round has passed": nothing was charged or sent.
+   */
+  readonly status: string;
   readonly rows: number;
   /** Rows that reused a memoized report and cost no ε. */
   readonly memoized: number;

@@ -34,7 +34,7 @@ function equalsNumber(value: JsonValue | undefined, expected: number | bigint): 
 }
 
 /** Python's `==` between two JSON values: numbers by value (`1 == 1.0 == true`), lists and objects member by member. */
-function pythonEquals(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
+export function pythonEquals(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
   const numeric = (v: JsonValue | undefined): v is number | bigint | boolean =>
     typeof v === "number" || typeof v === "bigint" || typeof v === "boolean";
   if (numeric(a) && numeric(b)) return equalsNumber(a, typeof b === "boolean" ? (b ? 1n : 0n) : b);
@@ -160,6 +160,13 @@ export class MechanismCard {
     }
     if (obj["mechanism"] !== "E") throw new ValidationError("card.mechanism", '"E"', "another mechanism");
     const schema = Schema.parse(obj["schema"]);
+    if (schema.numeric !== undefined) {
+      throw new ValidationError(
+        "card.mechanism",
+        `${JSON.stringify(schema.mechanism)} (the schema's mechanism; parseCard reads a numeric card)`,
+        "another mechanism",
+      );
+    }
     const domainSize = schema.privateDomainSize;
     const candidates = weightCandidates(schema.epsilon, domainSize);
     // The candidate the card was computed with (they differ only where libm's exp may round either way).

@@ -3,13 +3,13 @@
  * and verified, and must agree with the message's name and mechanism version.
  */
 import { fromBinary } from "@bufbuild/protobuf";
-import { MechanismCard } from "./card.js";
+import { parseCard } from "./any-card.js";
 import { ValidationError } from "./errors.js";
 import { CollectionSchema, type Collection } from "./gen/ldpsynth/v1/collection_pb.js";
 import type { CollectionInfo } from "./reports.js";
 
 export function collectionInfo(msg: Collection): CollectionInfo {
-  const card = MechanismCard.parse(msg.cardJson);
+  const card = parseCard(msg.cardJson);
   if (card.schema.name !== msg.name || card.version !== msg.mechanismVersion) {
     throw new ValidationError(
       "collection",

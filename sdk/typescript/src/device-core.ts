@@ -7,14 +7,14 @@
  * collection sent sealed through a shuffler are recorded there with the guarantee the collection
  * promises them ({@link promisedGuarantee}).
  */
-import type { MechanismCard } from "./card.js";
+import { perturbCodes, type Card } from "./any-card.js";
+import { ValidationError } from "./errors.js";
 import * as frac from "./fraction.js";
 import type { CentralGuarantee } from "./ledger-rules.js";
 import type { ShuffleSpec } from "./shuffle-spec.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
 import type { Reports } from "./reports.js";
 import type { EncodedRows } from "./rows.js";
-import { perturb } from "./sampler.js";
 
 /** A memoized report: its collection, its id, its perturbed code and how it was sent. */
 export interface MemoEntry {
@@ -28,6 +28,34 @@ export interface MemoEntry {
 /** How a submission's reports travel: sealed through a shuffler, or (default) in clear. */
 export interface PathOptions {
   readonly sealed?: boolean;
+}
+
+/** Whose budget a submission is charged to: a wide collection's view charges the wide collection, at its ε. */
+export interface Charge {
+  readonly collection: string;
+  readonly epsilon: number;
+}
+
+/** A submission's path and, when not the card's collection at its ε, whom it charges. */
+export interface PrepareOptions extends PathOptions {
+  readonly charge?: Charge | undefined;
+}
+
+/**
+ * The account and the ε per new report of a submission to `card`'s collection (the reference's
+ * `prepare_reports`): `charge`, which must be at least the card's delivered ε, else the card's collection at
+ * its ε; ValidationError naming `epsilon` otherwise.
+ */
+export function chargeOf(card: Card, charge: Charge | undefined): Charge {
+  if (charge === undefined) return { collection: card.schema.name, epsilon: card.epsilon };
+  if (!(charge.epsilon >= card.epsilon)) {
+    throw new ValidationError(
+      "epsilon",
+      `at least the mechanism's ${card.epsilon} (what each report costs)`,
+      `a charge of ${charge.epsilon} under ${JSON.stringify(charge.collection)}`,
+    );
+  }
+  return charge;
 }
 
 /** The reports of one submission, already charged and memoized in the ledger. */
@@ -92,7 +120,7 @@ export interface FilledReports {
 
 /** Memoized reports where `known` has them, fresh ids and perturbations (the CSPRNG) elsewhere. */
 export function fillReports(
-  card: MechanismCard,
+  card: Card,
   rows: EncodedRows,
   plan: ReportPlan,
   known: ReadonlyMap<string, MemoEntry>,
@@ -109,7 +137,7 @@ export function fillReports(
     }
   });
   const freshIds = newReportIds(freshAt.length);
-  const freshCodes = perturb(
+  const freshCodes = perturbCodes(
     card,
     freshAt.map((j) => rows.privateCodes[rowOf[j]!]!),
   );
@@ -129,19 +157,14 @@ export function fillReports(
   };
 }
 
-/** The result of a submission that recorded `fresh` new reports and left the collection at `total` ε spent. */
-export function prepared(
-  card: MechanismCard,
-  rows: EncodedRows,
-  filled: FilledReports,
-  total: number,
-): PreparedReports {
+/** The result of a submission that charged its fresh reports `epsilon` each and left its account at `total` ε spent. */
+export function prepared(epsilon: number, rows: EncodedRows, filled: FilledReports, total: number): PreparedReports {
   const fresh = filled.freshKeys.length;
   return {
     reports: filled.reports,
     rows: rows.privateCodes.length,
     memoized: rows.privateCodes.length - fresh,
-    epsilonSpent: frac.toFloat(frac.times(frac.fromFloat(card.epsilon), BigInt(fresh))),
+    epsilonSpent: frac.toFloat(frac.times(frac.fromFloat(epsilon), BigInt(fresh))),
     epsilonTotal: total,
   };
 }

@@ -1,12 +1,17 @@
 /**
  * What a collection's reports mean, as one stable text: the schema, the mechanism version, |D| and E's
- * exact weights. A ledger hashes it (SHA-256) into the collection's fingerprint, which every memo key
- * binds, so a re-issued card never reuses another card's reports.
+ * exact weights (a numeric card: its mechanism fields, the sampler's integers among them). A ledger hashes
+ * it (SHA-256) into the collection's fingerprint, which every memo key binds, so a re-issued card never
+ * reuses another card's reports.
  */
-import type { MechanismCard } from "./card.js";
+import type { Card } from "./any-card.js";
 import type { JsonValue } from "./json.js";
+import { NumericCard } from "./numeric-card.js";
 
-export function collectionIdentity(card: MechanismCard): string {
+export function collectionIdentity(card: Card): string {
+  if (card instanceof NumericCard) {
+    return canonical({ schema: card.schema.toJson(), version: card.version, ...card.fields });
+  }
   return canonical({
     schema: card.schema.toJson(),
     version: card.version,

@@ -13,6 +13,9 @@ export {
   BinaryAttribute,
   IntegerAttribute,
   ContinuousAttribute,
+  NumericAttribute,
+  NUMERIC_MECHANISMS,
+  NUMERIC_CODE_BITS,
   MAX_DOMAIN_SIZE,
   MAX_PRIVATE_DOMAIN_SIZE,
   MAX_BITS,
@@ -21,6 +24,22 @@ export {
   type DecodedValue,
 } from "./schema.js";
 export { MechanismCard, CARD_FORMAT, MECHANISM_VERSION } from "./card.js";
+export { NumericCard } from "./numeric-card.js";
+export { parseCard, perturbCodes, type Card } from "./any-card.js";
+export { WideCard, WIDE_CARD_FORMAT, VIEWS_VERSION, VIEW_KEY_TAG, type WideView } from "./wide-card.js";
+export {
+  DiscoveryCard,
+  RoundSchedule,
+  roundOf,
+  DISCOVERY_CARD_FORMAT,
+  DISCOVERY_VERSION,
+  ROUND_KEY_CONTEXT,
+  REPORT,
+  NOT_YET,
+  PASSED,
+  type TurnStatus,
+} from "./discovery-card.js";
+export { StringEncoding, cellOf, bitFragment, type RoundCells } from "./string-encoding.js";
 export { encodeColumns, encodeRows, type Columns, type Row, type EncodedRows } from "./rows.js";
 export { perturb, acceptBelow, type SamplerWeights } from "./sampler.js";
 export { newReportIds, REPORT_ID_BYTES } from "./random.js";

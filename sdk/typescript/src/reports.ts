@@ -4,11 +4,10 @@
  * reference sends (conformance/wire.json).
  */
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import type { MechanismCard } from "./card.js";
+import { perturbCodes, type Card } from "./any-card.js";
 import { ValidationError } from "./errors.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
 import type { EncodedRows } from "./rows.js";
-import { perturb } from "./sampler.js";
 import type { Schema } from "./schema.js";
 import {
   BatchAckSchema,
@@ -29,14 +28,14 @@ export interface Reports {
 }
 
 /**
- * New reports of encoded rows: every private code perturbed with mechanism E (the card's exact
- * weights, the platform's CSPRNG) and given a fresh random id. Memoization and the privacy budget
+ * New reports of encoded rows: every private code perturbed with the card's mechanism (E's exact
+ * weights or a numeric sampler, the platform's CSPRNG) and given a fresh random id. Memoization and the privacy budget
  * are the ledger's (not here): call this only for rows the ledger has charged.
  */
-export function newReports(card: MechanismCard, rows: EncodedRows): Reports {
+export function newReports(card: Card, rows: EncodedRows): Reports {
   return {
     reportIds: newReportIds(rows.privateCodes.length),
-    privateCodes: perturb(card, rows.privateCodes),
+    privateCodes: perturbCodes(card, rows.privateCodes),
     publicCodes: rows.publicCodes,
   };
 }
@@ -134,7 +133,7 @@ export interface Limits {
 }
 
 export interface CollectionInfo {
-  readonly card: MechanismCard;
+  readonly card: Card;
   readonly limits: Limits;
   /** The aggregator's sealing key as published (contract §16); checked only by a device that seals (sealingKey). */
   readonly sealing?: Sealing | undefined;

@@ -9,6 +9,8 @@ import { categoryText, exactInteger, realValue, type RawValue } from "./raw-valu
 import { checkBool, checkEpsilon, checkInt, checkReal } from "./validation.js";
 import { ulp } from "./float64.js";
 import { ShuffleSpec } from "./shuffle-spec.js";
+import { NumericRange, pythonRepr } from "./numeric-range.js";
+import { HybridMechanism, SquareWave, roundHalfEven } from "./numeric-samplers.js";
 
 /** Largest domain of one attribute, and of the public attributes together. */
 export const MAX_DOMAIN_SIZE = 1n << 62n;
@@ -19,7 +21,12 @@ export const MAX_CATEGORIES = 1 << 20;
 const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
 
-export type AttributeType = "categorical" | "binary" | "integer" | "continuous";
+export type AttributeType = "categorical" | "binary" | "integer" | "continuous" | "numeric";
+/** The mechanisms of a numeric attribute (the reference's `NUMERIC_MECHANISMS`). */
+export const NUMERIC_MECHANISMS = ["HM", "SW"] as const;
+export type NumericMechanismName = (typeof NUMERIC_MECHANISMS)[number];
+/** A numeric attribute's code is its value x on [−1, 1] in fixed point: round((x + 1)·2^NUMERIC_CODE_BITS). */
+export const NUMERIC_CODE_BITS = 52;
 /** A decoded value: the category, 0/1, the integer, or a continuous bucket's lower edge. */
 export type DecodedValue = string | bigint | number;
 
@@ -233,6 +240,66 @@ export class ContinuousAttribute extends Attribute {
   }
 }
 
+/**
+ * A number on the declared range [lo, hi], collected by the numeric mechanism `mechanism` (HM or SW;
+ * the reference's `NumericAttribute`). Not bucketed: the device maps a value to
+ * x = 2(v − lo)/(hi − lo) − 1 ∈ [−1, 1] ({@link NumericRange}: NaN, ±∞ and values out of the range are
+ * refused, never clipped) and keeps it as the fixed-point code c = round_half_even((x + 1)·2^52),
+ * 0 <= c <= 2^53: the code a report is memoized for. The mechanism perturbs x = c/2^52 − 1.
+ */
+export class NumericAttribute extends Attribute {
+  readonly type = "numeric";
+  readonly range: NumericRange;
+
+  constructor(
+    name: string,
+    isPublic: boolean,
+    readonly lo: number,
+    readonly hi: number,
+    readonly mechanism: NumericMechanismName = "HM",
+  ) {
+    super(name, isPublic);
+    const where = `attributes[${name}]`;
+    if (isPublic) {
+      throw new SchemaError(
+        `${where}.public`,
+        "false (a numeric attribute is private: it is perturbed by its mechanism)",
+        "got true",
+      );
+    }
+    this.range = asSchemaError(() => new NumericRange(lo, hi, `${where}.range`));
+    if (!(NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
+      throw new SchemaError(`${where}.mechanism`, `one of ${NUMERIC_MECHANISMS.join(", ")}`, "unknown mechanism");
+    }
+  }
+
+  /** 2^53 + 1 fixed-point codes on [−1, 1]. */
+  get size(): bigint {
+    return (2n << BigInt(NUMERIC_CODE_BITS)) + 1n;
+  }
+
+  get legalRange(): string {
+    return `a number in [${pythonRepr(this.lo)}, ${pythonRepr(this.hi)}]`;
+  }
+
+  codeOf(value: RawValue): bigint | undefined {
+    const v = realValue(value);
+    if (!(v >= this.lo && v <= this.hi)) return undefined;
+    const [x] = this.range.toUnit([v]) as [number];
+    return BigInt(roundHalfEven((x + 1.0) * 2 ** NUMERIC_CODE_BITS));
+  }
+
+  /** The value on [−1, 1] of a code. */
+  unit(code: bigint): number {
+    return Number(this.checkCode(code)) / 2 ** NUMERIC_CODE_BITS - 1.0;
+  }
+
+  /** lo + (x + 1)(hi − lo)/2 of the code's x. */
+  decode(code: bigint): number {
+    return this.lo + (this.unit(code) + 1.0) * this.range.halfWidth;
+  }
+}
+
 /** Place values of a mixed-radix number, first digit most significant. */
 function placeValues(sizes: readonly bigint[]): bigint[] {
   const out = sizes.map(() => 1n);
@@ -246,9 +313,12 @@ const KNOWN_FIELDS: Record<AttributeType, readonly string[]> = {
   binary: [],
   integer: ["min", "max"],
   continuous: ["lo", "hi", "bits"],
+  numeric: ["range", "mechanism"],
 };
+/** Fields a type may leave out (a default applies). */
+const OPTIONAL_FIELDS: Partial<Record<AttributeType, string>> = { continuous: "bits", numeric: "mechanism" };
 
-function attributeFromJson(obj: JsonValue, position: number): Attribute {
+export function attributeFromJson(obj: JsonValue, position: number): Attribute {
   const where = `attributes[${position}]`;
   if (!isJsonObject(obj)) {
     throw new SchemaError(where, "an object with name, type and its type's fields", "not an object");
@@ -264,7 +334,7 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
   if (typeof kind !== "string" || !Object.hasOwn(KNOWN_FIELDS, kind)) {
     throw new SchemaError(
       `attributes[${name}].type`,
-      "one of categorical, binary, integer, continuous",
+      "one of categorical, binary, integer, continuous, numeric",
       "unknown type",
     );
   }
@@ -279,7 +349,7 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
       `unknown fields ${JSON.stringify(extra)}`,
     );
   }
-  const missing = known.filter((k) => !(k in obj) && !(kind === "continuous" && k === "bits"));
+  const missing = known.filter((k) => !(k in obj) && OPTIONAL_FIELDS[kind as AttributeType] !== k);
   if (missing.length) {
     throw new SchemaError(
       `attributes[${name}]`,
@@ -322,6 +392,30 @@ function attributeFromJson(obj: JsonValue, position: number): Attribute {
       );
       return new ContinuousAttribute(name, isPublic, lo, hi, Number(bits));
     }
+    case "numeric": {
+      const bounds = obj["range"];
+      if (
+        !Array.isArray(bounds)
+        || bounds.length !== 2
+        || !bounds.every((b) => typeof b === "number" || typeof b === "bigint")
+      ) {
+        throw new SchemaError(
+          `attributes[${name}].range`,
+          "a list [lo, hi] of two finite numbers, lo < hi",
+          "wrong type",
+        );
+      }
+      const mechanism = "mechanism" in obj ? obj["mechanism"] : "HM";
+      if (typeof mechanism !== "string" || !(NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
+        throw new SchemaError(
+          `attributes[${name}].mechanism`,
+          `one of ${NUMERIC_MECHANISMS.join(", ")}`,
+          "unknown mechanism",
+        );
+      }
+      const [lo, hi] = bounds.map(Number) as [number, number];
+      return new NumericAttribute(name, isPublic, lo, hi, mechanism as NumericMechanismName);
+    }
   }
 }
 
@@ -338,11 +432,17 @@ export class Schema {
   readonly publicPlaceValues: readonly bigint[];
   private readonly byName: Map<string, Attribute>;
 
+  /** The collection's mechanism: E, or a numeric attribute's (HM, SW). */
+  readonly mechanism: "E" | NumericMechanismName;
+  /** The numeric attribute of a numeric collection (its one private attribute); undefined otherwise. */
+  readonly numeric: NumericAttribute | undefined;
+
   constructor(
     readonly name: string,
     readonly epsilon: number,
     readonly attributes: readonly Attribute[],
     readonly shuffle?: ShuffleSpec,
+    mechanism = "E",
   ) {
     if (typeof name !== "string" || name.length === 0 || [...name].length > 128) {
       throw new SchemaError("name", "a non-empty string of at most 128 characters", "missing, empty or too long");
@@ -357,7 +457,12 @@ export class Schema {
     if (this.privateAttributes.length === 0) {
       throw new SchemaError("attributes", "at least one private attribute", "all attributes are public");
     }
-    this.privateDomainSize = this.privateAttributes.reduce((n, a) => n * a.size, 1n);
+    this.numeric = this.privateAttributes.find((a): a is NumericAttribute => a instanceof NumericAttribute);
+    this.mechanism = this.checkMechanism(mechanism);
+    this.privateDomainSize =
+      this.numeric === undefined
+        ? this.privateAttributes.reduce((n, a) => n * a.size, 1n)
+        : BigInt(numericSampler(this.numeric.mechanism, epsilon).reports);
     this.publicDomainSize = this.publicAttributes.reduce((n, a) => n * a.size, 1n);
     if (this.privateDomainSize > MAX_PRIVATE_DOMAIN_SIZE) {
       throw new SchemaError(
@@ -375,6 +480,57 @@ export class Schema {
   }
 
   /**
+   * The reference's rules of a schema's mechanism: E (this SDK samples no frequency oracle), or in a
+   * collection with a numeric attribute that attribute's mechanism, with exactly one private attribute
+   * and no shuffle block (`Schema._check_numeric`).
+   */
+  private checkMechanism(mechanism: string): "E" | NumericMechanismName {
+    const numeric = this.numeric;
+    if (numeric === undefined) {
+      if ((NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
+        throw new SchemaError(
+          "mechanism",
+          "E (HM and SW are the mechanisms of a numeric attribute: set them on the attribute)",
+          `got ${JSON.stringify(mechanism)}`,
+        );
+      }
+      if (mechanism !== "E") {
+        throw new SchemaError(
+          "mechanism",
+          "E (this SDK perturbs with mechanism E and the numeric HM and SW only)",
+          `got ${JSON.stringify(mechanism)}`,
+        );
+      }
+      return "E";
+    }
+    if (this.privateAttributes.length !== 1) {
+      throw new SchemaError(
+        "attributes",
+        "exactly one private attribute in a collection with a numeric attribute "
+          + "(the numeric one, plus any public attributes: a report carries one number)",
+        `got ${this.privateAttributes.length} private attributes`,
+      );
+    }
+    if (mechanism !== "E" && mechanism !== numeric.mechanism) {
+      throw new SchemaError(
+        "mechanism",
+        `absent or ${JSON.stringify(numeric.mechanism)} (the mechanism of the numeric attribute ${JSON.stringify(numeric.name)})`,
+        `got ${JSON.stringify(mechanism)}`,
+      );
+    }
+    if (this.shuffle !== undefined) {
+      throw new SchemaError(
+        "shuffle",
+        "absent in a collection with a numeric attribute (the shuffle accountant computes the central guarantee "
+          + "of k-ary randomized response, mechanism E, only: it does not apply to HM or SW reports)",
+        "got a shuffle block",
+      );
+    }
+    asSchemaError(() => numericSampler(numeric.mechanism, this.epsilon));
+    return numeric.mechanism;
+  }
+
+  /**
    * Parse and check a schema: JSON text (read within the JSON limits), or an object as
    * {@link parseJson} returns it (integer fields as bigints).
    */
@@ -383,12 +539,12 @@ export class Schema {
     if (!isJsonObject(obj))
       throw new SchemaError("schema", "a JSON object with name, epsilon, attributes", "not an object");
     const extra = Object.keys(obj)
-      .filter((k) => !["name", "epsilon", "attributes", "shuffle"].includes(k))
+      .filter((k) => !["name", "epsilon", "attributes", "shuffle", "mechanism"].includes(k))
       .sort();
     if (extra.length) {
       throw new SchemaError(
         "schema",
-        "fields name, epsilon, attributes, shuffle",
+        "fields name, epsilon, attributes, shuffle, mechanism",
         `unknown fields ${JSON.stringify(extra)}`,
       );
     }
@@ -400,7 +556,9 @@ export class Schema {
     const epsilon = asSchemaError(() => checkEpsilon(obj["epsilon"], "epsilon"));
     const attributes = attrs.map((a, i) => attributeFromJson(a, i));
     const shuffle = "shuffle" in obj ? ShuffleSpec.parse(obj["shuffle"]) : undefined;
-    return new Schema(obj["name"] as string, epsilon, attributes, shuffle);
+    const mechanism = "mechanism" in obj ? obj["mechanism"] : "E";
+    if (typeof mechanism !== "string") throw new SchemaError("mechanism", "a mechanism's name", "not a string");
+    return new Schema(obj["name"] as string, epsilon, attributes, shuffle, mechanism);
   }
 
   attribute(name: string): Attribute {
@@ -451,6 +609,7 @@ export class Schema {
       if (a instanceof CategoricalAttribute) out["values"] = [...a.values];
       if (a instanceof IntegerAttribute) Object.assign(out, { min: a.min, max: a.max });
       if (a instanceof ContinuousAttribute) Object.assign(out, { lo: a.lo, hi: a.hi, bits: BigInt(a.bits) });
+      if (a instanceof NumericAttribute) Object.assign(out, { range: [a.lo, a.hi], mechanism: a.mechanism });
       out["public"] = a.isPublic;
       return out;
     });
@@ -458,6 +617,11 @@ export class Schema {
     if (this.shuffle !== undefined) out["shuffle"] = this.shuffle.toJson();
     return out;
   }
+}
+
+/** The exact sampler of a numeric mechanism at ε with the default grid (the report domain is its `reports`). */
+export function numericSampler(mechanism: NumericMechanismName, epsilon: number): HybridMechanism | SquareWave {
+  return mechanism === "HM" ? new HybridMechanism(epsilon) : new SquareWave(epsilon);
 }
 
 function combine(group: readonly Attribute[], places: readonly bigint[], digits: readonly bigint[]): bigint {

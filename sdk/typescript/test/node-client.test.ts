@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { MechanismCard } from "../src/card.js";
 import { CollectionService } from "../src/gen/ldpsynth/v1/collection_pb.js";
 import { Client } from "../src/node/client.js";
 import { prepareReports } from "../src/node/device.js";
@@ -105,6 +106,7 @@ describe("against a real aggregator", { skip: NO_REPLICA }, () => {
     const info = await client(DEVICE).getCollection("demo");
     assert.equal(info.card.schema.name, "demo");
     assert.equal(info.card.domainSize, 24n);
+    assert.ok(info.card instanceof MechanismCard);
     assert.equal(info.card.keepWeight, 469186693326110464n); // contract §12
     assert.equal(info.limits.maxRowsPerClient, 40n);
     assert.equal(info.limits.maxBatchReports, 65536);

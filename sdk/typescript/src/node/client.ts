@@ -17,7 +17,10 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { batchCapacity } from "../batching.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
-import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
+import type { Charge } from "../device-core.js";
+import { CollectionService, type Collection } from "../gen/ldpsynth/v1/collection_pb.js";
+import { routeSubmission } from "../collection-router.js";
+import { wideOf, type WideCard } from "../wide-card.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { encodeSubmission, type Columns, type Row } from "../rows.js";
 import { ShufflerService } from "../gen/ldpsynth/v1/shuffler_pb.js";
@@ -128,12 +131,24 @@ export class Client {
 
   /** The collection's verified card and limits; retries retryable failures, else SubmitError. */
   async getCollection(name: string): Promise<CollectionInfo> {
+    return answeredCollection(await this.fetch(name), name);
+  }
+
+  /**
+   * A wide collection's verified card (src/wide-card.ts): its schema, views, assignment and every view's
+   * sub-collection and card; ValidationError naming `card.format` for an ordinary collection.
+   */
+  async getWideCollection(name: string): Promise<WideCard> {
+    return wideOf(await this.fetch(name), name);
+  }
+
+  /** GetCollection of `name`, retrying retryable failures (SubmitError when it fails for good). */
+  private async fetch(name: string): Promise<Collection> {
     if (typeof name !== "string" || !name)
       throw new ValidationError("collection", "a non-empty collection name", "empty");
     for (let attempts = 1; ; attempts++) {
-      let message;
       try {
-        message = await this.client.getCollection(
+        return await this.client.getCollection(
           { collection: name },
           { timeoutMs: this.timeoutMs, headers: this.headers },
         );
@@ -143,9 +158,7 @@ export class Client {
           throw new SubmitError("GetCollection", status, details, attempts);
         }
         await new Promise((resolve) => setTimeout(resolve, this.retry.backoffMs(attempts)));
-        continue;
       }
-      return answeredCollection(message, name);
     }
   }
 
@@ -157,29 +170,50 @@ export class Client {
    * first sent the other way (naming `rows`). Through a shuffler to a shuffled collection, the ledger records the
    * collection's promise with the spend (`central` in the result: its terms; ε and δ not computed here).
    * SubmitError when delivery fails for good: the ε stays charged, and submitting the same rows again
-   * resends the same memoized reports at no further cost.
+   * resends the same memoized reports at no further cost. A wide or discovery collection's rows go to the
+   * device's view or round, charged under the collection (src/collection-router.ts; `result.part`, `status`).
    */
   async submit(
-    collection: string | CollectionInfo,
+    collection: string | CollectionInfo | WideCard,
     rows: Columns | readonly Row[],
     ledger: FileLedger,
     batchSize?: number,
   ): Promise<SubmitResult> {
-    const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
+    return routeSubmission(
+      {
+        fetch: (name) => this.fetch(name),
+        submitTo: (info, part, charge) => this.submitTo(info, part, ledger, batchSize, charge),
+      },
+      collection,
+      rows,
+      ledger,
+    );
+  }
+
+  /** Validate, memoize-or-perturb, charge (`charge`: whom, when not the collection itself) and deliver. */
+  private async submitTo(
+    info: CollectionInfo,
+    rows: Columns | readonly Row[],
+    ledger: FileLedger,
+    batchSize: number | undefined,
+    charge?: Charge,
+  ): Promise<SubmitResult> {
     const route = await this.route(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
-    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined });
+    const prepared = prepareReports(info.card, encoded, ledger, { sealed: route.key !== undefined, charge });
     const stream = await this.deliver(info, prepared.reports, route);
     return {
       ...stream,
-      collection: schema.name,
+      collection: charge?.collection ?? schema.name,
+      ...(charge === undefined ? {} : { part: schema.name }),
       rows: prepared.rows,
       memoized: prepared.memoized,
       epsilonSpent: prepared.epsilonSpent,
       epsilonTotal: prepared.epsilonTotal,
       shuffled: route.key !== undefined,
       central: prepared.central,
+      status: "sent",
     };
   }
 

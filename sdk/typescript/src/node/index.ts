@@ -10,6 +10,7 @@ export {
   Budget,
   LedgerTransaction,
   collectionFingerprint,
+  deviceKey,
   defaultLedgerPath,
   DEFAULT_BUDGET_MULTIPLE,
   LEDGER_ENV,
@@ -18,7 +19,7 @@ export {
   type MemoEntry,
 } from "./ledger.js";
 export { MARKER_SUFFIX } from "../ledger-rules.js";
-export { prepareReports, type PathOptions, type PreparedReports } from "./device.js";
+export { prepareReports, type PathOptions, type PrepareOptions, type PreparedReports } from "./device.js";
 export {
   Client,
   DEFAULT_TIMEOUT_MS,

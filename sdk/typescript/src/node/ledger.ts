@@ -38,7 +38,7 @@ import { createHash, createHmac } from "node:crypto";
 import { linkSync, mkdirSync, unlinkSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import type { MechanismCard } from "../card.js";
+import type { Card } from "../any-card.js";
 import type { MemoEntry, PathOptions } from "../device-core.js";
 import * as frac from "../fraction.js";
 import type { Fraction } from "../fraction.js";
@@ -63,6 +63,9 @@ import {
   type Spend,
 } from "../ledger-rules.js";
 import { checkEpsilon } from "../validation.js";
+import { ValidationError } from "../errors.js";
+import { VIEW_KEY_TAG } from "../wide-card.js";
+import { ROUND_KEY_CONTEXT } from "../discovery-card.js";
 import {
   checkMarker,
   createLedger,
@@ -296,6 +299,23 @@ export class FileLedger {
   }
 
   /**
+   * This device's key for the view assignment of the wide collection `collection`: HMAC-SHA256 under the
+   * device secret of `ldpsynth view key/1` and the name (UTF-8; the reference's `PrivacyLedger.view_key`).
+   * Stable for the ledger's life, so the device always reports the same view; unlinkable across devices.
+   */
+  viewKey(collection: string): Uint8Array {
+    return deviceKey(this.secret, VIEW_KEY_TAG, collection);
+  }
+
+  /**
+   * This device's round key for the discovery collection `collection` (its name, not a round's): HMAC-SHA256
+   * under the device secret of `ldpsynth round key/1` and the name (the reference's `PrivacyLedger.round_key`).
+   */
+  roundKey(collection: string): Uint8Array {
+    return deviceKey(this.secret, ROUND_KEY_CONTEXT, collection);
+  }
+
+  /**
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
@@ -344,6 +364,18 @@ export class FileLedger {
 }
 
 /** SHA-256 of what a report means: the schema, the version, |D| and E's exact weights. */
-export function collectionFingerprint(card: MechanismCard): Uint8Array {
+/**
+ * A device's key for splitting a collection's devices into parts (the reference's `ledger.rules.device_key`):
+ * HMAC-SHA256 under the ledger's `secret` of `tag` and the collection's name (UTF-8); ValidationError naming
+ * `collection` for an empty name.
+ */
+export function deviceKey(secret: Uint8Array, tag: string, collection: string): Uint8Array {
+  if (typeof collection !== "string" || !collection) {
+    throw new ValidationError("collection", "a non-empty collection name", "empty or not a string");
+  }
+  return new Uint8Array(createHmac("sha256", secret).update(tag).update(collection, "utf8").digest());
+}
+
+export function collectionFingerprint(card: Card): Uint8Array {
   return new Uint8Array(createHash("sha256").update(collectionIdentity(card)).digest());
 }

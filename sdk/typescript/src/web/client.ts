@@ -24,7 +24,10 @@ import {
 } from "../call-options.js";
 import { answeredCollection } from "../collection.js";
 import { ValidationError } from "../errors.js";
-import { CollectionService } from "../gen/ldpsynth/v1/collection_pb.js";
+import { routeSubmission } from "../collection-router.js";
+import type { Charge } from "../device-core.js";
+import { CollectionService, type Collection } from "../gen/ldpsynth/v1/collection_pb.js";
+import { wideOf, type WideCard } from "../wide-card.js";
 import { validateReports, type CollectionInfo, type Reports } from "../reports.js";
 import { isRetryable, RetryPolicy } from "../retry.js";
 import { encodeSubmission, type Columns, type Row } from "../rows.js";
@@ -103,17 +106,27 @@ export class WebClient {
 
   /** The collection's verified card and limits; fails over and retries retryable failures, else SubmitError. */
   async getCollection(name: string): Promise<CollectionInfo> {
+    return answeredCollection(await this.fetch(name), name);
+  }
+
+  /** A wide collection's verified card (src/wide-card.ts); ValidationError naming `card.format` for another. */
+  async getWideCollection(name: string): Promise<WideCard> {
+    return wideOf(await this.fetch(name), name);
+  }
+
+  /** GetCollection of `name`, failing over and retrying retryable failures (SubmitError when it fails for good). */
+  private async fetch(name: string): Promise<Collection> {
     if (typeof name !== "string" || !name)
       throw new ValidationError("collection", "a non-empty collection name", "empty");
     const where = new Failover(this.clients.length, this.preferred);
     for (let attempts = 1; ; attempts++) {
-      let message;
       try {
-        message = await this.clients[where.current]!.getCollection(
+        const message = await this.clients[where.current]!.getCollection(
           { collection: name },
           { timeoutMs: this.timeoutMs, headers: this.headers },
         );
         this.preferred = where.current;
+        return message;
       } catch (err) {
         const { status, details } = webStatusOf(err);
         if (!isRetryable(status) || attempts >= this.retry.maxAttempts) {
@@ -121,9 +134,7 @@ export class WebClient {
         }
         const wait = where.failed(this.retry);
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        continue;
       }
-      return answeredCollection(message, name);
     }
   }
 
@@ -131,28 +142,50 @@ export class WebClient {
    * Validate, memoize-or-perturb, charge and deliver a device's rows (columns, or row objects).
    * A bad row (ValidationError), the budget (PrivacyBudgetExceeded) or a re-issued card (CardChanged):
    * nothing recorded, nothing sent. SubmitError when delivery fails for good: the ε stays charged,
-   * and submitting the same rows again resends the same memoized reports at no further cost.
+   * and submitting the same rows again resends the same memoized reports at no further cost. A wide or
+   * discovery collection's rows go to the device's view or round, charged under the collection
+   * (src/collection-router.ts; `result.part`, `result.status`).
    */
   async submit(
-    collection: string | CollectionInfo,
+    collection: string | CollectionInfo | WideCard,
     rows: Columns | readonly Row[],
     ledger: IndexedDbLedger,
     batchSize?: number,
   ): Promise<SubmitResult> {
-    const info = typeof collection === "string" ? await this.getCollection(collection) : collection;
+    return routeSubmission(
+      {
+        fetch: (name) => this.fetch(name),
+        submitTo: (info, part, charge) => this.submitTo(info, part, ledger, batchSize, charge),
+      },
+      collection,
+      rows,
+      ledger,
+    );
+  }
+
+  /** Validate, memoize-or-perturb, charge (`charge`: whom, when not the collection itself) and deliver. */
+  private async submitTo(
+    info: CollectionInfo,
+    rows: Columns | readonly Row[],
+    ledger: IndexedDbLedger,
+    batchSize: number | undefined,
+    charge?: Charge,
+  ): Promise<SubmitResult> {
     const capacity = this.capacity(info, batchSize);
     const schema = info.card.schema;
     const encoded = encodeSubmission(schema, rows);
-    const prepared = await prepareReports(info.card, encoded, ledger);
+    const prepared = await prepareReports(info.card, encoded, ledger, { charge });
     const delivered = await this.deliver(info, prepared.reports, capacity);
     return {
       ...delivered,
-      collection: schema.name,
+      collection: charge?.collection ?? schema.name,
+      ...(charge === undefined ? {} : { part: schema.name }),
       rows: prepared.rows,
       memoized: prepared.memoized,
       epsilonSpent: prepared.epsilonSpent,
       epsilonTotal: prepared.epsilonTotal,
       shuffled: false,
+      status: "sent",
     };
   }
 

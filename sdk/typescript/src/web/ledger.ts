@@ -56,6 +56,8 @@ import {
 } from "../ledger-rules.js";
 import { REPORT_ID_BYTES, secureRandomBytes } from "../random.js";
 import { checkEpsilon } from "../validation.js";
+import { ROUND_KEY_CONTEXT } from "../discovery-card.js";
+import { VIEW_KEY_TAG } from "../wide-card.js";
 import {
   completion,
   concat,
@@ -337,6 +339,27 @@ export class IndexedDbLedger {
    * The memo key (64 hex digits) of every row: HMAC-SHA256 under the device secret of a domain tag,
    * the collection's fingerprint, and the row's public codes and raw private code as little-endian uint64.
    */
+  /** This device's view key for the wide collection `collection` (as the Node ledger's `viewKey`). */
+  viewKey(collection: string): Promise<Uint8Array> {
+    return this.deviceKey(VIEW_KEY_TAG, collection);
+  }
+
+  /** This device's round key for the discovery collection `collection` (as the Node ledger's `roundKey`). */
+  roundKey(collection: string): Promise<Uint8Array> {
+    return this.deviceKey(ROUND_KEY_CONTEXT, collection);
+  }
+
+  /** HMAC-SHA256 under the device secret of `tag` and the collection's name (UTF-8; `ledger.rules.device_key`). */
+  private async deviceKey(tag: string, collection: string): Promise<Uint8Array> {
+    if (typeof collection !== "string" || !collection) {
+      throw new ValidationError("collection", "a non-empty collection name", "empty or not a string");
+    }
+    const text = new TextEncoder();
+    return new Uint8Array(
+      await crypto.subtle.sign("HMAC", this.secret, concat(text.encode(tag), text.encode(collection))),
+    );
+  }
+
   async memoKeys(
     fingerprint: Uint8Array,
     publicCodes: readonly (readonly bigint[])[],
