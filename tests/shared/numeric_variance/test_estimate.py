@@ -55,7 +55,7 @@ def test_the_squared_means_bias_is_corrected() -> None:
     # the deliberate violation, without the correction term, is caught by the same test
     v = sampler.variance_coefficients()
     correction = (v.a * float(np.mean(x * x)) + v.c) / n * 49.5**2
-    assert abs((est.mean() + correction - truth) / (est.std(ddof=1) / np.sqrt(reps))) > 3.29
+    assert abs((est.mean() - correction - truth) / (est.std(ddof=1) / np.sqrt(reps))) > 3.29
 
 
 def test_reports_and_counts_agree_and_the_scale_is_the_half_width_squared() -> None:
