@@ -88,7 +88,7 @@ def test_sw_answers_are_the_ems_histograms_variance_with_a_bootstrap_se() -> Non
     assert again.estimate[0] == first.estimate[0] and again.std_error[0] == first.std_error[0]
     assert (first.std_error[:3] > 0).all() and np.isnan(first.estimate[3])
     for j, rows in enumerate([np.ones(len(hours), bool), region == 0, region == 1]):
-        # within 4 bootstrap SEs of the truth (α ≈ 6e-5 were the SE exact and EMS unbiased: its bias is +4 %)
+        # within 4 bootstrap SEs of the truth (α ≈ 6e-5 were the SE exact and EMS unbiased: its bias is about +3 %)
         assert abs(first.estimate[j] - hours[rows].var()) < 4 * first.std_error[j], j
 
 

@@ -102,6 +102,6 @@ def test_the_ems_variance_is_near_the_truth() -> None:
     rng = np.random.default_rng(8)
     counts = np.bincount(sw.perturb(SPAN.to_unit(values), rng), minlength=sw.reports)
     estimate = histogram_variance(ems(sw, counts), SPAN)
-    # EMS's smoothing biases the variance up: +4.1 % on average over 20 seeded repetitions of this setting (SD 3.3 %,
-    # docs/numeric.md); this seed within 10 %
+    # EMS's smoothing biases the variance up: +3.1 % on average over 20 seeded repetitions of this setting (SD 3.6 %,
+    # benchmarks/bench_numeric_variance.py); this seed within 10 %
     assert estimate == pytest.approx(values.var(), rel=0.10)

@@ -19,7 +19,8 @@ Its standard error is the delta method: :math:`\\hat\\sigma^2 = f(\\bar y, \\ove
 S the reports' empirical covariance of :math:`(y_r, y_r^2)` (``ddof = 1``): :math:`\\mathrm{SE}^2 = g S g^T / n`.
 S also holds the spread of the conditional means :math:`(x_r, A x_r^2 + c)` over the rows, so for a fixed set
 of rows the SE errs slightly high (by a share of about :math:`\\mathrm{Var}(x)/\\mathrm{Var}[y \\mid x]`, a few
-per cent at most). Fewer than 2 reports: SE NaN. The interval is :math:`\\hat\\sigma^2 \\pm z\\,\\mathrm{SE}`.
+per cent at most); it is the delta-method SE for rows drawn at random from a larger population, whose variance the
+estimate also estimates. Fewer than 2 reports: SE NaN. The interval is :math:`\\hat\\sigma^2 \\pm z\\,\\mathrm{SE}`.
 The input grid's random rounding (:math:`\\mathrm{Var}[x_I] \\le 1/M^2`) adds at most :math:`1/M^2`
 (≈ 10⁻⁶ at M = 2^10) to :math:`E[\\hat\\sigma^2]`, on [−1, 1].
 
