@@ -9,9 +9,9 @@ answered); a batch over :data:`MAX_BATCH_QUERIES` queries or :data:`MAX_BATCH_WE
 RESOURCE_EXHAUSTED; a shard worker unreachable or damaged: UNAVAILABLE (storage full: RESOURCE_EXHAUSTED).
 Every batch is evaluated on one snapshot (:mod:`~ldpsynth.aggregator.query.engine`). An empty batch
 (``queries_json = "[]"``) answers OK with one page of no answers. A numeric collection (HM or SW reports)
-takes JSON queries of the kinds mean, sum, quantiles and histogram only (:mod:`ldpsynth.shared.queries.numeric`;
-another kind is INVALID_ARGUMENT naming ``queries[j].kind``, packed weight arrays naming ``mechanism``), answered
-in the same answer columns.
+takes JSON queries of the kinds mean, sum, variance, quantiles and histogram only
+(:mod:`ldpsynth.shared.queries.numeric`; another kind is INVALID_ARGUMENT naming ``queries[j].kind``, packed weight
+arrays naming ``mechanism``), answered in the same answer columns.
 
 Replies honour the server's message limit (``--max-message-bytes``, published as the
 collection's ``Limits.max_message_bytes``; gRPC enforces it on what the server sends too): answer

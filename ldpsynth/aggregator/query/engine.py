@@ -8,8 +8,8 @@ pins, and unpins. Rows that arrive meanwhile are simply not in the answer, so a 
 refused because of ingest.
 
 * **A numeric collection** (HM or SW reports; docs/numeric.md): its batch is a
-  :class:`~ldpsynth.shared.numeric.answering.NumericBatch` (mean, sum, quantiles, histogram), answered from the
-  same merged counts per (public key, report) by :func:`~ldpsynth.shared.numeric.answering.answer_numeric`.
+  :class:`~ldpsynth.shared.numeric.answering.NumericBatch` (mean, sum, variance, quantiles, histogram), answered
+  from the same merged counts per (public key, report) by :func:`~ldpsynth.shared.numeric.answering.answer_numeric`.
 * **Table blocks** (linear, predicate, marginal, grouped by a public attribute) depend on the rows
   only through the counts per (public key, private code): the pinned statistics of every shard,
   summed (the merged table is cached per collection, keyed by the pinned log sequences), and the

@@ -31,6 +31,7 @@ from ldpsynth.shared.queries.builders import (
     predicate,
     quantiles,
     sum_,
+    variance,
 )
 from ldpsynth.shared.queries.compiler import (
     MAX_QUERY_WEIGHTS,
@@ -69,6 +70,7 @@ from ldpsynth.shared.queries.numeric import (
     NumericQuery,
     QuantilesQuery,
     SumQuery,
+    VarianceQuery,
 )
 from ldpsynth.shared.queries.packed import (
     grouped_batch,
@@ -104,11 +106,13 @@ __all__ = [
     "dense",
     "mean",
     "sum_",
+    "variance",
     "quantiles",
     "histogram",
     "NumericQuery",
     "MeanQuery",
     "SumQuery",
+    "VarianceQuery",
     "QuantilesQuery",
     "HistogramQuery",
     "query_to_json",

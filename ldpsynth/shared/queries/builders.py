@@ -1,7 +1,7 @@
 """The builders users call to make queries: :func:`linear`, :func:`condition`, :func:`predicate`,
 :func:`marginal`, :func:`grouped`, :func:`cut` and :func:`dense` (the kinds of
 :mod:`ldpsynth.shared.queries.model`; their meaning and JSON form: :mod:`ldpsynth.shared.queries.json_form`),
-and a numeric collection's :func:`mean`, :func:`sum_`, :func:`quantiles` and :func:`histogram`
+and a numeric collection's :func:`mean`, :func:`sum_`, :func:`variance`, :func:`quantiles` and :func:`histogram`
 (:mod:`ldpsynth.shared.queries.numeric`).
 """
 
@@ -15,8 +15,8 @@ import numpy.typing as npt
 from ldpsynth.shared.queries import model, numeric
 from ldpsynth.shared.queries.model import Scalar
 
-__all__ = ["linear", "condition", "predicate", "marginal", "grouped", "cut", "dense", "mean", "sum_", "quantiles",
-           "histogram"]
+__all__ = ["linear", "condition", "predicate", "marginal", "grouped", "cut", "dense", "mean", "sum_", "variance",
+           "quantiles", "histogram"]
 
 
 def linear(weights: npt.ArrayLike, *, normalization: str = "range", label: str | None = None) -> model.LinearQuery:
@@ -235,6 +235,13 @@ def sum_(attribute: str, *, by: str | None = None, label: str | None = None) -> 
     """The sum of the numeric ``attribute`` (HM), overall or per value of ``by`` (JSON kind ``"sum"``; the
     trailing underscore keeps Python's ``sum``). Errors as :func:`mean`."""
     return numeric.SumQuery(attribute, by=by, label=label)
+
+
+def variance(attribute: str, *, by: str | None = None, label: str | None = None) -> numeric.VarianceQuery:
+    """The population variance of the numeric ``attribute``'s values (collected by HM above ε* ≈ 0.61, or by SW),
+    overall or per value of ``by``. Errors as :func:`mean`; an HM attribute at ε ≤ ε* is refused naming
+    ``epsilon`` when the batch is compiled."""
+    return numeric.VarianceQuery(attribute, by=by, label=label)
 
 
 def quantiles(attribute: str, q: npt.ArrayLike, *, by: str | None = None, label: str | None = None

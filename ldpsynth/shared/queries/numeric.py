@@ -1,4 +1,4 @@
-"""Numeric query kinds: the mean, sum, quantiles and histogram of a numeric collection's attribute.
+"""Numeric query kinds: the mean, sum, variance, quantiles and histogram of a numeric collection's attribute.
 
 A numeric collection (docs/numeric.md, "The collection mode") stores one report per row, the output index of
 its attribute's exact sampler, and the counts :math:`c_{g,y}` of reports y per public key g are sufficient for
@@ -6,6 +6,9 @@ these answers (:mod:`ldpsynth.shared.numeric.answering`):
 
 * ``mean`` and ``sum`` (HM, Wang2019ICDE §III-C): :math:`\\bar v = \\frac1n\\sum_y c_y \\hat x_y` mapped to the
   range, with its analytic standard error; the sum is :math:`n \\bar v` (n public);
+* ``variance`` (HM above ε* ≈ 0.61, or SW): the population variance of the values,
+  :mod:`ldpsynth.shared.numeric.variance` (HM: unbiased from the reports' second moments, delta-method SE; SW: the
+  EMS histogram's, bootstrap SE);
 * ``quantiles`` and ``histogram`` (SW with EMS, Li2020SIGMOD): read off the EMS histogram of the counts, with a
   bootstrap standard error.
 
@@ -15,6 +18,7 @@ mechanism that would answer it). The JSON form (:mod:`ldpsynth.shared.queries.js
 
     {"kind": "mean", "attribute": "hours", "by": "region"}
     {"kind": "sum", "attribute": "hours"}
+    {"kind": "variance", "attribute": "hours", "by": "region"}
     {"kind": "quantiles", "attribute": "hours", "q": [0.25, 0.5, 0.75]}
     {"kind": "histogram", "attribute": "hours", "bins": 10}
 
@@ -32,8 +36,8 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.validation import check_int, is_finite_real
 
-__all__ = ["NumericQuery", "MeanQuery", "SumQuery", "QuantilesQuery", "HistogramQuery", "NUMERIC_KINDS",
-           "MAX_QUANTILES", "MAX_BINS"]
+__all__ = ["NumericQuery", "MeanQuery", "SumQuery", "VarianceQuery", "QuantilesQuery", "HistogramQuery",
+           "NUMERIC_KINDS", "MAX_QUANTILES", "MAX_BINS"]
 
 #: Most probabilities one quantiles query lists.
 MAX_QUANTILES = 1000
@@ -83,6 +87,14 @@ class SumQuery(NumericQuery):
 
 
 @dataclass(frozen=True)
+class VarianceQuery(NumericQuery):
+    """The population variance of the attribute's values (HM above ε*, or SW), overall or per value of ``by``."""
+
+    kind: ClassVar[str] = "variance"
+    mechanisms: ClassVar[tuple[str, ...]] = ("HM", "SW")
+
+
+@dataclass(frozen=True)
 class QuantilesQuery(NumericQuery):
     """The ``q``-quantiles of the attribute (SW), ``q`` a non-empty list of probabilities in [0, 1]."""
 
@@ -120,4 +132,5 @@ class HistogramQuery(NumericQuery):
 
 #: The numeric query classes by their ``kind`` (the JSON field).
 NUMERIC_KINDS: dict[str, type[NumericQuery]] = {cls.kind: cls for cls in
-                                                (MeanQuery, SumQuery, QuantilesQuery, HistogramQuery)}
+                                                (MeanQuery, SumQuery, VarianceQuery, QuantilesQuery,
+                                                 HistogramQuery)}

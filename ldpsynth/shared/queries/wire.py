@@ -245,7 +245,7 @@ class BatchReader:
         if kind != "queries_json":
             raise ValidationError("mechanism", "E or a frequency oracle for packed weight arrays (they weigh "
                                   "categories); a numeric collection takes JSON queries of the kinds mean, sum, "
-                                  "quantiles and histogram", f"got {self.schema.mechanism!r}")
+                                  "variance, quantiles and histogram", f"got {self.schema.mechanism!r}")
         queries = queries_from_json(request.queries_json, first_index=first)
         part = compile_numeric(queries, self.schema, first_index=first)
         self._account(part.size, part.size)

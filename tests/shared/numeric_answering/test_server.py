@@ -1,7 +1,7 @@
 """Numeric queries through a real local server (port 0, the session's Ray cluster): devices submit through the
-SDK, the server's Estimate answers mean and sum (HM, grouped and not) and quantiles and histograms (SW) from the
-stored counts, equal to the offline answers on the export (``estimate_release`` and ``ldpsynth estimate``), and
-refuses bad queries with INVALID_ARGUMENT naming the field.
+SDK, the server's Estimate answers mean, sum and variance (HM, grouped and not) and quantiles, histograms and
+variance (SW) from the stored counts, equal to the offline answers on the export (``estimate_release`` and
+``ldpsynth estimate``), and refuses bad queries with INVALID_ARGUMENT naming the field.
 
 The device path's randomness is the OS CSPRNG; here ``coins.secure_words`` is replaced by a seeded Generator's
 words so the run is reproducible (fixed seed, no retry).
@@ -23,7 +23,7 @@ from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.mechanisms import coins
-from ldpsynth.shared.queries import dumps_queries, histogram, mean, quantiles, sum_
+from ldpsynth.shared.queries import dumps_queries, histogram, mean, quantiles, sum_, variance
 from ldpsynth.shared.schema import Schema
 
 from ...aggregator.conftest import ray_address, start_server  # noqa: F401  (fixtures)
@@ -37,7 +37,7 @@ def card(name: str, mechanism: str, epsilon: float) -> MechanismCard:
         {"name": "region", "type": "categorical", "values": ["north", "south"], "public": True}]}))
 
 
-HM, SW = card("hm", "HM", 1.0), card("sw", "SW", 2.0)
+HM, SW, LOW = card("hm", "HM", 1.0), card("sw", "SW", 2.0), card("low", "HM", 0.5)
 N = 2000
 
 
@@ -63,9 +63,10 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
     with PrivacyLedger(tmp_path / "ledger.sqlite", budget=10_000.0) as ledger, Client(server.address) as client:
         for name, data in rows.items():
             assert client.submit(name, data, ledger=ledger).acknowledged == N
-    asked = {"hm": [mean("hours"), mean("hours", by="region"), sum_("hours"), sum_("hours", by="region")],
+    asked = {"hm": [mean("hours"), mean("hours", by="region"), sum_("hours"), sum_("hours", by="region"),
+                    variance("hours"), variance("hours", by="region")],
              "sw": [quantiles("hours", [0.25, 0.5, 0.75]), quantiles("hours", [0.5], by="region"),
-                    histogram("hours", 3)]}
+                    histogram("hours", 3), variance("hours")]}
     with QueryClient(server.address) as query:
         answers = {name: query.estimate(name, queries=qs) for name, qs in asked.items()}
         releases = {name: query.export(name) for name in asked}
@@ -74,9 +75,10 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
     data = rows["hm"]
     region = data["region"] == "north"
     truth = [data["hours"].mean(), data["hours"][region].mean(), data["hours"][~region].mean(), data["hours"].sum(),
-             data["hours"][region].sum(), data["hours"][~region].sum()]
+             data["hours"][region].sum(), data["hours"][~region].sum(), data["hours"].var(),
+             data["hours"][region].var(), data["hours"][~region].var()]
     assert hm.labels == ("mean#0", "mean#1[region=north]", "mean#1[region=south]", "sum#2", "sum#3[region=north]",
-                         "sum#3[region=south]")
+                         "sum#3[region=south]", "variance#4", "variance#5[region=north]", "variance#5[region=south]")
     assert hm.n == N and hm.epsilon == HM.mechanism.epsilon
     assert ((hm.ci_low <= truth) & (truth <= hm.ci_high)).all()           # seeded run: each interval covers
     assert hm.estimate[3] == pytest.approx(N * hm.estimate[0])
@@ -85,6 +87,8 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
     median = float(np.median(rows["sw"]["hours"]))
     assert abs(sw.estimate[1] - median) < 4 * sw.std_error[1]             # α ≈ 6e-5 were the bootstrap SE exact
     assert sw.estimate[5:8].sum() == pytest.approx(1.0)
+    assert sw.labels[8] == "variance#3"
+    assert abs(sw.estimate[8] - rows["sw"]["hours"].var()) < 4 * sw.std_error[8]  # EMS bias about +3 %
 
     for name, qs in asked.items():                  # offline, on the export: equal, to the last bit
         offline = estimate_release(releases[name], qs)
@@ -104,9 +108,10 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
 
 
 def test_bad_numeric_queries_are_refused_naming_the_field(start_server: Any) -> None:  # noqa: F811
-    server = start_server(collections=(HM, SW))
+    server = start_server(collections=(HM, SW, LOW))
     with QueryClient(server.address) as query:
         for name, queries, field, text in [
+            ("low", [variance("hours")], "epsilon", "0.6094"),
             ("hm", [mean("hours"), quantiles("hours", [0.5])], "queries[1].kind", "collected by SW"),
             ("sw", [mean("hours")], "queries[0].kind", "collected by HM"),
             ("sw", [histogram("hours", 2, by="hours")], "queries[0].by", "public attribute"),

@@ -8,6 +8,10 @@ For a group g of rows (every row, or the rows with one value of the public attri
   :math:`\\bar v_g` with SE :math:`\\sqrt{(a m_2 + c)/n_g}` on [-1, 1] times the range's half width; the sum is
   :math:`n_g \\bar v_g` with SE :math:`n_g\\,\\mathrm{SE}` (:math:`n_g` public). A group without rows: the mean is
   NaN, the sum 0 with SE 0.
+* **variance**: HM, :func:`~ldpsynth.shared.numeric.variance.estimate_variance_from_counts` (unbiased, with its
+  delta-method SE); SW, :func:`~ldpsynth.shared.numeric.variance.histogram_variance` of the EMS fit with the
+  bootstrap SE below. Its proper estimate is clipped to :math:`[0, ((hi - lo)/2)^2]`, the largest variance on the range.
+  A group without rows: NaN.
 * **quantiles, histogram** (SW): EMS (Li2020SIGMOD) of :math:`c_g`, its CDF's quantiles
   (:func:`~ldpsynth.shared.numeric.estimators.quantiles`) or the shares of k equal bins
   (:func:`~ldpsynth.shared.numeric.estimators.bin_shares`), with the bootstrap SE of
@@ -38,8 +42,9 @@ from ldpsynth.shared.numeric.answering.batch import NumericBatch
 from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
 from ldpsynth.shared.numeric.estimators import bin_shares, bootstrap_from_counts, estimate_mean_from_counts, quantiles
 from ldpsynth.shared.numeric.samplers import HybridMechanism, SquareWave
+from ldpsynth.shared.numeric.variance import estimate_variance_from_counts, histogram_variance
 from ldpsynth.shared.queries.json_form import query_to_json
-from ldpsynth.shared.queries.numeric import HistogramQuery, NumericQuery, QuantilesQuery, SumQuery
+from ldpsynth.shared.queries.numeric import HistogramQuery, NumericQuery, QuantilesQuery, SumQuery, VarianceQuery
 from ldpsynth.shared.validation import check_probability
 
 __all__ = ["REPLICATES", "NumericAnswers", "answer_numeric", "group_counts"]
@@ -103,6 +108,18 @@ def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level:
             else (lambda theta: bin_shares(theta, query.bins))
         value, se = bootstrap_from_counts(sampler, counts, statistic, _rng(counts, query), replicates=REPLICATES)
         return value, se, low, high
+    if isinstance(query, VarianceQuery):
+        bounds = np.zeros(1), np.array([span.half_width ** 2])        # the largest variance on [lo, hi]
+        if n == 0:
+            return np.full(1, np.nan), np.full(1, np.nan), *bounds
+        if isinstance(sampler, SquareWave):
+            value, se = bootstrap_from_counts(sampler, counts,
+                                              lambda theta: np.array([histogram_variance(theta, span)]),
+                                              _rng(counts, query), replicates=REPLICATES)
+            return value, se, *bounds
+        assert isinstance(sampler, HybridMechanism)
+        var = estimate_variance_from_counts(sampler, counts, span, level)
+        return np.array([var.variance]), np.array([var.standard_error]), *bounds
     assert isinstance(sampler, HybridMechanism)
     scale = n if isinstance(query, SumQuery) else 1
     bounds = np.array([scale * span.lo]), np.array([scale * span.hi])

@@ -4,7 +4,8 @@
 attribute is the collection's numeric one, its mechanism answers the kind, ``by`` is a public attribute) and
 expands it into answers: one per group (every value of ``by`` in code order, or one for all rows) and, within a
 group, one per probability (quantiles) or bin (histogram). Errors name ``queries[j].<field>``; a categorical kind
-(linear, marginal, ...) is refused naming ``queries[j].kind``, as a numeric kind is on a categorical collection
+(linear, marginal, ...) is refused naming ``queries[j].kind``, a variance of an HM attribute at ε ≤ ε* (HM is
+Duchi there: its reports say nothing of x²) naming ``epsilon``, as a numeric kind is on a categorical collection
 (:func:`~ldpsynth.shared.queries.compiler.compile_queries`). A batch may ask at most
 :data:`MAX_BOOTSTRAP_GROUPS` (SW query, group) pairs (refused naming the first query over it).
 """
@@ -17,10 +18,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
+from ldpsynth.shared.numeric.samplers import HybridMechanism
+from ldpsynth.shared.numeric.variance import check_answerable
 from ldpsynth.shared.queries.compiler import public_attribute
 from ldpsynth.shared.queries.json_form import AnyQuery
 from ldpsynth.shared.queries.model import query_field
-from ldpsynth.shared.queries.numeric import NUMERIC_KINDS, HistogramQuery, NumericQuery, QuantilesQuery
+from ldpsynth.shared.queries.numeric import (
+    NUMERIC_KINDS,
+    HistogramQuery,
+    NumericQuery,
+    QuantilesQuery,
+    VarianceQuery,
+)
 from ldpsynth.shared.schema import Schema
 
 __all__ = ["MAX_BOOTSTRAP_GROUPS", "NumericBatch", "compile_numeric", "concat_numeric"]
@@ -85,6 +95,18 @@ def _check(query: AnyQuery, schema: Schema) -> NumericQuery:
     return query
 
 
+def _check_variance(query: NumericQuery, schema: Schema, index: int) -> None:
+    """An HM variance needs HM's PM share: refused naming ``epsilon`` at ε ≤ ε* (HM is Duchi there)."""
+    if isinstance(query, VarianceQuery) and schema.mechanism == "HM":
+        sampler = numeric_mechanism(schema.mechanism, schema.epsilon).sampler
+        assert isinstance(sampler, HybridMechanism)
+        try:
+            check_answerable(sampler)
+        except ValidationError as exc:
+            raise ValidationError(exc.field, exc.legal, f"queries[{index}] asks a variance of "
+                                  f"{query.attribute!r}; {exc.problem}") from None
+
+
 def compile_numeric(queries: Sequence[AnyQuery], schema: Schema, *, first_index: int = 0) -> NumericBatch:
     """Check ``queries`` against the numeric collection's ``schema`` and lay out their answers (module docstring);
     ``first_index`` is the index of ``queries[0]`` in a batch sent in parts (errors and default labels use it)."""
@@ -98,6 +120,7 @@ def compile_numeric(queries: Sequence[AnyQuery], schema: Schema, *, first_index:
         index = first_index + i
         with query_field(index):
             q = _check(query, schema)
+        _check_variance(q, schema, index)
         checked.append(q)
         base = q.label if q.label is not None else f"{q.kind}#{index}"
         groups = [""] if q.by is None else \
