@@ -203,8 +203,8 @@ class ShufflerThread:
             except grpc.RpcError as exc:
                 return None, exc.code(), exc.details() or ""
 
-    def stop(self) -> None:
-        self.run(self.server.stop(0))
+    def stop(self, grace: float = 0.0) -> None:
+        self.run(self.server.stop(grace))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():

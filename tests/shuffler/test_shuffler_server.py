@@ -197,5 +197,7 @@ def test_the_health_service_is_serving_until_the_shuffler_stops(replica: ServerT
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
         watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
-        mixer.stop()
+        # A grace above 0, as deployed: with 0 the server cancels every call at once, the watch
+        # included, and NOT_SERVING may not reach it first (a race seen in CI).
+        mixer.stop(grace=1.0)
         assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
