@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -144,12 +143,11 @@ class WideAnswers(AnswerColumns):
     def labels_sent(self) -> tuple[str, ...] | None:
         return self.labels
 
+    def methods_sent(self) -> tuple[str, ...] | None:
+        return self.methods
+
     def origin(self, j: int) -> int:
         return int(self.origins[j])
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every answer as a JSON-ready dict: the service's fields and ``method``."""
-        return [{**record, "method": method} for record, method in zip(super().records(), self.methods)]
 
 
 def wide_answers(database: WideDatabase, queries: Sequence[Query | NumericQuery], level: float,
