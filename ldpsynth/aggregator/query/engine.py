@@ -40,6 +40,8 @@ sub-collection's merged statistics on its own pins (one snapshot per view, not o
 groups below the minimum batch withheld, reduced to the views' measurements
 (:func:`~ldpsynth.shared.wide.parent.measure_parent`); the parent's database is fitted once per distinct
 measurements (cached: the last one per parent) and answers the query objects over the wide row's attributes.
+The answers carry the guarantees of a shuffled collection (or one with groups withheld) as any collection's: per
+party the worst over the views and groups they read (:mod:`ldpsynth.shared.wide.guarantees`).
 Queries that need the model are refused (``WrongState``, FAILED_PRECONDITION) naming the ``[wide]`` extra when
 it is not installed; analytic ones answer without it.
 
@@ -89,6 +91,7 @@ from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wide.collection import WideCard
 from ldpsynth.shared.wide.database import WideDatabase
+from ldpsynth.shared.wide.guarantees import parent_guarantees, views_read
 from ldpsynth.shared.wide.parent import DEFAULT_FIT, WideAnswers, WideFit, measure_parent, parent_database, wide_answers
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
@@ -250,7 +253,8 @@ class QueryEngine:
         def answer() -> WideAnswers:
             with cached[2]:     # the database keeps its bootstrap's replicates: one answer at a time
                 try:
-                    return wide_answers(cached[1], queries, level, epsilon)
+                    answers = wide_answers(cached[1], queries, level, epsilon)
+                    return replace(answers, guarantees=parent_guarantees(card, stats, views_read(card, answers)))
                 except ImportError as exc:
                     raise WrongState(f"collection {name!r}: these queries need the wide model, which this server "
                                      "cannot fit without the [wide] extra (pip install 'ldpsynth[wide]'): "

@@ -36,7 +36,7 @@ from ..queries.model import Query
 from ..queries.numeric import NumericQuery
 from ..validation import check_int
 from .collection import WideCard
-from .database import DEFAULT_REPLICATES, WideAnswer, WideDatabase
+from .database import DEFAULT_REPLICATES, MODEL, WideAnswer, WideDatabase
 from .measure import ViewMeasurement
 from .model import DEFAULT_ITERATIONS
 from .views import WideDomain
@@ -131,11 +131,15 @@ class WideAnswers(AnswerColumns):
     """The parent's answers as the query service's columns: ``estimate`` and ``proper_estimate`` (the same
     number: no eq. 21 projection), ``std_error``, the interval at ``level``; ``bound`` and ``bound_proper`` NaN
     (WYZ eq. 20/22 are not defined for these answers); ``exact`` False. Per answer its ``labels``, the index
-    of the query it comes from (``origins``) and its ``methods`` (``"analytic"`` or ``"model"``)."""
+    of the query it comes from (``origins``) and its ``methods`` (``"analytic"`` or ``"model"``); ``views``:
+    the measured views the analytic answers combine (attribute names), ``modelled``: whether any answer comes
+    from the model (which reads every view)."""
 
     labels: tuple[str, ...] = field(kw_only=True)
     origins: np.ndarray = field(kw_only=True)
     methods: tuple[str, ...] = field(kw_only=True)
+    views: frozenset[tuple[str, ...]] = field(kw_only=True, default=frozenset())
+    modelled: bool = field(kw_only=True, default=False)
 
     def label(self, j: int) -> str:
         return self.labels[j]
@@ -161,4 +165,5 @@ def wide_answers(database: WideDatabase, queries: Sequence[Query | NumericQuery]
                        np.array([a.low for a in answers], np.float64), np.array([a.high for a in answers], np.float64),
                        nan, nan.copy(), float(level), database.population, float(epsilon),
                        labels=tuple(a.label for a in answers), origins=np.array([a.query for a in answers], np.int64),
-                       methods=tuple(a.method for a in answers))
+                       methods=tuple(a.method for a in answers), views=frozenset(v for a in answers for v in a.views),
+                       modelled=any(a.method == MODEL for a in answers))
