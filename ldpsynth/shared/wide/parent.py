@@ -8,9 +8,10 @@ either E's counts per cell or a frequency oracle's tally. The parent's measureme
 .. math::  S_V(v) = \\sum_{g\\ \\mathrm{kept}} S_{V,g}(v), \\qquad n_V = \\sum_{g\\ \\mathrm{kept}} n_{V,g},
 
 the support counts (WBLJ17 §3) summed over the public-key groups g at or above the collection's minimum batch
-(:func:`~ldpsynth.shared.guarantees.withhold`: a group below it is never counted). **Public attributes are
-ignored** by the wide model in this phase: the sum over the public keys is the view's measurement of the whole
-population. The population is :math:`N = \\sum_V n_V`, every report kept (each device reports one view). A view
+(:func:`~ldpsynth.shared.guarantees.withhold`: a group below it is never counted). The sum over the public keys is
+the view's measurement of the whole population; a grouped query by a public attribute is answered from each
+value's own measurements (:mod:`.grouped`, the same sums over that value's keys).
+The population is :math:`N = \\sum_V n_V`, every report kept (each device reports one view). A view
 none of whose reports is kept is left out: its marginals are then answered by the model, and N does not count it.
 
 :func:`parent_database` fits the parent's :class:`~ldpsynth.shared.wide.database.WideDatabase` with the settings
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -41,7 +43,7 @@ from .measure import ViewMeasurement
 from .model import DEFAULT_ITERATIONS
 from .views import WideDomain
 
-__all__ = ["DEFAULT_FIT", "DEFAULT_SEED", "ParentMeasurements", "WideAnswers", "WideFit", "measure_parent",
+__all__ = ["Answering", "DEFAULT_FIT", "DEFAULT_SEED", "ParentMeasurements", "WideAnswers", "WideFit", "measure_parent",
            "parent_database", "private_domain", "wide_answers"]
 
 #: The bootstrap's default seed: post-processing noise, fixed so that a server and an offline estimate agree.
@@ -154,7 +156,17 @@ class WideAnswers(AnswerColumns):
         return int(self.origins[j])
 
 
-def wide_answers(database: WideDatabase, queries: Sequence[Query | NumericQuery], level: float,
+class Answering(Protocol):
+    """What answers a wide parent's queries: a :class:`WideDatabase`, or the parent with its groups
+    (:class:`~ldpsynth.shared.wide.grouped.WideParent`)."""
+
+    @property
+    def population(self) -> int: ...
+
+    def answer(self, queries: Sequence[Query | NumericQuery], level: float = 0.95) -> list[WideAnswer]: ...
+
+
+def wide_answers(database: Answering, queries: Sequence[Query | NumericQuery], level: float,
                  epsilon: float) -> WideAnswers:
     """``database``'s answers to ``queries`` at ``level`` as :class:`WideAnswers` (n: the population N)."""
     answers: list[WideAnswer] = database.answer(queries, level)
