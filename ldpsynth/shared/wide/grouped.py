@@ -32,7 +32,7 @@ import numpy as np
 from ..attributes import Attribute
 from ..errors import ValidationError
 from ..estimators.engine import Statistics
-from ..queries.compiler import encode_values, public_attribute
+from ..queries.compiler import MAX_QUERY_WEIGHTS, encode_values, public_attribute
 from ..queries.model import GroupedQuery, LinearQuery, Query
 from ..queries.numeric import NumericQuery
 from .collection import WideCard
@@ -88,6 +88,9 @@ class WideParent:
         if len(np.unique(codes)) != len(codes):
             raise ValidationError("tables", "one table per value of the attribute", "a value appears twice")
         k = self.database.domain.size
+        if k > MAX_QUERY_WEIGHTS:
+            raise ValidationError("tables", f"weights over a wide domain D of at most {MAX_QUERY_WEIGHTS} rows",
+                                  f"|D| = {k}")
         tables = {int(c): _weights(w, k, f"tables[{j}].weights") for j, (c, (_, w)) in enumerate(zip(codes,
                                                                                                    query.tables))}
         default = np.zeros(k) if query.default is None else _weights(query.default, k, "default")

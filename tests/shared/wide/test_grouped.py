@@ -108,3 +108,17 @@ def test_bad_grouped_queries_name_their_field(towns, query, field) -> None:
     with pytest.raises(ValidationError) as info:
         towns[0].answer([query])
     assert info.value.field == field
+
+
+def test_a_wide_domain_over_the_weight_limit_is_refused() -> None:
+    big = WideCard.for_schema(WideSchema.from_json({
+        "name": "big", "epsilon": 2.0,
+        "attributes": [*({"name": n, "type": "integer", "min": 0, "max": 29} for n in "abcde"),
+                       {"name": "region", "type": "categorical", "values": ["n", "s"], "public": True}],
+        "views": {"kind": "list", "views": [["a", "b"]], "salt": "55" * 16}}))          # |D| = 30^5 > 2^24
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 30, (200, 5))
+    parent = WideParent.of(big, _statistics(big, _reports(big, rows, rng.integers(0, 2, 200), rng)), FIT)
+    with pytest.raises(ValidationError) as info:
+        parent.answer([GroupedQuery(attribute="region", tables=(("n", [1.0]),))])
+    assert info.value.field == "queries[0].tables" and str(30 ** 5) in info.value.problem
