@@ -39,7 +39,11 @@ so is a batch all of whose groups read are below it. An export (:meth:`QueryEngi
 sub-collection's merged statistics on its own pins (one snapshot per view, not one across the views), the
 groups below the minimum batch withheld, reduced to the views' measurements
 (:func:`~ldpsynth.shared.wide.parent.measure_parent`); the parent's database is fitted once per distinct
-measurements (cached: the last one per parent) and answers the query objects over the wide row's attributes.
+measurements (cached: the last one per parent) and answers the query objects over the wide row's attributes;
+a grouped query by a public attribute is answered per value from that group's views and model
+(:mod:`ldpsynth.shared.wide.grouped`; each group's model fitted on first use and cached with the parent's).
+The answers carry the guarantees of a shuffled collection (or one with groups withheld) as any collection's: per
+party the worst over the views and groups they read (:mod:`ldpsynth.shared.wide.guarantees`).
 Queries that need the model are refused (``WrongState``, FAILED_PRECONDITION) naming the ``[wide]`` extra when
 it is not installed; analytic ones answer without it.
 
@@ -88,7 +92,8 @@ from ldpsynth.shared.queries.model import Query
 from ldpsynth.shared.queries.numeric import NumericQuery
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wide.collection import WideCard
-from ldpsynth.shared.wide.database import WideDatabase
+from ldpsynth.shared.wide.grouped import WideParent
+from ldpsynth.shared.wide.guarantees import parent_guarantees, views_read
 from ldpsynth.shared.wide.parent import DEFAULT_FIT, WideAnswers, WideFit, measure_parent, parent_database, wide_answers
 
 #: Evaluations of one batch before giving up when pins keep being lost (workers restarting).
@@ -126,8 +131,9 @@ class QueryEngine:
         self.shards = shards
         self.wide_fit = wide_fit
         self._statistics: dict[str, tuple[tuple[int, ...], Statistics]] = {}
-        #: Per wide parent: the key of its views' measurements, its fitted database and the lock answering it.
-        self._wide: dict[str, tuple[object, WideDatabase, threading.Lock]] = {}
+        #: Per wide parent: the key of its views' statistics, its answering parent (fitted databases: the whole
+        #: population's and each public group's asked for) and the lock answering it.
+        self._wide: dict[str, tuple[object, WideParent, threading.Lock]] = {}
 
     async def _pinned(self, collection: str, evaluate: Any) -> Any:
         """``await evaluate(pins)`` on fresh pins of every shard (again if a pin was lost)."""
@@ -240,17 +246,19 @@ class QueryEngine:
             withheld = sum(rule.reports for rule in measured.withheld)
             raise WrongState(f"collection {name!r}: none of its views {list(card.names)} has a report to answer from"
                              + (f" ({withheld} reports withheld below the minimum batch)" if withheld else ""))
-        cached, key = self._wide.get(name), measured.key()
-        if cached is None or cached[0] != key:
-            database = parent_database(card, measured, self.wide_fit)
-            cached = (key, database, threading.Lock())
+        key = (measured.key(), tuple((s.present_keys.tobytes(), s.group_sizes.tobytes()) for s in stats))
+        cached = self._wide.get(name)
+        if cached is None or cached[0] != key:     # the groups' databases are fitted on first use, then kept
+            parent = WideParent(card, tuple(stats), measured, parent_database(card, measured, self.wide_fit))
+            cached = (key, parent, threading.Lock())
             self._wide[name] = cached
         epsilon = max(sub.mechanism.epsilon for sub in card.cards)
 
         def answer() -> WideAnswers:
             with cached[2]:     # the database keeps its bootstrap's replicates: one answer at a time
                 try:
-                    return wide_answers(cached[1], queries, level, epsilon)
+                    answers = wide_answers(cached[1], queries, level, epsilon)
+                    return replace(answers, guarantees=parent_guarantees(card, stats, views_read(card, answers)))
                 except ImportError as exc:
                     raise WrongState(f"collection {name!r}: these queries need the wide model, which this server "
                                      "cannot fit without the [wide] extra (pip install 'ldpsynth[wide]'): "

@@ -192,6 +192,18 @@ class AnswerColumns:
         """
         return None
 
+    def methods_sent(self) -> tuple[str, ...] | None:
+        """How each answer was computed, as the query service sends it.
+
+        Returns
+        -------
+        tuple of str or None
+            ``"analytic"`` or ``"model"`` per answer of a wide collection's parent
+            (:class:`~ldpsynth.shared.wide.parent.WideAnswers`); ``None`` for every other collection
+            (nothing sent, and no ``method`` in the records).
+        """
+        return None
+
     def origin(self, j: int) -> int:
         """The index of the input query answer ``j`` comes from (a marginal gives several answers).
 
@@ -241,9 +253,15 @@ class AnswerColumns:
         Returns
         -------
         list of dict
+            With each answer's ``method`` too when :meth:`methods_sent` states them (a wide parent's).
         """
         summary = self.guarantees.summary() if self.guarantees is not None else {}
-        return [self.record(j, _summary=summary) for j in range(len(self))]
+        records = [self.record(j, _summary=summary) for j in range(len(self))]
+        methods = self.methods_sent()
+        if methods is not None:     # a wide parent's answers: how each was computed
+            for record, method in zip(records, methods):
+                record["method"] = method
+        return records
 
 
 @dataclass(frozen=True, eq=False)

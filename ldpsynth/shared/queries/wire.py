@@ -346,16 +346,18 @@ def answer_pages(answers: AnswerColumns, *, max_bytes: int, page: int = DEFAULT_
     ``page`` answers and serializes to at most ``max_bytes`` bytes (the sender's message limit).
 
     Answer ``j`` costs :data:`ANSWER_BYTES`, plus its UTF-8 label and a field header when the
-    batch is labelled; a page costs :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one
-    page with ``total = 0`` (it still carries the level, ``n`` and ε). If one answer alone cannot
-    fit a page, :class:`BatchTooLarge` is raised before any page is made.
+    batch is labelled, and its method and a header when the answers state them (a wide parent's);
+    a page costs :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one page with ``total = 0``
+    (it still carries the level, ``n`` and ε). If one answer alone cannot fit a page,
+    :class:`BatchTooLarge` is raised before any page is made.
     """
     page = check_int(page, "page", 1)
     total = len(answers)
-    labels = answers.labels_sent()
+    labels, methods = answers.labels_sent(), answers.methods_sent()
     cost = np.full(total, ANSWER_BYTES, np.int64)
-    if labels is not None:
-        cost += np.fromiter((len(label.encode()) for label in labels), np.int64, total) + FIELD_HEADER_BYTES
+    for texts in (labels, methods):
+        if texts is not None:
+            cost += np.fromiter((len(text.encode()) for text in texts), np.int64, total) + FIELD_HEADER_BYTES
     budget = max_bytes - PAGE_ENVELOPE_BYTES
     stated = guarantees_to_proto(answers.guarantees) if answers.guarantees is not None else None
     extra = stated.ByteSize() + FIELD_HEADER_BYTES if stated is not None else 0
@@ -375,6 +377,7 @@ def answer_pages(answers: AnswerColumns, *, max_bytes: int, page: int = DEFAULT_
         columns = {name: np.ascontiguousarray(getattr(answers, name)[cut], _F64).tobytes() for name in _COLUMNS}
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),
+            methods=methods[cut] if methods is not None else (),
             proper_exact=answers.exact[cut].astype(np.uint8).tobytes(), level=answers.level, n=answers.n,
             epsilon=answers.epsilon, total=total, guarantees=stated if start == 0 else None, **columns)
 
@@ -409,11 +412,22 @@ class AnswerTable(AnswerColumns):
         The ε E delivered.
     given_labels : tuple of str or None
         The answers' labels as the server sent them; ``None``: ``q<j>`` (queries sent packed).
+    given_methods : tuple of str or None, default None
+        A wide collection's parent: each answer's method as the server sent it (:attr:`methods`).
     guarantees : Guarantees or None, default None
         The local ε0 and, for a shuffled collection, the central (ε, δ) the server stated.
     """
 
     given_labels: tuple[str, ...] | None
+    given_methods: tuple[str, ...] | None = None
+
+    def methods_sent(self) -> tuple[str, ...] | None:
+        return self.given_methods
+
+    @property
+    def methods(self) -> tuple[str, ...] | None:
+        """Each answer's method, in batch order: ``"analytic"`` or ``"model"`` (a wide parent's; else ``None``)."""
+        return self.given_methods
 
     def label(self, j: int) -> str:
         """The label of answer ``j`` (``q<j>`` for queries sent as packed arrays).
@@ -456,7 +470,8 @@ class AnswerTable(AnswerColumns):
         ------
         ValidationError
             Naming ``answers`` (no page, pages out of order or incomplete), ``answers.<column>``
-            (a column of another length) or ``guarantees.*`` (malformed guarantees).
+            (a column of another length, ``answers.methods``: methods missing on a page) or ``guarantees.*``
+            (malformed guarantees).
         """
         pages = list(pages)
         if not pages:
@@ -464,7 +479,9 @@ class AnswerTable(AnswerColumns):
         total = pages[0].total
         columns: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, "exact")}
         labels: list[str] = []
+        methods: list[str] = []
         labelled = any(page.labels for page in pages)
+        with_methods = any(page.methods for page in pages)
         expected = 0
         for page in pages:
             if page.offset != expected or page.total != total:
@@ -478,6 +495,11 @@ class AnswerTable(AnswerColumns):
             columns["exact"].append(np.frombuffer(page.proper_exact, np.uint8).astype(bool))
             if labelled:
                 labels += list(page.labels) if page.labels else [f"q{expected + j}" for j in range(size)]
+            if with_methods:
+                if len(page.methods) != size:
+                    raise ValidationError("answers.methods", f"{size} methods on the page at offset {expected}",
+                                          f"got {len(page.methods)}")
+                methods += list(page.methods)
             expected += size
         if expected != total:
             raise ValidationError("answers", f"{total} answers", f"got {expected}")
@@ -486,4 +508,5 @@ class AnswerTable(AnswerColumns):
         first = pages[0]
         guarantees = guarantees_from_proto(first.guarantees) if first.HasField("guarantees") else None
         return cls(given_labels=tuple(labels) if labelled else None, level=last.level, n=int(last.n),
-                   epsilon=last.epsilon, guarantees=guarantees, **arrays)
+                   epsilon=last.epsilon, guarantees=guarantees,
+                   given_methods=tuple(methods) if with_methods else None, **arrays)

@@ -11,6 +11,9 @@
 * :mod:`.collection`: a wide collection (a ``"views"`` block) expanded into one ordinary collection per view, its card.
 * :mod:`.database`: the query kinds answered over attribute names and values, analytically inside a view, from
   the model (bootstrap errors) elsewhere; synthetic rows.
+* :mod:`.parent`, :mod:`.grouped`, :mod:`.guarantees`, :mod:`.release`: a wide collection's parent answered from its
+  views' sub-collections (grouped queries per public group; the guarantees, the worst over the views read) and its
+  export.
 """
 
 from .answers import Answer, analytic_marginal

@@ -26,15 +26,16 @@ The model is fitted once, on first use; the bootstrap runs once per :meth:`WideD
 union of the margins it needs that earlier calls did not (B fits however many queries), and its replicates
 are kept. Every bootstrap starts a generator from the database's ``seed``: replicate b redraws the same views
 in every call, so an answer does not depend on which queries were asked before it (a server and an offline
-estimate with the same seed give the same numbers). Public attributes (grouped and cut queries) are not part
-of the wide model in this phase.
+estimate with the same seed give the same numbers). The database holds private attributes only: grouped
+queries are answered per public group by a wide parent (:mod:`.grouped`, through the ``grouped`` hook of
+:meth:`WideDatabase.answer`); cut queries are refused.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -271,14 +272,14 @@ class WideDatabase:
             spread = np.array([np.ptp(table, axis=1).sum() / n])
             return _Linear(index, (base,), attrs, w[None, :], _scale(norm, 1.0, spread, n))
         if isinstance(query, GroupedQuery):
-            raise ValidationError("attribute", "a public attribute; public attributes are not part of the wide "
-                                  "model in this phase (use a linear or predicate query over the wide row)",
-                                  f"grouped query on {query.attribute!r}")
+            raise ValidationError("attribute", "a public attribute of a wide collection's parent (a database of "
+                                  "private attributes alone answers no grouped query: use a linear or predicate "
+                                  "query over the wide row)", f"grouped query on {query.attribute!r}")
         raise ValidationError("source", "public vertex attributes; public attributes are not part of the wide "
                               "model in this phase", "a cut query needs them")
 
     # ----- answering -------------------------------------------------------------------------------------------
-    def _t(self, level: float) -> float:
+    def t_quantile(self, level: float) -> float:
         """The Student-t quantile of a two-sided ``level`` interval with B - 1 degrees of freedom."""
         from scipy.stats import t as student  # scipy comes with mbi (the [wide] extra)
 
@@ -295,13 +296,16 @@ class WideDatabase:
     def _measured(self, attrs: tuple[int, ...]) -> bool:
         return any(set(attrs) <= set(m.view.attributes) and m.n > 0 for m in self.measurements)
 
-    def answer(self, queries: Sequence[Query | NumericQuery], level: float = 0.95) -> list[WideAnswer]:
+    def answer(self, queries: Sequence[Query | NumericQuery], level: float = 0.95, *,
+               grouped: Callable[[int, GroupedQuery, float], WideAnswer] | None = None) -> list[WideAnswer]:
         """The answers of ``queries``, in order (a marginal: one answer per cell), with intervals at ``level``
         (normal for an analytic answer, Student-t with B - 1 degrees of freedom for a model one); errors name
-        ``queries[i]`` or ``level``."""
+        ``queries[i]`` or ``level``. ``grouped``: answers grouped query ``i`` (a wide parent's groups,
+        :mod:`.grouped`); without it grouped queries are refused."""
         level = check_probability(level, "level")
         z = Z95 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2)
         compiled = []
+        results: dict[int, list[WideAnswer]] = {}
         for i, query in enumerate(queries):
             if isinstance(query, NumericQuery):
                 raise ValidationError(f"queries[{i}].kind", "a query over the wide row's categories (a numeric "
@@ -310,11 +314,13 @@ class WideDatabase:
             if not isinstance(query, tuple(QUERY_KINDS.values())):
                 raise ValidationError(f"queries[{i}]", "a query object", f"got {type(query).__name__}")
             with query_field(i):
-                compiled.append(self._compile(i, query))
+                if isinstance(query, GroupedQuery) and grouped is not None:
+                    results[i] = [grouped(i, query, level)]
+                else:
+                    compiled.append(self._compile(i, query))
         groups: dict[tuple[int, ...], list[_Linear]] = {}
         for item in compiled:
             groups.setdefault(item.attributes, []).append(item)
-        results: dict[int, list[WideAnswer]] = {}
         modelled = [a for a in groups if a and not self._measured(a)]
         replicates = dict(zip(modelled, self._replicates(modelled))) if modelled else {}
         for attrs, items in groups.items():
@@ -324,7 +330,7 @@ class WideDatabase:
                 marginal = self.model.marginal(attrs)
                 estimate = scale * np.concatenate([it.apply(marginal) for it in items])
                 error = scale * np.concatenate([np.std(it.apply(replicates[attrs]), axis=0, ddof=1) for it in items])
-                quantile, method = self._t(level), MODEL
+                quantile, method = self.t_quantile(level), MODEL
             else:
                 cells = math.prod(self.domain.sizes[a] for a in attrs)
                 weights = np.concatenate([it.dense(cells) for it in items])
@@ -339,5 +345,5 @@ class WideDatabase:
                 results[it.query] = [WideAnswer(it.query, label, e, s, lo, hi, method, views) for label, e, s, lo, hi
                                      in zip(it.labels, est[row:end], err[row:end], low[row:end], high[row:end])]
                 row = end
-        return [a for i in range(len(compiled)) for a in results[i]]
+        return [a for i in range(len(queries)) for a in results[i]]
 

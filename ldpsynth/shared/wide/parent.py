@@ -8,9 +8,10 @@ either E's counts per cell or a frequency oracle's tally. The parent's measureme
 .. math::  S_V(v) = \\sum_{g\\ \\mathrm{kept}} S_{V,g}(v), \\qquad n_V = \\sum_{g\\ \\mathrm{kept}} n_{V,g},
 
 the support counts (WBLJ17 §3) summed over the public-key groups g at or above the collection's minimum batch
-(:func:`~ldpsynth.shared.guarantees.withhold`: a group below it is never counted). **Public attributes are
-ignored** by the wide model in this phase: the sum over the public keys is the view's measurement of the whole
-population. The population is :math:`N = \\sum_V n_V`, every report kept (each device reports one view). A view
+(:func:`~ldpsynth.shared.guarantees.withhold`: a group below it is never counted). The sum over the public keys is
+the view's measurement of the whole population; a grouped query by a public attribute is answered from each
+value's own measurements (:mod:`.grouped`, the same sums over that value's keys).
+The population is :math:`N = \\sum_V n_V`, every report kept (each device reports one view). A view
 none of whose reports is kept is left out: its marginals are then answered by the model, and N does not count it.
 
 :func:`parent_database` fits the parent's :class:`~ldpsynth.shared.wide.database.WideDatabase` with the settings
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -37,12 +38,12 @@ from ..queries.model import Query
 from ..queries.numeric import NumericQuery
 from ..validation import check_int
 from .collection import WideCard
-from .database import DEFAULT_REPLICATES, WideAnswer, WideDatabase
+from .database import DEFAULT_REPLICATES, MODEL, WideAnswer, WideDatabase
 from .measure import ViewMeasurement
 from .model import DEFAULT_ITERATIONS
 from .views import WideDomain
 
-__all__ = ["DEFAULT_FIT", "DEFAULT_SEED", "ParentMeasurements", "WideAnswers", "WideFit", "measure_parent",
+__all__ = ["Answering", "DEFAULT_FIT", "DEFAULT_SEED", "ParentMeasurements", "WideAnswers", "WideFit", "measure_parent",
            "parent_database", "private_domain", "wide_answers"]
 
 #: The bootstrap's default seed: post-processing noise, fixed so that a server and an offline estimate agree.
@@ -132,11 +133,15 @@ class WideAnswers(AnswerColumns):
     """The parent's answers as the query service's columns: ``estimate`` and ``proper_estimate`` (the same
     number: no eq. 21 projection), ``std_error``, the interval at ``level``; ``bound`` and ``bound_proper`` NaN
     (WYZ eq. 20/22 are not defined for these answers); ``exact`` False. Per answer its ``labels``, the index
-    of the query it comes from (``origins``) and its ``methods`` (``"analytic"`` or ``"model"``)."""
+    of the query it comes from (``origins``) and its ``methods`` (``"analytic"`` or ``"model"``); ``views``:
+    the measured views the analytic answers combine (attribute names), ``modelled``: whether any answer comes
+    from the model (which reads every view)."""
 
     labels: tuple[str, ...] = field(kw_only=True)
     origins: np.ndarray = field(kw_only=True)
     methods: tuple[str, ...] = field(kw_only=True)
+    views: frozenset[tuple[str, ...]] = field(kw_only=True, default=frozenset())
+    modelled: bool = field(kw_only=True, default=False)
 
     def label(self, j: int) -> str:
         return self.labels[j]
@@ -144,15 +149,24 @@ class WideAnswers(AnswerColumns):
     def labels_sent(self) -> tuple[str, ...] | None:
         return self.labels
 
+    def methods_sent(self) -> tuple[str, ...] | None:
+        return self.methods
+
     def origin(self, j: int) -> int:
         return int(self.origins[j])
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every answer as a JSON-ready dict: the service's fields and ``method``."""
-        return [{**record, "method": method} for record, method in zip(super().records(), self.methods)]
+
+class Answering(Protocol):
+    """What answers a wide parent's queries: a :class:`WideDatabase`, or the parent with its groups
+    (:class:`~ldpsynth.shared.wide.grouped.WideParent`)."""
+
+    @property
+    def population(self) -> int: ...
+
+    def answer(self, queries: Sequence[Query | NumericQuery], level: float = 0.95) -> list[WideAnswer]: ...
 
 
-def wide_answers(database: WideDatabase, queries: Sequence[Query | NumericQuery], level: float,
+def wide_answers(database: Answering, queries: Sequence[Query | NumericQuery], level: float,
                  epsilon: float) -> WideAnswers:
     """``database``'s answers to ``queries`` at ``level`` as :class:`WideAnswers` (n: the population N)."""
     answers: list[WideAnswer] = database.answer(queries, level)
@@ -163,4 +177,5 @@ def wide_answers(database: WideDatabase, queries: Sequence[Query | NumericQuery]
                        np.array([a.low for a in answers], np.float64), np.array([a.high for a in answers], np.float64),
                        nan, nan.copy(), float(level), database.population, float(epsilon),
                        labels=tuple(a.label for a in answers), origins=np.array([a.query for a in answers], np.int64),
-                       methods=tuple(a.method for a in answers))
+                       methods=tuple(a.method for a in answers), views=frozenset(v for a in answers for v in a.views),
+                       modelled=any(a.method == MODEL for a in answers))

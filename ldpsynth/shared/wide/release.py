@@ -35,6 +35,7 @@ from ..release import CARD_FILE, CSV_FILE, Release
 from ..validation import check_int
 from .collection import WIDE_CARD_FORMAT, WideCard
 from .database import WideDatabase
+from .grouped import WideParent
 from .parent import DEFAULT_FIT, ParentMeasurements, WideAnswers, WideFit, measure_parent, parent_database, wide_answers
 
 __all__ = ["VIEWS_FOLDER", "WideRelease", "estimate_wide_release", "is_wide_card", "release_statistics"]
@@ -84,6 +85,10 @@ class WideRelease:
     def database(self, fit: WideFit = DEFAULT_FIT) -> WideDatabase:
         """The parent's database fitted as ``fit`` says."""
         return parent_database(self.card, self.measurements(), fit)
+
+    def parent(self, fit: WideFit = DEFAULT_FIT) -> WideParent:
+        """The parent's answers (grouped queries included) fitted as ``fit`` says: the server's on the same reports."""
+        return WideParent.of(self.card, [release_statistics(r) for r in self.releases], fit)
 
     def write(self, out: str | os.PathLike, *, rows: int | None = None, fit: WideFit = DEFAULT_FIT,
               parquet: bool | None = None) -> tuple[list[Path], str | None]:
@@ -138,5 +143,4 @@ def estimate_wide_release(release: WideRelease | str | os.PathLike, queries: str
     the server's answers on the same reports with the same ``fit``."""
     wide = release if isinstance(release, WideRelease) else WideRelease.read(release)
     parsed = queries_from_json(queries)
-    database = wide.database(fit)
-    return wide_answers(database, parsed, level, max(sub.mechanism.epsilon for sub in wide.card.cards))
+    return wide_answers(wide.parent(fit), parsed, level, max(sub.mechanism.epsilon for sub in wide.card.cards))

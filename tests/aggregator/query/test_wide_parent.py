@@ -36,11 +36,19 @@ WIDE = WideCard.for_schema(WideSchema.from_json({
     "attributes": [{"name": "a", "type": "categorical", "values": ["x", "y", "z"]},
                    {"name": "b", "type": "binary"},
                    {"name": "c", "type": "integer", "min": 1, "max": 2},
-                   {"name": "d", "type": "categorical", "values": ["lo", "hi"]}],
+                   {"name": "d", "type": "categorical", "values": ["lo", "hi"]},
+                   {"name": "region", "type": "categorical", "values": ["n", "s"], "public": True}],
     "views": {"kind": "list", "views": [["a", "b"], ["b", "c"], ["c", "d"]], "salt": "3c" * 16}}))
 INSIDE = {"kind": "marginal", "attributes": ["a", "b"]}
 SHARE = {"kind": "marginal", "attributes": ["a", "b"], "normalization": "mean"}
 THREE = {"kind": "marginal", "attributes": ["a", "b", "c"]}
+CELLS = np.indices((3, 2, 2, 2)).reshape(4, -1)                # D: a, b, c, d, the last fastest
+# grouped by the public region: inside the view a+b (analytic per group), and across views (each group's model)
+GROUPED_IN = {"kind": "grouped", "attribute": "region", "normalization": "sum",
+              "tables": [{"value": "n", "weights": ((CELLS[0] == 0) & (CELLS[1] == 1)).astype(float).tolist()},
+                         {"value": "s", "weights": (CELLS[0] == 1).astype(float).tolist()}]}
+GROUPED_MODEL = {"kind": "grouped", "attribute": "region", "normalization": "sum",
+                 "tables": [{"value": "n", "weights": ((CELLS[0] == 0) & (CELLS[3] == 1)).astype(float).tolist()}]}
 
 
 def _rows(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -48,7 +56,8 @@ def _rows(rng: np.random.Generator) -> dict[str, np.ndarray]:
     b = np.where(rng.random(DEVICES) < 0.8, a % 2, 1 - a % 2)
     c = np.where(rng.random(DEVICES) < 0.8, b, 1 - b)
     d = np.where(rng.random(DEVICES) < 0.7, c, 1 - c)
-    return {"a": np.array(["x", "y", "z"])[a], "b": b, "c": c + 1, "d": np.array(["lo", "hi"])[d]}
+    region = np.array(["n", "s"])[rng.integers(0, 2, DEVICES)]
+    return {"a": np.array(["x", "y", "z"])[a], "b": b, "c": c + 1, "d": np.array(["lo", "hi"])[d], "region": region}
 
 
 def _columns(answers: object) -> np.ndarray:
@@ -78,9 +87,12 @@ def test_parent_answers_and_export_equal_offline(start_server, tmp_path, capsys,
         monkeypatch.undo()
 
         served = analyst.estimate("chain", queries=[INSIDE, SHARE, THREE])
+        grouped = analyst.estimate("chain", queries=[GROUPED_IN, GROUPED_MODEL])
         view = analyst.estimate("chain/a+b", queries=[INSIDE, SHARE])
         for bad, field in [({"kind": "grouped", "attribute": "a", "tables": [{"value": "x", "weights": [1.0]}]},
                             "queries[0].attribute"),
+                           ({"kind": "grouped", "attribute": "region", "tables": [{"value": "n", "weights": [1.0]}]},
+                            "queries[0].tables[0].weights"),
                            ({"kind": "marginal", "attributes": ["e"]}, "queries[0].attributes[0]")]:
             with pytest.raises(QueryError) as invalid:
                 analyst.estimate("chain", queries=[bad])
@@ -108,7 +120,14 @@ def test_parent_answers_and_export_equal_offline(start_server, tmp_path, capsys,
 
     offline = estimate_wide_release(wide, [INSIDE, SHARE, THREE], fit=FIT)
     assert [r["method"] for r in offline.records()] == ["analytic"] * 12 + ["model"] * 12
+    assert served.methods == offline.methods and [r["method"] for r in records] == list(offline.methods)
     assert np.array_equal(_columns(offline), _columns(served))   # same reports, same fit: the same numbers
+
+    # grouped by the public region: per group from its views or its own model; the server's numbers offline
+    assert grouped.methods == ("analytic", "model") and grouped.labels == ("grouped#0", "grouped#1")
+    offline_grouped = estimate_wide_release(wide, [GROUPED_IN, GROUPED_MODEL], fit=FIT)
+    assert offline_grouped.methods == grouped.methods
+    assert np.array_equal(_columns(offline_grouped), _columns(grouped))
 
     out, queries = tmp_path / "export", tmp_path / "q.json"     # the CLI: export, then estimate offline
     queries.write_text(json.dumps([INSIDE, SHARE, THREE]))
@@ -125,8 +144,7 @@ def test_parent_answers_and_export_equal_offline(start_server, tmp_path, capsys,
                      "--queries", str(queries), *fit]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], r["method"]) for r in printed] == \
-        [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], m)
-         for r, m in zip(records, ["analytic"] * 12 + ["model"] * 12)]
+        [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], r["method"]) for r in records]
 
     with Client(server.address) as client:                        # new reports: a new fit, over all of them
         for i in range(30):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+import pytest
+
 from ldpsynth.client import AsyncClient, PrivacyLedger, RetryPolicy, Shuffler, SubmitError
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.mechanisms.registry import name_of
@@ -58,4 +60,21 @@ def test_a_shuffled_wide_collection_goes_through_the_shuffler_view_by_view(start
     assert all(ledger.spent("poll") == 2.0 for ledger, p in zip(ledgers, parts) if p is not None)
     with QueryClient(server.address) as analyst:
         answers = analyst.estimate("poll", queries=[marginal("a", "b", normalization="mean")])
+        whole = analyst.estimate("poll", queries=[marginal("a", "b", "c")])            # the model: every view
+        views = {name: analyst.estimate(name, queries=[marginal("a")] if "a" in name else [marginal("b")]).guarantees
+                 for name in card.names}
     assert answers.n == sum(delivered.values()) and len(answers.records()) == 4
+    # the parent's answers state the guarantees: per party the worst over the views read (each device in one view)
+    inside, everything = answers.guarantees, whole.guarantees
+    assert inside is not None and everything is not None and all(g is not None for g in views.values())
+    assert inside.labels == ("poll/a+b: all rows",) and inside.counts.tolist() == [delivered["poll/a+b"]]
+    assert everything.labels == tuple(f"{name}: all rows" for name in card.names)
+    for party in ("operator", "analysts", "shuffler"):
+        assert inside.against(party) == views["poll/a+b"].against(party)
+        worst = max((g.against(party).epsilon, g.against(party).delta) for g in views.values())
+        # equal up to the views' delivered ε0 (E's differ in the last bits): a local statement takes the largest
+        got = everything.against(party)
+        assert (got.epsilon, got.delta) >= worst and (got.epsilon, got.delta) == pytest.approx(worst, rel=1e-12)
+    # central only if every view read is amplified (at min_batch 20 the 4-cell view a+b is not: local for all)
+    assert everything.analysts.central == all(g.analysts.central for g in views.values())
+    assert answers.records()[0]["analysts_epsilon"] == inside.analysts.epsilon

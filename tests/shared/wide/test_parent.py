@@ -10,6 +10,8 @@ queries asked before; intervals at another level; the export round trip answers 
 from __future__ import annotations
 
 import csv
+import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.estimators.tallies import KeyedTallies
 from ldpsynth.shared.mechanism import MechanismE
 from ldpsynth.shared.queries.model import MarginalQuery
+from ldpsynth.shared.queries.wire import PAGE_ENVELOPE_BYTES, AnswerTable, answer_pages
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.wide import model as wide_model
 from ldpsynth.shared.wide.collection import WideCard, WideSchema
@@ -154,3 +157,20 @@ def test_answers_do_not_depend_on_earlier_queries_and_the_export_answers_as_the_
     with pytest.raises(ValidationError) as info:
         WideRelease(SMALL, tuple(reversed(releases)))
     assert info.value.field == "releases[0].card"
+
+
+def test_methods_travel_in_the_answer_pages() -> None:
+    stats, _ = _small(2)
+    database = parent_database(SMALL, measure_parent(SMALL, stats), FIT)
+    answers = wide_answers(database, [MarginalQuery(attributes=("a", "b")), MarginalQuery(attributes=("b", "c"))],
+                           0.95, 2.0)
+    mixed = replace(answers, methods=tuple(("analytic", "model")[j % 3 == 0] for j in range(len(answers))))
+    pages = list(answer_pages(mixed, max_bytes=PAGE_ENVELOPE_BYTES + 3 * 120))     # a few answers per page
+    assert len(pages) > 2 and all(len(p.methods) == len(p.proper_exact) for p in pages)
+    table = AnswerTable.from_pages(pages)
+    assert table.methods == mixed.methods and json.dumps(table.records()) == json.dumps(mixed.records())  # NaN bounds
+    assert [r["method"] for r in table.records()] == list(mixed.methods)
+    del pages[1].methods[:]                                         # one page without its methods: refused
+    with pytest.raises(ValidationError) as info:
+        AnswerTable.from_pages(pages)
+    assert info.value.field == "answers.methods"
