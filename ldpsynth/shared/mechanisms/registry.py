@@ -144,6 +144,24 @@ class ReportLayout:
         except ValidationError as exc:
             raise ValidationError(field, exc.legal, exc.problem, exc.position) from None
 
+    def valid_rows(self, reports: np.ndarray) -> np.ndarray:
+        """Per report, whether :meth:`check` takes it: ``reports`` uint64 numbers ``(n,)``, or uint8 bit sets
+        ``(n, width)`` (the private parts of sealed plaintexts, each checked on its own)."""
+        if not self.bitmap:
+            return (reports >= np.uint64(self.low)) & (reports < np.uint64(self.bound))
+        assert self.oracle is not None
+        valid = np.ones(len(reports), bool)
+        start = 0
+        while start < len(reports):  # the oracle names the first bad report: those before it are good
+            try:
+                self.oracle.check_reports(reports[start:])
+                break
+            except ValidationError as exc:
+                bad = start + (exc.position or 0)
+                valid[bad] = False
+                start = bad + 1
+        return valid
+
     @property
     def stored_bytes(self) -> int:
         """Bytes of one report in the log at most (8 for a number)."""
