@@ -1,4 +1,6 @@
-"""The shuffle accountant: the central (ε, δ) of mechanism E (k-ary randomized response) behind a shuffler.
+"""The shuffle accountant: the central (ε, δ) of mechanism E (k-ary randomized response) behind a shuffler, and of
+any ε0-LDP mechanism by FMT21's clones (``bound="fmt21-numerical"``; which a collection gets:
+``ldpsynth.shared.mechanisms.registry.shuffle_bound``).
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.amplification``.
 """
