@@ -70,6 +70,7 @@ __all__ = [
     "require_hpke",
     "key_id",
     "info",
+    "report_layout",
     "plaintext_bytes",
     "sealed_report_bytes",
     "SealingKey",
