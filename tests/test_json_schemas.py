@@ -146,8 +146,11 @@ ORACLE_SCHEMAS = [Schema(name.lower(), 2.0, (IntegerAttribute("movie", True, 1, 
                          mechanism=name) for name in ("OUE", "OLH", "HR", "SS")]
 WINDOWED = Schema("windowed", 1.0, (IntegerAttribute("movie", True, 1, 4), IntegerAttribute("rating", False, 1, 5)),
                   opens=1_796_083_200, closes=1_798_761_600, min_batch=50)
+SHUFFLED_ORACLE = Schema("shuffled-oracle", 2.0, (IntegerAttribute("movie", True, 1, 4),
+                                                  IntegerAttribute("item", False, 0, 99)),
+                          ShuffleSpec(1e-9, 1_000), mechanism="OUE")
 SCHEMAS = [SURVEY, GRAPH, EDGES, SHUFFLED, WINDOWED, Schema.load(ROOT / "docker" / "collections" / "ratings.json"),
-           *ORACLE_SCHEMAS]
+           *ORACLE_SCHEMAS, SHUFFLED_ORACLE]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.name[:8])
@@ -352,7 +355,6 @@ BAD: list[tuple[str, str, Any]] = [
                                                         "bits": "4"})),
     (COLLECTION, "unknown mechanism", collection(mechanism="RAPPOR")),
     (COLLECTION, "mechanism lowercase", collection(mechanism="oue")),
-    (COLLECTION, "an oracle behind a shuffler", collection(mechanism="OLH", shuffle={"delta": 1e-9, "min_batch": 1})),
     (CARD, "an oracle card without its sampler", {k: v for k, v in ORACLE_CARD_DOC.items() if k != "sampler"}),
     (CARD, "an oracle card without its protocol", {k: v for k, v in ORACLE_CARD_DOC.items() if k != "protocol"}),
     (CARD, "an oracle's p a float", oracle_card(protocol={**ORACLE_CARD_DOC["protocol"], "p": 0.5})),
@@ -457,6 +459,7 @@ GOOD: list[tuple[str, str, Any]] = [
                                            min_batch=10**12)),
     (COLLECTION, "min_batch 1 beside a larger shuffle.min_batch",
      collection(min_batch=1, shuffle={"delta": 1e-9, "min_batch": 100})),
+    (COLLECTION, "an oracle behind a shuffler", collection(mechanism="OLH", shuffle={"delta": 1e-9, "min_batch": 1})),
     (COLLECTION, "two categories", collection(attribute={"name": "r", "type": "categorical", "values": ["", " "]})),
     (COLLECTION, "private attribute first", collection(attributes=list(reversed(RATINGS_DOC["attributes"])))),
     (CARD, "no reference", card(drop=("reference",))),

@@ -1,4 +1,6 @@
-"""The shuffle accountant: the central (ε, δ) of mechanism E (k-ary randomized response) behind a shuffler.
+"""The shuffle accountant: the central (ε, δ) of mechanism E (k-ary randomized response) behind a shuffler, and of
+any ε0-LDP mechanism by FMT21's clones (``bound="fmt21-numerical"``; which a collection gets:
+``ldpsynth.shared.mechanisms.registry.shuffle_bound``).
 
 The math and the reasoning behind it: docs/internals.md, ``ldpsynth.shared.amplification``.
 """
@@ -20,6 +22,7 @@ __all__ = [
     "BOUNDS",
     "central_epsilon",
     "central_epsilon_lower_bound",
+    "certifies",
     "local_epsilon_for",
     "reports_needed",
     "composed_epsilon",
@@ -405,6 +408,18 @@ def _certifies(eps0: float, k: int, n: int, target: float, delta: float, bound: 
     if bound == "fmt21-closed-form":
         return _fmt21_closed_form(eps0, n, delta) <= target
     return _certified(_delta_curve(bound, eps0, k, n, delta), target, delta)
+
+
+def certifies(epsilon0: float, domain_size: int, n: int, central_epsilon: float, delta: float, *,
+              bound: str = "blanket", reports_per_device: int = 1) -> bool:
+    """Whether ``bound`` certifies the central (``central_epsilon``, ``delta``) at ``epsilon0`` and ``n`` reports
+    per round, each device sending ``reports_per_device`` = m: m·ε0 <= ε (the local guarantee), else for m = 1
+    δ(ε)·(1 + :data:`SAFETY`) <= δ on the bound's curve (the test :func:`central_epsilon`'s answer passes by
+    construction), for m > 1 :func:`composed_epsilon` <= ε. A stated guarantee below it is not certified."""
+    eps0, k, dlt = _check_common(epsilon0, domain_size, delta)
+    target = check_real(central_epsilon, "central_epsilon", low=0.0)
+    rounds = check_int(reports_per_device, "reports_per_device", 1, 10**6)
+    return _certifies(eps0, k, _check_n(n), target, dlt, check_choice(bound, "bound", BOUNDS), rounds)
 
 
 def local_epsilon_for(central_epsilon: float, domain_size: int, n: int, delta: float, *,

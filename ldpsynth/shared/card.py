@@ -32,7 +32,7 @@ from ldpsynth.shared.mechanisms.olh import OLH
 from ldpsynth.shared.mechanisms.oracle import FrequencyOracle
 from ldpsynth.shared.mechanisms.oue import OUE
 from ldpsynth.shared.mechanisms.pure import DYADIC
-from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, name_of, version_of
+from ldpsynth.shared.mechanisms.registry import Mechanism, make_mechanism, name_of, shuffle_bound, version_of
 from ldpsynth.shared.mechanisms.subset import SubsetSelection
 from ldpsynth.shared.numeric.collection import NumericMechanism
 from ldpsynth.shared.schema import Schema, ShuffleSpec
@@ -124,17 +124,28 @@ def mechanism_fields(mechanism: Mechanism, schema: Schema) -> dict[str, Any]:
     return oracle_fields(mechanism)
 
 
-def shuffle_block(spec: ShuffleSpec, epsilon0: float) -> dict[str, Any]:
+def _central_rule(mechanism: str) -> str:
+    """How the card's central ε is computed: E's words are those of every card before other mechanisms could be
+    shuffled (its bytes unchanged); the others name the clone bound they get (``shuffle_bound``)."""
+    if shuffle_bound(mechanism) == "blanket":
+        return ("composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
+                "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md §6), stated with every "
+                "answer and release")
+    return (f"composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device, "
+            f"bound={shuffle_bound(mechanism)!r}) (ldpsynth.shared.amplification, FMT21's clone bound for any "
+            f"epsilon0-LDP mechanism, here {mechanism}; docs/shuffle-accountant.md §6 and §9), stated with every "
+            "answer and release")
+
+
+def shuffle_block(spec: ShuffleSpec, epsilon0: float, mechanism: str = "E") -> dict[str, Any]:
     """The card's ``"shuffle"`` block: the spec, the guarantee against each party and what it rests on
-    (docs/shuffle-accountant.md §6). The central ε is a function of the card alone (the pool floor), which
-    every answer and release states, computed."""
+    (docs/shuffle-accountant.md §6), with the accountant's bound of ``mechanism``. The central ε is a function
+    of the card alone (the pool floor), which every answer and release states, computed."""
     return {**spec.to_json(),
             "local": {"epsilon": epsilon0, "delta": 0.0, "per": "report", "against": LOCAL_AGAINST},
             "central": {"delta": spec.delta, "honest_reports_per_pool": spec.honest_per_pool,
                         "assume_injected": spec.injected, "per": "device",
-                        "epsilon": "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, "
-                                   "rows_per_device) (ldpsynth.shared.amplification, blanket bound; "
-                                   "docs/shuffle-accountant.md §6), stated with every answer and release",
+                        "epsilon": _central_rule(mechanism),
                         "against": {"shuffler": "the local guarantee only: the shuffler sees who sends each report",
                                     "operator": ("the central guarantee: the shuffler is run by an independent party"
                                                  if spec.independent else "the local guarantee only: the aggregator's "
@@ -223,8 +234,11 @@ class MechanismCard:
         m = self.mechanism
         if not isinstance(m, MechanismE):
             name = name_of(m)
-            return {"format": CARD_FORMAT, "mechanism": name, "version": self.version, "reference": REFERENCES[name],
-                    "schema": self.schema.to_json(), **mechanism_fields(m, self.schema)}
+            fields = {"format": CARD_FORMAT, "mechanism": name, "version": self.version, "reference": REFERENCES[name],
+                      "schema": self.schema.to_json(), **mechanism_fields(m, self.schema)}
+            if self.schema.shuffle is not None:
+                fields["shuffle"] = shuffle_block(self.schema.shuffle, m.epsilon, name)
+            return fields
         out = {
             "format": CARD_FORMAT,
             "mechanism": "E",
@@ -310,6 +324,7 @@ class MechanismCard:
                 if obj.get(key) != value:
                     raise ValidationError(f"card.{key}", f"{value!r} ({schema.mechanism} at the card's epsilon and "
                                           "domain)", "inconsistent")
+            _check_shuffle_block(obj, schema, m.epsilon)
             return card
         expected = {"domain_size": m.domain_size, "keep_weight": str(m.keep_weight), "lie_weight": str(m.lie_weight),
                     "total_weight": str(m.total_weight), "epsilon": m.epsilon,
@@ -318,22 +333,7 @@ class MechanismCard:
         for key, value in expected.items():
             if obj.get(key) != value:
                 raise ValidationError(f"card.{key}", f"{value!r} (E at the card's epsilon and domain)", "inconsistent")
-        spec = schema.shuffle
-        if spec is None:
-            if "shuffle" in obj:
-                raise ValidationError("card.shuffle", "absent (the card's schema has no shuffle block)", "present")
-            return card
-        block = obj.get("shuffle")
-        if not isinstance(block, Mapping):
-            raise ValidationError("card.shuffle", "the shuffle block of the schema's shuffle spec",
-                                  "missing" if block is None else f"got {type(block).__name__}")
-        for key, value in shuffle_block(spec, m.epsilon).items():  # field by field, as the numbers above
-            if block.get(key) != value:
-                raise ValidationError(f"card.shuffle.{key}", f"{value!r} (from the schema's shuffle block)",
-                                      "inconsistent")
-        if set(block) != set(shuffle_block(spec, m.epsilon)):
-            raise ValidationError("card.shuffle", f"the fields {sorted(shuffle_block(spec, m.epsilon))}",
-                                  f"unknown fields {sorted(set(block) - set(shuffle_block(spec, m.epsilon)))}")
+        _check_shuffle_block(obj, schema, m.epsilon)
         return card
 
     @classmethod
@@ -355,3 +355,25 @@ class MechanismCard:
             Naming ``card``: the file cannot be read or is not UTF-8; else as :meth:`from_json`.
         """
         return cls.from_json(jsonio.read_text(path, "card"))
+
+
+def _check_shuffle_block(obj: Mapping[str, Any], schema: Schema, epsilon0: float) -> None:
+    """The card's ``"shuffle"`` block is :func:`shuffle_block`'s for the schema's spec and mechanism, field by
+    field (absent when the schema has no shuffle block)."""
+    spec = schema.shuffle
+    if spec is None:
+        if "shuffle" in obj:
+            raise ValidationError("card.shuffle", "absent (the card's schema has no shuffle block)", "present")
+        return
+    block = obj.get("shuffle")
+    if not isinstance(block, Mapping):
+        raise ValidationError("card.shuffle", "the shuffle block of the schema's shuffle spec",
+                              "missing" if block is None else f"got {type(block).__name__}")
+    expected = shuffle_block(spec, epsilon0, schema.mechanism)
+    for key, value in expected.items():  # field by field, as the numbers of the card
+        if block.get(key) != value:
+            raise ValidationError(f"card.shuffle.{key}", f"{value!r} (from the schema's shuffle block)",
+                                  "inconsistent")
+    if set(block) != set(expected):
+        raise ValidationError("card.shuffle", f"the fields {sorted(expected)}",
+                              f"unknown fields {sorted(set(block) - set(expected))}")

@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
+from ldpsynth.shared.mechanisms.registry import SHUFFLE_BOUNDS, shuffle_bound
 from ldpsynth.shared.schema import Schema, ShuffleSpec
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_choice, check_int
 
 __all__ = [
     "PARTIES",
@@ -28,22 +29,23 @@ __all__ = [
     "withhold",
     "refuse_withheld",
     "central_at",
+    "certified",
     "accountant_available",
     "compute",
     "of_card",
 ]
 
-#: Accountant results kept per process (one per (ε0, k, n, δ, m)).
+#: Accountant results kept per process (one per (ε0, k, n, δ, m, bound)).
 CACHE_SIZE = 4096
-#: The accountant's bound used for every stated central guarantee.
-BOUND = "blanket"
+#: The accountant's bound of mechanism E's guarantees (every other mechanism's: ``shuffle_bound``).
+BLANKET = SHUFFLE_BOUNDS[0]
 #: Scopes of a :class:`Guarantees`.
 RELEASE, ANSWERS = "release", "answers"
 #: The parties a guarantee is against (docs/shuffle-accountant.md §6).
 SHUFFLER, OPERATOR, ANALYSTS = "shuffler", "operator", "analysts"
 PARTIES = (SHUFFLER, OPERATOR, ANALYSTS)
 
-_cache: OrderedDict[tuple[float, int, int, float, int], float] = OrderedDict()
+_cache: OrderedDict[tuple[float, int, int, float, int, str], float] = OrderedDict()
 
 
 class BelowMinimumBatch(LdpsynthError):
@@ -94,7 +96,8 @@ class Guarantees:
     the groups below it, never released nor counted. With a ``shuffle`` spec, ``central`` is the central
     (ε, δ) per device at the pool floor (``shuffle.honest_per_pool``), evaluated at n = ``evaluated_at`` per
     round (0: too few to amplify, the local guarantee); ``None`` with a ``note`` when it was not computed.
-    Per party: :meth:`against`.
+    ``bound``: the accountant's bound it was computed with (:func:`~ldpsynth.shared.mechanisms.registry.shuffle_bound`
+    of the collection's mechanism). Per party: :meth:`against`.
     """
 
     scope: str
@@ -109,6 +112,7 @@ class Guarantees:
     withheld_groups: int = 0
     withheld_reports: int = 0
     note: str = ""
+    bound: str = BLANKET
 
     @property
     def shuffled(self) -> bool:
@@ -186,7 +190,7 @@ class Guarantees:
         if self.shuffle is None:
             out["central"] = None
             return out
-        central: dict[str, Any] = {"bound": BOUND, "min_batch": self.shuffle.min_batch,
+        central: dict[str, Any] = {"bound": self.bound, "min_batch": self.shuffle.min_batch,
                                    "assume_injected": self.shuffle.injected,
                                    "shuffler": self.shuffle.shuffler, "rows_per_device": self.rows_per_device,
                                    "target_delta": self.shuffle.delta}
@@ -214,6 +218,8 @@ class Guarantees:
                               evaluated_at=int(central["evaluated_at"]))
             if central is not None:
                 kwargs["note"] = str(central.get("note", ""))
+                kwargs["bound"] = check_choice(central.get("bound", BLANKET), "guarantees.central.bound",
+                                               SHUFFLE_BOUNDS)
         except (KeyError, TypeError, ValueError):
             raise ValidationError("guarantees", "the JSON of Guarantees.to_json", "malformed") from None
         return cls(**kwargs)
@@ -316,16 +322,19 @@ def refuse_withheld(schema: Schema, names: Sequence[str], sizes: np.ndarray, wha
 
 
 # ----- the accountant ----------------------------------------------------------------------------
-def central_at(epsilon0: float, domain_size: int, n: int, delta: float, rows_per_device: int) -> float:
-    """The central ε at n reports per round (cached): ``central_epsilon`` (m = 1) or ``composed_epsilon``,
-    never above the local m·ε0."""
-    key = (epsilon0, domain_size, n, delta, rows_per_device)
+def central_at(epsilon0: float, domain_size: int, n: int, delta: float, rows_per_device: int, *,
+               bound: str = BLANKET) -> float:
+    """The central ε at n reports per round (cached): ``central_epsilon`` (m = 1) or ``composed_epsilon``
+    with ``bound`` (one of :data:`~ldpsynth.shared.mechanisms.registry.SHUFFLE_BOUNDS`), never above the
+    local m·ε0."""
+    bound = check_choice(bound, "bound", SHUFFLE_BOUNDS)
+    key = (epsilon0, domain_size, n, delta, rows_per_device, bound)
     if key in _cache:
         _cache.move_to_end(key)
         return _cache[key]
     from ldpsynth.shared import amplification  # scipy: only where a central ε is computed
 
-    value = amplification.composed_epsilon(epsilon0, domain_size, n, delta, rows_per_device, bound=BOUND)
+    value = amplification.composed_epsilon(epsilon0, domain_size, n, delta, rows_per_device, bound=bound)
     _cache[key] = value
     if len(_cache) > CACHE_SIZE:
         _cache.popitem(last=False)
@@ -343,19 +352,21 @@ def accountant_available() -> bool:
 
 def compute(scope: str, epsilon0: float, domain_size: int, spec: ShuffleSpec | None, labels: Sequence[str],
             counts: np.ndarray, *, rows_per_device: int | None = None, withheld: Withheld | None = None,
-            central: bool = True) -> Guarantees:
+            central: bool = True, mechanism: str = "E") -> Guarantees:
     """The guarantees of groups ``labels`` with ``counts`` reports (module docstring).
 
     ``rows_per_device`` overrides the spec's (a release's own statement, or a device's own reports). Without
     a spec: the local guarantee only. ``central`` False, or scipy missing: the central part is left out
-    with a note.
+    with a note. ``mechanism`` (the collection's, ε0-LDP at ``epsilon0``) picks the accountant's bound
+    (:func:`~ldpsynth.shared.mechanisms.registry.shuffle_bound`); ``domain_size`` is its report domain (the
+    blanket bound's k; the clone bound does not use it).
     """
     m = spec.rows_per_device if spec is not None else 1
     if rows_per_device is not None:  # fewer than the spec's would overstate the guarantee
         m = check_int(rows_per_device, "rows_per_device", m, 10**6)
     kept = withheld or Withheld(np.ones(len(counts), bool), 0, 0)
     stated = Guarantees(scope, float(epsilon0), int(domain_size), m, spec, tuple(labels), np.asarray(counts, np.int64),
-                        withheld_groups=kept.groups, withheld_reports=kept.reports)
+                        withheld_groups=kept.groups, withheld_reports=kept.reports, bound=shuffle_bound(mechanism))
     if spec is None:
         return stated
     if not central or not accountant_available():
@@ -365,7 +376,7 @@ def compute(scope: str, epsilon0: float, domain_size: int, spec: ShuffleSpec | N
     per_round = spec.honest_per_pool // m
     if per_round < 1:
         return replace(stated, central=local)
-    value = central_at(float(epsilon0), int(domain_size), per_round, spec.delta, m)
+    value = central_at(float(epsilon0), int(domain_size), per_round, spec.delta, m, bound=stated.bound)
     if value >= local[0]:
         return replace(stated, central=local)
     return replace(stated, central=(value, spec.delta), evaluated_at=per_round)
@@ -373,7 +384,31 @@ def compute(scope: str, epsilon0: float, domain_size: int, spec: ShuffleSpec | N
 
 def of_card(card: Any, scope: str, labels: Sequence[str], counts: np.ndarray, *,
             rows_per_device: int | None = None, withheld: Withheld | None = None, central: bool = True) -> Guarantees:
-    """:func:`compute` for a :class:`~ldpsynth.shared.card.MechanismCard`'s ε0, |D| and shuffle spec."""
+    """:func:`compute` for a :class:`~ldpsynth.shared.card.MechanismCard`'s mechanism, its ε0, |D| and shuffle spec."""
     m = card.mechanism
     return compute(scope, m.epsilon, m.domain_size, card.schema.shuffle, labels, counts,
-                   rows_per_device=rows_per_device, withheld=withheld, central=central)
+                   rows_per_device=rows_per_device, withheld=withheld, central=central, mechanism=card.schema.mechanism)
+
+
+def certified(g: Guarantees, mechanism: str) -> bool:
+    """Whether the central (ε, δ) ``g`` states for a collection of ``mechanism`` is one the accountant certifies.
+
+    Checked from the card's terms alone (ε0, |D|, m and the spec's pool floor, not ``g.evaluated_at``), with
+    the bound :func:`~ldpsynth.shared.mechanisms.registry.shuffle_bound` gives ``mechanism``: ``g.bound`` must
+    be that one, ``g.central[1]`` in [the spec's δ, 1), and ``g.central[0]`` at least the local m·ε0 or an ε
+    whose δ(ε) under that bound is at most the spec's δ (``ldpsynth.shared.amplification.certifies``). Nothing
+    central stated: True. Needs scipy.
+    """
+    if g.shuffle is None or g.central is None:
+        return True
+    epsilon, delta = g.central
+    m = g.rows_per_device
+    if epsilon >= m * g.local_epsilon and delta >= 0.0:
+        return True  # the local guarantee, δ = 0
+    per_round = g.shuffle.honest_per_pool // m
+    if g.bound != shuffle_bound(mechanism) or per_round < 1 or not g.shuffle.delta <= delta < 1.0:
+        return False
+    from ldpsynth.shared import amplification
+
+    return amplification.certifies(g.local_epsilon, g.domain_size, per_round, epsilon, g.shuffle.delta,
+                                   bound=g.bound, reports_per_device=m)

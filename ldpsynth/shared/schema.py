@@ -104,8 +104,10 @@ class Schema:
         ``"E"`` (k-ary randomized response, WYZ eq. 16) or a frequency oracle, ``"OUE"``,
         ``"OLH"``, ``"HR"``, ``"SS"`` (:mod:`ldpsynth.shared.mechanisms`). A collection with a
         :class:`NumericAttribute` takes that attribute's mechanism (``"HM"`` or ``"SW"``): it must then have
-        exactly one private attribute (the numeric one), no shuffle block, and ``mechanism`` "E" (the
-        default, replaced) or the attribute's.
+        exactly one private attribute (the numeric one) and ``mechanism`` "E" (the default, replaced) or the
+        attribute's. Any mechanism may be shuffled: the accountant's bound is
+        :func:`~ldpsynth.shared.mechanisms.registry.shuffle_bound`'s (k-RR's blanket for E, FMT21's clones for
+        the others).
     opens, closes : int or None, default None
         The lifecycle (:mod:`ldpsynth.shared.lifecycle`): when the collection starts and stops
         taking reports, in whole seconds since the Unix epoch; ``None``: not given.
@@ -160,10 +162,6 @@ class Schema:
                 if getattr(self, key) is not None:
                     check_int(getattr(self, key), key, -(2**62), 2**62, legal="whole seconds since the Unix epoch")
         if self.mechanism in MECHANISMS and self.mechanism != "E":
-            if self.shuffle is not None:
-                raise SchemaError("mechanism", "'E' in a collection with a shuffle block (its central guarantee is "
-                                  "computed for k-ary randomized response only: ldpsynth.shared.amplification)",
-                                  f"got {self.mechanism!r} with shuffle")
             largest = max_domain_size(self.mechanism)
             if self.private_domain_size > largest:
                 raise SchemaError("mechanism", f"E, or {self.mechanism} over a private domain of at most "
@@ -186,10 +184,6 @@ class Schema:
         if self.mechanism not in ("E", numeric.mechanism):
             raise SchemaError("mechanism", f"absent or {numeric.mechanism!r} (the mechanism of the numeric attribute "
                               f"{numeric.name!r})", f"got {self.mechanism!r}")
-        if self.shuffle is not None:
-            raise SchemaError("shuffle", "absent in a collection with a numeric attribute (the shuffle accountant "
-                              "computes the central guarantee of k-ary randomized response, mechanism E, only: it "
-                              "does not apply to HM or SW reports)", "got a shuffle block")
         object.__setattr__(self, "mechanism", numeric.mechanism)
         with schema_field():
             numeric_mechanism(self.mechanism, self.epsilon)     # the ε within the exact sampler's resolution

@@ -22,12 +22,15 @@ any report. Both sides of that agreement are here, with no network and no key st
       0        1      v, the length of the mechanism version (1..255)
       1        v      the mechanism version, ASCII ("E/1")
       1+v      16     report id
-      17+v     8      perturbed private code, uint64 little-endian, in [0, |D|)
-      25+v     8m     the m public codes, schema order, uint64 little-endian each
+      17+v     r      the report's private part: r = 8, a uint64 little-endian (E's perturbed code in
+                      [0, |D|), a numeric mechanism's output index, HR's and OLH's numbers, each in its
+                      layout's range); r = ceil(|D|/8), the bit set of OUE and SS
+      17+v+r   8m     the m public codes, schema order, uint64 little-endian each
 
   A sealed report is ``enc`` (32 bytes) || the AES-128-GCM ciphertext of the plaintext with its
-  16-byte tag: :func:`sealed_report_bytes` = 32 + 25 + v + 8m + 16 bytes (84 for one public
-  attribute and ``"E/1"``).
+  16-byte tag: :func:`sealed_report_bytes` = 32 + 17 + v + r + 8m + 16 bytes (84 for one public
+  attribute and ``"E/1"``). What a private part may hold is the collection's
+  :class:`~ldpsynth.shared.mechanisms.registry.ReportLayout`, the same check as a batch sent in clear.
 
 The HPKE itself is the ``cryptography`` package's (PyCA; :mod:`cryptography.hazmat.primitives.hpke`,
 since 47.0), imported when a report is sealed or opened: the ``[shuffle]`` extra on a device, the
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldpsynth.shared.errors import LdpsynthError, ValidationError
+from ldpsynth.shared.mechanisms.registry import ReportLayout, layout_of, make_mechanism
 from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.schema import Schema
 
@@ -66,6 +70,7 @@ __all__ = [
     "require_hpke",
     "key_id",
     "info",
+    "report_layout",
     "plaintext_bytes",
     "sealed_report_bytes",
     "SealingKey",
@@ -133,9 +138,19 @@ def info(collection: str) -> bytes:
     return INFO_PREFIX + collection.encode("utf-8")
 
 
+def report_layout(schema: Schema) -> ReportLayout:
+    """The layout of a report of ``schema``'s mechanism (its private part in a plaintext)."""
+    return layout_of(make_mechanism(schema.mechanism, schema.epsilon, schema.private_domain_size))
+
+
+def _private_bytes(layout: ReportLayout) -> int:
+    return layout.width if layout.bitmap else 8
+
+
 def plaintext_bytes(schema: Schema, mechanism_version: str) -> int:
     """Bytes of one report's plaintext in ``schema``'s collection."""
-    return 1 + len(_version_bytes(mechanism_version)) + REPORT_ID_BYTES + 8 * (1 + len(schema.public_attributes))
+    private = _private_bytes(report_layout(schema))
+    return 1 + len(_version_bytes(mechanism_version)) + REPORT_ID_BYTES + private + 8 * len(schema.public_attributes)
 
 
 def sealed_report_bytes(schema: Schema, mechanism_version: str) -> int:
@@ -236,14 +251,18 @@ def encode_plaintexts(reports: Reports, mechanism_version: str) -> np.ndarray:
     version = _version_bytes(mechanism_version)
     n, m = len(reports), reports.public_codes.shape[1]
     v = len(version)
-    out = np.empty((n, 1 + v + REPORT_ID_BYTES + 8 * (1 + m)), np.uint8)
+    private = reports.private_codes
+    bitmap = private.ndim == 2  # a bit set per report (OUE, SS), else one number
+    r = private.shape[1] if bitmap else 8
+    out = np.empty((n, 1 + v + REPORT_ID_BYTES + r + 8 * m), np.uint8)
     out[:, 0] = v
     out[:, 1:1 + v] = np.frombuffer(version, np.uint8)
     start = 1 + v
     out[:, start:start + REPORT_ID_BYTES] = reports.report_ids
     start += REPORT_ID_BYTES
-    out[:, start:start + 8] = np.ascontiguousarray(reports.private_codes, _LE_U64).view(np.uint8).reshape(n, 8)
-    start += 8
+    out[:, start:start + r] = (private if bitmap else
+                               np.ascontiguousarray(private, _LE_U64).view(np.uint8).reshape(n, 8))
+    start += r
     if m:
         out[:, start:] = np.ascontiguousarray(reports.public_codes, _LE_U64).view(np.uint8).reshape(n, 8 * m)
     return out
@@ -263,12 +282,15 @@ class Decoded:
 
 def decode_plaintexts(plaintexts: np.ndarray, schema: Schema, mechanism_version: str) -> Decoded:
     """Decode and check ``(k, L)`` plaintexts against the collection: a plaintext is *valid* when it
-    names ``mechanism_version`` and every code lies in its range (the checks of a device batch,
-    report by report); the valid ones are returned as reports, in order."""
+    names ``mechanism_version``, its private part is a report of the collection's layout and every public code
+    lies in its range (the checks of a device batch, report by report); the valid ones are returned as reports,
+    in order."""
     version = _version_bytes(mechanism_version)
     k = len(plaintexts)
     v, m = len(version), len(schema.public_attributes)
-    expected = 1 + v + REPORT_ID_BYTES + 8 * (1 + m)
+    layout = report_layout(schema)
+    r = _private_bytes(layout)
+    expected = 1 + v + REPORT_ID_BYTES + r + 8 * m
     if plaintexts.ndim != 2 or plaintexts.shape[1] != expected:
         raise ValidationError("plaintexts", f"rows of {expected} bytes", f"got shape {plaintexts.shape}")
     header = np.frombuffer(bytes([v]) + version, np.uint8)
@@ -276,14 +298,15 @@ def decode_plaintexts(plaintexts: np.ndarray, schema: Schema, mechanism_version:
     start = 1 + v
     ids = plaintexts[:, start:start + REPORT_ID_BYTES]
     start += REPORT_ID_BYTES
-    private = np.ascontiguousarray(plaintexts[:, start:start + 8]).view(_LE_U64).reshape(k)
-    valid &= private < np.uint64(schema.private_domain_size)
-    start += 8
+    raw = np.ascontiguousarray(plaintexts[:, start:start + r])
+    private = raw if layout.bitmap else raw.view(_LE_U64).reshape(k)
+    valid &= layout.valid_rows(private)
+    start += r
     public = np.ascontiguousarray(plaintexts[:, start:]).view(_LE_U64).reshape(k, m)
     for j, attr in enumerate(schema.public_attributes):
         valid &= public[:, j] < np.uint64(attr.size)
-    reports = Reports(np.ascontiguousarray(ids[valid]), private[valid].astype(np.int64),
-                      public[valid].astype(np.int64))
+    kept = private[valid] if layout.bitmap else private[valid].astype(np.int64)
+    reports = Reports(np.ascontiguousarray(ids[valid]), kept, public[valid].astype(np.int64))
     return Decoded(reports, valid)
 
 

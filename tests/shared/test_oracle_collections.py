@@ -92,9 +92,7 @@ def test_a_card_of_another_mechanism_than_its_schema_is_refused() -> None:
 def test_bad_mechanisms_are_refused_naming_the_fields() -> None:
     with pytest.raises(SchemaError, match="mechanism.*one of E, OUE, OLH, HR, SS"):
         schema("RAPPOR")
-    shuffled = "mechanism: got 'OLH' with shuffle; legal range: 'E' in a collection with a shuffle block"
-    with pytest.raises(SchemaError, match=shuffled):
-        schema("OLH", shuffle={"delta": 1e-9, "min_batch": 10})
+    assert schema("OLH", shuffle={"delta": 1e-9, "min_batch": 10}).shuffle is not None  # any mechanism is shuffled
     with pytest.raises(SchemaError, match=r"mechanism: got \|D\| = 16777217; legal range: E, or OUE .* 16777216"):
         Schema.from_json({"name": "c", "epsilon": 1.0, "mechanism": "OUE", "attributes": [
             {"name": "r", "type": "integer", "min": 0, "max": 16777216}]})

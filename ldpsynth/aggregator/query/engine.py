@@ -214,7 +214,8 @@ class QueryEngine:
     async def _numeric(self, collection: str, batch: NumericBatch, level: float) -> NumericAnswers:
         """A numeric collection's answers from the merged pinned counts per (public key, report), by
         :func:`~ldpsynth.shared.numeric.answering.answer_numeric` (the offline estimator's function too)."""
-        epsilon = self.catalog.get(collection).card.mechanism.epsilon
+        card = self.catalog.get(collection).card
+        epsilon = card.mechanism.epsilon
         if batch.size == 0:
             return answer_numeric(batch, SufficientStatistics.empty(batch.schema.public_domain_size,
                                                                     batch.schema.private_domain_size), epsilon, level)
@@ -225,7 +226,7 @@ class QueryEngine:
             stats = await self.statistics(collection, pins)
             assert isinstance(stats, SufficientStatistics)
             try:
-                return await asyncio.to_thread(answer_numeric, batch, stats, epsilon, level)
+                return await asyncio.to_thread(answer_numeric, batch, stats, epsilon, level, card=card)
             except BelowMinimumBatch as exc:
                 raise WrongState(str(exc)) from None
 

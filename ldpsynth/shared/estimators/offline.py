@@ -139,7 +139,8 @@ def estimate_release(release: ReleaseSource, queries: str | bytes | Sequence[Que
     keys = release.public_keys() if schema.public_attributes else None
     if numeric is not None:
         return answer_numeric(numeric, SufficientStatistics.from_schema(schema, keys, codes),
-                              mechanism_card.mechanism.epsilon, level)
+                              mechanism_card.mechanism.epsilon, level, card=mechanism_card,
+                              rows_per_device=rows_per_device)
     assert batch is not None
     if isinstance(mechanism_card.mechanism, FrequencyOracle):
         stats: Statistics = KeyedTallies.from_rows(mechanism_card.mechanism, keys, codes,

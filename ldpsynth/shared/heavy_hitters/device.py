@@ -57,8 +57,8 @@ class RoundSpec:
 
     ``candidates``: the C distinct prefixes of ``start_bits`` bits, sorted, as uint8 rows of
     ``ceil(start_bits/8)`` bytes with the bits after ``start_bits`` zero (round 0: one empty row).
-    ``mechanism_name``: one of :data:`CANDIDATE_MECHANISMS` in place of :func:`choose_mechanism`'s (E for a
-    shuffled collection, whose central guarantee is computed for E only); None: the least variance's.
+    ``mechanism_name``: one of :data:`CANDIDATE_MECHANISMS` in place of :func:`choose_mechanism`'s; None: the
+    least variance's (every round of a discovery collection, shuffled or not).
     """
 
     index: int

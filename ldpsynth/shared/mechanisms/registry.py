@@ -43,6 +43,8 @@ __all__ = [
     "private_wire",
     "protocol_of",
     "least_variance",
+    "SHUFFLE_BOUNDS",
+    "shuffle_bound",
 ]
 
 #: The mechanisms a collection may use (``"mechanism"`` of its schema); E is the default.
@@ -54,6 +56,9 @@ ORACLES: dict[str, type[FrequencyOracle]] = {"OUE": OUE, "OLH": OLH, "HR": Hadam
 Mechanism = MechanismE | FrequencyOracle | NumericMechanism
 #: Every name a collection's mechanism may have (a numeric one only with its numeric attribute).
 _ALL = MECHANISMS + NUMERIC_MECHANISMS
+#: The shuffle accountant's bounds a shuffled collection's central guarantee is stated with
+#: (``bound=`` of ``ldpsynth.shared.amplification.central_epsilon``): k-RR's blanket, FMT21's clones.
+SHUFFLE_BOUNDS = ("blanket", "fmt21-numerical")
 
 
 def version_of(name: str) -> str:
@@ -144,6 +149,24 @@ class ReportLayout:
         except ValidationError as exc:
             raise ValidationError(field, exc.legal, exc.problem, exc.position) from None
 
+    def valid_rows(self, reports: np.ndarray) -> np.ndarray:
+        """Per report, whether :meth:`check` takes it: ``reports`` uint64 numbers ``(n,)``, or uint8 bit sets
+        ``(n, width)`` (the private parts of sealed plaintexts, each checked on its own)."""
+        if not self.bitmap:
+            return (reports >= np.uint64(self.low)) & (reports < np.uint64(self.bound))
+        assert self.oracle is not None
+        valid = np.ones(len(reports), bool)
+        start = 0
+        while start < len(reports):  # the oracle names the first bad report: those before it are good
+            try:
+                self.oracle.check_reports(reports[start:])
+                break
+            except ValidationError as exc:
+                bad = start + (exc.position or 0)
+                valid[bad] = False
+                start = bad + 1
+        return valid
+
     @property
     def stored_bytes(self) -> int:
         """Bytes of one report in the log at most (8 for a number)."""
@@ -202,3 +225,13 @@ def least_variance(epsilon: float, domain_size: int, candidates: tuple[str, ...]
     factors = [protocol_of(make_mechanism(name, epsilon, domain_size)).point_variance_factor() for name in candidates]
     best = min(factors)
     return next(name for name, factor in zip(candidates, factors) if factor <= best * close)
+
+
+def shuffle_bound(name: str) -> str:
+    """The accountant's bound for a shuffled collection of mechanism ``name``: the one place that decides it.
+
+    ``"blanket"`` for E: k-RR's privacy blanket (BBGN19) evaluated exactly, the tightest (docs/shuffle-accountant.md
+    §3). ``"fmt21-numerical"`` for every other mechanism (OUE, OLH, HR, SS, HM, SW): FMT21 Lemma 3.3's clones,
+    valid for any ε0-LDP local randomizer (FMT21 Thm 3.2), whatever its output set (docs/shuffle-accountant.md §9).
+    """
+    return SHUFFLE_BOUNDS[0] if check_choice(name, "mechanism", _ALL) == "E" else SHUFFLE_BOUNDS[1]

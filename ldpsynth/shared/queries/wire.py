@@ -23,7 +23,8 @@ import numpy as np
 
 from ldpsynth.shared.errors import Status, ValidationError
 from ldpsynth.shared.estimators.formulas import AnswerColumns
-from ldpsynth.shared.guarantees import Guarantees
+from ldpsynth.shared.guarantees import BLANKET, Guarantees
+from ldpsynth.shared.mechanisms.registry import SHUFFLE_BOUNDS
 from ldpsynth.shared.numeric.answering import NumericBatch, compile_numeric, concat_numeric
 from ldpsynth.shared.protocol import FIELD_HEADER_BYTES
 from ldpsynth.shared.queries.batch import QueryBatch, concat_batches
@@ -32,7 +33,7 @@ from ldpsynth.shared.queries.json_form import queries_from_json
 from ldpsynth.shared.queries.model import normalization_name
 from ldpsynth.shared.queries.packed import grouped_batch, linear_batch
 from ldpsynth.shared.schema import Schema, ShuffleSpec
-from ldpsynth.shared.validation import check_int
+from ldpsynth.shared.validation import check_choice, check_int
 from ldpsynth.shared.wire import query_pb2 as pb
 
 __all__ = [
@@ -296,6 +297,7 @@ def guarantees_to_proto(g: Guarantees) -> pb.Guarantees:
         msg.target_delta, msg.min_batch, msg.shuffler = g.shuffle.delta, g.shuffle.min_batch, g.shuffle.shuffler
         msg.assume_injected = g.shuffle.injected
         msg.operator_covered = g.shuffle.independent
+        msg.central_bound = g.bound
     if g.central is not None:
         msg.computed = True
         msg.central_epsilon, msg.central_delta = g.central
@@ -317,6 +319,8 @@ def guarantees_from_proto(msg: pb.Guarantees) -> Guarantees:
         raise ValidationError("guarantees.group_reports", f"{groups} values of 8 bytes",
                               f"got {len(msg.group_reports)} bytes")
     kwargs: dict[str, Any] = {}
+    if msg.shuffled:
+        kwargs["bound"] = check_choice(msg.central_bound or BLANKET, "guarantees.central_bound", SHUFFLE_BOUNDS)
     if msg.computed:
         kwargs.update(central=(msg.central_epsilon, msg.central_delta), evaluated_at=int(msg.central_evaluated_at))
     return Guarantees(msg.scope, msg.local_epsilon, int(msg.domain_size), int(msg.rows_per_device or 1), spec,

@@ -79,7 +79,7 @@ class EstimateResponse(_message.Message):
     def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., methods: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Guarantees(_message.Message):
-    __slots__ = ("scope", "local_epsilon", "rows_per_device", "domain_size", "shuffled", "target_delta", "min_batch", "shuffler", "group_labels", "group_reports", "computed", "note", "assume_injected", "central_epsilon", "central_delta", "central_evaluated_at", "operator_covered", "withheld_groups", "withheld_reports")
+    __slots__ = ("scope", "local_epsilon", "rows_per_device", "domain_size", "shuffled", "target_delta", "min_batch", "shuffler", "group_labels", "group_reports", "computed", "note", "assume_injected", "central_epsilon", "central_delta", "central_evaluated_at", "operator_covered", "withheld_groups", "withheld_reports", "central_bound")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     LOCAL_EPSILON_FIELD_NUMBER: _ClassVar[int]
     ROWS_PER_DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class Guarantees(_message.Message):
     OPERATOR_COVERED_FIELD_NUMBER: _ClassVar[int]
     WITHHELD_GROUPS_FIELD_NUMBER: _ClassVar[int]
     WITHHELD_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    CENTRAL_BOUND_FIELD_NUMBER: _ClassVar[int]
     scope: str
     local_epsilon: float
     rows_per_device: int
@@ -118,7 +119,8 @@ class Guarantees(_message.Message):
     operator_covered: bool
     withheld_groups: int
     withheld_reports: int
-    def __init__(self, scope: _Optional[str] = ..., local_epsilon: _Optional[float] = ..., rows_per_device: _Optional[int] = ..., domain_size: _Optional[int] = ..., shuffled: _Optional[bool] = ..., target_delta: _Optional[float] = ..., min_batch: _Optional[int] = ..., shuffler: _Optional[str] = ..., group_labels: _Optional[_Iterable[str]] = ..., group_reports: _Optional[bytes] = ..., computed: _Optional[bool] = ..., note: _Optional[str] = ..., assume_injected: _Optional[int] = ..., central_epsilon: _Optional[float] = ..., central_delta: _Optional[float] = ..., central_evaluated_at: _Optional[int] = ..., operator_covered: _Optional[bool] = ..., withheld_groups: _Optional[int] = ..., withheld_reports: _Optional[int] = ...) -> None: ...
+    central_bound: str
+    def __init__(self, scope: _Optional[str] = ..., local_epsilon: _Optional[float] = ..., rows_per_device: _Optional[int] = ..., domain_size: _Optional[int] = ..., shuffled: _Optional[bool] = ..., target_delta: _Optional[float] = ..., min_batch: _Optional[int] = ..., shuffler: _Optional[str] = ..., group_labels: _Optional[_Iterable[str]] = ..., group_reports: _Optional[bytes] = ..., computed: _Optional[bool] = ..., note: _Optional[str] = ..., assume_injected: _Optional[int] = ..., central_epsilon: _Optional[float] = ..., central_delta: _Optional[float] = ..., central_evaluated_at: _Optional[int] = ..., operator_covered: _Optional[bool] = ..., withheld_groups: _Optional[int] = ..., withheld_reports: _Optional[int] = ..., central_bound: _Optional[str] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("collection",)

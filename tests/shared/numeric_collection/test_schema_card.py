@@ -97,12 +97,27 @@ def test_top_level_mechanism_must_be_the_attributes() -> None:
     _refused(collection(mechanism="OUE"), "mechanism", "'HM'")
     _refused({"name": "c", "epsilon": 1.0, "attributes": [{"name": "b", "type": "binary"}], "mechanism": "HM"},
              "mechanism", "numeric attribute")
-    assert not valid("collection", {"name": "c", "epsilon": 1.0, "attributes": [
-        {"name": "hours", "type": "numeric", "range": [0, 1]}], "shuffle": {"delta": 1e-6, "min_batch": 100}})
 
 
-def test_shuffle_block_refused_naming_shuffle() -> None:
-    _refused(collection(shuffle={"delta": 1e-6, "min_batch": 100}), "shuffle", "accountant")
+@pytest.mark.parametrize("mechanism", ["HM", "SW"])
+def test_a_shuffled_numeric_collection_and_its_card_name_the_clone_bound(mechanism: str) -> None:
+    doc = collection(attributes=[{"name": "hours", "type": "numeric", "range": [0, 99], "mechanism": mechanism}],
+                     shuffle={"delta": 1e-6, "min_batch": 100})
+    schema = Schema.from_json(doc)
+    assert valid("collection", doc) and schema.mechanism == mechanism and schema.shuffle is not None
+    card = json.loads(MechanismCard.for_schema(schema).dumps())
+    assert valid("mechanism-card", card) and "bound='fmt21-numerical'" in card["shuffle"]["central"]["epsilon"]
+    assert MechanismCard.from_json(card).schema == schema
+    card["shuffle"]["central"]["epsilon"] = MechanismCard.for_schema(Schema.from_json(
+        {"name": "c", "epsilon": 1.0, "attributes": [{"name": "b", "type": "binary"}],
+         "shuffle": {"delta": 1e-6, "min_batch": 100}})).to_json()["shuffle"]["central"]["epsilon"]  # E's words
+    with pytest.raises(ValidationError) as info:
+        MechanismCard.from_json(card)
+    assert info.value.field == "card.shuffle.central"
+    del card["shuffle"]
+    with pytest.raises(ValidationError) as info:
+        MechanismCard.from_json(card)
+    assert info.value.field == "card.shuffle"
 
 
 def test_epsilon_below_the_samplers_resolution_names_epsilon() -> None:

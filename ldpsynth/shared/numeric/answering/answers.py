@@ -23,21 +23,24 @@ The interval is the estimate ± z SE at ``level``; the ``proper_estimate`` is th
 answer can be (the range, n times it, [0, 1] for a share; ``exact`` False); the RMS bounds of WYZ eqs. 20/22
 do not apply to these estimators and are NaN. A public-key group below the collection's minimum batch is never
 counted (:func:`~ldpsynth.shared.guarantees.withhold`); if no group is left the batch is refused
-(:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`).
+(:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`). Given the collection's card, the answers of a shuffled
+collection (or with groups withheld) state their guarantees as a categorical collection's do
+(:func:`~ldpsynth.shared.guarantees.of_card`: per party, the central one by FMT21's clone bound).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 from ldpsynth.shared.estimators.formulas import AnswerColumns
 from ldpsynth.shared.estimators.statistics import SufficientStatistics
-from ldpsynth.shared.guarantees import key_names, refuse_withheld, withhold
+from ldpsynth.shared.guarantees import ANSWERS, key_names, of_card, refuse_withheld, withhold
 from ldpsynth.shared.numeric.answering.batch import NumericBatch
 from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
 from ldpsynth.shared.numeric.estimators import bin_shares, bootstrap_from_counts, estimate_mean_from_counts, quantiles
@@ -130,10 +133,12 @@ def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level:
     return np.array([scale * mean.mean]), np.array([scale * mean.standard_error]), *bounds
 
 
-def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: float, level: float = 0.95
-                   ) -> NumericAnswers:
+def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: float, level: float = 0.95, *,
+                   card: Any = None, rows_per_device: int | None = None) -> NumericAnswers:
     """The answers to ``batch`` from the collection's statistics ``stats`` (module docstring), at confidence
-    ``level``; ``epsilon`` is the delivered ε the answers state. ``n``: the rows counted."""
+    ``level``; ``epsilon`` is the delivered ε the answers state. ``n``: the rows counted. ``card`` (the
+    collection's :class:`~ldpsynth.shared.card.MechanismCard`): the answers of a shuffled collection, or with
+    groups withheld, carry their ``guarantees`` (``rows_per_device`` as :func:`~ldpsynth.shared.guarantees.of_card`)."""
     level = check_probability(level, "level")
     z = NormalDist().inv_cdf((1.0 + level) / 2.0)
     rule = withhold(batch.schema.minimum_batch[0], stats.group_sizes)
@@ -147,7 +152,13 @@ def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: fl
             parts.append(_answer(batch, query, counts, level))
     estimate, se, low, high = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(4))
     nan = np.full(len(estimate), np.nan)
-    return NumericAnswers(estimate=estimate, proper_estimate=np.clip(estimate, low, high),
-                          exact=np.zeros(len(estimate), bool), std_error=se, ci_low=estimate - z * se,
-                          ci_high=estimate + z * se, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
-                          epsilon=epsilon, batch=batch)
+    answers = NumericAnswers(estimate=estimate, proper_estimate=np.clip(estimate, low, high),
+                             exact=np.zeros(len(estimate), bool), std_error=se, ci_low=estimate - z * se,
+                             ci_high=estimate + z * se, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
+                             epsilon=epsilon, batch=batch)
+    if card is None or (batch.schema.shuffle is None and not rule.groups):
+        return answers
+    labels = key_names(batch.schema, stats.present_keys[rule.kept])
+    guarantees = of_card(card, ANSWERS, labels, stats.group_sizes[rule.kept], rows_per_device=rows_per_device,
+                         withheld=rule)
+    return replace(answers, guarantees=guarantees)
