@@ -93,7 +93,7 @@ def _discovery(args: argparse.Namespace, schema: DiscoverySchema) -> dict[str, A
         values, weights = list(counts), np.array(list(counts.values()), np.float64)
     d = schema.discovery
     p = plan_recall(schema.encoding, schema.schedule, args.epsilon or schema.epsilon, args.devices, values, weights,
-                    top_k=d.top_k, threshold=d.threshold, cap=d.cap,
+                    top_k=d.top_k, threshold=d.threshold, cap=d.cap, mechanism=schema.round_mechanism,
                     trials=args.trials, rng=np.random.default_rng(args.seed))
     return _discovery_json(p, schema, args.epsilon or schema.epsilon, args.devices)
 

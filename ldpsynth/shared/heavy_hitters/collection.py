@@ -7,9 +7,9 @@ A :class:`DiscoverySchema` is a collection JSON whose one private attribute is a
 (:class:`Discovery`). Round r is expanded onto the existing path (:meth:`DiscoverySchema.round_schema`): a
 collection named ``f"{name}/round-{r}"`` whose one private attribute ``cell`` is an integer in
 :math:`[0, D_r)` (the device's cell :math:`y(x)`, :mod:`~ldpsynth.shared.heavy_hitters.device`), the parent's
-public attributes, ε, lifecycle and minimum batch, and the round's mechanism (the least variance's, shuffled or
-not: a shuffled round states its mechanism's central guarantee, ``registry.shuffle_bound``). So storage, shards,
-the shuffler and per-round tallies work unchanged.
+public attributes, ε, lifecycle and minimum batch, and the round's mechanism (E when the collection is
+shuffled: k-RR's blanket bound amplifies far more than the clone bound every other oracle gets,
+``registry.shuffle_bound``). So storage, shards, the shuffler and per-round tallies work unchanged.
 
 :class:`DiscoveryState` is the server's state machine: round r open, :meth:`DiscoveryState.close_round`
 decodes its support counts with :class:`~ldpsynth.shared.heavy_hitters.server.HeavyHitterServer` and opens
@@ -208,10 +208,16 @@ class DiscoverySchema:
         """The rounds: :math:`B` bits of the encoding, :math:`b_0` and g of the discovery block."""
         return RoundSchedule(self.encoding.bits, self.discovery.first_bits, self.discovery.fragment_bits)
 
+    @property
+    def round_mechanism(self) -> str | None:
+        """Every round's mechanism when fixed (E with a shuffle block: its blanket bound is far tighter than the
+        clone bound of the oracles, docs/shuffle-accountant.md §9), else None (the least variance's)."""
+        return "E" if self.shuffle is not None else None
+
     def round_spec(self, r: int, candidates: np.ndarray) -> RoundSpec:
         """Round r's :class:`~ldpsynth.shared.heavy_hitters.device.RoundSpec` against ``candidates``."""
         s = self.schedule
-        return RoundSpec(r, s.start_bits(r), s.width(r), candidates, self.epsilon)
+        return RoundSpec(r, s.start_bits(r), s.width(r), candidates, self.epsilon, self.round_mechanism)
 
     def round_schema(self, r: int, candidates: np.ndarray) -> Schema:
         """The ordinary schema of round r: one private integer ``cell`` in :math:`[0, D_r)`, the round's
@@ -497,7 +503,7 @@ class DiscoveryState:
             d = self.schema.discovery
             self._server = HeavyHitterServer(self.schema.encoding, self.schema.schedule, self.schema.epsilon,
                                              self.schema.schedule.rounds * n, top_k=d.top_k, threshold=d.threshold,
-                                             cap=d.cap)
+                                             cap=d.cap, mechanism=self.schema.round_mechanism)
         self._server.population = max(self._server.population, n)
         estimate = self._server.receive_support(counts, n)
         self.closed.append((counts.astype(np.int64), n))

@@ -57,8 +57,9 @@ class RoundSpec:
 
     ``candidates``: the C distinct prefixes of ``start_bits`` bits, sorted, as uint8 rows of
     ``ceil(start_bits/8)`` bytes with the bits after ``start_bits`` zero (round 0: one empty row).
-    ``mechanism_name``: one of :data:`CANDIDATE_MECHANISMS` in place of :func:`choose_mechanism`'s; None: the
-    least variance's (every round of a discovery collection, shuffled or not).
+    ``mechanism_name``: one of :data:`CANDIDATE_MECHANISMS` in place of :func:`choose_mechanism`'s (E for a
+    shuffled collection: its blanket bound amplifies far more than the oracles' clone bound); None: the least
+    variance's.
     """
 
     index: int

@@ -87,7 +87,7 @@ def plan_recall(encoding: StringEncoding, schedule: RoundSchedule, epsilon: floa
                 trials: int = 20, rng: np.random.Generator) -> RecallPlan:
     """Emulate ``trials`` discoveries among ``population`` devices whose values follow the prior (``values`` with
     ``weights``) and summarise them (module docstring): of the top ``top_k``, or of the values whose share is at
-    least ``threshold`` (the server's rules for either); ``mechanism``: every round's when fixed,
+    least ``threshold`` (the server's rules for either); ``mechanism``: every round's (E behind a shuffler),
     default the least-variance oracle per round."""
     check_int(trials, "trials", 2)
     codes, shares = prior_codes(encoding, values, weights)

@@ -15,8 +15,8 @@ A device reports one view (docs/wide.md "The collection mode"): view
 the m views), its key derived from the device's ledger secret, and it submits its row's projection on the
 view's attributes (and every public attribute) to the view's *sub-collection*, an ordinary collection
 named ``"<name>/<a>+<b>"`` (attribute names are identifiers: no ``/`` nor ``+`` in them) with the view's
-best oracle (:func:`.measure.best_mechanism`, shuffled or not: a shuffled view states the central guarantee of
-its mechanism's bound, ``registry.shuffle_bound``). Storage, shards,
+best oracle (:func:`.measure.best_mechanism`; E whenever the collection is shuffled: k-RR's blanket bound amplifies far
+more than the clone bound an oracle gets, ``registry.shuffle_bound``). Storage, shards,
 shuffler and queries serve the sub-collections unchanged.
 """
 
@@ -199,7 +199,7 @@ class WideSchema:
 
     def view_schemas(self) -> tuple[Schema, ...]:
         """One ordinary schema per view: its attributes private, every public attribute, the same ε, lifecycle,
-        min_batch and shuffle, the view's :func:`~.measure.best_mechanism`."""
+        min_batch and shuffle, the view's :func:`~.measure.best_mechanism` (E when shuffled)."""
         if not isinstance(self.name, str) or not self.name:
             raise SchemaError("name", "a non-empty string of at most 128 characters", f"got {self.name!r}")
         by_name = {a.name: a for a in self.attributes}
@@ -216,7 +216,7 @@ class WideSchema:
                 raise SchemaError("name", "a name short enough that every view's sub-collection name "
                                   f"(name{SEPARATOR}a+b) has at most 128 characters", f"view {i} has {len(name)}")
             with schema_field():
-                mechanism = name_of(best_mechanism(self.epsilon, size))
+                mechanism = "E" if self.shuffle is not None else name_of(best_mechanism(self.epsilon, size))
             attrs = tuple(by_name[a] for a in view) + tuple(public)
             out.append(Schema(name, self.epsilon, attrs, self.shuffle, mechanism, self.opens, self.closes,
                               self.min_batch))

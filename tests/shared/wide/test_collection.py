@@ -83,13 +83,13 @@ def test_views_and_their_sub_collections() -> None:
         == (("sex", "age"),)
 
 
-def test_each_view_has_its_best_mechanism_shuffled_or_not() -> None:
+def test_each_view_has_its_best_mechanism_and_e_when_shuffled() -> None:
     big = doc(attributes=[categorical("a", 30), categorical("b", 2), categorical("c", 3)])
     mechanisms = [s.mechanism for s in WideSchema.from_json(big).view_schemas()]
     assert mechanisms == ["OLH", "OLH", "E"]            # 60, 90 and 6 cells at eps = 1 (E below about 3e + 2)
     assert mechanisms == [name_of(best_mechanism(1.0, k)) for k in (60, 90, 6)]
     shuffled = WideSchema.from_json({**big, "shuffle": {"delta": 1e-9, "min_batch": 10}})
-    assert [s.mechanism for s in shuffled.view_schemas()] == mechanisms    # the clone bound states their guarantee
+    assert {s.mechanism for s in shuffled.view_schemas()} == {"E"}
 
 
 def test_the_wide_domain_may_exceed_a_schemas_limit() -> None:
