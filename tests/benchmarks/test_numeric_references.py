@@ -182,3 +182,10 @@ def test_bench_runs_beside_the_references(tmp_path: Path) -> None:
     markdown = (tmp_path / "bench_numeric.md").read_text(encoding="utf-8")
     assert "### 1b. Beside the SoK" in markdown and "reference SW + EMS" in markdown
     assert "| sok hm | hm |" in markdown
+
+
+def test_no_worse_verdicts(references: ModuleType) -> None:
+    bench = importlib.import_module("bench_numeric")
+    assert bench.no_worse(1.0, 0.1, 1.1, 0.1, 10).startswith("yes (-9.1%")
+    assert bench.no_worse(1.05, 0.1, 1.0, 0.1, 10).startswith("no, within noise (+5.0%, z +1.1)")
+    assert bench.no_worse(1.1, 0.1, 1.0, 0.1, 10).startswith("NO (+10.0%, z +2.2)")
