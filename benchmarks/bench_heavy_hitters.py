@@ -125,11 +125,12 @@ def run_ours(words, codes_of_words, ids, truncated, eps, k, rng, enc, first, ste
     return out
 
 
-def run_peer(peer: PureLdpPeer, k: int, n: int, truth: Counter) -> dict[str, float]:
-    """Score a peer's top k (its reports already collected). ``server_us``: aggregating and finding over the
-    reports it ran on, per report; ``server_us_at_n``: the same at ``n`` reports (aggregating grows with the
-    reports, finding does not), the one to compare with ours when the peer ran on fewer."""
-    answer = peer.top_k(k)
+def run_peer(peer: PureLdpPeer, k: int, width: int, n: int, truth: Counter) -> dict[str, float]:
+    """Score a peer's top k (its reports already collected; ``width`` candidates a level). ``server_us``:
+    aggregating and finding over the reports it ran on, per report; ``server_us_at_n``: the same at ``n`` reports
+    (aggregating grows with the reports, finding does not), the one to compare with ours when the peer ran on
+    fewer."""
+    answer = peer.top_k(k, width)
     out = scores(answer.values, answer.counts, truth, k)
     out.update(client_ms=1e3 * answer.client_seconds / answer.n,
                server_us=1e6 * (answer.aggregate_seconds + answer.find_seconds) / answer.n,
@@ -157,6 +158,8 @@ def main() -> None:
     parser.add_argument("--peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at")
     parser.add_argument("--treehist-n", type=int, default=100_000, help="largest n pure-ldp's TreeHist runs at")
     parser.add_argument("--sfp-n", type=int, default=50_000, help="largest n pure-ldp's SFP runs at")
+    parser.add_argument("--peer-width", type=int, default=2,
+                        help="a peer keeps this many times k candidates at each level, then answers the k largest")
     parser.add_argument("--seed", type=int, nargs="+", default=[2026],
                         help="one run of every cell per seed (word order, population, draws)")
     parser.add_argument("--no-peer", action="store_true", help="ours only (as --peers with no name)")
@@ -220,7 +223,7 @@ def main() -> None:
                               f"({time.perf_counter() - started:.0f} s in all)", flush=True)
                     truth = Counter(truncated[i] for i in peer_ids)
                     for k in args.k:
-                        got = run_peer(peer, k, n, truth)
+                        got = run_peer(peer, k, args.peer_width * k, n, truth)
                         rows.append({"seed": seed, "population": name, "method": f"pure-ldp {method}+CMS", "n": n,
                                      "epsilon": eps, "k": k, **got})
                         print(f"{cell} k={k:>2}  {method}  F1 {got['f1']:.2f}  rel.err {got['rel_error']:.3f}  "
@@ -232,10 +235,10 @@ def main() -> None:
     order = {m: i for i, m in enumerate(["ours", *(f"pure-ldp {p}+CMS" for p in PEERS)])}
     rows.sort(key=lambda r: (r["seed"], r["population"] != "words", -r["n"], args.eps.index(r["epsilon"])
                              if r["epsilon"] in args.eps else 0, r["k"], order[r["method"]]))
-    write_tables(args.out, rows, info, caps)
+    write_tables(args.out, rows, info, caps, args.peer_width)
 
 
-def write_tables(out: Path, rows: list[dict], info: dict[str, str], caps: dict[str, int]) -> None:
+def write_tables(out: Path, rows: list[dict], info: dict[str, str], caps: dict[str, int], width: int) -> None:
     fields = ["seed", "population", "method", "n", "epsilon", "k", "peer_n", "precision", "recall", "f1", "rel_error",
               "ci_coverage", "ci_hits", "ci_covered", "client_ms", "server_us", "server_us_at_n", "aggregate_us",
               "find_s", "wall_s"]
@@ -254,7 +257,8 @@ def write_tables(out: Path, rows: list[dict], info: dict[str, str], caps: dict[s
              "by each method. Peers (`benchmarks/hh_peers.py`): pure-ldp 1.2's own classes, each with the count-mean "
              "sketch (64 hashes, m = 1024); PEM fragments of 2 characters from length 0; TreeHist fragments of 2 "
              "(ε/2 prefix, ε/2 string); SFP fragments of 1 with its 256-value hash (ε/2 fragment, ε/2 string); `*` "
-             "pads every string and is in every alphabet. `run at n`: the reports the method actually ran on (the "
+             f"pads every string and is in every alphabet; each keeps {width}k candidates a level (`--peer-width`) and "
+             "answers the k with the largest counts. `run at n`: the reports the method actually ran on (the "
              f"peers at most `--peer-n` {caps.get('PEM', 0):,} PEM, `--treehist-n` {caps.get('TreeHist', 0):,}, "
              f"`--sfp-n` {caps.get('SFP', 0):,}); a peer's accuracy columns are at that n, and each peer's reports "
              "are shared by its top 10 and top 50.", "",

@@ -15,6 +15,9 @@ can be found, and the padding is stripped from the answers.
   string. Fragments of 2 would mean 27^2 * 256 sketch estimates a position in Python (about 5 minutes a decoding on
   the shared machine).
 
+Candidates: pure-ldp keeps the top k at each level (``find_heavy_hitters(k)``); the benchmark can widen that
+to a multiple of k (``--peer-width``; 2 by default, as ours keeps up to 2k) and keeps the k with the largest counts.
+
 What is timed: client seconds are ``privatise`` over every report; server seconds are ``aggregate`` over every
 report (kept apart: it grows with the reports) plus ``find_heavy_hitters(k)`` (fixed: it depends on k and the
 alphabet only), from the reports in memory to the top k with their counts, as ours is timed.
@@ -119,13 +122,14 @@ class PureLdpPeer:
             self.aggregate_seconds += time.perf_counter() - middle
         self.n += len(padded)
 
-    def top_k(self, k: int) -> PeerAnswer:
-        """The peer's ``find_heavy_hitters(k)``, padding stripped, duplicates after stripping dropped (the higher
-        count kept), at most k values by estimated count (SFP can return more or fewer than k)."""
+    def top_k(self, k: int, width: int | None = None) -> PeerAnswer:
+        """The peer's ``find_heavy_hitters(width)`` (width: the candidates it keeps at each level, k unless
+        given), padding stripped, duplicates after stripping dropped (the higher count kept), then at most k
+        values by estimated count (SFP can return more or fewer than its width)."""
         with warnings.catch_warnings():       # pure-ldp warns on every estimate below 10,000 reports
             warnings.filterwarnings("ignore", "FrequencyOracle has only aggregated small amounts", RuntimeWarning)
             start = time.perf_counter()
-            found, freqs = self.server.find_heavy_hitters(k=k)
+            found, freqs = self.server.find_heavy_hitters(k=k if width is None else width)
             find = time.perf_counter() - start
         found = [str(v).split(PAD)[0] for v in found]
         counts = np.asarray(freqs, dtype=np.float64).reshape(-1)

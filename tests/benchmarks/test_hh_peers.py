@@ -1,6 +1,7 @@
 """The pure-ldp peers of ``benchmarks/bench_heavy_hitters.py`` (``benchmarks/hh_peers.py``) on a tiny domain: each
-returns its top k in the common format (distinct unpadded values, counts descending, at most k) and finds a planted
-value. Seeded (pure-ldp draws from ``random`` and ``np.random``, seeded by the adapter), so each run is the same."""
+returns its top k in the common format (distinct unpadded values, counts descending, at most k, also when it keeps
+more candidates a level) and finds a planted value. Seeded (pure-ldp draws from ``random`` and ``np.random``, seeded
+by the adapter), so each run is the same."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def test_each_peer_returns_its_top_k_in_the_common_format(peers: ModuleType, met
     values = ["ab"] * 600 + ["ba"] * 250 + ["bbab"] * 150
     peer = peers.PureLdpPeer(method, 8.0, "ab", 4, seed=7)
     peer.collect(values)
-    for k in (1, 3):
-        answer = peer.top_k(k)
+    for k, width in ((1, None), (3, None), (3, 6)):
+        answer = peer.top_k(k, width)
         assert isinstance(answer, peers.PeerAnswer)
         assert answer.n == 1000
         assert 1 <= len(answer.values) <= k
