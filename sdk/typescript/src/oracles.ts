@@ -163,9 +163,10 @@ export abstract class FrequencyOracle {
     const x = checkCodes(codes, this.domainSize);
     const coins = new ArrayCoins(source);
     const rows = Math.max(1, Math.floor(CHUNK_CELLS / this.rowWidth()));
-    const out: bigint[] = [];
-    for (let start = 0; start < x.length; start += rows)
-      out.push(...this.sampleChunk(x.slice(start, start + rows), coins));
+    let out: bigint[] = [];
+    for (let start = 0; start < x.length; start += rows) {
+      out = out.concat(this.sampleChunk(x.slice(start, start + rows), coins));
+    }
     return out;
   }
 
