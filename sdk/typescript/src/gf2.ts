@@ -171,3 +171,13 @@ export class LocalHash {
     return out;
   }
 }
+
+const HASHES = new Map<string, LocalHash>();
+
+/** The hash family of t field bits and s hash bits, built once per (t, s) (the field setup runs on bigints). */
+export function localHash(fieldBits: number, hashBits: number): LocalHash {
+  const key = `${fieldBits},${hashBits}`;
+  let out = HASHES.get(key);
+  if (out === undefined) HASHES.set(key, (out = new LocalHash(fieldBits, hashBits)));
+  return out;
+}

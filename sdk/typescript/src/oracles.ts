@@ -21,7 +21,7 @@ import { ValidationError } from "./errors.js";
 import { faithfulExp, leastFloatAtLeastLn, ratioAtMostExp } from "./exact-exp.js";
 import { nextDown, nextUp, pythonFloorDiv } from "./float64.js";
 import { fraction, type Fraction } from "./fraction.js";
-import { LocalHash } from "./gf2.js";
+import { localHash, type LocalHash } from "./gf2.js";
 import type { JsonObject } from "./json.js";
 import { ArrayCoins } from "./oracle-coins.js";
 import { secureRandomBytes, type RandomSource } from "./random.js";
@@ -263,7 +263,7 @@ export class OptimizedLocalHashing extends FrequencyOracle {
     this.epsilon = leastFloatAtLeastLn(this.keepWeight, this.lieWeight);
     this.reportBytes = Math.ceil((2 * this.fieldBits + this.hashBits) / 8);
     this.reportBound = 1n << BigInt(2 * this.fieldBits + this.hashBits);
-    this.hash = new LocalHash(this.fieldBits, this.hashBits);
+    this.hash = localHash(this.fieldBits, this.hashBits);
   }
 
   /**
