@@ -22,6 +22,7 @@ from vectors.collections import collection_vectors
 from vectors.encoding import encoding_vectors
 from vectors.errors import error_vectors
 from vectors.numeric import numeric_vectors
+from vectors.oracles import oracle_vectors
 from vectors.samplers import sampler_vectors
 from vectors.sealed import sealed_vectors
 from vectors.wide import wide_vectors
@@ -34,7 +35,7 @@ def build() -> dict[str, str]:
     """{file name: text} of every vector file."""
     files = {"encoding.json": encoding_vectors(), "errors.json": error_vectors(), "cards.json": card_vectors(),
              "sampler.json": sampler_vectors(), "wire.json": wire_vectors(), "sealed.json": sealed_vectors(),
-             "wide.json": wide_vectors(),
+             "wide.json": wide_vectors(), "oracles.json": oracle_vectors(),
              "numeric.json": numeric_vectors(), "collections.json": collection_vectors()}
     return {name: json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n" for name, doc in files.items()}
 

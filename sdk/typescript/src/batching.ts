@@ -3,14 +3,17 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { ValidationError } from "./errors.js";
 import { ReportBatchSchema, type ReportBatch } from "./gen/ldpsynth/v1/collection_pb.js";
 import { REPORT_ID_BYTES } from "./random.js";
-import { reportBatch, type CollectionInfo, type Reports } from "./reports.js";
+import { oracleOf, reportBatch, type CollectionInfo, type Reports } from "./reports.js";
 
 /** Bound on what a bytes field adds besides its payload: a one-byte tag and a length varint. */
 const FIELD_HEADER = 1 + 5;
 
-/** Wire bytes of one report: a 16-byte id and 8 bytes per code (the private one and each public one). */
-export function reportBytes(publicAttributes: number): number {
-  return REPORT_ID_BYTES + 8 * (1 + publicAttributes);
+/**
+ * Wire bytes of one report: a 16-byte id, 8 bytes per public code and `privateBytes` for its private part (E's
+ * code: 8; a frequency oracle's fields: its `wireBytes`).
+ */
+export function reportBytes(publicAttributes: number, privateBytes = 8): number {
+  return REPORT_ID_BYTES + 8 * publicAttributes + privateBytes;
 }
 
 /**
@@ -20,6 +23,7 @@ export function reportBytes(publicAttributes: number): number {
 export function batchCapacity(info: CollectionInfo, channelLimit: number, batchSize?: number): number {
   const schema = info.card.schema;
   const m = schema.publicAttributes.length;
+  const oracle = oracleOf(info.card);
   const limits = [info.limits.maxMessageBytes, channelLimit].filter((x) => x > 0);
   const limit = Math.min(...limits);
   const envelope =
@@ -31,8 +35,8 @@ export function batchCapacity(info: CollectionInfo, channelLimit: number, batchS
         sequence: (1n << 64n) - 1n,
       }),
     ).length
-    + (2 + m) * FIELD_HEADER;
-  return cappedCapacity(info, limit, envelope, reportBytes(m), "one report", batchSize);
+    + (1 + (oracle?.wireColumns ?? 1) + m) * FIELD_HEADER;
+  return cappedCapacity(info, limit, envelope, reportBytes(m, oracle?.wireBytes), "one report", batchSize);
 }
 
 /**
@@ -68,6 +72,7 @@ function slice(reports: Reports, start: number, stop: number): Reports {
     reportIds: reports.reportIds.subarray(REPORT_ID_BYTES * start, REPORT_ID_BYTES * stop),
     privateCodes: reports.privateCodes.slice(start, stop),
     publicCodes: reports.publicCodes.map((col) => col.slice(start, stop)),
+    oracle: reports.oracle,
   };
 }
 

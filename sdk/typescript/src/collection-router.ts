@@ -55,7 +55,7 @@ export async function routeSubmission(
     return via.submitTo(found, rows);
   }
   const { index, name } = await found.route(await ledger.viewKey(found.name));
-  found.viewCard(index); // the view's E card verified in full (another mechanism refused) before anything is charged
+  found.viewCard(index); // the view's card verified in full (E's or an oracle's) before anything is charged
   const projected = found.project(rows, index);
   const info = await stated(via, name, found.views[index]!.card, `the wide collection ${JSON.stringify(found.name)}`);
   return via.submitTo(info, projected, { collection: found.name, epsilon: found.epsilon });
@@ -127,7 +127,7 @@ async function discovery(
     };
   }
   if (Array.isArray(rows)) throw new ValidationError("rows", "columns for a discovery collection", "row objects");
-  card.roundCard(); // the round's E card verified in full (another mechanism refused) before anything is charged
+  card.roundCard(); // the round's card verified in full (E's or an oracle's) before anything is charged
   const cells = card.roundRows(rows as Columns);
   const open = card.open!;
   const info = await stated(via, open.collection, open.card, `the discovery collection ${JSON.stringify(collection)}`);

@@ -13,7 +13,7 @@ import * as frac from "./fraction.js";
 import type { CentralGuarantee } from "./ledger-rules.js";
 import type { ShuffleSpec } from "./shuffle-spec.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
-import type { Reports } from "./reports.js";
+import { oracleOf, type Reports } from "./reports.js";
 import type { EncodedRows } from "./rows.js";
 
 /** A memoized report: its collection, its id, its perturbed code and how it was sent. */
@@ -150,6 +150,7 @@ export function fillReports(
       reportIds: ids,
       privateCodes: codes,
       publicCodes: rows.publicCodes.map((col) => rowOf.map((i) => col[i]!)),
+      oracle: oracleOf(card),
     },
     freshKeys: freshAt.map((j) => distinct[j]!),
     freshIds,

@@ -13,12 +13,12 @@
  * Verified here: the format and version, the schedule (recomputed from the schema), the round, the
  * candidates' shape and order, the round's sub-collection name, and its card: its schema recomputed (the cell
  * attribute inserted where the string is, the public attributes, ε, shuffle) and, for E, every number
- * (MechanismCard.parse). A round whose mechanism is a frequency oracle (the reference's least variance choice
- * among E, HR and OLH; E whenever the collection is shuffled) is refused naming `card.card.mechanism`: this
- * SDK samples E only. The discovery block's `top_k`, `threshold`, `cap` and `min_reports_per_round` are the
+ * (parseCard). A round's mechanism is the reference's least variance choice among E, HR and OLH (E whenever the
+ * collection is shuffled); the device perturbs with it (another is refused naming `card.card.mechanism`). The discovery block's `top_k`, `threshold`, `cap` and `min_reports_per_round` are the
  * server's and are not checked here.
  */
-import { CARD_FORMAT, MechanismCard, pythonEquals } from "./card.js";
+import { parseCard, type Card } from "./any-card.js";
+import { CARD_FORMAT, pythonEquals } from "./card.js";
 import { SchemaError, ValidationError, asSchemaError } from "./errors.js";
 import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
 import { IntegerAttribute, Schema, attributeFromJson, type Attribute } from "./schema.js";
@@ -27,6 +27,7 @@ import { MAX_FRAGMENT_BITS, StringEncoding, cellOf, type RoundCells } from "./st
 import type { RawValue } from "./raw-values.js";
 import type { Columns } from "./rows.js";
 import { checkEpsilon, checkInt } from "./validation.js";
+import { ORACLE_NAMES } from "./oracles.js";
 
 export const DISCOVERY_CARD_FORMAT = "ldpsynth.discovery-card/1";
 /** The `mechanism_version` GetCollection serves a discovery collection with. */
@@ -311,20 +312,21 @@ export class DiscoveryCard {
   }
 
   /**
-   * The verified E card of the open round; ValidationError naming `card.card.mechanism` when the round uses a
-   * frequency oracle this SDK does not sample, `round` when the discovery is finished.
+   * The verified card of the open round (E's or an oracle's: parseCard); ValidationError naming
+   * `card.card.mechanism` when the round uses a mechanism this SDK does not sample, `round` when the discovery
+   * is finished.
    */
-  roundCard(): MechanismCard {
+  roundCard(): Card {
     if (this.open === undefined) throw new ValidationError("round", "an open round", "the discovery is finished");
     const card = this.open.card;
-    if (card["mechanism"] !== "E") {
+    if (!["E", ...ORACLE_NAMES].includes(card["mechanism"] as string)) {
       throw new ValidationError(
         "card.card.mechanism",
-        "E (this SDK samples mechanism E only for a discovery round)",
+        "E, OUE, OLH or HR (the mechanisms this SDK samples)",
         `round ${this.round} uses ${JSON.stringify(card["mechanism"])}; nothing was charged or sent`,
       );
     }
-    return MechanismCard.parse(card);
+    return parseCard(card);
   }
 
   /**

@@ -1,15 +1,16 @@
 /**
  * What a collection's reports mean, as one stable text: the schema, the mechanism version, |D| and E's
- * exact weights (a numeric card: its mechanism fields, the sampler's integers among them). A ledger hashes
+ * exact weights (a numeric or an oracle card: its mechanism fields, the sampler's integers among them). A ledger hashes
  * it (SHA-256) into the collection's fingerprint, which every memo key binds, so a re-issued card never
  * reuses another card's reports.
  */
 import type { Card } from "./any-card.js";
 import type { JsonValue } from "./json.js";
 import { NumericCard } from "./numeric-card.js";
+import { OracleCard } from "./oracle-card.js";
 
 export function collectionIdentity(card: Card): string {
-  if (card instanceof NumericCard) {
+  if (card instanceof NumericCard || card instanceof OracleCard) {
     return canonical({ schema: card.schema.toJson(), version: card.version, ...card.fields });
   }
   return canonical({

@@ -25,6 +25,8 @@ export {
 } from "./schema.js";
 export { MechanismCard, CARD_FORMAT, MECHANISM_VERSION } from "./card.js";
 export { NumericCard } from "./numeric-card.js";
+export { OracleCard } from "./oracle-card.js";
+export { HadamardResponse, OptimizedLocalHashing, OptimizedUnaryEncoding, type FrequencyOracle } from "./oracles.js";
 export { parseCard, perturbCodes, type Card } from "./any-card.js";
 export { WideCard, WIDE_CARD_FORMAT, VIEWS_VERSION, VIEW_KEY_TAG, type WideView } from "./wide-card.js";
 export {

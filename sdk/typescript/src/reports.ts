@@ -6,6 +6,8 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { perturbCodes, type Card } from "./any-card.js";
 import { ValidationError } from "./errors.js";
+import { OracleCard } from "./oracle-card.js";
+import type { FrequencyOracle } from "./oracles.js";
 import { newReportIds, REPORT_ID_BYTES } from "./random.js";
 import type { EncodedRows } from "./rows.js";
 import type { Schema } from "./schema.js";
@@ -21,8 +23,10 @@ import {
 export interface Reports {
   /** n × 16 bytes: one random id per report. */
   readonly reportIds: Uint8Array;
-  /** The perturbed private code of each report, in [0, |D|). */
+  /** The perturbed private code of each report, in [0, |D|); a frequency oracle's report (oracles.ts). */
   readonly privateCodes: readonly bigint[];
+  /** The frequency oracle whose reports `privateCodes` holds (they travel in its fields); undefined for E, HM, SW. */
+  readonly oracle?: FrequencyOracle | undefined;
   /** One column per public attribute (schema order), n codes each. */
   readonly publicCodes: readonly (readonly bigint[])[];
 }
@@ -37,7 +41,13 @@ export function newReports(card: Card, rows: EncodedRows): Reports {
     reportIds: newReportIds(rows.privateCodes.length),
     privateCodes: perturbCodes(card, rows.privateCodes),
     publicCodes: rows.publicCodes,
+    oracle: oracleOf(card),
   };
+}
+
+/** The card's frequency oracle, if it is an oracle's card. */
+export function oracleOf(card: Card): FrequencyOracle | undefined {
+  return card instanceof OracleCard ? card.oracle : undefined;
 }
 
 /** Check shapes and that every code is in its range (what the server checks); names the field. */
@@ -50,14 +60,12 @@ export function validateReports(schema: Schema, reports: Reports): void {
   if (reports.publicCodes.length !== m || reports.publicCodes.some((c) => c.length !== n)) {
     throw new ValidationError("public_codes", `${m} columns of ${n} codes (one per public attribute)`, "wrong shape");
   }
+  const low = reports.oracle?.reportLow ?? 0n;
+  const bound = reports.oracle?.reportBound ?? schema.privateDomainSize;
+  const what = reports.oracle ? `${reports.oracle.name} reports` : "codes";
   reports.privateCodes.forEach((c, i) => {
-    if (typeof c !== "bigint" || c < 0n || c >= schema.privateDomainSize) {
-      throw new ValidationError(
-        "private_codes",
-        `integer codes in [0, ${schema.privateDomainSize - 1n}]`,
-        "out of range",
-        i,
-      );
+    if (typeof c !== "bigint" || c < low || c >= bound) {
+      throw new ValidationError("private_codes", `integer ${what} in [${low}, ${bound - 1n}]`, "out of range", i);
     }
   });
   schema.publicAttributes.forEach((attr, j) => {
@@ -82,7 +90,7 @@ export function uint64Column(codes: readonly bigint[]): Uint8Array {
   return out;
 }
 
-/** The ReportBatch message of `reports` (columns, little-endian codes). */
+/** The ReportBatch message of `reports` (columns, little-endian codes; an oracle's reports in its fields). */
 export function reportBatch(
   reports: Reports,
   collection: string,
@@ -94,7 +102,9 @@ export function reportBatch(
     mechanismVersion,
     sequence,
     reportIds: reports.reportIds,
-    privateCodes: uint64Column(reports.privateCodes),
+    ...(reports.oracle
+      ? reports.oracle.wire(reports.privateCodes)
+      : { privateCodes: uint64Column(reports.privateCodes) }),
     publicCodes: reports.publicCodes.map(uint64Column),
   });
 }

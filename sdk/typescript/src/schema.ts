@@ -8,6 +8,7 @@ import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json
 import { checkEpsilon } from "./validation.js";
 import { ShuffleSpec } from "./shuffle-spec.js";
 import { HybridMechanism, SquareWave } from "./numeric-samplers.js";
+import { ORACLE_MAX_DOMAIN, ORACLE_NAMES, type OracleName } from "./oracles.js";
 // The attribute kinds (./attributes.ts) stay names of this module, as they were before they had their own.
 export {
   MAX_DOMAIN_SIZE,
@@ -61,8 +62,8 @@ export class Schema {
   readonly publicPlaceValues: readonly bigint[];
   private readonly byName: Map<string, Attribute>;
 
-  /** The collection's mechanism: E, or a numeric attribute's (HM, SW). */
-  readonly mechanism: "E" | NumericMechanismName;
+  /** The collection's mechanism: E, a frequency oracle (OUE, OLH, HR), or a numeric attribute's (HM, SW). */
+  readonly mechanism: "E" | OracleName | NumericMechanismName;
   /** The numeric attribute of a numeric collection (its one private attribute); undefined otherwise. */
   readonly numeric: NumericAttribute | undefined;
 
@@ -93,6 +94,7 @@ export class Schema {
         ? this.privateAttributes.reduce((n, a) => n * a.size, 1n)
         : BigInt(numericSampler(this.numeric.mechanism, epsilon).reports);
     this.publicDomainSize = this.publicAttributes.reduce((n, a) => n * a.size, 1n);
+    if (this.mechanism !== "E" && this.numeric === undefined) this.checkOracle(this.mechanism as OracleName);
     if (this.privateDomainSize > MAX_PRIVATE_DOMAIN_SIZE) {
       throw new SchemaError(
         "attributes",
@@ -108,12 +110,32 @@ export class Schema {
     this.publicPlaceValues = placeValues(this.publicAttributes.map((a) => a.size));
   }
 
+  /** The reference's rules of a frequency oracle's schema: no shuffle block, |D| at most the oracle's largest. */
+  private checkOracle(mechanism: OracleName): void {
+    if (this.shuffle !== undefined) {
+      throw new SchemaError(
+        "mechanism",
+        "'E' in a collection with a shuffle block (its central guarantee is computed for k-ary randomized "
+          + "response only: ldpsynth.shared.amplification)",
+        `got ${JSON.stringify(mechanism)} with shuffle`,
+      );
+    }
+    const largest = ORACLE_MAX_DOMAIN[mechanism];
+    if (this.privateDomainSize > largest) {
+      throw new SchemaError(
+        "mechanism",
+        `E, or ${mechanism} over a private domain of at most ${largest} values`,
+        `got |D| = ${this.privateDomainSize}`,
+      );
+    }
+  }
+
   /**
-   * The reference's rules of a schema's mechanism: E (this SDK samples no frequency oracle), or in a
-   * collection with a numeric attribute that attribute's mechanism, with exactly one private attribute
+   * The reference's rules of a schema's mechanism: E or a frequency oracle this SDK samples (OUE, OLH, HR), or
+   * in a collection with a numeric attribute that attribute's mechanism, with exactly one private attribute
    * and no shuffle block (`Schema._check_numeric`).
    */
-  private checkMechanism(mechanism: string): "E" | NumericMechanismName {
+  private checkMechanism(mechanism: string): "E" | OracleName | NumericMechanismName {
     const numeric = this.numeric;
     if (numeric === undefined) {
       if ((NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
@@ -123,10 +145,11 @@ export class Schema {
           `got ${JSON.stringify(mechanism)}`,
         );
       }
+      if ((ORACLE_NAMES as readonly string[]).includes(mechanism)) return mechanism as OracleName;
       if (mechanism !== "E") {
         throw new SchemaError(
           "mechanism",
-          "E (this SDK perturbs with mechanism E and the numeric HM and SW only)",
+          "E, OUE, OLH or HR (this SDK perturbs with these and the numeric HM and SW)",
           `got ${JSON.stringify(mechanism)}`,
         );
       }
@@ -243,6 +266,7 @@ export class Schema {
       return out;
     });
     const out: JsonObject = { name: this.name, epsilon: this.epsilon, attributes: attrs };
+    if (this.mechanism !== "E" && this.numeric === undefined) out["mechanism"] = this.mechanism;
     if (this.shuffle !== undefined) out["shuffle"] = this.shuffle.toJson();
     return out;
   }

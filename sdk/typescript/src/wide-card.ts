@@ -11,12 +11,14 @@
  * Verified here: the format, version, schema (attributes, views block, shuffle), the views (their attributes
  * and sub-collection names, recomputed from the schema), the assignment block, and every view card's schema
  * (the view's attributes and the public ones, the wide ε and shuffle). The view card of the device's own view
- * is verified in full when it is used ({@link WideCard.viewCard}: MechanismCard.parse). Which mechanism each
- * view uses (the reference's `best_mechanism`: E, OLH or OUE, the least variance) is not recomputed: this SDK
- * samples E only, and refuses a device whose view uses another (naming the view card's mechanism) before
- * anything is charged. Every view's ε is verified against the wide ε by its card, whatever it is.
+ * is verified in full when it is used ({@link WideCard.viewCard}: parseCard, every number of E's or the
+ * oracle's card recomputed). Which mechanism each view uses (the reference's `best_mechanism`: E, OLH or OUE,
+ * the least variance) is not recomputed: the device perturbs with the one its view card names (E, OUE, OLH or
+ * HR; another is refused, naming the view card's mechanism, before anything is charged). Every view's ε is
+ * verified against the wide ε by its card, whatever it is.
  */
-import { CARD_FORMAT, MechanismCard, pythonEquals } from "./card.js";
+import { parseCard, type Card } from "./any-card.js";
+import { CARD_FORMAT, pythonEquals } from "./card.js";
 import { SchemaError, ValidationError } from "./errors.js";
 import type { Collection } from "./gen/ldpsynth/v1/collection_pb.js";
 import { isJsonObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
@@ -26,6 +28,7 @@ import { MAX_PRIVATE_DOMAIN_SIZE, NumericAttribute, Schema, attributeFromJson, t
 import { ShuffleSpec } from "./shuffle-spec.js";
 import { MIN_SALT_BYTES, assignView } from "./view-assignment.js";
 import { asSchemaError } from "./errors.js";
+import { ORACLE_NAMES } from "./oracles.js";
 import { checkEpsilon } from "./validation.js";
 
 export const WIDE_CARD_FORMAT = "ldpsynth.wide-card/1";
@@ -253,19 +256,19 @@ export class WideCard {
   }
 
   /**
-   * The verified E card of view `index` (MechanismCard.parse of the card this wide card states); ValidationError
-   * naming the view card's mechanism when the view uses a frequency oracle this SDK does not sample.
+   * The verified card of view `index` (parseCard of the card this wide card states: E's or an oracle's);
+   * ValidationError naming the view card's mechanism when the view uses one this SDK does not sample.
    */
-  viewCard(index: number): MechanismCard {
+  viewCard(index: number): Card {
     const card = this.views[index]!.card;
-    if (card["mechanism"] !== "E") {
+    if (!["E", ...ORACLE_NAMES].includes(card["mechanism"] as string)) {
       throw new ValidationError(
         `card.views[${index}].card.mechanism`,
-        "E (this SDK samples mechanism E only for a wide collection's view)",
+        "E, OUE, OLH or HR (the mechanisms this SDK samples)",
         `the view ${JSON.stringify(this.views[index]!.schema.name)} uses ${JSON.stringify(card["mechanism"])}; nothing was charged or sent`,
       );
     }
-    return MechanismCard.parse(card);
+    return parseCard(card);
   }
 
   /**

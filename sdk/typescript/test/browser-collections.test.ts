@@ -2,7 +2,8 @@
  * Numeric, wide and discovery collections from a browser: headless Chromium loads the bundled
  * `@ldpsynth/sdk/web`, whose WebClient submits through the IndexedDB ledger to a real replica's web port; the
  * device perturbs a numeric value, reports its ledger's view of a wide collection (charged under the wide
- * collection) and its discovery round's cells (or nothing, not being its round).
+ * collection) and its discovery round's cells (or nothing, not being its round); and perturbs with OUE, OLH and
+ * HR (ordinary collections, and a discovery round on OLH).
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -12,7 +13,8 @@ import { after, before, describe, test } from "node:test";
 import type { BrowserContext } from "playwright-core";
 import { Client } from "../src/node/client.js";
 import { BLANK_PAGE, launch, NO_BROWSER, sdkBundle, sdkPage, serveStatic } from "./browser-harness.js";
-import { NO_REPLICA, startReplica, storedCounts, type Replica } from "./replica.js";
+import { OracleCard } from "../src/oracle-card.js";
+import { NO_REPLICA, startReplica, storedCounts, storedOracleReports, type Replica } from "./replica.js";
 
 type Sdk = typeof import("../src/web/index.js");
 declare const window: { sdk: Sdk };
@@ -44,6 +46,15 @@ const WORDS = {
   },
 };
 
+/** Ordinary collections of the three oracles, and a discovery whose round 0 (2^8 cells) uses OLH. */
+const ORACLES = (["OUE", "OLH", "HR"] as const).map((mechanism) => ({
+  name: `b-${mechanism.toLowerCase()}`,
+  epsilon: 1.0,
+  mechanism,
+  attributes: [{ name: "score", type: "integer", min: 0, max: 99 }],
+}));
+const WORDS_OLH = { ...WORDS, name: "wordso", epsilon: 2.0, discovery: { ...WORDS.discovery, first_bits: 8 } };
+
 describe("numeric, wide and discovery collections in headless Chromium", { skip: NO_BROWSER || NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-browser-collections-"));
   let replica: Replica;
@@ -57,7 +68,7 @@ describe("numeric, wide and discovery collections in headless Chromium", { skip:
       "/sdk.js": { type: "text/javascript", body: await sdkBundle() },
     });
     const args = ["--data-dir", join(dir, "data"), "--shards", "1", "--web-origins", site.origin];
-    for (const schema of [WAIT, WIDE, WORDS]) {
+    for (const schema of [WAIT, WIDE, WORDS, ...ORACLES, WORDS_OLH]) {
       writeFileSync(join(dir, `${schema.name}.json`), JSON.stringify(schema));
       args.push("--collection", join(dir, `${schema.name}.json`));
     }
@@ -118,6 +129,48 @@ describe("numeric, wide and discovery collections in headless Chromium", { skip:
       [...stored.values()].reduce((a, b) => a + b, 0),
       2,
     );
+    await page.close();
+  });
+
+  test("OUE, OLH and HR collections and a discovery round on OLH: perturbed with the oracle, stored by the server", async () => {
+    const page = await sdkPage(context, `${site.origin}/test.html`);
+    const names = ORACLES.map((o) => o.name);
+    const out = await page.evaluate(
+      async ([url, oracles]) => {
+        const sdk = window.sdk;
+        const client = new sdk.WebClient(url);
+        const ledger = await sdk.IndexedDbLedger.open("oracle-device", { budget: 100 });
+        const sent = [];
+        for (const name of oracles) {
+          const r = await client.submit(name, { score: [0, 42, 99] }, ledger);
+          sent.push([r.acknowledged, r.epsilonSpent, await ledger.spent(name)]);
+        }
+        ledger.close();
+        // Ledgers until one reports to round 0 (at least 1 in 4 does: 100 miss with probability 3e-13).
+        let round = null;
+        for (let d = 0; d < 100 && round === null; d++) {
+          const book = await sdk.IndexedDbLedger.open(`oracle-round-${d}`, { budget: 100 });
+          const r = await client.submit("wordso", { word: ["abc", "cab"] }, book);
+          if (r.status === "sent") round = [r.part ?? null, r.acknowledged, await book.spent("wordso")];
+          book.close();
+        }
+        return { sent, round };
+      },
+      [replica.webUrl, names] as const,
+    );
+    const node = new Client(replica.address);
+    for (const [i, name] of names.entries()) {
+      const card = (await node.getCollection(name)).card;
+      assert.ok(card instanceof OracleCard);
+      assert.deepEqual(out.sent[i], [3, 3 * card.epsilon, 3 * card.epsilon], name);
+      const stored = await storedOracleReports(replica.address, name, card.oracle);
+      assert.equal(stored.length, 3, `${name}: every report stored once in the oracle's fields`);
+    }
+    assert.deepEqual(out.round, ["wordso/round-0", 2, 2 * WORDS_OLH.epsilon]);
+    const round = (await node.getCollection("wordso/round-0")).card;
+    assert.ok(round instanceof OracleCard && round.mechanism === "OLH");
+    assert.equal((await storedOracleReports(replica.address, "wordso/round-0", round.oracle)).length, 2);
+    node.close();
     await page.close();
   });
 });

@@ -1,5 +1,6 @@
 /**
- * The device paths of numeric (and wide) collections against a real Python aggregator (test/replica.ts): the
+ * The device paths of numeric, frequency oracle (OUE, OLH, HR), wide and discovery collections against a real
+ * Python aggregator (test/replica.ts): the
  * Node client fetches and verifies the card the server serves, perturbs on the device, charges its ledger and
  * the server stores exactly the reports sent.
  */
@@ -10,10 +11,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ValidationError } from "../src/errors.js";
 import { NumericCard } from "../src/numeric-card.js";
+import { OracleCard } from "../src/oracle-card.js";
 import { Client } from "../src/node/client.js";
 import { FileLedger } from "../src/node/ledger.js";
 import type { Columns } from "../src/rows.js";
-import { NO_REPLICA, startReplica, storedCounts, type Replica } from "./replica.js";
+import { NO_REPLICA, startReplica, storedCounts, storedOracleReports, type Replica } from "./replica.js";
 
 const INCOME = {
   name: "income",
@@ -54,6 +56,49 @@ const DISCOVERY = {
   },
 };
 
+/** Ordinary collections of each frequency oracle this SDK samples. */
+const ORACLES = (["OUE", "OLH", "HR"] as const).map((mechanism) => ({
+  name: `oracle-${mechanism.toLowerCase()}`,
+  epsilon: 1.0,
+  mechanism,
+  attributes: [
+    { name: "region", type: "categorical", values: ["north", "south"], public: true },
+    { name: "score", type: "integer", min: 0, max: 99 },
+  ],
+}));
+
+/** A wide collection whose views on `age` (40 values, and 80 or 120 with another) use OLH, the least variance. */
+const WIDE_OLH = {
+  name: "wideo",
+  epsilon: 2.0,
+  attributes: [
+    { name: "region", type: "categorical", values: ["north", "south"], public: true },
+    { name: "colour", type: "categorical", values: ["red", "green", "blue"] },
+    { name: "age", type: "integer", min: 18, max: 57 },
+    { name: "smoker", type: "binary" },
+  ],
+  views: {
+    kind: "pairs",
+    salt: "000102030405060708090a0b0c0d0e0f",
+    attributes: ["age", "colour", "smoker"],
+    one_way: true,
+  },
+};
+
+/** A discovery whose round 0 (2^8 cells) uses OLH, the least variance at ε = 2. */
+const DISCOVERY_OLH = {
+  name: "wordso",
+  epsilon: 2.0,
+  attributes: [{ name: "word", type: "string", max_length: 5, alphabet: "abc" }],
+  discovery: {
+    first_bits: 8,
+    fragment_bits: 2,
+    top_k: 3,
+    salt: "0f0e0d0c0b0a09080706050403020100",
+    min_reports_per_round: 10,
+  },
+};
+
 describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-collections-"));
   let server: Replica | undefined;
@@ -70,7 +115,11 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
     writeFileSync(join(dir, "wait.json"), JSON.stringify(WAIT));
     writeFileSync(join(dir, "wide.json"), JSON.stringify(WIDE));
     writeFileSync(join(dir, "words.json"), JSON.stringify(DISCOVERY));
+    writeFileSync(join(dir, "wideo.json"), JSON.stringify(WIDE_OLH));
+    writeFileSync(join(dir, "wordso.json"), JSON.stringify(DISCOVERY_OLH));
+    ORACLES.forEach((o) => writeFileSync(join(dir, `${o.name}.json`), JSON.stringify(o)));
     server = await startReplica([
+      ...[...ORACLES.map((o) => o.name), "wideo", "wordso"].flatMap((n) => ["--collection", join(dir, `${n}.json`)]),
       "--data-dir",
       join(dir, "data"),
       "--collection",
@@ -194,5 +243,73 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
       [...stored.keys()].every((k) => BigInt(k) >= 0n && BigInt(k) < 16n),
       "cells of round 0: 2^4 of them",
     );
+  });
+
+  test("oracles: OUE, OLH and HR cards verify; the server stores every report in the oracle's fields", async () => {
+    const rows = { region: ["north", "south", "north", "south"], score: [0, 99, 42, 42] };
+    for (const { name } of ORACLES) {
+      const device = client();
+      const info = await device.getCollection(name);
+      assert.ok(info.card instanceof OracleCard, name);
+      const card = info.card;
+      const book = ledger();
+      const first = await device.submit(name, rows, book);
+      assert.deepEqual([first.rows, first.sent, first.acknowledged, first.memoized], [4, 4, 4, 0], name);
+      assert.equal(book.spent(name), 4 * card.epsilon);
+      const again = await device.submit(info, rows, book);
+      assert.deepEqual([again.sent, again.duplicates, again.memoized, again.epsilonSpent], [4, 4, 4, 0], name);
+      const stored = await storedOracleReports(server!.address, name, card.oracle);
+      assert.equal(stored.length, 4, `${name}: every report stored once`);
+      assert.ok(stored.every((r) => r >= card.oracle.reportLow && r < card.oracle.reportBound));
+    }
+  });
+
+  test("wide: a device whose view uses OLH perturbs with it; the server stores its reports", async () => {
+    const device = client();
+    const wide = await device.getWideCollection("wideo");
+    const olhViews = wide.views.flatMap((v, i) => (v.card["mechanism"] === "OLH" ? [i] : []));
+    assert.deepEqual(
+      olhViews.map((i) => wide.names[i]),
+      ["wideo/age", "wideo/age+colour", "wideo/age+smoker"],
+    );
+    const rows = { region: ["north", "south"], colour: ["red", "blue"], age: [18, 57], smoker: [0, 1] };
+    const sentTo = new Map<string, number>();
+    // 3 of the 6 views use OLH: 40 devices all miss them with probability 2^-40.
+    for (let d = 0; d < 40; d++) {
+      const book = ledger();
+      const { index, name } = await wide.route(book.viewKey("wideo"));
+      const result = await device.submit("wideo", rows, book);
+      assert.deepEqual([result.part, result.sent, result.acknowledged], [name, 2, 2]);
+      assert.equal(book.spent("wideo"), 2 * wide.epsilon);
+      assert.equal(wide.viewCard(index) instanceof OracleCard, olhViews.includes(index));
+      sentTo.set(name, (sentTo.get(name) ?? 0) + 2);
+    }
+    const olhNames = olhViews.map((i) => wide.names[i]!).filter((n) => sentTo.has(n));
+    assert.ok(olhNames.length > 0);
+    for (const name of olhNames) {
+      const card = wide.viewCard(wide.names.indexOf(name));
+      assert.ok(card instanceof OracleCard);
+      const stored = await storedOracleReports(server!.address, name, card.oracle);
+      assert.equal(stored.length, sentTo.get(name), `${name}: every report stored once`);
+      assert.ok(stored.every((r) => r < card.oracle.reportBound));
+    }
+  });
+
+  test("discovery: a round on OLH is perturbed with OLH; the server stores the round's reports", async () => {
+    const device = client();
+    const rows = { word: ["abc", "cab", "abc"] };
+    let sent = 0;
+    // Round 0 is a device's with probability 1/R >= 1/4: 200 ledgers miss it with probability below 1e-24.
+    for (let d = 0; d < 200 && sent < 6; d++) {
+      const result = await device.submit("wordso", rows, ledger());
+      if (result.status !== "sent") continue;
+      assert.deepEqual([result.part, result.sent, result.acknowledged, result.memoized], ["wordso/round-0", 2, 2, 1]);
+      sent += 2;
+    }
+    assert.ok(sent > 0);
+    const info = await device.getCollection("wordso/round-0");
+    assert.ok(info.card instanceof OracleCard && info.card.mechanism === "OLH");
+    const stored = await storedOracleReports(server!.address, "wordso/round-0", info.card.oracle);
+    assert.equal(stored.length, sent);
   });
 });

@@ -130,8 +130,13 @@ test("a numeric schema's rules: one private attribute, no shuffle block, the att
     "mechanism",
   );
   assert.equal(
-    field({ name: "n", epsilon: 1.0, mechanism: "OLH", attributes: [{ name: "b", type: "binary" }] }),
+    field({ name: "n", epsilon: 1.0, mechanism: "SS", attributes: [{ name: "b", type: "binary" }] }),
     "mechanism",
   );
+  assert.equal(
+    field({ name: "n", epsilon: 1.0, mechanism: "OLH", attributes: [{ name: "b", type: "binary" }] }),
+    "accepted",
+  );
+  assert.equal(field({ name: "n", epsilon: 1.0, mechanism: "OLH", attributes: [attr] }), "mechanism");
   assert.equal(field({ name: "n", epsilon: 1e-300, attributes: [attr] }), "epsilon");
 });

@@ -3,9 +3,16 @@
  * `$LDPSYNTH_BIN`) on 127.0.0.1, port 0, with a web port; stopped by its pid (SIGTERM, then SIGKILL).
  * Any other server of the CLI (`ldpsynth shuffler serve`) starts the same way (startServer).
  */
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import {
+  HadamardResponse,
+  OptimizedLocalHashing,
+  OptimizedUnaryEncoding,
+  type FrequencyOracle,
+} from "../src/oracles.js";
 
 const ROOT = new URL("../../../../", import.meta.url).pathname;
 export const BIN = process.env["LDPSYNTH_BIN"] ?? join(ROOT, ".venv", "bin", "ldpsynth");
@@ -141,4 +148,34 @@ export function countsOf(
     into.set(key, (into.get(key) ?? 0) + 1);
   });
   return into;
+}
+
+/**
+ * The reports a replica stores for a frequency oracle's collection (its Export, over gRPC), each as the one
+ * bigint the oracle's layout gives it (oracles.ts): OUE's bit set, OLH's seed << s | bucket, HR's index.
+ */
+export async function storedOracleReports(
+  address: string,
+  collection: string,
+  oracle: FrequencyOracle,
+): Promise<bigint[]> {
+  const { createClient } = await import("@connectrpc/connect");
+  const { createGrpcTransport } = await import("@connectrpc/connect-node");
+  const { QueryService } = await import("../src/gen/ldpsynth/v1/query_pb.js");
+  const client = createClient(QueryService, createGrpcTransport({ baseUrl: `http://${address}` }));
+  const out: bigint[] = [];
+  const little = (bytes: Uint8Array, width: number): bigint[] =>
+    Array.from({ length: bytes.byteLength / width }, (_, i) =>
+      bytes.subarray(width * i, width * (i + 1)).reduceRight((v, b) => (v << 8n) | BigInt(b), 0n),
+    );
+  for await (const chunk of client.export({ collection }, { timeoutMs: 60_000 })) {
+    assert.equal(chunk.privateCodes.length, 0, "an oracle's reports travel in its own fields");
+    if (oracle instanceof OptimizedUnaryEncoding) out.push(...little(chunk.reportBitmaps, oracle.reportBytes));
+    if (oracle instanceof HadamardResponse) out.push(...little(chunk.hadamardReports, 4));
+    if (oracle instanceof OptimizedLocalHashing) {
+      const buckets = little(chunk.olhBuckets, 2);
+      out.push(...little(chunk.olhSeeds, 8).map((seed, i) => (seed << BigInt(oracle.hashBits)) | buckets[i]!));
+    }
+  }
+  return out;
 }
