@@ -32,8 +32,8 @@ from .views import WideDomain, project
 __all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors",
            "bootstrap_marginals", "fit", "total_variation"]
 
-#: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: 1-2 minutes with all 28 pair views
-#: under the junction-tree bound of :mod:`.bounded`, 2-10 s with the 1-way views and a tree of pairs, docs/wide.md).
+#: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: 5-80 s by load with all 28 pair views
+#: under the junction-tree bound of :mod:`.bounded`, 1-26 s with the 1-way views and a tree of pairs, docs/wide.md).
 DEFAULT_ITERATIONS = 500
 #: The largest row domain whose model is evaluated as a dense array (128 MiB of float64).
 MAX_DENSE_DOMAIN = 1 << 24
