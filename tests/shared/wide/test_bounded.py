@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("mbi")
 
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.wide import WideDomain, bounded, pairs, simulate
 from ldpsynth.shared.wide.bounded import bounded_margins, largest_clique
 from ldpsynth.shared.wide.model import Problem, total_variation
@@ -61,6 +62,8 @@ def test_the_weakest_pair_leaves_the_model_when_the_clique_is_too_large(measured
     assert largest_clique(mbi_domain, kept) <= 24
     # a deliberately low limit: no pair fits, every pair goes to its margins
     assert {k for k, _ in bounded_margins(views, len(rows), mbi_domain, limit=5)} == set(range(len(views)))
+    with pytest.raises(ValidationError, match="limit"):
+        bounded_margins(views, len(rows), mbi_domain, limit=0)
 
 
 def test_the_default_path_is_bounded_when_the_tree_is_too_large(measured, monkeypatch) -> None:
