@@ -25,14 +25,15 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from ..validation import check_int
+from .bounded import bounded_margins
 from .measure import ViewMeasurement
 from .views import WideDomain, project
 
 __all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors",
            "bootstrap_marginals", "fit", "total_variation"]
 
-#: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: about 2 minutes with all 28 pair
-#: views, 2-10 s with the 1-way views and a tree of pairs, docs/wide.md).
+#: Mirror-descent iterations of a fit (Adult's 8 attributes on 2 shared cores: 5-80 s by load with all 28 pair views
+#: under the junction-tree bound of :mod:`.bounded`, 1-26 s with the 1-way views and a tree of pairs, docs/wide.md).
 DEFAULT_ITERATIONS = 500
 #: The largest row domain whose model is evaluated as a dense array (128 MiB of float64).
 MAX_DENSE_DOMAIN = 1 << 24
@@ -150,13 +151,19 @@ class Problem:
 
     @classmethod
     def of(cls, domain: WideDomain, measurements: Sequence[ViewMeasurement], population: int,
-           margins: Sequence[tuple[int, Sequence[int]]] = ()) -> Problem:
+           margins: Sequence[tuple[int, Sequence[int]]] | None = None) -> Problem:
         """``margins``: ``(i, attributes)`` pairs, the sub-marginal of ``attributes`` of measurement i fitted
-        *instead of* that view's cells when the view itself is left out of the model (:class:`Margin`)."""
+        *instead of* that view's cells when the view itself is left out of the model (:class:`Margin`); by
+        default the 1-way margins of the views that would push the junction tree's largest clique above
+        :data:`~ldpsynth.shared.wide.bounded.MAX_CLIQUE` cells (:func:`~ldpsynth.shared.wide.bounded.bounded_margins`;
+        none when every view fits, e.g. a tree of pairs)."""
         mbi = _mbi()
         n = check_int(population, "population", 1)
         if not measurements:
             raise ValidationError("measurements", "one or more views", "got none")
+        mbi_domain = mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes))
+        if margins is None:
+            margins = bounded_margins(measurements, n, mbi_domain)
         sigmas = tuple(n * np.sqrt(np.maximum(m.share_variance(n), 1e-12)) for m in measurements)
         built = []
         for i, attributes in margins:
@@ -164,8 +171,7 @@ class Problem:
             weights = project(np.eye(m.view.size), m.view, tuple(attributes)).T
             sigma = n * np.sqrt(np.maximum(m.linear_share_variance(weights, n), 1e-12))
             built.append(Margin(i, tuple(attributes), weights, sigma, mbi.WeightedQuery(1.0 / sigma)))
-        return cls(domain, tuple(measurements), n,
-                   mbi.Domain([_name(j) for j in range(domain.width)], list(domain.sizes)), sigmas,
+        return cls(domain, tuple(measurements), n, mbi_domain, sigmas,
                    tuple(mbi.WeightedQuery(1.0 / sigma) for sigma in sigmas), tuple(built))
 
     def fit(self, shares: Sequence[npt.ArrayLike], iterations: int = DEFAULT_ITERATIONS,
