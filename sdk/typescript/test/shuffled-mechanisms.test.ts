@@ -1,10 +1,11 @@
 /**
- * A shuffled numeric (HM) and a shuffled frequency oracle (OLH) collection from the Node client through a real
+ * Shuffled numeric (HM) and frequency oracle (OLH, OUE) collections from the Node client through a real
  * Python shuffler (`ldpsynth shuffler serve`) to a real replica (`ldpsynth aggregator serve`), on 127.0.0.1 and
  * stopped by their pids (test/replica.ts). Each device verifies the card (its shuffle block states FMT21's clone
- * bound), seals its reports as the reference lays them out (a number in 8 bytes), and its ledger records the
- * collection's promise with the same terms as E's; the replica stores exactly the reports charged, and answers
- * the mean (HM) and the marginal (OLH) within their stated standard errors. Skipped where the Python
+ * bound), seals its reports as the reference lays them out (a number in 8 bytes, OUE's bit set in ⌈|D|/8⌉), and
+ * its ledger records the collection's promise with the same terms as E's; the replica stores exactly the reports
+ * charged, and answers
+ * the mean (HM) and the marginals (OLH, OUE) within their stated standard errors. Skipped where the Python
  * environment is missing.
  */
 import assert from "node:assert/strict";
@@ -44,17 +45,18 @@ const HOURS = {
   attributes: [{ name: "hours", type: "numeric", range: [0, 10], mechanism: "HM" }],
   shuffle: SHUFFLE,
 };
-const CHOICE = {
-  name: "choice",
+/** Shuffled oracle collections over 100 values: OLH (a number sealed in 8 bytes) and OUE (its 13-byte bit set). */
+const ORACLES = (["OLH", "OUE"] as const).map((mechanism) => ({
+  name: `choice-${mechanism.toLowerCase()}`,
   epsilon: 2.0,
-  mechanism: "OLH",
+  mechanism,
   attributes: [{ name: "choice", type: "integer", min: 0, max: 99 }],
   shuffle: SHUFFLE,
-};
+}));
 const DEVICES = 4;
 /** Rows per device: each submission alone fills a pool (50 >= 20), so no pool waits on another device. */
 const PER_DEVICE = 50;
-/** |estimate − truth| <= Z standard errors: α = 2·(1 − Φ(5)) ≈ 5.7e-7 per answer, 101 answers in all (α ≈ 6e-5). */
+/** |estimate − truth| <= Z standard errors: α = 2·(1 − Φ(5)) ≈ 5.7e-7 per answer, 201 answers in all (α ≈ 1.2e-4). */
 const Z = 5;
 
 /** Device i's hours: distinct values in [0, 10] (mean of all 200: 6.3). */
@@ -87,7 +89,7 @@ async function estimate(address: string, collection: string, queries: object[]):
   return out;
 }
 
-describe("shuffled HM and OLH collections through a real shuffler", { skip: NO_REPLICA }, () => {
+describe("shuffled HM, OLH and OUE collections through a real shuffler", { skip: NO_REPLICA }, () => {
   const dir = mkdtempSync(join(tmpdir(), "ldpsynth-ts-shuffled-mechanisms-"));
   let replica: Replica | undefined;
   let shuffler: Server | undefined;
@@ -102,14 +104,13 @@ describe("shuffled HM and OLH collections through a real shuffler", { skip: NO_R
 
   before(async () => {
     writeFileSync(join(dir, "hours.json"), JSON.stringify(HOURS));
-    writeFileSync(join(dir, "choice.json"), JSON.stringify(CHOICE));
+    for (const c of ORACLES) writeFileSync(join(dir, `${c.name}.json`), JSON.stringify(c));
     replica = await startReplica([
       "--data-dir",
       join(dir, "data"),
       "--collection",
       join(dir, "hours.json"),
-      "--collection",
-      join(dir, "choice.json"),
+      ...ORACLES.flatMap((c) => ["--collection", join(dir, `${c.name}.json`)]),
       "--shards",
       "1",
     ]);
@@ -184,26 +185,29 @@ describe("shuffled HM and OLH collections through a real shuffler", { skip: NO_R
     assert.ok(Math.abs(mean - truth) <= Z * se, `mean ${mean} vs ${truth} (SE ${se})`);
   });
 
-  test("OLH: the clone bound's card, every charged report stored once, the marginal within its errors", async () => {
-    const info = await client().getCollection("choice");
-    assert.ok(info.card instanceof OracleCard);
-    const books = await submitAll("choice", () => ({ choice: choicesOf() }));
-    const sent: bigint[] = [];
-    books.forEach((book) => {
-      const memo = prepareReports(info.card, encodeColumns(info.card.schema, { choice: choicesOf() }), book, {
-        sealed: true,
+  for (const { name, mechanism } of ORACLES) {
+    test(`${mechanism}: the clone bound's card, every charged report stored once, the marginal within its errors`, async () => {
+      const info = await client().getCollection(name);
+      assert.ok(info.card instanceof OracleCard);
+      assert.equal(info.card.mechanism, mechanism);
+      const books = await submitAll(name, () => ({ choice: choicesOf() }));
+      const sent: bigint[] = [];
+      books.forEach((book) => {
+        const memo = prepareReports(info.card, encodeColumns(info.card.schema, { choice: choicesOf() }), book, {
+          sealed: true,
+        });
+        sent.push(...memo.reports.privateCodes);
       });
-      sent.push(...memo.reports.privateCodes);
+      const stored = await storedOracleReports(replica!.address, name, info.card.oracle);
+      const sort = (xs: bigint[]): bigint[] => [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      assert.deepEqual(sort(stored), sort(sent));
+      const truth = Array.from({ length: 100 }, (_, v) => (v < PER_DEVICE ? DEVICES : 0));
+      const answers = await estimate(replica!.address, name, [{ kind: "marginal", attributes: ["choice"] }]);
+      assert.equal(answers.length, truth.length);
+      answers.forEach(([count, se], v) => {
+        assert.ok(se > 0, `cell ${v}: a standard error of ${se}`);
+        assert.ok(Math.abs(count - truth[v]!) <= Z * se, `cell ${v}: ${count} vs ${truth[v]} (SE ${se})`);
+      });
     });
-    const stored = await storedOracleReports(replica!.address, "choice", info.card.oracle);
-    const sort = (xs: bigint[]): bigint[] => [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    assert.deepEqual(sort(stored), sort(sent));
-    const truth = Array.from({ length: 100 }, (_, v) => (v < PER_DEVICE ? DEVICES : 0));
-    const answers = await estimate(replica!.address, "choice", [{ kind: "marginal", attributes: ["choice"] }]);
-    assert.equal(answers.length, truth.length);
-    answers.forEach(([count, se], v) => {
-      assert.ok(se > 0, `cell ${v}: a standard error of ${se}`);
-      assert.ok(Math.abs(count - truth[v]!) <= Z * se, `cell ${v}: ${count} vs ${truth[v]} (SE ${se})`);
-    });
-  });
+  }
 });
