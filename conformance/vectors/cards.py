@@ -1,4 +1,5 @@
-"""cards.json: mechanism cards for (ε, |D|) pairs, refused pairs, tampered and accepted variants, shuffled cards."""
+"""cards.json: mechanism cards for (ε, |D|) pairs, refused pairs, tampered and accepted variants, shuffled cards
+(of E, and of the oracles and numeric mechanisms with FMT21's clone bound)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Iterator
 from decimal import Decimal, localcontext
 from typing import Any
 
-from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.card import MechanismCard, shuffle_block
 from ldpsynth.shared.mechanism import MechanismE
+from ldpsynth.shared.mechanisms.registry import shuffle_bound
 from ldpsynth.shared.schema import Schema, ShuffleSpec
 from vectors.common import FORMAT, attribute, dec, exact_float, field_of, schema_doc
 
@@ -168,6 +170,57 @@ def _accepted_shuffled_variants() -> Iterator[tuple[str, str]]:
     yield "shuffle-compact-json", json.dumps(base, separators=(",", ":"))
 
 
+def shuffled_mechanism_schema(mechanism: str, shuffle: dict[str, Any]) -> dict[str, Any]:
+    """A shuffled collection of another mechanism than E (docs/shuffle-accountant.md §9): an oracle's (OUE, OLH,
+    HR) over one private integer attribute, or a numeric attribute's (HM, SW); one public attribute each."""
+    region = attribute("region", "categorical", True, values=["north", "south"])
+    if mechanism in ("HM", "SW"):
+        return {**schema_doc(f"shuffled-{mechanism.lower()}", attribute("x", "numeric", range=[0.0, 10.0],
+                                                                          mechanism=mechanism), region, epsilon=2.0),
+                "shuffle": shuffle}
+    return {**schema_doc(f"shuffled-{mechanism.lower()}", attribute("value", "integer", min=0, max=99), region,
+                         epsilon=2.0), "mechanism": mechanism, "shuffle": shuffle}
+
+
+#: (mechanism, the schema's shuffle block) of the shuffled cards of other mechanisms than E (FMT21's clone bound).
+SHUFFLED_MECHANISMS: list[tuple[str, dict[str, Any]]] = [
+    ("OLH", {"delta": 1e-6, "min_batch": 200, "shuffler": "independent"}),
+    ("OUE", {"delta": 1e-6, "min_batch": 100, "rows_per_device": 2, "assume_injected": 5}),
+    ("HR", {"delta": 1e-9, "min_batch": 1000}),
+    ("HM", {"delta": 1e-6, "min_batch": 200, "shuffler": "independent"}),
+    ("SW", {"delta": 1e-6, "min_batch": 50}),
+]
+
+
+def _shuffled_mechanism_case(mechanism: str, block: dict[str, Any]) -> dict[str, Any]:
+    card = MechanismCard.for_schema(Schema.from_json(shuffled_mechanism_schema(mechanism, block)))
+    spec = card.schema.shuffle
+    assert spec is not None
+    return {"id": f"shuffled-{mechanism}", "mechanism": mechanism, "bound": shuffle_bound(mechanism),
+            "shuffle": block, "assume_injected": spec.injected, "honest_reports_per_pool": spec.honest_per_pool,
+            "independent": spec.independent, "card_json": card.dumps()}
+
+
+def _tampered_shuffled_mechanism_cards() -> Iterator[tuple[str, str]]:
+    """Shuffled oracle and numeric cards that must be refused, each naming the field that differs."""
+    for mechanism, spec in SHUFFLED_MECHANISMS[:1] + SHUFFLED_MECHANISMS[3:4]:
+        base = MechanismCard.for_schema(Schema.from_json(shuffled_mechanism_schema(mechanism, spec))).to_json()
+        block = base["shuffle"]
+        e_block = shuffle_block(ShuffleSpec.from_json(spec), block["local"]["epsilon"], "E")
+        tag = mechanism.lower()
+        yield f"shuffled-{tag}-states-the-blanket-bound", json.dumps(
+            {**base, "shuffle": {**block, "central": {**block["central"], "epsilon": e_block["central"]["epsilon"]}}})
+        yield f"shuffled-{tag}-min-batch-differs-from-schema", json.dumps(
+            {**base, "shuffle": {**block, "min_batch": spec["min_batch"] + 1}})
+        yield f"shuffled-{tag}-shuffle-block-missing", json.dumps({k: v for k, v in base.items() if k != "shuffle"})
+        yield f"shuffled-{tag}-local-epsilon-is-requested", json.dumps(
+            {**base, "shuffle": {**block, "local": {**block["local"], "epsilon": 2.0}}})
+        plain = {**shuffled_mechanism_schema(mechanism, spec)}
+        del plain["shuffle"]
+        unshuffled = MechanismCard.for_schema(Schema.from_json(plain)).to_json()
+        yield f"{tag}-shuffle-block-on-a-collection-not-shuffled", json.dumps({**unshuffled, "shuffle": block})
+
+
 def card_vectors() -> dict[str, Any]:
     cases = [_card_case(eps, k) for eps, k in CARD_PAIRS]
     refused = []
@@ -182,6 +235,9 @@ def card_vectors() -> dict[str, Any]:
     for case_id, text in _tampered_shuffled_cards():
         field, _ = field_of(MechanismCard.from_json, text)
         bad.append({"id": case_id, "card_json": text, "field": field})
+    for case_id, text in _tampered_shuffled_mechanism_cards():
+        field, _ = field_of(MechanismCard.from_json, text)
+        bad.append({"id": case_id, "card_json": text, "field": field})
     accepted = []
     for case_id, text in _accepted_variants():
         MechanismCard.from_json(text)
@@ -191,5 +247,7 @@ def card_vectors() -> dict[str, Any]:
     for case_id, text in _accepted_shuffled_variants():
         MechanismCard.from_json(text)
         shuffled_variants.append({"id": case_id, "card_json": text})
+    shuffled_mechanisms = [_shuffled_mechanism_case(mechanism, block) for mechanism, block in SHUFFLED_MECHANISMS]
     return {"format": FORMAT, "file": "cards", "cases": cases, "refused": refused, "bad_cards": bad,
-            "accepted_variants": accepted, "shuffled": shuffled, "shuffled_variants": shuffled_variants}
+            "accepted_variants": accepted, "shuffled": shuffled, "shuffled_variants": shuffled_variants,
+            "shuffled_mechanisms": shuffled_mechanisms}

@@ -1,4 +1,5 @@
-"""sealed.json: HPKE-sealed reports (docs/contract.md §16), what must not open, sealed batches and their parts."""
+"""sealed.json: HPKE-sealed reports (docs/contract.md §16), what must not open, sealed batches and their parts, and
+the sealed reports of shuffled oracle and numeric collections (OLH, OUE, HR, HM, SW)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import shuffler_pb2 as spb
+from vectors.cards import SHUFFLED_MECHANISMS, shuffled_mechanism_schema
 from vectors.common import FORMAT, WORKED_EXAMPLE, dec
 
 
@@ -130,7 +132,47 @@ def sealed_vectors() -> dict[str, Any]:
                                        "public_key": key[1].hex(), "key_id": sealing.key_id(key[1]).hex(),
                                        "sealed_report_bytes": sealing.sealed_report_bytes(demo, "E/1")},
                            "hex": collection.SerializeToString().hex()},
-            "shuffled_acks": shuffled_acks, "sealed_acks": sealed_acks}
+            "shuffled_acks": shuffled_acks, "sealed_acks": sealed_acks, "mechanism_cases": _mechanism_cases(key)}
+
+
+def _mechanism_cases(key: tuple[bytes, bytes]) -> list[dict[str, Any]]:
+    """Sealed reports of shuffled collections of other mechanisms than E (docs/contract.md §16): a number in 8
+    bytes (OLH, HR, HM, SW), OUE's bit set in ceil(|D|/8) bytes; each report drawn in its layout's range (the
+    least and largest too), ``report`` the number, or the bit set's little-endian integer (bit v: value v)."""
+    rng = random.Random(47)
+    out = []
+    for mechanism, block in SHUFFLED_MECHANISMS:
+        schema = Schema.from_json(shuffled_mechanism_schema(mechanism, block))
+        card = MechanismCard.for_schema(schema)
+        layout = sealing.report_layout(schema)
+        version = card.version
+        for which in ("least", "largest", "seeded"):
+            if layout.bitmap:
+                bits = {"least": 0, "largest": (1 << (8 * layout.width)) - 1,
+                        "seeded": rng.getrandbits(8 * layout.width)}[which]
+                bits &= (1 << schema.private_domain_size) - 1  # OUE's bits past |D| are zero
+                private = np.frombuffer(bits.to_bytes(layout.width, "little"), np.uint8).reshape(1, layout.width)
+                report = bits
+            else:
+                report = {"least": layout.low, "largest": layout.bound - 1,
+                          "seeded": rng.randrange(layout.low, layout.bound)}[which]
+                private = np.asarray([report], np.int64)
+            report_id = rng.randbytes(16)
+            public = rng.randrange(2)
+            reports = Reports(np.frombuffer(report_id, np.uint8).reshape(1, 16), layout.check(private),
+                              np.asarray([[public]], np.int64))
+            plaintext = sealing.encode_plaintexts(reports, version)[0].tobytes()
+            decoded = sealing.decode_plaintexts(np.frombuffer(plaintext, np.uint8).reshape(1, -1), schema, version)
+            assert decoded.invalid == 0, (mechanism, which)
+            ikm_e = rng.randbytes(32)
+            enc, ct = _seal_with(ikm_e, key[1], sealing.info(schema.name), plaintext)
+            out.append({"id": f"{mechanism}-{which}", "mechanism": mechanism, "card_json": card.dumps(),
+                        "mechanism_version": version, "report_id": report_id.hex(), "report": dec(report),
+                        "public_codes": dec([public]), "plaintext": plaintext.hex(),
+                        "plaintext_bytes": sealing.plaintext_bytes(schema, version),
+                        "sealed_report_bytes": sealing.sealed_report_bytes(schema, version),
+                        "ikm_e": ikm_e.hex(), "sealed": (enc + ct).hex()})
+    return out
 
 
 def _sealed_batch(public_key: bytes, case_id: str, by_id: Mapping[str, dict[str, Any]], sequence: int,

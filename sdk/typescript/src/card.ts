@@ -59,10 +59,35 @@ export function pythonEquals(a: JsonValue | undefined, b: JsonValue | undefined)
 export const LOCAL_AGAINST = "everyone: the aggregator's operator, the shuffler and analysts";
 
 /**
- * The card's `shuffle` block of a shuffled collection released at the delivered ε0 `epsilon0`: the
- * spec, the guarantee against each party and what it rests on, in the reference's words.
+ * The accountant's bound of a shuffled collection of `mechanism` (the reference's `shuffle_bound`,
+ * docs/shuffle-accountant.md §9): E's k-RR blanket, FMT21's clone bound for every other ε0-LDP mechanism.
  */
-export function shuffleBlock(spec: ShuffleSpec, epsilon0: number): JsonObject {
+export function shuffleBound(mechanism: string): "blanket" | "fmt21-numerical" {
+  return mechanism === "E" ? "blanket" : "fmt21-numerical";
+}
+
+/** How the card's central ε is computed (the reference's `_central_rule`): E's words, or the clone bound's. */
+function centralRule(mechanism: string): string {
+  if (shuffleBound(mechanism) === "blanket") {
+    return (
+      "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
+      + "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md §6), stated with every answer "
+      + "and release"
+    );
+  }
+  return (
+    "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device, "
+    + `bound='${shuffleBound(mechanism)}') (ldpsynth.shared.amplification, FMT21's clone bound for any `
+    + `epsilon0-LDP mechanism, here ${mechanism}; docs/shuffle-accountant.md §6 and §9), stated with every `
+    + "answer and release"
+  );
+}
+
+/**
+ * The card's `shuffle` block of a shuffled collection of `mechanism` released at the delivered ε0 `epsilon0`:
+ * the spec, the guarantee against each party and what it rests on, in the reference's words (`shuffle_block`).
+ */
+export function shuffleBlock(spec: ShuffleSpec, epsilon0: number, mechanism = "E"): JsonObject {
   return {
     ...spec.toJson(),
     local: { epsilon: epsilon0, delta: 0, per: "report", against: LOCAL_AGAINST },
@@ -71,10 +96,7 @@ export function shuffleBlock(spec: ShuffleSpec, epsilon0: number): JsonObject {
       honest_reports_per_pool: spec.honestPerPool,
       assume_injected: spec.injected,
       per: "device",
-      epsilon:
-        "composed_epsilon(epsilon0, |D|, honest_reports_per_pool // rows_per_device, delta, rows_per_device) "
-        + "(ldpsynth.shared.amplification, blanket bound; docs/shuffle-accountant.md §6), stated with every answer "
-        + "and release",
+      epsilon: centralRule(mechanism),
       against: {
         shuffler: "the local guarantee only: the shuffler sees who sends each report",
         operator: spec.independent
@@ -88,8 +110,12 @@ export function shuffleBlock(spec: ShuffleSpec, epsilon0: number): JsonObject {
   };
 }
 
-/** The card's `shuffle` block checked against the schema's spec, as the reference's `MechanismCard.from_json`. */
-function checkShuffleBlock(obj: JsonObject, spec: ShuffleSpec | undefined, epsilon0: number): void {
+/**
+ * The card's `shuffle` block checked against the schema's spec and mechanism, field by field, as the
+ * reference's `_check_shuffle_block` (absent when the schema has no shuffle block).
+ */
+export function checkShuffleBlock(obj: JsonObject, schema: Schema, epsilon0: number): void {
+  const spec = schema.shuffle;
   if (spec === undefined) {
     if ("shuffle" in obj) {
       throw new ValidationError("card.shuffle", "absent (the card's schema has no shuffle block)", "present");
@@ -104,7 +130,7 @@ function checkShuffleBlock(obj: JsonObject, spec: ShuffleSpec | undefined, epsil
       block === undefined || block === null ? "missing" : "not an object",
     );
   }
-  const expected = shuffleBlock(spec, epsilon0);
+  const expected = shuffleBlock(spec, epsilon0, schema.mechanism);
   for (const [key, value] of Object.entries(expected)) {
     if (!pythonEquals(block[key], value)) {
       const shown = typeof value === "object" ? "the block the schema's shuffle spec gives" : String(value);
@@ -206,7 +232,7 @@ export class MechanismCard {
         "violated",
       );
     }
-    checkShuffleBlock(obj, schema.shuffle, d.epsilon);
+    checkShuffleBlock(obj, schema, d.epsilon);
     return new MechanismCard(
       schema,
       schema.epsilon,

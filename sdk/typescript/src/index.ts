@@ -79,6 +79,7 @@ export {
   sealingInfo,
   keyId,
   plaintextBytes,
+  privateBytes,
   sealedReportBytes,
   reportPlaintext,
   SUITE_NAME,

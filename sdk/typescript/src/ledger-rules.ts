@@ -184,7 +184,9 @@ export function checkedPin(value: unknown): Fraction | undefined {
  * reference's per-party guarantee at the pool floor (docs/shuffle-accountant.md §6). Against analysts,
  * and against the aggregator's operator when the shuffler is independent (`operator`), the central
  * (ε, δ) = `composed_epsilon(ε0, |D|, ⌊(minBatch − assumeInjected) / rowsPerDevice⌋, delta,
- * rowsPerDevice)`; against the shuffler, the local ε0 only. This SDK has no accountant (the reference's
+ * rowsPerDevice)` under the collection's bound (k-RR's blanket for E, FMT21's clones for an oracle or a numeric
+ * mechanism: card.ts `shuffleBound`, named by the card's shuffle block; the terms are the same); against the
+ * shuffler, the local ε0 only. This SDK has no accountant (the reference's
  * needs SciPy), so it records the terms and leaves the central ε and δ not computed (null), as the
  * Python SDK does without SciPy; with the card's ε0 and |D| anyone can compute them.
  */

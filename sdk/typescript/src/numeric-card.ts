@@ -5,13 +5,15 @@
  * sampler's grid and integer weights. Every field is recomputed from the schema with this SDK's exact
  * samplers (numeric-samplers.ts) and compared with Python's equality; the first that differs is named
  * (`card.sampler`, `card.epsilon`, ...). The weights the reference computed from its platform's exp are
- * pinned when they are one of the two faithful candidates (never otherwise).
+ * pinned when they are one of the two faithful candidates (never otherwise). A shuffled collection's card has the
+ * `shuffle` block the reference's `shuffle_block` gives at the delivered ε0 with FMT21's clone bound (card.ts
+ * `checkShuffleBlock`; docs/shuffle-accountant.md §9).
  *
  * A report is the index of the sampler's output in [0, K): HM's K = K_PM + 2 (PM's cells, then Duchi's
  * −B, +B; Wang2019ICDE §III-C), SW's K its output cells (Li2020SIGMOD). It travels in
  * `ReportBatch.private_codes` as E's perturbed code does.
  */
-import { pythonEquals } from "./card.js";
+import { checkShuffleBlock, pythonEquals } from "./card.js";
 import { ValidationError } from "./errors.js";
 import { isJsonObject, type JsonObject, type JsonValue } from "./json.js";
 import {
@@ -175,6 +177,7 @@ export class NumericCard {
     if (!(sampler.epsilon <= schema.epsilon)) {
       throw new ValidationError("card.epsilon", `at most ${schema.epsilon} (the schema's)`, "violated");
     }
+    checkShuffleBlock(obj, schema, sampler.epsilon);
     return new NumericCard(schema, attribute, sampler, fields);
   }
 

@@ -7,9 +7,11 @@
  * first that differs is named (`card.sampler`, `card.epsilon`, ...). OLH's hash bits and weights, which the
  * reference derives from its platform's float exp, are pinned when the card's are one of the faithful
  * candidates (never otherwise). The privacy condition is checked on its own too: the delivered ε (the least
- * float at least the exact law's worst log-ratio) is at most the schema's.
+ * float at least the exact law's worst log-ratio) is at most the schema's. A shuffled collection's card has the
+ * `shuffle` block the reference's `shuffle_block` gives at that ε0 with FMT21's clone bound (card.ts
+ * `checkShuffleBlock`; docs/shuffle-accountant.md §9).
  */
-import { pythonEquals } from "./card.js";
+import { checkShuffleBlock, pythonEquals } from "./card.js";
 import { ValidationError } from "./errors.js";
 import type { JsonObject } from "./json.js";
 import { oracleCandidates, type FrequencyOracle, type OracleName } from "./oracles.js";
@@ -92,6 +94,7 @@ export class OracleCard {
     if (!(oracle.epsilon <= schema.epsilon)) {
       throw new ValidationError("card.epsilon", `at most ${schema.epsilon} (the schema's)`, "violated");
     }
+    checkShuffleBlock(obj, schema, oracle.epsilon);
     return new OracleCard(schema, oracle, oracle.fields());
   }
 

@@ -110,16 +110,11 @@ export class Schema {
     this.publicPlaceValues = placeValues(this.publicAttributes.map((a) => a.size));
   }
 
-  /** The reference's rules of a frequency oracle's schema: no shuffle block, |D| at most the oracle's largest. */
+  /**
+   * The reference's rule of a frequency oracle's schema: |D| at most the oracle's largest. It may be shuffled
+   * (its card's shuffle block then states FMT21's clone bound: docs/shuffle-accountant.md §9).
+   */
   private checkOracle(mechanism: OracleName): void {
-    if (this.shuffle !== undefined) {
-      throw new SchemaError(
-        "mechanism",
-        "'E' in a collection with a shuffle block (its central guarantee is computed for k-ary randomized "
-          + "response only: ldpsynth.shared.amplification)",
-        `got ${JSON.stringify(mechanism)} with shuffle`,
-      );
-    }
     const largest = ORACLE_MAX_DOMAIN[mechanism];
     if (this.privateDomainSize > largest) {
       throw new SchemaError(
@@ -133,7 +128,7 @@ export class Schema {
   /**
    * The reference's rules of a schema's mechanism: E or a frequency oracle this SDK samples (OUE, OLH, HR), or
    * in a collection with a numeric attribute that attribute's mechanism, with exactly one private attribute
-   * and no shuffle block (`Schema._check_numeric`).
+   * (`Schema._check_numeric`); any of them may be shuffled (docs/shuffle-accountant.md §9).
    */
   private checkMechanism(mechanism: string): "E" | OracleName | NumericMechanismName {
     const numeric = this.numeric;
@@ -168,14 +163,6 @@ export class Schema {
         "mechanism",
         `absent or ${JSON.stringify(numeric.mechanism)} (the mechanism of the numeric attribute ${JSON.stringify(numeric.name)})`,
         `got ${JSON.stringify(mechanism)}`,
-      );
-    }
-    if (this.shuffle !== undefined) {
-      throw new SchemaError(
-        "shuffle",
-        "absent in a collection with a numeric attribute (the shuffle accountant computes the central guarantee "
-          + "of k-ary randomized response, mechanism E, only: it does not apply to HM or SW reports)",
-        "got a shuffle block",
       );
     }
     asSchemaError(() => numericSampler(numeric.mechanism, this.epsilon));

@@ -9,10 +9,12 @@
  *     0        1      v, the length of the mechanism version (1..255)
  *     1        v      the mechanism version, ASCII ("E/1")
  *     1+v      16     report id
- *     17+v     8      perturbed private code, uint64 little-endian
- *     25+v     8m     the m public codes, schema order, uint64 little-endian each
+ *     17+v     r      the report's private part: r = 8, a uint64 little-endian (E's perturbed code, HM's
+ *                     and SW's output index, OLH's seed << s | bucket, HR's report); r = ceil(|D|/8), OUE's
+ *                     bit set (bit v % 8 of byte v / 8 for value v: its report's bigint little-endian)
+ *     17+v+r   8m     the m public codes, schema order, uint64 little-endian each
  *
- * and a sealed report is enc (32) || ciphertext || tag (16): 32 + 25 + v + 8m + 16 bytes.
+ * and a sealed report is enc (32) || ciphertext || tag (16): 32 + 17 + v + r + 8m + 16 bytes.
  */
 import { ValidationError } from "./errors.js";
 import type { Sealing } from "./gen/ldpsynth/v1/collection_pb.js";
@@ -34,7 +36,8 @@ import {
   type RecipientKey,
 } from "./hpke.js";
 import { REPORT_ID_BYTES } from "./random.js";
-import type { CollectionInfo, Reports } from "./reports.js";
+import type { FrequencyOracle } from "./oracles.js";
+import { oracleOf, type CollectionInfo, type Reports } from "./reports.js";
 import type { Schema } from "./schema.js";
 
 export const SUITE_NAME = "DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM";
@@ -62,29 +65,46 @@ function versionBytes(mechanismVersion: string): Uint8Array {
   return new TextEncoder().encode(mechanismVersion);
 }
 
-/** Bytes of one report's plaintext in `schema`'s collection. */
-export function plaintextBytes(schema: Schema, mechanismVersion: string): number {
-  return 1 + versionBytes(mechanismVersion).length + REPORT_ID_BYTES + 8 * (1 + schema.publicAttributes.length);
+/** r, the bytes of a report's private part: OUE's bit set (its `report_bytes`), else one uint64. */
+export function privateBytes(oracle?: FrequencyOracle): number {
+  return oracle?.name === "OUE" ? oracle.reportBytes : 8;
+}
+
+/** Bytes of one report's plaintext in `schema`'s collection (`oracle`: the collection's frequency oracle, if any). */
+export function plaintextBytes(schema: Schema, mechanismVersion: string, oracle?: FrequencyOracle): number {
+  return (
+    1
+    + versionBytes(mechanismVersion).length
+    + REPORT_ID_BYTES
+    + privateBytes(oracle)
+    + 8 * schema.publicAttributes.length
+  );
 }
 
 /** Bytes of one sealed report (enc || ct) in `schema`'s collection. */
-export function sealedReportBytes(schema: Schema, mechanismVersion: string): number {
-  return ENC_BYTES + plaintextBytes(schema, mechanismVersion) + TAG_BYTES;
+export function sealedReportBytes(schema: Schema, mechanismVersion: string, oracle?: FrequencyOracle): number {
+  return ENC_BYTES + plaintextBytes(schema, mechanismVersion, oracle) + TAG_BYTES;
 }
 
 /** The plaintext of report `i` of `reports` (the layout above). */
 export function reportPlaintext(reports: Reports, i: number, mechanismVersion: string): Uint8Array {
   const version = versionBytes(mechanismVersion);
   const m = reports.publicCodes.length;
-  const out = new Uint8Array(1 + version.length + REPORT_ID_BYTES + 8 * (1 + m));
+  const r = privateBytes(reports.oracle);
+  const out = new Uint8Array(1 + version.length + REPORT_ID_BYTES + r + 8 * m);
   const view = new DataView(out.buffer);
   out[0] = version.length;
   out.set(version, 1);
   let at = 1 + version.length;
   out.set(reports.reportIds.subarray(REPORT_ID_BYTES * i, REPORT_ID_BYTES * (i + 1)), at);
   at += REPORT_ID_BYTES;
-  view.setBigUint64(at, reports.privateCodes[i]!, true);
-  reports.publicCodes.forEach((col, j) => view.setBigUint64(at + 8 * (1 + j), col[i]!, true));
+  let report = reports.privateCodes[i]!;
+  for (let b = 0; b < r; b++, report >>= 8n) out[at + b] = Number(report & 0xffn);
+  if (report !== 0n) {
+    throw new ValidationError("private_codes", `a report of ${r} bytes`, "too large for its collection's layout", i);
+  }
+  at += r;
+  reports.publicCodes.forEach((col, j) => view.setBigUint64(at + 8 * j, col[i]!, true));
   return out;
 }
 
@@ -133,7 +153,7 @@ export async function sealingKey(info: CollectionInfo): Promise<SealingKey> {
   if (!equalBytes(sealing.keyId, await keyId(sealing.publicKey))) {
     throw new ValidationError("sealing.key_id", "SHA-256(suite_id || public_key)[0:16]", "does not match the key");
   }
-  const expected = sealedReportBytes(info.card.schema, info.card.version);
+  const expected = sealedReportBytes(info.card.schema, info.card.version, oracleOf(info.card));
   if (sealing.sealedReportBytes !== expected) {
     throw new ValidationError(
       "sealing.sealed_report_bytes",

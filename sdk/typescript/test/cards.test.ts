@@ -1,10 +1,12 @@
 /**
  * conformance/cards.json: cards verify, every field recomputes exactly, bad cards name their field; a shuffled
- * collection's card states the block its schema gives (the pool floor, F, the guarantee per party).
+ * collection's card states the block its schema gives (the pool floor, F, the guarantee per party), with k-RR's
+ * blanket bound for E and FMT21's clone bound for an oracle's or a numeric collection's card.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { MechanismCard, shuffleBlock } from "../src/card.js";
+import { parseCard } from "../src/any-card.js";
+import { MechanismCard, shuffleBlock, shuffleBound } from "../src/card.js";
 import { ValidationError } from "../src/errors.js";
 import { faithfulExp } from "../src/exact-exp.js";
 import { floatBits, floatFromBits } from "../src/float64.js";
@@ -67,7 +69,7 @@ for (const c of cases(doc, "refused")) {
 for (const c of cases(doc, "bad_cards")) {
   test(`bad card: ${str(c["id"])}`, () => {
     assert.throws(
-      () => MechanismCard.parse(str(c["card_json"])),
+      () => parseCard(str(c["card_json"])),
       (err: unknown) => err instanceof ValidationError && err.field === c["field"],
     );
   });
@@ -106,6 +108,32 @@ for (const c of cases(doc, "shuffled")) {
     assert.equal(stringify(sorted(shuffleBlock(spec, card.epsilon))), stringify(sorted(block)));
   });
 }
+
+for (const c of cases(doc, "shuffled_mechanisms")) {
+  test(`card of a shuffled ${str(c["mechanism"])} collection: the clone bound's block`, () => {
+    const text = str(c["card_json"]);
+    const card = parseCard(text);
+    assert.equal(card.schema.mechanism, c["mechanism"]);
+    assert.equal(shuffleBound(card.schema.mechanism), c["bound"]);
+    const spec = card.schema.shuffle!;
+    assert.deepEqual(
+      [spec.injected, spec.honestPerPool, spec.independent],
+      [c["assume_injected"], c["honest_reports_per_pool"], c["independent"]],
+    );
+    const block = (parseJson(text, "card", "a card") as JsonObject)["shuffle"] as JsonObject;
+    assert.equal(stringify(sorted(shuffleBlock(spec, card.epsilon, card.schema.mechanism))), stringify(sorted(block)));
+    // The same block with E's blanket sentence is another block: a card may not state E's bound for this mechanism.
+    assert.notEqual(stringify(sorted(shuffleBlock(spec, card.epsilon))), stringify(sorted(block)));
+  });
+}
+
+test("the vectors hold shuffled OLH, OUE and HM cards, and tampered ones naming card.shuffle fields", () => {
+  const mechanisms = cases(doc, "shuffled_mechanisms").map((c) => c["mechanism"]);
+  for (const m of ["OLH", "OUE", "HM"]) assert.ok(mechanisms.includes(m), m);
+  const tampered = cases(doc, "bad_cards").filter((c) => /^(shuffled-)?(olh|hm)-/.test(str(c["id"])));
+  assert.ok(tampered.length >= 4);
+  assert.ok(tampered.every((c) => str(c["field"]).startsWith("card.shuffle")));
+});
 
 for (const c of cases(doc, "shuffled_variants")) {
   test(`card of a shuffled collection, written differently, accepted: ${str(c["id"])}`, () => {

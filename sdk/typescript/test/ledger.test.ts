@@ -8,7 +8,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, wr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { parseCard } from "../src/any-card.js";
 import { MechanismCard } from "../src/card.js";
+import { NumericCard } from "../src/numeric-card.js";
 import { prepareReports } from "../src/node/device.js";
 import {
   CardChanged,
@@ -342,6 +344,42 @@ test("a sealed submission to a shuffled collection records its promise at the po
   // The same rows again, memoized, through a shuffler: nothing charged, the promise stays.
   const again = prepareReports(shuffled, ratings([1, 1], [2, 2]), ledger, SEALED);
   assert.deepEqual([again.memoized, again.epsilonSpent, again.central], [2, 0, promise(4)]);
+});
+
+test("a shuffled oracle's or numeric collection's promise has E's terms (the card's bound is its clone bound)", () => {
+  for (const c of cases(vectors("cards.json"), "shuffled_mechanisms")) {
+    const shuffledCard = parseCard(str(c["card_json"]));
+    const numeric = shuffledCard instanceof NumericCard;
+    const rows = encodeRows(
+      shuffledCard.schema,
+      numeric
+        ? [
+            { x: 1.5, region: "north" },
+            { x: 9.25, region: "south" },
+          ]
+        : [
+            { value: 3, region: "north" },
+            { value: 97, region: "south" },
+          ],
+    );
+    const block = c["shuffle"] as JsonObject;
+    const expected: CentralGuarantee = {
+      delta: block["delta"] as number,
+      minBatch: Number(block["min_batch"]),
+      assumeInjected: Number(c["assume_injected"]),
+      rowsPerDevice: Math.max(Number(block["rows_per_device"] ?? 1n), 2),
+      centralEpsilon: null,
+      centralDelta: null,
+      operator: c["independent"] as boolean,
+    };
+    const ledger = new FileLedger(fresh());
+    const name = shuffledCard.schema.name;
+    assert.deepEqual(prepareReports(shuffledCard, rows, ledger, SEALED).central, expected, str(c["id"]));
+    assert.deepEqual(ledger.guarantees(name), expected);
+    assert.equal(ledger.reports(name), 2);
+    // In clear, the promise goes, as for E.
+    assert.equal(prepareReports(shuffledCard, rows, new FileLedger(fresh())).central, undefined);
+  }
 });
 
 test("no promise for reports in clear, for a collection that is not shuffled, or once a report went in clear", () => {

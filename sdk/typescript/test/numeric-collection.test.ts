@@ -106,7 +106,7 @@ test("a numeric submission charges the delivered ε per new report and memoizes 
   assert.deepEqual(again.reports.reportIds, first.reports.reportIds);
 });
 
-test("a numeric schema's rules: one private attribute, no shuffle block, the attribute's mechanism", () => {
+test("a numeric schema's rules: one private attribute, the attribute's mechanism, shuffled or not", () => {
   const attr = { name: "x", type: "numeric", range: [0, 1] };
   const field = (json: object): string => {
     try {
@@ -139,4 +139,11 @@ test("a numeric schema's rules: one private attribute, no shuffle block, the att
   );
   assert.equal(field({ name: "n", epsilon: 1.0, mechanism: "OLH", attributes: [attr] }), "mechanism");
   assert.equal(field({ name: "n", epsilon: 1e-300, attributes: [attr] }), "epsilon");
+  // Shuffled: its card states FMT21's clone bound (docs/shuffle-accountant.md §9); the block is checked as E's.
+  const shuffle = { delta: 1e-6, min_batch: 10 };
+  assert.equal(field({ name: "n", epsilon: 1.0, attributes: [attr], shuffle }), "accepted");
+  assert.equal(
+    field({ name: "n", epsilon: 1.0, attributes: [attr], shuffle: { ...shuffle, delta: 1 } }),
+    "shuffle.delta",
+  );
 });

@@ -4,22 +4,26 @@
  * their pool_key), the cut into batches of one public key each, SealedAck decoding and the device's checks of Collection.sealing. Opening a sealed report is the
  * aggregator's job (the SDK implements no open): the must_not_open and invalid cases are the
  * replicas' and are checked in the Python suite; here a device's own seals (fresh ephemeral keys)
- * are checked by their length, their enc and their difference from each other.
+ * are checked by their length, their enc and their difference from each other. Shuffled oracle and numeric
+ * collections (`mechanism_cases`): a number in 8 bytes (OLH, HR, HM, SW), OUE's bit set in ceil(|D|/8) bytes.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
+import { parseCard } from "../src/any-card.js";
 import { decodeCollection } from "../src/collection.js";
 import { ValidationError } from "../src/errors.js";
 import { SealingSchema, type Sealing } from "../src/gen/ldpsynth/v1/collection_pb.js";
 import { deriveKeyPair, importRecipientKey, SUITE_ID } from "../src/hpke.js";
 import type { JsonObject } from "../src/json.js";
-import type { CollectionInfo, Reports } from "../src/reports.js";
+import { oracleOf, validateReports, type CollectionInfo, type Reports } from "../src/reports.js";
 import { decodeSealedAck, encodeSealedBatch, sealedParts } from "../src/sealed-batching.js";
 import { Schema } from "../src/schema.js";
 import {
   keyId,
+  plaintextBytes,
   reportPlaintext,
+  sealedReportBytes,
   sealingInfo,
   sealingKey,
   sealPlaintext,
@@ -65,6 +69,49 @@ for (const c of cases(doc, "cases")) {
     assert.equal(hex(sealed), c["sealed"]);
   });
 }
+
+for (const c of cases(doc, "mechanism_cases")) {
+  test(`sealed report of a shuffled ${str(c["mechanism"])} collection: ${str(c["id"])}`, async () => {
+    const card = parseCard(str(c["card_json"]));
+    const version = str(c["mechanism_version"]);
+    assert.equal(card.version, version);
+    const oracle = oracleOf(card);
+    const reports: Reports = {
+      reportIds: fromHex(str(c["report_id"])),
+      privateCodes: [BigInt(str(c["report"]))],
+      publicCodes: (c["public_codes"] as string[]).map((code) => [BigInt(code)]),
+      oracle,
+    };
+    validateReports(card.schema, reports); // the report is one this device's sampler may give
+    const plaintext = reportPlaintext(reports, 0, version);
+    assert.equal(hex(plaintext), c["plaintext"]);
+    assert.equal(BigInt(plaintextBytes(card.schema, version, oracle)), c["plaintext_bytes"]);
+    assert.equal(BigInt(sealedReportBytes(card.schema, version, oracle)), c["sealed_report_bytes"]);
+    const ephemeral = await deriveKeyPair(fromHex(str(c["ikm_e"])));
+    const sealed = await sealPlaintext(await importRecipientKey(publicKey), card.schema.name, plaintext, ephemeral);
+    assert.equal(hex(sealed), c["sealed"]);
+  });
+}
+
+test("a report too large for its collection's layout is refused, never truncated", () => {
+  const c = cases(doc, "mechanism_cases").find((x) => x["id"] === "OUE-largest")!;
+  const card = parseCard(str(c["card_json"]));
+  const reports: Reports = {
+    reportIds: fromHex(str(c["report_id"])),
+    privateCodes: [1n << BigInt(8 * oracleOf(card)!.reportBytes)], // one bit past OUE's ceil(|D|/8) bytes
+    publicCodes: [[0n]],
+    oracle: oracleOf(card),
+  };
+  assert.throws(
+    () => reportPlaintext(reports, 0, card.version),
+    (e: unknown) => e instanceof ValidationError && e.field === "private_codes",
+  );
+  const number = { ...reports, privateCodes: [1n << 64n], oracle: undefined };
+  assert.throws(
+    () => reportPlaintext(number, 0, "HM/1"),
+    (e: unknown) => e instanceof ValidationError && e.field === "private_codes",
+  );
+});
 
 for (const batch of cases(doc, "sealed_batches")) {
   test(`SealedBatch bytes, pool_key in clear: ${str(batch["id"])}`, () => {
