@@ -23,7 +23,8 @@ public). Everything maps to the value scale by :class:`~ldpsynth.shared.numeric.
 (``vvv214/LDP_Protocols``, ``sw.py``, function ``EMS``): EM for the bucket probabilities :math:`\\theta` of
 the reports' multinomial law :math:`P\\theta` (:meth:`SquareWave.transition`), a smoothing step after each
 M-step (the binomial kernel (1, 2, 1)/4; at the two end buckets the kernel is cut and renormalised,
-(2, 1)/3), stopped when the log-likelihood changes by less than ``tolerance`` (1e-3, theirs) or
+(2, 1)/3: their code does so at the bottom end only and leaves the top bucket unsmoothed, which is not followed
+here, docs/numeric.md), stopped when the log-likelihood changes by less than ``tolerance`` (1e-3, theirs) or
 :math:`\\theta` moves by at most 1/n in L1 (theirs), or after ``max_iterations`` (10,000, theirs).
 Quantiles interpolate the fitted
 histogram's CDF linearly within a bucket. Their standard error is a nonparametric bootstrap
