@@ -122,16 +122,26 @@ def parity(words: np.ndarray) -> np.ndarray:
 
 def walsh_hadamard(values: np.ndarray) -> np.ndarray:
     """The Walsh-Hadamard transform :math:`\\hat f(v) = \\sum_u f(u) (-1)^{|u \\wedge v|}` of int64
-    vectors of length :math:`2^t` along the last axis (a new array; :math:`t` passes of butterflies, exact)."""
+    vectors of length :math:`2^t` along the last axis (a new array; exact). Two of the t passes of butterflies
+    at a time (radix 4: :math:`(a+b)+(c+d), (a-b)+(c-d), (a+b)-(c+d), (a-b)-(c-d)`), the last alone when t is odd:
+    half the passes over memory."""
     out = np.array(values, dtype=np.int64)
     size, half = out.shape[-1], 1
     lead = out.shape[:-1]
-    while half < size:
+    while 4 * half <= size:
+        quads = out.reshape(*lead, -1, 4, half)
+        a, b, c, d = (quads[..., i, :] for i in range(4))
+        s01, d01, s23, d23 = a + b, a - b, c + d, c - d
+        np.add(s01, s23, out=a)
+        np.add(d01, d23, out=b)
+        np.subtract(s01, s23, out=c)
+        np.subtract(d01, d23, out=d)
+        half *= 4
+    if half < size:
         pairs = out.reshape(*lead, -1, 2, half)
         low = pairs[..., 0, :].copy()
         pairs[..., 0, :] += pairs[..., 1, :]
         np.subtract(low, pairs[..., 1, :], out=pairs[..., 1, :])
-        half *= 2
     return out
 
 
