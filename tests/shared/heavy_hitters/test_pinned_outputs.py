@@ -11,6 +11,7 @@ import hashlib
 import numpy as np
 import pytest
 
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.heavy_hitters.encoding import StringEncoding
 from ldpsynth.shared.heavy_hitters.rounds import RoundSchedule
 from ldpsynth.shared.heavy_hitters.simulate import simulate
@@ -53,3 +54,14 @@ def test_seeded_discovery_is_pinned(alphabet: str | None, schedule: tuple[int, i
     letters = alphabet or "abcdéfgh"
     enc = StringEncoding(schedule[0] // (8 if alphabet is None else 5), alphabet)
     assert _digest(enc, RoundSchedule(*schedule), eps, letters, **select) == digest
+
+
+def test_timing_repeats_leave_the_outputs_alone() -> None:
+    enc = StringEncoding(6, "abcdefghijklmnopqrstuvwxyz")
+    assert _digest(enc, RoundSchedule(30, 10, 10), 2.0, enc.alphabet or "", top_k=10, server_repeats=3) == (
+        "999ff72939f0bb376281bb4c21172a4fa8186a691c4ac05edfbbe8cef7964ef7")
+    codes = _population(enc, enc.alphabet or "", 1_000, 7)
+    with pytest.raises(ValidationError):
+        simulate(codes, enc, RoundSchedule(30, 10, 10), 2.0, np.random.default_rng(1), top_k=3, server_repeats=0)
+    sim = simulate(codes, enc, RoundSchedule(30, 10, 10), 2.0, np.random.default_rng(1), top_k=3, server_repeats=2)
+    assert sim.server_seconds > 0
