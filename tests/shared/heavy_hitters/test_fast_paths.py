@@ -39,3 +39,14 @@ def test_valid_extensions_are_valid_prefixes_of_the_extended(alphabet: str | Non
     got = enc.valid_extensions(parents, start, width, cells)
     assert got.any() and not got.all()
     assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 20, 1 << 40])
+def test_walsh_hadamard_is_exact_near_and_past_the_int32_switch(scale: int) -> None:
+    x = np.random.default_rng(scale % 97).integers(-scale, scale + 1, (2, 1 << 12))
+    x[0, :3] = [scale, -scale, scale]
+    u = np.arange(1 << 12)
+    hadamard = 1 - 2 * (np.bitwise_count(u[:, None] & u[None, :]) & 1).astype(np.int64)
+    got = walsh_hadamard(x)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, x @ hadamard)
