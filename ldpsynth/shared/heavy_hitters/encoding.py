@@ -22,7 +22,7 @@ follows a 0. Cells whose prefix breaks this rule are never a candidate.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,16 +199,48 @@ class StringEncoding:
         >>> StringEncoding(2, "ab").valid_prefixes(np.array([[0b01100000], [0b11000000], [0b00010000]], np.uint8), 4)
         array([ True, False, False])
         """
+        return self._scan(np.ones(len(prefixes), bool), np.zeros(len(prefixes), bool), bits,
+                          lambda start, width: bit_fragment(prefixes, start, width))
+
+    def valid_extensions(self, parents: np.ndarray, start_bits: int, width_bits: int, cells: np.ndarray) -> np.ndarray:
+        """:meth:`valid_prefixes` of the prefixes :math:`P_i \\| f` of cells :math:`i\\,2^w + f`
+        (:func:`~ldpsynth.shared.heavy_hitters.candidates.extend_prefixes`) without building them: the symbols
+        within the ``start_bits`` bits of the parents are scanned once per parent, the rest from the cells'
+        fragments (bits of a symbol straddling both are joined): bool (len(cells),).
+
+        >>> StringEncoding(2, "ab").valid_extensions(np.array([[0b01000000]], np.uint8), 2, 2, np.arange(4))
+        array([ True,  True,  True, False])
+        """
+        s, end = self.symbol_bits, start_bits + width_bits
+        index, fragment = cells >> width_bits, cells & ((1 << width_bits) - 1)
+        first = start_bits // s
+        padded = np.zeros(len(parents), bool)
+        valid = self._scan(np.ones(len(parents), bool), padded, first * s,
+                           lambda start, width: bit_fragment(parents, start, width))
+
+        def symbol_bits(lo: int, width: int) -> np.ndarray:
+            """Bits [lo, lo + width) of the prefixes: the parent's below ``start_bits``, the fragment's after."""
+            hi = lo + width
+            tail = (fragment >> (end - hi)) & ((1 << (hi - max(lo, start_bits))) - 1)
+            if lo >= start_bits:
+                return tail
+            head = bit_fragment(parents, lo, start_bits - lo)[index]
+            return (head << (hi - start_bits)) | tail
+
+        return self._scan(valid[index], padded[index], end, symbol_bits, first)
+
+    def _scan(self, valid: np.ndarray, padded: np.ndarray, bits: int,
+              symbol_bits: Callable[[int, int], np.ndarray], first: int = 0) -> np.ndarray:
+        """Continue :meth:`valid_prefixes`'s scan (``valid``, ``padded`` updated in place) from symbol ``first``
+        to ``bits`` bits, the trailing part of a symbol last; ``symbol_bits(start, width)`` reads the prefixes."""
         s = self.symbol_bits
-        valid = np.ones(len(prefixes), bool)
-        padded = np.zeros(len(prefixes), bool)
         whole, rest = divmod(bits, s)
-        for j in range(whole):
-            symbol = bit_fragment(prefixes, j * s, s)
+        for j in range(first, whole):
+            symbol = symbol_bits(j * s, s)
             valid &= self._legal_symbols[symbol] & ~(padded & (symbol != 0))
             padded |= symbol == 0
         if rest:
-            part = bit_fragment(prefixes, whole * s, rest)
+            part = symbol_bits(whole * s, rest)
             completes: np.ndarray = np.asarray(self._legal_symbols.reshape(1 << rest, -1).any(axis=1))
             valid &= completes[part] & ~(padded & (part != 0))
         return valid

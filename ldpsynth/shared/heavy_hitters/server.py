@@ -213,16 +213,18 @@ class HeavyHitterServer:
         last = self.estimates[-1]
         spec = last.spec
         cells = np.arange(spec.other, dtype=np.int64)
-        prefixes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells, sort=False)
-        live = self.encoding.valid_prefixes(prefixes, spec.start_bits + spec.width_bits)
-        cells = cells[live]
-        codes = np.zeros((len(cells), self.encoding.code_bytes), np.uint8)
-        codes[:, :prefixes.shape[1]] = prefixes[live]
-        counts, std_errors = self.combined(codes, last.counts[cells], last.std_errors[cells])
+        cells = cells[self.encoding.valid_extensions(spec.candidates, spec.start_bits, spec.width_bits, cells)]
+        parents = np.zeros((len(spec.candidates), self.encoding.code_bytes), np.uint8)
+        parents[:, :spec.candidates.shape[1]] = spec.candidates
+        counts, std_errors = self._combine(parents, cells >> spec.width_bits, last.counts[cells],
+                                           last.std_errors[cells])
         threshold = None if self.threshold is None else self.threshold * self.population
         kept = select_cells(counts, std_errors, np.ones(len(cells), bool), cap=cap, threshold_count=threshold,
                             z=self.prune_z)
-        return cells[kept], codes[kept], counts[kept], std_errors[kept]
+        prefixes = extend_prefixes(spec.candidates, spec.start_bits, spec.width_bits, cells[kept], sort=False)
+        codes = np.zeros((len(prefixes), self.encoding.code_bytes), np.uint8)
+        codes[:, :prefixes.shape[1]] = prefixes
+        return cells[kept], codes, counts[kept], std_errors[kept]
 
     def result(self) -> HeavyHitters:
         """The heavy hitters: the last round's top k, or its cells whose lower bound at ``prune_z`` clears φN
@@ -245,17 +247,25 @@ class HeavyHitterServer:
         :math:`\\widehat{\\mathrm{se}}^2 = \\sum_r n_r^2 \\widehat{\\mathrm{se}}_r^2 / (\\sum_r n_r)^2` (rounds'
         devices are disjoint: their LDP noise is independent, their sampling errors slightly negatively
         correlated, so this errs on the wide side)."""
+        return self._combine(codes, np.arange(len(codes)), counts, std_errors)
+
+    def _combine(self, parents: np.ndarray, index: np.ndarray, counts: np.ndarray,
+                 std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`combined` of codes whose first :math:`b_{R-1}` bits (the last round's start) are those of
+        ``parents[index]``: every earlier round's cell and completeness depend on those bits only, so they are
+        found once per parent."""
         n_last = float(self.estimates[-1].n)
-        weight = np.full(len(codes), n_last)
+        weight = np.full(len(index), n_last)
         total = n_last * counts
         variance = n_last**2 * std_errors**2
         for r, estimate in enumerate(self.estimates[:-1]):
             if estimate.n == 0:
                 continue
-            cell = estimate.spec.cells_of(codes)
-            use = self.encoding.complete(codes, self.schedule.end_bits(r))
+            cell = estimate.spec.cells_of(parents)
+            use = self.encoding.complete(parents, self.schedule.end_bits(r))
             if estimate.spec.has_other:
                 use &= cell != estimate.spec.other
+            cell, use = cell[index], use[index]
             w = np.where(use, float(estimate.n), 0.0)
             weight += w
             total += w * estimate.counts[cell]

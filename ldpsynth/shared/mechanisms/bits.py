@@ -24,6 +24,8 @@ _LANE_ROWS = 255
 _LOW_BITS = np.uint64(0x0101010101010101)
 #: Words of bitmaps per chunk of :func:`_lane_counts` (512 KiB: each of its eight passes stays in cache).
 _CHUNK_WORDS = 1 << 16
+#: :math:`2^{31}`: a Walsh-Hadamard transform whose inputs' absolute sum is below it runs on int32.
+_INT32 = 1 << 31
 
 
 def pack_rows(bits: np.ndarray) -> np.ndarray:
@@ -122,17 +124,31 @@ def parity(words: np.ndarray) -> np.ndarray:
 
 def walsh_hadamard(values: np.ndarray) -> np.ndarray:
     """The Walsh-Hadamard transform :math:`\\hat f(v) = \\sum_u f(u) (-1)^{|u \\wedge v|}` of int64
-    vectors of length :math:`2^t` along the last axis (a new array; :math:`t` passes of butterflies, exact)."""
-    out = np.array(values, dtype=np.int64)
+    vectors of length :math:`2^t` along the last axis (a new array; exact). Two of the t passes of butterflies
+    at a time (radix 4: :math:`(a+b)+(c+d), (a-b)+(c-d), (a+b)-(c+d), (a-b)-(c-d)`), the last alone when t is odd:
+    half the passes over memory. Every partial sum is at most :math:`\\sum_u |f(u)|` in size, so when that is
+    below :math:`2^{31}` (as for a tally of reports) the passes run on int32: half the memory, still exact."""
+    values = np.asarray(values, dtype=np.int64)
+    narrow = values.size > 0 and -_INT32 < values.min() and values.max() < _INT32 and bool(
+        (np.abs(values).sum(axis=-1) < _INT32).all())
+    out = values.astype(np.int32) if narrow else values.copy()
     size, half = out.shape[-1], 1
     lead = out.shape[:-1]
-    while half < size:
+    while 4 * half <= size:
+        quads = out.reshape(*lead, -1, 4, half)
+        a, b, c, d = (quads[..., i, :] for i in range(4))
+        s01, d01, s23, d23 = a + b, a - b, c + d, c - d
+        np.add(s01, s23, out=a)
+        np.add(d01, d23, out=b)
+        np.subtract(s01, s23, out=c)
+        np.subtract(d01, d23, out=d)
+        half *= 4
+    if half < size:
         pairs = out.reshape(*lead, -1, 2, half)
         low = pairs[..., 0, :].copy()
         pairs[..., 0, :] += pairs[..., 1, :]
         np.subtract(low, pairs[..., 1, :], out=pairs[..., 1, :])
-        half *= 2
-    return out
+    return out.astype(np.int64, copy=False)
 
 
 class LinearMap:
