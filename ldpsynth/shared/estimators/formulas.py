@@ -204,6 +204,18 @@ class AnswerColumns:
         """
         return None
 
+    def rows_sent(self) -> np.ndarray | None:
+        """The rows each answer reads, as the query service sends them.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            One count per answer (int64), e.g. a grouped numeric answer's group size :math:`n_g`
+            (:class:`~ldpsynth.shared.numeric.answering.answers.NumericAnswers`); ``None``: every answer reads
+            ``n`` (nothing sent, and no ``rows`` in the records).
+        """
+        return None
+
     def origin(self, j: int) -> int:
         """The index of the input query answer ``j`` comes from (a marginal gives several answers).
 
@@ -253,7 +265,8 @@ class AnswerColumns:
         Returns
         -------
         list of dict
-            With each answer's ``method`` too when :meth:`methods_sent` states them (a wide parent's).
+            With each answer's ``method`` too when :meth:`methods_sent` states them (a wide parent's), and its
+            ``rows`` when :meth:`rows_sent` states them (a numeric collection's).
         """
         summary = self.guarantees.summary() if self.guarantees is not None else {}
         records = [self.record(j, _summary=summary) for j in range(len(self))]
@@ -261,6 +274,10 @@ class AnswerColumns:
         if methods is not None:     # a wide parent's answers: how each was computed
             for record, method in zip(records, methods):
                 record["method"] = method
+        rows = self.rows_sent()
+        if rows is not None:        # the rows each answer reads (a group's n_g)
+            for record, count in zip(records, rows.tolist()):
+                record["rows"] = count
         return records
 
 

@@ -59,7 +59,9 @@ ANSWER_BYTES = 8 * len(_COLUMNS) + 1
 #: Wire bytes of an ``EstimateResponse`` besides its answers: the scalar fields at their largest
 #: and a header for each packed column.
 PAGE_ENVELOPE_BYTES = pb.EstimateResponse(offset=2**64 - 1, level=-1.0, n=2**64 - 1, epsilon=-1.0,
-                                          total=2**64 - 1).ByteSize() + (len(_COLUMNS) + 1) * FIELD_HEADER_BYTES
+                                          total=2**64 - 1).ByteSize() + (len(_COLUMNS) + 2) * FIELD_HEADER_BYTES
+#: Wire bytes of one answer's ``rows`` entry (when the answers state them).
+ROW_BYTES = _U64.itemsize
 
 
 # ----- client side: a batch -> request chunks ------------------------------------------------
@@ -351,14 +353,15 @@ def answer_pages(answers: AnswerColumns, *, max_bytes: int, page: int = DEFAULT_
 
     Answer ``j`` costs :data:`ANSWER_BYTES`, plus its UTF-8 label and a field header when the
     batch is labelled, and its method and a header when the answers state them (a wide parent's);
-    a page costs :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one page with ``total = 0``
+    and :data:`ROW_BYTES` when they state the rows each reads (a numeric collection's); a page costs
+    :data:`PAGE_ENVELOPE_BYTES` besides. An empty batch is one page with ``total = 0``
     (it still carries the level, ``n`` and ε). If one answer alone cannot fit a page,
     :class:`BatchTooLarge` is raised before any page is made.
     """
     page = check_int(page, "page", 1)
     total = len(answers)
-    labels, methods = answers.labels_sent(), answers.methods_sent()
-    cost = np.full(total, ANSWER_BYTES, np.int64)
+    labels, methods, rows = answers.labels_sent(), answers.methods_sent(), answers.rows_sent()
+    cost = np.full(total, ANSWER_BYTES + (ROW_BYTES if rows is not None else 0), np.int64)
     for texts in (labels, methods):
         if texts is not None:
             cost += np.fromiter((len(text.encode()) for text in texts), np.int64, total) + FIELD_HEADER_BYTES
@@ -382,6 +385,7 @@ def answer_pages(answers: AnswerColumns, *, max_bytes: int, page: int = DEFAULT_
         yield pb.EstimateResponse(
             offset=start, labels=labels[cut] if labels is not None else (),
             methods=methods[cut] if methods is not None else (),
+            rows=np.ascontiguousarray(rows[cut], _U64).tobytes() if rows is not None else b"",
             proper_exact=answers.exact[cut].astype(np.uint8).tobytes(), level=answers.level, n=answers.n,
             epsilon=answers.epsilon, total=total, guarantees=stated if start == 0 else None, **columns)
 
@@ -418,15 +422,22 @@ class AnswerTable(AnswerColumns):
         The answers' labels as the server sent them; ``None``: ``q<j>`` (queries sent packed).
     given_methods : tuple of str or None, default None
         A wide collection's parent: each answer's method as the server sent it (:attr:`methods`).
+    given_rows : numpy.ndarray or None, default None
+        The rows each answer reads as the server sent them (a numeric collection's: a group's
+        :math:`n_g`); ``None``: every answer reads ``n``.
     guarantees : Guarantees or None, default None
         The local ε0 and, for a shuffled collection, the central (ε, δ) the server stated.
     """
 
     given_labels: tuple[str, ...] | None
     given_methods: tuple[str, ...] | None = None
+    given_rows: np.ndarray | None = None
 
     def methods_sent(self) -> tuple[str, ...] | None:
         return self.given_methods
+
+    def rows_sent(self) -> np.ndarray | None:
+        return self.given_rows
 
     @property
     def methods(self) -> tuple[str, ...] | None:
@@ -474,7 +485,8 @@ class AnswerTable(AnswerColumns):
         ------
         ValidationError
             Naming ``answers`` (no page, pages out of order or incomplete), ``answers.<column>``
-            (a column of another length, ``answers.methods``: methods missing on a page) or ``guarantees.*``
+            (a column of another length, ``answers.methods`` / ``answers.rows``: methods or rows missing on a
+            page) or ``guarantees.*``
             (malformed guarantees).
         """
         pages = list(pages)
@@ -484,8 +496,10 @@ class AnswerTable(AnswerColumns):
         columns: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, "exact")}
         labels: list[str] = []
         methods: list[str] = []
+        rows: list[np.ndarray] = []
         labelled = any(page.labels for page in pages)
         with_methods = any(page.methods for page in pages)
+        with_rows = any(page.rows for page in pages)
         expected = 0
         for page in pages:
             if page.offset != expected or page.total != total:
@@ -504,6 +518,11 @@ class AnswerTable(AnswerColumns):
                     raise ValidationError("answers.methods", f"{size} methods on the page at offset {expected}",
                                           f"got {len(page.methods)}")
                 methods += list(page.methods)
+            if with_rows:
+                if len(page.rows) != _U64.itemsize * size:
+                    raise ValidationError("answers.rows", f"{size} uint64 counts on the page at offset {expected}",
+                                          f"got {len(page.rows)} bytes")
+                rows.append(np.frombuffer(page.rows, _U64).astype(np.int64))
             expected += size
         if expected != total:
             raise ValidationError("answers", f"{total} answers", f"got {expected}")
@@ -513,4 +532,5 @@ class AnswerTable(AnswerColumns):
         guarantees = guarantees_from_proto(first.guarantees) if first.HasField("guarantees") else None
         return cls(given_labels=tuple(labels) if labelled else None, level=last.level, n=int(last.n),
                    epsilon=last.epsilon, guarantees=guarantees,
-                   given_methods=tuple(methods) if with_methods else None, **arrays)
+                   given_methods=tuple(methods) if with_methods else None,
+                   given_rows=np.concatenate(rows) if with_rows else None, **arrays)

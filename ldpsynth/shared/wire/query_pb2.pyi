@@ -43,7 +43,7 @@ class EstimateRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., level: _Optional[float] = ..., queries_json: _Optional[str] = ..., linear: _Optional[_Union[LinearQueries, _Mapping]] = ..., grouped: _Optional[_Union[GroupedQueries, _Mapping]] = ...) -> None: ...
 
 class EstimateResponse(_message.Message):
-    __slots__ = ("offset", "labels", "estimate", "proper_estimate", "proper_exact", "std_error", "ci_low", "ci_high", "bound", "bound_proper", "level", "n", "epsilon", "total", "guarantees", "methods")
+    __slots__ = ("offset", "labels", "estimate", "proper_estimate", "proper_exact", "std_error", "ci_low", "ci_high", "bound", "bound_proper", "level", "n", "epsilon", "total", "guarantees", "methods", "rows")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class EstimateResponse(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     GUARANTEES_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
     offset: int
     labels: _containers.RepeatedScalarFieldContainer[str]
     estimate: bytes
@@ -76,7 +77,8 @@ class EstimateResponse(_message.Message):
     total: int
     guarantees: Guarantees
     methods: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., methods: _Optional[_Iterable[str]] = ...) -> None: ...
+    rows: bytes
+    def __init__(self, offset: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., estimate: _Optional[bytes] = ..., proper_estimate: _Optional[bytes] = ..., proper_exact: _Optional[bytes] = ..., std_error: _Optional[bytes] = ..., ci_low: _Optional[bytes] = ..., ci_high: _Optional[bytes] = ..., bound: _Optional[bytes] = ..., bound_proper: _Optional[bytes] = ..., level: _Optional[float] = ..., n: _Optional[int] = ..., epsilon: _Optional[float] = ..., total: _Optional[int] = ..., guarantees: _Optional[_Union[Guarantees, _Mapping]] = ..., methods: _Optional[_Iterable[str]] = ..., rows: _Optional[bytes] = ...) -> None: ...
 
 class Guarantees(_message.Message):
     __slots__ = ("scope", "local_epsilon", "rows_per_device", "domain_size", "shuffled", "target_delta", "min_batch", "shuffler", "group_labels", "group_reports", "computed", "note", "assume_injected", "central_epsilon", "central_delta", "central_evaluated_at", "operator_covered", "withheld_groups", "withheld_reports", "central_bound")

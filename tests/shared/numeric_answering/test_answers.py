@@ -4,6 +4,8 @@ repetitions."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,6 +18,7 @@ from ldpsynth.shared.estimators.statistics import SufficientStatistics
 from ldpsynth.shared.numeric.answering import NumericAnswers, answer_numeric, compile_numeric
 from ldpsynth.shared.numeric.collection import numeric_means
 from ldpsynth.shared.queries import histogram, mean, quantiles, sum_
+from ldpsynth.shared.queries.wire import PAGE_ENVELOPE_BYTES, AnswerTable, answer_pages
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.schema import Schema
 
@@ -61,6 +64,25 @@ def test_means_and_sums_are_the_collection_functions_per_group() -> None:
     assert np.isnan(answers.estimate[3]) and answers.estimate[6] == 0.0 and answers.std_error[6] == 0.0
     assert np.isnan(answers.bound).all() and not answers.exact.any()
     assert answers.label(6) == "sum#2[region=east]"
+    sizes = np.bincount(r.codes["region"], minlength=3).tolist()
+    assert answers.rows.tolist() == [3000, *sizes, *sizes]             # n, then n_g per group (east: 0)
+    assert [record["rows"] for record in answers.records()] == answers.rows.tolist()
+
+
+def test_rows_travel_in_the_answer_pages() -> None:
+    rng = np.random.default_rng(10)
+    c = card()
+    r = release(c, *data(500, rng), rng)
+    answers = estimate_release(r, [mean("hours", by="region")] * 4 + [sum_("hours")])
+    pages = list(answer_pages(answers, max_bytes=PAGE_ENVELOPE_BYTES + 4 * 120))     # a few answers per page
+    assert len(pages) > 2 and all(len(p.rows) == 8 * len(p.proper_exact) for p in pages)
+    table = AnswerTable.from_pages(pages)
+    assert table.rows_sent() is not None and table.rows_sent().tolist() == answers.rows.tolist()
+    assert json.dumps(table.records()) == json.dumps(answers.records())              # NaN bounds
+    pages[1].rows = pages[1].rows[:-8]                                  # a page one count short: refused
+    with pytest.raises(ValidationError) as info:
+        AnswerTable.from_pages(pages)
+    assert info.value.field == "answers.rows"
 
 
 def test_sw_quantiles_and_histogram_are_deterministic_and_consistent() -> None:

@@ -80,6 +80,8 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
     assert hm.labels == ("mean#0", "mean#1[region=north]", "mean#1[region=south]", "sum#2", "sum#3[region=north]",
                          "sum#3[region=south]", "variance#4", "variance#5[region=north]", "variance#5[region=south]")
     assert hm.n == N and hm.epsilon == HM.mechanism.epsilon
+    sizes = [N, int(region.sum()), int((~region).sum())]
+    assert hm.rows_sent() is not None and hm.rows_sent().tolist() == sizes * 3     # n_g per answer, on the wire
     assert ((hm.ci_low <= truth) & (truth <= hm.ci_high)).all()           # seeded run: each interval covers
     assert hm.estimate[3] == pytest.approx(N * hm.estimate[0])
     assert hm.estimate[4] + hm.estimate[5] == pytest.approx(hm.estimate[3])
@@ -95,6 +97,7 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
         assert [offline.label(j) for j in range(len(offline))] == list(answers[name].labels)
         for column, value in columns(offline).items():
             np.testing.assert_array_equal(value, columns(answers[name])[column], err_msg=column)
+        assert offline.rows_sent().tolist() == answers[name].rows_sent().tolist()
         folder = tmp_path / name
         releases[name].write(folder, parquet=False)
         (tmp_path / f"{name}.json").write_text(dumps_queries(qs))
@@ -105,6 +108,7 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
         assert [r["label"] for r in printed] == list(answers[name].labels)
         for key in ("estimate", "std_error", "ci_low", "ci_high"):
             assert [r[key] for r in printed] == columns(answers[name])[key].tolist(), key
+        assert [r["rows"] for r in printed] == answers[name].rows_sent().tolist()
 
 
 def test_bad_numeric_queries_are_refused_naming_the_field(start_server: Any) -> None:  # noqa: F811

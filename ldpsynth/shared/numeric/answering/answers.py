@@ -19,8 +19,9 @@ For a group g of rows (every row, or the rows with one value of the public attri
   are analysis-side randomness, drawn from a generator seeded by SHA-256 of the group's counts and the query, so
   the same counts give the same answer on the server and offline. A group without rows: NaN.
 
-The interval is the estimate ± z SE at ``level``; the ``proper_estimate`` is the estimate clipped to what the
-answer can be (the range, n times it, [0, 1] for a share; ``exact`` False); the RMS bounds of WYZ eqs. 20/22
+Each answer states the rows it reads (``rows``: :math:`n_g`, sent per answer on the wire; ``n`` is the batch's
+kept rows). The interval is the estimate ± z SE at ``level``; the ``proper_estimate`` is the estimate clipped to
+what the answer can be (the range, n times it, [0, 1] for a share; ``exact`` False); the RMS bounds of WYZ eqs. 20/22
 do not apply to these estimators and are NaN. A public-key group below the collection's minimum batch is never
 counted (:func:`~ldpsynth.shared.guarantees.withhold`); if no group is left the batch is refused
 (:class:`~ldpsynth.shared.guarantees.BelowMinimumBatch`). Given the collection's card, the answers of a shuffled
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -62,9 +63,14 @@ class NumericAnswers(AnswerColumns):
     :class:`~ldpsynth.shared.estimators.formulas.AnswerColumns`)."""
 
     batch: NumericBatch
+    #: Per answer, the rows its group holds (:math:`n_g`; every kept row without ``by``).
+    rows: np.ndarray = field(kw_only=True)
 
     def label(self, j: int) -> str:
         return self.batch.label(j)
+
+    def rows_sent(self) -> np.ndarray | None:
+        return self.rows
 
     def labels_sent(self) -> tuple[str, ...] | None:
         return self.batch.labels
@@ -147,15 +153,18 @@ def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: fl
                         "the queries were")
     kept = stats.restricted(rule.kept) if rule.groups else stats
     parts: list[tuple[np.ndarray, ...]] = []
+    rows: list[np.ndarray] = []
     for query in batch.queries:
         for counts in group_counts(batch, kept, query.by):
             parts.append(_answer(batch, query, counts, level))
+            rows.append(np.full(len(parts[-1][0]), counts.sum(), np.int64))
     estimate, se, low, high = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(4))
     nan = np.full(len(estimate), np.nan)
     answers = NumericAnswers(estimate=estimate, proper_estimate=np.clip(estimate, low, high),
                              exact=np.zeros(len(estimate), bool), std_error=se, ci_low=estimate - z * se,
                              ci_high=estimate + z * se, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
-                             epsilon=epsilon, batch=batch)
+                             epsilon=epsilon, batch=batch,
+                             rows=np.concatenate(rows) if rows else np.zeros(0, np.int64))
     if card is None or (batch.schema.shuffle is None and not rule.groups):
         return answers
     labels = key_names(batch.schema, stats.present_keys[rule.kept])
