@@ -27,6 +27,7 @@ from ..errors import ValidationError
 from ..validation import check_int
 from .bounded import bounded_margins
 from .measure import ViewMeasurement
+from .sampling import ancestral_order, ancestral_sample
 from .views import WideDomain, project
 
 __all__ = ["DEFAULT_ITERATIONS", "MAX_DENSE_DOMAIN", "Margin", "Problem", "WideModel", "bootstrap_errors",
@@ -70,7 +71,7 @@ class WideModel:
     for a row domain of at most :data:`MAX_DENSE_DOMAIN` cells it is evaluated once as a dense array, from
     which every marginal is a sum and every sample a draw (``mbi``'s own projections compile a JAX program
     per call, seconds each on 2 cores); above it, marginals come from ``mbi``'s projections and
-    :meth:`sample` is refused.
+    :meth:`sample` draws along the junction tree (:mod:`.sampling`).
     """
 
     domain: WideDomain
@@ -112,8 +113,14 @@ class WideModel:
         return summed.transpose([kept.index(a) for a in view.attributes]).ravel()
 
     def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """``rows`` synthetic rows ``(rows, d)`` int64, drawn independently from the model with ``rng``."""
+        """``rows`` synthetic rows ``(rows, d)`` int64, drawn independently from the model with ``rng``: from the
+        dense joint up to :data:`MAX_DENSE_DOMAIN` cells, above it along the junction tree
+        (:mod:`.sampling`: one clique marginal per attribute)."""
         count = check_int(rows, "rows", 0)
+        if self.domain.size > MAX_DENSE_DOMAIN:
+            cliques = [tuple(int(str(name)[1:]) for name in clique) for clique in self.mrf.cliques]
+            return ancestral_sample(self.domain.sizes, ancestral_order(self.domain.width, cliques), self.marginal,
+                                    count, rng)
         flat = self.joint.ravel()
         cells = np.minimum(np.searchsorted(np.cumsum(flat), rng.random(count) * flat.sum(), side="right"),
                            flat.size - 1)
