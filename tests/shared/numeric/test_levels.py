@@ -18,6 +18,7 @@ from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import SchemaError, ValidationError
 from ldpsynth.shared.estimators.offline import estimate_release
 from ldpsynth.shared.numeric import SquareWave
+from ldpsynth.shared.numeric.collection import numeric_quantiles
 from ldpsynth.shared.numeric.estimators import bootstrap_from_counts, ems
 from ldpsynth.shared.numeric.levels import MAX_INTERVALS, LevelModel, NumericLevels
 from ldpsynth.shared.queries import histogram, quantiles, variance
@@ -249,3 +250,15 @@ def test_the_bootstrap_intervals_cover_at_their_level() -> None:
         covered += np.abs(value - truth) <= 1.96 * se
     low, high = stats.binom.ppf([0.0005, 0.9995], reps, 0.95)
     assert ((covered >= low) & (covered <= high)).all(), covered
+
+
+def test_numeric_quantiles_on_levels_are_levels_and_match_the_answers() -> None:
+    rng = np.random.default_rng(13)
+    c = card(1.0, "SW", 2.0)
+    rows = encode_columns(c.schema, {"rating": sample_ratings(3000, rng)})
+    r = Release(c, {}, None, c.mechanism.perturb(rows.private_codes, rng))
+    (group,) = numeric_quantiles(c.schema, r.public_keys(), r.private_reports(), [0.25, 0.5, 0.9], rng,
+                                 replicates=20)
+    assert group.n == 3000 and set(group.estimate.value.tolist()) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    answers = estimate_release(r, [quantiles("rating", q=[0.25, 0.5, 0.9])])
+    assert np.array_equal(answers.estimate, group.estimate.value)      # the same fit (the choice is the counts')
