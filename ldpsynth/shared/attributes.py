@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ldpsynth.shared.errors import SchemaError, ValidationError, schema_field
+from ldpsynth.shared.numeric.levels.declared import NumericLevels
 from ldpsynth.shared.numeric.scale import NumericRange
 from ldpsynth.shared.validation import check_bool, check_choice, check_codes, check_int, check_real
 
@@ -382,11 +383,17 @@ class NumericAttribute(Attribute):
     :math:`0 \\le c \\le 2^{53}` (an error below :math:`2^{-53}` on [-1, 1], under the float's own
     resolution near 1). The code is what the device memoizes a report for; the numeric mechanism
     (:class:`~ldpsynth.shared.numeric.collection.NumericMechanism`) perturbs :math:`x = c/2^{52} - 1`.
+
+    ``step`` (optional) declares the levels :math:`lo, lo + step, \\dots, hi`
+    (:class:`~ldpsynth.shared.numeric.levels.NumericLevels`): a value off them is refused like one outside the
+    range, and a value on level k is encoded as :math:`v_k` exactly. The mechanism is unchanged; SW's distribution is
+    then fitted on the levels (docs/numeric.md, "Declared levels").
     """
 
     lo: float = 0.0
     hi: float = 1.0
     mechanism: str = "HM"
+    step: float | None = None
 
     def __post_init__(self) -> None:
         where = f"attributes[{self.name}]"
@@ -396,8 +403,17 @@ class NumericAttribute(Attribute):
         with schema_field():
             NumericRange(self.lo, self.hi, f"{where}.range")
             check_choice(self.mechanism, f"{where}.mechanism", NUMERIC_MECHANISMS)
+            if self.step is not None:
+                NumericLevels(float(self.lo), float(self.hi), self.step, f"{where}.step")
         object.__setattr__(self, "lo", float(self.lo))
         object.__setattr__(self, "hi", float(self.hi))
+        if self.step is not None:
+            object.__setattr__(self, "step", float(self.step))
+
+    @property
+    def levels(self) -> NumericLevels | None:
+        """The declared levels (``step``), or None."""
+        return None if self.step is None else NumericLevels(self.lo, self.hi, self.step, self.name)
 
     @property
     def range(self) -> NumericRange:
@@ -411,14 +427,28 @@ class NumericAttribute(Attribute):
 
     @property
     def legal_range(self) -> str:
-        return f"a number in [{self.lo}, {self.hi}]"
+        if self.step is None:
+            return f"a number in [{self.lo}, {self.hi}]"
+        return f"a number in [{self.lo}, {self.hi}] on the levels every {self.step} from {self.lo}"
 
     def _encode(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Fixed-point codes (class docstring); bad: NaN, infinite or outside ``[lo, hi]`` (never clipped)."""
+        """Fixed-point codes (class docstring); bad: NaN, infinite, outside ``[lo, hi]`` (never clipped) or off the
+        declared levels (a value on level k is encoded as :math:`v_k`)."""
         v = _to_float(values)
         bad = ~((v >= self.lo) & (v <= self.hi))      # NaN compares False: bad
+        levels = self.levels
+        if levels is not None:
+            k = levels.index(v)
+            bad |= k < 0
+            v = np.where(k < 0, v, levels.values()[np.maximum(k, 0)])
         x = self.range.to_unit(np.where(bad, self.lo, v))
         return np.rint((x + 1.0) * float(1 << NUMERIC_CODE_BITS)).astype(np.int64), bad
+
+    def level_units(self) -> np.ndarray:
+        """The declared levels on [-1, 1] as the device's mechanism reads them (through their codes); empty without
+        ``step``."""
+        levels = self.levels
+        return np.zeros(0) if levels is None else self.unit(self.encode(levels.values()))
 
     def unit(self, codes: npt.ArrayLike) -> np.ndarray:
         """The values on [-1, 1] of codes (checked)."""
@@ -428,7 +458,10 @@ class NumericAttribute(Attribute):
         return self.range.from_unit(self.unit(codes))
 
     def _type_json(self) -> dict[str, Any]:
-        return {"type": "numeric", "range": [self.lo, self.hi], "mechanism": self.mechanism}
+        out: dict[str, Any] = {"type": "numeric", "range": [self.lo, self.hi], "mechanism": self.mechanism}
+        if self.step is not None:
+            out["step"] = self.step
+        return out
 
 
 def attribute_from_json(obj: Any, position: int) -> Attribute:
@@ -441,7 +474,7 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
     if not isinstance(name, str) or not name or not name.isidentifier():
         raise SchemaError(f"{where}.name", "a non-empty identifier (letters, digits, _)", f"got {name!r}")
     known = {"categorical": {"values"}, "binary": set(), "integer": {"min", "max"}, "continuous": {"lo", "hi", "bits"},
-             "numeric": {"range", "mechanism"}}
+             "numeric": {"range", "mechanism", "step"}}
     with schema_field():
         public = check_bool(obj.get("public", False), f"attributes[{name}].public")
         kind = check_choice(obj.get("type"), f"attributes[{name}].type", known)
@@ -449,7 +482,7 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
     if extra:
         raise SchemaError(f"attributes[{name}]", f"fields name, type, public, {', '.join(sorted(known[kind]))}",
                           f"unknown fields {sorted(extra)}")
-    optional = {"continuous": {"bits"}, "numeric": {"mechanism"}}.get(kind, set())
+    optional = {"continuous": {"bits"}, "numeric": {"mechanism", "step"}}.get(kind, set())
     missing = known[kind] - set(obj) - optional
     if missing:
         raise SchemaError(f"attributes[{name}]", f"the fields {sorted(known[kind])}", f"missing {sorted(missing)}")
@@ -468,5 +501,10 @@ def attribute_from_json(obj: Any, position: int) -> Attribute:
                 not all(isinstance(b, numbers.Real) and not isinstance(b, bool) for b in bounds):
             raise SchemaError(f"attributes[{name}].range", "a list [lo, hi] of two finite numbers, lo < hi",
                               "wrong type")
-        return NumericAttribute(name, public, bounds[0], bounds[1], obj.get("mechanism", "HM"))
+        step = obj.get("step")
+        if "step" in obj and (not isinstance(step, numbers.Real) or isinstance(step, bool)):
+            raise SchemaError(f"attributes[{name}].step", "a number > 0 with (hi - lo)/step an integer in [1, 255]",
+                              "wrong type")
+        return NumericAttribute(name, public, bounds[0], bounds[1], obj.get("mechanism", "HM"),
+                                None if step is None else float(step))
     return ContinuousAttribute(name, public, obj["lo"], obj["hi"], obj.get("bits", 4))

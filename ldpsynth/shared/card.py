@@ -109,11 +109,15 @@ def oracle_fields(oracle: FrequencyOracle) -> dict[str, Any]:
 
 def numeric_fields(mechanism: NumericMechanism, schema: Schema) -> dict[str, Any]:
     """The mechanism fields of a numeric collection's card: the attribute, its range and mechanism, and the
-    mechanism's ε, report domain and exact sampler (:meth:`NumericMechanism.card_fields`)."""
+    mechanism's ε, report domain and exact sampler (:meth:`NumericMechanism.card_fields`); the declared ``step``
+    when the attribute has one (docs/numeric.md, "Declared levels")."""
     attribute = schema.numeric
     assert attribute is not None
-    return {"numeric": {"attribute": attribute.name, "range": [attribute.lo, attribute.hi],
-                        "mechanism": mechanism.name}, **mechanism.card_fields()}
+    numeric: dict[str, Any] = {"attribute": attribute.name, "range": [attribute.lo, attribute.hi],
+                               "mechanism": mechanism.name}
+    if attribute.step is not None:                  # absent without levels: such cards are unchanged
+        numeric["step"] = attribute.step
+    return {"numeric": numeric, **mechanism.card_fields()}
 
 
 def mechanism_fields(mechanism: Mechanism, schema: Schema) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 :mod:`.scale` maps a declared range onto [−1, 1], :mod:`.grid` is the exact grid and its privacy check,
 :mod:`.samplers` the device samplers, :mod:`.closed_form` the papers' variances, :mod:`.estimators`
-the means, sums, intervals and SW's EMS distribution. See docs/numeric.md.
+the means, sums, intervals and SW's EMS distribution, :mod:`.levels` a declared ``step`` and SW's EM on its
+levels. See docs/numeric.md.
 """
 
 from .grid import GridLaw, satisfies_epsilon_dp, worst_case_ratio

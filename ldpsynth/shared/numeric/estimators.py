@@ -54,11 +54,13 @@ __all__ = [
     "estimate_mean",
     "estimate_mean_from_counts",
     "ems",
+    "em_fit",
     "quantiles",
     "QuantileEstimate",
     "bootstrap_quantiles",
     "bin_shares",
     "bootstrap_from_counts",
+    "z_value",
 ]
 
 MeanSampler = Duchi | PiecewiseMechanism | HybridMechanism
@@ -89,7 +91,8 @@ class MeanEstimate:
         return self.n * self.low, self.n * self.high
 
 
-def _z(level: float) -> float:
+def z_value(level: float) -> float:
+    """The normal quantile :math:`z_{(1+\\ell)/2}` of a two-sided ``level`` interval."""
     return NormalDist().inv_cdf((1.0 + check_probability(level, "level")) / 2.0)
 
 
@@ -129,7 +132,7 @@ def estimate_mean_from_counts(sampler: MeanSampler, counts: npt.ArrayLike, value
 def _mean_estimate(sampler: MeanSampler, mean: float, mean_square: float, n: int, value_range: NumericRange,
                    level: float) -> MeanEstimate:
     """The estimate from :math:`\\bar x` and :math:`\\overline{\\hat x^2}` of n reports (module docstring)."""
-    z = _z(level)
+    z = z_value(level)
     v = sampler.variance_coefficients()
     if v.a + 1.0 > 0.5:
         m2 = (mean_square - v.c) / (v.a + 1.0)
@@ -161,17 +164,31 @@ def ems(sampler: SquareWave, counts: npt.ArrayLike, *, tolerance: float = 1e-3,
     fit by at most 1/n in L1 (module docstring).
     """
     c = np.asarray(counts, dtype=np.float64).reshape(-1)
-    if c.size != sampler.reports or not (c >= 0).all() or c.sum() <= 0:
+    if c.size != sampler.reports:
         raise ValidationError("counts", f"{sampler.reports} non-negative report counts, not all zero")
+    return em_fit(sampler.transition(), c, smoothing=True, tolerance=tolerance, max_iterations=max_iterations)
+
+
+def em_fit(transition: np.ndarray, counts: npt.ArrayLike, *, smoothing: bool, tolerance: float = 1e-3,
+           max_iterations: int = 10_000) -> np.ndarray:
+    """EM for the input probabilities :math:`\\theta` of the reports' multinomial law :math:`P\\theta`
+    (``transition`` P of shape (reports, inputs), columns summing to 1), from the uniform start:
+    :math:`\\theta \\leftarrow \\theta \\odot P^T (c / P\\theta)`, normalised, then the (1, 2, 1)/4 smoothing step
+    when ``smoothing`` (EMS); stopped as :func:`ems`."""
+    c = np.asarray(counts, dtype=np.float64).reshape(-1)
+    if c.size != transition.shape[0] or not (c >= 0).all() or c.sum() <= 0:
+        raise ValidationError("counts", f"{transition.shape[0]} non-negative report counts, not all zero")
     tol = check_real(tolerance, "tolerance", low=0.0, low_open=True)
     iterations = check_int(max_iterations, "max_iterations", 1)
-    p = sampler.transition()                       # (reports, buckets)
+    p = transition
     theta = np.full(p.shape[1], 1.0 / p.shape[1])
     previous = -math.inf
     for _ in range(iterations):
         old = theta
         theta = theta * (p.T @ (c / (p @ theta)))
-        theta = _smooth(theta / theta.sum())
+        theta = theta / theta.sum()
+        if smoothing:
+            theta = _smooth(theta)
         likelihood = float(c @ np.log(p @ theta))
         if abs(likelihood - previous) < tol or np.abs(theta - old).sum() <= 1.0 / c.sum():
             break
@@ -209,7 +226,7 @@ def bootstrap_quantiles(sampler: SquareWave, reports: npt.ArrayLike, value_range
     """EMS quantiles with bootstrap SEs (module docstring); ``rng`` draws the resamples (aggregator side)."""
     r = _reports(reports, sampler.reports)
     b = check_int(replicates, "replicates", 2)
-    z = _z(level)
+    z = z_value(level)
     probs = np.asarray(q, dtype=np.float64).reshape(-1)
     value, se = bootstrap_from_counts(sampler, np.bincount(r, minlength=sampler.reports),
                                       lambda theta: quantiles(theta, value_range, probs), rng, replicates=b,
@@ -228,15 +245,18 @@ def bin_shares(theta: npt.ArrayLike, bins: int) -> np.ndarray:
 
 def bootstrap_from_counts(sampler: SquareWave, counts: npt.ArrayLike,
                           statistic: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator, *,
-                          replicates: int = 100, tolerance: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+                          replicates: int = 100, tolerance: float = 1e-3,
+                          fit: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``statistic`` of the EMS histogram of the report ``counts`` and its bootstrap SE (module docstring): the
     counts redrawn ``replicates`` times as Multinomial(n, counts/n) by ``rng``, EMS refitted each time, the SE the
-    standard deviation of the refitted statistic (``ddof = 1``)."""
+    standard deviation of the refitted statistic (``ddof = 1``). ``fit`` (counts to a fitted law) replaces EMS,
+    e.g. the EM on declared levels (:func:`~ldpsynth.shared.numeric.levels.fit_levels`)."""
     c = np.asarray(counts, dtype=np.float64).reshape(-1)
     n = int(c.sum())
     if n == 0:
         raise ValidationError("reports", "at least one report", "got none")
-    value = np.asarray(statistic(ems(sampler, c, tolerance=tolerance)), dtype=np.float64)
+    refit = fit if fit is not None else (lambda d: ems(sampler, d, tolerance=tolerance))
+    value = np.asarray(statistic(refit(c)), dtype=np.float64)
     draws = rng.multinomial(n, c / n, size=check_int(replicates, "replicates", 2))
-    refits = np.array([statistic(ems(sampler, d, tolerance=tolerance)) for d in draws])
+    refits = np.array([statistic(refit(d)) for d in draws])
     return value, refits.std(axis=0, ddof=1)

@@ -240,8 +240,12 @@ class SquareWave(SlidingWindow):
         super().__init__(eps, self.buckets, max(1, round(2 * square_wave_b(eps) * self.buckets)),
                          space_bits=space_bits)
 
+    def bucket(self, x: npt.ArrayLike) -> np.ndarray:
+        """The input bucket :math:`\\min(\\lfloor (x + 1) M/2 \\rfloor, M - 1)` of values on [−1, 1]."""
+        return np.minimum(np.floor((_unit(x) + 1.0) * (self.buckets / 2.0)), self.buckets - 1).astype(np.int64)
+
     def _index(self, x: np.ndarray, coins: CoinFlips) -> np.ndarray:
-        return np.minimum(np.floor((x + 1.0) * (self.buckets / 2.0)), self.buckets - 1).astype(np.int64)
+        return self.bucket(x)
 
     def transition(self) -> np.ndarray:
         """:math:`P[j \\mid i]` as float64, shape (reports, buckets): the matrix EMS inverts."""

@@ -12,6 +12,10 @@ For a group g of rows (every row, or the rows with one value of the public attri
   delta-method SE); SW, :func:`~ldpsynth.shared.numeric.variance.histogram_variance` of the EMS fit with the
   bootstrap SE below. Its proper estimate is clipped to :math:`[0, ((hi - lo)/2)^2]`, the largest variance on the range.
   A group without rows: NaN.
+* **declared levels** (SW, the attribute has a ``step``): the quantiles, histogram and variance below are those of
+  the EM on the levels (:class:`~ldpsynth.shared.numeric.levels.LevelModel`, smoothed or not by cross-validation)
+  in place of EMS on the buckets, with the same bootstrap (the folds are drawn from the counts' own seed, so every
+  query on a group makes the same choice).
 * **quantiles, histogram** (SW): EMS (Li2020SIGMOD) of :math:`c_g`, its CDF's quantiles
   (:func:`~ldpsynth.shared.numeric.estimators.quantiles`) or the shares of k equal bins
   (:func:`~ldpsynth.shared.numeric.estimators.bin_shares`), with the bootstrap SE of
@@ -45,6 +49,7 @@ from ldpsynth.shared.guarantees import ANSWERS, key_names, of_card, refuse_withh
 from ldpsynth.shared.numeric.answering.batch import NumericBatch
 from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
 from ldpsynth.shared.numeric.estimators import bin_shares, bootstrap_from_counts, estimate_mean_from_counts, quantiles
+from ldpsynth.shared.numeric.levels import LevelModel, NumericLevels
 from ldpsynth.shared.numeric.samplers import HybridMechanism, SquareWave
 from ldpsynth.shared.numeric.variance import estimate_variance_from_counts, histogram_variance
 from ldpsynth.shared.queries.json_form import query_to_json
@@ -106,6 +111,9 @@ def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level:
     span = attribute.range
     sampler = numeric_mechanism(batch.schema.mechanism, batch.schema.epsilon).sampler
     n = int(counts.sum())
+    if attribute.levels is not None and isinstance(sampler, SquareWave) and n > 0 and \
+            isinstance(query, (QuantilesQuery, HistogramQuery, VarianceQuery)):
+        return _level_answer(attribute.levels, attribute.level_units(), sampler, query, counts)
     if isinstance(query, (QuantilesQuery, HistogramQuery)):
         assert isinstance(sampler, SquareWave)
         width = len(query.q) if isinstance(query, QuantilesQuery) else query.bins
@@ -137,6 +145,27 @@ def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level:
         return empty, empty.copy(), *bounds
     mean = estimate_mean_from_counts(sampler, counts, span, level)
     return np.array([scale * mean.mean]), np.array([scale * mean.standard_error]), *bounds
+
+
+def _level_answer(levels: NumericLevels, units: np.ndarray, sampler: SquareWave,
+                  query: QuantilesQuery | HistogramQuery | VarianceQuery, counts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_answer` of an SW query on declared levels, from a group with rows (module docstring)."""
+    rng = _rng(counts, query)
+    model = LevelModel.of(sampler, levels, units, False).chosen(counts)
+    if isinstance(query, QuantilesQuery):
+        probs = query.q
+        value, se = bootstrap_from_counts(sampler, counts, lambda theta: model.quantiles(theta, probs), rng,
+                                          replicates=REPLICATES, fit=model.fit)
+        return value, se, np.full(value.size, levels.lo), np.full(value.size, levels.hi)
+    if isinstance(query, HistogramQuery):
+        bins = query.bins
+        value, se = bootstrap_from_counts(sampler, counts, lambda theta: model.bin_shares(theta, bins), rng,
+                                          replicates=REPLICATES, fit=model.fit)
+        return value, se, np.zeros(value.size), np.ones(value.size)
+    value, se = bootstrap_from_counts(sampler, counts, lambda theta: np.array([model.variance(theta)]), rng,
+                                      replicates=REPLICATES, fit=model.fit)
+    return value, se, np.zeros(1), np.array([((levels.hi - levels.lo) / 2.0) ** 2])
 
 
 def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: float, level: float = 0.95, *,

@@ -15,11 +15,14 @@ Input: the public keys and reports of the collection's rows, as an export gives 
 the shards keep. An SW collection has no unbiased per-report value: its means are refused; its quantiles
 (:func:`numeric_quantiles`) are those of the EMS histogram of the group's report counts
 (:func:`~ldpsynth.shared.numeric.estimators.bootstrap_quantiles`, Li2020SIGMOD's EMS with a nonparametric
-bootstrap standard error, docs/numeric.md "Estimators"). An HM collection's quantiles are refused.
+bootstrap standard error, docs/numeric.md "Estimators"), or on declared levels those of the EM on the levels
+(:class:`~ldpsynth.shared.numeric.levels.LevelModel`, docs/numeric.md "Declared levels") with the same bootstrap.
+An HM collection's quantiles are refused.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,15 @@ import numpy.typing as npt
 
 from ...errors import ValidationError
 from ...validation import check_codes
-from ..estimators import MeanEstimate, QuantileEstimate, bootstrap_quantiles, estimate_mean_from_counts
+from ..estimators import (
+    MeanEstimate,
+    QuantileEstimate,
+    bootstrap_from_counts,
+    bootstrap_quantiles,
+    estimate_mean_from_counts,
+    z_value,
+)
+from ..levels import LevelModel
 from ..samplers import HybridMechanism, SquareWave
 from .mechanism import numeric_mechanism
 
@@ -104,6 +115,20 @@ def numeric_quantiles(schema: Schema, public_keys: npt.ArrayLike, reports: npt.A
     device's); errors as :func:`numeric_means` (``mechanism``: not an SW collection)."""
     sampler, labels, groups, codes = _grouped(schema, "SW", public_keys, reports, by)
     assert isinstance(sampler, SquareWave) and schema.numeric is not None
+    levels = schema.numeric.levels
+    if levels is not None:
+        plain = LevelModel.of(sampler, levels, schema.numeric.level_units(), False)
+        probs = np.asarray(q, dtype=np.float64).reshape(-1)
+        out = []
+        for g, label in enumerate(labels):
+            counts = np.bincount(codes[groups == g], minlength=sampler.reports)
+            model = plain.chosen(counts)
+            value, se = bootstrap_from_counts(sampler, counts, functools.partial(model.quantiles, q=probs), rng,
+                                              replicates=replicates, fit=model.fit)
+            z = z_value(level)
+            out.append(GroupQuantiles(label, QuantileEstimate(probs, value, se, value - z * se, value + z * se,
+                                                              replicates), int(counts.sum())))
+        return out
     return [GroupQuantiles(label, bootstrap_quantiles(sampler, codes[groups == g], schema.numeric.range, q, rng,
                                                       replicates=replicates, level=level), int((groups == g).sum()))
             for g, label in enumerate(labels)]

@@ -1,0 +1,7 @@
+"""A numeric attribute's declared levels (``step``) and SW's distribution fitted on them. See docs/numeric.md,
+"Declared levels"."""
+
+from .declared import MAX_INTERVALS, NumericLevels
+from .fit import FOLDS, PLAIN_ABOVE, LevelModel
+
+__all__ = ["MAX_INTERVALS", "FOLDS", "PLAIN_ABOVE", "LevelModel", "NumericLevels"]
