@@ -42,6 +42,7 @@ from ldpsynth.aggregator.query.engine import merge_statistics
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.discovery import open_state, store, summary
 from ldpsynth.aggregator.runtime.shards import Shards
+from ldpsynth.aggregator.storage.datadir import DataDirError
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_layout import LayoutError, LogUnavailable
 from ldpsynth.serving.errors import NotFound, TryLater, WrongState
@@ -125,7 +126,11 @@ class RoundKeeper:
             support, n = await self._tally(collection, spec)
             state.close_round(support, n)
             assert self._data_dir is not None
-            await asyncio.to_thread(store, self._data_dir, state)
+            try:
+                await asyncio.to_thread(store, self._data_dir, state)
+            except DataDirError as exc:
+                raise TryLater(f"round {spec.index} of {name!r} was not closed: its state could not be stored "
+                               f"({exc}); the round takes reports again") from None
         except BaseException:
             if state.round != spec.index:  # closed in memory but not stored: back to the stored state
                 self._states[name] = state = DiscoveryState.from_json(before)

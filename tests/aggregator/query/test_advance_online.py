@@ -8,15 +8,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
+from ldpsynth.aggregator.operate import rounds
 from ldpsynth.aggregator.runtime.discovery import expand, state_file
+from ldpsynth.aggregator.storage.datadir import DataDirError
+from ldpsynth.aggregator.storage.log_layout import LogUnavailable
 from ldpsynth.cli.aggregator_cmd import main as aggregator_main
-from ldpsynth.client import Client, PrivacyLedger, SubmitError
+from ldpsynth.client import AsyncClient, Client, PrivacyLedger, SubmitError
 from ldpsynth.client.errors import QueryError
 from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.heavy_hitters.collection import (
@@ -173,3 +177,58 @@ def test_rounds_advance_on_the_running_server(start_server: StartServer, tmp_pat
     with server.channel() as channel, pytest.raises(grpc.RpcError) as raw:
         qpb_grpc.QueryServiceStub(channel).AdvanceRound(qpb.AdvanceRoundRequest(collection="words"))
     assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_close_that_fails_reopens_the_round_and_a_publish_that_fails_is_finished_later(
+        start_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data, tokens = tmp_path / "data", tokens_file(tmp_path / "tokens.json")
+    server = serve(start_server, data, tokens)
+    devices = [(ledger, "hello") for ledger in islice((ledger for ledger in iter(PrivacyLedger.for_simulation, None)
+                                                       if SCHEMA.device_round(ledger.round_key("words")) == 0), 25)]
+    assert submit_all(server, devices[:20]) == ["sent"] * 20
+    with server.channel() as channel:   # the card as a device fetched it before the close
+        stale = pb_grpc.CollectionServiceStub(channel).GetCollection(
+            pb.GetCollectionRequest(collection="words"), metadata=(("authorization", "Bearer t-device"),))
+
+    # the state cannot be written: the call fails, the state is as it was and the round takes reports again
+    def full_disk(*args: object) -> None:
+        raise DataDirError("cannot write the state (No space left on device)")
+
+    monkeypatch.setattr(rounds, "store", full_disk)
+    status, details = refused(server, "t-operator", "words")
+    assert status == "UNAVAILABLE" and "could not be stored" in details and "No space left" in details
+    assert json.loads(state_file(data, "words").read_text())["round"] == 0 and card_of(server).round == 0
+    assert submit_all(server, devices[20:22]) == ["sent"] * 2
+    monkeypatch.undo()
+
+    # the log does not register the next round: UNAVAILABLE, the round stays closed; the next call only publishes
+    log = server.server.backend.log
+    register = log.register_card
+
+    async def unavailable(name: str, card_json: str) -> None:
+        raise LogUnavailable("the log did not answer (TimeoutError)")
+
+    monkeypatch.setattr(log, "register_card", unavailable)
+    status, details = refused(server, "t-operator", "words")
+    assert status == "UNAVAILABLE" and "call AdvanceRound again" in details
+    assert json.loads(state_file(data, "words").read_text())["round"] == 1   # closed and stored
+    monkeypatch.setattr(log, "register_card", register)
+    done = advance(server)
+    assert (done["closed_round"], done["reports"], done["open_round"]) == (0, 22, 1)
+    assert card_of(server).round == 1 and stored_rows(server, "words/round-0") == 22
+
+    # a device that fetched the card before the close: the SDK fetches it again and says its round has passed
+    fetches: list[str] = []
+    fetch = AsyncClient._fetch
+
+    async def stale_first(self: AsyncClient, name: str) -> pb.Collection:
+        fetches.append(name)
+        return stale if fetches == ["words"] else await fetch(self, name)
+
+    monkeypatch.setattr(AsyncClient, "_fetch", stale_first)
+    late = devices[22][0]
+    with Client(server.address, token="t-device") as client:
+        result = client.submit("words", {"word": ["hello"]}, ledger=late)
+    assert fetches == ["words", "words/round-0", "words"]
+    assert (result.status, result.sent, result.epsilon_spent) == (PASSED, 0, 0.0)   # refused before any charge
+    assert stored_rows(server, "words/round-0") == 22
