@@ -24,8 +24,9 @@ role ``operate``; docs/heavy-hitters.md, "The lifecycle on a running server").
    commit point restarts serving the next round (``serve`` registers it); a failure to register here answers
    UNAVAILABLE and the next call publishes without closing anything more.
 
-Advances of one discovery run one at a time (a lock each). A cluster (``--nats``) serves no discovery yet:
-its replicas would have to agree on the state, which this one-machine state file does not give.
+Advances of one discovery run one at a time (a lock each), each to its end even if its caller goes away.
+A cluster (``--nats``) serves no discovery yet: its replicas would have to agree on the state, which this
+one-machine state file does not give.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ class RoundKeeper:
                 if self._catalog.wide(name) is None:
                     raise NotFound(f"collection: {name[:128]!r} is not served here") from None
             raise WrongState(f"collection: {name[:128]!r} is not a discovery collection (it has no rounds to close)")
+        # Shielded: a caller that goes away (a cancelled call, a stop) does not cut a close short between the
+        # state's write (in a thread, which runs on) and what follows; the close ends as it would have.
+        return await asyncio.shield(self._advance(name))
+
+    async def _advance(self, name: str) -> dict[str, Any]:
         async with self._locks[name]:
             state = self._states[name]
             served = self._catalog.discovery(name)

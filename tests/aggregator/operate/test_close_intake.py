@@ -1,11 +1,15 @@
 """Closing a round's intake loses no acknowledged report (without a server or Ray: shard workers on this event
 loop, an embedded NATS log): a batch admitted while the round closes is refused once its quota is settled, with
 its reservation released and nothing stored; a batch being committed when the round closes is waited for, and
-is in the statistics the round is then decoded from."""
+is in the statistics the round is then decoded from; a close whose caller goes away still ends (stored,
+registered, served)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,16 +19,19 @@ import pytest
 
 from ldpsynth.aggregator.ingress.ingest import Ingestor
 from ldpsynth.aggregator.ingress.quota import QuotaBook
+from ldpsynth.aggregator.operate import rounds
+from ldpsynth.aggregator.operate.rounds import RoundKeeper
 from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.aggregator.runtime.discovery import expand
+from ldpsynth.aggregator.runtime.discovery import expand, state_file, store
 from ldpsynth.aggregator.runtime.local_shards import LocalShards
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import ANONYMOUS
 from ldpsynth.serving.errors import WrongState
 from ldpsynth.shared.card import MechanismCard
-from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema
+from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema, DiscoveryState
 from ldpsynth.shared.protocol import Limits, reports_to_proto
 from ldpsynth.shared.wire import collection_pb2 as pb
 
@@ -62,9 +69,11 @@ class Intake:
         cards, discoveries = expand([RATINGS_CARD, SCHEMA], tmp_path / "data")
         self.card = next(card for card in cards if card.schema.name == ROUND)
         self.catalog = Catalog(cards, Limits(max_rows_per_client=1000), discoveries=discoveries)
+        self.data_dir, self.discoveries = tmp_path / "data", discoveries
         self.nats = EmbeddedNats(tmp_path / "log")
         url = self.nats.start()
-        self.shards = self.run(HeldShards.open(tmp_path, LogSettings((url,)), self.catalog.cards_json(), 2))
+        self.settings = LogSettings((url,))
+        self.shards = self.run(HeldShards.open(tmp_path, self.settings, self.catalog.cards_json(), 2))
         self.shards.quota_gate, self.shards.commit_gate = self.run(self._events())
         self.quota = QuotaBook(2)
         self.ingestor = Ingestor(self.catalog, self.shards, self.quota, 1 << 20, sole_replica=False)
@@ -143,5 +152,53 @@ def test_the_close_waits_for_the_batches_being_committed(intake: Intake, rng: np
         intake.catalog.reopen_round("words")               # a refused close takes reports again
         assert (await intake.ingestor.commit(await intake.ingestor.admit(ANONYMOUS, intake.batch(3, rng)))
                 ).accepted == 3
+
+    intake.run(scenario())
+
+
+def taking_reports(catalog: Catalog) -> bool:
+    try:
+        catalog.get(ROUND)
+    except WrongState:
+        return False
+    return True
+
+
+def test_a_close_goes_to_its_end_when_its_caller_goes_away(intake: Intake, rng: np.random.Generator,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    intake.shards.quota_gate.set()
+    intake.shards.commit_gate.set()
+    written = threading.Event()
+
+    def slow_store(path: Path, state: DiscoveryState) -> dict[str, Any]:
+        time.sleep(0.3)                                    # the state's write, in its thread
+        done = store(path, state)
+        written.set()
+        return done
+
+    monkeypatch.setattr(rounds, "store", slow_store)
+
+    async def scenario() -> None:
+        log = await ReplicatedLog.connect(intake.settings, "test-rounds")
+        try:
+            keeper = RoundKeeper(intake.data_dir, intake.discoveries, intake.catalog, intake.ingestor, intake.shards,
+                                 log)
+            await intake.ingestor.commit(await intake.ingestor.admit(ANONYMOUS, intake.batch(7, rng)))
+            call = asyncio.ensure_future(keeper.advance("words"))
+            while taking_reports(intake.catalog):
+                await asyncio.sleep(0.01)                  # the round's intake is closed: the close has begun
+            call.cancel()                                  # the caller goes away
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            for _ in range(100):                           # 5 s at most
+                served = intake.catalog.discovery("words")
+                if served is not None and served.round == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert served is not None and served.round == 1, "the close did not end"
+            assert written.is_set() and await log.card("words/round-1") is not None
+            assert json.loads(state_file(intake.data_dir, "words").read_text())["closed"][0]["n"] == 7
+        finally:
+            await log.close()
 
     intake.run(scenario())
