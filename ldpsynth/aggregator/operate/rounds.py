@@ -17,8 +17,10 @@ role ``operate``; docs/heavy-hitters.md, "The lifecycle on a running server").
    (:func:`~ldpsynth.shared.heavy_hitters.server.stored_support`, equal to ``support_counts`` of its reports);
    :meth:`~ldpsynth.shared.heavy_hitters.collection.DiscoveryState.close_round` decodes them.
 5. **Commit point**: the state (and, after the last round, the results) is written durably
-   (:func:`~ldpsynth.aggregator.runtime.discovery.store`), as the offline ``advance`` writes it. A failure before
-   it takes reports for round r again, with the state as it was; a crash before it restarts serving round r.
+   (:func:`~ldpsynth.aggregator.runtime.discovery.store`), as the offline ``advance`` writes it. On any failure
+   the state file is read back and decides: not stored, round r takes reports again with the state as it was
+   (the call fails); stored (a write that landed and then reported an error), the close goes on. A crash before
+   it restarts serving round r.
 6. **Publish**: the next round's card is registered in the log (the shard workers read it from there) and served
    (its sub-collection takes reports, ``GetCollection(name)`` answers the new discovery card). A crash after the
    commit point restarts serving the next round (``serve`` registers it); a failure to register here answers
@@ -125,23 +127,26 @@ class RoundKeeper:
         need = state.schema.discovery.min_reports_per_round
         if n < need:
             state.close_round(support, n)  # refused (RoundNotReady, the counts): nothing changed
-        before = state.dumps()
+        data_dir = self._data_dir
+        assert data_dir is not None
         self._catalog.close_round(name)
         try:
             await self._ingestor.settled(collection)
             support, n = await self._tally(collection, spec)
             state.close_round(support, n)
-            assert self._data_dir is not None
             try:
-                await asyncio.to_thread(store, self._data_dir, state)
+                await asyncio.to_thread(store, data_dir, state)
             except DataDirError as exc:
                 raise TryLater(f"round {spec.index} of {name!r} was not closed: its state could not be stored "
                                f"({exc}); the round takes reports again") from None
         except BaseException:
-            if state.round != spec.index:  # closed in memory but not stored: back to the stored state
-                self._states[name] = state = DiscoveryState.from_json(before)
-            self._catalog.reopen_round(name)
-            raise
+            # The state file decides (the commit point): read back, the round is open again unless it was stored.
+            self._states[name] = state = await asyncio.to_thread(open_state, data_dir, state.schema)
+            if state.round == spec.index:
+                self._catalog.reopen_round(name)
+                raise
+            log.warning("discovery.stored_despite", f"discovery {name!r}: round {spec.index} was stored although its "
+                        "close reported a failure; it is closed", collection=name, round=spec.index)
         log.info("discovery.round_closed", f"discovery {name!r}: round {spec.index} closed with {n} reports",
                  collection=name, round=spec.index, reports=n)
         return await self._publish(state)

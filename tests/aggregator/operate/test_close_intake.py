@@ -2,7 +2,7 @@
 loop, an embedded NATS log): a batch admitted while the round closes is refused once its quota is settled, with
 its reservation released and nothing stored; a batch being committed when the round closes is waited for, and
 is in the statistics the round is then decoded from; a close whose caller goes away still ends (stored,
-registered, served)."""
+registered, served); a store that fails is judged by the state file (the commit point)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.discovery import expand, state_file, store
 from ldpsynth.aggregator.runtime.local_shards import LocalShards
 from ldpsynth.aggregator.runtime.nats_process import EmbeddedNats
+from ldpsynth.aggregator.storage.datadir import DataDirError
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.aggregator.storage.segments import CommitOutcome, Segment
 from ldpsynth.serving.auth import ANONYMOUS
-from ldpsynth.serving.errors import WrongState
+from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema, DiscoveryState
 from ldpsynth.shared.protocol import Limits, reports_to_proto
@@ -198,6 +199,41 @@ def test_a_close_goes_to_its_end_when_its_caller_goes_away(intake: Intake, rng: 
             assert served is not None and served.round == 1, "the close did not end"
             assert written.is_set() and await log.card("words/round-1") is not None
             assert json.loads(state_file(intake.data_dir, "words").read_text())["closed"][0]["n"] == 7
+        finally:
+            await log.close()
+
+    intake.run(scenario())
+
+
+@pytest.mark.parametrize("lands", [False, True], ids=["write lost", "write landed"])
+def test_a_failed_store_is_judged_by_the_state_file(intake: Intake, rng: np.random.Generator,
+                                                     monkeypatch: pytest.MonkeyPatch, lands: bool) -> None:
+    intake.shards.quota_gate.set()
+    intake.shards.commit_gate.set()
+
+    def failing_store(path: Path, state: DiscoveryState) -> dict[str, Any]:
+        if lands:                       # the state file was renamed into place, then the directory's fsync failed
+            store(path, state)
+        raise DataDirError("cannot write the state (Input/output error)")
+
+    monkeypatch.setattr(rounds, "store", failing_store)
+
+    async def scenario() -> None:
+        log = await ReplicatedLog.connect(intake.settings, "test-rounds")
+        try:
+            keeper = RoundKeeper(intake.data_dir, intake.discoveries, intake.catalog, intake.ingestor, intake.shards,
+                                 log)
+            await intake.ingestor.commit(await intake.ingestor.admit(ANONYMOUS, intake.batch(4, rng)))
+            if lands:                   # stored: the round is closed after all, and the next one served
+                assert (await keeper.advance("words"))["open_round"] == 1
+                assert not taking_reports(intake.catalog)
+            else:                       # not stored: refused, the round takes reports again
+                with pytest.raises(TryLater, match="could not be stored"):
+                    await keeper.advance("words")
+                assert taking_reports(intake.catalog)
+            served = intake.catalog.discovery("words")
+            stored = json.loads(state_file(intake.data_dir, "words").read_text())["round"]
+            assert served is not None and served.round == stored == (1 if lands else 0)
         finally:
             await log.close()
 
