@@ -11,7 +11,8 @@ Statically (every import of every module, in functions too, read with ``ast``), 
   only, and nothing of ``ldpsynth.aggregator``;
 * ``ldpsynth.aggregator``: ``errors`` (its own: shards, shard workers, pins, the web port);
   ``storage`` (the log, the shard workers, the index, the data directory); ``runtime`` (Ray, the
-  embedded NATS server, the backend, verify); ``query``; ``ingress`` (gRPC and the web port: servers,
+  embedded NATS server, the backend, verify); ``query``; ``operate`` (operator calls: a discovery's rounds);
+  ``ingress`` (gRPC and the web port: servers,
   handlers, quotas), each importing shared, serving's errors and observe, and only those before it
   (and from ``runtime`` on, all of serving);
 * ``ldpsynth.shuffler``: the shuffler tier (docs/contract.md §16), which another party runs: shared,
@@ -46,7 +47,7 @@ PACKAGE = ROOT / "ldpsynth"
 #: on, all of serving): serving's errors and observe, then the aggregator's roles.
 STACK = ["ldpsynth.serving.errors", "ldpsynth.serving.observe", "ldpsynth.aggregator.errors",
          "ldpsynth.aggregator.storage", "ldpsynth.aggregator.runtime", "ldpsynth.aggregator.query",
-         "ldpsynth.aggregator.ingress"]
+         "ldpsynth.aggregator.operate", "ldpsynth.aggregator.ingress"]
 #: The tiers that stand apart from the aggregator (the shuffler is run by another party): they import
 #: no module of ``ldpsynth.aggregator``.
 APART = ("ldpsynth.serving", "ldpsynth.shuffler")

@@ -12,7 +12,8 @@ Also runnable alone, without the other subcommands' dependencies:
 ``ldpsynth aggregator retire --data-dir DIR --collection NAME`` removes a closed collection from a
 stopped aggregator's data directory (:mod:`ldpsynth.aggregator.runtime.retire`);
 ``ldpsynth aggregator advance --data-dir DIR --collection NAME`` closes a discovery collection's open round
-there (:mod:`ldpsynth.aggregator.runtime.discovery`).
+there (:mod:`ldpsynth.aggregator.runtime.discovery`); ``advance --server HOST:PORT --collection NAME [--token T]``
+on a running aggregator (``QueryService.AdvanceRound``, :mod:`ldpsynth.aggregator.operate.rounds`).
 
 ``ldpsynth aggregator health --target HOST:PORT [--tls-ca CA.pem [--tls-cert C.pem --tls-key K.pem]]``
 asks the server's standard gRPC health service (exit 0 when SERVING): the container health check
@@ -40,6 +41,7 @@ from ldpsynth.cli.options import (
     add_wide_fit_arguments,
     wide_fit,
 )
+from ldpsynth.cli.token_env import add_token_argument
 from ldpsynth.serving import event_loop
 from ldpsynth.shared.errors import LdpsynthError
 from ldpsynth.shared.validation import check_seconds
@@ -154,16 +156,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     retire.add_argument("--collection", required=True, help="the name of the closed collection to retire")
     advance = add_command(
         commands, "advance", advance_command,
-        help="close a discovery collection's open round in a stopped aggregator's data directory",
+        help="close a discovery collection's open round: on a running aggregator (--server) or in a stopped one's "
+             "data directory (--data-dir)",
         description="Close the open round of a discovery collection (a --collection with a discovery block, "
-                    "docs/heavy-hitters.md) from the reports a stopped one-machine aggregator's log holds: decode "
-                    "them, choose the next round's candidates and store the state; the next serve opens the next "
-                    "round. After the last round, the heavy hitters (value, count, standard error, 95% CI) are "
-                    "printed and written next to the state (DIR/discovery/*.results.json). Prints JSON. Exit 0 "
-                    "when done; 2 when refused (fewer reports than min_reports_per_round, finished, unknown, a "
-                    "--data-dir in use): one line says why.")
-    advance.add_argument("--data-dir", type=Path, required=True, help="the data directory of a stopped aggregator")
+                    "docs/heavy-hitters.md): decode its reports, choose the next round's candidates and store the "
+                    "state. With --server, on the running aggregator (QueryService.AdvanceRound, a token with the "
+                    "role operate): the next round is served at once. With --data-dir, from the reports a stopped "
+                    "one-machine aggregator's log holds: the next serve opens the next round. After the last round, "
+                    "the heavy hitters (value, count, standard error, 95% CI) are printed and written next to the "
+                    "state (DIR/discovery/*.results.json). Prints JSON. Exit 0 when done; 2 when refused (fewer "
+                    "reports than min_reports_per_round, finished, unknown, a --data-dir in use, no role operate): "
+                    "one line says why.")
+    where = advance.add_mutually_exclusive_group(required=True)
+    where.add_argument("--server", metavar="HOST:PORT", help="a running aggregator (one replica)")
+    where.add_argument("--data-dir", type=Path, help="the data directory of a stopped aggregator")
     advance.add_argument("--collection", required=True, help="the discovery collection's name")
+    add_token_argument(advance, "with the operate role (--server)")
+    add_tls_arguments(advance, "PEM of this client's certificate (mutual TLS; --server)",
+                      "PEM of this client's private key (mutual TLS; --server)")
+    advance.add_argument("--deadline", type=float, default=600.0, metavar="SECONDS",
+                         help="deadline of the call (--server; default: %(default)s); it is made once, never retried")
     advance.add_argument("--finite-out", type=Path, metavar="FILE.json",
                          help="when the discovery finishes: write the collection that asks the discovered values as a "
                               "categorical attribute with an 'other' bucket (docs/heavy-hitters.md, 'The discovered "
@@ -340,6 +352,15 @@ def retire_command(args: argparse.Namespace) -> int:
 
 def advance_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator advance``."""
+    if args.server is not None:
+        if args.finite_out is not None:
+            raise LdpsynthError("--finite-out: only with --data-dir (the discovery's stored schema is read there)")
+        from ldpsynth.client.query import QueryClient
+
+        with QueryClient(args.server, token=args.token, root_certificates=args.tls_ca,
+                         certificate_chain=args.tls_cert, private_key=args.tls_key, deadline=args.deadline) as client:
+            print(json.dumps(client.advance_round(args.collection), indent=2))
+        return 0
     from ldpsynth.aggregator.runtime.discovery import advance
 
     done = asyncio.run(advance(str(args.data_dir), args.collection))

@@ -323,9 +323,30 @@ class AsyncClient:
         if not isinstance(rows, Mapping):
             raise ValidationError("rows", "columns (a mapping) for a discovery collection", "a file")
         assert card.card is not None
-        info = self._info(card.card.schema.name, await self._fetch(card.card.schema.name))
-        return await self._submit(info, round_rows(card, rows), ledger, batch_size,
-                                  charge=(collection, card.schema.epsilon))
+        before = ledger.spent(collection)
+        try:
+            info = self._info(card.card.schema.name, await self._fetch(card.card.schema.name))
+            return await self._submit(info, round_rows(card, rows), ledger, batch_size,
+                                      charge=(collection, card.schema.epsilon))
+        except SubmitError as exc:
+            if exc.status != "FAILED_PRECONDITION":
+                raise
+            return await self._round_closed(collection, ledger, exc, before)
+
+    async def _round_closed(self, collection: str, ledger: PrivacyLedger, exc: SubmitError,
+                            before: float) -> SubmitResult:
+        """A discovery's round refused as closed while this device reported in it (an operator closed it meanwhile,
+        docs/heavy-hitters.md): the card fetched again says the device's round has passed (its round is fixed by its
+        key, it reports in no other), with what was charged (the reports, randomized, stay memoized). Another
+        refusal, or a card that still names the device's round, raises ``exc``."""
+        card = DiscoveryCard.from_json((await self._fetch(collection)).card_json)
+        turn = device_turn(card, ledger.round_key(collection))
+        if turn.status == REPORT:
+            raise exc
+        return SubmitResult(collection=collection, rows=0, sent=exc.sent, acknowledged=exc.acknowledged,
+                            duplicates=exc.duplicates, batches=0, retries=0, memoized=0,
+                            epsilon_spent=ledger.spent(collection) - before, epsilon_total=ledger.spent(collection),
+                            status=turn.status)
 
     async def _refuse_a_view(self, name: str) -> None:
         """ValidationError naming ``collection`` when ``name`` is a view sub-collection of a wide collection served

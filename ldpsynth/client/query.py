@@ -24,11 +24,12 @@ call only reads, so a repeat is always safe. Querying spends no privacy budget. 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np
@@ -149,6 +150,43 @@ class QueryClient:
                     tries = f" (gave up after {failures} attempts)" if failures > 1 else ""
                     raise QueryError(method, status, details + tries) from None
             time.sleep(self.retry.backoff(failures, self._rng))
+
+    def advance_round(self, collection: str) -> dict[str, Any]:
+        """Close the open round of the discovery collection ``collection`` on the running server.
+
+        Needs the role ``operate`` (docs/heavy-hitters.md, "The lifecycle on a running server"). Made once,
+        never retried: a repeat after a lost answer would close the next round too.
+
+        Parameters
+        ----------
+        collection : str
+            The discovery collection's name (the parent's, e.g. ``"words"``).
+
+        Returns
+        -------
+        dict
+            What ``ldpsynth aggregator advance`` prints: ``collection``, ``closed_round``, ``reports``, then
+            ``open_round`` and ``candidates``, or, after the last round, ``results`` (the heavy hitters).
+
+        Raises
+        ------
+        QueryError
+            The call failed: FAILED_PRECONDITION (too few reports, saying how many the round has and needs, the
+            round left open; a finished discovery; not a discovery), NOT_FOUND (unknown collection),
+            PERMISSION_DENIED (no role ``operate``), UNAVAILABLE.
+        """
+        try:
+            answer = self._stub.AdvanceRound(qpb.AdvanceRoundRequest(collection=collection), timeout=self._deadline,
+                                             metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise QueryError("AdvanceRound", exc.code().name, exc.details() or "") from None
+        done: dict[str, Any] = {"collection": answer.collection, "closed_round": answer.closed_round,
+                                "reports": answer.reports}
+        if answer.finished:
+            done["results"] = json.loads(answer.results_json)
+        else:
+            done["open_round"], done["candidates"] = answer.open_round, answer.candidates
+        return done
 
     def message_limit(self, collection: str) -> int:
         """Largest request message for ``collection``: the smaller of this channel's and the server's limit.

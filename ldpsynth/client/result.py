@@ -52,7 +52,8 @@ class SubmitResult:
         The δ that goes with ``central_epsilon`` (0.0 when that is the local guarantee).
     status : str
         ``"sent"``; for a discovery collection (docs/heavy-hitters.md) whose open round is not this device's,
-        ``"not your round yet"`` or ``"your round has passed"``: nothing was charged or sent.
+        ``"not your round yet"`` or ``"your round has passed"``: nothing was sent (nor charged, unless the round
+        was closed while this device reported in it: ``epsilon_spent`` then says what was charged).
     part : str or None
         The sub-collection the reports went to: a wide collection's view (docs/wide.md) or a discovery's open
         round (docs/heavy-hitters.md); ``None`` for an ordinary collection, or when nothing was sent.

@@ -32,7 +32,9 @@ SUBMIT = "submit"
 QUERY = "query"
 #: A shuffler tier forwarding shuffled batches of sealed reports (``SubmitShuffled``, docs/contract.md §16).
 SHUFFLER = "shuffler"
-ROLES = frozenset({SUBMIT, QUERY, SHUFFLER})
+#: An operator of the running server: ``QueryService.AdvanceRound`` closes a discovery collection's open round.
+OPERATE = "operate"
+ROLES = frozenset({SUBMIT, QUERY, SHUFFLER, OPERATE})
 ANONYMOUS_ID = "anonymous"
 
 
@@ -136,7 +138,8 @@ class TokenTable:
 
     def with_views(self, views: Mapping[str, Sequence[str]]) -> TokenTable:
         """The table where a client that may use a wide collection (a key of ``views``) may also use its view
-        sub-collections (its value): a device submits to its view under the parent's token."""
+        sub-collections (its value): a device submits to its view under the parent's token. (A discovery
+        collection's rounds are passed the same way: a device reports to its round under the parent's token.)"""
         def widened(credential: Credential) -> Credential:
             if credential.collections is None:
                 return credential

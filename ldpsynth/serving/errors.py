@@ -16,14 +16,21 @@ from typing import ClassVar
 
 from ldpsynth.shared.errors import LdpsynthError, Status, ValidationError
 
-__all__ = ["BadRequest", "WrongState", "LimitExceeded", "QuotaExceeded", "Unauthenticated", "PermissionDenied",
-           "TryLater", "ConfigError", "flag_checks"]
+__all__ = ["BadRequest", "NotFound", "WrongState", "LimitExceeded", "QuotaExceeded", "Unauthenticated",
+           "PermissionDenied", "TryLater", "ConfigError", "flag_checks"]
 
 
 class BadRequest(LdpsynthError):
     """The request's bytes are not a message of its type (INVALID_ARGUMENT)."""
 
     refused_as: ClassVar[Status | None] = Status.INVALID_ARGUMENT
+
+
+class NotFound(LdpsynthError):
+    """An operator call names what this server does not serve (NOT_FOUND). Device and query calls answer an
+    unknown collection FAILED_PRECONDITION (:class:`WrongState`), as docs/contract.md §9 says."""
+
+    refused_as: ClassVar[Status | None] = Status.NOT_FOUND
 
 
 class WrongState(LdpsynthError):

@@ -170,6 +170,7 @@ class Ingestor:
         self._clock = clock
         self._max_commit_interval = max_commit_interval
         self._in_flight: set[_BatchCommit] = set()
+        self._settled = asyncio.Event()  # set as each batch's commit settles (:meth:`settled`)
         self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, self._commit_interval)
                             for s in range(backend.num_shards)]
 
@@ -266,6 +267,11 @@ class Ingestor:
                      self._backend.num_shards)]
         quota_key = (collection, credential.id)
         reserved = await self._admit_quota(quota_key, info.limits.max_rows_per_client, parts)
+        try:  # still served once the quota is settled (a discovery's round may have closed meanwhile)
+            self._catalog.get(collection)
+        except LdpsynthError:
+            self._quota.release(quota_key, sum(reserved))
+            raise
         return Admitted(sequence, quota_key, reserved, tuple(parts))
 
     async def _admit_quota(self, key: QuotaKey, limit: int, parts: list[tuple[int, Segment]]) -> tuple[int, ...]:
@@ -314,9 +320,18 @@ class Ingestor:
             if not commit.future.done():
                 commit.future.set_exception(error)
 
+    async def settled(self, collection: str) -> None:
+        """Wait until no batch of ``collection`` is being committed (each committed or failed). With the
+        collection no longer admitted (:meth:`Catalog.close_round`), every batch of it acknowledged by this
+        replica is then in the shards' statistics."""
+        while any(commit.admitted.quota_key[0] == collection for commit in self._in_flight):
+            self._settled.clear()
+            await self._settled.wait()
+
     def _finish(self, commit: _BatchCommit) -> None:
         """Every part of ``commit`` settled (each released its quota reservation): answer its caller."""
         self._in_flight.discard(commit)
+        self._settled.set()
         admitted, failed = commit.admitted, commit.failed
         if isinstance(failed, ShardFull):
             log.error("log.full", f"the log's storage is full ({failed}): batches are refused until an operator "

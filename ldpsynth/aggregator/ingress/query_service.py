@@ -1,4 +1,5 @@
-"""gRPC handlers of ``ldpsynth.v1.QueryService`` (proto/ldpsynth/v1/query.proto): ``Estimate`` and ``Export``.
+"""gRPC handlers of ``ldpsynth.v1.QueryService`` (proto/ldpsynth/v1/query.proto): ``Estimate`` and ``Export``, and
+the operators' ``AdvanceRound`` (role ``operate``; :mod:`ldpsynth.aggregator.operate.rounds`).
 
 Like the collection service, the handlers receive raw bytes and parse them themselves, so
 malformed requests end as INVALID_ARGUMENT. Statuses: no "query" role or collection not allowed:
@@ -24,15 +25,16 @@ limit, before anything of the reply is sent.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
 
 from ldpsynth.aggregator.query.engine import QueryEngine
-from ldpsynth.serving.auth import QUERY, Credential
+from ldpsynth.serving.auth import OPERATE, QUERY, Credential
 from ldpsynth.serving.errors import LimitExceeded
 from ldpsynth.serving.observe.metrics import ServiceCalls
 from ldpsynth.serving.status import parse, rpc
@@ -50,9 +52,10 @@ from ldpsynth.shared.wire import query_pb2 as qpb
 
 if TYPE_CHECKING:
     from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
+    from ldpsynth.aggregator.operate.rounds import RoundKeeper
 
 QUERY_SERVICE_NAME = qpb.DESCRIPTOR.services_by_name["QueryService"].full_name
-QUERY_METHODS = ("Estimate", "Export")
+QUERY_METHODS = ("Estimate", "Export", "AdvanceRound")
 #: Largest batch of one Estimate call: compiled queries, and weights held in memory (float64;
 #: MAX_BATCH_WEIGHTS, shared with the schema's limit on |D|).
 MAX_BATCH_QUERIES = 1 << 22
@@ -76,16 +79,29 @@ def export_chunk_rows(schema: Schema, max_message_bytes: int) -> int:
     return min(EXPORT_CHUNK_ROWS, fit)
 
 
+def advance_response(done: dict[str, Any]) -> qpb.AdvanceRoundResponse:
+    """``AdvanceRound``'s answer of what :meth:`~ldpsynth.aggregator.operate.rounds.RoundKeeper.advance` did."""
+    response = qpb.AdvanceRoundResponse(collection=done["collection"], closed_round=done["closed_round"],
+                                        reports=done["reports"], finished="results" in done)
+    if "results" in done:
+        response.results_json = json.dumps(done["results"], sort_keys=True)
+    else:
+        response.open_round, response.candidates = done["open_round"], done["candidates"]
+    return response
+
+
 class QueryServicer:
     """The handlers; ``authenticate`` maps a call's context to its :class:`Credential`; ``calls`` records
-    the calls, ``metrics`` the durations and rows of the answered ones."""
+    the calls, ``metrics`` the durations and rows of the answered ones; ``rounds`` closes discovery rounds
+    (``AdvanceRound``, role ``operate``)."""
 
     def __init__(self, engine: QueryEngine, authenticate: Callable[[grpc.aio.ServicerContext], Credential],
-                 calls: ServiceCalls, metrics: ReplicaMetrics):
+                 calls: ServiceCalls, metrics: ReplicaMetrics, rounds: RoundKeeper):
         self.engine = engine
         self._authenticate = authenticate
         self.calls = calls
         self._metrics = metrics
+        self._rounds = rounds
 
     def handlers(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(QUERY_SERVICE_NAME, {
@@ -93,7 +109,18 @@ class QueryServicer:
                 self.estimate, response_serializer=qpb.EstimateResponse.SerializeToString),
             "Export": grpc.unary_stream_rpc_method_handler(
                 self.export, response_serializer=qpb.ExportChunk.SerializeToString),
+            "AdvanceRound": grpc.unary_unary_rpc_method_handler(
+                self.advance_round, response_serializer=qpb.AdvanceRoundResponse.SerializeToString),
         })
+
+    @rpc("AdvanceRound", "the round was not advanced")
+    async def advance_round(self, raw: bytes, context: grpc.aio.ServicerContext) -> qpb.AdvanceRoundResponse:
+        """Close a discovery collection's open round (:mod:`ldpsynth.aggregator.operate.rounds`)."""
+        request = parse(qpb.AdvanceRoundRequest, raw)
+        credential = self._authenticate(context)
+        credential.require_role(OPERATE)
+        credential.require_collection(request.collection)
+        return advance_response(await self._rounds.advance(request.collection))
 
     def _caller(self, context: grpc.aio.ServicerContext, collection: str) -> None:
         credential = self._authenticate(context)

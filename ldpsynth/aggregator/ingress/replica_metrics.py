@@ -67,7 +67,7 @@ class ReplicaMetrics:
 
     def __init__(self, catalog: Catalog, clock: Callable[[], float], version: str):
         self.registry = registry = CollectorRegistry()
-        self._names = frozenset(catalog.names)
+        self._names = frozenset(catalog.names).union(*catalog.rounds.values())  # a discovery's later rounds too
         self.calls = CallMetrics(registry)
         Gauge("ldpsynth_build_info", "The ldpsynth version this replica runs.", ("version",),
               registry=registry).labels(version).set(1)

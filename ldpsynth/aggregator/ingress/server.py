@@ -10,7 +10,9 @@ This module is its lifecycle (start, graceful stop) and the wiring of its parts,
   :func:`~ldpsynth.serving.status.rpc` maps it, and only a bug yields INTERNAL. The web port
   (:mod:`~ldpsynth.aggregator.ingress.web`) calls the same handlers.
 * ``ldpsynth.v1.QueryService`` (:mod:`~ldpsynth.aggregator.ingress.query_service`) answers query batches
-  and exports the release (role "query"), each on one snapshot of the shards.
+  and exports the release (role "query"), each on one snapshot of the shards, and closes a discovery
+  collection's open round for an operator (``AdvanceRound``, role "operate";
+  :mod:`~ldpsynth.aggregator.operate.rounds`).
 * Standard health service (:mod:`~ldpsynth.aggregator.ingress.health`): SERVING once every shard worker
   is ready; NOT_SERVING while one is unreachable or damaged (checked every
   :data:`~ldpsynth.aggregator.ingress.health.HEALTH_INTERVAL` seconds) and as a graceful stop
@@ -49,6 +51,7 @@ from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
+from ldpsynth.aggregator.operate.rounds import RoundKeeper
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
@@ -107,7 +110,8 @@ class AggregatorServer:
     async def start(self) -> str:
         """Open the backend, then listen; return ``HOST:PORT``."""
         config = self.config
-        tokens = TokenTable.load(config.tokens_file).with_views(self.catalog.views) if config.tokens_file else None
+        tokens = (TokenTable.load(config.tokens_file).with_views({**self.catalog.views, **self.catalog.rounds})
+                  if config.tokens_file else None)
         authenticator = Authenticator(tokens, mutual_tls=bool(config.tls and config.tls.client_ca))
         credentials = server_credentials(config.tls)
         tracing.configure(config.otlp_endpoint, "ldpsynth-replica")
@@ -136,9 +140,12 @@ class AggregatorServer:
                 self.catalog, self._ingestor, self._shuffled, authenticator, self.calls, self.metrics,
                 config.max_inflight_batches, stopping=lambda: self._stopping, serving=lambda: self.serving,
                 storage_full=lambda: None if self.backend is None else self.backend.storage_full)
+            rounds = RoundKeeper(config.data_dir if config.cluster is None else None, config.discoveries,
+                                 self.catalog, self._ingestor, workers, self.backend.log)
             self._queries = QueryServicer(QueryEngine(self.catalog, workers, config.wide_fit),
                                           self._collections.authenticate,
-                                          self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics)
+                                          self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics,
+                                          rounds)
             self._server = self._build_server(self._collections, self._queries)
             port = self._bind(credentials)
             await self._server.start()

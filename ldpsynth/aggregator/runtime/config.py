@@ -28,6 +28,8 @@ from ldpsynth.shared.heavy_hitters.collection import (
     DiscoveryCard,
     DiscoverySchema,
     is_discovery_json,
+    parent_of,
+    round_name,
 )
 from ldpsynth.shared.protocol import CollectionInfo, Limits
 from ldpsynth.shared.schema import Schema
@@ -232,22 +234,69 @@ class Catalog:
         #: The discovery collections: their cards (reports go to their open rounds' sub-collections).
         self._discovery_cards = {d.schema.name: d for d in discoveries}
         #: GetCollection's answers for the parents: a wide collection's (views/1) and a discovery's (discovery/1).
-        self._parents = {**{name: pb.Collection(name=name, schema_json=card.schema.dumps(), card_json=card.dumps(),
-                                                mechanism_version=VIEWS_VERSION, limits=limits.to_proto())
-                            for name, card in self._wide.items()},
-                         **{name: pb.Collection(name=name, schema_json=d.schema.dumps(), card_json=d.dumps(),
-                                                mechanism_version=MECHANISM_VERSION, limits=limits.to_proto())
-                            for name, d in self._discovery_cards.items()}}
+        self._parents = {name: pb.Collection(name=name, schema_json=card.schema.dumps(), card_json=card.dumps(),
+                                             mechanism_version=VIEWS_VERSION, limits=limits.to_proto())
+                         for name, card in self._wide.items()}
+        for card in self._discovery_cards.values():
+            self._parents[card.schema.name] = self._discovery_proto(card)
+        #: Round sub-collections being closed (:meth:`close_round`).
+        self._closing: set[str] = set()
+        self._sealing: SealingKey | None = None
+
+    def _discovery_proto(self, card: DiscoveryCard) -> pb.Collection:
+        return pb.Collection(name=card.schema.name, schema_json=card.schema.dumps(), card_json=card.dumps(),
+                             mechanism_version=MECHANISM_VERSION, limits=self.limits.to_proto())
 
     def publish_sealing(self, key: SealingKey | None) -> None:
         """Publish ``key`` with every collection (``Collection.sealing``; ``None``: no sealed reports)."""
+        self._sealing = key
         self._infos = {name: replace(info, sealing=key) for name, info in self._infos.items()}
         self._protos = {name: info.to_proto() for name, info in self._infos.items()}
+
+    # ----- a discovery's rounds on a running server (ldpsynth.aggregator.operate.rounds) ----------------
+    def discovery(self, name: str) -> DiscoveryCard | None:
+        """The card of the discovery collection ``name`` served now (``None``: not a discovery served here)."""
+        return self._discovery_cards.get(name)
+
+    def close_round(self, parent: str) -> None:
+        """Stop taking reports for the open round of the discovery ``parent``: from now on :meth:`get` refuses its
+        sub-collection (FAILED_PRECONDITION: fetch the discovery's card again) until :meth:`open_round` or
+        :meth:`reopen_round`. Synchronous: no batch is admitted to it after this returns."""
+        card = self._discovery_cards[parent].card
+        assert card is not None
+        self._closing.add(card.schema.name)
+
+    def reopen_round(self, parent: str) -> None:
+        """Take reports for the open round of ``parent`` again (its close was refused)."""
+        card = self._discovery_cards[parent].card
+        assert card is not None
+        self._closing.discard(card.schema.name)
+
+    def open_round(self, card: DiscoveryCard) -> None:
+        """Serve ``card`` as its discovery's card: the closed round's sub-collection is no longer served, the new
+        round's (if the discovery is not finished) is, with the published sealing key."""
+        old = self._discovery_cards[card.schema.name].card
+        if old is not None:
+            self._infos.pop(old.schema.name, None)
+            self._protos.pop(old.schema.name, None)
+            self._closing.discard(old.schema.name)
+        if card.card is not None:
+            info = CollectionInfo(card.card, self.limits, sealing=self._sealing)
+            self._infos[card.card.schema.name] = info
+            self._protos[card.card.schema.name] = info.to_proto()
+        self._discovery_cards[card.schema.name] = card
+        self._parents[card.schema.name] = self._discovery_proto(card)
 
     @property
     def views(self) -> dict[str, tuple[str, ...]]:
         """Wide collection name -> its view sub-collections' names."""
         return {name: card.names for name, card in self._wide.items()}
+
+    @property
+    def rounds(self) -> dict[str, tuple[str, ...]]:
+        """Discovery collection name -> the names of all its rounds' sub-collections (served one at a time)."""
+        return {name: tuple(round_name(name, r) for r in range(card.schema.schedule.rounds))
+                for name, card in self._discovery_cards.items()}
 
     @property
     def names(self) -> list[str]:
@@ -270,6 +319,12 @@ class Catalog:
             where = "it is finished" if card is None else f"they go to {card.schema.name!r}"
             raise WrongState(f"collection: {name[:128]!r} is a discovery collection, which takes no reports itself "
                              f"({where}; docs/heavy-hitters.md)")
+        round_of = parent_of(name)
+        if round_of is not None and round_of[0] in self._discovery_cards and (
+                name in self._closing or name not in self._infos):
+            raise WrongState(f"collection: {name[:160]!r} is a closed round of the discovery {round_of[0][:128]!r} "
+                             "and takes no more reports; fetch the discovery's card again (GetCollection) and report "
+                             "in the round it names if that is the device's round")
         try:
             return self._infos[name]
         except KeyError:

@@ -10,8 +10,10 @@ The state (:class:`~ldpsynth.shared.heavy_hitters.collection.DiscoveryState`) li
 
 ``advance`` runs on a stopped aggregator's data directory, as ``retire`` does: it reads the log (the store
 of record; every record checked), counts the open round's reports, closes the round (refused below
-``min_reports_per_round``) and writes the state; the next ``serve`` opens the next round, or, once the
-discovery is finished, serves the finished card and the results (``DIR/discovery/<...>.results.json``).
+``min_reports_per_round``) and writes the state (:func:`store`: the state file is the commit point); the next
+``serve`` opens the next round, or, once the discovery is finished, serves the finished card and the results
+(``DIR/discovery/<...>.results.json``). A running server closes its rounds itself
+(:mod:`ldpsynth.aggregator.operate.rounds`, ``QueryService.AdvanceRound``) and stores the state the same way.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ldpsynth.shared.files import write_durably
 from ldpsynth.shared.heavy_hitters.collection import DiscoveryCard, DiscoverySchema, DiscoveryState, round_name
 from ldpsynth.shared.heavy_hitters.server import support_counts
 
-__all__ = ["DISCOVERY_DIR", "state_file", "stored_schema", "open_state", "expand", "advance"]
+__all__ = ["DISCOVERY_DIR", "state_file", "stored_schema", "open_state", "expand", "advance", "summary", "store"]
 
 DISCOVERY_DIR = "discovery"
 
@@ -95,7 +97,9 @@ def expand(collections: Iterable[MechanismCard | DiscoverySchema], data_dir: Pat
             cards.append(item)
             continue
         if data_dir is None:
-            raise ConfigError(f"--collection: the discovery {item.name!r} needs --data-dir (its rounds' state)")
+            raise ConfigError(f"--collection: the discovery {item.name!r} needs a one-machine aggregator with "
+                              "--data-dir (its rounds' state is kept there; a cluster, --nats, serves no "
+                              "discovery yet)")
         card = open_state(data_dir, item).card()
         discoveries.append(card)
         if card.card is not None:
@@ -133,7 +137,6 @@ async def advance(path: str, name: str) -> dict[str, Any]:
     if not state_file(path, name).exists():
         raise ConfigError(f"--collection: no discovery {name[:128]!r} was served from --data-dir {path}")
     state = _stored(path, name)
-    schema = state.schema
     spec = state.spec()
     card = state.card().card
     assert card is not None
@@ -149,14 +152,30 @@ async def advance(path: str, name: str) -> dict[str, Any]:
                 reports = await _round_reports(log, layout.id, layout.shards, collection, card_digest(card.dumps()))
         finally:
             await log.close()
-    estimate = state.close_round(*support_counts(spec, reports))
-    out: dict[str, Any] = {"collection": schema.name, "closed_round": spec.index, "reports": estimate.n}
+    state.close_round(*support_counts(spec, reports))
+    return store(path, state)
+
+
+def summary(state: DiscoveryState) -> dict[str, Any]:
+    """What closing the last closed round of ``state`` did: the round and its reports, then the round open now
+    and its candidates, or the heavy hitters once the discovery is finished."""
+    out: dict[str, Any] = {"collection": state.schema.name, "closed_round": state.round - 1,
+                           "reports": state.closed[-1][1]}
     if state.finished:
-        results = state.result_json()
-        _write(state_file(path, schema.name, ".results.json"), json.dumps(results, sort_keys=True, indent=1))
-        out["results"] = results
+        out["results"] = state.result_json()
     else:
         out["open_round"] = state.round
         out["candidates"] = len(state.candidates)
-    _write(state_file(path, schema.name), state.dumps())
+    return out
+
+
+def store(path: str | Path, state: DiscoveryState) -> dict[str, Any]:
+    """Store ``state`` after it closed a round, durably: the results first when it is finished, then the state
+    file, which is the commit point (a crash before it leaves the round open, as it was); returns
+    :func:`summary`."""
+    out = summary(state)
+    if state.finished:
+        _write(state_file(path, state.schema.name, ".results.json"),
+               json.dumps(out["results"], sort_keys=True, indent=1))
+    _write(state_file(path, state.schema.name), state.dumps())
     return out

@@ -29,8 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..estimators.statistics import SufficientStatistics
+from ..estimators.tallies import KeyedTallies
 from ..mechanism import MechanismE
-from ..mechanisms.oracle import FrequencyOracle
+from ..mechanisms.oracle import FrequencyOracle, OracleStatistics
 from ..mechanisms.pure import PureProtocol
 from ..mechanisms.registry import protocol_of
 from ..validation import check_epsilon, check_int, check_real
@@ -39,8 +41,8 @@ from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
 from .rounds import RoundSchedule
 
-__all__ = ["cell_variances", "RoundEstimate", "decode_round", "decode_support", "round_estimate", "HeavyHitters",
-           "HeavyHitterServer"]
+__all__ = ["cell_variances", "support_counts", "stored_support", "RoundEstimate", "decode_round", "decode_support",
+           "round_estimate", "HeavyHitters", "HeavyHitterServer"]
 
 
 def cell_variances(protocol: PureProtocol, counts: npt.ArrayLike, n: int) -> np.ndarray:
@@ -60,6 +62,24 @@ def support_counts(spec: RoundSpec, reports: npt.ArrayLike) -> tuple[np.ndarray,
     assert isinstance(mechanism, FrequencyOracle)
     stats = mechanism.statistics(reports)
     return stats.support_counts(), stats.n
+
+
+def stored_support(spec: RoundSpec, stats: SufficientStatistics | KeyedTallies) -> tuple[np.ndarray, int]:
+    """:func:`support_counts` of a round from what the storage shards keep of its reports (merged over shards
+    and public keys): E's counts per cell summed over the keys, an oracle's tallies summed over the keys
+    and transformed. Equal to :func:`support_counts` of the same reports (tallies add)."""
+    mechanism = spec.mechanism
+    if isinstance(mechanism, MechanismE):
+        if not isinstance(stats, SufficientStatistics) or stats.domain_size != mechanism.domain_size:
+            raise ValidationError("stats", f"E's counts over the round's {mechanism.domain_size} cells",
+                                  f"got {type(stats).__name__}")
+        support = np.bincount(stats.codes, weights=stats.counts, minlength=mechanism.domain_size)
+        return support.astype(np.int64), int(stats.counts.sum())
+    assert isinstance(mechanism, FrequencyOracle)
+    if not isinstance(stats, KeyedTallies) or stats.oracle != mechanism:
+        raise ValidationError("stats", f"tallies of the round's oracle ({mechanism!r})", f"got {type(stats).__name__}")
+    total = OracleStatistics(mechanism, stats.n, stats.table.sum(axis=0, dtype=np.int64))
+    return total.support_counts(), total.n
 
 
 @dataclass(frozen=True, eq=False)

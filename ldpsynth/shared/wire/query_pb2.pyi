@@ -6,6 +6,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AdvanceRoundRequest(_message.Message):
+    __slots__ = ("collection",)
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    def __init__(self, collection: _Optional[str] = ...) -> None: ...
+
+class AdvanceRoundResponse(_message.Message):
+    __slots__ = ("collection", "closed_round", "reports", "finished", "open_round", "candidates", "results_json")
+    COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_ROUND_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    OPEN_ROUND_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    collection: str
+    closed_round: int
+    reports: int
+    finished: bool
+    open_round: int
+    candidates: int
+    results_json: str
+    def __init__(self, collection: _Optional[str] = ..., closed_round: _Optional[int] = ..., reports: _Optional[int] = ..., finished: _Optional[bool] = ..., open_round: _Optional[int] = ..., candidates: _Optional[int] = ..., results_json: _Optional[str] = ...) -> None: ...
+
 class LinearQueries(_message.Message):
     __slots__ = ("weights", "normalization")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]

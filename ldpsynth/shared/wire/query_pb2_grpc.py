@@ -44,6 +44,11 @@ class QueryServiceStub:
                 request_serializer=ldpsynth_dot_v1_dot_query__pb2.ExportRequest.SerializeToString,
                 response_deserializer=ldpsynth_dot_v1_dot_query__pb2.ExportChunk.FromString,
                 _registered_method=True)
+        self.AdvanceRound = channel.unary_unary(
+                '/ldpsynth.v1.QueryService/AdvanceRound',
+                request_serializer=ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundRequest.SerializeToString,
+                response_deserializer=ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServiceServicer:
@@ -72,6 +77,20 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdvanceRound(self, request, context):
+        """Operators (role "operate"): close the open round of a discovery collection on the running
+        server (docs/heavy-hitters.md, "The lifecycle on a running server"). The round's sub-collection
+        stops taking reports first (a report for it is then FAILED_PRECONDITION: fetch the card again),
+        the batches being committed finish, the round is decoded from the shards' tallies, the state is
+        stored durably, and the next round is served (GetCollection answers its card) or, after the
+        last round, the heavy hitters are answered. Too few reports: FAILED_PRECONDITION saying how many
+        the round has and needs (the round stays open); a finished discovery or a collection that is
+        not a discovery: FAILED_PRECONDITION; an unknown collection: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -84,6 +103,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.Export,
                     request_deserializer=ldpsynth_dot_v1_dot_query__pb2.ExportRequest.FromString,
                     response_serializer=ldpsynth_dot_v1_dot_query__pb2.ExportChunk.SerializeToString,
+            ),
+            'AdvanceRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdvanceRound,
+                    request_deserializer=ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundRequest.FromString,
+                    response_serializer=ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -140,6 +164,33 @@ class QueryService:
             '/ldpsynth.v1.QueryService/Export',
             ldpsynth_dot_v1_dot_query__pb2.ExportRequest.SerializeToString,
             ldpsynth_dot_v1_dot_query__pb2.ExportChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdvanceRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpsynth.v1.QueryService/AdvanceRound',
+            ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundRequest.SerializeToString,
+            ldpsynth_dot_v1_dot_query__pb2.AdvanceRoundResponse.FromString,
             options,
             channel_credentials,
             insecure,

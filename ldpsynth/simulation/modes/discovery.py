@@ -1,7 +1,8 @@
 """A discovery of heavy hitters simulated over its rounds: the devices (one word each, with its own in-memory
 ledger for the whole run, which fixes its round) check in every round and only the open round's report; between
-rounds the server is stopped and ``aggregator advance`` closes the round, as the operator would
-(docs/heavy-hitters.md, "The collection mode"). The heavy hitters found are set against the true ones.
+rounds an operator closes the round on the running server (``QueryService.AdvanceRound``, as ``aggregator advance
+--server`` does; docs/heavy-hitters.md, "The lifecycle on a running server"). The heavy hitters found are set
+against the true ones.
 
 The devices run in this process (their ledgers must outlive each round's server); each round they share
 ``settings.connections`` channels.
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from ldpsynth.client import AsyncClient, PrivacyLedger, SubmitError
+from ldpsynth.client.errors import QueryError
+from ldpsynth.client.query import QueryClient
 from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema
 from ldpsynth.simulation.devices import GroupOutcome
 from ldpsynth.simulation.federation import SimulationSettings
@@ -56,6 +59,12 @@ async def check_in(target: str, schema: DiscoverySchema, words: np.ndarray, ledg
     return statuses
 
 
+def advance_round(target: str, name: str) -> dict[str, Any]:
+    """Close the open round of the discovery ``name`` on the server at ``target``, as its operator."""
+    with QueryClient(target) as operator:
+        return operator.advance_round(name)
+
+
 def found_vs_truth(results: dict[str, Any], schema: DiscoverySchema, words: np.ndarray) -> tuple[
         list[dict[str, Any]], dict[str, Any]]:
     """Each heavy hitter found (estimated count and CI vs its true count and rank), and precision, recall and
@@ -86,8 +95,7 @@ def found_vs_truth(results: dict[str, Any], schema: DiscoverySchema, words: np.n
 async def simulate_discovery(schema: DiscoverySchema, words: np.ndarray, description: str,
                              settings: SimulationSettings) -> dict[str, Any]:
     """Run every round of the discovery (module docstring); stops at a round below its minimum of reports."""
-    from ldpsynth.aggregator.runtime.discovery import advance, expand
-    from ldpsynth.shared.heavy_hitters.collection import RoundNotReady
+    from ldpsynth.aggregator.runtime.discovery import expand
 
     ledgers = [PrivacyLedger.for_simulation() for _ in words]
     outcome = GroupOutcome()
@@ -97,20 +105,22 @@ async def simulate_discovery(schema: DiscoverySchema, words: np.ndarray, descrip
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ldpsynth-sim-") as scratch:
         data = Path(scratch)
-        while results is None:
-            cards, discoveries = expand([schema], data)
-            async with hosted(data, cards, settings, discoveries=discoveries) as (_, target):
+        cards, discoveries = expand([schema], data)
+        async with hosted(data, cards, settings, discoveries=discoveries) as (_, target):
+            while results is None:
                 statuses = await check_in(target, schema, words, ledgers, settings.connections, outcome)
-            try:
-                done = await advance(str(data), schema.name)
-            except RoundNotReady as exc:
-                notes.append(f"stopped: {exc}")
-                break
-            rounds.append({"round": done["closed_round"], "reports": done["reports"], **dict(statuses)})
-            if settings.progress:
-                print(f"round {done['closed_round']} closed with {done['reports']} reports", file=sys.stderr,
-                      flush=True)
-            results = done.get("results")
+                try:
+                    done = await asyncio.to_thread(advance_round, target, schema.name)
+                except QueryError as exc:
+                    if exc.status != "FAILED_PRECONDITION":
+                        raise
+                    notes.append(f"stopped: {exc.details}")   # too few reports: the round stays open
+                    break
+                rounds.append({"round": done["closed_round"], "reports": done["reports"], **dict(statuses)})
+                if settings.progress:
+                    print(f"round {done['closed_round']} closed with {done['reports']} reports", file=sys.stderr,
+                          flush=True)
+                results = done.get("results")
     seconds = time.perf_counter() - started
     outcome.epsilon_per_device = [ledger.spent(schema.name) for ledger in ledgers]
     for ledger in ledgers:

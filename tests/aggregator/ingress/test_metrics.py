@@ -38,7 +38,7 @@ DEVICE = [("authorization", f"Bearer {DEVICE_TOKEN}")]
 FIXED_VALUES = {"ratings", "graph", "unknown", "accepted", "duplicate", "stored", "estimate", "export", "all",
                 "ldpsynth.v1.CollectionService", "ldpsynth.v1.QueryService", "SubmitReports", "SubmitBatch",
                 "SubmitShuffled", "GetCollection",
-                "Estimate", "Export", "ready", "starting", "damaged", "unreachable", "+Inf",
+                "Estimate", "Export", "AdvanceRound", "ready", "starting", "damaged", "unreachable", "+Inf",
                 "quota", "too_large", "lifecycle", "wrong_state", "invalid", "unauthenticated", "permission_denied",
                 "storage_full", "shard_damaged", "try_later", "shard_unavailable", "other",
                 *(code.name for code in grpc.StatusCode)}

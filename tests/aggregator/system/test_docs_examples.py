@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 
 from ldpsynth.aggregator.runtime.config import expand_collections, load_collection
+from ldpsynth.aggregator.runtime.discovery import expand
 from ldpsynth.shared.card import MechanismCard
+from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema
 from ldpsynth.shared.reports import Reports, new_report_ids
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
@@ -58,9 +60,12 @@ def test_the_readme_tour_runs_against_a_real_server(start_server: Callable[..., 
     """With the shuffler the tour starts: ``ldpsynth shuffler serve --threshold 500 --max-wait 5
     --anonymous-devices`` in front of the server, which serves every collection of the tour, read as
     ``aggregator serve`` reads them."""
-    names = ("ratings.json", "survey-shuffled.json", "lifestyle-wide.json", "hours.json")
-    cards, wide = expand_collections(load_collection(ROOT / "docker" / "collections" / name) for name in names)
-    server = start_server(collections=cards, wide=wide)
+    names = ("ratings.json", "survey-shuffled.json", "lifestyle-wide.json", "hours.json", "words.json")
+    loaded = [load_collection(ROOT / "docker" / "collections" / name) for name in names]
+    ordinary, wide = expand_collections(item for item in loaded if not isinstance(item, DiscoverySchema))
+    store = tmp_path / "ldp-store"
+    cards, discoveries = expand([*ordinary, *(item for item in loaded if isinstance(item, DiscoverySchema))], store)
+    server = start_server(collections=cards, wide=wide, discoveries=discoveries, data_dir=store)
     shutil.copytree(ROOT / "docker" / "collections", tmp_path / "docker" / "collections")
     monkeypatch.chdir(tmp_path)  # the tour reads docker/collections/ and writes release/ where it runs
     shuffler = ShufflerThread(server, threshold=500, max_wait=5.0, anonymous_devices=True,

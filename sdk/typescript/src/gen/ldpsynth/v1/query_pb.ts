@@ -14,7 +14,84 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpsynth/v1/query.proto.
  */
 export const file_ldpsynth_v1_query: GenFile = /*@__PURE__*/
-  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzItICChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIPCgdtZXRob2RzGBAgAygJEgwKBHJvd3MYESABKAwi1wMKCkd1YXJhbnRlZXMSDQoFc2NvcGUYASABKAkSFQoNbG9jYWxfZXBzaWxvbhgCIAEoARIXCg9yb3dzX3Blcl9kZXZpY2UYAyABKA0SEwoLZG9tYWluX3NpemUYBCABKAQSEAoIc2h1ZmZsZWQYBSABKAgSFAoMdGFyZ2V0X2RlbHRhGAYgASgBEhEKCW1pbl9iYXRjaBgHIAEoBBIQCghzaHVmZmxlchgIIAEoCRIUCgxncm91cF9sYWJlbHMYCSADKAkSFQoNZ3JvdXBfcmVwb3J0cxgKIAEoDBIQCghjb21wdXRlZBgOIAEoCBIMCgRub3RlGA8gASgJEhcKD2Fzc3VtZV9pbmplY3RlZBgQIAEoBBIXCg9jZW50cmFsX2Vwc2lsb24YEiABKAESFQoNY2VudHJhbF9kZWx0YRgTIAEoARIcChRjZW50cmFsX2V2YWx1YXRlZF9hdBgUIAEoBBIYChBvcGVyYXRvcl9jb3ZlcmVkGBEgASgIEhcKD3dpdGhoZWxkX2dyb3VwcxgVIAEoBBIYChB3aXRoaGVsZF9yZXBvcnRzGBYgASgEEhUKDWNlbnRyYWxfYm91bmQYFyABKAlKBAgLEAxKBAgMEA1KBAgNEA4iIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIuIBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDBIWCg5yZXBvcnRfYml0bWFwcxgGIAEoDBIRCglvbGhfc2VlZHMYByABKAwSEwoLb2xoX2J1Y2tldHMYCCABKAwSGAoQaGFkYW1hcmRfcmVwb3J0cxgJIAEoDDKdAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAFiBnByb3RvMw");
+  fileDesc("ChdsZHBzeW50aC92MS9xdWVyeS5wcm90bxILbGRwc3ludGgudjEiKQoTQWR2YW5jZVJvdW5kUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIqEBChRBZHZhbmNlUm91bmRSZXNwb25zZRISCgpjb2xsZWN0aW9uGAEgASgJEhQKDGNsb3NlZF9yb3VuZBgCIAEoDRIPCgdyZXBvcnRzGAMgASgEEhAKCGZpbmlzaGVkGAQgASgIEhIKCm9wZW5fcm91bmQYBSABKA0SEgoKY2FuZGlkYXRlcxgGIAEoDRIUCgxyZXN1bHRzX2pzb24YByABKAkiNwoNTGluZWFyUXVlcmllcxIPCgd3ZWlnaHRzGAEgASgMEhUKDW5vcm1hbGl6YXRpb24YAiABKAkieQoOR3JvdXBlZFF1ZXJpZXMSEQoJYXR0cmlidXRlGAEgASgJEhMKC3ZhbHVlX2NvZGVzGAIgASgMEg8KB3dlaWdodHMYAyABKAwSFwoPZGVmYXVsdF93ZWlnaHRzGAQgASgMEhUKDW5vcm1hbGl6YXRpb24YBSABKAkitQEKD0VzdGltYXRlUmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJEg0KBWxldmVsGAIgASgBEhYKDHF1ZXJpZXNfanNvbhgDIAEoCUgAEiwKBmxpbmVhchgEIAEoCzIaLmxkcHN5bnRoLnYxLkxpbmVhclF1ZXJpZXNIABIuCgdncm91cGVkGAUgASgLMhsubGRwc3ludGgudjEuR3JvdXBlZFF1ZXJpZXNIAEIJCgdxdWVyaWVzItICChBFc3RpbWF0ZVJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBIOCgZsYWJlbHMYAiADKAkSEAoIZXN0aW1hdGUYAyABKAwSFwoPcHJvcGVyX2VzdGltYXRlGAQgASgMEhQKDHByb3Blcl9leGFjdBgFIAEoDBIRCglzdGRfZXJyb3IYBiABKAwSDgoGY2lfbG93GAcgASgMEg8KB2NpX2hpZ2gYCCABKAwSDQoFYm91bmQYCSABKAwSFAoMYm91bmRfcHJvcGVyGAogASgMEg0KBWxldmVsGAsgASgBEgkKAW4YDCABKAQSDwoHZXBzaWxvbhgNIAEoARINCgV0b3RhbBgOIAEoBBIrCgpndWFyYW50ZWVzGA8gASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIPCgdtZXRob2RzGBAgAygJEgwKBHJvd3MYESABKAwi1wMKCkd1YXJhbnRlZXMSDQoFc2NvcGUYASABKAkSFQoNbG9jYWxfZXBzaWxvbhgCIAEoARIXCg9yb3dzX3Blcl9kZXZpY2UYAyABKA0SEwoLZG9tYWluX3NpemUYBCABKAQSEAoIc2h1ZmZsZWQYBSABKAgSFAoMdGFyZ2V0X2RlbHRhGAYgASgBEhEKCW1pbl9iYXRjaBgHIAEoBBIQCghzaHVmZmxlchgIIAEoCRIUCgxncm91cF9sYWJlbHMYCSADKAkSFQoNZ3JvdXBfcmVwb3J0cxgKIAEoDBIQCghjb21wdXRlZBgOIAEoCBIMCgRub3RlGA8gASgJEhcKD2Fzc3VtZV9pbmplY3RlZBgQIAEoBBIXCg9jZW50cmFsX2Vwc2lsb24YEiABKAESFQoNY2VudHJhbF9kZWx0YRgTIAEoARIcChRjZW50cmFsX2V2YWx1YXRlZF9hdBgUIAEoBBIYChBvcGVyYXRvcl9jb3ZlcmVkGBEgASgIEhcKD3dpdGhoZWxkX2dyb3VwcxgVIAEoBBIYChB3aXRoaGVsZF9yZXBvcnRzGBYgASgEEhUKDWNlbnRyYWxfYm91bmQYFyABKAlKBAgLEAxKBAgMEA1KBAgNEA4iIwoNRXhwb3J0UmVxdWVzdBISCgpjb2xsZWN0aW9uGAEgASgJIuIBCgtFeHBvcnRDaHVuaxIRCgljYXJkX2pzb24YASABKAkSDAoEcm93cxgCIAEoBBIrCgpndWFyYW50ZWVzGAUgASgLMhcubGRwc3ludGgudjEuR3VhcmFudGVlcxIUCgxwdWJsaWNfY29kZXMYAyADKAwSFQoNcHJpdmF0ZV9jb2RlcxgEIAEoDBIWCg5yZXBvcnRfYml0bWFwcxgGIAEoDBIRCglvbGhfc2VlZHMYByABKAwSEwoLb2xoX2J1Y2tldHMYCCABKAwSGAoQaGFkYW1hcmRfcmVwb3J0cxgJIAEoDDLyAQoMUXVlcnlTZXJ2aWNlEksKCEVzdGltYXRlEhwubGRwc3ludGgudjEuRXN0aW1hdGVSZXF1ZXN0Gh0ubGRwc3ludGgudjEuRXN0aW1hdGVSZXNwb25zZSgBMAESQAoGRXhwb3J0EhoubGRwc3ludGgudjEuRXhwb3J0UmVxdWVzdBoYLmxkcHN5bnRoLnYxLkV4cG9ydENodW5rMAESUwoMQWR2YW5jZVJvdW5kEiAubGRwc3ludGgudjEuQWR2YW5jZVJvdW5kUmVxdWVzdBohLmxkcHN5bnRoLnYxLkFkdmFuY2VSb3VuZFJlc3BvbnNlYgZwcm90bzM");
+
+/**
+ * @generated from message ldpsynth.v1.AdvanceRoundRequest
+ */
+export type AdvanceRoundRequest = Message<"ldpsynth.v1.AdvanceRoundRequest"> & {
+  /**
+   * The discovery collection (the parent's name, e.g. "words").
+   *
+   * @generated from field: string collection = 1;
+   */
+  collection: string;
+};
+
+/**
+ * Describes the message ldpsynth.v1.AdvanceRoundRequest.
+ * Use `create(AdvanceRoundRequestSchema)` to create a new message.
+ */
+export const AdvanceRoundRequestSchema: GenMessage<AdvanceRoundRequest> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_query, 0);
+
+/**
+ * What was closed, and what is open now (or the results).
+ *
+ * @generated from message ldpsynth.v1.AdvanceRoundResponse
+ */
+export type AdvanceRoundResponse = Message<"ldpsynth.v1.AdvanceRoundResponse"> & {
+  /**
+   * @generated from field: string collection = 1;
+   */
+  collection: string;
+
+  /**
+   * The round closed and the reports it was decoded from.
+   *
+   * @generated from field: uint32 closed_round = 2;
+   */
+  closedRound: number;
+
+  /**
+   * @generated from field: uint64 reports = 3;
+   */
+  reports: bigint;
+
+  /**
+   * True once the last round is closed: results_json holds the heavy hitters.
+   *
+   * @generated from field: bool finished = 4;
+   */
+  finished: boolean;
+
+  /**
+   * Not finished: the round now open and its number of candidate prefixes.
+   *
+   * @generated from field: uint32 open_round = 5;
+   */
+  openRound: number;
+
+  /**
+   * @generated from field: uint32 candidates = 6;
+   */
+  candidates: number;
+
+  /**
+   * Finished: the heavy hitters as JSON (value, count, std_error, ci_low, ci_high per value; the
+   * population and each round's reports), as stored in DIR/discovery/<...>.results.json.
+   *
+   * @generated from field: string results_json = 7;
+   */
+  resultsJson: string;
+};
+
+/**
+ * Describes the message ldpsynth.v1.AdvanceRoundResponse.
+ * Use `create(AdvanceRoundResponseSchema)` to create a new message.
+ */
+export const AdvanceRoundResponseSchema: GenMessage<AdvanceRoundResponse> = /*@__PURE__*/
+  messageDesc(file_ldpsynth_v1_query, 1);
 
 /**
  * Q linear queries: the same weight list over D for every row.
@@ -42,7 +119,7 @@ export type LinearQueries = Message<"ldpsynth.v1.LinearQueries"> & {
  * Use `create(LinearQueriesSchema)` to create a new message.
  */
 export const LinearQueriesSchema: GenMessage<LinearQueries> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 0);
+  messageDesc(file_ldpsynth_v1_query, 2);
 
 /**
  * Q heterogeneous queries: a weight list per listed value of one public attribute.
@@ -89,7 +166,7 @@ export type GroupedQueries = Message<"ldpsynth.v1.GroupedQueries"> & {
  * Use `create(GroupedQueriesSchema)` to create a new message.
  */
 export const GroupedQueriesSchema: GenMessage<GroupedQueries> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 1);
+  messageDesc(file_ldpsynth_v1_query, 3);
 
 /**
  * @generated from message ldpsynth.v1.EstimateRequest
@@ -143,7 +220,7 @@ export type EstimateRequest = Message<"ldpsynth.v1.EstimateRequest"> & {
  * Use `create(EstimateRequestSchema)` to create a new message.
  */
 export const EstimateRequestSchema: GenMessage<EstimateRequest> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 2);
+  messageDesc(file_ldpsynth_v1_query, 4);
 
 /**
  * One page of answers, columnar; answer i of the page is answer offset + i of the batch. The
@@ -273,7 +350,7 @@ export type EstimateResponse = Message<"ldpsynth.v1.EstimateResponse"> & {
  * Use `create(EstimateResponseSchema)` to create a new message.
  */
 export const EstimateResponseSchema: GenMessage<EstimateResponse> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 3);
+  messageDesc(file_ldpsynth_v1_query, 5);
 
 /**
  * The guarantees of a batch of answers or of a release, per party (docs/contract.md §2, shuffled collections;
@@ -415,7 +492,7 @@ export type Guarantees = Message<"ldpsynth.v1.Guarantees"> & {
  * Use `create(GuaranteesSchema)` to create a new message.
  */
 export const GuaranteesSchema: GenMessage<Guarantees> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 4);
+  messageDesc(file_ldpsynth_v1_query, 6);
 
 /**
  * @generated from message ldpsynth.v1.ExportRequest
@@ -432,7 +509,7 @@ export type ExportRequest = Message<"ldpsynth.v1.ExportRequest"> & {
  * Use `create(ExportRequestSchema)` to create a new message.
  */
 export const ExportRequestSchema: GenMessage<ExportRequest> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 5);
+  messageDesc(file_ldpsynth_v1_query, 7);
 
 /**
  * @generated from message ldpsynth.v1.ExportChunk
@@ -498,7 +575,7 @@ export type ExportChunk = Message<"ldpsynth.v1.ExportChunk"> & {
  * Use `create(ExportChunkSchema)` to create a new message.
  */
 export const ExportChunkSchema: GenMessage<ExportChunk> = /*@__PURE__*/
-  messageDesc(file_ldpsynth_v1_query, 6);
+  messageDesc(file_ldpsynth_v1_query, 8);
 
 /**
  * @generated from service ldpsynth.v1.QueryService
@@ -532,6 +609,23 @@ export const QueryService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportRequestSchema;
     output: typeof ExportChunkSchema;
+  },
+  /**
+   * Operators (role "operate"): close the open round of a discovery collection on the running
+   * server (docs/heavy-hitters.md, "The lifecycle on a running server"). The round's sub-collection
+   * stops taking reports first (a report for it is then FAILED_PRECONDITION: fetch the card again),
+   * the batches being committed finish, the round is decoded from the shards' tallies, the state is
+   * stored durably, and the next round is served (GetCollection answers its card) or, after the
+   * last round, the heavy hitters are answered. Too few reports: FAILED_PRECONDITION saying how many
+   * the round has and needs (the round stays open); a finished discovery or a collection that is
+   * not a discovery: FAILED_PRECONDITION; an unknown collection: NOT_FOUND.
+   *
+   * @generated from rpc ldpsynth.v1.QueryService.AdvanceRound
+   */
+  advanceRound: {
+    methodKind: "unary";
+    input: typeof AdvanceRoundRequestSchema;
+    output: typeof AdvanceRoundResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ldpsynth_v1_query, 0);
