@@ -167,6 +167,12 @@ class LinearMap:
                 table[np.bitwise_and(np.arange(256), 1 << m) != 0] ^= np.uint64(column)
             self._tables.append(table)
 
+    @property
+    def tables(self) -> np.ndarray:
+        """The byte tables, ``(ceil(bits/8), 256)`` uint64: the map of x is the XOR over i of
+        ``tables[i, byte i of x]``."""
+        return np.stack(self._tables)
+
     def __call__(self, words: np.ndarray) -> np.ndarray:
         out = np.zeros(words.shape, np.uint64)
         for i, table in enumerate(self._tables):

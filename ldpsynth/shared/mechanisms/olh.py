@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from ..privacy import delivered_epsilon
+from . import olh_kernel
 from .bits import LinearMap, parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
@@ -29,6 +30,8 @@ MAX_HASH_BITS = 10
 #: Least cells (reports x g) of one block of the tally; a block has at least twice the tally's cells, so
 #: adding each block's counts into the tally costs at most half as much as counting them.
 _BLOCK_CELLS = 1 << 20
+#: :math:`2^{31}`: fewer reports than this leave every cell of a signed tally within int32.
+_INT32 = 1 << 31
 
 
 # ----- GF(2^t) in the polynomial basis, as Python ints (built once per oracle) ----------------------
@@ -145,6 +148,8 @@ class OLH(FrequencyOracle):
             self._rho.append(LinearMap(beta_columns + alpha_columns))
         #: The field's modulus: with t, s and the weights it defines the public hash family.
         self.modulus = field.modulus
+        #: The masks' byte tables, ``(s, ceil(2t/8), 256)``, for :mod:`~ldpsynth.shared.mechanisms.olh_kernel`.
+        self._rho_tables = np.stack([linear.tables for linear in self._rho])
 
     @staticmethod
     def choose_hash_bits(epsilon: float, field_bits: int) -> int:
@@ -207,7 +212,13 @@ class OLH(FrequencyOracle):
         :math:`(-1)^{\\langle b, z \\rangle}` (b < g), added at ``base`` (a multiple of :math:`2^t` per report)
         into ``count`` tallies of :math:`2^t`. Vectorized: the span is built by doubling (indices ``[2^j, 2^{j+1})``
         are ``[0, 2^j)`` XOR the mask :math:`2\\rho_j + z_j`, the sign in bit 0) on blocks of reports, one
-        ``bincount`` a block."""
+        ``bincount`` a block. With numba, :mod:`~ldpsynth.shared.mechanisms.olh_kernel` adds the same terms
+        straight into the tally (no index array, no sign doubling)."""
+        kernel = olh_kernel.KERNEL
+        if kernel is not None:
+            tally = np.zeros(self.tally_size * count, np.int32 if len(reports) < _INT32 else np.int64)
+            kernel(self._rho_tables, reports, base.astype(np.int64), tally)
+            return tally.astype(np.int64)
         one, s = np.uint64(1), np.uint64(self.hash_bits)
         seeds, z = reports >> s, reports & np.uint64(self.hash_range - 1)
         masks = [((rho << one) | ((z >> np.uint64(j)) & one)).astype(np.intp) for j, rho in enumerate(self.rho(seeds))]
