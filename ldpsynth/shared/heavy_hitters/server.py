@@ -34,6 +34,7 @@ from ..mechanisms.oracle import FrequencyOracle
 from ..mechanisms.pure import PureProtocol
 from ..mechanisms.registry import protocol_of
 from ..validation import check_epsilon, check_int, check_real
+from . import estimate_kernel
 from .candidates import extend_prefixes, select_cells
 from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
@@ -98,10 +99,18 @@ def round_estimate(spec: RoundSpec, c: np.ndarray, n: int, population: int) -> R
     """The population estimates and standard errors of every cell from the unbiased counts ``c`` (``ĉ_v``) of
     the round's ``n`` > 0 reports (module docstring)."""
     protocol = protocol_of(spec.mechanism)
-    ldp = np.maximum(cell_variances(protocol, c, n), 0.0)
     scale = population / n
+    ratio = (population - n) / (population - 1) if population > 1 else 0.0
+    kernel = estimate_kernel.KERNEL
+    if kernel is not None:                          # one pass, the same operations in the same order
+        c = np.ascontiguousarray(c, np.float64)
+        counts, std_errors = np.empty_like(c), np.empty_like(c)
+        a, b = protocol.point_coefficients()
+        kernel(c, float(n), a, b, float(population**2), ratio, scale, scale**2, counts, std_errors)
+        return RoundEstimate(spec, n, population, counts, std_errors)
+    ldp = np.maximum(cell_variances(protocol, c, n), 0.0)
     f = np.clip(c / n, 0.0, 1.0)
-    sampling = population**2 * f * (1 - f) / n * ((population - n) / (population - 1) if population > 1 else 0.0)
+    sampling = population**2 * f * (1 - f) / n * ratio
     return RoundEstimate(spec, n, population, scale * c, np.sqrt(scale**2 * ldp + sampling))
 
 
