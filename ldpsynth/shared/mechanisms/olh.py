@@ -252,7 +252,7 @@ class OLH(FrequencyOracle):
 
     def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
         total = walsh_hadamard(tally)[..., :self.domain_size]
-        if (total % self.hash_range).any():
+        if (total & (self.hash_range - 1)).any():   # g = 2^s: the remainder's bits and the floor quotient's shift
             raise ValidationError("tally", f"an OLH tally (its transform is divisible by g = {self.hash_range})",
                                   "not a sum of OLH reports")
-        return total // self.hash_range
+        return total >> self.hash_bits

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms import olh, olh_kernel
 from ldpsynth.shared.mechanisms.olh import OLH
 
@@ -52,3 +53,15 @@ def test_kernel_group_tally_and_wide_cells(monkeypatch: pytest.MonkeyPatch) -> N
     for group in range(5):
         mine = groups == group
         np.testing.assert_array_equal(numpy_path[group], oracle._tally(reports[mine]))
+
+
+def test_support_refuses_a_tally_no_reports_give() -> None:
+    """A tally's transform is divisible by g when it sums reports; one off (a forged cell) is refused."""
+    oracle = OLH(4.0, 1_000)
+    rng = np.random.default_rng(5)
+    tally = oracle._tally(oracle.perturb(rng.integers(0, 1_000, 200), rng))
+    np.testing.assert_array_equal(oracle._support(tally, 200) * oracle.hash_range,
+                                  oracle._support(tally * oracle.hash_range, 200))
+    tally[17] += 1
+    with pytest.raises(ValidationError, match="not a sum of OLH reports"):
+        oracle._support(tally, 200)
