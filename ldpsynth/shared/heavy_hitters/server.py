@@ -262,7 +262,8 @@ class HeavyHitterServer:
                  std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`combined` of codes whose first :math:`b_{R-1}` bits (the last round's start) are those of
         ``parents[index]``: every earlier round's cell and completeness depend on those bits only, so they are
-        found once per parent."""
+        found once per parent, and so are the terms a round adds (then spread to the codes: the same products,
+        added in the same order); a round that estimated none of them adds nothing."""
         n_last = float(self.estimates[-1].n)
         weight = np.full(len(index), n_last)
         total = n_last * counts
@@ -274,9 +275,10 @@ class HeavyHitterServer:
             use = self.encoding.complete(parents, self.schedule.end_bits(r))
             if estimate.spec.has_other:
                 use &= cell != estimate.spec.other
-            cell, use = cell[index], use[index]
+            if not use.any():
+                continue
             w = np.where(use, float(estimate.n), 0.0)
-            weight += w
-            total += w * estimate.counts[cell]
-            variance += w**2 * estimate.std_errors[cell] ** 2
+            weight += w[index]
+            total += (w * estimate.counts[cell])[index]
+            variance += (w**2 * estimate.std_errors[cell] ** 2)[index]
         return total / weight, np.sqrt(variance) / weight
