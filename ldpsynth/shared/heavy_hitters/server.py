@@ -34,7 +34,6 @@ from ..mechanisms.oracle import FrequencyOracle
 from ..mechanisms.pure import PureProtocol
 from ..mechanisms.registry import protocol_of
 from ..validation import check_epsilon, check_int, check_real
-from . import estimate_kernel
 from .candidates import extend_prefixes, select_cells
 from .device import MAX_DOMAIN, RoundSpec
 from .encoding import StringEncoding
@@ -101,6 +100,8 @@ def round_estimate(spec: RoundSpec, c: np.ndarray, n: int, population: int) -> R
     protocol = protocol_of(spec.mechanism)
     scale = population / n
     ratio = (population - n) / (population - 1) if population > 1 else 0.0
+    from . import estimate_kernel  # on first use: ``import ldpsynth`` loads no numba
+
     kernel = estimate_kernel.KERNEL
     if kernel is not None:                          # one pass, the same operations in the same order
         c = np.ascontiguousarray(c, np.float64)

@@ -9,8 +9,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import wht_kernel
-
 __all__ = [
     "pack_rows",
     "column_counts",
@@ -135,6 +133,8 @@ def walsh_hadamard(values: np.ndarray) -> np.ndarray:
     narrow = values.size > 0 and -_INT32 < values.min() and values.max() < _INT32 and bool(
         (np.abs(values).sum(axis=-1) < _INT32).all())
     out = values.astype(np.int32) if narrow else values.copy()
+    from . import wht_kernel  # on first use: ``import ldpsynth`` loads no numba
+
     kernel = wht_kernel.KERNEL
     if kernel is not None and out.size:            # in place, cache-blocked (the same transform)
         kernel(out.reshape(-1, out.shape[-1]))

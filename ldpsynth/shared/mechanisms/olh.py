@@ -13,7 +13,6 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from ..privacy import delivered_epsilon
-from . import olh_kernel
 from .bits import LinearMap, parity, walsh_hadamard
 from .coins import CoinFlips
 from .oracle import FrequencyOracle
@@ -214,6 +213,8 @@ class OLH(FrequencyOracle):
         are ``[0, 2^j)`` XOR the mask :math:`2\\rho_j + z_j`, the sign in bit 0) on blocks of reports, one
         ``bincount`` a block. With numba, :mod:`~ldpsynth.shared.mechanisms.olh_kernel` adds the same terms
         straight into the tally (no index array, no sign doubling)."""
+        from . import olh_kernel  # on first use: ``import ldpsynth`` loads no numba
+
         kernel = olh_kernel.KERNEL
         if kernel is not None:
             tally = np.zeros(self.tally_size * count, np.int32 if len(reports) < _INT32 else np.int64)
