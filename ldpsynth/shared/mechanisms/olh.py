@@ -29,7 +29,8 @@ MAX_HASH_BITS = 10
 #: Least cells (reports x g) of one block of the tally; a block has at least twice the tally's cells, so
 #: adding each block's counts into the tally costs at most half as much as counting them.
 _BLOCK_CELLS = 1 << 20
-#: :math:`2^{31}`: fewer reports than this leave every cell of a signed tally within int32.
+#: :math:`2^{31}`: a report adds at most g to one cell (all its subsets' terms on one cell when its masks are
+#: dependent), so n reports with :math:`n g` below this leave every cell of a signed tally within int32.
 _INT32 = 1 << 31
 
 
@@ -217,7 +218,8 @@ class OLH(FrequencyOracle):
 
         kernel = olh_kernel.KERNEL
         if kernel is not None:
-            tally = np.zeros(self.tally_size * count, np.int32 if len(reports) < _INT32 else np.int64)
+            narrow = len(reports) * self.hash_range < _INT32
+            tally = np.zeros(self.tally_size * count, np.int32 if narrow else np.int64)
             kernel(self._rho_tables, reports, base.astype(np.int64), tally)
             return tally.astype(np.int64)
         one, s = np.uint64(1), np.uint64(self.hash_bits)

@@ -9,7 +9,7 @@ of ``tables[j, i, byte i of x]``); visiting the subsets in Gray-code order, step
 :math:`j = \\mathrm{ctz}(i)`: :math:`\\gamma \\mathrel{\\oplus}= \\rho_j`, the sign times :math:`(-1)^{z_j}`. Each of
 the g terms is one add into the tally: no index array, no sign-doubled tally, no per-block count arrays. Exact
 integer arithmetic, so the same tally as the numpy path whatever the order of the adds; ``tally`` is added to,
-not set.
+not set (int32 when n g is below :math:`2^{31}`: a report adds at most g to a cell).
 
 numba is optional (:mod:`ldpsynth.shared.jit`): without it :data:`KERNEL` is None and OLH takes its numpy path.
 """

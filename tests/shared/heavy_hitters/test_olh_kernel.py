@@ -45,7 +45,8 @@ def test_kernel_group_tally_and_wide_cells(monkeypatch: pytest.MonkeyPatch) -> N
     oracle = OLH(4.0, 700)
     rng = np.random.default_rng(3)
     reports = oracle.perturb(rng.integers(0, 700, 1_500), rng)
-    groups = rng.integers(0, 5, 1_500)
+    reports[:40] = np.arange(40, dtype=np.uint64) % np.uint64(oracle.hash_range)   # seed 0: every mask 0, the
+    groups = rng.integers(0, 5, 1_500)                                            # g terms on one cell (up to g)
     compiled, numpy_path = _both(oracle, reports, groups, 5, monkeypatch)
     np.testing.assert_array_equal(compiled, numpy_path)
     monkeypatch.setattr(olh, "_INT32", 0)
@@ -53,6 +54,7 @@ def test_kernel_group_tally_and_wide_cells(monkeypatch: pytest.MonkeyPatch) -> N
     for group in range(5):
         mine = groups == group
         np.testing.assert_array_equal(numpy_path[group], oracle._tally(reports[mine]))
+    assert numpy_path[:, 0].max() >= oracle.hash_range                        # a cell got g from one report
 
 
 def test_support_refuses_a_tally_no_reports_give() -> None:
