@@ -206,28 +206,39 @@ class StringEncoding:
         """:meth:`valid_prefixes` of the prefixes :math:`P_i \\| f` of cells :math:`i\\,2^w + f`
         (:func:`~ldpsynth.shared.heavy_hitters.candidates.extend_prefixes`) without building them: the symbols
         within the ``start_bits`` bits of the parents are scanned once per parent, the rest from the cells'
-        fragments (bits of a symbol straddling both are joined): bool (len(cells),).
+        fragments (bits of a symbol straddling both are joined): bool (len(cells),). A cell's answer depends on its
+        parent only through the parent's *state* (valid so far, padded so far, the bits of the straddling symbol);
+        when the states times :math:`2^w` are fewer than the cells, each (state, fragment) is scanned once and the
+        cells look theirs up.
 
         >>> StringEncoding(2, "ab").valid_extensions(np.array([[0b01000000]], np.uint8), 2, 2, np.arange(4))
         array([ True,  True,  True, False])
         """
-        s, end = self.symbol_bits, start_bits + width_bits
-        index, fragment = cells >> width_bits, cells & ((1 << width_bits) - 1)
+        s, end, low = self.symbol_bits, start_bits + width_bits, (1 << width_bits) - 1
         first = start_bits // s
         padded = np.zeros(len(parents), bool)
         valid = self._scan(np.ones(len(parents), bool), padded, first * s,
                            lambda start, width: bit_fragment(parents, start, width))
+        lead = start_bits - first * s                 # bits of the symbol straddling the parent and the fragment
+        head = bit_fragment(parents, first * s, lead) if lead else np.zeros(len(parents), np.int64)
+        key = (head << 2) | (valid.astype(np.int64) << 1) | padded.astype(np.int64)
+        states, state_of = np.unique(key, return_inverse=True)
+        table = len(states) << width_bits < len(cells)
+        pairs = np.arange(len(states) << width_bits) if table else (state_of[cells >> width_bits] << width_bits) | (
+            cells & low)                              # (state, fragment) pairs: each once, or each cell's
+        state, fragment = states[pairs >> width_bits], pairs & low
 
         def symbol_bits(lo: int, width: int) -> np.ndarray:
-            """Bits [lo, lo + width) of the prefixes: the parent's below ``start_bits``, the fragment's after."""
+            """Bits [lo, lo + width) of the prefixes: the parent's below ``start_bits`` (then lo is ``first * s``:
+            the straddling symbol's head), the fragment's after."""
             hi = lo + width
             tail = (fragment >> (end - hi)) & ((1 << (hi - max(lo, start_bits))) - 1)
             if lo >= start_bits:
                 return tail
-            head = bit_fragment(parents, lo, start_bits - lo)[index]
-            return (head << (hi - start_bits)) | tail
+            return ((state >> 2) << (hi - start_bits)) | tail
 
-        return self._scan(valid[index], padded[index], end, symbol_bits, first)
+        answer = self._scan((state & 2) != 0, (state & 1) != 0, end, symbol_bits, first)
+        return answer[(state_of[cells >> width_bits] << width_bits) | (cells & low)] if table else answer
 
     def _scan(self, valid: np.ndarray, padded: np.ndarray, bits: int,
               symbol_bits: Callable[[int, int], np.ndarray], first: int = 0) -> np.ndarray:

@@ -118,10 +118,20 @@ def round_estimate(spec: RoundSpec, c: np.ndarray, n: int, population: int) -> R
     """The population estimates and standard errors of every cell from the unbiased counts ``c`` (``ĉ_v``) of
     the round's ``n`` > 0 reports (module docstring)."""
     protocol = protocol_of(spec.mechanism)
-    ldp = np.maximum(cell_variances(protocol, c, n), 0.0)
     scale = population / n
+    ratio = (population - n) / (population - 1) if population > 1 else 0.0
+    from . import estimate_kernel  # on first use: ``import ldpsynth`` loads no numba
+
+    kernel = estimate_kernel.KERNEL
+    if kernel is not None:                          # one pass, the same operations in the same order
+        c = np.ascontiguousarray(c, np.float64)
+        counts, std_errors = np.empty_like(c), np.empty_like(c)
+        a, b = protocol.point_coefficients()
+        kernel(c, float(n), a, b, float(population**2), ratio, scale, scale**2, counts, std_errors)
+        return RoundEstimate(spec, n, population, counts, std_errors)
+    ldp = np.maximum(cell_variances(protocol, c, n), 0.0)
     f = np.clip(c / n, 0.0, 1.0)
-    sampling = population**2 * f * (1 - f) / n * ((population - n) / (population - 1) if population > 1 else 0.0)
+    sampling = population**2 * f * (1 - f) / n * ratio
     return RoundEstimate(spec, n, population, scale * c, np.sqrt(scale**2 * ldp + sampling))
 
 
@@ -273,7 +283,8 @@ class HeavyHitterServer:
                  std_errors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`combined` of codes whose first :math:`b_{R-1}` bits (the last round's start) are those of
         ``parents[index]``: every earlier round's cell and completeness depend on those bits only, so they are
-        found once per parent."""
+        found once per parent, and so are the terms a round adds (then spread to the codes: the same products,
+        added in the same order); a round that estimated none of them adds nothing."""
         n_last = float(self.estimates[-1].n)
         weight = np.full(len(index), n_last)
         total = n_last * counts
@@ -285,9 +296,10 @@ class HeavyHitterServer:
             use = self.encoding.complete(parents, self.schedule.end_bits(r))
             if estimate.spec.has_other:
                 use &= cell != estimate.spec.other
-            cell, use = cell[index], use[index]
+            if not use.any():
+                continue
             w = np.where(use, float(estimate.n), 0.0)
-            weight += w
-            total += w * estimate.counts[cell]
-            variance += w**2 * estimate.std_errors[cell] ** 2
+            weight += w[index]
+            total += (w * estimate.counts[cell])[index]
+            variance += (w**2 * estimate.std_errors[cell] ** 2)[index]
         return total / weight, np.sqrt(variance) / weight

@@ -127,11 +127,18 @@ def walsh_hadamard(values: np.ndarray) -> np.ndarray:
     vectors of length :math:`2^t` along the last axis (a new array; exact). Two of the t passes of butterflies
     at a time (radix 4: :math:`(a+b)+(c+d), (a-b)+(c-d), (a+b)-(c+d), (a-b)-(c-d)`), the last alone when t is odd:
     half the passes over memory. Every partial sum is at most :math:`\\sum_u |f(u)|` in size, so when that is
-    below :math:`2^{31}` (as for a tally of reports) the passes run on int32: half the memory, still exact."""
+    below :math:`2^{31}` (as for a tally of reports) the passes run on int32: half the memory, still exact. With numba,
+    :mod:`~ldpsynth.shared.mechanisms.wht_kernel` runs the same butterflies in place, a cache-sized block at a time."""
     values = np.asarray(values, dtype=np.int64)
     narrow = values.size > 0 and -_INT32 < values.min() and values.max() < _INT32 and bool(
         (np.abs(values).sum(axis=-1) < _INT32).all())
     out = values.astype(np.int32) if narrow else values.copy()
+    from . import wht_kernel  # on first use: ``import ldpsynth`` loads no numba
+
+    kernel = wht_kernel.KERNEL
+    if kernel is not None and out.size:            # in place, cache-blocked (the same transform)
+        kernel(out.reshape(-1, out.shape[-1]))
+        return out.astype(np.int64, copy=False)
     size, half = out.shape[-1], 1
     lead = out.shape[:-1]
     while 4 * half <= size:
@@ -166,6 +173,12 @@ class LinearMap:
             for m, column in enumerate(columns[start:start + 8]):
                 table[np.bitwise_and(np.arange(256), 1 << m) != 0] ^= np.uint64(column)
             self._tables.append(table)
+
+    @property
+    def tables(self) -> np.ndarray:
+        """The byte tables, ``(ceil(bits/8), 256)`` uint64: the map of x is the XOR over i of
+        ``tables[i, byte i of x]``."""
+        return np.stack(self._tables)
 
     def __call__(self, words: np.ndarray) -> np.ndarray:
         out = np.zeros(words.shape, np.uint64)

@@ -29,6 +29,9 @@ MAX_HASH_BITS = 10
 #: Least cells (reports x g) of one block of the tally; a block has at least twice the tally's cells, so
 #: adding each block's counts into the tally costs at most half as much as counting them.
 _BLOCK_CELLS = 1 << 20
+#: :math:`2^{31}`: a report adds at most g to one cell (all its subsets' terms on one cell when its masks are
+#: dependent), so n reports with :math:`n g` below this leave every cell of a signed tally within int32.
+_INT32 = 1 << 31
 
 
 # ----- GF(2^t) in the polynomial basis, as Python ints (built once per oracle) ----------------------
@@ -145,6 +148,8 @@ class OLH(FrequencyOracle):
             self._rho.append(LinearMap(beta_columns + alpha_columns))
         #: The field's modulus: with t, s and the weights it defines the public hash family.
         self.modulus = field.modulus
+        #: The masks' byte tables, ``(s, ceil(2t/8), 256)``, for :mod:`~ldpsynth.shared.mechanisms.olh_kernel`.
+        self._rho_tables = np.stack([linear.tables for linear in self._rho])
 
     @staticmethod
     def choose_hash_bits(epsilon: float, field_bits: int) -> int:
@@ -207,7 +212,16 @@ class OLH(FrequencyOracle):
         :math:`(-1)^{\\langle b, z \\rangle}` (b < g), added at ``base`` (a multiple of :math:`2^t` per report)
         into ``count`` tallies of :math:`2^t`. Vectorized: the span is built by doubling (indices ``[2^j, 2^{j+1})``
         are ``[0, 2^j)`` XOR the mask :math:`2\\rho_j + z_j`, the sign in bit 0) on blocks of reports, one
-        ``bincount`` a block."""
+        ``bincount`` a block. With numba, :mod:`~ldpsynth.shared.mechanisms.olh_kernel` adds the same terms
+        straight into the tally (no index array, no sign doubling)."""
+        from . import olh_kernel  # on first use: ``import ldpsynth`` loads no numba
+
+        kernel = olh_kernel.KERNEL
+        if kernel is not None:
+            narrow = len(reports) * self.hash_range < _INT32
+            tally = np.zeros(self.tally_size * count, np.int32 if narrow else np.int64)
+            kernel(self._rho_tables, reports, base.astype(np.int64), tally)
+            return tally.astype(np.int64)
         one, s = np.uint64(1), np.uint64(self.hash_bits)
         seeds, z = reports >> s, reports & np.uint64(self.hash_range - 1)
         masks = [((rho << one) | ((z >> np.uint64(j)) & one)).astype(np.intp) for j, rho in enumerate(self.rho(seeds))]
@@ -241,7 +255,7 @@ class OLH(FrequencyOracle):
 
     def _support(self, tally: np.ndarray, n: int | np.ndarray) -> np.ndarray:
         total = walsh_hadamard(tally)[..., :self.domain_size]
-        if (total % self.hash_range).any():
+        if (total & (self.hash_range - 1)).any():   # g = 2^s: the remainder's bits and the floor quotient's shift
             raise ValidationError("tally", f"an OLH tally (its transform is divisible by g = {self.hash_range})",
                                   "not a sum of OLH reports")
-        return total // self.hash_range
+        return total >> self.hash_bits

@@ -1,8 +1,9 @@
 """Pins a small seeded discovery's every output bit for bit (candidates, every round's counts and standard
 errors, the answer's values, counts and CIs), so that speeding up the server cannot change a result.
 
-The digests were recorded on the server before its speed-ups (branch hh-speed, first commit); a change to a
-digest means a changed result, never a flaky test (seeded Generators, no OS randomness)."""
+The digests were recorded on the server before its speed-ups (branch hh-speed, first commit; the ε = 4 ones
+on branch hh-eps4's first commit, before its speed-ups); a change to a digest means a changed result, never a
+flaky test (seeded Generators, no OS randomness)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def _digest(enc: StringEncoding, schedule: RoundSchedule, eps: float, letters: s
      "7fcb35c3f71e2405ba3999e252a6a40c618fd1cae349a5304a01be86966135c8"),
     (None, (48, 16, 16), 2.0, {"top_k": 20, "cap": 30},
      "24f8d8bcad0959479e6311f265f4b537fe230d0df05da14fc668f28e2f93b619"),
+    # eps = 4 (OLH with g = 64 in every round): 3 rounds, top 10; the benchmark's shape (50 bits, 20 then 15 a
+    # round, top 50 capped at 63: tallies of 2^21)
+    ("abcdefghijklmnopqrstuvwxyz", (30, 10, 10), 4.0, {"top_k": 10},
+     "366d5645616aaf5f881c62b46dad2d957344116e388872e92747f7f78744d6fb"),
+    ("abcdefghijklmnopqrstuvwxyz", (50, 20, 15), 4.0, {"top_k": 50, "cap": 63},
+     "ecf1e938d3bb6b0eefff42c83c321f7b15e7de4955cd34d6d10a02663e27b798"),
 ])
 def test_seeded_discovery_is_pinned(alphabet: str | None, schedule: tuple[int, int, int], eps: float,
                                     select: dict[str, float], digest: str) -> None:
