@@ -239,10 +239,11 @@ def _buckets(snapshot: HistogramSnapshot) -> list[tuple[str, float]]:
 
 class CollectionCollector(Collector):
     """Per served collection: the ε its card delivers, whether it takes reports now, its minimum batch,
-    when it opens and closes, and the reports stored (from the shard workers' last statuses)."""
+    when it opens and closes, and the reports stored (from the shard workers' last statuses). Read from the
+    catalog at each scrape, so a discovery's round opened by ``AdvanceRound`` is listed and its closed one not."""
 
     def __init__(self, catalog: Catalog, clock: Callable[[], float], workers: ShardCollector):
-        self._infos = [catalog.get(name) for name in catalog.names]
+        self._catalog = catalog
         self._clock = clock
         self._workers = workers
 
@@ -261,10 +262,10 @@ class CollectionCollector(Collector):
         rows = GaugeMetricFamily("ldpsynth_collection_rows", "Reports stored in the collection.", labels=labels)
         now = self._clock()
         stored = self._workers.rows()
-        for info in self._infos:
+        for info, taking in self._catalog.served():
             schema, name = info.schema, (info.schema.name,)
             epsilon.add_metric(name, info.card.mechanism.epsilon)
-            open_.add_metric(name, 1.0 if schema.lifecycle.state(now) == OPEN else 0.0)
+            open_.add_metric(name, 1.0 if taking and schema.lifecycle.state(now) == OPEN else 0.0)
             minimum.add_metric(name, schema.minimum_batch[0])
             if schema.opens is not None:
                 opens.add_metric(name, schema.opens)

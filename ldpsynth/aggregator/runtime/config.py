@@ -302,6 +302,11 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self._infos)
 
+    def served(self) -> list[tuple[CollectionInfo, bool]]:
+        """Every collection served now (a discovery's open round too, never a closed one), in name order, and
+        whether it may take reports: False for a round being closed (:meth:`close_round`)."""
+        return [(self._infos[name], name not in self._closing) for name in sorted(self._infos)]
+
     def cards_json(self) -> dict[str, str]:
         """Collection name -> card JSON (what the shards check their files against), a wide collection's wide card
         too: registered in the log, so every replica serves the same views and salt (a device keeps its view)."""
