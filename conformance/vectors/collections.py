@@ -3,8 +3,8 @@
 ``numeric_cards``: HM and SW cards (``MechanismCard`` of a schema with a numeric attribute) as the reference
 writes them, with their report domain and delivered ε; ``bad_numeric_cards``: one tampered field each, and the
 field the refusal names; ``numeric_codes``: a numeric attribute's raw values and their fixed-point codes, or the
-refusal. ``device_keys``: a ledger secret and a collection's name → the view key and the round key
-(``ldpsynth.client.ledger.rules.device_key``).
+refusal, with and without declared levels (``step``). ``device_keys``: a ledger secret and a collection's name →
+the view key and the round key (``ldpsynth.client.ledger.rules.device_key``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ldpsynth.shared.heavy_hitters.encoding import StringEncoding, prefix_bytes
 from ldpsynth.shared.heavy_hitters.rounds import round_of
 from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wide.collection import VIEW_KEY_TAG, WideCard, WideSchema
-from vectors.common import FORMAT, attribute, dec, exact_float, field_of, schema_doc
+from vectors.common import FORMAT, attribute, dec, exact_float, field_of, legal_of, schema_doc
 
 #: (mechanism, ε, range): HM below the crossover ε* ≈ 0.61 (Duchi alone) and above it, SW small and large ε.
 NUMERIC_CASES: list[tuple[str, float, list[float]]] = [
@@ -35,21 +35,34 @@ NUMERIC_CASES: list[tuple[str, float, list[float]]] = [
 ]
 
 
-def numeric_schema(mechanism: str, epsilon: float, bounds: list[float], *, public: bool = False) -> dict[str, Any]:
-    attrs = [attribute("x", "numeric", range=bounds, mechanism=mechanism)]
+#: (mechanism, ε, range, step): declared levels (docs/numeric.md, "Declared levels"), integral and decimal steps.
+LEVEL_CASES: list[tuple[str, float, list[float], float]] = [
+    ("SW", 1.0, [1.0, 5.0], 1.0), ("SW", 2.0, [0.0, 25.5], 0.1), ("HM", 1.0, [0.0, 100.0], 0.5),
+    ("SW", 0.5, [-5.5, 12.25], 0.25),
+]
+
+
+def numeric_schema(mechanism: str, epsilon: float, bounds: list[float], *, public: bool = False,
+                   step: float | None = None) -> dict[str, Any]:
+    levels = {} if step is None else {"step": step}
+    attrs = [attribute("x", "numeric", range=bounds, mechanism=mechanism, **levels)]
     if public:
         attrs.insert(0, attribute("region", "categorical", True, values=["north", "south"]))
     return schema_doc(f"numeric-{mechanism}", *attrs, epsilon=epsilon)
 
 
-def _card(mechanism: str, epsilon: float, bounds: list[float], public: bool = False) -> MechanismCard:
-    return MechanismCard.for_schema(Schema.from_json(numeric_schema(mechanism, epsilon, bounds, public=public)))
+def _card(mechanism: str, epsilon: float, bounds: list[float], public: bool = False,
+          step: float | None = None) -> MechanismCard:
+    schema = numeric_schema(mechanism, epsilon, bounds, public=public, step=step)
+    return MechanismCard.for_schema(Schema.from_json(schema))
 
 
-def _numeric_card(mechanism: str, epsilon: float, bounds: list[float], public: bool) -> dict[str, Any]:
-    card = _card(mechanism, epsilon, bounds, public)
+def _numeric_card(mechanism: str, epsilon: float, bounds: list[float], public: bool,
+                  step: float | None = None) -> dict[str, Any]:
+    card = _card(mechanism, epsilon, bounds, public, step)
     m = card.mechanism
-    return {"id": f"{mechanism}-eps={epsilon!r}-range={bounds}" + ("-public" if public else ""),
+    levels = "" if step is None else f"-step={step!r}"
+    return {"id": f"{mechanism}-eps={epsilon!r}-range={bounds}{levels}" + ("-public" if public else ""),
             "card_json": card.dumps(), "version": card.version, "domain_size": dec(m.domain_size),
             "epsilon": exact_float(m.epsilon), "epsilon_requested": exact_float(m.epsilon_requested)}
 
@@ -93,6 +106,14 @@ def _tampered() -> Iterator[tuple[str, str]]:
     yield "sw-denominator", sampler(sw, ["denominator"], str(int(sw["sampler"]["denominator"]) - 1))
     yield "sw-schema-mechanism-hm", changed(sw, schema={**sw["schema"], "attributes": [
         {**sw["schema"]["attributes"][0], "mechanism": "HM"}]})
+    stepped = _card("SW", 1.0, [1.0, 5.0], step=1.0).to_json()
+    yield "sw-step-changed", changed(stepped, numeric={**stepped["numeric"], "step": 2.0})
+    yield "sw-step-missing", changed(stepped, numeric={k: v for k, v in stepped["numeric"].items() if k != "step"})
+    yield "sw-step-added", changed(sw, numeric={**sw["numeric"], "step": 1.0})
+    yield "sw-step-schema-changed", changed(stepped, schema={**stepped["schema"], "attributes": [
+        {**stepped["schema"]["attributes"][0], "step": 0.5}]})
+    yield "sw-step-schema-not-dividing", changed(stepped, schema={**stepped["schema"], "attributes": [
+        {**stepped["schema"]["attributes"][0], "step": 0.3}]})
 
 
 def _bad_numeric_card(case_id: str, text: str) -> dict[str, Any]:
@@ -121,6 +142,33 @@ def _numeric_codes(rng: random.Random) -> list[dict[str, Any]]:
             out.append({"id": f"range={bounds}-refused-{bad!r}", "schema": schema.to_json(),
                         "values": [values[0], bad], "field": field, "position": position})
         assert attr.name == "x"
+    return out
+
+
+def _level_codes() -> list[dict[str, Any]]:
+    """Values of attributes with declared levels: on a level, within 1e-6 step of one (encoded as the level itself),
+    decimal steps; and refusals (off the levels, beyond 1e-6 step, outside the range)."""
+    tol = 1e-6
+    cases: list[tuple[list[float], float, list[Any], list[Any]]] = [
+        ([1.0, 5.0], 1.0, [1, 5, 3.0, "4", 2 + 0.9 * tol, 2 - 0.9 * tol, 4.9999999],
+         [2.5, 3 + 1.1 * tol, 5 + 0.5 * tol, 1 - 0.5 * tol, 0, "nan", None]),
+        ([0.0, 1.0], 0.1, [0.1, 0.2, 0.1 + 0.2, 0.7, 0.1 * 7, "0.3", 0.9999999, 1.0, 0.3 + 0.09 * tol],
+         [0.35, 0.3 + 0.11 * tol, 1.0000001]),
+        ([0.0, 25.5], 0.1, [0.0, 25.5, 12.3, 25.4, 0.1 * 123], [12.35, 25.6]),
+        ([-5.5, 12.25], 0.25, [-5.5, -5.25, 12.25, 0, 12.0, -5.2500001], [-5.375, 3.1, 12.2500001]),
+        ([0.0, 1.0], 1 / 3, [0.0, 1 / 3, 2 / 3, 1.0, 0.3333336], [0.5]),
+    ]
+    out = []
+    for bounds, step, good, bad_values in cases:
+        schema = Schema.from_json(numeric_schema("SW", 1.0, bounds, step=step))
+        codes = encode_columns(schema, {"x": good}).private_codes
+        case_id = f"range={bounds}-step={step!r}"
+        out.append({"id": case_id, "schema": schema.to_json(), "values": good, "codes": dec(codes)})
+        for bad in bad_values:
+            field, position = field_of(encode_columns, schema, {"x": [good[0], bad]})
+            out.append({"id": f"{case_id}-refused-{bad!r}", "schema": schema.to_json(), "values": [good[0], bad],
+                        "field": field, "position": position,
+                        "legal": legal_of(encode_columns, schema, {"x": [good[0], bad]})})
     return out
 
 
@@ -289,11 +337,13 @@ def _encodes(enc: StringEncoding, value: str) -> bool:
 def collection_vectors() -> dict[str, Any]:
     rng = random.Random(20261207)
     cards = [_numeric_card(m, eps, bounds, public) for m, eps, bounds in NUMERIC_CASES for public in (False, True)]
+    cards += [_numeric_card(m, eps, bounds, public, step) for m, eps, bounds, step in LEVEL_CASES
+              for public in (False, True)]
     secrets = [bytes(32), *[rng.randbytes(32) for _ in range(7)]]
     wide = [_wide_case(case_id, schema, secrets) for case_id, schema in _wide_schemas(rng)]
     return {"format": FORMAT, "file": "collections.json", "numeric_cards": cards,
             "bad_numeric_cards": [_bad_numeric_card(i, t) for i, t in _tampered()],
-            "numeric_codes": _numeric_codes(rng), "device_keys": _device_keys(rng),
+            "numeric_codes": _numeric_codes(rng) + _level_codes(), "device_keys": _device_keys(rng),
             "string_codes": _string_codes(), "discovery_cards": _discovery_cases(rng, secrets),
             "wide_cards": wide, "bad_wide_cards": [_bad_wide_card(i, t) for i, t in _bad_wide_cards(
                 json.loads(wide[0]["card_json"]))],

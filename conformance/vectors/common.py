@@ -54,3 +54,12 @@ def field_of(action: Callable[..., object], *args: Any) -> tuple[str, int | None
     except ValidationError as exc:
         return exc.field, exc.position
     raise AssertionError("expected a ValidationError")
+
+
+def legal_of(action: Callable[..., object], *args: Any) -> str:
+    """The legal range that the ValidationError raised by ``action(*args)`` states."""
+    try:
+        action(*args)
+    except ValidationError as exc:
+        return exc.legal
+    raise AssertionError("expected a ValidationError")

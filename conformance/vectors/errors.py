@@ -8,7 +8,7 @@ from typing import Any
 
 from ldpsynth.client.rows import encode_columns
 from ldpsynth.shared.schema import Schema
-from vectors.common import FORMAT, attribute, field_of, schema_doc
+from vectors.common import FORMAT, attribute, field_of, legal_of, schema_doc
 
 
 def _bad_schema_texts() -> Iterator[tuple[str, str]]:
@@ -76,6 +76,7 @@ def _bad_schema_texts() -> Iterator[tuple[str, str]]:
     yield "continuous-bits-float", json.dumps(schema_doc("s", {**cont, "bits": 4.0}))
     yield "continuous-buckets-below-resolution", json.dumps(schema_doc("s", {**cont, "lo": 1e15, "hi": 1e15 + 2,
                                                                                "bits": 24}))
+    yield from _bad_steps()
     yield "duplicate-attribute-names", json.dumps(schema_doc("s", ok_attr, ok_attr))
     yield "every-attribute-public", json.dumps(schema_doc("s", {**ok_attr, "public": True}))
     yield "private-domain-over-2^28", json.dumps(schema_doc("s", attribute("x", "integer", min=0, max=2**14),
@@ -97,6 +98,26 @@ def _bad_schema_texts() -> Iterator[tuple[str, str]]:
     yield "shuffle-assume-injected-boolean", with_top(shuffle={**shuffle, "assume_injected": True})
     yield "shuffle-assume-injected-with-min-batch-1", with_top(shuffle={**shuffle, "min_batch": 1,
                                                                         "assume_injected": 1})
+
+
+def _bad_steps() -> Iterator[tuple[str, str]]:
+    """Numeric attributes whose declared ``step`` is refused: not a number, not > 0, or (hi - lo)/step not an
+    integer in [1, 255] (to 1e-9 relative); the range is checked first."""
+    rating = attribute("rating", "numeric", range=[1, 5], mechanism="SW")
+
+    def with_step(step: Any, bounds: list[float] | None = None, mechanism: str = "SW") -> str:
+        return json.dumps(schema_doc("s", {**rating, "range": bounds or [1, 5], "mechanism": mechanism,
+                                           "step": step}))
+
+    for label, step in (("zero", 0), ("negative", -1), ("string", "1"), ("boolean", True), ("null", None),
+                        ("list", [1]), ("not-dividing", 0.3), ("above-the-range", 10), ("half-the-range", 8),
+                        ("tiny", 1e-300), ("256-intervals", 1 / 64)):
+        yield f"numeric-step-{label}", with_step(step)
+    yield "numeric-step-nan", with_step(1).replace('"step": 1', '"step": NaN')
+    yield "numeric-step-infinity", with_step(1).replace('"step": 1', '"step": Infinity')
+    yield "numeric-step-0.1-of-25.6", with_step(0.1, [0, 25.6])
+    yield "numeric-step-3-plus-4e-9", with_step(1 / (3 + 4e-9), [0, 1], "HM")
+    yield "numeric-step-bad-range-first", with_step(0.3, [5, 1])
 
 
 ROWS_SCHEMA = schema_doc("rows",
@@ -147,7 +168,10 @@ def error_vectors() -> dict[str, Any]:
     schema_errors = []
     for case_id, text in _bad_schema_texts():
         field, position = field_of(Schema.from_json, text)
-        schema_errors.append({"id": case_id, "schema_json": text, "field": field})
+        case: dict[str, Any] = {"id": case_id, "schema_json": text, "field": field}
+        if field.endswith(".step"):
+            case["legal"] = legal_of(Schema.from_json, text)
+        schema_errors.append(case)
     rows_schema = Schema.from_json(ROWS_SCHEMA)
     row_errors = []
     for case_id, columns, secrets in _bad_rows():

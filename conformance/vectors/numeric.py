@@ -1,4 +1,5 @@
-"""numeric.json: the exact numeric samplers (``ldpsynth.shared.numeric``): weights, laws, draws given U, ranges."""
+"""numeric.json: the exact numeric samplers (``ldpsynth.shared.numeric``): weights, laws, draws given U, ranges,
+declared levels (``step``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.coins import Coins
 from ldpsynth.shared.numeric.grid import GridLaw, round_to_grid
+from ldpsynth.shared.numeric.levels.declared import LEVEL_TOLERANCE, NumericLevels
 from ldpsynth.shared.numeric.samplers import Duchi, HybridMechanism, PiecewiseMechanism, SlidingWindow, SquareWave
 from ldpsynth.shared.numeric.scale import NumericRange
 from vectors.cards import correctly_rounded_exp
@@ -201,9 +203,53 @@ def _range_cases(rng: random.Random) -> list[dict[str, Any]]:
     ]
 
 
+def _levels_case(case_id: str, lo: float, hi: float, step: float, values: list[float]) -> dict[str, Any]:
+    """Declared levels of [lo, hi] every ``step``: their N and values, and each value's level k (−1: off them;
+    the range itself is the attribute's check), or the refusal."""
+    field = f"attributes[{case_id}].step"
+    case: dict[str, Any] = {"id": case_id, "lo": float_bits(lo), "hi": float_bits(hi), "step": float_bits(step),
+                            "field": field, "values": [float_bits(v) for v in values]}
+    try:
+        levels = NumericLevels(lo, hi, step, field)
+        case["intervals"] = levels.intervals
+        case["levels"] = [float_bits(v) for v in levels.values().tolist()]
+        case["index"] = levels.index(values).tolist()
+    except ValidationError as err:
+        case["error"] = {"field": err.field, "legal": err.legal}
+    return case
+
+
+def _level_cases() -> list[dict[str, Any]]:
+    """Steps 1, 0.5, 0.1 (not exact in binary), 0.25 on a negative range, 1/3, the bound N = 255, and refusals;
+    values on a level, within 1e-6 step of one (accepted) and just beyond (off), between levels, outside."""
+    tol = LEVEL_TOLERANCE
+    return [
+        _levels_case("rating", 1.0, 5.0, 1.0, [1.0, 5.0, 3.0, 2.5, 3 + 0.9 * tol, 3 - 0.9 * tol, 3 + 1.1 * tol,
+                                               3 - 1.1 * tol, 5 + 0.5 * tol, 1 - 0.5 * tol, 0.0, 6.0, math.nan,
+                                               math.inf, -math.inf, 4.5]),
+        _levels_case("half", 0.0, 100.0, 0.5, [0.0, 0.5, 99.5, 100.0, 33.25, 50.0000004, 49.9999996, 0.2500001]),
+        _levels_case("tenth", 0.0, 1.0, 0.1, [0.1, 0.2, 0.1 + 0.2, 0.7, 0.1 * 7, 1.0, 0.9999999, 0.35,
+                                              0.3 + 0.11 * tol, 0.3 + 0.09 * tol, 1 - 1e-16]),
+        _levels_case("quarter", -5.5, 12.25, 0.25, [-5.5, -5.25, 12.25, 0.0, 12.0, -5.375, 3.1, 12.2500001]),
+        _levels_case("third", 0.0, 1.0, 1 / 3, [0.0, 1 / 3, 2 / 3, 1.0, 0.5, 0.3333336]),
+        _levels_case("widest", 0.0, 25.5, 0.1, [0.0, 25.5, 12.3, 25.4, 0.05, 12.35]),
+        _levels_case("one-interval", 0.0, 1.0, 1.0, [0.0, 1.0, 0.5]),
+        _levels_case("3-plus-2e-9", 0.0, 1.0, 1 / (3 + 2e-9), [0.0, 1.0, 1 / (3 + 2e-9)]),
+        _levels_case("3-plus-4e-9", 0.0, 1.0, 1 / (3 + 4e-9), [0.0]),
+        _levels_case("256-intervals", 0.0, 25.6, 0.1, [0.0]),
+        _levels_case("not-dividing", 1.0, 5.0, 0.3, [1.0]),
+        _levels_case("above-the-range", 1.0, 5.0, 8.0, [1.0]),
+        _levels_case("zero", 1.0, 5.0, 0.0, [1.0]),
+        _levels_case("negative", 1.0, 5.0, -1.0, [1.0]),
+        _levels_case("nan", 1.0, 5.0, math.nan, [1.0]),
+        _levels_case("infinite", 1.0, 5.0, math.inf, [1.0]),
+        _levels_case("tiny", 1.0, 5.0, 1e-300, [1.0]),
+    ]
+
+
 def numeric_vectors() -> dict[str, Any]:
     rng = random.Random(20261207)
     samplers = [_sampler_case(kind, eps, bits, rng) for kind, eps, bits in SAMPLERS]
     return {"format": FORMAT, "file": "numeric.json", "alpha_bits": 32, "round_bits": 53,
             "samplers": samplers, "rounding": _rounding_cases(rng), "streams": _stream_cases(rng),
-            "ranges": _range_cases(rng)}
+            "ranges": _range_cases(rng), "levels": _level_cases()}

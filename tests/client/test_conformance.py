@@ -104,6 +104,8 @@ def test_bad_schema_names_its_field(case: dict[str, Any]) -> None:
     with pytest.raises(ValidationError) as info:
         Schema.from_json(case["schema_json"])
     assert info.value.field == case["field"]
+    if "legal" in case:                             # stated for the declared levels' step (issue 42)
+        assert info.value.legal == case["legal"]
 
 
 @pytest.mark.parametrize("case", ERRORS["row_errors"], ids=ids(ERRORS["row_errors"]))

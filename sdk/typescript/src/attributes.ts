@@ -7,6 +7,7 @@ import { isJsonObject, type JsonValue } from "./json.js";
 import { categoryText, exactInteger, realValue, type RawValue } from "./raw-values.js";
 import { checkBool, checkInt, checkReal } from "./validation.js";
 import { ulp } from "./float64.js";
+import { NumericLevels, STEP_LEGAL } from "./numeric-levels.js";
 import { NumericRange, pythonRepr } from "./numeric-range.js";
 import { roundHalfEven } from "./numeric-samplers.js";
 
@@ -244,10 +245,15 @@ export class ContinuousAttribute extends Attribute {
  * x = 2(v − lo)/(hi − lo) − 1 ∈ [−1, 1] ({@link NumericRange}: NaN, ±∞ and values out of the range are
  * refused, never clipped) and keeps it as the fixed-point code c = round_half_even((x + 1)·2^52),
  * 0 <= c <= 2^53: the code a report is memoized for. The mechanism perturbs x = c/2^52 − 1.
+ *
+ * `step` (optional) declares the levels lo, lo + step, …, hi ({@link NumericLevels}): a value off them is refused
+ * like one outside the range, and a value on level k is encoded as v_k exactly (docs/numeric.md, "Declared levels").
  */
 export class NumericAttribute extends Attribute {
   readonly type = "numeric";
   readonly range: NumericRange;
+  /** The declared levels (`step`), or undefined. */
+  readonly levels: NumericLevels | undefined;
 
   constructor(
     name: string,
@@ -255,6 +261,7 @@ export class NumericAttribute extends Attribute {
     readonly lo: number,
     readonly hi: number,
     readonly mechanism: NumericMechanismName = "HM",
+    readonly step?: number,
   ) {
     super(name, isPublic);
     const where = `attributes[${name}]`;
@@ -269,6 +276,8 @@ export class NumericAttribute extends Attribute {
     if (!(NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
       throw new SchemaError(`${where}.mechanism`, `one of ${NUMERIC_MECHANISMS.join(", ")}`, "unknown mechanism");
     }
+    this.levels =
+      step === undefined ? undefined : asSchemaError(() => new NumericLevels(lo, hi, step, `${where}.step`));
   }
 
   /** 2^53 + 1 fixed-point codes on [−1, 1]. */
@@ -277,12 +286,20 @@ export class NumericAttribute extends Attribute {
   }
 
   get legalRange(): string {
-    return `a number in [${pythonRepr(this.lo)}, ${pythonRepr(this.hi)}]`;
+    const range = `a number in [${pythonRepr(this.lo)}, ${pythonRepr(this.hi)}]`;
+    if (this.step === undefined) return range;
+    return `${range} on the levels every ${pythonRepr(this.step)} from ${pythonRepr(this.lo)}`;
   }
 
+  /** The fixed-point code; undefined for NaN, ±∞, a value outside [lo, hi] or off the declared levels. */
   codeOf(value: RawValue): bigint | undefined {
-    const v = realValue(value);
+    let v = realValue(value);
     if (!(v >= this.lo && v <= this.hi)) return undefined;
+    if (this.levels !== undefined) {
+      const k = this.levels.index(v);
+      if (k < 0) return undefined;
+      v = this.levels.values[k]!;
+    }
     const [x] = this.range.toUnit([v]) as [number];
     return BigInt(roundHalfEven((x + 1.0) * 2 ** NUMERIC_CODE_BITS));
   }
@@ -304,10 +321,13 @@ const KNOWN_FIELDS: Record<AttributeType, readonly string[]> = {
   binary: [],
   integer: ["min", "max"],
   continuous: ["lo", "hi", "bits"],
-  numeric: ["range", "mechanism"],
+  numeric: ["range", "mechanism", "step"],
 };
-/** Fields a type may leave out (a default applies). */
-const OPTIONAL_FIELDS: Partial<Record<AttributeType, string>> = { continuous: "bits", numeric: "mechanism" };
+/** Fields a type may leave out (a default applies, or none: a numeric attribute without `step`). */
+const OPTIONAL_FIELDS: Partial<Record<AttributeType, readonly string[]>> = {
+  continuous: ["bits"],
+  numeric: ["mechanism", "step"],
+};
 
 export function attributeFromJson(obj: JsonValue, position: number): Attribute {
   const where = `attributes[${position}]`;
@@ -340,7 +360,7 @@ export function attributeFromJson(obj: JsonValue, position: number): Attribute {
       `unknown fields ${JSON.stringify(extra)}`,
     );
   }
-  const missing = known.filter((k) => !(k in obj) && OPTIONAL_FIELDS[kind as AttributeType] !== k);
+  const missing = known.filter((k) => !(k in obj) && !OPTIONAL_FIELDS[kind as AttributeType]?.includes(k));
   if (missing.length) {
     throw new SchemaError(
       `attributes[${name}]`,
@@ -396,6 +416,10 @@ export function attributeFromJson(obj: JsonValue, position: number): Attribute {
           "wrong type",
         );
       }
+      const step = obj["step"];
+      if ("step" in obj && typeof step !== "number" && typeof step !== "bigint") {
+        throw new SchemaError(`attributes[${name}].step`, STEP_LEGAL, "wrong type");
+      }
       const mechanism = "mechanism" in obj ? obj["mechanism"] : "HM";
       if (typeof mechanism !== "string" || !(NUMERIC_MECHANISMS as readonly string[]).includes(mechanism)) {
         throw new SchemaError(
@@ -405,7 +429,8 @@ export function attributeFromJson(obj: JsonValue, position: number): Attribute {
         );
       }
       const [lo, hi] = bounds.map(Number) as [number, number];
-      return new NumericAttribute(name, isPublic, lo, hi, mechanism as NumericMechanismName);
+      const levels = step === undefined ? undefined : Number(step);
+      return new NumericAttribute(name, isPublic, lo, hi, mechanism as NumericMechanismName, levels);
     }
   }
 }

@@ -62,6 +62,7 @@ export { collectionInfo, decodeCollection } from "./collection.js";
 export { batchCapacity, reportBytes } from "./batching.js";
 export { assignView, viewCell, MIN_SALT_BYTES } from "./view-assignment.js";
 export { NumericRange } from "./numeric-range.js";
+export { MAX_INTERVALS, NumericLevels } from "./numeric-levels.js";
 export {
   Duchi,
   PiecewiseMechanism,

@@ -98,10 +98,19 @@ function samplersOf(
   );
 }
 
-/** The card's mechanism fields of a sampler (the reference's `numeric_fields`). */
+/**
+ * The card's mechanism fields of a sampler (the reference's `numeric_fields`): the `numeric` block carries the
+ * declared `step` only when there is one (cards without levels are unchanged).
+ */
 function numericFields(attribute: NumericAttribute, sampler: HybridMechanism | SquareWave): JsonObject {
+  const numeric: JsonObject = {
+    attribute: attribute.name,
+    range: [attribute.lo, attribute.hi],
+    mechanism: attribute.mechanism,
+  };
+  if (attribute.step !== undefined) numeric["step"] = attribute.step;
   return {
-    numeric: { attribute: attribute.name, range: [attribute.lo, attribute.hi], mechanism: attribute.mechanism },
+    numeric,
     epsilon_requested: sampler.epsilonRequested,
     epsilon: sampler.epsilon,
     domain_size: BigInt(sampler.reports),

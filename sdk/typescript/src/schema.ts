@@ -248,7 +248,10 @@ export class Schema {
       if (a instanceof CategoricalAttribute) out["values"] = [...a.values];
       if (a instanceof IntegerAttribute) Object.assign(out, { min: a.min, max: a.max });
       if (a instanceof ContinuousAttribute) Object.assign(out, { lo: a.lo, hi: a.hi, bits: BigInt(a.bits) });
-      if (a instanceof NumericAttribute) Object.assign(out, { range: [a.lo, a.hi], mechanism: a.mechanism });
+      if (a instanceof NumericAttribute) {
+        Object.assign(out, { range: [a.lo, a.hi], mechanism: a.mechanism });
+        if (a.step !== undefined) out["step"] = a.step;
+      }
       out["public"] = a.isPublic;
       return out;
     });

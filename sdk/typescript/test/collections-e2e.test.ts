@@ -30,6 +30,20 @@ const WAIT = {
   epsilon: 1.0,
   attributes: [{ name: "minutes", type: "numeric", range: [0, 60], mechanism: "SW" }],
 };
+/** SW on declared levels (issue 42): ratings 1 … 5 every 1, and a decimal step (0.1 on [0, 25.5]: 256 levels). */
+const RATINGS = {
+  name: "ratings",
+  epsilon: 1.0,
+  attributes: [{ name: "rating", type: "numeric", range: [1, 5], mechanism: "SW", step: 1 }],
+};
+const TENTHS = {
+  name: "tenths",
+  epsilon: 2.0,
+  attributes: [
+    { name: "region", type: "categorical", values: ["north", "south"], public: true },
+    { name: "dose", type: "numeric", range: [0, 25.5], mechanism: "SW", step: 0.1 },
+  ],
+};
 
 const WIDE = {
   name: "wide",
@@ -113,6 +127,8 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
   before(async () => {
     writeFileSync(join(dir, "income.json"), JSON.stringify(INCOME));
     writeFileSync(join(dir, "wait.json"), JSON.stringify(WAIT));
+    writeFileSync(join(dir, "ratings.json"), JSON.stringify(RATINGS));
+    writeFileSync(join(dir, "tenths.json"), JSON.stringify(TENTHS));
     writeFileSync(join(dir, "wide.json"), JSON.stringify(WIDE));
     writeFileSync(join(dir, "words.json"), JSON.stringify(DISCOVERY));
     writeFileSync(join(dir, "wideo.json"), JSON.stringify(WIDE_OLH));
@@ -126,6 +142,10 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
       join(dir, "income.json"),
       "--collection",
       join(dir, "wait.json"),
+      "--collection",
+      join(dir, "ratings.json"),
+      "--collection",
+      join(dir, "tenths.json"),
       "--collection",
       join(dir, "wide.json"),
       "--collection",
@@ -176,6 +196,49 @@ describe("collections against a real aggregator", { skip: NO_REPLICA }, () => {
         expected.set(r, (expected.get(r) ?? 0) + 1),
       );
       assert.deepEqual(byRegion, expected, `${name}: every report stored once, under its public code`);
+    }
+  });
+
+  test("numeric levels: the served SW cards with a step verify; on-level values are sent, off-level ones refused", async () => {
+    const cases: [string, string, Columns, Columns, number][] = [
+      // 3.0000001 is within 1e-6 step of level 3 (0.30000001 and 0.1 + 0.2 of level 0.3, both "south"): encoded as
+      // the level exactly, so the later row reuses the earlier row's report.
+      ["ratings", "rating", { rating: [1, 2, 3, 3.0000001, "5"] }, { rating: [4, 2.5] }, 1],
+      [
+        "tenths",
+        "dose",
+        { region: ["north", "south", "north", "south", "north"], dose: [0.1, 0.1 + 0.2, 25.5, 0.30000001, 0] },
+        { region: ["north", "north"], dose: [0.3, 0.35] },
+        1,
+      ],
+    ];
+    for (const [name, attribute, rows, offLevel, repeated] of cases) {
+      const device = client();
+      const info = await device.getCollection(name);
+      assert.ok(info.card instanceof NumericCard);
+      const card = info.card;
+      assert.equal(card.attribute.step, name === "ratings" ? 1 : 0.1);
+      assert.equal((card.fields["numeric"] as { step?: number }).step, card.attribute.step);
+      const book = ledger();
+      await assert.rejects(
+        device.submit(name, offLevel, book),
+        (e: unknown) => e instanceof ValidationError && e.field === attribute && e.position === 1,
+      );
+      assert.equal(book.spent(name), 0, `${name}: nothing charged for a refused batch`);
+      const first = await device.submit(name, rows, book);
+      assert.deepEqual(
+        [first.rows, first.sent, first.acknowledged, first.memoized],
+        [5, 5 - repeated, 5 - repeated, repeated],
+      );
+      assert.equal(first.epsilonSpent, (5 - repeated) * card.epsilon);
+      const stored = await storedCounts(server!.address, name);
+      let total = 0;
+      for (const [key, count] of stored) {
+        const code = BigInt(key.split(",").at(-1)!);
+        assert.ok(code >= 0n && code < card.domainSize, `${name}: a report in [0, K)`);
+        total += count;
+      }
+      assert.equal(total, 5 - repeated, `${name}: every report stored once`);
     }
   });
 

@@ -25,6 +25,7 @@ for (const c of cases(doc, "schema_errors")) {
     const err = caught(() => Schema.parse(str(c["schema_json"])));
     assert.ok(err instanceof SchemaError, "a SchemaError");
     assert.equal(err.field, c["field"]);
+    if (c["legal"] !== undefined) assert.equal(err.legal, c["legal"]);
     assert.match(err.message, /; legal range: ./);
   });
 }

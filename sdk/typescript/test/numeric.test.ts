@@ -1,10 +1,14 @@
-/** conformance/numeric.json: the exact numeric samplers' weights, laws, draws given U, byte streams, ranges. */
+/**
+ * conformance/numeric.json: the exact numeric samplers' weights, laws, draws given U, byte streams, ranges, declared
+ * levels.
+ */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { ValidationError } from "../src/errors.js";
 import { floatBits, floatFromBits, nextDown } from "../src/float64.js";
 import { ratioAtMostExp } from "../src/exact-exp.js";
+import { NumericLevels } from "../src/numeric-levels.js";
 import { NumericRange, pythonRepr } from "../src/numeric-range.js";
 import {
   Duchi,
@@ -164,6 +168,40 @@ for (const c of cases(doc, "ranges")) {
     });
   });
 }
+
+for (const c of cases(doc, "levels")) {
+  test(`numeric levels: ${str(c["id"])}`, () => {
+    const [lo, hi, step] = [c["lo"], c["hi"], c["step"]].map((b) => floatFromBits(str(b))) as [number, number, number];
+    const error = c["error"] as JsonObject | undefined;
+    const make = (): NumericLevels => new NumericLevels(lo, hi, step, str(c["field"]));
+    if (error !== undefined) {
+      assert.throws(make, (err: unknown) => {
+        assert.ok(err instanceof ValidationError);
+        assert.deepEqual([err.field, err.legal], [error["field"], error["legal"]]);
+        return true;
+      });
+      return;
+    }
+    const levels = make();
+    assert.equal(BigInt(levels.intervals), c["intervals"]);
+    assert.equal(levels.count, levels.intervals + 1);
+    assert.deepEqual(levels.values.map(floatBits), c["levels"]);
+    const values = (c["values"] as string[]).map(floatFromBits);
+    assert.deepEqual(
+      values.map((v) => BigInt(levels.index(v))),
+      c["index"],
+    );
+  });
+}
+
+test("numeric levels: the vectors accept values within 1e-6 step of a level and refuse values just beyond", () => {
+  const rating = cases(doc, "levels").find((c) => c["id"] === "rating")!;
+  const index = (rating["index"] as bigint[]).map(Number);
+  // 3 ± 0.9e-6 on level 2; 3 ± 1.1e-6 off; so the tolerance is tested from both sides.
+  assert.deepEqual(index.slice(4, 8), [2, 2, -1, -1]);
+  assert.ok(cases(doc, "levels").some((c) => c["error"] === undefined && c["intervals"] === 255n));
+  assert.ok(cases(doc, "levels").some((c) => c["id"] === "256-intervals" && c["error"] !== undefined));
+});
 
 test("numeric range: Python's repr of a float", () => {
   const expected: [number, string][] = [

@@ -73,3 +73,15 @@ def test_numeric_streams_hit_a_coin_tie_and_a_rejected_u() -> None:
     assert int(tie[1]) & 0xFF == hm.alpha_weight >> 24
     rejected = np.frombuffer(bytes.fromhex(by_id["hm-u-rejected"]["random_hex"]), "<u8")
     assert int(rejected[2]) >= (1 << 64) - (1 << 64) % hm.pm.denominator
+
+
+def test_level_vectors_reach_both_sides_of_each_tolerance() -> None:
+    """numeric.json's declared levels: values 0.9e-6 step from a level on it and 1.1e-6 off (both directions), the
+    bound N = 255 taken and 256 refused, (hi - lo)/step 2e-9 from an integer taken and 4e-9 refused (at N = 3)."""
+    cases = {c["id"]: c for c in load("numeric.json")["levels"]}
+    assert cases["rating"]["index"][4:8] == [2, 2, -1, -1]
+    assert cases["widest"]["intervals"] == 255 and "error" in cases["256-intervals"]
+    assert cases["3-plus-2e-9"]["intervals"] == 3 and "error" in cases["3-plus-4e-9"]
+    codes = {c["id"]: c for c in load("collections.json")["numeric_codes"]}
+    tenth = codes["range=[0.0, 1.0]-step=0.1"]
+    assert len(set(tenth["codes"])) < len(tenth["codes"])    # 0.1 + 0.2, 0.3 and 0.3 + 9e-8 share level 3's code
