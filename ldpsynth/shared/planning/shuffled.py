@@ -76,7 +76,8 @@ def plan_shuffle(p: Plan, schema: Schema, queries: QueryBatch, *, prior: RowDist
     k = p.domain_size
     below = counts < spec.min_batch
     at_planned = guarantees.compute(guarantees.RELEASE, p.epsilon, k, spec, [x for x, b in zip(labels, below) if not b],
-                                    counts[~below], withheld=guarantees.withhold(spec.min_batch, counts))
+                                    counts[~below], withheld=guarantees.withhold(spec.min_batch, counts),
+                                    mechanism=schema.mechanism)  # the collection's own bound
     m = p.rows_per_device
     per_round = spec.honest_per_pool // m
     epsilon0 = central = shuffled = None

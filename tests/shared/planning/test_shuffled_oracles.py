@@ -83,3 +83,11 @@ def test_a_large_domain_keeps_e_and_small_pools_prefer_nothing_else():
     p = planned(wide, 100_000)
     assert agrees_with_accountant(p, wide) and p.shuffle.recommended == "E"       # k-RR's blanket amplifies most
     assert min(b.choice.error_ratio for b in p.shuffle.behind if b.choice.available) > 1.05
+
+
+def test_the_guarantee_at_the_planned_epsilon_is_the_collections_mechanisms():
+    for mechanism, bound in (("E", "blanket"), ("OUE", "fmt21-numerical")):
+        s = Schema.from_json({**SCHEMA, "mechanism": mechanism})
+        g = planned(s, 50_000, min_batch=2_000).shuffle.at_planned
+        assert g.bound == bound and G.certified(g, mechanism)
+        assert g.analysts.epsilon == G.central_at(g.local_epsilon, 40, 1_999, 1e-9, 1, bound=bound) < 1.0
