@@ -23,10 +23,13 @@ against each party at the planned ε0 (the shuffler: the local one; the aggregat
 the central one at the pool floor, ``--min-batch`` reports of one public key less ``--assume-injected``;
 docs/shuffle-accountant.md §6), the planned public-key groups and those a release would withhold (below the
 minimum batch), the ε0 to choose for a target central ε (default: the plan's ε), and every query's error at
-that ε0 beside plain LDP at the same central ε, E's and each frequency oracle's, and which to choose. In
-``--json``: ``"shuffle"`` with ``against`` (per party: ``epsilon``, ``delta``, ``basis``), ``groups``,
-``recommended``, and per query ``shuffled_*`` and ``plain_ldp_*`` figures (``plain_ldp_olh_*``, ... for the
-oracles). Needs the accountant (scipy: the ``[aggregator]`` extra).
+that ε0 beside plain LDP at the same central ε, E's and each frequency oracle's; each frequency oracle behind
+the shuffler at the ε0 FMT21's clone bound gives for the target, and which to choose among the mechanisms
+behind the shuffler. In ``--json``: ``"shuffle"`` with ``against`` (per party: ``epsilon``, ``delta``,
+``basis``), ``groups``, ``behind`` (per oracle: ``bound``, ``epsilon0_for_target``,
+``central_epsilon_at_epsilon0``, ``error_ratio``), ``recommended``, and per query ``shuffled_*`` and
+``plain_ldp_*`` figures (``shuffled_olh_*``, ``plain_ldp_olh_*``, ... for the oracles). Needs the accountant
+(scipy: the ``[aggregator]`` extra).
 
 A numeric or a discovery collection (no ``--queries``): :mod:`ldpsynth.cli.plan_modes` (the mean's error per
 mechanism; a discovery's expected recall).
@@ -159,8 +162,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if getattr(args, "shuffler", False):
         from ldpsynth.shared.planning.shuffled import plan_shuffle  # scipy: the [aggregator] extra
 
-        p = plan_shuffle(p, schema, p.batch, prior=prior, delta=args.delta, min_batch=args.min_batch,
-                         assume_injected=args.assume_injected, target_central_epsilon=args.target_central_epsilon)
+        with plan_modes.shuffle_flags():
+            p = plan_shuffle(p, schema, p.batch, prior=prior, delta=args.delta, min_batch=args.min_batch,
+                             assume_injected=args.assume_injected,
+                             target_central_epsilon=args.target_central_epsilon)
     elif any(getattr(args, name, None) is not None for name in ("delta", "min_batch", "assume_injected",
                                                                  "target_central_epsilon")):
         raise ValidationError("--shuffler", "given with --delta, --min-batch, --assume-injected or "
@@ -260,6 +265,9 @@ def to_json(p: Plan) -> dict[str, Any]:
             for choice in p.shuffle.oracles:
                 if choice.figures is not None:
                     item.update(_figures(choice.figures, p, j, f"plain_ldp_{choice.mechanism.lower()}_"))
+            for b in p.shuffle.behind:
+                if b.choice.figures is not None:
+                    item.update(_figures(b.choice.figures, p, j, f"shuffled_{b.choice.mechanism.lower()}_"))
         queries.append(item)
     out = {"collection": p.batch.schema.name, "domain_size": p.domain_size, "epsilon": p.epsilon, "devices": p.devices,
            "rows_per_device": p.rows_per_device, "rows": p.n, "level": p.level, "z": p.z,
@@ -311,6 +319,11 @@ def _shuffle_json(p: Plan) -> dict[str, Any]:
             "target_central_epsilon": s.target, "epsilon0_for_target": s.epsilon0,
             "central_epsilon_at_epsilon0": s.central_at_epsilon0,
             "central_delta_at_epsilon0": None if s.epsilon0 is None else s.delta,
+            "behind": [{"mechanism": b.choice.mechanism, "bound": b.bound, "available": b.choice.available,
+                        "epsilon0_for_target": b.choice.epsilon if b.choice.available else None,
+                        "central_epsilon_at_epsilon0": b.central,
+                        "error_ratio": _number(b.choice.error_ratio) if b.choice.available else None}
+                       for b in s.behind],
             "recommended": s.recommended, "recommendation": s.recommendation}
 
 
@@ -490,6 +503,17 @@ def _shuffle_text(p: Plan) -> str:
     text += _table(["query", f"E behind the shuffler, ε0 = {s.epsilon0:.4g} ({which})",
                     f"plain LDP, ε = {s.target:g} ({which})"]
                    + [f"{c.mechanism}, ε = {s.target:g} ({which})" for c in oracles], rows)
+    behind = [b for b in s.behind if b.choice.figures is not None]
+    if behind:
+        text += ("\nThe frequency oracles behind the shuffler (FMT21's clone bound, any ε0-LDP mechanism; "
+                 f"docs/shuffle-accountant.md §9), at the ε0 for central ε = {s.target:g}:\n\n")
+        rows = [[b.choice.mechanism, b.bound, f"{b.choice.epsilon:.4g}", _fmt(b.central or 0.0),
+                 _fmt(b.choice.error_ratio)] for b in behind]
+        text += _table(["mechanism", "bound", "ε0", "central ε there", "SE / E's behind the shuffler"], rows)
+        rows = [[p.label(j)] + [_fmt(p.z * b.choice.figures.headline[j]) for b in behind
+                                if b.choice.figures is not None] for j in range(len(p))]
+        text += "\n" + _table(["query"] + [f"{b.choice.mechanism} behind the shuffler, ε0 = {b.choice.epsilon:.4g} "
+                                           f"({which})" for b in behind], rows)
     return text + f"\nRecommended at central ε = {s.target:g}: {s.recommendation}.\n"
 
 

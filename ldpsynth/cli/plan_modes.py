@@ -4,29 +4,41 @@
   (HM, PM, Duchi, E over levels) and the one to choose (:func:`ldpsynth.shared.planning.numeric.plan_mean`);
   ``--prior ROWS.csv`` holds plausible values in the attribute's column, ``--levels K`` E's levels (default: the
   prior's distinct values when at most :data:`MAX_PRIOR_LEVELS`, else 16 equal buckets).
+  With ``--shuffler`` (and ``--delta``, ``--min-batch``, ``--assume-injected``, ``--target-central-epsilon``):
+  per mechanism the central (ε, δ) at the planned ε0, the ε0 for the target central ε and the mean's error there
+  beside plain LDP at the target, and the one to choose behind the shuffler
+  (:func:`ldpsynth.shared.planning.shuffled_numeric.plan_mean_shuffled`); ``--json``: ``"shuffle"``.
 * A **discovery** collection (docs/heavy-hitters.md): the expected recall, precision and F1 of its heavy hitters
   (:func:`ldpsynth.shared.planning.heavy_hitters.plan_recall`); ``--prior ROWS.csv`` holds plausible values of the
   string attribute (weighted by how often each occurs), or distinct values in rank order with ``--zipf S``.
+  ``--shuffler`` and its flags are refused (its rounds are planned without a shuffler).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections import Counter
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ldpsynth.shared.errors import ValidationError
+from ldpsynth.shared.guarantees import PARTIES
 from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema, is_discovery_json
 from ldpsynth.shared.jsonio import loads
 from ldpsynth.shared.planning.heavy_hitters import RecallPlan, plan_recall, zipf_weights
-from ldpsynth.shared.planning.numeric import NumericPlan, plan_mean
+from ldpsynth.shared.planning.numeric import MeanChoice, NumericPlan, plan_mean
 from ldpsynth.shared.schema import Schema
 
-__all__ = ["MAX_PRIOR_LEVELS", "register_arguments", "run_mode"]
+if TYPE_CHECKING:
+    from ldpsynth.shared.planning.shuffled_numeric import ShuffledNumericPlan
+
+__all__ = ["MAX_PRIOR_LEVELS", "SHUFFLE_FLAGS", "register_arguments", "run_mode", "shuffle_flags",
+           "shuffle_flags_given"]
 
 #: A numeric prior with at most this many distinct values gives E those values as its levels.
 MAX_PRIOR_LEVELS = 64
@@ -68,8 +80,70 @@ def _numeric(args: argparse.Namespace, schema: Schema) -> dict[str, Any]:
     levels: Any = args.levels if args.levels is not None else 16
     if args.levels is None and prior is not None and len(np.unique(prior)) <= MAX_PRIOR_LEVELS:
         levels = np.unique(prior)
-    p = plan_mean(args.epsilon or schema.epsilon, args.devices, attribute.range, prior=prior, levels=levels)
-    return _numeric_json(p, attribute.name, attribute.mechanism)
+    if not getattr(args, "shuffler", False):
+        if shuffle_flags_given(args):
+            raise ValidationError("--shuffler", "given with " + ", ".join(shuffle_flags_given(args)), "missing")
+        p = plan_mean(args.epsilon or schema.epsilon, args.devices, attribute.range, prior=prior, levels=levels)
+        return _numeric_json(p, attribute.name, attribute.mechanism)
+    if args.rows_per_device != 1:
+        raise ValidationError("--rows-per-device", "1 with --shuffler for a numeric collection (one value per device)",
+                              f"got {args.rows_per_device}")
+    from ldpsynth.shared.planning.shuffled_numeric import plan_mean_shuffled  # scipy: the [aggregator] extra
+
+    with shuffle_flags():
+        sp = plan_mean_shuffled(schema, args.devices, epsilon=args.epsilon, prior=prior, levels=levels,
+                                delta=args.delta, min_batch=args.min_batch, assume_injected=args.assume_injected,
+                                target_central_epsilon=args.target_central_epsilon)
+    out = _numeric_json(sp.planned, attribute.name, attribute.mechanism)
+    out["shuffle"] = _shuffled_numeric_json(sp)
+    return out
+
+
+def _shuffled_numeric_json(sp: ShuffledNumericPlan) -> dict[str, Any]:
+    """The ``"shuffle"`` object of a numeric plan with ``--shuffler``: per mechanism its bound, the guarantees at
+    the planned ε0, the ε0 for the target and the mean's error there beside plain LDP at the target."""
+    spec = sp.spec
+
+    def figures(c: MeanChoice, prefix: str) -> dict[str, float]:
+        return {f"{prefix}se": c.std_error, f"{prefix}bias": c.bias, f"{prefix}rmse": c.rmse,
+                f"{prefix}se_worst": c.worst_case_std_error}
+
+    return {"delta": spec.delta, "min_batch": spec.min_batch, "assume_injected": spec.injected,
+            "shuffler": spec.shuffler, "rows_per_device": 1, "target_central_epsilon": sp.target,
+            "groups": [{"group": label, "reports": c, "below_min_batch": b}
+                       for label, c, b in zip(sp.labels, sp.planned_reports, sp.below_min_batch)],
+            "any_group_below_min_batch": any(sp.below_min_batch),
+            "mechanisms": [{"mechanism": r.mechanism, "card_mechanism": r.card_mechanism, "bound": r.bound,
+                            "domain_size": r.domain_size,
+                            "against": {party: r.at_planned.against(party).to_json() for party in PARTIES},
+                            "epsilon0_for_target": r.epsilon0, "central_epsilon_at_epsilon0": r.central_at_epsilon0,
+                            "central_delta_at_epsilon0": spec.delta,
+                            **figures(r.shuffled, "shuffled_"), **figures(r.plain, "plain_ldp_")} for r in sp.rows],
+            "recommended": sp.recommended, "recommendation": sp.recommendation}
+
+
+#: The flags of ``--shuffler`` by the field their value is checked as.
+SHUFFLE_FLAGS = {"shuffle.delta": "--delta", "shuffle.min_batch": "--min-batch",
+                 "shuffle.assume_injected": "--assume-injected", "target_central_epsilon": "--target-central-epsilon"}
+
+
+@contextlib.contextmanager
+def shuffle_flags() -> Iterator[None]:
+    """Re-raise a :class:`ValidationError` of a shuffle field naming its flag (:data:`SHUFFLE_FLAGS`)."""
+    try:
+        yield
+    except ValidationError as exc:
+        flag = next((f for field, f in SHUFFLE_FLAGS.items() if exc.field.endswith(field)), None)
+        if flag is None:
+            raise
+        raise ValidationError(flag, exc.legal, exc.problem, exc.position) from None
+
+
+def shuffle_flags_given(args: argparse.Namespace) -> list[str]:
+    """The flags of ``--shuffler`` given (``--shuffler`` itself first)."""
+    given = ["--shuffler"] if getattr(args, "shuffler", False) else []
+    return given + [flag for flag in SHUFFLE_FLAGS.values()
+                    if getattr(args, flag[2:].replace("-", "_"), None) is not None]
 
 
 def _numeric_json(p: NumericPlan, name: str, mechanism: str) -> dict[str, Any]:
@@ -81,6 +155,10 @@ def _numeric_json(p: NumericPlan, name: str, mechanism: str) -> dict[str, Any]:
 
 
 def _discovery(args: argparse.Namespace, schema: DiscoverySchema) -> dict[str, Any]:
+    given = shuffle_flags_given(args)
+    if given:
+        raise ValidationError(given[0], "absent for a discovery collection (its rounds are planned without a "
+                              "shuffler)", "given")
     column = _prior_column(args, schema.word)
     if column is None:
         raise ValidationError("--prior", "a CSV of plausible values of the string attribute (a discovery's plan "
@@ -117,6 +195,8 @@ def _render(out: dict[str, Any]) -> str:
         lines += [f"| {m['mechanism']} | {m['se']:.4g} | {m['bias']:.3g} | {m['halfwidth']:.4g} | {m['se_worst']:.4g} "
                   f"| {m['sum_se']:.4g} |" for m in out["mean"]]
         lines += ["", f"Recommended for the mean and sum: {out['recommended']} (docs/numeric.md, \"Planning\")."]
+        if "shuffle" in out:
+            lines += _shuffled_numeric_lines(out)
         if out["collected_by"] == "SW":
             lines.append("This attribute is collected by SW for its distribution and quantiles; their error is not "
                          "predicted in closed form (docs/numeric.md).")
@@ -131,6 +211,28 @@ def _render(out: dict[str, Any]) -> str:
              "Found in each trial, by rank: " + ", ".join(f"{x:.2f}" for x in out["found_by_rank"][:20])
              + (" ..." if len(out["found_by_rank"]) > 20 else "")]
     return "\n".join(lines) + "\n"
+
+
+def _shuffled_numeric_lines(out: dict[str, Any]) -> list[str]:
+    s = out["shuffle"]
+    lines = ["", f"Behind a shuffler (δ = {s['delta']:g}, minimum batch {s['min_batch']:,}, {s['assume_injected']:,} "
+                 f"of them assumed injected, shuffler: {s['shuffler']}); target central ε = "
+                 f"{s['target_central_epsilon']:g}:", "",
+             f"| mechanism | bound | central ε vs analysts at ε0 = {out['epsilon']:g} | vs operator "
+             "| ε0 for the target | central ε there | SE of the mean at ε0 | ±95% at ε0 | worst-case SE at ε0 "
+             "| plain LDP SE at the target |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in s["mechanisms"]:
+        analysts, operator = m["against"]["analysts"], m["against"]["operator"]
+        lines.append(f"| {m['mechanism']} | {m['bound']} | {analysts['epsilon']:.4g} | {operator['epsilon']:.4g} | "
+                     f"{m['epsilon0_for_target']:.4g} | {m['central_epsilon_at_epsilon0']:.4g} | "
+                     f"{m['shuffled_se']:.4g} | {1.959963984540054 * m['shuffled_rmse']:.4g} | "
+                     f"{m['shuffled_se_worst']:.4g} | {m['plain_ldp_se']:.4g} |")
+    withheld = sum(g["below_min_batch"] for g in s["groups"])
+    if withheld:
+        lines.append(f"\n{withheld} public-key group(s) below the minimum batch would be withheld.")
+    lines += ["", f"Recommended behind the shuffler: {s['recommendation']}."]
+    return lines
 
 
 def run_mode(args: argparse.Namespace, text: str) -> int | None:

@@ -329,14 +329,14 @@ def test_planning_central_epsilon_and_its_inverse_round_trip():
     assert [c.mechanism for c in sp.oracles] == ["OUE", "OLH", "HR", "SS"]
     for c in sp.oracles:
         np.testing.assert_allclose(c.figures.se_worst, plain.oracle(c.mechanism).se_worst)
-    ratios = {"E": 1.0, **{c.mechanism: c.error_ratio for c in sp.oracles}}      # against E behind the shuffler
+    ratios = {"E": 1.0, **{b.choice.mechanism: b.choice.error_ratio for b in sp.behind}}  # all behind the shuffler
     assert ratios[sp.recommended] <= min(ratios.values()) * 1.05 and sp.recommended in sp.recommendation
     wide = Schema.from_json({"name": "w", "epsilon": 1.0, "shuffle": {"delta": 1e-9, "min_batch": 20_000},
                              "attributes": [{"name": "movie", "type": "integer", "min": 1, "max": 1682},
                                             {"name": "rating", "type": "integer", "min": 1, "max": 5}]})
     marginal = Q.queries_from_json('[{"kind": "marginal", "attributes": ["rating"]}]')
     w = plan_shuffle(plan(wide, marginal, 100_000), wide, Q.compile_queries(marginal, wide)).shuffle
-    assert w.recommended == "E" and w.recommendation.startswith("E behind the shuffler at")   # a large domain amplifies
+    assert w.recommended == "E" and w.recommendation.startswith("E: standard errors 1 x E's behind the shuffler")
     assert min(c.error_ratio for c in w.oracles) > 20
     injected = plan_shuffle(plan(s, queries, 200_000), s, Q.compile_queries(queries, s), assume_injected=10_000,
                             target_central_epsilon=0.5).shuffle

@@ -6,7 +6,8 @@
   :mod:`~ldpsynth.shared.planning.variances` (variances and standard errors),
   :mod:`~ldpsynth.shared.planning.choice` (the oracles beside E, the mechanism to choose) and
   :mod:`~ldpsynth.shared.planning.inverse` (the devices or the ε a target half-width needs);
-* :mod:`~ldpsynth.shared.planning.shuffled`: the plan of a collection behind a shuffler;
+* :mod:`~ldpsynth.shared.planning.shuffled`: the plan of a collection behind a shuffler (E and the frequency
+  oracles), :mod:`~ldpsynth.shared.planning.shuffled_numeric`: a numeric collection's mean behind one;
 * :mod:`~ldpsynth.shared.planning.row_distribution`: a prior over rows (:class:`RowDistribution`);
 * :mod:`~ldpsynth.shared.planning.schema_changes`: the error of a changed schema.
 """

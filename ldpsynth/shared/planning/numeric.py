@@ -27,6 +27,7 @@ variance does not depend on the data).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ from ..numeric.scale import NumericRange
 from ..validation import check_epsilon, check_int
 from .choice import CLOSE
 
-__all__ = ["MeanChoice", "NumericPlan", "plan_mean"]
+__all__ = ["MeanChoice", "NumericPlan", "level_centres", "mean_error", "recommend_mean", "plan_mean"]
 
 #: E's worst case is computed up to this many levels.
 MAX_WORST_LEVELS = 256
@@ -76,7 +77,7 @@ class NumericPlan:
         return self.devices * next(c.std_error for c in self.choices if c.mechanism == mechanism)
 
 
-def _levels(value_range: NumericRange, levels: npt.ArrayLike | int) -> np.ndarray:
+def level_centres(value_range: NumericRange, levels: npt.ArrayLike | int) -> np.ndarray:
     """E's centres on [−1, 1]: k equal buckets' centres, or the given values mapped onto [−1, 1]."""
     if isinstance(levels, (int, np.integer)):
         k = check_int(int(levels), "levels", 2, 1 << 20)
@@ -101,7 +102,7 @@ def plan_mean(epsilon: float, devices: int, value_range: NumericRange, *, prior:
         a, c = coefficients.a, coefficients.c + coefficients.rounding
         worst = max(c, a + c)
         choices.append(MeanChoice(name, scale * math.sqrt((a * m2 + c) / n), 0.0, scale * math.sqrt(worst / n)))
-    centres = _levels(value_range, levels)
+    centres = level_centres(value_range, levels)
     protocol = PureProtocol.for_mechanism_e(MechanismE(eps, len(centres)))
     if x is None:
         shares, bias = np.full(len(centres), 1.0 / len(centres)), 0.0
@@ -115,9 +116,15 @@ def plan_mean(epsilon: float, devices: int, value_range: NumericRange, *, prior:
                 for j in range(len(centres))) / n**2 if len(centres) <= MAX_WORST_LEVELS else math.nan
     choices.append(MeanChoice(f"E/{len(centres)}", scale * math.sqrt(variance), scale * abs(bias),
                               scale * math.sqrt(worst)))
-    def error(choice: MeanChoice) -> float:
-        return choice.rmse if x is not None else choice.worst_case_std_error
+    return NumericPlan(eps, n, value_range, tuple(choices), recommend_mean(choices, x is not None))
 
-    least = min(error(c) for c in choices)
-    recommended = next(c.mechanism for c in choices if error(c) <= least * CLOSE)
-    return NumericPlan(eps, n, value_range, tuple(choices), recommended)
+
+def mean_error(choice: MeanChoice, with_prior: bool) -> float:
+    """The error a recommendation compares: the RMSE at the prior, or without one the worst-case SE."""
+    return choice.rmse if with_prior else choice.worst_case_std_error
+
+
+def recommend_mean(choices: Sequence[MeanChoice], with_prior: bool) -> str:
+    """The first of ``choices`` whose :func:`mean_error` is within :data:`CLOSE` of the least (module docstring)."""
+    least = min(mean_error(c, with_prior) for c in choices)
+    return next(c.mechanism for c in choices if mean_error(c, with_prior) <= least * CLOSE)

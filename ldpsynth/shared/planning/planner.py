@@ -57,6 +57,7 @@ __all__ = [
     "recommend",
     "Inverse",
     "Alternative",
+    "ShuffledChoice",
     "Plan",
     "plan",
 ]
@@ -77,6 +78,17 @@ class Alternative:
 
 
 @dataclass(frozen=True, eq=False)
+class ShuffledChoice:
+    """A frequency oracle behind a shuffler: ``choice`` at the ε0 its ``bound`` gives for the target central ε
+    (``choice.epsilon``, the ε0 it delivers; its figures there, ``error_ratio`` against E behind the shuffler),
+    and ``central``, the central ε at that ε0 at the pool floor (None: unavailable for the schema)."""
+
+    choice: Choice
+    bound: str
+    central: float | None
+
+
+@dataclass(frozen=True, eq=False)
 class ShufflePlan:
     """The planned collection behind a shuffler (:func:`~ldpsynth.shared.planning.shuffled.plan_shuffle`).
 
@@ -86,9 +98,10 @@ class ShufflePlan:
     release would withhold. ``target`` is the central ε asked for; ``epsilon0`` the ε0 that reaches it at
     the pool floor (None when the floor is below one report per round); ``shuffled`` E's
     errors at ``epsilon0``, ``plain`` E's at local ε = ``target`` (plain LDP, the same central promise);
-    ``oracles`` the frequency oracles' at local ε = ``target`` (they are not run behind a shuffler: the
-    accountant is k-RR's), and ``recommended`` / ``recommendation`` the choice among E behind the shuffler
-    and those (:func:`recommend`, every ratio taken against E behind the shuffler).
+    ``oracles`` the frequency oracles' at local ε = ``target`` (plain LDP), ``behind`` each oracle behind the
+    shuffler at the ε0 FMT21's clone bound gives for the target (:class:`ShuffledChoice`), and ``recommended`` /
+    ``recommendation`` the choice among the mechanisms behind the shuffler, E and ``behind`` (:func:`recommend`,
+    every ratio taken against E behind the shuffler).
     """
 
     delta: float
@@ -108,6 +121,7 @@ class ShufflePlan:
     recommended: str = "E"
     recommendation: str = ""
     assume_injected: int = 0
+    behind: tuple[ShuffledChoice, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
