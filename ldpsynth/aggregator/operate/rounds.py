@@ -36,6 +36,9 @@ state; one stores it, the other finds the revision changed and serves the stored
 5. **Publish**: the next round's card is registered in the log (the shard workers read it from there) and served.
    A failure to register answers UNAVAILABLE and the next call publishes without closing anything more.
 
+Each call first reads the stored state: a replica that has not yet followed another's close serves the stored
+round, then closes it (the round open for every replica, never one already closed).
+
 The other replicas of a cluster learn the new state by reading the key (:meth:`RoundKeeper.follow`, every
 :data:`FOLLOW_SECONDS`): they register and serve the new round's card. Until then they may still hand out round
 r's card, but the workers refuse its batches, so nothing is lost or counted late; polling keeps this off the
@@ -140,9 +143,14 @@ class RoundKeeper:
     async def _advance(self, name: str) -> dict[str, Any]:
         async with self._locks[name]:
             state = self._states[name]
-            served = self._catalog.discovery(name)
-            if served is None or served.dumps() != state.card().dumps():
-                return await self._publish(state)  # an earlier call stored the state but could not publish it
+            stored = await self._store.read(state.schema)
+            if stored.round > state.round:  # another replica closed a round: serve it, then close the open one
+                self._states[name] = state = stored
+                await self._publish(state)
+            else:
+                served = self._catalog.discovery(name)
+                if served is None or served.dumps() != state.card().dumps():
+                    return await self._publish(state)  # an earlier call stored the state but could not publish it
             return await self._close(state)
 
     async def _close(self, state: DiscoveryState) -> dict[str, Any]:

@@ -194,3 +194,17 @@ def test_a_state_not_stored_reopens_the_round_everywhere(cluster: Cluster, rng: 
         assert (await b.keeper.advance("words"))["reports"] == 15
 
     cluster.run(scenario())
+
+
+def test_an_advance_on_a_replica_behind_closes_the_agreed_round(cluster: Cluster, rng: np.random.Generator) -> None:
+    a, b = cluster.replicas
+
+    async def scenario() -> None:
+        await a.send(7, rng)
+        await a.keeper.advance("words")                               # b has not read the state yet
+        await a.send(6, rng)
+        done = await b.keeper.advance("words")
+        assert done["closed_round"] == 1 and done["reports"] == 6 and done["open_round"] == 2
+        assert [n for _, n in (await cluster.stored_state()).closed] == [7, 6]
+
+    cluster.run(scenario())
