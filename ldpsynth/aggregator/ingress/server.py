@@ -148,7 +148,7 @@ class AggregatorServer:
             else:
                 states = LogStates(self.backend.log)
             rounds = await RoundKeeper.open(states, config.discoveries, self.catalog, self._ingestor, workers,
-                                            self.backend.log)
+                                            self.backend.log, sole_replica=config.cluster is None)
             if config.cluster is not None and config.discoveries:
                 self._following = asyncio.ensure_future(rounds.follow())
             self._queries = QueryServicer(QueryEngine(self.catalog, workers, config.wide_fit),

@@ -108,10 +108,14 @@ class RoundKeeper:
 
     @classmethod
     async def open(cls, store: States, discoveries: Iterable[DiscoveryCard], catalog: Catalog, ingestor: Intake,
-                   shards: Shards, log: ReplicatedLog) -> RoundKeeper:
+                   shards: Shards, log: ReplicatedLog, sole_replica: bool = False) -> RoundKeeper:
         """The keeper of the discoveries served with the cards ``discoveries``, their states read from ``store``.
         A state stored at a later round (a cluster's other replica closed one since the cards were made) is
-        served at once; any other change is refused (:class:`WrongState`)."""
+        served at once; any other change is refused (:class:`WrongState`).
+
+        ``sole_replica`` (one machine): an open round a crash left closed before its commit point takes reports
+        again, as no other replica can be closing it. A cluster leaves it closed (another replica may be between
+        its close and its commit point): the next ``AdvanceRound`` decodes it."""
         states, later = [], []
         for card in discoveries:
             state = await store.read(card.schema)
@@ -124,6 +128,10 @@ class RoundKeeper:
         keeper = cls(store, states, catalog, ingestor, shards, log)
         for state in later:
             await keeper._publish(state)
+        if sole_replica:
+            for state in states:
+                if not state.finished:
+                    await keeper._reopen(state.schema.name, round_name(state.schema.name, state.round))
         return keeper
 
     async def advance(self, name: str) -> dict[str, Any]:

@@ -208,3 +208,27 @@ def test_an_advance_on_a_replica_behind_closes_the_agreed_round(cluster: Cluster
         assert [n for _, n in (await cluster.stored_state()).closed] == [7, 6]
 
     cluster.run(scenario())
+
+
+@pytest.mark.parametrize("sole", [False, True], ids=["cluster", "one machine"])
+def test_a_round_a_crash_left_closed(cluster: Cluster, rng: np.random.Generator, sole: bool) -> None:
+    """A close that stopped between the workers' close and the commit point (a crash): a cluster keeps the round
+    closed (another replica may be closing it) and the next advance decodes it; a sole replica reopens it."""
+    a, b = cluster.replicas
+
+    async def scenario() -> None:
+        await a.send(4, rng)
+        await a.log.close_collection(ROUND0)
+        await cluster.shards.close_collection(ROUND0)
+        states = await cluster_states(cluster.settings, [SCHEMA])
+        _, discoveries = expand([SCHEMA], None, states)
+        await RoundKeeper.open(LogStates(b.log), discoveries, b.catalog, b.ingestor, cluster.shards, b.log,
+                               sole_replica=sole)
+        if sole:
+            assert (await b.send(3, rng)).accepted == 3
+        else:
+            with pytest.raises(ClosedToReports):
+                await b.send(3, rng)
+        assert (await a.keeper.advance("words"))["reports"] == (7 if sole else 4)
+
+    cluster.run(scenario())
