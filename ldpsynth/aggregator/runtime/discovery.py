@@ -100,8 +100,10 @@ def expand(collections: Iterable[MechanismCard | DiscoverySchema], data_dir: Pat
             continue
         if states is not None:
             card = states[item.name].card()
+        elif data_dir is None:
+            raise ConfigError(f"--collection: the discovery {item.name!r} keeps its rounds' state in --data-dir "
+                              "(one machine) or in the log of a cluster (--nats)")
         else:
-            assert data_dir is not None, "a one-machine aggregator keeps its discoveries' states in --data-dir"
             card = open_state(data_dir, item).card()
         discoveries.append(card)
         if card.card is not None:
