@@ -151,6 +151,7 @@ class AggregatorServer:
                                             self.backend.log, sole_replica=config.cluster is None)
             if config.cluster is not None and config.discoveries:
                 self._following = asyncio.ensure_future(rounds.follow())
+                self._ingestor.on_closed = rounds.refresh
             self._queries = QueryServicer(QueryEngine(self.catalog, workers, config.wide_fit),
                                           self._collections.authenticate,
                                           self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics,

@@ -42,7 +42,9 @@ round, then closes it (the round open for every replica, never one already close
 The other replicas of a cluster learn the new state by reading the key (:meth:`RoundKeeper.follow`, every
 :data:`FOLLOW_SECONDS`): they register and serve the new round's card. Until then they may still hand out round
 r's card, but the workers refuse its batches, so nothing is lost or counted late; polling keeps this off the
-device path (nats-py's KV watcher can end early, nats-io/nats.py#842). A replica that starts reads the state.
+device path (nats-py's KV watcher can end early, nats-io/nats.py#842). A batch the workers refuse as closed makes
+its replica read the state before it answers (``Ingestor.on_closed``), so a device that fetches the card again is
+told its round has passed. A replica that starts reads the state.
 
 Advances of one discovery run one at a time on a replica (a lock each), each to its end even if its caller goes
 away.

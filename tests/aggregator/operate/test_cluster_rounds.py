@@ -232,3 +232,21 @@ def test_a_round_a_crash_left_closed(cluster: Cluster, rng: np.random.Generator,
         assert (await a.keeper.advance("words"))["reports"] == (7 if sole else 4)
 
     cluster.run(scenario())
+
+
+def test_a_replica_refused_by_the_workers_reads_the_state_before_it_answers(cluster: Cluster,
+                                                                            rng: np.random.Generator) -> None:
+    """As ``serve --nats`` wires it: the device that fetches the card again after the refusal gets round 1."""
+    a, b = cluster.replicas
+    b.ingestor.on_closed = b.keeper.refresh
+
+    async def scenario() -> None:
+        await a.send(5, rng)
+        await a.keeper.advance("words")
+        with pytest.raises(ClosedToReports):
+            await b.send(2, rng)                                      # b served round 0 until then
+        served = b.catalog.discovery("words")
+        assert served is not None and served.round == 1
+        assert await cluster.stored(ROUND0) == 5
+
+    cluster.run(scenario())

@@ -79,13 +79,16 @@ def served_round(system: LocalCluster, replica: int, round_: int, within: float 
 
 def test_a_round_closed_on_one_replica_is_closed_on_the_cluster(system: LocalCluster) -> None:
     rng = np.random.default_rng(11)
-    first = devices_of(0, 24)
+    first, late_devices = devices_of(0, 24), devices_of(0, 2)
     assert report(system, 0, first[:12]) + report(system, 1, first[12:]) == ["sent"] * 24
     round0 = card_of(system, 1).card                               # a late device's card, fetched before the close
     assert round0 is not None
     with QueryClient(address(system, 0)) as operator:
         done = operator.advance_round("words")
     assert done["closed_round"] == 0 and done["reports"] == 24    # exactly the acknowledged reports
+    # devices of round 0 through the other replica at once: told their round has passed (refused by the workers
+    # if that replica still served round 0, which then reads the state before it answers)
+    assert report(system, 1, late_devices) == ["your round has passed"] * 2
 
     late = reports_to_proto(make_reports(round0.schema, 5, rng), round0.schema.name, round0.version, 0)
     with grpc.insecure_channel(address(system, 1)) as channel:
