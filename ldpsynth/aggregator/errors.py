@@ -16,8 +16,8 @@ from typing import ClassVar
 from ldpsynth.serving.errors import TryLater, WrongState
 from ldpsynth.shared.errors import LdpsynthError, Status
 
-__all__ = ["NotServed", "OutsideLifecycle", "ShardUnavailable", "ShardFull", "ShardDamaged", "WorkerStartFailed",
-           "PinExpired"]
+__all__ = ["NotServed", "OutsideLifecycle", "ClosedToReports", "ShardUnavailable", "ShardFull", "ShardDamaged",
+           "WorkerStartFailed", "PinExpired"]
 
 
 class NotServed(LdpsynthError):
@@ -33,6 +33,16 @@ class OutsideLifecycle(WrongState):
     def __init__(self, message: str, state: str):
         super().__init__(message)
         self.state = state
+
+
+class ClosedToReports(WrongState):
+    """A batch whose collection the shard workers closed to reports (a discovery's round, closed by
+    ``AdvanceRound`` on any replica; :mod:`ldpsynth.aggregator.operate.rounds`): FAILED_PRECONDITION, nothing of
+    its part stored."""
+
+    def __init__(self, message: str = "the collection was closed to reports (a discovery's round closed); fetch "
+                 "the discovery's card again (GetCollection) and report in its open round"):
+        super().__init__(message)
 
 
 class ShardUnavailable(LdpsynthError):

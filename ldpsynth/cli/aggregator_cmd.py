@@ -198,6 +198,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator serve``."""
+    from ldpsynth.aggregator.operate.states import cluster_states
     from ldpsynth.aggregator.runtime.config import (
         ClusterConfig,
         ServerConfig,
@@ -221,8 +222,11 @@ def serve_command(args: argparse.Namespace) -> int:
                                 **({"worker_dir": args.worker_dir} if args.worker_dir else {}))
     loaded = [load_collection(path) for path in args.collection]
     ordinary, wide = expand_collections(item for item in loaded if not isinstance(item, DiscoverySchema))
-    collections, discoveries = expand([*ordinary, *(item for item in loaded if isinstance(item, DiscoverySchema))],
-                                      None if args.nats else args.data_dir)
+    schemas = [item for item in loaded if isinstance(item, DiscoverySchema)]
+    states = None  # a cluster's discoveries: their states are read from the log (one machine: from --data-dir)
+    if cluster is not None and schemas:
+        states = event_loop.run(cluster_states(cluster.log_settings(), schemas))
+    collections, discoveries = expand([*ordinary, *schemas], None if args.nats else args.data_dir, states)
     config = ServerConfig(
         data_dir=args.data_dir,
         discoveries=discoveries,

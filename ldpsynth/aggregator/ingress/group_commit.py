@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
+from ldpsynth.aggregator.errors import ClosedToReports
 from ldpsynth.aggregator.storage.segments import CommitOutcome
 
 
@@ -114,8 +115,8 @@ class GroupCommitter(Generic[P]):
                     for part in group:
                         part.settle(exc)
                     continue
-                for part, result in zip(group, outcome.results):
-                    part.settle(result)
+                for i, (part, result) in enumerate(zip(group, outcome.results)):
+                    part.settle(ClosedToReports() if i in outcome.closed else result)
             if self._closing:
                 return
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry import trace
 
-from ldpsynth.aggregator.errors import OutsideLifecycle, ShardFull, ShardUnavailable
+from ldpsynth.aggregator.errors import ClosedToReports, OutsideLifecycle, ShardFull, ShardUnavailable
 from ldpsynth.aggregator.ingress.group_commit import GroupCommitter
 from ldpsynth.aggregator.ingress.quota import QuotaBook, QuotaKey
 from ldpsynth.aggregator.runtime.config import Catalog
@@ -46,6 +46,9 @@ from ldpsynth.shared.reports import REPORT_ID_BYTES, Reports
 from ldpsynth.shared.wire import collection_pb2 as pb
 
 log = events.get(__name__)
+
+#: Seconds a batch refused as closed waits at most for its replica to read the discoveries' states.
+FOLLOW_DEADLINE = 2.0
 
 #: Least seconds between the starts of two group commits of a shard from one replica (one Ray call, one
 #: worker commit and one log append each), per batch the replica is committing (up to the replica's
@@ -173,6 +176,11 @@ class Ingestor:
         self._settled = asyncio.Event()  # set as each batch's commit settles (:meth:`settled`)
         self._committers = [GroupCommitter(self._commit_to(s), max_group_rows, self._commit_interval)
                             for s in range(backend.num_shards)]
+        #: Awaited (within :data:`FOLLOW_DEADLINE`) before a batch refused by the shard workers as closed is
+        #: answered: a cluster's replica reads its discoveries' states, so the device that fetches the card
+        #: again is served the next round (:meth:`~ldpsynth.aggregator.operate.rounds.RoundKeeper.refresh`).
+        self.on_closed: Callable[[], Awaitable[None]] | None = None
+        self._following: set[asyncio.Future[None]] = set()
 
     def _commit_interval(self) -> float:
         """Seconds between the starts of two group commits of a shard: grows with the batches in flight."""
@@ -342,11 +350,28 @@ class Ingestor:
             commit.span.end()
         if commit.future.done():  # the caller went away
             return
-        if failed is not None:
+        if isinstance(failed, ClosedToReports) and self.on_closed is not None:
+            follow = asyncio.ensure_future(self._refuse_closed(commit.future, failed, self.on_closed))
+            self._following.add(follow)
+            follow.add_done_callback(self._following.discard)
+        elif failed is not None:
             commit.future.set_exception(failed)
         else:
             commit.future.set_result(pb.BatchAck(sequence=admitted.sequence, accepted=commit.accepted,
                                                  duplicates=commit.duplicates))
+
+    @staticmethod
+    async def _refuse_closed(future: asyncio.Future[pb.BatchAck], failed: ClosedToReports,
+                             follow: Callable[[], Awaitable[None]]) -> None:
+        """Answer ``failed`` once ``follow`` has read the new state (or failed, or taken too long)."""
+        try:
+            await asyncio.wait_for(follow(), FOLLOW_DEADLINE)
+        except (LdpsynthError, asyncio.TimeoutError) as exc:
+            log.warning("discovery.follow_failed", f"the discoveries' states could not be read ({exc!r})",
+                        detail=repr(exc))
+        finally:
+            if not future.done():
+                future.set_exception(failed)
 
     async def close(self) -> None:
         """Let queued group commits finish."""

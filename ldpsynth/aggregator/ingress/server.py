@@ -52,6 +52,7 @@ from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.ingress.web import WebApp
 from ldpsynth.aggregator.ingress.web_server import WebServer
 from ldpsynth.aggregator.operate.rounds import RoundKeeper
+from ldpsynth.aggregator.operate.states import FileStates, LogStates, States
 from ldpsynth.aggregator.query.engine import QueryEngine, merge_statistics
 from ldpsynth.aggregator.runtime.backend import Backend
 from ldpsynth.aggregator.runtime.config import Catalog, ConfigError, ServerConfig
@@ -90,6 +91,7 @@ class AggregatorServer:
         self._shuffled: ShuffledIngest | None = None
         self._collections: CollectionServicer | None = None
         self._queries: QueryServicer | None = None
+        self._following: asyncio.Future[None] | None = None  # a cluster's replica reading its discoveries' states
         self._server: grpc.aio.Server | None = None
         self._web: WebServer | None = None
         self._endpoint: MetricsEndpoint | None = None
@@ -140,8 +142,16 @@ class AggregatorServer:
                 self.catalog, self._ingestor, self._shuffled, authenticator, self.calls, self.metrics,
                 config.max_inflight_batches, stopping=lambda: self._stopping, serving=lambda: self.serving,
                 storage_full=lambda: None if self.backend is None else self.backend.storage_full)
-            rounds = RoundKeeper(config.data_dir if config.cluster is None else None, config.discoveries,
-                                 self.catalog, self._ingestor, workers, self.backend.log)
+            if config.cluster is None:
+                assert config.data_dir is not None
+                states: States = FileStates(config.data_dir)
+            else:
+                states = LogStates(self.backend.log)
+            rounds = await RoundKeeper.open(states, config.discoveries, self.catalog, self._ingestor, workers,
+                                            self.backend.log, sole_replica=config.cluster is None)
+            if config.cluster is not None and config.discoveries:
+                self._following = asyncio.ensure_future(rounds.follow())
+                self._ingestor.on_closed = rounds.refresh
             self._queries = QueryServicer(QueryEngine(self.catalog, workers, config.wide_fit),
                                           self._collections.authenticate,
                                           self.metrics.calls.service(QUERY_SERVICE_NAME, QUERY_METHODS), self.metrics,
@@ -241,6 +251,9 @@ class AggregatorServer:
             await self.backend.abandon()
 
     async def _release(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            self._following = None
         if self._shuffled is not None:
             self._shuffled.close()
         if self._ingestor is not None:

@@ -121,8 +121,7 @@ class Backend:
                                    f"({exc.strerror})") from None
             settings = LogSettings((url,), replicas=1)
         else:
-            settings = LogSettings(cluster.servers, cluster.replicas, _text(cluster.tls_ca), _text(cluster.tls_cert),
-                                   _text(cluster.tls_key))  # the token, if any, comes from the environment
+            settings = cluster.log_settings()
         replicated = await ReplicatedLog.connect(settings, name="ldpsynth-replica")
         parts["log"] = replicated
         try:
@@ -279,10 +278,6 @@ async def _finish_in_thread(parts: dict[str, object], name: str, call: Callable[
     if name:
         parts[name] = result
     return result
-
-
-def _text(path: object) -> str | None:
-    return None if path is None else str(path)
 
 
 def _end_stale_workers(layout: Layout) -> None:

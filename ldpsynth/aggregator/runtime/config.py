@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ldpsynth.aggregator.storage.log_layout import LogSettings
 from ldpsynth.serving.errors import ConfigError, WrongState, flag_checks
 from ldpsynth.serving.observe.tracing import check_endpoint
 from ldpsynth.serving.tls import TlsFiles, check_pair
@@ -112,6 +113,14 @@ class ClusterConfig:
         with flag_checks():
             check_int(self.replicas, "--log-replicas", 1, 5, legal="an integer in [1, 5] (JetStream's limit)")
         check_pair(self.tls_cert, self.tls_key, "--nats-tls-cert", "--nats-tls-key")
+
+    def log_settings(self) -> LogSettings:
+        """How a replica connects to the log (the token, if any, comes from the environment)."""
+        return LogSettings(self.servers, self.replicas, _text(self.tls_ca), _text(self.tls_cert), _text(self.tls_key))
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,21 +86,25 @@ def open_state(data_dir: str | Path, schema: DiscoverySchema) -> DiscoveryState:
     return state
 
 
-def expand(collections: Iterable[MechanismCard | DiscoverySchema], data_dir: Path | None
+def expand(collections: Iterable[MechanismCard | DiscoverySchema], data_dir: Path | None,
+           states: Mapping[str, DiscoveryState] | None = None
            ) -> tuple[tuple[MechanismCard, ...], tuple[DiscoveryCard, ...]]:
     """The cards ``serve`` registers (every ordinary collection and each open round's sub-collection) and the
-    discovery cards it answers for the parents."""
+    discovery cards it answers for the parents: of the discoveries' ``states`` (a cluster's, read from the log:
+    :mod:`ldpsynth.aggregator.operate.states`), else of those stored in ``data_dir``."""
     cards: list[MechanismCard] = []
     discoveries: list[DiscoveryCard] = []
     for item in collections:
         if isinstance(item, MechanismCard):
             cards.append(item)
             continue
-        if data_dir is None:
-            raise ConfigError(f"--collection: the discovery {item.name!r} needs a one-machine aggregator with "
-                              "--data-dir (its rounds' state is kept there; a cluster, --nats, serves no "
-                              "discovery yet)")
-        card = open_state(data_dir, item).card()
+        if states is not None:
+            card = states[item.name].card()
+        elif data_dir is None:
+            raise ConfigError(f"--collection: the discovery {item.name!r} keeps its rounds' state in --data-dir "
+                              "(one machine) or in the log of a cluster (--nats)")
+        else:
+            card = open_state(data_dir, item).card()
         discoveries.append(card)
         if card.card is not None:
             cards.append(card.card)

@@ -54,6 +54,17 @@ class Shards(Protocol):
         """One group commit of ``shard`` (:meth:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker.commit_pack`)."""
         return await self.call(shard, "commit_pack", SegmentPack.of(segments), trace, deadline=COMMIT_DEADLINE)
 
+    async def close_collection(self, collection: str) -> None:
+        """Every shard's worker refuses ``collection``'s reports from now on, its commits before applied
+        (:meth:`~ldpsynth.aggregator.storage.shard_worker.ShardWorker.close_collection`)."""
+        await asyncio.gather(*(self.call(shard, "close_collection", collection, deadline=COMMIT_DEADLINE)
+                               for shard in range(self.num_shards)))
+
+    async def reopen_collection(self, collection: str) -> None:
+        """Every shard's worker takes ``collection``'s reports again."""
+        await asyncio.gather(*(self.call(shard, "reopen_collection", collection, deadline=COMMIT_DEADLINE)
+                               for shard in range(self.num_shards)))
+
     async def count_existing(self, shard: int, collection: str, report_ids: np.ndarray) -> int:
         return await self.call(shard, "count_existing", collection, report_ids, deadline=COMMIT_DEADLINE)
 

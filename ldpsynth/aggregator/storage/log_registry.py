@@ -7,12 +7,18 @@ collections' cards, the sealing key's id and the retired collections.
   with (:mod:`~ldpsynth.shared.sealing`), registered by the first replica that holds one; a replica
   with another key, or with none, is refused (the private key itself never enters the log).
 * **Retired collections** (KV keys ``retired.<hex name>``; :mod:`ldpsynth.aggregator.runtime.retire`).
+* **Collections closed to reports** (KV keys ``closed.<hex name>``): a discovery's closed rounds; the shard
+  workers refuse their batches (:mod:`ldpsynth.aggregator.operate.rounds`).
+* **Discovery states** (KV keys ``discovery.<hex name>``): a cluster's discovery state, the commit point of
+  its rounds, changed by compare-and-set on the key's revision (:mod:`ldpsynth.aggregator.operate.log_states`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -29,6 +35,8 @@ from ldpsynth.aggregator.storage.log_layout import (
     LogUnavailable,
     layout_from,
 )
+
+_T = TypeVar("_T")
 
 #: KV key of the id of the aggregator's sealing key (docs/contract.md §16): one key for every replica.
 SEALING_KEY = "sealing-key"
@@ -53,6 +61,18 @@ _RETIRED = "retired."
 
 def _retired_key(name: str) -> str:
     return _RETIRED + name.encode("utf-8").hex()
+
+
+def _closed_key(name: str) -> str:
+    return "closed." + name.encode("utf-8").hex()
+
+
+def _discovery_key(name: str) -> str:
+    return "discovery." + name.encode("utf-8").hex()
+
+
+class StateConflict(Exception):
+    """A discovery state's compare-and-set found another revision than the one it was given."""
 
 
 class LogRegistry:
@@ -139,6 +159,59 @@ class LogRegistry:
         except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
             return None
         return entry.value or b""
+
+    # ----- discoveries on a cluster (ldpsynth.aggregator.operate) ----------------------------------------
+    async def close_collection(self, collection: str) -> None:
+        """Record ``collection`` as closed to reports (a shard worker that starts later reads it)."""
+        await self._unavailable_as_log(self._put(_closed_key(collection), b"closed"))
+
+    async def reopen_collection(self, collection: str) -> None:
+        """Undo :meth:`close_collection` (a close that did not reach its commit point)."""
+        async def delete() -> None:
+            await (await self._meta_bucket()).delete(_closed_key(collection))
+        await self._unavailable_as_log(delete())
+
+    async def is_closed(self, collection: str) -> bool:
+        """Whether ``collection`` is recorded as closed to reports."""
+        return await self._unavailable_as_log(self._value(_closed_key(collection))) is not None
+
+    async def discovery_state(self, name: str) -> tuple[str | None, int]:
+        """The stored state JSON of the discovery ``name`` and its key's revision (``None, 0``: none stored)."""
+        async def read() -> tuple[str | None, int]:
+            try:
+                entry = await (await self._meta_bucket()).get(_discovery_key(name))
+            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+                return None, 0
+            return (entry.value or b"").decode("utf-8"), int(entry.revision or 0)
+        return await self._unavailable_as_log(read())
+
+    async def swap_discovery_state(self, name: str, state_json: str, revision: int) -> int:
+        """Store ``state_json`` as the discovery ``name``'s state if its key is still at ``revision`` (0: no state
+        yet); the new revision. :class:`StateConflict`: another state was stored meanwhile."""
+        async def swap() -> int:
+            meta = await self._meta_bucket()
+            data = state_json.encode("utf-8")
+            try:
+                if revision == 0:
+                    return int(await meta.create(_discovery_key(name), data))
+                return int(await meta.update(_discovery_key(name), data, last=revision))
+            except nats.js.errors.KeyWrongLastSequenceError:
+                raise StateConflict(f"the discovery {name!r}'s state changed after revision {revision}") from None
+        return await self._unavailable_as_log(swap())
+
+    async def _put(self, key: str, value: bytes) -> None:
+        await (await self._meta_bucket()).put(key, value)
+
+    async def _value(self, key: str) -> bytes | None:
+        return await self._get(await self._meta_bucket(), key)
+
+    @staticmethod
+    async def _unavailable_as_log(call: Awaitable[_T]) -> _T:
+        """``call``'s value; the log not answering is :class:`LogUnavailable`."""
+        try:
+            return await call
+        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+            raise LogUnavailable(f"the log did not answer ({type(exc).__name__})") from None
 
     # ----- retiring a collection (ldpsynth.aggregator.runtime.retire) ------------------------------------
     async def retired(self) -> dict[str, dict[str, object]]:

@@ -99,11 +99,14 @@ class CommitOutcome:
     """What a group commit did.
 
     ``results[i]`` is ``(accepted, duplicates)`` of the i-th segment; ``quota`` the shard's
-    counters (absolute, after the commit) of the credentials the commit charged.
+    counters (absolute, after the commit) of the credentials the commit charged; ``closed`` the
+    segments refused, nothing of them stored, because their collection is closed to reports
+    (a discovery's closed round).
     """
 
     results: tuple[tuple[int, int], ...]
     quota: dict[QuotaKey, int]
+    closed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ DEFAULT_PIN_SECONDS = 600.0
 #: A start that failed with one of these may succeed later (space freed, a file system back): retried.
 _TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ESTALE})
 #: The methods a replica calls by name (:meth:`ShardWorker.call`); no other attribute is reachable that way.
-CALLS = frozenset({"commit_pack", "count_existing", "quota_usage", "quota_of", "pin", "unpin", "pinned_stats",
+CALLS = frozenset({"commit_pack", "close_collection", "reopen_collection",
+                   "count_existing", "quota_usage", "quota_of", "pin", "unpin", "pinned_stats",
                    "cut_totals", "rows", "row_ids", "dense_sums", "status", "flush", "close"})
 
 
@@ -107,6 +108,10 @@ class ShardWorker:
         self._pins = ShardPins(self._state, spec.layout.id, spec.pin_seconds)
         self._started: asyncio.Task[None] | None = None
         self._writer = asyncio.Lock()  # one commit at a time: the shard's log has one writer
+        #: Collections closed to reports (:meth:`close_collection`), and those the log said were open when first
+        #: committed to here (a close after that reaches this worker through :meth:`close_collection`).
+        self._closed: set[str] = set()
+        self._open: set[str] = set()
         self._closing = False
         self._commit_seconds = LatencyHistogram()  # group commits, from taking the group to its last append
         self._append_seconds = LatencyHistogram()  # log appends, until the log confirmed the record durable
@@ -212,7 +217,10 @@ class ShardWorker:
         names = pack.collections
         new = np.zeros(len(pack.report_ids), bool)
         found: list[tuple[str, str, np.ndarray]] = []  # (collection, card, positions of its new reports)
+        closed = {name for name in dict.fromkeys(names) if await self._is_closed(name)}
         for name in dict.fromkeys(names):
+            if name in closed:
+                continue
             coll = await self._state.collection(self._log, name)
             if names.count(name) == len(names):  # the usual group: one collection
                 positions = np.arange(len(new))
@@ -237,9 +245,36 @@ class ShardWorker:
             await self._append(chunk)
         self._snapshots.maybe_write()
         self._acknowledged.soon()
-        sizes = (ends - starts).tolist()
+        sizes = [0 if name in closed else size for name, size in zip(names, (ends - starts).tolist())]
         return CommitOutcome(tuple(zip(accepted, (size - n for size, n in zip(sizes, accepted)))),
-                             {key: self._state.quota[key] for key in charges})
+                             {key: self._state.quota[key] for key in charges if key[0] not in closed},
+                             frozenset(i for i, name in enumerate(names) if name in closed))
+
+    async def _is_closed(self, collection: str) -> bool:
+        """Whether ``collection`` is closed to reports: asked of the log the first time (a worker started after
+        a close), then known here (:meth:`close_collection`, :meth:`reopen_collection`). Under the writer lock."""
+        if collection not in self._closed and collection not in self._open:
+            assert self._log is not None
+            (self._closed if await self._log.is_closed(collection) else self._open).add(collection)
+        return collection in self._closed
+
+    async def close_collection(self, collection: str) -> None:
+        """Refuse ``collection``'s reports from now on (a discovery's round closing; the log records it first,
+        :meth:`~ldpsynth.aggregator.storage.log_registry.LogRegistry.close_collection`). Taken in turn with the
+        commits: once this returns, every commit of the collection this worker made is applied (in the
+        statistics a pin reads) and no later one stores any of its reports."""
+        await self.start()
+        async with self._writer:
+            self._open.discard(collection)
+            self._closed.add(collection)
+
+    async def reopen_collection(self, collection: str) -> None:
+        """Take ``collection``'s reports again (a close that did not reach its commit point; the log's record of
+        the close is removed first)."""
+        await self.start()
+        async with self._writer:
+            self._closed.discard(collection)
+            self._open.add(collection)
 
     def _records(self, sections: list[Section]) -> list[list[Section]]:
         """Sections split into records that fit the log's message size (each report once)."""

@@ -19,8 +19,9 @@ import pytest
 
 from ldpsynth.aggregator.ingress.ingest import Ingestor
 from ldpsynth.aggregator.ingress.quota import QuotaBook
-from ldpsynth.aggregator.operate import rounds
+from ldpsynth.aggregator.operate import states
 from ldpsynth.aggregator.operate.rounds import RoundKeeper
+from ldpsynth.aggregator.operate.states import FileStates
 from ldpsynth.aggregator.runtime.config import Catalog
 from ldpsynth.aggregator.runtime.discovery import expand, state_file, store
 from ldpsynth.aggregator.runtime.local_shards import LocalShards
@@ -177,13 +178,13 @@ def test_a_close_goes_to_its_end_when_its_caller_goes_away(intake: Intake, rng: 
         written.set()
         return done
 
-    monkeypatch.setattr(rounds, "store", slow_store)
+    monkeypatch.setattr(states, "store", slow_store)
 
     async def scenario() -> None:
         log = await ReplicatedLog.connect(intake.settings, "test-rounds")
         try:
-            keeper = RoundKeeper(intake.data_dir, intake.discoveries, intake.catalog, intake.ingestor, intake.shards,
-                                 log)
+            keeper = await RoundKeeper.open(FileStates(intake.data_dir), intake.discoveries, intake.catalog,
+                                            intake.ingestor, intake.shards, log)
             await intake.ingestor.commit(await intake.ingestor.admit(ANONYMOUS, intake.batch(7, rng)))
             call = asyncio.ensure_future(keeper.advance("words"))
             while taking_reports(intake.catalog):
@@ -216,13 +217,13 @@ def test_a_failed_store_is_judged_by_the_state_file(intake: Intake, rng: np.rand
             store(path, state)
         raise DataDirError("cannot write the state (Input/output error)")
 
-    monkeypatch.setattr(rounds, "store", failing_store)
+    monkeypatch.setattr(states, "store", failing_store)
 
     async def scenario() -> None:
         log = await ReplicatedLog.connect(intake.settings, "test-rounds")
         try:
-            keeper = RoundKeeper(intake.data_dir, intake.discoveries, intake.catalog, intake.ingestor, intake.shards,
-                                 log)
+            keeper = await RoundKeeper.open(FileStates(intake.data_dir), intake.discoveries, intake.catalog,
+                                            intake.ingestor, intake.shards, log)
             await intake.ingestor.commit(await intake.ingestor.admit(ANONYMOUS, intake.batch(4, rng)))
             if lands:                   # stored: the round is closed after all, and the next one served
                 assert (await keeper.advance("words"))["open_round"] == 1

@@ -1,6 +1,5 @@
-"""What AdvanceRound refuses before touching anything (no server): a cluster serves no discovery, an unknown
-collection is NOT_FOUND, a served one that is not a discovery FAILED_PRECONDITION; and serve refuses a
-discovery with --nats, saying why."""
+"""What AdvanceRound refuses before touching anything (no server): an unknown collection is NOT_FOUND, a served
+one that is not a discovery FAILED_PRECONDITION."""
 
 from __future__ import annotations
 
@@ -12,11 +11,12 @@ import grpc
 import pytest
 
 from ldpsynth.aggregator.operate.rounds import RoundKeeper
+from ldpsynth.aggregator.operate.states import FileStates
 from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.aggregator.runtime.discovery import expand
-from ldpsynth.serving.errors import ConfigError
+from ldpsynth.aggregator.runtime.discovery import expand, open_state
 from ldpsynth.serving.status import status_of
 from ldpsynth.shared.errors import LdpsynthError
+from ldpsynth.shared.heavy_hitters.collection import DiscoveryCard
 from ldpsynth.shared.protocol import Limits
 
 from ..conftest import RATINGS_CARD
@@ -29,16 +29,10 @@ def refusal(keeper: RoundKeeper, name: str) -> tuple[grpc.StatusCode, str]:
     return status_of(error.value, "")
 
 
-def keeper(data_dir: Path | None, catalog: Catalog, discoveries: Any = ()) -> RoundKeeper:
+def keeper(data_dir: Path, catalog: Catalog, discoveries: tuple[DiscoveryCard, ...]) -> RoundKeeper:
     unused = cast(Any, None)  # the refusals come before the intake, the shards or the log are used
-    return RoundKeeper(data_dir, discoveries, catalog, unused, unused, unused)
-
-
-def test_a_cluster_serves_no_discovery() -> None:
-    code, details = refusal(keeper(None, Catalog([RATINGS_CARD], Limits())), "words")
-    assert code == grpc.StatusCode.FAILED_PRECONDITION and "--nats" in details and "--data-dir" in details
-    with pytest.raises(ConfigError, match="a cluster, --nats, serves no discovery yet"):
-        expand([SCHEMA], None)
+    return RoundKeeper(FileStates(data_dir), [open_state(data_dir, card.schema) for card in discoveries], catalog,
+                       unused, unused, unused)
 
 
 def test_unknown_and_ordinary_collections_are_told_apart(tmp_path: Path) -> None:

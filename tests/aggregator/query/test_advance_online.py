@@ -15,7 +15,7 @@ import grpc
 import numpy as np
 import pytest
 
-from ldpsynth.aggregator.operate import rounds
+from ldpsynth.aggregator.operate import states
 from ldpsynth.aggregator.runtime.discovery import expand, state_file
 from ldpsynth.aggregator.storage.datadir import DataDirError
 from ldpsynth.aggregator.storage.log_layout import LogUnavailable
@@ -194,7 +194,7 @@ def test_a_close_that_fails_reopens_the_round_and_a_publish_that_fails_is_finish
     def full_disk(*args: object) -> None:
         raise DataDirError("cannot write the state (No space left on device)")
 
-    monkeypatch.setattr(rounds, "store", full_disk)
+    monkeypatch.setattr(states, "store", full_disk)
     status, details = refused(server, "t-operator", "words")
     assert status == "UNAVAILABLE" and "could not be stored" in details and "No space left" in details
     assert json.loads(state_file(data, "words").read_text())["round"] == 0 and card_of(server).round == 0
