@@ -166,8 +166,14 @@ def main() -> None:
                         help="one run of every cell per seed (word order, population, draws)")
     parser.add_argument("--no-peer", action="store_true", help="ours only (as --peers with no name)")
     parser.add_argument("--urls", action="store_true",
-                        help="also synthetic URLs at n = 10^6, eps = 2 (of the peers, PEM only)")
+                        help="also synthetic URLs at n = 10^6, eps = 2 (of the peers, PEM; TreeHist and SFP with "
+                             "--url-treehist-n, --url-sfp-n)")
+    parser.add_argument("--urls-only", action="store_true", help="the URLs alone (implies --urls; no words)")
     parser.add_argument("--url-peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at on URLs")
+    parser.add_argument("--url-treehist-n", type=int, default=0,
+                        help="largest n pure-ldp's TreeHist runs at on URLs (default 0: not run; slow in Python)")
+    parser.add_argument("--url-sfp-n", type=int, default=0,
+                        help="largest n pure-ldp's SFP runs at on URLs (default 0: not run; slow in Python)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="our server's decoding is timed this many times on the same reports; the least is kept")
     parser.add_argument("--no-write", action="store_true")
@@ -186,6 +192,7 @@ def main() -> None:
         url_n, url_eps = args.n, args.eps
     peers = [] if args.no_peer else [p for p in PEERS if p in args.peers]
     caps = {"PEM": args.peer_n, "TreeHist": args.treehist_n, "SFP": args.sfp_n}
+    url_caps = {"PEM": args.url_peer_n, "TreeHist": args.url_treehist_n, "SFP": args.url_sfp_n}
 
     if not WORDS.exists() and not args.quick:
         sys.exit(f"{WORDS} is missing: apt-get install -y wamerican")
@@ -193,12 +200,12 @@ def main() -> None:
         print(f"{WORDS} is missing (apt-get install -y wamerican): URLs only", flush=True)
     setups = []
     for seed in args.seed:
-        if WORDS.exists():
+        if WORDS.exists() and not args.urls_only:
             setups.append((seed, "words", load_words(seed), ALPHABET, MAX_LENGTH, *args.words_rounds, args.n,
                            args.eps, peers, caps))
-        if args.urls:
+        if args.urls or args.urls_only:
             setups.append((seed, "urls", synthetic_urls(seed), URL_ALPHABET, URL_LENGTH, 12, 12, url_n, url_eps,
-                           [p for p in peers if p == "PEM"], {"PEM": args.url_peer_n}))
+                           [p for p in peers if p == "PEM" or url_caps[p] > 0], url_caps))
     rows = []
     started = time.perf_counter()
     for seed, name, values, letters, length, first, step, sizes, epsilons, methods, limits in setups:
@@ -259,7 +266,8 @@ def write_tables(out: Path, rows: list[dict], info: dict[str, str], caps: dict[s
     lines = ["# Heavy hitters: prefix extension (ours) beside pure-ldp's PEM, TreeHist and SFP", "",
              *(f"- {key}: {value}" for key, value in info.items()), "",
              "Zipf(1.1) over the a-z words of Debian's wamerican list, truncated to 10 characters (`words`), and over "
-             "20,000 synthetic URLs truncated to 16 characters (`urls`, with `--urls`; of the peers, PEM only); top-k "
+             "20,000 synthetic URLs truncated to 16 characters (`urls`, with `--urls`; of the peers, PEM, and TreeHist "
+             "and SFP when `--url-treehist-n`, `--url-sfp-n` are given); top-k "
              "by each method. Peers (`benchmarks/hh_peers.py`): pure-ldp 1.2's own classes, each with the count-mean "
              "sketch (64 hashes, m = 1024); PEM fragments of 2 characters from length 0; TreeHist fragments of 2 "
              "(ε/2 prefix, ε/2 string); SFP fragments of 1 with its 256-value hash (ε/2 fragment, ε/2 string); `*` "
