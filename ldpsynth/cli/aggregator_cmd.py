@@ -30,7 +30,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ldpsynth.cli.main import main_alone
 from ldpsynth.cli.options import (
@@ -357,28 +357,35 @@ def retire_command(args: argparse.Namespace) -> int:
 def advance_command(args: argparse.Namespace) -> int:
     """Handler of ``aggregator advance``."""
     if args.server is not None:
-        if args.finite_out is not None:
-            raise LdpsynthError("--finite-out: only with --data-dir (the discovery's stored schema is read there)")
+        from ldpsynth.client import Client
         from ldpsynth.client.query import QueryClient
 
-        with QueryClient(args.server, token=args.token, root_certificates=args.tls_ca,
-                         certificate_chain=args.tls_cert, private_key=args.tls_key, deadline=args.deadline) as client:
-            print(json.dumps(client.advance_round(args.collection), indent=2))
+        tls = {"root_certificates": args.tls_ca, "certificate_chain": args.tls_cert, "private_key": args.tls_key}
+        with QueryClient(args.server, token=args.token, deadline=args.deadline, **tls) as client:
+            done = client.advance_round(args.collection)
+        if args.finite_out is not None and "results" in done:
+            with Client(args.server, token=args.token, deadline=args.deadline, **tls) as device_client:
+                schema = device_client.get_discovery_collection(args.collection).schema
+            _write_finite(args, schema, done)
+        print(json.dumps(done, indent=2))
         return 0
-    from ldpsynth.aggregator.runtime.discovery import advance
+    from ldpsynth.aggregator.runtime.discovery import advance, stored_schema
 
     done = asyncio.run(advance(str(args.data_dir), args.collection))
     if args.finite_out is not None and "results" in done:
-        from ldpsynth.aggregator.runtime.discovery import stored_schema
-        from ldpsynth.shared.heavy_hitters.finite import finite_collection
-
-        values = [row["value"] for row in done["results"]["heavy_hitters"]]
-        follow = finite_collection(stored_schema(str(args.data_dir), args.collection), values,
-                                   name=args.finite_name or f"{args.collection}-values")
-        args.finite_out.write_text(json.dumps(follow, indent=2) + "\n", encoding="utf-8")
-        done["finite_collection"] = str(args.finite_out)
+        _write_finite(args, stored_schema(str(args.data_dir), args.collection), done)
     print(json.dumps(done, indent=2))
     return 0
+
+
+def _write_finite(args: argparse.Namespace, schema: Any, done: dict[str, Any]) -> None:
+    """``--finite-out``: the follow-up collection whose attribute takes the discovered values (and "other")."""
+    from ldpsynth.shared.heavy_hitters.finite import finite_collection
+
+    values = [row["value"] for row in done["results"]["heavy_hitters"]]
+    follow = finite_collection(schema, values, name=args.finite_name or f"{args.collection}-values")
+    args.finite_out.write_text(json.dumps(follow, indent=2) + "\n", encoding="utf-8")
+    done["finite_collection"] = str(args.finite_out)
 
 
 def health_command(args: argparse.Namespace) -> int:

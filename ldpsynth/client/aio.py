@@ -201,6 +201,40 @@ class AsyncClient:
         """
         return self._wide(name, await self._fetch(name))
 
+    async def get_discovery_collection(self, name: str) -> DiscoveryCard:
+        """A discovery collection's verified card: its schema, schedule, open round and candidates.
+
+        Once the discovery is finished the card names no round (docs/heavy-hitters.md, "The card").
+
+        Retryable failures are retried (:attr:`retry`).
+
+        Parameters
+        ----------
+        name : str
+            The discovery collection's name, non-empty.
+
+        Returns
+        -------
+        DiscoveryCard
+            :class:`~ldpsynth.shared.heavy_hitters.collection.DiscoveryCard`, verified (recomputed from its schema).
+
+        Raises
+        ------
+        ValidationError
+            As :meth:`get_collection`; naming ``collection`` when ``name`` is not a discovery collection.
+        SubmitError
+            The call failed for good, e.g. FAILED_PRECONDITION for an unknown collection.
+        """
+        message = await self._fetch(name)
+        if message.name != name or message.mechanism_version != DISCOVERY_VERSION:
+            raise ValidationError("collection", f"the discovery collection asked for ({name!r}, version "
+                                  f"{DISCOVERY_VERSION})", "the server answered with another collection")
+        card = DiscoveryCard.from_json(message.card_json)
+        if card.schema.name != name:
+            raise ValidationError("collection", f"the discovery collection asked for ({name!r})",
+                                  "the server answered with another collection")
+        return card
+
     async def _fetch(self, name: str) -> pb.Collection:
         """``GetCollection`` of ``name``, retrying retryable failures (:attr:`retry`)."""
         if not isinstance(name, str) or not name:

@@ -15,6 +15,7 @@ from ldpsynth.client.ledger import PrivacyLedger
 from ldpsynth.client.result import SubmitResult
 from ldpsynth.client.rows import Rows
 from ldpsynth.client.submit import StreamResult
+from ldpsynth.shared.heavy_hitters.collection import DiscoveryCard
 from ldpsynth.shared.protocol import CollectionInfo
 from ldpsynth.shared.reports import Reports
 from ldpsynth.shared.wide.collection import WideCard
@@ -99,6 +100,25 @@ class Client:
             As :meth:`AsyncClient.get_collection`.
         """
         return self._run(self._client.get_wide_collection(name))
+
+    def get_discovery_collection(self, name: str) -> DiscoveryCard:
+        """A discovery collection's verified card (:meth:`AsyncClient.get_discovery_collection`).
+
+        Parameters
+        ----------
+        name : str
+            The discovery collection's name, non-empty.
+
+        Returns
+        -------
+        DiscoveryCard
+
+        Raises
+        ------
+        ValidationError, SubmitError
+            As :meth:`AsyncClient.get_discovery_collection`.
+        """
+        return self._run(self._client.get_discovery_collection(name))
 
     def submit(self, collection: str | CollectionInfo | WideCard, rows: Rows, *, ledger: PrivacyLedger,
                batch_size: int | None = None) -> SubmitResult:

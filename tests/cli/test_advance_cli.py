@@ -1,5 +1,5 @@
 """``ldpsynth aggregator advance``'s two forms: --server (a running aggregator) or --data-dir (a stopped one's),
-exactly one; --finite-out only with --data-dir; a server that does not answer is one line and exit 2."""
+exactly one; no --finite-out file without an answer; a server that does not answer is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ def test_exactly_one_of_server_and_data_dir(capsys: pytest.CaptureFixture[str], 
         assert "--server" in capsys.readouterr().err
 
 
-def test_finite_out_only_with_the_data_dir(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
-    assert main(["advance", "--server", "127.0.0.1:1", "--collection", "words",
+def test_no_finite_file_when_the_server_does_not_answer(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    with socket.socket() as free:            # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["advance", "--server", f"127.0.0.1:{port}", "--collection", "words", "--deadline", "2",
                  "--finite-out", str(tmp_path / "f.json")]) == 2
-    assert "--finite-out: only with --data-dir" in capsys.readouterr().err
+    assert "AdvanceRound" in capsys.readouterr().err
     assert not (tmp_path / "f.json").exists()
 
 

@@ -36,7 +36,7 @@ from ldpsynth.aggregator.ingress.ingest import Admitted, Ingestor
 from ldpsynth.aggregator.ingress.replica_metrics import ReplicaMetrics
 from ldpsynth.aggregator.ingress.shuffled import ShuffledIngest
 from ldpsynth.aggregator.runtime.config import Catalog
-from ldpsynth.serving.auth import QUERY, SHUFFLER, SUBMIT, Authenticator, Credential
+from ldpsynth.serving.auth import OPERATE, QUERY, SHUFFLER, SUBMIT, Authenticator, Credential
 from ldpsynth.serving.errors import TryLater
 from ldpsynth.serving.observe.metrics import ServiceCalls
 from ldpsynth.serving.status import COLLECTION_NOT_READ, NOT_ACKNOWLEDGED, parse, rpc
@@ -144,7 +144,7 @@ class CollectionServicer:
 
     def collection(self, credential: Credential, request: pb.GetCollectionRequest) -> pb.Collection:
         """GetCollection: the collection the request names, if the credential may read it."""
-        credential.require_role(SUBMIT, QUERY, SHUFFLER)
+        credential.require_role(SUBMIT, QUERY, SHUFFLER, OPERATE)
         credential.require_collection(request.collection)
         return self.catalog.proto(request.collection)
 

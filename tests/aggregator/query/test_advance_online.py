@@ -31,6 +31,7 @@ from ldpsynth.shared.heavy_hitters.collection import (
     DiscoverySchema,
     round_rows,
 )
+from ldpsynth.shared.schema import Schema
 from ldpsynth.shared.wire import collection_pb2 as pb
 from ldpsynth.shared.wire import collection_pb2_grpc as pb_grpc
 from ldpsynth.shared.wire import query_pb2 as qpb
@@ -158,10 +159,16 @@ def test_rounds_advance_on_the_running_server(start_server: StartServer, tmp_pat
     assert card_of(server).round == 2
     statuses = submit_all(server, devices)
     assert [s == "sent" for s in statuses] == list(rounds == 2)
-    done = advance(server)
+    follow = tmp_path / "words-values.json"                               # the last round by the CLI, with
+    assert aggregator_main(["advance", "--server", server.address, "--collection", "words",  # --finite-out
+                            "--token", "t-operator", "--finite-out", str(follow)]) == 0
+    done = json.loads(capsys.readouterr().out)
     assert done["closed_round"] == 2 and "open_round" not in done
     found = {row["value"]: row for row in done["results"]["heavy_hitters"]}
     assert set(found) == {"hello", "abc"}
+    finite = Schema.from_json(follow.read_text())                         # the discovered values, as categories
+    assert done["finite_collection"] == str(follow) and finite.name == "words-values"
+    assert finite.attribute("word").values == (*(row["value"] for row in done["results"]["heavy_hitters"]), "other")
     for value, row in found.items():
         assert row["ci_low"] <= row["count"] <= row["ci_high"]
         assert abs(row["count"] - (words == value).sum()) < 5 * row["std_error"]
