@@ -60,12 +60,16 @@ def test_summary_of_hand_made_records(bench: ModuleType) -> None:
     records = []
     for r, (e1, e2) in enumerate([(9.0, 100.0), (11.0, 104.0), (13.0, 96.0)]):
         records.append({"epsilon": 1.0, "collection": r, "query": "m", "label": "m[a=0]", "truth": 10.0,
-                        "estimate": e1, "standard_error": 1.0, "covered": abs(e1 - 10.0) <= 2.5})
+                        "estimate": e1, "standard_error": 1.0, "covered": abs(e1 - 10.0) <= 2.5,
+                        "covered_corrected": r == 0})
         records.append({"epsilon": 1.0, "collection": r, "query": "p", "label": "p", "truth": 100.0,
-                        "estimate": e2, "standard_error": 4.0, "covered": True})
+                        "estimate": e2, "standard_error": 4.0, "covered": True,
+                        "covered_corrected": True})
     rows = {s["query"]: s for s in bench.summarize(records)}
     assert set(rows) == {"m", "p", "all"}
     assert rows["m"]["coverage"] == pytest.approx(2 / 3) and rows["m"]["intervals"] == 3
+    assert rows["m"]["coverage_bias_corrected"] == pytest.approx(1 / 3)
+    assert rows["all"]["coverage_bias_corrected"] == pytest.approx(4 / 6)
     assert rows["m"]["collections"] == 3 and rows["all"]["coverage"] == pytest.approx(5 / 6)
     assert rows["m"]["sd_over_se"] == pytest.approx(2.0)                          # SD of 9, 11, 13 over SE 1
     assert rows["p"]["sd_over_se"] == pytest.approx(1.0)                          # SD of 100, 104, 96 over 4
