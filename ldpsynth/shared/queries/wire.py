@@ -441,7 +441,10 @@ class AnswerTable(AnswerColumns):
 
     @property
     def methods(self) -> tuple[str, ...] | None:
-        """Each answer's method, in batch order: ``"analytic"`` or ``"model"`` (a wide parent's; else ``None``)."""
+        """Each answer's method, in batch order: ``"analytic"`` or ``"model"`` (a wide parent's; else ``None``).
+
+        A ``"model"`` answer's interval carries the views' noise, not the model's bias: on Adult it covered 0.64, not
+        its level (docs/wide.md, "Coverage on Adult: missed")."""
         return self.given_methods
 
     def label(self, j: int) -> str:
