@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from ldpsynth.aggregator.runtime.backend import when_available
 from ldpsynth.aggregator.runtime.discovery import open_state, store
 from ldpsynth.aggregator.storage.jetstream import ReplicatedLog
 from ldpsynth.aggregator.storage.log_layout import LogSettings
@@ -98,6 +99,8 @@ async def cluster_states(settings: LogSettings, schemas: Iterable[DiscoverySchem
     (round 0 created for a new one), for ``serve --nats`` to build the cards it serves."""
     log = await ReplicatedLog.connect(settings, name="ldpsynth-discovery")
     try:
-        return await LogStates(log).read_all(schemas)
+        states = LogStates(log)
+        wanted = list(schemas)
+        return await when_available(lambda: states.read_all(wanted))   # a cluster may still be electing leaders
     finally:
         await log.close()

@@ -125,7 +125,7 @@ class Backend:
         replicated = await ReplicatedLog.connect(settings, name="ldpsynth-replica")
         parts["log"] = replicated
         try:
-            layout = await _when_available(lambda: replicated.open_layout(config.shards, os.cpu_count() or 1,
+            layout = await when_available(lambda: replicated.open_layout(config.shards, os.cpu_count() or 1,
                                                                           None if recorded is None else recorded[0]))
             if datadir is not None:
                 if recorded is not None and recorded[1] != layout.shards:
@@ -143,8 +143,8 @@ class Backend:
             for name, card_json in catalog.cards_json().items():
                 await replicated.register_card(name, card_json)
             if cluster is not None:  # before the workers: they would race to create it
-                bucket = await _when_available(replicated.snapshots)
-                await _when_available(bucket.probe)
+                bucket = await when_available(replicated.snapshots)
+                await when_available(bucket.probe)
         except LayoutError as exc:
             raise BackendError(str(exc)) from None
         except LogCorruption as exc:
@@ -231,7 +231,7 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
     """The deployment's sealing key, checked against the id the log registered (and registered if it
     has none): one machine's ``DIR/sealing-key`` (created at the first start), a cluster's
     ``--shuffle-key`` file, or none (a cluster without the flag, whose log names no key)."""
-    registered = await _when_available(replicated.sealing_key_id)
+    registered = await when_available(replicated.sealing_key_id)
     try:
         if datadir is not None:
             key, _ = data_dir_key(datadir.path, registered, create=True)  # the "serving" line names it
@@ -242,13 +242,13 @@ async def _open_sealing_key(config: ServerConfig, datadir: DataDir | None,
     except SealingKeyError as exc:
         raise BackendError(str(exc)) from None
     try:
-        await _when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
+        await when_available(lambda: replicated.register_sealing_key(None if key is None else key.key_id.hex()))
     except LayoutError as exc:
         raise BackendError(str(exc)) from None
     return key
 
 
-async def _when_available(call: Callable[[], Awaitable[T]]) -> T:
+async def when_available(call: Callable[[], Awaitable[T]]) -> T:
     """``await call()``, again while the log does not answer yet (a cluster electing its leaders)."""
     deadline = time.monotonic() + LOG_WAIT_SECONDS
     while True:
