@@ -168,7 +168,8 @@ def main() -> None:
     parser.add_argument("--urls", action="store_true",
                         help="also synthetic URLs at n = 10^6, eps = 2 (of the peers, PEM; TreeHist and SFP with "
                              "--url-treehist-n, --url-sfp-n)")
-    parser.add_argument("--urls-only", action="store_true", help="the URLs alone (implies --urls; no words)")
+    parser.add_argument("--urls-only", action="store_true",
+                        help="the URLs alone, at every --n and --eps (without it the URLs run at n = 10^6, eps = 2)")
     parser.add_argument("--url-peer-n", type=int, default=100_000, help="largest n pure-ldp's PEM runs at on URLs")
     parser.add_argument("--url-treehist-n", type=int, default=0,
                         help="largest n pure-ldp's TreeHist runs at on URLs (default 0: not run; slow in Python)")
@@ -185,7 +186,7 @@ def main() -> None:
                         help="the words' schedule: bits of round 0, bits a round after")
     args = parser.parse_args()
     info = machine_info()
-    url_n, url_eps = [1_000_000], [2.0]
+    url_n, url_eps = ([1_000_000], [2.0]) if not args.urls_only else (args.n, args.eps)
     if args.quick:
         args.n, args.eps, args.k, args.url_peer_n, args.urls = [20_000], [4.0], [10], 2_000, True
         args.peers, args.peer_n = ["PEM"], 2_000
