@@ -235,7 +235,8 @@ def _levels_line(out: dict[str, Any]) -> str:
                 f"{out['range'][0]:g} (its declared step): no bucketing bias.")
     if used["from"] == "prior":
         return f"E is planned over the prior's {used['count']} distinct values as its levels."
-    return f"E is planned over {used['count']} equal buckets of the range (its bucketing bias at the prior above)."
+    return (f"E is planned over {used['count']} equal buckets of the range (its bucketing bias in the table is at the "
+            "prior's values; none without a prior).")
 
 
 def _shuffled_numeric_lines(out: dict[str, Any]) -> list[str]:
