@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from ldpsynth.cli import main
+from ldpsynth.shared import guarantees as G
 from ldpsynth.shared.numeric.scale import NumericRange
 from ldpsynth.shared.planning.numeric import plan_mean
 from ldpsynth.shared.planning.shuffled_numeric import plan_mean_shuffled
 from ldpsynth.shared.schema import Schema
+from ldpsynth.shared.shuffle_spec import ShuffleSpec
 
 STARS = {"name": "stars", "epsilon": 1.0, "attributes": [{"name": "rating", "type": "numeric", "range": [1, 5],
                                                           "mechanism": "SW", "step": 1}]}
@@ -102,4 +104,9 @@ def test_the_shuffled_plan_of_a_stepped_attribute(files, capsys):
     assert data["shuffle"]["recommendation"] == expected.recommendation
     code, out, _ = run(["--collection", files["stars"], *SHUFFLED], capsys)
     assert code == 0 and "| E/5 | blanket |" in out and "its declared step" in out
-    assert np.isfinite(e["epsilon0_for_target"])
+    # the central epsilon is the accountant's on the card terms at E's 5 levels; at 16 (the buckets) it would differ
+    spec = ShuffleSpec(1e-9, 20000)
+    at = {k: G.compute(G.RELEASE, e["epsilon0_for_target"], k, spec, ["all rows"], np.array([100_000]),
+                       mechanism="E").central for k in (5, 16)}
+    assert at[5] == (e["central_epsilon_at_epsilon0"], e["central_delta_at_epsilon0"]) and at[5][0] <= 0.5
+    assert at[16] != at[5]
