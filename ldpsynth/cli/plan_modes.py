@@ -3,7 +3,10 @@
 * A **numeric** collection (docs/numeric.md): the standard error of the attribute's mean and sum per mechanism
   (HM, PM, Duchi, E over levels) and the one to choose (:func:`ldpsynth.shared.planning.numeric.plan_mean`);
   ``--prior ROWS.csv`` holds plausible values in the attribute's column, ``--levels K`` E's levels (default: the
-  prior's distinct values when at most :data:`MAX_PRIOR_LEVELS`, else 16 equal buckets).
+  prior's distinct values when at most :data:`MAX_PRIOR_LEVELS`, else 16 equal buckets). An attribute that declares
+  ``step`` is planned on its levels (:func:`ldpsynth.shared.planning.declared_levels.plan_levels`): E over them,
+  ``--levels`` refused, the prior checked as the device checks a value; ``--json``: ``"e_levels"`` (count, step,
+  from ``"step"``, ``"prior"`` or ``"buckets"``).
   With ``--shuffler`` (and ``--delta``, ``--min-batch``, ``--assume-injected``, ``--target-central-epsilon``):
   per mechanism the central (ε, δ) at the planned ε0, the ε0 for the target central ε and the mean's error there
   beside plain LDP at the target, and the one to choose behind the shuffler
@@ -30,6 +33,7 @@ from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.guarantees import PARTIES
 from ldpsynth.shared.heavy_hitters.collection import DiscoverySchema, is_discovery_json
 from ldpsynth.shared.jsonio import loads
+from ldpsynth.shared.planning.declared_levels import plan_levels
 from ldpsynth.shared.planning.heavy_hitters import RecallPlan, plan_recall, zipf_weights
 from ldpsynth.shared.planning.numeric import MeanChoice, NumericPlan, plan_mean
 from ldpsynth.shared.schema import Schema
@@ -49,7 +53,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("numeric and discovery collections")
     group.add_argument("--levels", type=int, metavar="K",
                        help="numeric: E's levels, K equal buckets of the range (default: the prior's distinct values "
-                            f"when at most {MAX_PRIOR_LEVELS}, else 16)")
+                            f"when at most {MAX_PRIOR_LEVELS}, else 16); refused when the attribute declares step "
+                            "(E is then planned over its levels)")
     group.add_argument("--zipf", type=float, metavar="S",
                        help="discovery: weigh the prior's distinct values by Zipf(S) in their order in the file")
     group.add_argument("--trials", type=int, default=20, help="discovery: emulated discoveries (default 20)")
@@ -71,30 +76,35 @@ def _numeric(args: argparse.Namespace, schema: Schema) -> dict[str, Any]:
     attribute = schema.numeric
     assert attribute is not None
     column = _prior_column(args, attribute.name)
-    prior = None
-    if column is not None:
+    prior_field = f"--prior {args.prior}"
+    prior: Any = column
+    levels: Any = args.levels
+    if attribute.step is None and column is not None:
         try:
             prior = np.array([float(v) for v in column])
         except ValueError:
-            raise ValidationError(f"--prior: {attribute.name}", "numbers", "a value is not a number") from None
-    levels: Any = args.levels if args.levels is not None else 16
-    if args.levels is None and prior is not None and len(np.unique(prior)) <= MAX_PRIOR_LEVELS:
-        levels = np.unique(prior)
+            raise ValidationError(f"{prior_field}: {attribute.name}", "numbers", "a value is not a number") from None
+        if levels is None and len(np.unique(prior)) <= MAX_PRIOR_LEVELS:
+            levels = np.unique(prior)
+    chosen = plan_levels(attribute, prior, levels, prior_field=prior_field, levels_field="--levels")
+    source = "step" if chosen.step is not None else "buckets" if isinstance(chosen.levels, int) else "prior"
+    used = {"count": chosen.count, "step": chosen.step, "from": source}
     if not getattr(args, "shuffler", False):
         if shuffle_flags_given(args):
             raise ValidationError("--shuffler", "given with " + ", ".join(shuffle_flags_given(args)), "missing")
-        p = plan_mean(args.epsilon or schema.epsilon, args.devices, attribute.range, prior=prior, levels=levels)
-        return _numeric_json(p, attribute.name, attribute.mechanism)
+        p = plan_mean(args.epsilon or schema.epsilon, args.devices, attribute.range, prior=chosen.prior,
+                      levels=chosen.levels)
+        return _numeric_json(p, attribute.name, attribute.mechanism, used)
     if args.rows_per_device != 1:
         raise ValidationError("--rows-per-device", "1 with --shuffler for a numeric collection (one value per device)",
                               f"got {args.rows_per_device}")
     from ldpsynth.shared.planning.shuffled_numeric import plan_mean_shuffled  # scipy: the [aggregator] extra
 
     with shuffle_flags():
-        sp = plan_mean_shuffled(schema, args.devices, epsilon=args.epsilon, prior=prior, levels=levels,
+        sp = plan_mean_shuffled(schema, args.devices, epsilon=args.epsilon, prior=chosen.prior, levels=chosen.levels,
                                 delta=args.delta, min_batch=args.min_batch, assume_injected=args.assume_injected,
                                 target_central_epsilon=args.target_central_epsilon)
-    out = _numeric_json(sp.planned, attribute.name, attribute.mechanism)
+    out = _numeric_json(sp.planned, attribute.name, attribute.mechanism, used)
     out["shuffle"] = _shuffled_numeric_json(sp)
     return out
 
@@ -146,9 +156,10 @@ def shuffle_flags_given(args: argparse.Namespace) -> list[str]:
                     if getattr(args, flag[2:].replace("-", "_"), None) is not None]
 
 
-def _numeric_json(p: NumericPlan, name: str, mechanism: str) -> dict[str, Any]:
+def _numeric_json(p: NumericPlan, name: str, mechanism: str, levels: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "numeric", "attribute": name, "collected_by": mechanism, "epsilon": p.epsilon,
-            "devices": p.devices, "range": [p.value_range.lo, p.value_range.hi], "recommended": p.recommended,
+            "devices": p.devices, "range": [p.value_range.lo, p.value_range.hi], "e_levels": levels,
+            "recommended": p.recommended,
             "mean": [{"mechanism": c.mechanism, "se": c.std_error, "bias": c.bias, "rmse": c.rmse,
                       "halfwidth": 1.959963984540054 * c.rmse, "se_worst": c.worst_case_std_error,
                       "sum_se": p.devices * c.std_error} for c in p.choices]}
@@ -194,12 +205,15 @@ def _render(out: dict[str, Any]) -> str:
                  "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {m['mechanism']} | {m['se']:.4g} | {m['bias']:.3g} | {m['halfwidth']:.4g} | {m['se_worst']:.4g} "
                   f"| {m['sum_se']:.4g} |" for m in out["mean"]]
-        lines += ["", f"Recommended for the mean and sum: {out['recommended']} (docs/numeric.md, \"Planning\")."]
+        lines += ["", _levels_line(out), "",
+                  f"Recommended for the mean and sum: {out['recommended']} (docs/numeric.md, \"Planning\")."]
         if "shuffle" in out:
             lines += _shuffled_numeric_lines(out)
         if out["collected_by"] == "SW":
-            lines.append("This attribute is collected by SW for its distribution and quantiles; their error is not "
-                         "predicted in closed form (docs/numeric.md).")
+            fitted = (f", fitted on its {out['e_levels']['count']} declared levels" if out["e_levels"]["step"]
+                      is not None else "")
+            lines.append(f"This attribute is collected by SW for its distribution and quantiles{fitted}; their error "
+                         "is not predicted in closed form (docs/numeric.md).")
         return "\n".join(lines) + "\n"
     find = f"top {out['find']['top_k']}" if "top_k" in out["find"] else f"share ≥ {out['find']['threshold']:g}"
     lines = [f"Discovery of {out['attribute']!r} ({find}; {out['wanted']} values of the prior): "
@@ -211,6 +225,18 @@ def _render(out: dict[str, Any]) -> str:
              "Found in each trial, by rank: " + ", ".join(f"{x:.2f}" for x in out["found_by_rank"][:20])
              + (" ..." if len(out["found_by_rank"]) > 20 else "")]
     return "\n".join(lines) + "\n"
+
+
+def _levels_line(out: dict[str, Any]) -> str:
+    """Which levels E is planned over, and so whether it has a bucketing bias."""
+    used = out["e_levels"]
+    if used["from"] == "step":
+        return (f"E is planned over the attribute's {used['count']} levels, every {used['step']:g} from "
+                f"{out['range'][0]:g} (its declared step): no bucketing bias.")
+    if used["from"] == "prior":
+        return f"E is planned over the prior's {used['count']} distinct values as its levels."
+    return (f"E is planned over {used['count']} equal buckets of the range (its bucketing bias in the table is at the "
+            "prior's values; none without a prior).")
 
 
 def _shuffled_numeric_lines(out: dict[str, Any]) -> list[str]:

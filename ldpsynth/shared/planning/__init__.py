@@ -8,6 +8,8 @@
   :mod:`~ldpsynth.shared.planning.inverse` (the devices or the ε a target half-width needs);
 * :mod:`~ldpsynth.shared.planning.shuffled`: the plan of a collection behind a shuffler (E and the frequency
   oracles), :mod:`~ldpsynth.shared.planning.shuffled_numeric`: a numeric collection's mean behind one;
+* :mod:`~ldpsynth.shared.planning.numeric`: a numeric attribute's mean per mechanism, its prior and E's levels
+  read with a declared step by :mod:`~ldpsynth.shared.planning.declared_levels`;
 * :mod:`~ldpsynth.shared.planning.row_distribution`: a prior over rows (:class:`RowDistribution`);
 * :mod:`~ldpsynth.shared.planning.schema_changes`: the error of a changed schema.
 """

@@ -26,6 +26,7 @@ from ldpsynth.shared import amplification, guarantees
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.mechanisms.registry import shuffle_bound
 from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
+from ldpsynth.shared.planning.declared_levels import plan_levels
 from ldpsynth.shared.planning.inverse import MAX_EPSILON
 from ldpsynth.shared.planning.numeric import (
     MeanChoice,
@@ -88,12 +89,14 @@ class ShuffledNumericPlan:
 
 
 def plan_mean_shuffled(schema: Schema, devices: int, *, epsilon: float | None = None,
-                       prior: npt.ArrayLike | None = None, levels: npt.ArrayLike | int = 16,
+                       prior: npt.ArrayLike | None = None, levels: npt.ArrayLike | int | None = None,
                        delta: float | None = None, min_batch: int | None = None, shuffler: str | None = None,
                        assume_injected: int | None = None,
                        target_central_epsilon: float | None = None) -> ShuffledNumericPlan:
     """The mean of ``schema``'s numeric attribute behind a shuffler (module docstring), ``devices`` values at the
-    planned ``epsilon`` (default the schema's); ``prior`` and ``levels`` as for :func:`plan_mean`; the shuffle
+    planned ``epsilon`` (default the schema's); ``prior`` and ``levels`` as for :func:`plan_mean`, read with the
+    attribute's declared step (:func:`~ldpsynth.shared.planning.declared_levels.plan_levels`: E over the declared
+    levels, else ``levels`` or 16 equal buckets); the shuffle
     arguments as for :func:`~ldpsynth.shared.planning.shuffled.plan_shuffle` (default: the schema's block); the
     target central ε defaults to the planned ε."""
     attribute = schema.numeric
@@ -109,6 +112,8 @@ def plan_mean_shuffled(schema: Schema, devices: int, *, epsilon: float | None = 
     below = counts < spec.min_batch
     withheld = guarantees.withhold(spec.min_batch, counts)
     kept = [x for x, b in zip(labels, below) if not b]
+    chosen = plan_levels(attribute, prior, levels)
+    prior, levels = chosen.prior, chosen.levels
     domains = {"HM": numeric_mechanism("HM", eps).domain_size, "E": len(level_centres(attribute.range, levels))}
     floor = spec.honest_per_pool
     planned = plan_mean(eps, n, attribute.range, prior=prior, levels=levels)
