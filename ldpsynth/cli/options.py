@@ -73,7 +73,8 @@ def add_wide_fit_arguments(parser: argparse.ArgumentParser, prefix: str = "") ->
 
     group = parser.add_argument_group("a wide collection's model (server and offline must agree)")
     group.add_argument(f"--{prefix}iterations", type=int, default=DEFAULT_FIT.iterations, metavar="N",
-                       help="mirror-descent iterations of the fit and of each bootstrap refit (default %(default)s)")
+                       help="the least mirror-descent iterations of the fit and of each bootstrap refit; each runs on "
+                            "until it fits the views within their noise (default %(default)s)")
     group.add_argument(f"--{prefix}replicates", type=int, default=DEFAULT_FIT.replicates, metavar="B",
                        help="bootstrap replicates B of a model answer's standard error (default %(default)s)")
     group.add_argument(f"--{prefix}seed", type=int, default=DEFAULT_FIT.seed, metavar="S",

@@ -151,7 +151,8 @@ class WideDatabase:
         ``attributes``: the wide row's private attributes (names and sizes as ``domain``'s), whose values
         queries name and :meth:`sample_rows` returns; default: integer attributes whose values are the codes.
         Public attributes are refused: they are not part of the wide model in this phase. ``iterations``:
-        mirror-descent iterations of the model and of each bootstrap refit; ``replicates``: B; ``seed``: the
+        the least mirror-descent iterations of the model and of each bootstrap refit (each runs on until it fits
+        the views within their noise, :meth:`~.model.Problem.fit`); ``replicates``: B; ``seed``: the
         bootstrap's generator (post-processing noise, not a device's; ``None``: drawn once from the OS)."""
         n = check_int(population, "population", 1)
         attrs = _codes_attributes(domain) if attributes is None else tuple(attributes)

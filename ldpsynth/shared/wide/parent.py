@@ -52,8 +52,9 @@ DEFAULT_SEED = 0
 
 @dataclass(frozen=True)
 class WideFit:
-    """How the parent's model is fitted: mirror-descent ``iterations`` (of the fit and of each bootstrap refit),
-    bootstrap ``replicates`` B (at least 2) and the bootstrap's ``seed``."""
+    """How the parent's model is fitted: the least mirror-descent ``iterations`` (of the fit and of each
+    bootstrap refit; each runs on until within the views' noise, :meth:`~.model.Problem.fit`), bootstrap
+    ``replicates`` B (at least 2) and the bootstrap's ``seed``."""
 
     iterations: int = DEFAULT_ITERATIONS
     replicates: int = DEFAULT_REPLICATES

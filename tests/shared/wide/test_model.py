@@ -154,3 +154,27 @@ def test_marginals_above_the_dense_limit_come_from_mbi_and_agree(monkeypatch):
     projected = [fitted.marginal(v) for v in ((0, 2), (2, 0), (1,), (0, 1, 2))]
     for d, p in zip(dense, projected, strict=True):
         np.testing.assert_allclose(p, d, atol=1e-6)
+
+
+def test_a_fit_runs_on_until_it_fits_the_views_within_their_noise() -> None:
+    # ε = 16 on the chain: 50 mirror-descent steps leave the model further from the views than their noise
+    # (2L/m ≈ 2.9); the rule runs on until 2L/m ≤ 1, and that model is nearer the truth.
+    from ldpsynth.shared.wide.model import Problem
+
+    rng = np.random.default_rng(11)
+    rows = _rows(rng, 60_000)
+    views = pairs(DOMAIN)
+    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 16.0, rng)
+    problem = Problem.of(DOMAIN, measured, len(rows))
+    shares = [m.shares() for m in measured]
+    capped = problem.fit(shares, 50, limit=50)
+    ruled = problem.fit(shares, 50)
+    assert capped.steps == 50 and capped.discrepancy > 2.0
+    assert 50 < ruled.steps <= 500 and ruled.discrepancy <= 1.0
+    # the statistic is the views' weighted residual: sum over the views of ((model count - measured count) / sigma)^2
+    # over the number of cells
+    residual = sum(float(np.sum(((ruled.marginal(m.view.attributes) - s) * len(rows) / sigma) ** 2))
+                   for m, s, sigma in zip(measured, shares, problem.sigmas))
+    assert ruled.discrepancy == pytest.approx(residual / sum(m.view.size for m in measured), rel=1e-6)
+    truth = np.bincount(np.ravel_multi_index(rows.T, DOMAIN.sizes), minlength=DOMAIN.size) / len(rows)
+    assert total_variation(ruled.marginal((0, 1, 2)), truth) < 0.6 * total_variation(capped.marginal((0, 1, 2)), truth)
