@@ -1,7 +1,8 @@
 """Numeric queries through a real local server (port 0, the session's Ray cluster): devices submit through the
 SDK, the server's Estimate answers mean, sum and variance (HM, grouped and not) and quantiles, histograms and
-variance (SW) from the stored counts, equal to the offline answers on the export (``estimate_release`` and
-``ldpsynth estimate``), and refuses bad queries with INVALID_ARGUMENT naming the field.
+variance (SW, without and with declared levels) from the stored counts, equal to the offline answers on the export
+(``estimate_release`` and ``ldpsynth estimate``; on levels the quantiles' interval ends too, inverted from the CDF's),
+and refuses bad queries with INVALID_ARGUMENT naming the field.
 
 The device path's randomness is the OS CSPRNG; here ``coins.secure_words`` is replaced by a seeded Generator's
 words so the run is reproducible (fixed seed, no retry).
@@ -31,13 +32,16 @@ from ...aggregator.conftest import ray_address, start_server  # noqa: F401  (fix
 pytestmark = pytest.mark.ray
 
 
-def card(name: str, mechanism: str, epsilon: float) -> MechanismCard:
+def card(name: str, mechanism: str, epsilon: float, step: float | None = None) -> MechanismCard:
+    hours: dict[str, Any] = {"name": "hours", "type": "numeric", "range": [0, 99], "mechanism": mechanism}
+    if step is not None:
+        hours["step"] = step
     return MechanismCard.for_schema(Schema.from_json({"name": name, "epsilon": epsilon, "attributes": [
-        {"name": "hours", "type": "numeric", "range": [0, 99], "mechanism": mechanism},
+        hours,
         {"name": "region", "type": "categorical", "values": ["north", "south"], "public": True}]}))
 
 
-HM, SW, LOW = card("hm", "HM", 1.0), card("sw", "SW", 2.0), card("low", "HM", 0.5)
+HM, SW, LOW, LEVELS = card("hm", "HM", 1.0), card("sw", "SW", 2.0), card("low", "HM", 0.5), card("lv", "SW", 2.0, 1)
 N = 2000
 
 
@@ -58,15 +62,29 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     words = np.random.default_rng(42).bit_generator.random_raw
     monkeypatch.setattr(coins, "secure_words", lambda count: np.asarray(words(count), dtype=np.uint64))
-    server = start_server(collections=(HM, SW))
-    rows = {"hm": values(1), "sw": values(2)}
+    server = start_server(collections=(HM, SW, LEVELS))
+    rows = {"hm": values(1), "sw": values(2), "lv": values(3)}
+    rows["lv"]["hours"] = np.rint(rows["lv"]["hours"])            # on the levels 0, 1, ..., 99
     with PrivacyLedger(tmp_path / "ledger.sqlite", budget=10_000.0) as ledger, Client(server.address) as client:
         for name, data in rows.items():
-            assert client.submit(name, data, ledger=ledger).acknowledged == N
+            if name != "lv":
+                assert client.submit(name, data, ledger=ledger).acknowledged == N
+        # a device memoizes a repeated row: equal rows on levels go to different devices (the k-th copy to the k-th)
+        pair = np.unique(np.stack([rows["lv"]["hours"], rows["lv"]["region"] == "north"]), axis=1,
+                         return_inverse=True)[1].reshape(-1)
+        order = np.argsort(pair, kind="stable")
+        copy = np.empty(N, np.int64)
+        copy[order] = np.arange(N) - np.searchsorted(pair[order], pair[order])
+        for k in range(copy.max() + 1):
+            with PrivacyLedger(tmp_path / f"ledger{k}.sqlite", budget=10_000.0) as device:
+                part = {column: v[copy == k] for column, v in rows["lv"].items()}
+                assert client.submit("lv", part, ledger=device).acknowledged == (copy == k).sum()
     asked = {"hm": [mean("hours"), mean("hours", by="region"), sum_("hours"), sum_("hours", by="region"),
                     variance("hours"), variance("hours", by="region")],
              "sw": [quantiles("hours", [0.25, 0.5, 0.75]), quantiles("hours", [0.5], by="region"),
-                    histogram("hours", 3), variance("hours")]}
+                    histogram("hours", 3), variance("hours")],
+             "lv": [quantiles("hours", [0.25, 0.5, 0.75]), quantiles("hours", [0.5], by="region"),
+                    histogram("hours", 3)]}
     with QueryClient(server.address) as query:
         answers = {name: query.estimate(name, queries=qs) for name, qs in asked.items()}
         releases = {name: query.export(name) for name in asked}
@@ -91,6 +109,9 @@ def test_the_server_answers_numeric_queries_as_the_export_does(start_server: Any
     assert sw.estimate[5:8].sum() == pytest.approx(1.0)
     assert sw.labels[8] == "variance#3"
     assert abs(sw.estimate[8] - rows["sw"]["hours"].var()) < 4 * sw.std_error[8]  # EMS bias about +3 %
+    lv = answers["lv"]                              # quantiles on levels: ends inverted from the CDF's, levels
+    assert set(np.concatenate([lv.ci_low[:5], lv.ci_high[:5]]).tolist()) <= set(range(100))
+    assert ((lv.ci_low[:5] <= lv.estimate[:5]) & (lv.estimate[:5] <= lv.ci_high[:5])).all()
 
     for name, qs in asked.items():                  # offline, on the export: equal, to the last bit
         offline = estimate_release(releases[name], qs)

@@ -24,7 +24,9 @@ For a group g of rows (every row, or the rows with one value of the public attri
   the same counts give the same answer on the server and offline. A group without rows: NaN.
 
 Each answer states the rows it reads (``rows``: :math:`n_g`, sent per answer on the wire; ``n`` is the batch's
-kept rows). The interval is the estimate ± z SE at ``level``; the ``proper_estimate`` is the estimate clipped to
+kept rows). The interval is the estimate ± z SE at ``level``, except a quantile on declared levels: its interval is
+inverted from the CDF's intervals at every level (:func:`~ldpsynth.shared.numeric.levels.quantile_intervals`; its
+SE stays the bootstrap SE of the level quantile); the ``proper_estimate`` is the estimate clipped to
 what the answer can be (the range, n times it, [0, 1] for a share; ``exact`` False); the RMS bounds of WYZ eqs. 20/22
 do not apply to these estimators and are NaN. A public-key group below the collection's minimum batch is never
 counted (:func:`~ldpsynth.shared.guarantees.withhold`); if no group is left the batch is refused
@@ -39,7 +41,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,7 +51,7 @@ from ldpsynth.shared.guarantees import ANSWERS, key_names, of_card, refuse_withh
 from ldpsynth.shared.numeric.answering.batch import NumericBatch
 from ldpsynth.shared.numeric.collection.mechanism import numeric_mechanism
 from ldpsynth.shared.numeric.estimators import bin_shares, bootstrap_from_counts, estimate_mean_from_counts, quantiles
-from ldpsynth.shared.numeric.levels import LevelModel, NumericLevels
+from ldpsynth.shared.numeric.levels import LevelModel, NumericLevels, quantile_intervals
 from ldpsynth.shared.numeric.samplers import HybridMechanism, SquareWave
 from ldpsynth.shared.numeric.variance import estimate_variance_from_counts, histogram_variance
 from ldpsynth.shared.queries.json_form import query_to_json
@@ -103,9 +105,19 @@ def _rng(counts: np.ndarray, query: NumericQuery) -> np.random.Generator:
     return np.random.default_rng(list(digest))
 
 
-def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level: float
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One group's (estimate, SE, lowest, highest possible answer) for ``query`` from its ``counts``."""
+class _Part(NamedTuple):
+    """One group's answers to one query: estimate, SE, lowest and highest possible answer, and the interval's ends
+    where they are not the estimate ± z SE (None: they are)."""
+
+    estimate: np.ndarray
+    se: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    interval: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level: float) -> _Part:
+    """One group's :class:`_Part` for ``query`` from its ``counts``."""
     attribute = batch.schema.numeric
     assert attribute is not None
     span = attribute.range
@@ -113,59 +125,59 @@ def _answer(batch: NumericBatch, query: NumericQuery, counts: np.ndarray, level:
     n = int(counts.sum())
     if attribute.levels is not None and isinstance(sampler, SquareWave) and n > 0 and \
             isinstance(query, (QuantilesQuery, HistogramQuery, VarianceQuery)):
-        return _level_answer(attribute.levels, attribute.level_units(), sampler, query, counts)
+        return _level_answer(attribute.levels, attribute.level_units(), sampler, query, counts, level)
     if isinstance(query, (QuantilesQuery, HistogramQuery)):
         assert isinstance(sampler, SquareWave)
         width = len(query.q) if isinstance(query, QuantilesQuery) else query.bins
         low, high = (np.full(width, span.lo), np.full(width, span.hi)) if isinstance(query, QuantilesQuery) \
             else (np.zeros(width), np.ones(width))
         if n == 0:
-            return np.full(width, np.nan), np.full(width, np.nan), low, high
+            return _Part(np.full(width, np.nan), np.full(width, np.nan), low, high)
         statistic = (lambda theta: quantiles(theta, span, query.q)) if isinstance(query, QuantilesQuery) \
             else (lambda theta: bin_shares(theta, query.bins))
         value, se = bootstrap_from_counts(sampler, counts, statistic, _rng(counts, query), replicates=REPLICATES)
-        return value, se, low, high
+        return _Part(value, se, low, high)
     if isinstance(query, VarianceQuery):
         bounds = np.zeros(1), np.array([span.half_width ** 2])        # the largest variance on [lo, hi]
         if n == 0:
-            return np.full(1, np.nan), np.full(1, np.nan), *bounds
+            return _Part(np.full(1, np.nan), np.full(1, np.nan), *bounds)
         if isinstance(sampler, SquareWave):
             value, se = bootstrap_from_counts(sampler, counts,
                                               lambda theta: np.array([histogram_variance(theta, span)]),
                                               _rng(counts, query), replicates=REPLICATES)
-            return value, se, *bounds
+            return _Part(value, se, *bounds)
         assert isinstance(sampler, HybridMechanism)
         var = estimate_variance_from_counts(sampler, counts, span, level)
-        return np.array([var.variance]), np.array([var.standard_error]), *bounds
+        return _Part(np.array([var.variance]), np.array([var.standard_error]), *bounds)
     assert isinstance(sampler, HybridMechanism)
     scale = n if isinstance(query, SumQuery) else 1
     bounds = np.array([scale * span.lo]), np.array([scale * span.hi])
     if n == 0:  # no rows: the sum is 0 exactly (n is public), the mean undefined
         empty = np.array([0.0 if isinstance(query, SumQuery) else np.nan])
-        return empty, empty.copy(), *bounds
+        return _Part(empty, empty.copy(), *bounds)
     mean = estimate_mean_from_counts(sampler, counts, span, level)
-    return np.array([scale * mean.mean]), np.array([scale * mean.standard_error]), *bounds
+    return _Part(np.array([scale * mean.mean]), np.array([scale * mean.standard_error]), *bounds)
 
 
 def _level_answer(levels: NumericLevels, units: np.ndarray, sampler: SquareWave,
-                  query: QuantilesQuery | HistogramQuery | VarianceQuery, counts: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_answer` of an SW query on declared levels, from a group with rows (module docstring)."""
+                  query: QuantilesQuery | HistogramQuery | VarianceQuery, counts: np.ndarray, level: float
+                  ) -> _Part:
+    """:func:`_answer` of an SW query on declared levels, from a group with rows (module docstring); a quantile's
+    interval is inverted from the CDF's at ``level``."""
     rng = _rng(counts, query)
     model = LevelModel.of(sampler, levels, units, False).chosen(counts)
     if isinstance(query, QuantilesQuery):
-        probs = query.q
-        value, se = bootstrap_from_counts(sampler, counts, lambda theta: model.quantiles(theta, probs), rng,
-                                          replicates=REPLICATES, fit=model.fit)
-        return value, se, np.full(value.size, levels.lo), np.full(value.size, levels.hi)
+        q = quantile_intervals(model, counts, query.q, level, rng, replicates=REPLICATES)
+        return _Part(q.value, q.se, np.full(q.value.size, levels.lo), np.full(q.value.size, levels.hi),
+                     (q.low, q.high))
     if isinstance(query, HistogramQuery):
         bins = query.bins
         value, se = bootstrap_from_counts(sampler, counts, lambda theta: model.bin_shares(theta, bins), rng,
                                           replicates=REPLICATES, fit=model.fit)
-        return value, se, np.zeros(value.size), np.ones(value.size)
+        return _Part(value, se, np.zeros(value.size), np.ones(value.size))
     value, se = bootstrap_from_counts(sampler, counts, lambda theta: np.array([model.variance(theta)]), rng,
                                       replicates=REPLICATES, fit=model.fit)
-    return value, se, np.zeros(1), np.array([((levels.hi - levels.lo) / 2.0) ** 2])
+    return _Part(value, se, np.zeros(1), np.array([((levels.hi - levels.lo) / 2.0) ** 2]))
 
 
 def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: float, level: float = 0.95, *,
@@ -181,17 +193,20 @@ def answer_numeric(batch: NumericBatch, stats: SufficientStatistics, epsilon: fl
         refuse_withheld(batch.schema, key_names(batch.schema, stats.present_keys), stats.group_sizes,
                         "the queries were")
     kept = stats.restricted(rule.kept) if rule.groups else stats
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[_Part] = []
     rows: list[np.ndarray] = []
     for query in batch.queries:
         for counts in group_counts(batch, kept, query.by):
             parts.append(_answer(batch, query, counts, level))
             rows.append(np.full(len(parts[-1][0]), counts.sum(), np.int64))
-    estimate, se, low, high = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(4))
+    ends = [p.interval if p.interval is not None else (p.estimate - z * p.se, p.estimate + z * p.se) for p in parts]
+    columns = [np.concatenate(c) for c in zip(*(p[:4] + e for p, e in zip(parts, ends)))] if parts \
+        else [np.zeros(0)] * 6
+    estimate, se, low, high, ci_low, ci_high = columns
     nan = np.full(len(estimate), np.nan)
     answers = NumericAnswers(estimate=estimate, proper_estimate=np.clip(estimate, low, high),
-                             exact=np.zeros(len(estimate), bool), std_error=se, ci_low=estimate - z * se,
-                             ci_high=estimate + z * se, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
+                             exact=np.zeros(len(estimate), bool), std_error=se, ci_low=ci_low,
+                             ci_high=ci_high, bound=nan, bound_proper=nan.copy(), level=level, n=kept.n,
                              epsilon=epsilon, batch=batch,
                              rows=np.concatenate(rows) if rows else np.zeros(0, np.int64))
     if card is None or (batch.schema.shuffle is None and not rule.groups):

@@ -3,5 +3,7 @@
 
 from .declared import MAX_INTERVALS, NumericLevels
 from .fit import FOLDS, PLAIN_ABOVE, LevelModel
+from .intervals import QuantileIntervals, invert_cdf, quantile_intervals
 
-__all__ = ["MAX_INTERVALS", "FOLDS", "PLAIN_ABOVE", "LevelModel", "NumericLevels"]
+__all__ = ["MAX_INTERVALS", "FOLDS", "PLAIN_ABOVE", "LevelModel", "NumericLevels", "QuantileIntervals", "invert_cdf",
+           "quantile_intervals"]

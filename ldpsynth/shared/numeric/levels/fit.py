@@ -29,7 +29,8 @@ From the fit :math:`\\theta` (atoms at the level values :math:`v_k`):
 * the variance :math:`\\sum_k \\theta_k v_k^2 - (\\sum_k \\theta_k v_k)^2` (no within-bucket term).
 
 Standard errors: the nonparametric bootstrap of the SW path
-(:func:`~ldpsynth.shared.numeric.estimators.bootstrap_from_counts` with this fit).
+(:func:`~ldpsynth.shared.numeric.estimators.bootstrap_from_counts` with this fit); a quantile's interval is inverted
+from the CDF's (:mod:`~ldpsynth.shared.numeric.levels.intervals`).
 """
 
 from __future__ import annotations
@@ -105,10 +106,16 @@ class LevelModel:
         probs = np.asarray(q, dtype=np.float64).reshape(-1)
         if not ((probs >= 0) & (probs <= 1)).all():
             raise ValidationError("q", "probabilities in [0, 1]", "a value outside")
+        cdf = self.cdf(theta)
+        k = np.searchsorted(cdf, probs - 1e-12, side="left")
+        return self.levels.values()[np.minimum(k, cdf.size - 1)]
+
+    def cdf(self, theta: npt.ArrayLike) -> np.ndarray:
+        """:math:`F(v_k) = \\sum_{i \\le k} \\theta_i / \\sum_i \\theta_i`, :math:`F(v_N) = 1` exactly."""
         t = np.asarray(theta, dtype=np.float64)
         cdf = np.cumsum(t) / t.sum()
-        k = np.searchsorted(cdf, probs - 1e-12, side="left")
-        return self.levels.values()[np.minimum(k, t.size - 1)]
+        cdf[-1] = 1.0
+        return cdf
 
     def bin_shares(self, theta: npt.ArrayLike, bins: int) -> np.ndarray:
         """The shares of ``bins`` equal bins of the range (module docstring)."""
