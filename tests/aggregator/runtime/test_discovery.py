@@ -67,14 +67,16 @@ def submit_all(server: ServerThread, devices: list[tuple[PrivacyLedger, str]]) -
 def test_a_discovery_runs_its_rounds_on_a_local_server(start_server: StartServer, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     # The devices' round keys and reports come from the OS CSPRNG (the real device path), so this run is not
-    # seeded: the words are fixed, and at eps = 6 (OLH noise sd about 0.9 reports per cell in round 1) the top 2
-    # ("hello", "abc": about 34 and 22 reports per round) stand more than 4 sd of the round split's sampling above
-    # the third ("zebra", about 7): a failure has probability below 1e-4.
+    # seeded: the words are fixed (hello 182, abc 156, the other three 62 together) and the failure rate was
+    # measured on the same protocol offline (heavy_hitters.simulate with this schema, a fresh salt per run, so a
+    # fresh round split): 0 of 20,000 runs missed the top 2 ({"hello", "abc"}); with the 150 devices and the
+    # 0.45 / 0.3 / 0.1 / 0.1 / 0.05 law this test had before, 142 of 2,000 did (the top 2 is read from round 1's
+    # half of the devices, scaled to the population: the round split's sampling dominates).
     rng = np.random.default_rng(41)
-    words = rng.choice(["hello", "abc", "zebra", "quiet", "mango"], size=150, p=[0.45, 0.3, 0.1, 0.1, 0.05])
+    words = rng.choice(["hello", "abc", "zebra", "quiet", "mango"], size=400, p=[0.5, 0.35, 0.05, 0.05, 0.05])
     devices = [(PrivacyLedger.for_simulation(), str(w)) for w in words]
     rounds = np.array([SCHEMA.device_round(ledger.round_key("words")) for ledger, _ in devices])
-    assert 20 <= (rounds == 0).sum() <= 130
+    assert 20 <= (rounds == 0).sum() <= 380
     data = tmp_path / "data"
 
     server = serve(start_server, data)
