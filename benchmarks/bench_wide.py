@@ -55,6 +55,7 @@ from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
 
+import numba
 import numpy as np
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from multi_freq_ldpy.mdim_freq_est.SMP_solution import SMP_ADP_Aggregator_MI, SMP_ADP_Client
@@ -137,10 +138,17 @@ def split_epsilon(domain: WideDomain, rows: np.ndarray, epsilon: float, rng: np.
     return out
 
 
-def smp(domain: WideDomain, rows: np.ndarray, epsilon: float, seed: int) -> list[np.ndarray]:
-    """multi-freq-ldpy's SMP with its adaptive oracle: each attribute's frequencies (it draws from numpy's
-    global generator, seeded here)."""
+@numba.njit
+def _seed_numba(seed: int) -> None:
+    """Seed numba's own generator (a jitted function's ``np.random`` is not numpy's global one)."""
     np.random.seed(seed)
+
+
+def smp(domain: WideDomain, rows: np.ndarray, epsilon: float, seed: int) -> list[np.ndarray]:
+    """multi-freq-ldpy's SMP with its adaptive oracle: each attribute's frequencies. It draws from numpy's global
+    generator and, in its OUE client (``UE_Client``, numba-jitted), from numba's; both are seeded here."""
+    np.random.seed(seed)
+    _seed_numba(seed)
     sizes = list(domain.sizes)
     reports = [SMP_ADP_Client(row, sizes, domain.width, epsilon) for row in rows.tolist()]
     return [np.asarray(f, np.float64) for f in SMP_ADP_Aggregator_MI(reports, sizes, domain.width, epsilon)]
