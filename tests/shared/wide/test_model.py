@@ -101,8 +101,8 @@ def test_bootstrap_intervals_cover() -> None:
 
 
 def test_a_warm_start_resumes_from_the_fitted_model() -> None:
-    # Refitting the same shares from the fitted model: 10 more iterations stay at the model (the optimum),
-    # while 10 iterations from zero potentials are far from it.
+    # Refitting the same shares from the fitted model: one more block of iterations stays at the model (the
+    # optimum), while one block from zero potentials is far from it (limit: the stopping rule does not run on).
     from ldpsynth.shared.wide.model import Problem
 
     rng = np.random.default_rng(13)
@@ -112,8 +112,8 @@ def test_a_warm_start_resumes_from_the_fitted_model() -> None:
     problem = Problem.of(DOMAIN, measured, len(rows))
     shares = [m.shares() for m in measured]
     model = problem.fit(shares, 300)
-    warm = problem.fit(shares, 10, warm_start=model)
-    cold = problem.fit(shares, 10)
+    warm = problem.fit(shares, 10, warm_start=model, limit=10)    # one block of mbi's 50 steps, no more
+    cold = problem.fit(shares, 10, limit=10)
     joint = (0, 1, 2)
     assert total_variation(warm.marginal(joint), model.marginal(joint)) < 0.005
     assert total_variation(cold.marginal(joint), model.marginal(joint)) > 0.02
