@@ -21,12 +21,18 @@ def _rows(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.stack([a, b, c], axis=1)
 
 
+def _measured(seed: int, n: int, epsilon: float) -> tuple[np.ndarray, list]:
+    """n chain rows and their three pair views measured at ``epsilon``, each row assigned a view at random
+    (one seeded generator for the rows, the assignment and the reports, in that order)."""
+    rng = np.random.default_rng(seed)
+    rows = _rows(rng, n)
+    views = pairs(DOMAIN)
+    return rows, simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), epsilon, rng)
+
+
 @pytest.fixture(scope="module")
 def fitted():
-    rng = np.random.default_rng(11)
-    rows = _rows(rng, 60_000)
-    views = pairs(DOMAIN)
-    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 4.0, rng)
+    rows, measured = _measured(11, 60_000, 4.0)
     return rows, fit(DOMAIN, measured, len(rows), iterations=300)
 
 
@@ -105,10 +111,7 @@ def test_a_warm_start_resumes_from_the_fitted_model() -> None:
     # optimum), while one block from zero potentials is far from it (limit: the stopping rule does not run on).
     from ldpsynth.shared.wide.model import Problem
 
-    rng = np.random.default_rng(13)
-    rows = _rows(rng, 20_000)
-    views = pairs(DOMAIN)
-    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 2.0, rng)
+    rows, measured = _measured(13, 20_000, 2.0)
     problem = Problem.of(DOMAIN, measured, len(rows))
     shares = [m.shares() for m in measured]
     model = problem.fit(shares, 300)
@@ -124,10 +127,7 @@ def test_margins_fit_a_views_sub_marginals_without_its_clique() -> None:
     # marginals still match the truth (they come from all three views).
     from ldpsynth.shared.wide.model import Problem
 
-    rng = np.random.default_rng(14)
-    rows = _rows(rng, 30_000)
-    views = pairs(DOMAIN)
-    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 4.0, rng)
+    rows, measured = _measured(14, 30_000, 4.0)
     left_out = next(i for i, m in enumerate(measured) if m.view.attributes == (0, 2))
     problem = Problem.of(DOMAIN, measured, len(rows), [(left_out, (0,)), (left_out, (2,))])
     model = problem.fit([m.shares() for m in measured], 300)
@@ -161,10 +161,7 @@ def test_a_fit_runs_on_until_it_fits_the_views_within_their_noise() -> None:
     # (2L/m ≈ 2.9); the rule runs on until 2L/m ≤ 1, and that model is nearer the truth.
     from ldpsynth.shared.wide.model import Problem
 
-    rng = np.random.default_rng(11)
-    rows = _rows(rng, 60_000)
-    views = pairs(DOMAIN)
-    measured = simulate(DOMAIN, views, rows, rng.integers(0, len(views), len(rows)), 16.0, rng)
+    rows, measured = _measured(11, 60_000, 16.0)
     problem = Problem.of(DOMAIN, measured, len(rows))
     shares = [m.shares() for m in measured]
     capped = problem.fit(shares, 50, limit=50)

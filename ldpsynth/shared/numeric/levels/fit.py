@@ -54,6 +54,8 @@ __all__ = ["FOLDS", "PLAIN_ABOVE", "LevelModel"]
 FOLDS = 5
 #: The plain EM is chosen when the paired t of its held-out log-likelihood over the smoothed one exceeds this.
 PLAIN_ABOVE = 2.0
+#: Slack on q in the comparisons with a CDF (a sum of masses may miss q by rounding).
+CDF_SLACK = 1e-12
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +109,7 @@ class LevelModel:
         if not ((probs >= 0) & (probs <= 1)).all():
             raise ValidationError("q", "probabilities in [0, 1]", "a value outside")
         cdf = self.cdf(theta)
-        k = np.searchsorted(cdf, probs - 1e-12, side="left")
+        k = np.searchsorted(cdf, probs - CDF_SLACK, side="left")
         return self.levels.values()[np.minimum(k, cdf.size - 1)]
 
     def cdf(self, theta: npt.ArrayLike) -> np.ndarray:

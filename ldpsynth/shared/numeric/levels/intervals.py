@@ -51,13 +51,9 @@ import numpy.typing as npt
 
 from ...validation import check_probability
 from ..estimators import bootstrap_from_counts
-from .fit import LevelModel
+from .fit import CDF_SLACK, LevelModel
 
 __all__ = ["QuantileIntervals", "invert_cdf", "quantile_intervals"]
-
-#: Slack on q in the comparisons with a CDF, as :meth:`~.fit.LevelModel.quantiles` (a sum of masses may miss q
-#: by rounding).
-CDF_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
