@@ -27,7 +27,6 @@ answers query objects over the wide row's attributes from the views' releases, e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from ldpsynth.cli.options import (
 from ldpsynth.shared.card import MechanismCard
 from ldpsynth.shared.errors import ValidationError
 from ldpsynth.shared.estimators.offline import estimate_release
-from ldpsynth.shared.jsonio import read_text
+from ldpsynth.shared.jsonio import dumps, read_text
 from ldpsynth.shared.release import Release
 from ldpsynth.shared.wide.collection import WideCard
 from ldpsynth.shared.wide.release import WideRelease, estimate_wide_release, is_wide_card
@@ -79,13 +78,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValidationError("--card", "the wide card of the export in --synthetic", "another wide card")
         answers: Any = estimate_wide_release(wide, read_text(args.queries, "--queries"), level=args.level,
                                              fit=fit)
-        json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(dumps(answers_json(answers, args.guarantees), indent=2) + "\n")
         return 0
     card = MechanismCard.from_json(text)
     release = Release.read(args.synthetic, card=card, field="--synthetic")
     answers = estimate_release(release, read_text(args.queries, "--queries"), level=args.level,
                                rows_per_device=args.rows_per_device)
-    json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    sys.stdout.write(dumps(answers_json(answers, args.guarantees), indent=2) + "\n")
     return 0

@@ -22,7 +22,6 @@ a call that fails for good prints one line and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -111,8 +110,7 @@ def _query(args: argparse.Namespace) -> int:
     except QueryError as exc:
         print(f"ldpsynth query: error: {exc}", file=sys.stderr)
         return 1
-    json.dump(answers_json(answers, args.guarantees), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    sys.stdout.write(jsonio.dumps(answers_json(answers, args.guarantees), indent=2) + "\n")
     return 0
 
 
@@ -130,10 +128,10 @@ def _export(args: argparse.Namespace) -> int:
         population = release.measurements().population
         written, note = release.write(args.out, rows=args.synthetic_rows, fit=fit)
         sampled = 0 if note is not None else population if args.synthetic_rows is None else args.synthetic_rows
-        print(json.dumps({"collection": args.collection, "views": [r.summary() for r in release.releases],
+        print(jsonio.dumps({"collection": args.collection, "views": [r.summary() for r in release.releases],
                           "population": population, "synthetic_rows": sampled, "note": note,
                           "files": [str(f) for f in written]}, sort_keys=True))
         return 0
     files = release.write(args.out)
-    print(json.dumps({**release.summary(), "files": [str(f) for f in files]}, sort_keys=True))
+    print(jsonio.dumps({**release.summary(), "files": [str(f) for f in files]}, sort_keys=True))
     return 0

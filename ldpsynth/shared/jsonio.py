@@ -17,6 +17,9 @@ query batches of :mod:`~ldpsynth.shared.queries.json_form` and the tokens file, 
 * numbers with a fraction or exponent must be finite float64 (no overflow to ``inf``).
   The non-standard literals ``NaN`` and ``Infinity`` are still parsed (the fields that need
   finite numbers refuse them by name).
+
+What we print is strict RFC 8259 (:func:`dumps`): a number that is not finite (a bound that does not apply,
+an answer with no rows) is written as ``null``, never as the non-standard ``NaN`` or ``Infinity``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "nesting_depth",
     "loads",
+    "dumps",
     "read_text",
     "load_file",
 ]
@@ -126,3 +130,20 @@ def load_file(path: str | Path, field: str, expected: str) -> Any:
         return loads(text, field, expected)
     except ValidationError as exc:
         raise ValidationError(exc.field, exc.legal, f"{path}: {exc.problem}") from None
+
+
+def _finite_or_null(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by ``None``, through lists, tuples and dicts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``value`` as strict JSON text (RFC 8259): non-finite floats become ``null`` (module docstring);
+    ``options`` go to :func:`json.dumps` (``indent``, ``sort_keys``)."""
+    return json.dumps(_finite_or_null(value), allow_nan=False, **options)

@@ -105,3 +105,13 @@ def test_schema_and_card_files_that_are_not_utf8_are_refused_naming_the_file(tmp
         with pytest.raises(ValidationError) as err:
             load(path)
         assert err.value.field == field and "not UTF-8" in err.value.problem and str(path) in err.value.problem
+
+
+def test_what_we_print_is_strict_json_with_null_for_a_number_that_is_not_finite():
+    value = {"bound": float("nan"), "high": float("inf"), "low": -float("inf"), "estimate": 1.5, "n": 3,
+             "rows": [float("nan"), 2.0, (float("inf"),)], "label": "NaN", "flag": True}
+    text = jsonio.dumps(value, sort_keys=True)
+    assert "NaN" not in text.replace('"NaN"', "") and "Infinity" not in text
+    assert json.loads(text) == {"bound": None, "high": None, "low": None, "estimate": 1.5, "n": 3,
+                                "rows": [None, 2.0, [None]], "label": "NaN", "flag": True}
+    assert json.loads(jsonio.dumps([0.1, 1e308])) == [0.1, 1e308]        # finite floats round-trip exactly

@@ -60,6 +60,10 @@ def _rows(rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"a": np.array(["x", "y", "z"])[a], "b": b, "c": c + 1, "d": np.array(["lo", "hi"])[d], "region": region}
 
 
+def _not_json(literal: str) -> None:
+    raise AssertionError(f"printed {literal}, which is not JSON (RFC 8259)")
+
+
 def _columns(answers: object) -> np.ndarray:
     return np.array([[r["estimate"], r["std_error"], r["ci_low"], r["ci_high"]]
                      for r in answers.records()])  # type: ignore[attr-defined]
@@ -142,7 +146,8 @@ def test_parent_answers_and_export_equal_offline(start_server, tmp_path, capsys,
     assert sampled[0] == ["a", "b", "c", "d"] and len(sampled) == 501
     assert cli_main(["estimate", "--synthetic", str(out), "--card", str(out / "card.json"),
                      "--queries", str(queries), *fit]) == 0
-    printed = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out, parse_constant=_not_json)      # strict JSON: NaN is null
+    assert {(r["bound"], r["bound_proper"]) for r in printed} == {(None, None)}  # WYZ eqs. 20/22 do not apply
     assert [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], r["method"]) for r in printed] == \
         [(r["label"], r["estimate"], r["std_error"], r["ci_low"], r["ci_high"], r["method"]) for r in records]
 
