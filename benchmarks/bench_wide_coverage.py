@@ -1,4 +1,4 @@
-"""Coverage of the wide model's bootstrap intervals on Adult: queries in no view, answered by the database's model.
+"""Coverage of the wide model's intervals on Adult: queries in no view, answered by the database's model.
 
 Command (from ``benchmarks/``)::
 
@@ -16,16 +16,16 @@ bootstrap replicates seeded by r) answers in one call
   kept: the cells whose true share is at least ``--min-share``;
 * :data:`PREDICATES`: counts of rows meeting conditions on 3 or 4 attributes (codes; see their labels),
 
-every one by the ``"model"`` method (Student-t interval with B − 1 degrees of freedom). The truth is the
-population's own count (all rows are devices). Reported per query and overall: the share of 95 % intervals
-holding the truth, with a Clopper-Pearson 95 % interval (which treats the intervals as independent: cells of
-one collection share its noise, so it is too narrow); the ratio of the empirical standard deviation of the
-estimates across the R collections to their mean bootstrap standard error (per cell, then the median of a
-query's cells); and the mean standardized error :math:`(\\hat c - c)/\\widehat{SE}` (bias in standard errors).
-Also the coverage of the bootstrap's bias-corrected interval (ET93, the bootstrap estimate of bias):
-centre :math:`2\\hat c - \\bar c^*` (:math:`\\bar c^*` the mean of the B refits' answers, which the database
-keeps), the same half-width: what a correction for the model's own shrinkage would buy (the database does not
-apply it).
+every one by the ``"model"`` method: the one-step estimate (the model's answer corrected by the views of its
+attributes, :mod:`ldpsynth.shared.wide.onestep`) with its standard error and Student-t interval (Welch-Satterthwaite
+degrees of freedom). The truth is the population's own count (all rows are devices). Reported per query and overall:
+the share of 95 % intervals holding the truth, with a Clopper-Pearson 95 % interval (which treats the intervals as
+independent: cells of one collection share its noise, so it is too narrow); the ratio of the empirical standard
+deviation of the estimates across the R collections to their mean standard error (per cell, then the median of a
+query's cells); the mean and RMS standardized error :math:`(\\hat c - c)/\\widehat{SE}`; the root mean squared
+error of the estimate over that of the model's own answer (the proper estimate). Beside it, in the same run, the
+interval the database served before the correction: the model's own answer ± t_{B−1} × the standard deviation of
+its B bootstrap refits (read from the replicates the database keeps), its coverage and mean z.
 Written after each collection: ``intervals.csv`` (one row per interval), ``coverage.csv`` / ``coverage.md``
 (the summary) and ``coverage.png``.
 """
@@ -48,6 +48,7 @@ import numpy as np
 from bench_wide import NAMES, SALT, load_adult
 from machine import machine_info  # benchmarks/machine.py (scripts run from this folder)
 from scipy.stats import beta
+from scipy.stats import t as student
 
 from ldpsynth.shared.queries.model import Condition, MarginalQuery, PredicateQuery
 from ldpsynth.shared.wide import WideDomain, assign_views, pairs, simulate
@@ -129,14 +130,20 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     estimates = np.array([float(r["estimate"]) for r in cell])
                     errors = np.array([float(r["standard_error"]) for r in cell])
                     ratios.append(float(np.std(estimates, ddof=1) / np.mean(errors)))
-            z = [(float(r["estimate"]) - float(r["truth"])) / float(r["standard_error"])
-                 for r in chosen]
-            corrected = sum(bool(r["covered_corrected"]) for r in chosen)
+            truth = np.array([float(r["truth"]) for r in chosen])
+            z = (np.array([float(r["estimate"]) for r in chosen]) - truth) / \
+                np.array([float(r["standard_error"]) for r in chosen])
+            model = np.array([float(r["model"]) for r in chosen])
+            model_z = (model - truth) / np.array([float(r["model_se"]) for r in chosen])
+            estimate_error = np.array([float(r["estimate"]) for r in chosen]) - truth
             out.append({"epsilon": eps, "query": name, "intervals": len(chosen),
                         "collections": len({r["collection"] for r in chosen}), "coverage": hits / len(chosen),
-                        "coverage_low": low, "coverage_high": high, "coverage_bias_corrected": corrected / len(chosen),
+                        "coverage_low": low, "coverage_high": high,
                         "sd_over_se": float(np.median(ratios)) if ratios else float("nan"),
-                        "mean_z": float(np.mean(z)), "rms_z": float(np.sqrt(np.mean(np.square(z))))})
+                        "mean_z": float(np.mean(z)), "rms_z": float(np.sqrt(np.mean(np.square(z)))),
+                        "rmse_over_model": float(np.sqrt(np.mean(estimate_error ** 2) / np.mean((model - truth) ** 2))),
+                        "model_coverage": float(np.mean([bool(r["model_covered"]) for r in chosen])),
+                        "model_mean_z": float(np.mean(model_z))})
     return out
 
 
@@ -178,35 +185,37 @@ def one_collection(domain: WideDomain, rows: np.ndarray, r: int, eps: float, arg
     answers = db.answer(queries)
     left_out = sorted({"–".join(domain.names[a] for a in measured[g.measurement].view.attributes)
                        for g in db.problem.margins})
+    t_boot = float(student.ppf(0.975, args.replicates - 1))
     records = []
     for q, (tgts, cells) in enumerate(zip(targets, kept)):
         mine = [a for a in answers if a.query == q]
-        means = n * replicate_means(db, queries[q], cells)
-        for target, u, mean in zip(tgts, cells, means):
+        spread = n * replicate_answers(db, queries[q], cells).std(axis=0, ddof=1)
+        for target, u, sd in zip(tgts, cells, spread):
             a = mine[int(u)]
             if a.method != MODEL or (len(tgts) > 1 and a.label != target.label):
                 raise RuntimeError(f"answer {a.label} ({a.method}) is not the model's answer of {target.label}")
-            centre, half = 2 * a.estimate - mean, a.high - a.estimate
             records.append({"epsilon": eps, "collection": r, "replicates": args.replicates, "query": target.query,
                             "label": target.label, "truth": target.truth, "estimate": a.estimate,
-                            "standard_error": a.standard_error, "low": a.low, "high": a.high,
-                            "covered": a.low <= target.truth <= a.high, "bootstrap_mean": float(mean),
-                            "covered_corrected": abs(target.truth - centre) <= half, "left_out": " ".join(left_out)})
+                            "standard_error": a.standard_error, "df": a.df, "low": a.low, "high": a.high,
+                            "covered": a.low <= target.truth <= a.high, "model": a.proper_estimate,
+                            "model_se": float(sd),
+                            "model_covered": abs(a.proper_estimate - target.truth) <= t_boot * sd,
+                            "left_out": " ".join(left_out)})
     return records
 
 
-def replicate_means(db: WideDatabase, query: MarginalQuery | PredicateQuery, cells: np.ndarray) -> np.ndarray:
-    """The mean over the B bootstrap replicates of the answers (shares) of ``query`` at ``cells`` (a predicate:
-    its one answer), from the replicates the database kept when it answered (no refit; a diagnostic, so it reads
-    the database's private cache). A triple's cells are in its sorted attributes' order, as the database's."""
+def replicate_answers(db: WideDatabase, query: MarginalQuery | PredicateQuery, cells: np.ndarray) -> np.ndarray:
+    """The B bootstrap refits' answers (shares, B × targets) of ``query`` at ``cells`` (a predicate: its one
+    answer), from the replicates the database kept when it answered (no refit; a diagnostic, so it reads the
+    database's private cache). A triple's cells are in its sorted attributes' order, as the database's."""
     if isinstance(query, MarginalQuery):
         attrs = tuple(sorted(db.domain.names.index(a) for a in query.attributes))
-        return db._replicates([attrs])[0][:, cells].mean(axis=0)
+        return db._replicates([attrs])[0][:, cells]
     masks = {db.domain.names.index(c.attribute): np.isin(np.arange(db.domain.sizes[db.domain.names.index(c.attribute)]),
                                                          c.value) for c in query.where}
     attrs = tuple(sorted(masks))
     weights = np.ravel(functools.reduce(np.multiply.outer, [masks[a].astype(np.float64) for a in attrs]))
-    return np.array([float((db._replicates([attrs])[0] @ weights).mean())])
+    return (db._replicates([attrs])[0] @ weights)[:, None]
 
 
 def main() -> int:
@@ -259,13 +268,14 @@ def write(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(summary[0]))
         writer.writeheader()
         writer.writerows(summary)
-    lines = ["| ε | query | intervals | collections | coverage | 95 % CI (independent) | coverage, bias-corrected "
-             "| SD / mean SE (median cell) | mean z | RMS z |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| ε | query | intervals | collections | coverage | 95 % CI (independent) | SD / mean SE (median cell) "
+             "| mean z | RMS z | RMSE / the model's | before: the model ± bootstrap, coverage | before: mean z |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         lines.append(f"| {s['epsilon']:g} | {s['query']} | {s['intervals']} | {s['collections']} | "
                      f"{s['coverage']:.3f} | {s['coverage_low']:.3f}–{s['coverage_high']:.3f} | "
-                     f"{s['coverage_bias_corrected']:.3f} | "
-                     f"{s['sd_over_se']:.2f} | {s['mean_z']:+.2f} | {s['rms_z']:.2f} |")
+                     f"{s['sd_over_se']:.2f} | {s['mean_z']:+.2f} | {s['rms_z']:.2f} | {s['rmse_over_model']:.2f} | "
+                     f"{s['model_coverage']:.3f} | {s['model_mean_z']:+.2f} |")
     left = sorted({str(r["left_out"]) for r in records})
     machine = machine_info(mbi=version("mbi"), jax=version("jax"))
     text = [f"# The wide model's interval coverage on Adult (8 attributes, all pairs, {args.iterations} iterations)",
@@ -274,8 +284,10 @@ def write(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"--replicates {args.replicates} --epsilons {args.epsilons} --triples {args.triples} "
             f"--min-share {args.min_share} --iterations {args.iterations} --seed {args.seed}` "
             "(the script's docstring says what each column is). "
-            "Every interval is the database's `model` answer (Student-t, B − 1 degrees of freedom); z = "
-            "(estimate − truth) / SE.", "", *lines, "",
+            "Every interval is the database's `model` answer (the one-step estimate, Student-t with the "
+            "Welch-Satterthwaite degrees of freedom); z = (estimate − truth) / SE. The last two columns: the model's "
+            "own answer ± t_{B−1} × its bootstrap SE (the interval served before the one-step correction).", "",
+            *lines, "",
             "Pairs the bounded junction tree left to their margins, per collection: "
             + "; ".join(f"`{x}`" for x in left), "", *(f"- {k}: {v}" for k, v in machine.items()), ""]
     (args.out / "coverage.md").write_text("\n".join(text))

@@ -9,7 +9,7 @@ The problem (views' weights and the bounded junction tree's left-out pairs) is c
 query in no view is the model's: its structure (the pairs left to their margins; the all-pairs model itself is
 not the joint) and stopping after a number of iterations. With ``--exact`` the same at the bound lifted (every
 pair whole: minutes per fit). Per query of the benchmark: the median over its kept cells of |model − truth|
-and of that over the cell's mean bootstrap SE in the benchmark's ``intervals.csv`` (counts), and the mean
+and of that over the cell's mean bootstrap SE in the benchmark's ``intervals.csv`` (``model_se``, counts), and the mean
 signed error in SEs.
 """
 
@@ -51,7 +51,7 @@ def main() -> int:
     se: dict[str, list[float]] = {}
     counts: dict[str, tuple[str, float]] = {}
     for r in records:
-        se.setdefault(r["label"], []).append(float(r["standard_error"]))
+        se.setdefault(r["label"], []).append(float(r["model_se"]))
         counts[r["label"]] = (r["query"], float(r["truth"]))
     triples = choose_triples(domain.width, 10, np.random.default_rng(args.seed))
     problems = [("bounded", Problem.of(domain, measured, n))]

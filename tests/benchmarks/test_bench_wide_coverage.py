@@ -61,15 +61,17 @@ def test_summary_of_hand_made_records(bench: ModuleType) -> None:
     for r, (e1, e2) in enumerate([(9.0, 100.0), (11.0, 104.0), (13.0, 96.0)]):
         records.append({"epsilon": 1.0, "collection": r, "query": "m", "label": "m[a=0]", "truth": 10.0,
                         "estimate": e1, "standard_error": 1.0, "covered": abs(e1 - 10.0) <= 2.5,
-                        "covered_corrected": r == 0})
+                        "model": 10.0 - 2 * (r + 1), "model_se": 2.0, "model_covered": r == 0})
         records.append({"epsilon": 1.0, "collection": r, "query": "p", "label": "p", "truth": 100.0,
                         "estimate": e2, "standard_error": 4.0, "covered": True,
-                        "covered_corrected": True})
+                        "model": 102.0, "model_se": 1.0, "model_covered": True})
     rows = {s["query"]: s for s in bench.summarize(records)}
     assert set(rows) == {"m", "p", "all"}
     assert rows["m"]["coverage"] == pytest.approx(2 / 3) and rows["m"]["intervals"] == 3
-    assert rows["m"]["coverage_bias_corrected"] == pytest.approx(1 / 3)
-    assert rows["all"]["coverage_bias_corrected"] == pytest.approx(4 / 6)
+    assert rows["m"]["model_coverage"] == pytest.approx(1 / 3)
+    assert rows["all"]["model_coverage"] == pytest.approx(4 / 6)
+    assert rows["m"]["model_mean_z"] == pytest.approx(-2.0)                       # -2, -4, -6 over SE 2
+    assert rows["m"]["rmse_over_model"] == pytest.approx(math.sqrt((1 + 1 + 9) / (4 + 16 + 36)))
     assert rows["m"]["collections"] == 3 and rows["all"]["coverage"] == pytest.approx(5 / 6)
     assert rows["m"]["sd_over_se"] == pytest.approx(2.0)                          # SD of 9, 11, 13 over SE 1
     assert rows["p"]["sd_over_se"] == pytest.approx(1.0)                          # SD of 100, 104, 96 over 4

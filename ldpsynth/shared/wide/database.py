@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
+import numpy.typing as npt
 
 from ..attributes import Attribute, CategoricalAttribute, IntegerAttribute
 from ..errors import ValidationError
@@ -59,9 +60,10 @@ from ..validation import check_int, check_probability
 from .answers import Z95, analytic_linear
 from .measure import ViewMeasurement
 from .model import DEFAULT_ITERATIONS, Problem, WideModel, bootstrap_marginals
+from .onestep import MAX_CORRECTED_CELLS, Correction
 from .views import WideDomain
 
-__all__ = ["ANALYTIC", "DEFAULT_REPLICATES", "MODEL", "WideAnswer", "WideDatabase"]
+__all__ = ["ANALYTIC", "DEFAULT_REPLICATES", "MODEL", "WideAnswer", "WideDatabase", "student_quantile"]
 
 ANALYTIC, MODEL = "analytic", "model"
 #: Bootstrap replicates B of a model answer's standard error.
@@ -71,8 +73,10 @@ DEFAULT_REPLICATES = 20
 @dataclass(frozen=True, slots=True)
 class WideAnswer:
     """One answer: ``query`` (its index in the batch), ``label`` (a marginal's cells: ``label[a=v,...]``), the
-    estimate, its standard error and 95 % interval ``[low, high]``, the ``method`` (``"analytic"`` or
-    ``"model"``) and, for an analytic answer, the measured ``views`` (attribute names) it combines."""
+    estimate, its standard error and interval ``[low, high]``, the ``method`` (``"analytic"`` or ``"model"``),
+    the measured ``views`` (attribute names) it combines (a model answer: those its one-step correction reads),
+    for a model answer the model's own answer ``proper``, and the interval's degrees of freedom ``df``
+    (``inf``: normal)."""
 
     query: int
     label: str
@@ -82,6 +86,21 @@ class WideAnswer:
     high: float
     method: str
     views: tuple[tuple[str, ...], ...] = ()
+    proper: float | None = None
+    df: float = math.inf
+
+    @property
+    def proper_estimate(self) -> float:
+        """A distribution's answer: a model answer's ``proper`` (the model's own, which the synthetic rows share),
+        else the estimate."""
+        return self.estimate if self.proper is None else self.proper
+
+
+def student_quantile(level: float, df: npt.ArrayLike) -> np.ndarray:
+    """The Student-t quantiles of two-sided ``level`` intervals with ``df`` degrees of freedom (``inf``: normal)."""
+    from scipy.stats import t as student  # scipy comes with mbi (the [wide] extra)
+
+    return np.asarray(student.ppf(0.5 + level / 2, np.asarray(df, np.float64)), np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,12 +299,6 @@ class WideDatabase:
                               "model in this phase", "a cut query needs them")
 
     # ----- answering -------------------------------------------------------------------------------------------
-    def t_quantile(self, level: float) -> float:
-        """The Student-t quantile of a two-sided ``level`` interval with B - 1 degrees of freedom."""
-        from scipy.stats import t as student  # scipy comes with mbi (the [wide] extra)
-
-        return float(student.ppf(0.5 + level / 2, self.replicates - 1))
-
     def _analytic(self, attrs: tuple[int, ...], weights: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, tuple[tuple[int, ...], ...]]:
         """Shares and standard errors of ``weights @ f_attrs`` from the views (exact when ``attrs`` is empty)."""
@@ -326,25 +339,45 @@ class WideDatabase:
         replicates = dict(zip(modelled, self._replicates(modelled))) if modelled else {}
         for attrs, items in groups.items():
             scale = np.concatenate([it.scale for it in items])
-            views: tuple[tuple[str, ...], ...] = ()
+            cells = math.prod(self.domain.sizes[a] for a in attrs)
+            proper: list[float | None] = [None] * len(scale)
             if attrs in replicates:
                 marginal = self.model.marginal(attrs)
-                estimate = scale * np.concatenate([it.apply(marginal) for it in items])
-                error = scale * np.concatenate([np.std(it.apply(replicates[attrs]), axis=0, ddof=1) for it in items])
-                quantile, method = self.t_quantile(level), MODEL
+                proper = (scale * np.concatenate([it.apply(marginal) for it in items])).tolist()
+                shares, errors, df, measured = self._modelled(attrs, items, marginal, replicates[attrs], cells)
+                estimate, error, method = scale * shares, scale * errors, MODEL
+                quantile = student_quantile(level, df)
             else:
-                cells = math.prod(self.domain.sizes[a] for a in attrs)
                 weights = np.concatenate([it.dense(cells) for it in items])
                 shares, errors, measured = self._analytic(attrs, weights)
-                estimate, error, quantile, method = scale * shares, scale * errors, z, ANALYTIC
-                views = tuple(tuple(self.domain.names[a] for a in v) for v in measured)
-            est, err = estimate.tolist(), error.tolist()
+                estimate, error, method = scale * shares, scale * errors, ANALYTIC
+                quantile, df = np.full(len(scale), z), np.full(len(scale), math.inf)
+            views = tuple(tuple(self.domain.names[a] for a in v) for v in measured)
+            est, err, dfs = estimate.tolist(), error.tolist(), df.tolist()
             low, high = (estimate - quantile * error).tolist(), (estimate + quantile * error).tolist()
             row = 0
             for it in items:
                 end = row + len(it.labels)
-                results[it.query] = [WideAnswer(it.query, label, e, s, lo, hi, method, views) for label, e, s, lo, hi
-                                     in zip(it.labels, est[row:end], err[row:end], low[row:end], high[row:end])]
+                results[it.query] = [WideAnswer(it.query, label, e, s, lo, hi, method, views, p, d)
+                                     for label, e, s, lo, hi, p, d in zip(it.labels, est[row:end], err[row:end],
+                                                                          low[row:end], high[row:end], proper[row:end],
+                                                                          dfs[row:end])]
                 row = end
         return [a for i in range(len(queries)) for a in results[i]]
+
+    def _modelled(self, attrs: tuple[int, ...], items: Sequence[_Linear], marginal: np.ndarray,
+                  replicates: np.ndarray, cells: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[tuple[int, ...], ...]]:
+        """Shares, standard errors, degrees of freedom and the views read of the model's answers over ``attrs``:
+        the one-step correction (:class:`~.onestep.Correction`, built once for all of them) up to
+        :data:`~.onestep.MAX_CORRECTED_CELLS` cells, above them the model's marginal with the bootstrap's error
+        (B − 1 degrees of freedom)."""
+        if cells > MAX_CORRECTED_CELLS:
+            shares = np.concatenate([it.apply(marginal) for it in items])
+            errors = np.concatenate([np.std(it.apply(replicates), axis=0, ddof=1) for it in items])
+            return shares, errors, np.full(len(shares), self.replicates - 1.0), ()
+        correction = Correction.of(self.domain, self.measurements, attrs, marginal, replicates, self.population)
+        steps = [correction.answer(it.weights) for it in items]
+        return (np.concatenate([o.estimate for o in steps]), np.concatenate([o.standard_error for o in steps]),
+                np.concatenate([o.df for o in steps]), steps[0].views)
 

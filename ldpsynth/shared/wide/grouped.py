@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from ..queries.compiler import MAX_QUERY_WEIGHTS, encode_values, public_attribut
 from ..queries.model import GroupedQuery, LinearQuery, Query
 from ..queries.numeric import NumericQuery
 from .collection import WideCard
-from .database import ANALYTIC, MODEL, WideAnswer, WideDatabase
+from .database import ANALYTIC, MODEL, WideAnswer, WideDatabase, student_quantile
 from .parent import DEFAULT_FIT, ParentMeasurements, WideFit, measure_parent, parent_database
 
 __all__ = ["WideParent"]
@@ -94,7 +93,8 @@ class WideParent:
         tables = {int(c): _weights(w, k, f"tables[{j}].weights") for j, (c, (_, w)) in enumerate(zip(codes,
                                                                                                    query.tables))}
         default = np.zeros(k) if query.default is None else _weights(query.default, k, "default")
-        estimate = variance = spread = 0.0
+        estimate = variance = spread = proper = 0.0
+        shares: list[float] = []                # Welch-Satterthwaite: the sum of v_g^2 / df_g
         methods: set[str] = set()
         views: set[tuple[str, ...]] = set()
         for code in range(attr.size):
@@ -104,7 +104,9 @@ class WideParent:
                 continue
             term = database.answer([LinearQuery(weights=tuple(w.tolist()), normalization="sum")], level)[0]
             estimate += term.estimate
+            proper += term.proper_estimate
             variance += term.standard_error ** 2
+            shares.append(term.standard_error ** 4 / term.df)
             spread += database.population * float(np.ptp(w))
             methods.add(term.method)
             views.update(term.views)
@@ -115,10 +117,12 @@ class WideParent:
                                   "the range normaliser Z is 0")
         method = MODEL if MODEL in methods else ANALYTIC
         error = math.sqrt(variance) / z
-        quantile = self.database.t_quantile(level) if method == MODEL else NormalDist().inv_cdf(0.5 + level / 2)
+        df = variance ** 2 / sum(shares) if sum(shares) > 0 else math.inf
+        quantile = float(student_quantile(level, df))
         value = estimate / z
         return WideAnswer(index, query.label if query.label is not None else f"grouped#{index}", value, error,
-                          value - quantile * error, value + quantile * error, method, tuple(sorted(views)))
+                          value - quantile * error, value + quantile * error, method, tuple(sorted(views)),
+                          proper / z if method == MODEL else None, df)
 
 
 def _weights(weights: Sequence[float], k: int, fld: str) -> np.ndarray:

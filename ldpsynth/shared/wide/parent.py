@@ -131,8 +131,9 @@ def parent_database(card: WideCard, measured: ParentMeasurements, fit: WideFit =
 
 @dataclass(frozen=True, eq=False)
 class WideAnswers(AnswerColumns):
-    """The parent's answers as the query service's columns: ``estimate`` and ``proper_estimate`` (the same
-    number: no eq. 21 projection), ``std_error``, the interval at ``level``; ``bound`` and ``bound_proper`` NaN
+    """The parent's answers as the query service's columns: ``estimate``, ``proper_estimate`` (an analytic
+    answer's estimate again, no eq. 21 projection; a model answer's the model's own, which the synthetic rows
+    share), ``std_error``, the interval at ``level``; ``bound`` and ``bound_proper`` NaN
     (WYZ eq. 20/22 are not defined for these answers); ``exact`` False. Per answer its ``labels``, the index
     of the query it comes from (``origins``) and its ``methods`` (``"analytic"`` or ``"model"``); ``views``:
     the measured views the analytic answers combine (attribute names), ``modelled``: whether any answer comes
@@ -173,7 +174,8 @@ def wide_answers(database: Answering, queries: Sequence[Query | NumericQuery], l
     answers: list[WideAnswer] = database.answer(queries, level)
     estimate = np.array([a.estimate for a in answers], np.float64)
     nan = np.full(len(answers), np.nan)
-    return WideAnswers(estimate, estimate.copy(), np.zeros(len(answers), bool),
+    return WideAnswers(estimate, np.array([a.proper_estimate for a in answers], np.float64),
+                       np.zeros(len(answers), bool),
                        np.array([a.standard_error for a in answers], np.float64),
                        np.array([a.low for a in answers], np.float64), np.array([a.high for a in answers], np.float64),
                        nan, nan.copy(), float(level), database.population, float(epsilon),

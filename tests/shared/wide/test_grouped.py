@@ -3,8 +3,8 @@ or the group's own model, summed over the groups.
 
 A simulated population of 24,000 devices whose private rows depend on their public region; the grouped answers are
 checked against the population's true value within the stated standard error (α = 0.001 per check, two-sided:
-normal 3.29 for an analytic answer, Student-t with B − 1 = 9 degrees of freedom, 4.78, for a model one; fixed
-seed). Errors name the query's fields.
+normal 3.29 for an analytic answer; for a model one Student-t with B − 1 = 9 degrees of freedom, 4.78, the fewest
+its Welch-Satterthwaite degrees of freedom can be; fixed seed). Errors name the query's fields.
 """
 
 from __future__ import annotations
