@@ -154,7 +154,7 @@ class Correction:
         start = 0
         for covariance in self.covariances:
             g = gain[:, start:start + len(covariance)]
-            analytic += np.einsum("qi,ij,qj->q", g, covariance, g)
+            analytic += np.sum((g @ covariance) * g, axis=1)
             start += len(covariance)
         residual = replicate_answers - (t.T @ draws.T).T @ gain.T                       # B x queries
         bootstrap = np.var(residual, axis=0, ddof=1)
