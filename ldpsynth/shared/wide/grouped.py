@@ -94,7 +94,7 @@ class WideParent:
                                                                                                    query.tables))}
         default = np.zeros(k) if query.default is None else _weights(query.default, k, "default")
         estimate = variance = spread = proper = 0.0
-        shares: list[float] = []                # Welch-Satterthwaite: the sum of v_g^2 / df_g
+        df_terms: list[float] = []              # Welch-Satterthwaite: v_g^2 / df_g per group
         methods: set[str] = set()
         views: set[tuple[str, ...]] = set()
         for code in range(attr.size):
@@ -106,7 +106,7 @@ class WideParent:
             estimate += term.estimate
             proper += term.proper_estimate
             variance += term.standard_error ** 2
-            shares.append(term.standard_error ** 4 / term.df)
+            df_terms.append(term.standard_error ** 4 / term.df)
             spread += database.population * float(np.ptp(w))
             methods.add(term.method)
             views.update(term.views)
@@ -117,7 +117,7 @@ class WideParent:
                                   "the range normaliser Z is 0")
         method = MODEL if MODEL in methods else ANALYTIC
         error = math.sqrt(variance) / z
-        df = variance ** 2 / sum(shares) if sum(shares) > 0 else math.inf
+        df = variance ** 2 / sum(df_terms) if sum(df_terms) > 0 else math.inf
         quantile = float(student_quantile(level, df))
         value = estimate / z
         return WideAnswer(index, query.label if query.label is not None else f"grouped#{index}", value, error,

@@ -96,12 +96,13 @@ def _statistics(domain: WideDomain, attrs: tuple[int, ...], chosen: Sequence[tup
 @dataclass(frozen=True, eq=False)
 class Correction:
     """The one-step correction of the answers over one set of attributes A (module docstring): built once from the
-    model's marginal of A and its bootstrap replicates (:meth:`of`), then applied to any queries over A
-    (:meth:`answer`)."""
+    model's marginal of A and its bootstrap replicates (:meth:`of`; ``draw_means``: T's means under each replicate,
+    B × Σ cells(S)), then applied to any queries over A (:meth:`answer`)."""
 
     marginal: np.ndarray
     draws: np.ndarray
     statistics: Any
+    draw_means: np.ndarray
     means: np.ndarray
     inverse: np.ndarray
     residual: np.ndarray
@@ -123,7 +124,7 @@ class Correction:
         chosen = blocks(measurements, attrs)
         if not chosen:
             empty = np.zeros((q.size, 0))
-            return cls(q, draws, empty, np.zeros(0), np.zeros((0, 0)), np.zeros(0), (), ())
+            return cls(q, draws, empty, np.zeros((len(draws), 0)), np.zeros(0), np.zeros((0, 0)), np.zeros(0), (), ())
         t = _statistics(domain, attrs, chosen)
         mu = t.T @ q
         covariance = (t.T @ t.multiply(q[:, None])).toarray() - np.outer(mu, mu)
@@ -133,7 +134,8 @@ class Correction:
         for m, s in chosen:
             on_view = project(np.eye(m.view.size), m.view, s).T                        # cells(S) x cells(V)
             covariances.append(on_view @ m.share_covariance(population) @ on_view.T)
-        return cls(q, draws, t, mu, np.linalg.pinv(covariance, rcond=1e-10, hermitian=True), measured - mu,
+        return cls(q, draws, t, (t.T @ draws.T).T, mu, np.linalg.pinv(covariance, rcond=1e-10, hermitian=True),
+                   measured - mu,
                    tuple(covariances), tuple(m.view.attributes for m, _ in chosen))
 
     def answer(self, weights: np.ndarray) -> OneStep:
@@ -156,7 +158,7 @@ class Correction:
             g = gain[:, start:start + len(covariance)]
             analytic += np.sum((g @ covariance) * g, axis=1)
             start += len(covariance)
-        residual = replicate_answers - (t.T @ draws.T).T @ gain.T                       # B x queries
+        residual = replicate_answers - self.draw_means @ gain.T                         # B x queries
         bootstrap = np.var(residual, axis=0, ddof=1)
         total = analytic + bootstrap
         with np.errstate(divide="ignore", invalid="ignore"):
